@@ -1,0 +1,491 @@
+// SPDX-License-Identifier: GPL-2.0
+/* In-kernel collectors for tracked processes: run-queue latency and off-CPU time from the
+ * scheduler tracepoints, futex waits from the futex syscalls, page faults from perf software
+ * events, and the process lifecycle (exec for discovery, exit for cleanup).
+ *
+ * Every hook begins with one hash lookup by tgid in "procs", so untracked tasks cost one
+ * lookup. Scheduler and lifecycle hooks exist as tp_btf and raw_tp programs with the same
+ * body; user space autoloads one set after probing. Futex waits come from the classic
+ * syscalls:sys_*_futex tracepoints (need tracefs) or, as a fallback, raw_syscalls.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "llmprof/abi.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define PF_EXITING 0x00000004
+#define ETIMEDOUT 110
+#define EAGAIN 11
+#define FUTEX_CMD_MASK 0x7f
+
+#if defined(__TARGET_ARCH_x86)
+#define LP_NR_FUTEX 202
+#elif defined(__TARGET_ARCH_arm64)
+#define LP_NR_FUTEX 98
+#endif
+#define LP_NR_FUTEX_WAITV 449
+
+/* Set by user space before load. */
+const volatile bool want_exec_events = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_proc_stats);
+} procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_thread);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192); /* resized by user space */
+	__type(key, struct lp_futex_key);
+	__type(value, struct lp_futex_val);
+} futex_addrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LP_D_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20); /* resized by user space */
+} events SEC(".maps");
+
+/* Kernels before 5.14 call it "state" (commit 2f064a59a11f renamed it to __state). */
+struct task_struct___o {
+	volatile long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline long task_state(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return BPF_CORE_READ((struct task_struct___o *)t, state);
+}
+
+static __always_inline void drop(__u32 what)
+{
+	__u64 *c = bpf_map_lookup_elem(&drops, &what);
+
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
+static __always_inline void hist_add(struct lp_hist *h, __u64 v)
+{
+	__u32 idx = lp_hist_index(v);
+
+	if (idx >= LP_HIST_NBUCKETS)
+		return;
+	__sync_fetch_and_add(&h->buckets[idx], 1);
+	__sync_fetch_and_add(&h->count, 1);
+	__sync_fetch_and_add(&h->sum_ns, v);
+	/* No atomic max in BPF: a lost race under-reports max by one concurrent sample. */
+	if (v > h->max_ns)
+		h->max_ns = v;
+}
+
+/* The thread's state, created on first sight. Only called for tracked processes. */
+static __always_inline struct lp_thread *thread_get(__u32 tid, __u32 tgid)
+{
+	struct lp_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct lp_thread zero = {};
+
+	if (t && t->tgid == tgid)
+		return t;
+	/* Absent, or left over from an earlier thread with a reused tid: start afresh. */
+	zero.tgid = tgid;
+	if (bpf_map_update_elem(&threads, &tid, &zero, BPF_ANY)) {
+		drop(LP_D_THREADS_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+static __always_inline void on_switch(bool preempt, struct task_struct *prev,
+				      struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tgid, tid, cpu1;
+	struct lp_proc_stats *p;
+	struct lp_thread *t;
+	__u64 d;
+
+	tgid = BPF_CORE_READ(prev, tgid);
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	/* An exiting thread's entry is gone already; do not create it again. */
+	if (p && !(BPF_CORE_READ(prev, flags) & PF_EXITING)) {
+		tid = BPF_CORE_READ(prev, pid);
+		t = thread_get(tid, tgid);
+		if (t) {
+			if (t->on_since) {
+				d = now - t->on_since;
+				t->oncpu_ns += d;
+				__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], d);
+			}
+			t->on_since = 0;
+			t->off_since = now;
+			/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */
+			if (preempt || task_state(prev) == 0) {
+				t->off_preempted = 1;
+				t->runnable_since = now;
+				t->nivcsw++;
+				__sync_fetch_and_add(&p->ctr[LP_C_NIVCSW], 1);
+			} else {
+				t->off_preempted = 0;
+				t->runnable_since = 0;
+				t->nvcsw++;
+				__sync_fetch_and_add(&p->ctr[LP_C_NVCSW], 1);
+			}
+		}
+	}
+
+	tgid = BPF_CORE_READ(next, tgid);
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return;
+	tid = BPF_CORE_READ(next, pid);
+	t = thread_get(tid, tgid);
+	if (!t)
+		return;
+	if (t->runnable_since) {
+		d = now - t->runnable_since;
+		t->runq_ns += d;
+		hist_add(&p->hist[LP_H_RUNQ], d);
+	}
+	if (t->off_since) {
+		d = now - t->off_since;
+		if (t->off_preempted) {
+			t->off_preempted_ns += d;
+			hist_add(&p->hist[LP_H_OFF_PREEMPTED], d);
+		} else {
+			t->off_blocked_ns += d;
+			hist_add(&p->hist[LP_H_OFF_BLOCKED], d);
+		}
+	}
+	cpu1 = bpf_get_smp_processor_id() + 1;
+	if (t->last_cpu && t->last_cpu != cpu1) {
+		t->migrations++;
+		__sync_fetch_and_add(&p->ctr[LP_C_MIGRATIONS], 1);
+	}
+	t->last_cpu = cpu1;
+	t->on_since = now;
+	t->off_since = 0;
+	t->runnable_since = 0;
+}
+
+static __always_inline void on_wakeup(struct task_struct *task)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	__u32 tid;
+	struct lp_thread *t;
+
+	if (!bpf_map_lookup_elem(&procs, &tgid))
+		return;
+	tid = BPF_CORE_READ(task, pid);
+	t = thread_get(tid, tgid);
+	if (t && !t->runnable_since)
+		t->runnable_since = bpf_ktime_get_ns();
+}
+
+static __always_inline void on_exit(struct task_struct *task)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	__u32 tid = BPF_CORE_READ(task, pid);
+	struct lp_proc_stats *p;
+	struct lp_ev_exit *e;
+
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return;
+	bpf_map_delete_elem(&threads, &tid);
+	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (e) {
+		e->type = LP_EV_EXIT;
+		e->pad = 0;
+		bpf_probe_read_kernel(&e->stats, sizeof(e->stats), p);
+		e->stats.exit_ns = bpf_ktime_get_ns();
+		bpf_ringbuf_submit(e, 0);
+	} else {
+		drop(LP_D_EVENTS_LOST);
+	}
+	bpf_map_delete_elem(&procs, &tgid);
+}
+
+static __always_inline void on_exec(struct task_struct *task)
+{
+	struct lp_ev_exec *e;
+
+	if (!want_exec_events)
+		return;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		drop(LP_D_EVENTS_LOST);
+		return;
+	}
+	e->type = LP_EV_EXEC;
+	e->tgid = BPF_CORE_READ(task, tgid);
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* --- scheduler and lifecycle: tp_btf variants --- */
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(lp_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	on_switch(preempt, prev, next);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(lp_wakeup_btf, struct task_struct *p)
+{
+	on_wakeup(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(lp_wakeup_new_btf, struct task_struct *p)
+{
+	on_wakeup(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(lp_exit_btf, struct task_struct *p)
+{
+	on_exit(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(lp_exec_btf, struct task_struct *p)
+{
+	on_exec(p);
+	return 0;
+}
+
+/* --- the same as raw_tp, for kernels where tp_btf does not load --- */
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(lp_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	on_switch(preempt, prev, next);
+	return 0;
+}
+
+SEC("raw_tp/sched_wakeup")
+int BPF_PROG(lp_wakeup_raw, struct task_struct *p)
+{
+	on_wakeup(p);
+	return 0;
+}
+
+SEC("raw_tp/sched_wakeup_new")
+int BPF_PROG(lp_wakeup_new_raw, struct task_struct *p)
+{
+	on_wakeup(p);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(lp_exit_raw, struct task_struct *p)
+{
+	on_exit(p);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(lp_exec_raw, struct task_struct *p)
+{
+	on_exec(p);
+	return 0;
+}
+
+/* --- futex waits --- */
+
+static __always_inline void futex_enter(__u64 uaddr, __u32 kind)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct lp_thread *t;
+
+	if (!bpf_map_lookup_elem(&procs, &tgid))
+		return;
+	t = thread_get((__u32)id, tgid);
+	if (!t)
+		return;
+	t->futex_since = bpf_ktime_get_ns();
+	t->futex_uaddr = uaddr;
+	t->futex_kind = kind;
+}
+
+static __always_inline void futex_enter_op(__u64 uaddr, __u64 op)
+{
+	switch (op & FUTEX_CMD_MASK) {
+	case 0: /* FUTEX_WAIT */
+	case 9: /* FUTEX_WAIT_BITSET */
+	case 11: /* FUTEX_WAIT_REQUEUE_PI */
+		futex_enter(uaddr, LP_FUTEX_WAIT);
+		break;
+	case 6: /* FUTEX_LOCK_PI */
+	case 13: /* FUTEX_LOCK_PI2 */
+		futex_enter(uaddr, LP_FUTEX_LOCK_PI);
+		break;
+	}
+}
+
+static __always_inline void futex_waitv_enter(const void *waiters)
+{
+	__u64 uaddr = 0;
+
+	/* struct futex_waitv { __u64 val; __u64 uaddr; ... }: key by the first waiter. */
+	bpf_probe_read_user(&uaddr, sizeof(uaddr), (const char *)waiters + 8);
+	futex_enter(uaddr, LP_FUTEX_WAITV);
+}
+
+static __always_inline void futex_exit(long ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct lp_futex_key key = {};
+	struct lp_proc_stats *p;
+	struct lp_futex_val *v, zero = {};
+	struct lp_thread *t;
+	__u64 d;
+
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || !t->futex_since)
+		return;
+	d = bpf_ktime_get_ns() - t->futex_since;
+	t->futex_since = 0;
+	t->futex_ns += d;
+	t->futex_waits++;
+	key.tgid = t->tgid;
+	key.uaddr = t->futex_uaddr;
+	p = bpf_map_lookup_elem(&procs, &key.tgid);
+	if (!p)
+		return;
+	hist_add(&p->hist[LP_H_FUTEX], d);
+	if (ret == -ETIMEDOUT)
+		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_TIMEDOUT], 1);
+	else if (ret == -EAGAIN)
+		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_EAGAIN], 1);
+	if (t->futex_kind == LP_FUTEX_LOCK_PI)
+		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_LOCK_PI], 1);
+	else if (t->futex_kind == LP_FUTEX_WAITV)
+		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_WAITV], 1);
+
+	v = bpf_map_lookup_elem(&futex_addrs, &key);
+	if (!v) {
+		if (bpf_map_update_elem(&futex_addrs, &key, &zero, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&futex_addrs, &key)) {
+			drop(LP_D_FUTEX_ADDRS_FULL);
+			return;
+		}
+		v = bpf_map_lookup_elem(&futex_addrs, &key);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->waits, 1);
+	__sync_fetch_and_add(&v->wait_ns, d);
+	if (d > v->max_ns)
+		v->max_ns = d;
+}
+
+SEC("tracepoint/syscalls/sys_enter_futex")
+int lp_futex_enter_tp(struct trace_event_raw_sys_enter *ctx)
+{
+	futex_enter_op(ctx->args[0], ctx->args[1]);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex")
+int lp_futex_exit_tp(struct trace_event_raw_sys_exit *ctx)
+{
+	futex_exit(ctx->ret);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_futex_waitv")
+int lp_futex_waitv_enter_tp(struct trace_event_raw_sys_enter *ctx)
+{
+	futex_waitv_enter((const void *)ctx->args[0]);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_waitv")
+int lp_futex_waitv_exit_tp(struct trace_event_raw_sys_exit *ctx)
+{
+	futex_exit(ctx->ret);
+	return 0;
+}
+
+/* Fallback without tracefs: every syscall passes here, so filter on the number first. */
+SEC("raw_tp/sys_enter")
+int BPF_PROG(lp_sys_enter_raw, struct pt_regs *regs, long id)
+{
+	if (id == LP_NR_FUTEX)
+		futex_enter_op(PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_PARM2_CORE_SYSCALL(regs));
+	else if (id == LP_NR_FUTEX_WAITV)
+		futex_waitv_enter((const void *)PT_REGS_PARM1_CORE_SYSCALL(regs));
+	return 0;
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(lp_sys_exit_raw, struct pt_regs *regs, long ret)
+{
+	futex_exit(ret);
+	return 0;
+}
+
+/* --- page faults: perf software events counted where the kernel counts min_flt/maj_flt --- */
+
+static __always_inline void fault(__u32 ctr)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct lp_proc_stats *p = bpf_map_lookup_elem(&procs, &tgid);
+	struct lp_thread *t;
+
+	if (!p)
+		return;
+	__sync_fetch_and_add(&p->ctr[ctr], 1);
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || t->tgid != tgid)
+		return;
+	if (ctr == LP_C_FAULTS_MAJ)
+		t->faults_maj++;
+	else
+		t->faults_min++;
+}
+
+SEC("perf_event")
+int lp_fault_min(struct bpf_perf_event_data *ctx)
+{
+	fault(LP_C_FAULTS_MIN);
+	return 0;
+}
+
+SEC("perf_event")
+int lp_fault_maj(struct bpf_perf_event_data *ctx)
+{
+	fault(LP_C_FAULTS_MAJ);
+	return 0;
+}

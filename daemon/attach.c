@@ -1,0 +1,276 @@
+/* Opens the core BPF skeleton, picks the program variants this kernel supports, sizes the
+ * maps, loads, and attaches: scheduler and lifecycle tracepoints, futex syscalls, and one
+ * page-fault perf event per CPU. */
+#include "attach.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core.skel.h"
+#include "log.h"
+
+static int attach_one(struct bpf_program *prog, struct bpf_link **slot)
+{
+	struct bpf_link *l = bpf_program__attach(prog);
+
+	if (!l)
+		return log_warning_errno(-errno, "attach BPF program '%s' (%s): %m",
+					 bpf_program__name(prog), bpf_program__section_name(prog));
+	*slot = l;
+	return 0;
+}
+
+static void detach_one(struct bpf_link **slot)
+{
+	bpf_link__destroy(*slot);
+	*slot = NULL;
+}
+
+static int attach_sched(struct lp_core *c, bool btf)
+{
+	struct core_bpf *s = c->skel;
+	struct {
+		struct bpf_program *prog;
+		struct bpf_link **slot;
+	} progs[] = {
+		{ btf ? s->progs.lp_switch_btf : s->progs.lp_switch_raw,
+		  btf ? &s->links.lp_switch_btf : &s->links.lp_switch_raw },
+		{ btf ? s->progs.lp_wakeup_btf : s->progs.lp_wakeup_raw,
+		  btf ? &s->links.lp_wakeup_btf : &s->links.lp_wakeup_raw },
+		{ btf ? s->progs.lp_wakeup_new_btf : s->progs.lp_wakeup_new_raw,
+		  btf ? &s->links.lp_wakeup_new_btf : &s->links.lp_wakeup_new_raw },
+		{ btf ? s->progs.lp_exit_btf : s->progs.lp_exit_raw,
+		  btf ? &s->links.lp_exit_btf : &s->links.lp_exit_raw },
+		{ btf ? s->progs.lp_exec_btf : s->progs.lp_exec_raw,
+		  btf ? &s->links.lp_exec_btf : &s->links.lp_exec_raw },
+	};
+	int r;
+
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		r = attach_one(progs[i].prog, progs[i].slot);
+		if (r < 0)
+			return r;
+	}
+	c->sched_variant = btf ? "tp_btf" : "raw_tp";
+	return 0;
+}
+
+static int attach_futex_tracepoints(struct lp_core *c)
+{
+	struct core_bpf *s = c->skel;
+	int r;
+
+	if ((r = attach_one(s->progs.lp_futex_enter_tp, &s->links.lp_futex_enter_tp)) < 0 ||
+	    (r = attach_one(s->progs.lp_futex_exit_tp, &s->links.lp_futex_exit_tp)) < 0)
+		goto fail;
+	/* futex_waitv(2) is newer (5.16) than the rest: without it, keep futex(2). */
+	if (attach_one(s->progs.lp_futex_waitv_enter_tp, &s->links.lp_futex_waitv_enter_tp) ||
+	    attach_one(s->progs.lp_futex_waitv_exit_tp, &s->links.lp_futex_waitv_exit_tp)) {
+		detach_one(&s->links.lp_futex_waitv_enter_tp);
+		detach_one(&s->links.lp_futex_waitv_exit_tp);
+		log_warning("futex_waitv(2) waits will not be seen, ignoring");
+	}
+	c->futex_source = "syscall tracepoints";
+	return 0;
+fail:
+	detach_one(&s->links.lp_futex_enter_tp);
+	detach_one(&s->links.lp_futex_exit_tp);
+	return r;
+}
+
+static int attach_futex_raw(struct lp_core *c)
+{
+	struct core_bpf *s = c->skel;
+	int r;
+
+	if ((r = attach_one(s->progs.lp_sys_enter_raw, &s->links.lp_sys_enter_raw)) < 0 ||
+	    (r = attach_one(s->progs.lp_sys_exit_raw, &s->links.lp_sys_exit_raw)) < 0) {
+		detach_one(&s->links.lp_sys_enter_raw);
+		return r;
+	}
+	c->futex_source = "raw_syscalls";
+	return 0;
+}
+
+static int open_fault_event(__u64 config, int cpu)
+{
+	struct perf_event_attr attr = {
+		.size = sizeof(attr),
+		.type = PERF_TYPE_SOFTWARE,
+		.config = config,
+		/* Every fault runs the program; the kernel counts these exactly where it counts
+		 * min_flt/maj_flt (mm_account_fault), so totals match /proc/PID/stat. */
+		.sample_period = 1,
+	};
+	int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+static int attach_faults(struct lp_core *c)
+{
+	struct bpf_program *progs[2] = { c->skel->progs.lp_fault_min, c->skel->progs.lp_fault_maj };
+	__u64 configs[2] = { PERF_COUNT_SW_PAGE_FAULTS_MIN, PERF_COUNT_SW_PAGE_FAULTS_MAJ };
+	int ncpus = libbpf_num_possible_cpus(), r = 0;
+
+	if (ncpus < 0)
+		return log_warning_errno(ncpus, "count possible CPUs: %m");
+	c->links = calloc((size_t)ncpus * 2, sizeof(*c->links));
+	if (!c->links)
+		return -ENOMEM;
+	for (int cpu = 0; cpu < ncpus; cpu++) {
+		for (int k = 0; k < 2; k++) {
+			struct bpf_link *l;
+			int fd = open_fault_event(configs[k], cpu);
+
+			if (fd == -ENODEV) /* possible but offline CPU */
+				continue;
+			if (fd < 0) {
+				r = log_warning_errno(fd, "open page-fault perf event on CPU %d: %m",
+						      cpu);
+				goto fail;
+			}
+			l = bpf_program__attach_perf_event(progs[k], fd);
+			if (!l) {
+				r = log_warning_errno(-errno, "attach '%s' to CPU %d: %m",
+						      bpf_program__name(progs[k]), cpu);
+				close(fd);
+				goto fail;
+			}
+			c->links[c->nlinks++] = l;
+		}
+		c->nfault_cpus++;
+	}
+	c->faults = true;
+	return 0;
+fail:
+	for (size_t i = 0; i < c->nlinks; i++)
+		bpf_link__destroy(c->links[i]);
+	c->nlinks = 0;
+	c->nfault_cpus = 0;
+	return r;
+}
+
+static void set_autoload_sched(struct core_bpf *s, bool btf)
+{
+	struct bpf_program *b[] = { s->progs.lp_switch_btf, s->progs.lp_wakeup_btf,
+				    s->progs.lp_wakeup_new_btf, s->progs.lp_exit_btf,
+				    s->progs.lp_exec_btf };
+	struct bpf_program *r[] = { s->progs.lp_switch_raw, s->progs.lp_wakeup_raw,
+				    s->progs.lp_wakeup_new_raw, s->progs.lp_exit_raw,
+				    s->progs.lp_exec_raw };
+
+	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++) {
+		bpf_program__set_autoload(b[i], btf);
+		bpf_program__set_autoload(r[i], !btf);
+	}
+}
+
+int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp_features *f)
+{
+	bool btf = f->tp_btf && !cfg->sched_raw_tp;
+	bool futex_tp = cfg->futex_source == LP_FUTEX_SRC_AUTO ||
+			cfg->futex_source == LP_FUTEX_SRC_TRACEPOINT;
+	bool futex_raw = cfg->futex_source == LP_FUTEX_SRC_AUTO ||
+			 cfg->futex_source == LP_FUTEX_SRC_RAW;
+	bool faults = cfg->faults && f->perf_sw;
+	struct core_bpf *s;
+	int r;
+
+	memset(c, 0, sizeof(*c));
+	if (!f->btf)
+		return log_error_errno(-EOPNOTSUPP, "cannot load BPF programs: the kernel has no "
+						    "BTF (/sys/kernel/btf/vmlinux)");
+	if (!btf && !f->raw_tp)
+		return log_error_errno(-EOPNOTSUPP, "cannot attach to scheduler tracepoints: "
+						    "neither tp_btf nor raw_tp programs load");
+	s = c->skel = core_bpf__open();
+	if (!s)
+		return log_error_errno(-errno, "open BPF object: %m");
+
+	bpf_map__set_max_entries(s->maps.procs, cfg->max_processes);
+	bpf_map__set_max_entries(s->maps.threads, cfg->max_threads);
+	bpf_map__set_max_entries(s->maps.futex_addrs, cfg->max_futex_addrs);
+	bpf_map__set_max_entries(s->maps.events, cfg->ringbuf_bytes);
+	s->rodata->want_exec_events = cfg->ncomms > 0 || cfg->nexes > 0;
+
+	set_autoload_sched(s, btf);
+	bpf_program__set_autoload(s->progs.lp_futex_enter_tp, futex_tp);
+	bpf_program__set_autoload(s->progs.lp_futex_exit_tp, futex_tp);
+	bpf_program__set_autoload(s->progs.lp_futex_waitv_enter_tp, futex_tp);
+	bpf_program__set_autoload(s->progs.lp_futex_waitv_exit_tp, futex_tp);
+	bpf_program__set_autoload(s->progs.lp_sys_enter_raw, futex_raw);
+	bpf_program__set_autoload(s->progs.lp_sys_exit_raw, futex_raw);
+	bpf_program__set_autoload(s->progs.lp_fault_min, faults);
+	bpf_program__set_autoload(s->progs.lp_fault_maj, faults);
+
+	r = core_bpf__load(s);
+	if (r < 0)
+		return log_error_errno(r, "load BPF programs: %m");
+
+	r = attach_sched(c, btf);
+	if (r < 0)
+		return log_error_errno(r, "scheduler tracepoints are required: %m");
+
+	r = -ENOENT;
+	if (futex_tp && f->tracefs)
+		r = attach_futex_tracepoints(c);
+	if (r < 0 && futex_raw)
+		r = attach_futex_raw(c);
+	if (r < 0 && cfg->futex_source != LP_FUTEX_SRC_OFF)
+		log_warning_errno(r, "futex waits will not be collected: %m");
+
+	if (faults && attach_faults(c) < 0)
+		log_warning("page faults will not be counted, ignoring");
+	return 0;
+}
+
+void lp_core_destroy(struct lp_core *c)
+{
+	for (size_t i = 0; i < c->nlinks; i++)
+		bpf_link__destroy(c->links[i]);
+	free(c->links);
+	core_bpf__destroy(c->skel);
+	memset(c, 0, sizeof(*c));
+}
+
+static uint64_t map_memlock(int fd)
+{
+	char path[64], line[256];
+	unsigned long long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "memlock: %llu", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size_t n)
+{
+	struct bpf_map *maps[] = { c->skel->maps.procs, c->skel->maps.threads,
+				   c->skel->maps.futex_addrs, c->skel->maps.events,
+				   c->skel->maps.drops };
+	size_t k = 0;
+
+	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]) && k < n; i++, k++) {
+		out[k].name = bpf_map__name(maps[i]);
+		out[k].max_entries = bpf_map__max_entries(maps[i]);
+		out[k].value_size = bpf_map__value_size(maps[i]);
+		out[k].memlock = map_memlock(bpf_map__fd(maps[i]));
+	}
+	return k;
+}

@@ -1,0 +1,42 @@
+/* Loading and attaching the core BPF object: variant choice, map sizes, per-CPU perf events. */
+#ifndef LLMPROF_ATTACH_H
+#define LLMPROF_ATTACH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "probe.h"
+
+struct core_bpf;
+struct bpf_link;
+
+struct lp_core {
+	struct core_bpf *skel;
+	struct bpf_link **links;
+	size_t nlinks;
+	const char *sched_variant; /* "tp_btf" or "raw_tp" */
+	const char *futex_source; /* "syscall tracepoints", "raw_syscalls" or NULL (off) */
+	bool faults; /* page fault perf events attached */
+	int nfault_cpus;
+};
+
+/* Opens, sizes, loads and attaches. Scheduler and lifecycle programs are required; futex
+ * and page-fault collection degrade with a logged reason. Returns 0 or -errno (logged). */
+int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp_features *f);
+
+/* Detaches and frees everything; accepts a zeroed or partly loaded lp_core. */
+void lp_core_destroy(struct lp_core *c);
+
+struct lp_map_usage {
+	const char *name;
+	uint32_t max_entries;
+	uint32_t value_size;
+	uint64_t memlock; /* bytes the kernel charges for the map */
+};
+
+/* Fills up to n entries describing the core maps; returns how many. */
+size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size_t n);
+
+#endif

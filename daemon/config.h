@@ -1,0 +1,39 @@
+/* The daemon's settings, from the command line. */
+#ifndef LLMPROF_CONFIG_H
+#define LLMPROF_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum lp_futex_source {
+	LP_FUTEX_SRC_AUTO = 0, /* syscall tracepoints when tracefs is there, else raw_syscalls */
+	LP_FUTEX_SRC_TRACEPOINT,
+	LP_FUTEX_SRC_RAW,
+	LP_FUTEX_SRC_OFF,
+};
+
+struct lp_config {
+	pid_t *pids;
+	size_t npids;
+	char **comms; /* exact comm (as in /proc/PID/comm) */
+	size_t ncomms;
+	char **exes; /* fnmatch(3) patterns over the /proc/PID/exe path */
+	size_t nexes;
+
+	uint32_t max_processes;
+	uint32_t max_threads;
+	uint32_t max_futex_addrs;
+	uint32_t ringbuf_bytes;
+
+	bool once;
+	double seconds; /* with once: stop after this long (0 = until the --pid targets exit) */
+	bool sched_raw_tp; /* use raw_tp even where tp_btf loads */
+	enum lp_futex_source futex_source;
+	bool faults;
+	bool mount_tracefs;
+	bool verbose;
+};
+
+#endif

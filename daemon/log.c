@@ -1,0 +1,58 @@
+/* Logging to stderr, with journald priority prefixes when stderr is the journal. */
+#include "log.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *log_prog = "llmprofd";
+static int log_max = LOG_INFO;
+static bool log_journal;
+
+void lp_log_init(const char *prog)
+{
+	log_prog = prog;
+	/* systemd sets JOURNAL_STREAM when stderr is connected to journald. */
+	log_journal = getenv("JOURNAL_STREAM") != NULL;
+}
+
+void lp_log_set_level(int max_priority)
+{
+	log_max = max_priority;
+}
+
+static void vlog(int priority, const char *fmt, va_list ap)
+{
+	char buf[2048];
+
+	if (priority > log_max)
+		return;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	if (log_journal)
+		fprintf(stderr, "<%d>%s\n", priority, buf);
+	else
+		fprintf(stderr, "%s: %s\n", log_prog, buf);
+}
+
+void lp_log(int priority, const char *fmt, ...)
+{
+	va_list ap;
+	int saved = errno;
+
+	va_start(ap, fmt);
+	vlog(priority, fmt, ap);
+	va_end(ap);
+	errno = saved;
+}
+
+int lp_log_errno(int priority, int r, const char *fmt, ...)
+{
+	va_list ap;
+
+	errno = r < 0 ? -r : r;
+	va_start(ap, fmt);
+	vlog(priority, fmt, ap);
+	va_end(ap);
+	return r;
+}

@@ -1,0 +1,476 @@
+/* llmprofd: loads the collectors, tracks the selected processes, and reports. */
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+
+#include "attach.h"
+#include "core.skel.h"
+#include "probe.h"
+#include "log.h"
+#include "procfs.h"
+#include "render.h"
+#include "snapshot.h"
+#include "track.h"
+
+struct daemon {
+	struct lp_config cfg;
+	struct lp_features features;
+	struct lp_core core;
+	struct lp_tracker tracker;
+	struct ring_buffer *rb;
+	struct event_base *base;
+	int exit_code;
+};
+
+static const char *default_comms[] = { "llama-cli",  "llama-server", "llama-bench",
+				       "llama-simple", "ollama",     "whisper-cli" };
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: llmprofd [OPTION]...\n"
+		"Collects scheduler, futex and page-fault statistics of LLM inference processes\n"
+		"in the kernel, with eBPF.\n"
+		"\n"
+		"Which processes:\n"
+		"  -p, --pid PID            track this process (repeatable)\n"
+		"  -c, --comm NAME          track processes whose comm is NAME, also those that\n"
+		"                           start later (repeatable)\n"
+		"  -e, --exe GLOB           track processes whose executable path matches GLOB\n"
+		"                           (repeatable)\n"
+		"  Without any of these: --comm for llama-cli, llama-server, llama-bench,\n"
+		"  llama-simple, ollama and whisper-cli.\n"
+		"\n"
+		"Reporting:\n"
+		"      --once               print one JSON report on stdout and exit: after\n"
+		"                           --seconds, on SIGINT/SIGTERM, or when every --pid\n"
+		"                           process has exited\n"
+		"  -s, --seconds S          with --once, report after S seconds\n"
+		"\n"
+		"Limits (kernel memory is printed at start):\n"
+		"      --max-processes N    tracked processes at once (default 256)\n"
+		"      --max-threads N      threads of tracked processes (default 16384)\n"
+		"      --max-futex-addrs N  distinct futex addresses (default 8192)\n"
+		"\n"
+		"Collectors:\n"
+		"      --sched-raw-tp       use raw_tp even where tp_btf programs load\n"
+		"      --futex-source SRC   auto, tracepoint, raw (raw_syscalls) or off\n"
+		"      --no-page-faults     do not count page faults\n"
+		"      --no-mount-tracefs   do not mount tracefs when it is missing\n"
+		"\n"
+		"  -f, --foreground         accepted for clarity: llmprofd never forks\n"
+		"  -v, --verbose            log debug messages, libbpf's included\n"
+		"  -h, --help               show this help\n"
+		"  -V, --version            show the version\n"
+		"\n"
+		"Examples:\n"
+		"  llmprofd --comm llama-server\n"
+		"  llmprofd --once --pid 4242 --seconds 10 > report.json\n");
+}
+
+static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < min || v > max)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int push(void *arrp, size_t *n, size_t size, const void *item)
+{
+	void **arr = arrp;
+	void *a = realloc(*arr, (*n + 1) * size);
+
+	if (!a)
+		return -ENOMEM;
+	memcpy((char *)a + *n * size, item, size);
+	*arr = a;
+	(*n)++;
+	return 0;
+}
+
+enum {
+	OPT_ONCE = 256,
+	OPT_MAX_PROCESSES,
+	OPT_MAX_THREADS,
+	OPT_MAX_FUTEX,
+	OPT_SCHED_RAW,
+	OPT_FUTEX_SOURCE,
+	OPT_NO_FAULTS,
+	OPT_NO_MOUNT,
+};
+
+/* Returns 0 to run, 1 to exit successfully (help, version), -EINVAL on bad usage. */
+static int parse_args(struct lp_config *cfg, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "comm", required_argument, NULL, 'c' },
+		{ "exe", required_argument, NULL, 'e' },
+		{ "once", no_argument, NULL, OPT_ONCE },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "max-processes", required_argument, NULL, OPT_MAX_PROCESSES },
+		{ "max-threads", required_argument, NULL, OPT_MAX_THREADS },
+		{ "max-futex-addrs", required_argument, NULL, OPT_MAX_FUTEX },
+		{ "sched-raw-tp", no_argument, NULL, OPT_SCHED_RAW },
+		{ "futex-source", required_argument, NULL, OPT_FUTEX_SOURCE },
+		{ "no-page-faults", no_argument, NULL, OPT_NO_FAULTS },
+		{ "no-mount-tracefs", no_argument, NULL, OPT_NO_MOUNT },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{}
+	};
+	int c;
+
+	cfg->max_processes = 256;
+	cfg->max_threads = 16384;
+	cfg->max_futex_addrs = 8192;
+	cfg->ringbuf_bytes = 4 << 20;
+	cfg->faults = true;
+	cfg->mount_tracefs = true;
+
+	while ((c = getopt_long(argc, argv, "p:c:e:s:fvhV", opts, NULL)) != -1) {
+		char *end, *s;
+		pid_t pid;
+
+		switch (c) {
+		case 'p':
+			if (lp_parse_pid(optarg, &pid) < 0) {
+				log_error("--pid: '%s' is not a process id", optarg);
+				return -EINVAL;
+			}
+			if (push(&cfg->pids, &cfg->npids, sizeof(pid), &pid) < 0)
+				return -ENOMEM;
+			break;
+		case 'c':
+			if (strlen(optarg) == 0 || strlen(optarg) > 15) {
+				log_error("--comm: '%s' cannot be a comm (1 to 15 characters)", optarg);
+				return -EINVAL;
+			}
+			s = optarg;
+			if (push(&cfg->comms, &cfg->ncomms, sizeof(s), &s) < 0)
+				return -ENOMEM;
+			break;
+		case 'e':
+			s = optarg;
+			if (push(&cfg->exes, &cfg->nexes, sizeof(s), &s) < 0)
+				return -ENOMEM;
+			break;
+		case OPT_ONCE:
+			cfg->once = true;
+			break;
+		case 's':
+			errno = 0;
+			cfg->seconds = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(cfg->seconds > 0) ||
+			    cfg->seconds > 1e7) {
+				log_error("--seconds: '%s' is not a positive number", optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_MAX_PROCESSES:
+		case OPT_MAX_THREADS:
+		case OPT_MAX_FUTEX: {
+			uint32_t *dst = c == OPT_MAX_PROCESSES ? &cfg->max_processes :
+					c == OPT_MAX_THREADS   ? &cfg->max_threads :
+								 &cfg->max_futex_addrs;
+
+			if (parse_u32(optarg, 1, 1 << 22, dst) < 0) {
+				log_error("%s: '%s' is not a number from 1 to %u", argv[optind - 1],
+					  optarg, 1 << 22);
+				return -EINVAL;
+			}
+			break;
+		}
+		case OPT_SCHED_RAW:
+			cfg->sched_raw_tp = true;
+			break;
+		case OPT_FUTEX_SOURCE:
+			if (!strcmp(optarg, "auto"))
+				cfg->futex_source = LP_FUTEX_SRC_AUTO;
+			else if (!strcmp(optarg, "tracepoint"))
+				cfg->futex_source = LP_FUTEX_SRC_TRACEPOINT;
+			else if (!strcmp(optarg, "raw"))
+				cfg->futex_source = LP_FUTEX_SRC_RAW;
+			else if (!strcmp(optarg, "off"))
+				cfg->futex_source = LP_FUTEX_SRC_OFF;
+			else {
+				log_error("--futex-source: '%s' is not auto, tracepoint, raw or off",
+					  optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_NO_FAULTS:
+			cfg->faults = false;
+			break;
+		case OPT_NO_MOUNT:
+			cfg->mount_tracefs = false;
+			break;
+		case 'f':
+			break;
+		case 'v':
+			cfg->verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case 'V':
+			printf("llmprofd %s (abi %d)\n", LLMPROF_VERSION, LP_ABI_VERSION);
+			return 1;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s'; see --help", argv[optind]);
+		return -EINVAL;
+	}
+	if (cfg->seconds > 0 && !cfg->once) {
+		log_error("--seconds goes with --once");
+		return -EINVAL;
+	}
+	if (cfg->npids == 0 && cfg->ncomms == 0 && cfg->nexes == 0) {
+		cfg->comms = malloc(sizeof(default_comms));
+		if (!cfg->comms)
+			return -ENOMEM;
+		memcpy(cfg->comms, default_comms, sizeof(default_comms));
+		cfg->ncomms = sizeof(default_comms) / sizeof(default_comms[0]);
+	}
+	return 0;
+}
+
+static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char buf[1024];
+	size_t n;
+
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	if (n && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	lp_log(level == LIBBPF_WARN ? LOG_WARNING : LOG_INFO, "libbpf: %s", buf);
+	return 0;
+}
+
+static int libbpf_log_verbose(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char buf[1024];
+	size_t n;
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	if (n && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	lp_log(level == LIBBPF_WARN ? LOG_WARNING : LOG_DEBUG, "libbpf: %s", buf);
+	return 0;
+}
+
+static void log_memory(const struct lp_core *c)
+{
+	struct lp_map_usage u[8];
+	size_t n = lp_core_map_usage(c, u, 8);
+	char line[512];
+	uint64_t total = 0;
+	int len = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s %u x %u B",
+				i ? ", " : "", u[i].name, u[i].max_entries, u[i].value_size);
+		total += u[i].memlock;
+	}
+	log_info("kernel maps: %s; %.1f MiB locked in all", line, (double)total / (1 << 20));
+}
+
+static void on_ringbuf(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)fd;
+	(void)what;
+	ring_buffer__consume(d->rb);
+}
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)what;
+	if (fd >= 0)
+		log_info("%s received, stopping", strsignal((int)fd));
+	event_base_loopbreak(d->base);
+}
+
+/* In --once mode with only --pid targets, the report is due when the last one exits. */
+static void on_target_exit(void *userdata, const struct lp_target *t)
+{
+	struct daemon *d = userdata;
+
+	(void)t;
+	if (!d->cfg.once || d->cfg.ncomms || d->cfg.nexes)
+		return;
+	for (size_t i = 0; i < d->cfg.npids; i++) {
+		struct lp_target *x = lp_tracker_find(&d->tracker, d->cfg.pids[i]);
+
+		if (x && !x->exited)
+			return;
+	}
+	event_base_loopbreak(d->base);
+}
+
+static int print_report(struct daemon *d)
+{
+	struct lp_report r;
+	cJSON *json;
+	char *text;
+	int ret;
+
+	ring_buffer__consume(d->rb);
+	lp_tracker_reap(&d->tracker);
+	ret = lp_report_build(&r, &d->core, &d->tracker, 0);
+	if (ret < 0) {
+		lp_report_free(&r);
+		return log_error_errno(ret, "read maps: %m");
+	}
+	r.features = &d->features;
+	json = lp_render_report(&r);
+	text = json ? cJSON_Print(json) : NULL;
+	if (text) {
+		fputs(text, stdout);
+		fputc('\n', stdout);
+		fflush(stdout);
+	}
+	free(text);
+	cJSON_Delete(json);
+	lp_report_free(&r);
+	return text ? 0 : log_error_errno(-ENOMEM, "render report: %m");
+}
+
+/* libevent's event_free() does not accept NULL. */
+static void event_free_safe(struct event *ev)
+{
+	if (ev)
+		event_free(ev);
+}
+
+static int run(struct daemon *d)
+{
+	struct event *ev_rb = NULL, *ev_int = NULL, *ev_term = NULL, *ev_timer = NULL;
+	int r;
+
+	sd_notify(0, "STATUS=Probing kernel features");
+	lp_features_probe(&d->features, d->cfg.mount_tracefs);
+	lp_features_log(&d->features);
+
+	sd_notify(0, "STATUS=Loading BPF programs");
+	r = lp_core_load(&d->core, &d->cfg, &d->features);
+	if (r < 0)
+		return r;
+	log_info("collectors: scheduler via %s, futex via %s, page faults %s",
+		 d->core.sched_variant, d->core.futex_source ? d->core.futex_source : "off",
+		 d->core.faults ? "via perf software events" : "off");
+	log_memory(&d->core);
+
+	lp_tracker_init(&d->tracker, &d->cfg, bpf_map__fd(d->core.skel->maps.procs),
+			bpf_map__fd(d->core.skel->maps.futex_addrs));
+	d->tracker.on_exit = on_target_exit;
+	d->tracker.userdata = d;
+	d->rb = ring_buffer__new(bpf_map__fd(d->core.skel->maps.events), lp_tracker_event,
+				 &d->tracker, NULL);
+	if (!d->rb)
+		return log_error_errno(-errno, "create ring buffer reader: %m");
+
+	for (size_t i = 0; i < d->cfg.npids; i++) {
+		r = lp_tracker_add(&d->tracker, d->cfg.pids[i], "pid");
+		if (r == -ESRCH)
+			return log_error_errno(r, "--pid %d: no such process", (int)d->cfg.pids[i]);
+		if (r < 0 && r != -EALREADY)
+			return log_error_errno(r, "--pid %d: cannot track: %m", (int)d->cfg.pids[i]);
+	}
+	r = lp_tracker_scan(&d->tracker);
+	if (r < 0)
+		return r;
+
+	d->base = event_base_new();
+	if (!d->base)
+		return log_error_errno(-ENOMEM, "create event loop: %m");
+	ev_rb = event_new(d->base, ring_buffer__epoll_fd(d->rb), EV_READ | EV_PERSIST, on_ringbuf, d);
+	ev_int = evsignal_new(d->base, SIGINT, on_stop, d);
+	ev_term = evsignal_new(d->base, SIGTERM, on_stop, d);
+	if (!ev_rb || !ev_int || !ev_term || event_add(ev_rb, NULL) || event_add(ev_int, NULL) ||
+	    event_add(ev_term, NULL)) {
+		r = log_error_errno(-ENOMEM, "set up event loop: %m");
+		goto out;
+	}
+	if (d->cfg.once && d->cfg.seconds > 0) {
+		struct timeval tv = { .tv_sec = (time_t)d->cfg.seconds,
+				      .tv_usec = (suseconds_t)((d->cfg.seconds - (double)(time_t)d->cfg.seconds) * 1e6) };
+
+		ev_timer = evtimer_new(d->base, on_stop, d);
+		if (!ev_timer || evtimer_add(ev_timer, &tv)) {
+			r = log_error_errno(-ENOMEM, "set up timer: %m");
+			goto out;
+		}
+	}
+
+	log_info("ready: tracking %zu process(es)", d->tracker.n);
+	sd_notify(0, "READY=1\nSTATUS=Collecting");
+	/* With only --pid targets that are all gone already, report at once. */
+	if (d->cfg.npids)
+		on_target_exit(d, NULL);
+	event_base_dispatch(d->base);
+	sd_notify(0, "STOPPING=1\nSTATUS=Stopping");
+
+	r = d->cfg.once ? print_report(d) : 0;
+out:
+	event_free_safe(ev_timer);
+	event_free_safe(ev_term);
+	event_free_safe(ev_int);
+	event_free_safe(ev_rb);
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	struct daemon d = {};
+	int r;
+
+	lp_log_init("llmprofd");
+	r = parse_args(&d.cfg, argc, argv);
+	if (r != 0) {
+		free(d.cfg.pids);
+		free(d.cfg.comms);
+		free(d.cfg.exes);
+		return r > 0 ? 0 : 2;
+	}
+	if (d.cfg.verbose)
+		lp_log_set_level(LOG_DEBUG);
+	libbpf_set_print(d.cfg.verbose ? libbpf_log_verbose : libbpf_log);
+
+	r = run(&d);
+
+	if (d.base)
+		event_base_free(d.base);
+	ring_buffer__free(d.rb);
+	lp_tracker_free(&d.tracker);
+	lp_core_destroy(&d.core);
+	free(d.cfg.pids);
+	free(d.cfg.comms);
+	free(d.cfg.exes);
+	return r < 0 ? 1 : 0;
+}

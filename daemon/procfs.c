@@ -1,0 +1,130 @@
+/* /proc parsing for process identity: comm, state, start time, fault counters, exe. */
+#include "procfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PID_MAX_LIMIT (4 * 1024 * 1024)
+
+int lp_proc_parse_stat(const char *buf, struct lp_proc_stat *out)
+{
+	const char *open = strchr(buf, '('), *close = strrchr(buf, ')'), *p;
+	unsigned long long v[20];
+	size_t n;
+	char *end;
+
+	if (!open || !close || close < open)
+		return -EINVAL;
+	n = (size_t)(close - open - 1);
+	if (n >= sizeof(out->comm))
+		n = sizeof(out->comm) - 1;
+	memcpy(out->comm, open + 1, n);
+	out->comm[n] = '\0';
+
+	/* After ") ": field 3 is the state, then numbers; starttime is field 22. */
+	p = close + 1;
+	while (*p == ' ')
+		p++;
+	if (!*p)
+		return -EINVAL;
+	out->state = *p++;
+	for (int i = 0; i < 19; i++) {
+		errno = 0;
+		v[i] = strtoull(p, &end, 10);
+		if (end == p || errno)
+			return -EINVAL;
+		p = end;
+	}
+	/* v[0] is field 4 (ppid): minflt is field 10, majflt 12, starttime 22. */
+	out->minflt = v[6];
+	out->majflt = v[8];
+	out->starttime = v[18];
+	return 0;
+}
+
+static int read_small(const char *path, char *buf, size_t size)
+{
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	if (n < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	return (int)n;
+}
+
+int lp_proc_read_stat(pid_t pid, struct lp_proc_stat *out)
+{
+	char path[64], buf[1024];
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	r = read_small(path, buf, sizeof(buf));
+	if (r == -ENOENT)
+		return -ESRCH;
+	if (r < 0)
+		return r;
+	r = lp_proc_parse_stat(buf, out);
+	if (r < 0)
+		return r;
+	if (out->state == 'Z' || out->state == 'X')
+		return -ESRCH;
+	return 0;
+}
+
+int lp_proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t size)
+{
+	char path[64];
+	int r;
+
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	r = read_small(path, buf, size);
+	if (r < 0)
+		return r == -ENOENT ? -ESRCH : r;
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+int lp_proc_read_exe(pid_t pid, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	n = readlink(path, buf, size - 1);
+	if (n < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+int lp_parse_pid(const char *s, pid_t *out)
+{
+	unsigned long v;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < 1 || v > PID_MAX_LIMIT)
+		return -EINVAL;
+	*out = (pid_t)v;
+	return 0;
+}

@@ -1,0 +1,33 @@
+/* Reading /proc: the few facts about a process the daemon needs, with the parsing kept
+ * separate from the I/O so that it can be unit-tested. */
+#ifndef LLMPROF_PROCFS_H
+#define LLMPROF_PROCFS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct lp_proc_stat {
+	char comm[16];
+	char state;
+	uint64_t minflt;
+	uint64_t majflt;
+	uint64_t starttime; /* clock ticks after boot: with the pid, identifies the process */
+};
+
+/* Parses the contents of /proc/PID/stat. comm may hold spaces and parentheses. */
+int lp_proc_parse_stat(const char *buf, struct lp_proc_stat *out);
+
+/* Reads /proc/PID/stat; -ESRCH when the process is gone or a zombie. */
+int lp_proc_read_stat(pid_t pid, struct lp_proc_stat *out);
+
+/* Reads the comm of a process (tid == 0) or of one of its threads. */
+int lp_proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t size);
+
+/* Reads the /proc/PID/exe link; " (deleted)" is kept, as the kernel says it. */
+int lp_proc_read_exe(pid_t pid, char *buf, size_t size);
+
+/* Parses a decimal pid (1 .. PID_MAX_LIMIT) with no trailing garbage. */
+int lp_parse_pid(const char *s, pid_t *out);
+
+#endif

@@ -1,0 +1,134 @@
+/* Reading the kernel maps into a report: process stats, per-thread state, futex addresses,
+ * map fill and loss counters. */
+#include "snapshot.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core.skel.h"
+#include "procfs.h"
+
+static uint64_t count_entries(struct bpf_map *map)
+{
+	char key[64], next[64];
+	void *prev = NULL;
+	uint64_t n = 0;
+	int fd = bpf_map__fd(map);
+
+	if (bpf_map__key_size(map) > sizeof(key))
+		return 0;
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(key, next, sizeof(key));
+		prev = key;
+		n++;
+	}
+	return n;
+}
+
+static void read_maps(struct lp_report *r, const struct lp_core *c)
+{
+	struct lp_map_usage u[8];
+	size_t n = lp_core_map_usage(c, u, 8);
+
+	for (size_t i = 0; i < n; i++) {
+		struct bpf_map *m = bpf_object__find_map_by_name(c->skel->obj, u[i].name);
+
+		r->maps[i].usage = u[i];
+		r->maps[i].entries = m && bpf_map__type(m) == BPF_MAP_TYPE_HASH ? count_entries(m) : 0;
+	}
+	r->nmaps = n;
+	for (__u32 k = 0; k < LP_D_NR; k++)
+		bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.drops), &k, &r->drops[k]);
+}
+
+/* Hands each live view the threads of its process, from one pass over "threads". */
+static int read_threads(struct lp_report *r, const struct lp_core *c)
+{
+	int fd = bpf_map__fd(c->skel->maps.threads);
+	__u32 key, *prev = NULL;
+
+	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		struct lp_thread t;
+
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &t) < 0)
+			continue;
+		for (size_t i = 0; i < r->nprocs; i++) {
+			struct lp_proc_view *v = &r->procs[i];
+			struct lp_thread_view *a, *tv;
+
+			if (!v->live || (__u32)v->target->pid != t.tgid)
+				continue;
+			a = realloc(v->threads, (v->nthreads + 1) * sizeof(*a));
+			if (!a)
+				return -ENOMEM;
+			v->threads = a;
+			tv = &a[v->nthreads++];
+			tv->tid = key;
+			tv->t = t;
+			if (lp_proc_read_comm(v->target->pid, (pid_t)key, tv->comm, sizeof(tv->comm)) < 0)
+				strcpy(tv->comm, "?");
+			break;
+		}
+	}
+	return 0;
+}
+
+int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid)
+{
+	int procs_fd = bpf_map__fd(c->skel->maps.procs);
+	struct timespec ts;
+	size_t n = 0;
+
+	memset(r, 0, sizeof(*r));
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	r->now_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	r->sched_variant = c->sched_variant;
+	r->futex_source = c->futex_source;
+	r->fault_cpus = c->faults ? c->nfault_cpus : 0;
+	r->procs_full = tr->procs_full;
+	r->exited_evicted = tr->exited_evicted;
+	read_maps(r, c);
+
+	r->procs = calloc(tr->n ? tr->n : 1, sizeof(*r->procs));
+	if (!r->procs)
+		return -ENOMEM;
+	for (size_t i = 0; i < tr->n; i++) {
+		const struct lp_target *t = tr->v[i];
+		struct lp_proc_view *v = &r->procs[n];
+		__u32 key = (__u32)t->pid;
+
+		if (pid && t->pid != pid)
+			continue;
+		v->target = t;
+		if (t->exited) {
+			if (t->final)
+				v->stats = *t->final;
+			if (t->final_futex)
+				v->futex = *t->final_futex;
+		} else {
+			/* A failed lookup means the process exited after lp_tracker_reap(): it is
+			 * reported as live with zeroes rather than hidden. */
+			bpf_map_lookup_elem(procs_fd, &key, &v->stats);
+			lp_futex_collect(bpf_map__fd(c->skel->maps.futex_addrs), key, false,
+					 &v->futex);
+			v->live = true;
+		}
+		n++;
+	}
+	r->nprocs = n;
+	return read_threads(r, c);
+}
+
+void lp_report_free(struct lp_report *r)
+{
+	for (size_t i = 0; i < r->nprocs; i++)
+		free(r->procs[i].threads);
+	free(r->procs);
+	r->procs = NULL;
+	r->nprocs = 0;
+}

@@ -1,0 +1,48 @@
+/* A consistent read of everything collected, for one process or all: kernel maps for the
+ * live ones, the stored final records for the exited ones. */
+#ifndef LLMPROF_SNAPSHOT_H
+#define LLMPROF_SNAPSHOT_H
+
+#include "attach.h"
+#include "track.h"
+
+struct lp_thread_view {
+	uint32_t tid;
+	char comm[16];
+	struct lp_thread t;
+};
+
+struct lp_proc_view {
+	const struct lp_target *target;
+	bool live;
+	struct lp_proc_stats stats;
+	struct lp_futex_top futex;
+	struct lp_thread_view *threads;
+	size_t nthreads;
+};
+
+struct lp_map_fill {
+	struct lp_map_usage usage;
+	uint64_t entries; /* 0 for maps that are not hashes */
+};
+
+struct lp_report {
+	const struct lp_features *features;
+	const char *sched_variant;
+	const char *futex_source;
+	int fault_cpus; /* 0: page faults are not collected */
+	struct lp_map_fill maps[8];
+	size_t nmaps;
+	uint64_t drops[LP_D_NR];
+	uint64_t procs_full;
+	uint64_t exited_evicted;
+	uint64_t now_ns; /* CLOCK_MONOTONIC at the read */
+	struct lp_proc_view *procs;
+	size_t nprocs;
+};
+
+/* Reads the maps; pid 0 means every tracked process. Returns 0 or -errno. */
+int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid);
+void lp_report_free(struct lp_report *r);
+
+#endif

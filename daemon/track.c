@@ -1,0 +1,342 @@
+/* Tracking: inserting pids into the kernel's "procs" map, matching new processes by comm or
+ * exe, and keeping the final record of each tracked process when it exits. */
+#include "track.h"
+
+#include <bpf/bpf.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "procfs.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int procs_fd,
+		     int futex_fd)
+{
+	memset(tr, 0, sizeof(*tr));
+	tr->cfg = cfg;
+	tr->procs_fd = procs_fd;
+	tr->futex_fd = futex_fd;
+}
+
+static void target_free(struct lp_target *t)
+{
+	if (!t)
+		return;
+	free(t->exe);
+	free(t->final);
+	free(t->final_futex);
+	free(t);
+}
+
+void lp_tracker_free(struct lp_tracker *tr)
+{
+	for (size_t i = 0; i < tr->n; i++)
+		target_free(tr->v[i]);
+	free(tr->v);
+	tr->v = NULL;
+	tr->n = tr->cap = 0;
+}
+
+struct lp_target *lp_tracker_find(struct lp_tracker *tr, pid_t pid)
+{
+	for (size_t i = tr->n; i > 0; i--)
+		if (tr->v[i - 1]->pid == pid)
+			return tr->v[i - 1];
+	return NULL;
+}
+
+static struct lp_target *find_live(struct lp_tracker *tr, pid_t pid)
+{
+	struct lp_target *t = lp_tracker_find(tr, pid);
+
+	return t && !t->exited ? t : NULL;
+}
+
+static int append(struct lp_tracker *tr, struct lp_target *t)
+{
+	if (tr->n == tr->cap) {
+		size_t cap = tr->cap ? tr->cap * 2 : 16;
+		struct lp_target **v = realloc(tr->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		tr->v = v;
+		tr->cap = cap;
+	}
+	tr->v[tr->n++] = t;
+	return 0;
+}
+
+/* Keeps at most max_processes exited targets: the oldest exit goes first. */
+static void evict_exited(struct lp_tracker *tr)
+{
+	while (tr->nexited > tr->cfg->max_processes) {
+		size_t oldest = tr->n;
+
+		for (size_t i = 0; i < tr->n; i++)
+			if (tr->v[i]->exited &&
+			    (oldest == tr->n || tr->v[i]->exit_seq < tr->v[oldest]->exit_seq))
+				oldest = i;
+		if (oldest == tr->n)
+			return;
+		target_free(tr->v[oldest]);
+		memmove(&tr->v[oldest], &tr->v[oldest + 1], (tr->n - oldest - 1) * sizeof(*tr->v));
+		tr->n--;
+		tr->nexited--;
+		tr->exited_evicted++;
+	}
+}
+
+static void mark_exited(struct lp_tracker *tr, struct lp_target *t)
+{
+	t->exited = true;
+	t->exit_seq = ++tr->exit_seq;
+	tr->nexited++;
+	if (tr->on_exit)
+		tr->on_exit(tr->userdata, t);
+	evict_exited(tr);
+}
+
+int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
+{
+	struct lp_proc_stat st, again;
+	struct lp_proc_stats *zero;
+	struct lp_target *t;
+	char exe[PATH_MAX];
+	__u32 key = (__u32)pid;
+	int r;
+
+	if (find_live(tr, pid))
+		return -EALREADY;
+	r = lp_proc_read_stat(pid, &st);
+	if (r < 0)
+		return r;
+	zero = calloc(1, sizeof(*zero));
+	t = calloc(1, sizeof(*t));
+	if (!zero || !t) {
+		free(zero);
+		free(t);
+		return -ENOMEM;
+	}
+	zero->tgid = key;
+	zero->tracked_since_ns = now_ns();
+	if (bpf_map_update_elem(tr->procs_fd, &key, zero, BPF_ANY) < 0) {
+		r = -errno;
+		free(zero);
+		free(t);
+		if (r == -E2BIG) {
+			tr->procs_full++;
+			return -ENOSPC;
+		}
+		return r;
+	}
+	/* The process may have exited, and its pid been reused, between reading /proc and the
+	 * insert; then no exit hook will ever delete the entry, so check again and undo. */
+	if (lp_proc_read_stat(pid, &again) < 0 || again.starttime != st.starttime) {
+		bpf_map_delete_elem(tr->procs_fd, &key);
+		free(zero);
+		free(t);
+		return -ESRCH;
+	}
+	t->pid = pid;
+	t->starttime = st.starttime;
+	memcpy(t->comm, st.comm, sizeof(t->comm));
+	if (lp_proc_read_exe(pid, exe, sizeof(exe)) == 0)
+		t->exe = strdup(exe);
+	t->matched_by = matched_by;
+	t->tracked_since_ns = zero->tracked_since_ns;
+	free(zero);
+	r = append(tr, t);
+	if (r < 0) {
+		bpf_map_delete_elem(tr->procs_fd, &key);
+		target_free(t);
+		return r;
+	}
+	log_info("tracking pid %d (%s) matched by %s", (int)pid, t->comm, matched_by);
+	return 0;
+}
+
+/* Which rule, if any, selects this process: "comm", "exe" or NULL. */
+static const char *match(const struct lp_config *cfg, pid_t pid, const char *comm)
+{
+	char exe[PATH_MAX];
+
+	for (size_t i = 0; i < cfg->ncomms; i++)
+		if (strcmp(cfg->comms[i], comm) == 0)
+			return "comm";
+	if (cfg->nexes == 0 || lp_proc_read_exe(pid, exe, sizeof(exe)) < 0)
+		return NULL;
+	for (size_t i = 0; i < cfg->nexes; i++)
+		if (fnmatch(cfg->exes[i], exe, 0) == 0)
+			return "exe";
+	return NULL;
+}
+
+static void add_matched(struct lp_tracker *tr, pid_t pid, const char *comm)
+{
+	const char *why = match(tr->cfg, pid, comm);
+	int r;
+
+	if (!why)
+		return;
+	r = lp_tracker_add(tr, pid, why);
+	if (r == -ENOSPC)
+		log_warning("pid %d (%s) matched by %s, but %u processes are tracked already "
+			    "(--max-processes), ignoring",
+			    (int)pid, comm, why, tr->cfg->max_processes);
+	else if (r < 0 && r != -EALREADY && r != -ESRCH)
+		log_warning_errno(r, "track pid %d (%s): %m, ignoring", (int)pid, comm);
+}
+
+int lp_tracker_scan(struct lp_tracker *tr)
+{
+	size_t before = tr->n;
+	struct dirent *de;
+	DIR *d;
+
+	if (tr->cfg->ncomms == 0 && tr->cfg->nexes == 0)
+		return 0;
+	d = opendir("/proc");
+	if (!d)
+		return log_error_errno(-errno, "open /proc: %m");
+	while ((de = readdir(d))) {
+		char comm[16];
+		pid_t pid;
+
+		if (lp_parse_pid(de->d_name, &pid) < 0)
+			continue;
+		if (lp_proc_read_comm(pid, 0, comm, sizeof(comm)) < 0)
+			continue;
+		add_matched(tr, pid, comm);
+	}
+	closedir(d);
+	return (int)(tr->n - before);
+}
+
+static int compare_wait_ns(const void *a, const void *b)
+{
+	const struct lp_futex_view *x = a, *y = b;
+
+	return x->v.wait_ns < y->v.wait_ns ? 1 : x->v.wait_ns > y->v.wait_ns ? -1 : 0;
+}
+
+int lp_futex_collect(int futex_fd, uint32_t tgid, bool take, struct lp_futex_top *top)
+{
+	struct lp_futex_key key, *prev = NULL;
+	struct lp_futex_view *all = NULL;
+	size_t n = 0, cap = 0;
+
+	memset(top, 0, sizeof(*top));
+	while (bpf_map_get_next_key(futex_fd, prev, &key) == 0) {
+		prev = &key;
+		if (key.tgid != tgid)
+			continue;
+		if (n == cap) {
+			struct lp_futex_view *a;
+
+			cap = cap ? cap * 2 : 64;
+			a = realloc(all, cap * sizeof(*a));
+			if (!a) {
+				free(all);
+				return -ENOMEM;
+			}
+			all = a;
+		}
+		all[n].uaddr = key.uaddr;
+		if (bpf_map_lookup_elem(futex_fd, &key, &all[n].v) == 0)
+			n++;
+	}
+	/* Deleting while iterating would restart get_next_key from the first key each time. */
+	for (size_t i = 0; take && i < n; i++) {
+		struct lp_futex_key k = { .tgid = tgid, .uaddr = all[i].uaddr };
+
+		bpf_map_delete_elem(futex_fd, &k);
+	}
+	qsort(all, n, sizeof(*all), compare_wait_ns);
+	top->naddrs = n;
+	top->ntop = n < LP_FUTEX_TOP ? n : LP_FUTEX_TOP;
+	if (n)
+		memcpy(top->top, all, top->ntop * sizeof(*all));
+	free(all);
+	return 0;
+}
+
+int lp_tracker_reap(struct lp_tracker *tr)
+{
+	struct lp_proc_stats *buf = malloc(sizeof(*buf));
+	int n = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (size_t i = 0; i < tr->n; i++) {
+		struct lp_target *t = tr->v[i];
+		struct lp_futex_top top;
+		__u32 key = (__u32)t->pid;
+
+		if (t->exited || bpf_map_lookup_elem(tr->procs_fd, &key, buf) == 0 ||
+		    errno != ENOENT)
+			continue;
+		lp_futex_collect(tr->futex_fd, key, true, &top);
+		t->exit_lost = true;
+		log_warning("pid %d (%s) exited but its final record was lost (ring buffer full)",
+			    (int)t->pid, t->comm);
+		mark_exited(tr, t);
+		n++;
+		/* mark_exited() may have evicted entries: start over. */
+		i = (size_t)-1;
+	}
+	free(buf);
+	return n;
+}
+
+static void on_exit_record(struct lp_tracker *tr, const struct lp_ev_exit *e)
+{
+	struct lp_target *t = find_live(tr, (pid_t)e->stats.tgid);
+
+	if (!t)
+		return;
+	t->final = malloc(sizeof(*t->final));
+	t->final_futex = malloc(sizeof(*t->final_futex));
+	if (t->final && t->final_futex) {
+		memcpy(t->final, &e->stats, sizeof(*t->final));
+		lp_futex_collect(tr->futex_fd, e->stats.tgid, true, t->final_futex);
+	} else {
+		t->exit_lost = true;
+	}
+	log_info("pid %d (%s) exited", (int)t->pid, t->comm);
+	mark_exited(tr, t);
+}
+
+int lp_tracker_event(void *tracker, void *data, size_t size)
+{
+	struct lp_tracker *tr = tracker;
+	const struct lp_ev_exec *x = data;
+	__u32 type;
+
+	if (size < sizeof(type))
+		return 0;
+	memcpy(&type, data, sizeof(type));
+	if (type == LP_EV_EXEC && size >= sizeof(*x)) {
+		char comm[LP_COMM_LEN + 1];
+
+		memcpy(comm, x->comm, LP_COMM_LEN);
+		comm[LP_COMM_LEN] = '\0';
+		add_matched(tr, (pid_t)x->tgid, comm);
+	} else if (type == LP_EV_EXIT && size >= sizeof(struct lp_ev_exit)) {
+		on_exit_record(tr, data);
+	}
+	return 0;
+}

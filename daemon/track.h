@@ -1,0 +1,81 @@
+/* The set of tracked processes: which pids the kernel side collects for, how they were
+ * matched, and the final data of those that exited. */
+#ifndef LLMPROF_TRACK_H
+#define LLMPROF_TRACK_H
+
+#include <linux/types.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "llmprof/abi.h"
+
+#define LP_FUTEX_TOP 16
+
+struct lp_futex_view {
+	uint64_t uaddr;
+	struct lp_futex_val v;
+};
+
+/* The futex addresses of one process, the LP_FUTEX_TOP longest-waited first. */
+struct lp_futex_top {
+	struct lp_futex_view top[LP_FUTEX_TOP];
+	size_t ntop;
+	uint64_t naddrs; /* distinct addresses seen, listed or not */
+};
+
+struct lp_target {
+	pid_t pid;
+	uint64_t starttime; /* /proc/PID/stat field 22: tells a reused pid apart */
+	char comm[16];
+	char *exe;
+	const char *matched_by; /* "pid", "comm" or "exe" */
+	uint64_t tracked_since_ns; /* CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns() */
+	bool exited;
+	bool exit_lost; /* exited, but its final record was lost: data is gone */
+	uint64_t exit_seq; /* order of exit, for evicting the oldest */
+	struct lp_proc_stats *final; /* the kernel's last word, once exited */
+	struct lp_futex_top *final_futex;
+};
+
+struct lp_tracker {
+	const struct lp_config *cfg;
+	int procs_fd;
+	int futex_fd;
+	struct lp_target **v;
+	size_t n, cap;
+	size_t nexited;
+	uint64_t exit_seq;
+	uint64_t procs_full; /* processes that matched but found "procs" full */
+	uint64_t exited_evicted; /* exited processes forgotten to stay within max_processes */
+	void (*on_exit)(void *userdata, const struct lp_target *t);
+	void *userdata;
+};
+
+void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int procs_fd,
+		     int futex_fd);
+void lp_tracker_free(struct lp_tracker *tr);
+
+/* Starts collecting for pid. 0, -EALREADY when tracked, -ESRCH when gone, -ENOSPC when
+ * the kernel map is full (counted), other -errno from the map. */
+int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by);
+
+/* Tracks every running process that matches --comm/--exe. Returns how many were added. */
+int lp_tracker_scan(struct lp_tracker *tr);
+
+/* The ring buffer callback: exec records are matched, exit records stored. */
+int lp_tracker_event(void *tracker, void *data, size_t size);
+
+/* Marks live targets whose kernel entry is gone as exited with their data lost: the exit
+ * record did not reach us. Call after draining the ring buffer. Returns how many. */
+int lp_tracker_reap(struct lp_tracker *tr);
+
+/* The newest target with this pid, or NULL. */
+struct lp_target *lp_tracker_find(struct lp_tracker *tr, pid_t pid);
+
+/* Reads the futex addresses of tgid from the map into top; with take, deletes them. */
+int lp_futex_collect(int futex_fd, uint32_t tgid, bool take, struct lp_futex_top *top);
+
+#endif

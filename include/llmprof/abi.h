@@ -1,0 +1,125 @@
+/* The BPF <-> daemon contract: map keys, map values and ring buffer records.
+ *
+ * Only bpf/ and the daemon's loader include this file. It has no includes and uses only
+ * fixed-width __u32/__u64 so that it compiles against vmlinux.h and <linux/types.h> alike.
+ * Bump LP_ABI_VERSION if any layout below changes: the daemon persists nothing of it yet,
+ * but the number is reported so that mismatched builds are recognisable.
+ */
+#ifndef LLMPROF_ABI_H
+#define LLMPROF_ABI_H
+
+#include "hist.h"
+
+#define LP_ABI_VERSION 1
+
+#define LP_COMM_LEN 16
+
+/* One histogram per kind and tracked process, all in nanoseconds. */
+enum lp_hist_kind {
+	LP_H_RUNQ = 0, /* runnable (woken or preempted) until running again */
+	LP_H_OFF_BLOCKED, /* switched out while sleeping, until switched in */
+	LP_H_OFF_PREEMPTED, /* switched out while runnable, until switched in */
+	LP_H_FUTEX, /* futex wait syscalls, enter to exit */
+	LP_H_NR,
+};
+
+/* Per-process counters; index into lp_proc_stats.ctr. */
+enum lp_counter {
+	LP_C_ONCPU_NS = 0,
+	LP_C_NVCSW, /* voluntary switches: the thread blocked */
+	LP_C_NIVCSW, /* involuntary switches: preempted or yielded while runnable */
+	LP_C_MIGRATIONS, /* switched in on another CPU than it last ran on */
+	LP_C_FUTEX_TIMEDOUT, /* futex waits that returned -ETIMEDOUT */
+	LP_C_FUTEX_EAGAIN, /* futex waits that returned at once: the value had changed */
+	LP_C_FUTEX_LOCK_PI, /* of the waits, FUTEX_LOCK_PI / LOCK_PI2 */
+	LP_C_FUTEX_WAITV, /* of the waits, futex_waitv(2) */
+	LP_C_FAULTS_MIN, /* user page faults resolved without I/O */
+	LP_C_FAULTS_MAJ, /* user page faults that needed I/O */
+	LP_C_NR,
+};
+
+/* Value of the "procs" map, keyed by tgid. User space inserts a zeroed entry to start
+ * tracking; the BPF programs only update existing entries and delete the entry when the
+ * last thread of the group exits, after copying it into an LP_EV_EXIT record. */
+struct lp_proc_stats {
+	__u64 tracked_since_ns; /* bpf_ktime_get_ns() clock, set by user space */
+	__u64 exit_ns; /* set in the exit record only */
+	__u32 tgid;
+	__u32 pad;
+	__u64 ctr[LP_C_NR];
+	struct lp_hist hist[LP_H_NR];
+};
+
+/* Value of the "threads" map, keyed by tid: scheduler state of one thread of a tracked
+ * process plus its own counters (the per-thread detail). */
+struct lp_thread {
+	__u32 tgid;
+	__u32 last_cpu; /* cpu + 1; 0 = not seen running yet */
+	__u64 on_since; /* switched in at; 0 while off-CPU */
+	__u64 off_since; /* switched out at; 0 while on-CPU */
+	__u64 runnable_since; /* woken or preempted at; 0 when not waiting for a CPU */
+	__u64 futex_since; /* in a futex wait since; 0 otherwise */
+	__u64 futex_uaddr;
+	__u32 futex_kind; /* enum lp_futex_kind of the wait in flight */
+	__u32 off_preempted; /* 1 when the last switch-out left it runnable */
+	__u64 oncpu_ns;
+	__u64 runq_ns;
+	__u64 off_blocked_ns;
+	__u64 off_preempted_ns;
+	__u64 futex_ns;
+	__u64 futex_waits;
+	__u64 nvcsw;
+	__u64 nivcsw;
+	__u64 migrations;
+	__u64 faults_min;
+	__u64 faults_maj;
+};
+
+enum lp_futex_kind {
+	LP_FUTEX_WAIT = 1,
+	LP_FUTEX_LOCK_PI,
+	LP_FUTEX_WAITV,
+};
+
+/* Key of the "futex_addrs" map: where a process's futex waits block. */
+struct lp_futex_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 uaddr;
+};
+
+struct lp_futex_val {
+	__u64 waits;
+	__u64 wait_ns;
+	__u64 max_ns;
+};
+
+/* Index into the "drops" array map: every place where data is lost is counted. */
+enum lp_drop {
+	LP_D_THREADS_FULL = 0, /* a thread of a tracked process found "threads" full */
+	LP_D_FUTEX_ADDRS_FULL, /* a new futex address found "futex_addrs" full */
+	LP_D_EVENTS_LOST, /* a ring buffer record could not be reserved */
+	LP_D_NR,
+};
+
+enum lp_event_type {
+	LP_EV_EXEC = 1,
+	LP_EV_EXIT,
+};
+
+/* Ring buffer record for an exec anywhere on the system (only when user space asked
+ * for them, to match --comm/--exe against new processes). */
+struct lp_ev_exec {
+	__u32 type; /* LP_EV_EXEC */
+	__u32 tgid;
+	char comm[LP_COMM_LEN];
+};
+
+/* Ring buffer record sent when a tracked process's last thread exits: its final stats. */
+struct lp_ev_exit {
+	__u32 type; /* LP_EV_EXIT */
+	__u32 pad;
+	struct lp_proc_stats stats;
+};
+
+#endif

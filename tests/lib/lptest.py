@@ -1,0 +1,182 @@
+"""Test harness for the bpf and e2e tiers: a private llmprofd per test, the workload
+fixture, polling with deadlines, and a hard timeout for the whole test.
+
+Each test owns its daemon (own log files, own socket once there is one), waits by polling
+what the daemon prints, and kills everything it started on the way out."""
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+LLMPROFD = os.environ.get("LLMPROFD", "build/llmprofd")
+LPFIXTURE = os.environ.get("LPFIXTURE", "build/tests/lpfixture")
+SKIP = 77  # ctest SKIP_RETURN_CODE
+
+_children = []
+_checks = {"passed": 0, "failed": 0}
+
+
+class Timeout(Exception):
+    pass
+
+
+def poll(what, fn, timeout=10.0, interval=0.02):
+    """Calls fn until it returns something truthy; raises Timeout naming what."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise Timeout("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def check(cond, msg):
+    if cond:
+        _checks["passed"] += 1
+        print("ok: " + msg)
+    else:
+        _checks["failed"] += 1
+        print("FAILED: " + msg)
+    return cond
+
+
+def near(value, expected, rel):
+    return expected != 0 and abs(value - expected) <= rel * abs(expected)
+
+
+def _kill_all():
+    for p in _children:
+        if p.poll() is None:
+            p.kill()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def run(main, timeout, need_root=True):
+    """Runs a test's main() under a hard timeout and prints the closing tally."""
+    if need_root and os.geteuid() != 0:
+        print("skipped: needs root (CAP_BPF, CAP_PERFMON)")
+        sys.exit(SKIP)
+
+    def on_alarm(signum, frame):
+        raise Timeout("hard timeout of %ds reached" % timeout)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(timeout)
+    ok = True
+    try:
+        main()
+    except Exception:
+        traceback.print_exc()
+        ok = False
+    finally:
+        signal.alarm(0)
+        _kill_all()
+    if not ok:
+        _checks["failed"] += 1
+    print("%d passed, %d failed" % (_checks["passed"], _checks["failed"]))
+    sys.exit(0 if ok and _checks["failed"] == 0 else 1)
+
+
+class Daemon:
+    """A private llmprofd. Logs go to files in its own directory; stdout is the report."""
+
+    def __init__(self, *args):
+        self.dir = tempfile.mkdtemp(prefix="llmprofd-test-")
+        self.out_path = os.path.join(self.dir, "stdout")
+        self.err_path = os.path.join(self.dir, "stderr")
+        self.args = [LLMPROFD] + list(args)
+        self.proc = subprocess.Popen(self.args, stdout=open(self.out_path, "w"),
+                                     stderr=open(self.err_path, "w"), stdin=subprocess.DEVNULL)
+        _children.append(self.proc)
+
+    def log(self):
+        with open(self.err_path) as f:
+            return f.read()
+
+    def wait_log(self, text, timeout=20):
+        def seen():
+            if text in self.log():
+                return True
+            if self.proc.poll() is not None:
+                raise AssertionError("llmprofd exited (%s) before printing %r; log:\n%s"
+                                     % (self.proc.returncode, text, self.log()))
+            return False
+        return poll("llmprofd to log %r" % text, seen, timeout)
+
+    def wait_ready(self, timeout=20):
+        return self.wait_log("ready:", timeout)
+
+    def stop(self, sig=signal.SIGINT, timeout=20):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.wait_exit(timeout)
+
+    def wait_exit(self, timeout=20):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise Timeout("llmprofd did not exit within %ds; log:\n%s" % (timeout, self.log()))
+
+    def report(self):
+        with open(self.out_path) as f:
+            text = f.read()
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise AssertionError("report is not JSON: %r\nlog:\n%s" % (text[:500], self.log()))
+
+
+class Fixture:
+    """tests/fixtures/lpfixture: waits for "go" on stdin, prints one JSON line of what it
+    did, and with --hold stays alive (threads parked) until released."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([LPFIXTURE, "--wait-go"] + list(args),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        _children.append(self.proc)
+        self.pid = self.proc.pid
+
+    def go(self):
+        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.flush()
+
+    def result(self, timeout=60):
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not r:
+            raise Timeout("fixture printed nothing within %ds" % timeout)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError("fixture exited with %s before reporting" % self.proc.wait())
+        return json.loads(line)
+
+    def release(self, timeout=20):
+        try:
+            self.proc.stdin.write(b"exit\n")
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        return self.proc.wait(timeout=timeout)
+
+
+def proc_of(report, pid):
+    for p in report["processes"]:
+        if p["pid"] == pid:
+            return p
+    raise AssertionError("pid %d not in report: %s" % (pid, [p["pid"] for p in report["processes"]]))
+
+
+def our_bpf_programs():
+    """Names of loaded BPF programs that are ours (all start with lp_)."""
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    return [p.get("name", "") for p in json.loads(out) if p.get("name", "").startswith("lp_")]

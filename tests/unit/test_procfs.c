@@ -1,0 +1,60 @@
+/* Unit tests of /proc parsing: comm with spaces and parentheses, fields, pid syntax. */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "procfs.h"
+
+static void test_stat(void)
+{
+	struct lp_proc_stat st;
+	const char *line = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 1234 0 56 0 10 20 0 0 20 0 "
+			   "3 0 987654 12345678 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 "
+			   "0 17 1 0 0 0 0 0\n";
+
+	CHECK(lp_proc_parse_stat(line, &st) == 0, "parse");
+	CHECK(strcmp(st.comm, "a) b (c)") == 0, "comm '%s'", st.comm);
+	CHECK(st.state == 'S', "state %c", st.state);
+	CHECK(st.minflt == 1234, "minflt %llu", (unsigned long long)st.minflt);
+	CHECK(st.majflt == 56, "majflt %llu", (unsigned long long)st.majflt);
+	CHECK(st.starttime == 987654, "starttime %llu", (unsigned long long)st.starttime);
+	CHECK(lp_proc_parse_stat("12 (x) R 1 2", &st) == -EINVAL, "truncated");
+	CHECK(lp_proc_parse_stat("garbage", &st) == -EINVAL, "no parentheses");
+	CHECK(lp_proc_parse_stat("1 (x)", &st) == -EINVAL, "nothing after comm");
+}
+
+static void test_self(void)
+{
+	struct lp_proc_stat st;
+	char comm[16];
+
+	CHECK(lp_proc_read_stat(getpid(), &st) == 0, "read own stat");
+	CHECK(st.state == 'R', "running");
+	CHECK(lp_proc_read_comm(getpid(), 0, comm, sizeof(comm)) == 0, "read comm");
+	CHECK(strcmp(comm, st.comm) == 0, "comm agrees: %s vs %s", comm, st.comm);
+	CHECK(lp_proc_read_stat(4194304 + 1, &st) < 0, "pid above PID_MAX_LIMIT");
+}
+
+static void test_pid(void)
+{
+	pid_t p;
+
+	CHECK(lp_parse_pid("1", &p) == 0 && p == 1, "1");
+	CHECK(lp_parse_pid("4194304", &p) == 0, "max");
+	CHECK(lp_parse_pid("4194305", &p) == -EINVAL, "over max");
+	CHECK(lp_parse_pid("0", &p) == -EINVAL, "zero");
+	CHECK(lp_parse_pid("-5", &p) == -EINVAL, "negative");
+	CHECK(lp_parse_pid("12abc", &p) == -EINVAL, "trailing garbage");
+	CHECK(lp_parse_pid("", &p) == -EINVAL, "empty");
+	CHECK(lp_parse_pid(" 7", &p) == -EINVAL, "leading space");
+	CHECK(lp_parse_pid("99999999999999999999", &p) == -EINVAL, "overflow");
+}
+
+int main(void)
+{
+	test_stat();
+	test_self();
+	test_pid();
+	return check_done();
+}
