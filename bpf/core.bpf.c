@@ -340,12 +340,12 @@ static __always_inline void futex_enter(__u64 uaddr, __u32 kind)
 static __always_inline void futex_enter_op(__u64 uaddr, __u64 op)
 {
 	switch (op & FUTEX_CMD_MASK) {
-	case 0: /* FUTEX_WAIT */
-	case 9: /* FUTEX_WAIT_BITSET */
+	case 0:	 /* FUTEX_WAIT */
+	case 9:	 /* FUTEX_WAIT_BITSET */
 	case 11: /* FUTEX_WAIT_REQUEUE_PI */
 		futex_enter(uaddr, LP_FUTEX_WAIT);
 		break;
-	case 6: /* FUTEX_LOCK_PI */
+	case 6:	 /* FUTEX_LOCK_PI */
 	case 13: /* FUTEX_LOCK_PI2 */
 		futex_enter(uaddr, LP_FUTEX_LOCK_PI);
 		break;

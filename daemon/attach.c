@@ -41,16 +41,16 @@ static int attach_sched(struct lp_core *c, bool btf)
 		struct bpf_program *prog;
 		struct bpf_link **slot;
 	} progs[] = {
-		{ btf ? s->progs.lp_switch_btf : s->progs.lp_switch_raw,
-		  btf ? &s->links.lp_switch_btf : &s->links.lp_switch_raw },
-		{ btf ? s->progs.lp_wakeup_btf : s->progs.lp_wakeup_raw,
-		  btf ? &s->links.lp_wakeup_btf : &s->links.lp_wakeup_raw },
-		{ btf ? s->progs.lp_wakeup_new_btf : s->progs.lp_wakeup_new_raw,
-		  btf ? &s->links.lp_wakeup_new_btf : &s->links.lp_wakeup_new_raw },
-		{ btf ? s->progs.lp_exit_btf : s->progs.lp_exit_raw,
-		  btf ? &s->links.lp_exit_btf : &s->links.lp_exit_raw },
-		{ btf ? s->progs.lp_exec_btf : s->progs.lp_exec_raw,
-		  btf ? &s->links.lp_exec_btf : &s->links.lp_exec_raw },
+		{btf ? s->progs.lp_switch_btf : s->progs.lp_switch_raw,
+		 btf ? &s->links.lp_switch_btf : &s->links.lp_switch_raw},
+		{btf ? s->progs.lp_wakeup_btf : s->progs.lp_wakeup_raw,
+		 btf ? &s->links.lp_wakeup_btf : &s->links.lp_wakeup_raw},
+		{btf ? s->progs.lp_wakeup_new_btf : s->progs.lp_wakeup_new_raw,
+		 btf ? &s->links.lp_wakeup_new_btf : &s->links.lp_wakeup_new_raw},
+		{btf ? s->progs.lp_exit_btf : s->progs.lp_exit_raw,
+		 btf ? &s->links.lp_exit_btf : &s->links.lp_exit_raw},
+		{btf ? s->progs.lp_exec_btf : s->progs.lp_exec_raw,
+		 btf ? &s->links.lp_exec_btf : &s->links.lp_exec_raw},
 	};
 	int r;
 
@@ -117,8 +117,8 @@ static int open_fault_event(__u64 config, int cpu)
 
 static int attach_faults(struct lp_core *c)
 {
-	struct bpf_program *progs[2] = { c->skel->progs.lp_fault_min, c->skel->progs.lp_fault_maj };
-	__u64 configs[2] = { PERF_COUNT_SW_PAGE_FAULTS_MIN, PERF_COUNT_SW_PAGE_FAULTS_MAJ };
+	struct bpf_program *progs[2] = {c->skel->progs.lp_fault_min, c->skel->progs.lp_fault_maj};
+	__u64 configs[2] = {PERF_COUNT_SW_PAGE_FAULTS_MIN, PERF_COUNT_SW_PAGE_FAULTS_MAJ};
 	int ncpus = libbpf_num_possible_cpus(), r = 0;
 
 	if (ncpus < 0)
@@ -134,8 +134,8 @@ static int attach_faults(struct lp_core *c)
 			if (fd == -ENODEV) /* possible but offline CPU */
 				continue;
 			if (fd < 0) {
-				r = log_warning_errno(fd, "open page-fault perf event on CPU %d: %m",
-						      cpu);
+				r = log_warning_errno(
+					fd, "open page-fault perf event on CPU %d: %m", cpu);
 				goto fail;
 			}
 			l = bpf_program__attach_perf_event(progs[k], fd);
@@ -161,12 +161,12 @@ fail:
 
 static void set_autoload_sched(struct core_bpf *s, bool btf)
 {
-	struct bpf_program *b[] = { s->progs.lp_switch_btf, s->progs.lp_wakeup_btf,
-				    s->progs.lp_wakeup_new_btf, s->progs.lp_exit_btf,
-				    s->progs.lp_exec_btf };
-	struct bpf_program *r[] = { s->progs.lp_switch_raw, s->progs.lp_wakeup_raw,
-				    s->progs.lp_wakeup_new_raw, s->progs.lp_exit_raw,
-				    s->progs.lp_exec_raw };
+	struct bpf_program *b[] = {s->progs.lp_switch_btf, s->progs.lp_wakeup_btf,
+				   s->progs.lp_wakeup_new_btf, s->progs.lp_exit_btf,
+				   s->progs.lp_exec_btf};
+	struct bpf_program *r[] = {s->progs.lp_switch_raw, s->progs.lp_wakeup_raw,
+				   s->progs.lp_wakeup_new_raw, s->progs.lp_exit_raw,
+				   s->progs.lp_exec_raw};
 
 	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++) {
 		bpf_program__set_autoload(b[i], btf);
@@ -179,8 +179,8 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	bool btf = f->tp_btf && !cfg->sched_raw_tp;
 	bool futex_tp = cfg->futex_source == LP_FUTEX_SRC_AUTO ||
 			cfg->futex_source == LP_FUTEX_SRC_TRACEPOINT;
-	bool futex_raw = cfg->futex_source == LP_FUTEX_SRC_AUTO ||
-			 cfg->futex_source == LP_FUTEX_SRC_RAW;
+	bool futex_raw =
+		cfg->futex_source == LP_FUTEX_SRC_AUTO || cfg->futex_source == LP_FUTEX_SRC_RAW;
 	bool faults = cfg->faults && f->perf_sw;
 	struct core_bpf *s;
 	int r;
@@ -261,9 +261,9 @@ static uint64_t map_memlock(int fd)
 
 size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size_t n)
 {
-	struct bpf_map *maps[] = { c->skel->maps.procs, c->skel->maps.threads,
-				   c->skel->maps.futex_addrs, c->skel->maps.events,
-				   c->skel->maps.drops };
+	struct bpf_map *maps[] = {c->skel->maps.procs, c->skel->maps.threads,
+				  c->skel->maps.futex_addrs, c->skel->maps.events,
+				  c->skel->maps.drops};
 	size_t k = 0;
 
 	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]) && k < n; i++, k++) {

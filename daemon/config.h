@@ -28,7 +28,7 @@ struct lp_config {
 	uint32_t ringbuf_bytes;
 
 	bool once;
-	double seconds; /* with once: stop after this long (0 = until the --pid targets exit) */
+	double seconds;	   /* with once: stop after this long (0 = until the --pid targets exit) */
 	bool sched_raw_tp; /* use raw_tp even where tp_btf loads */
 	enum lp_futex_source futex_source;
 	bool faults;

@@ -25,11 +25,10 @@ struct daemon {
 	struct lp_tracker tracker;
 	struct ring_buffer *rb;
 	struct event_base *base;
-	int exit_code;
 };
 
-static const char *default_comms[] = { "llama-cli",  "llama-server", "llama-bench",
-				       "llama-simple", "ollama",     "whisper-cli" };
+static const char *default_comms[] = {"llama-cli",    "llama-server", "llama-bench",
+				      "llama-simple", "ollama",	      "whisper-cli"};
 
 static void usage(FILE *out)
 {
@@ -115,24 +114,23 @@ enum {
 static int parse_args(struct lp_config *cfg, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "comm", required_argument, NULL, 'c' },
-		{ "exe", required_argument, NULL, 'e' },
-		{ "once", no_argument, NULL, OPT_ONCE },
-		{ "seconds", required_argument, NULL, 's' },
-		{ "max-processes", required_argument, NULL, OPT_MAX_PROCESSES },
-		{ "max-threads", required_argument, NULL, OPT_MAX_THREADS },
-		{ "max-futex-addrs", required_argument, NULL, OPT_MAX_FUTEX },
-		{ "sched-raw-tp", no_argument, NULL, OPT_SCHED_RAW },
-		{ "futex-source", required_argument, NULL, OPT_FUTEX_SOURCE },
-		{ "no-page-faults", no_argument, NULL, OPT_NO_FAULTS },
-		{ "no-mount-tracefs", no_argument, NULL, OPT_NO_MOUNT },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{}
-	};
+		{"pid", required_argument, NULL, 'p'},
+		{"comm", required_argument, NULL, 'c'},
+		{"exe", required_argument, NULL, 'e'},
+		{"once", no_argument, NULL, OPT_ONCE},
+		{"seconds", required_argument, NULL, 's'},
+		{"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
+		{"max-threads", required_argument, NULL, OPT_MAX_THREADS},
+		{"max-futex-addrs", required_argument, NULL, OPT_MAX_FUTEX},
+		{"sched-raw-tp", no_argument, NULL, OPT_SCHED_RAW},
+		{"futex-source", required_argument, NULL, OPT_FUTEX_SOURCE},
+		{"no-page-faults", no_argument, NULL, OPT_NO_FAULTS},
+		{"no-mount-tracefs", no_argument, NULL, OPT_NO_MOUNT},
+		{"foreground", no_argument, NULL, 'f'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{}};
 	int c;
 
 	cfg->max_processes = 256;
@@ -157,7 +155,8 @@ static int parse_args(struct lp_config *cfg, int argc, char **argv)
 			break;
 		case 'c':
 			if (strlen(optarg) == 0 || strlen(optarg) > 15) {
-				log_error("--comm: '%s' cannot be a comm (1 to 15 characters)", optarg);
+				log_error("--comm: '%s' cannot be a comm (1 to 15 characters)",
+					  optarg);
 				return -EINVAL;
 			}
 			s = optarg;
@@ -184,13 +183,16 @@ static int parse_args(struct lp_config *cfg, int argc, char **argv)
 		case OPT_MAX_PROCESSES:
 		case OPT_MAX_THREADS:
 		case OPT_MAX_FUTEX: {
-			uint32_t *dst = c == OPT_MAX_PROCESSES ? &cfg->max_processes :
-					c == OPT_MAX_THREADS   ? &cfg->max_threads :
-								 &cfg->max_futex_addrs;
+			uint32_t *dst = c == OPT_MAX_PROCESSES ? &cfg->max_processes
+					: c == OPT_MAX_THREADS ? &cfg->max_threads
+							       : &cfg->max_futex_addrs;
+			const char *name = c == OPT_MAX_PROCESSES ? "--max-processes"
+					   : c == OPT_MAX_THREADS ? "--max-threads"
+								  : "--max-futex-addrs";
 
 			if (parse_u32(optarg, 1, 1 << 22, dst) < 0) {
-				log_error("%s: '%s' is not a number from 1 to %u", argv[optind - 1],
-					  optarg, 1 << 22);
+				log_error("%s: '%s' is not a number from 1 to %u", name, optarg,
+					  1 << 22);
 				return -EINVAL;
 			}
 			break;
@@ -208,8 +210,9 @@ static int parse_args(struct lp_config *cfg, int argc, char **argv)
 			else if (!strcmp(optarg, "off"))
 				cfg->futex_source = LP_FUTEX_SRC_OFF;
 			else {
-				log_error("--futex-source: '%s' is not auto, tracepoint, raw or off",
-					  optarg);
+				log_error(
+					"--futex-source: '%s' is not auto, tracepoint, raw or off",
+					optarg);
 				return -EINVAL;
 			}
 			break;
@@ -289,9 +292,15 @@ static void log_memory(const struct lp_core *c)
 	uint64_t total = 0;
 	int len = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s %u x %u B",
-				i ? ", " : "", u[i].name, u[i].max_entries, u[i].value_size);
+	for (size_t i = 0; i < n && len < (int)sizeof(line); i++) {
+		/* A ring buffer's max_entries is its size in bytes. */
+		if (u[i].value_size == 0)
+			len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s %u KiB",
+					i ? ", " : "", u[i].name, u[i].max_entries >> 10);
+		else
+			len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s %u x %u B",
+					i ? ", " : "", u[i].name, u[i].max_entries,
+					u[i].value_size);
 		total += u[i].memlock;
 	}
 	log_info("kernel maps: %s; %.1f MiB locked in all", line, (double)total / (1 << 20));
@@ -376,6 +385,8 @@ static int run(struct daemon *d)
 	sd_notify(0, "STATUS=Probing kernel features");
 	lp_features_probe(&d->features, d->cfg.mount_tracefs);
 	lp_features_log(&d->features);
+	if (d->features.bpf_denied)
+		return -EPERM;
 
 	sd_notify(0, "STATUS=Loading BPF programs");
 	r = lp_core_load(&d->core, &d->cfg, &d->features);
@@ -400,7 +411,8 @@ static int run(struct daemon *d)
 		if (r == -ESRCH)
 			return log_error_errno(r, "--pid %d: no such process", (int)d->cfg.pids[i]);
 		if (r < 0 && r != -EALREADY)
-			return log_error_errno(r, "--pid %d: cannot track: %m", (int)d->cfg.pids[i]);
+			return log_error_errno(r, "--pid %d: cannot track: %m",
+					       (int)d->cfg.pids[i]);
 	}
 	r = lp_tracker_scan(&d->tracker);
 	if (r < 0)
@@ -409,7 +421,8 @@ static int run(struct daemon *d)
 	d->base = event_base_new();
 	if (!d->base)
 		return log_error_errno(-ENOMEM, "create event loop: %m");
-	ev_rb = event_new(d->base, ring_buffer__epoll_fd(d->rb), EV_READ | EV_PERSIST, on_ringbuf, d);
+	ev_rb = event_new(d->base, ring_buffer__epoll_fd(d->rb), EV_READ | EV_PERSIST, on_ringbuf,
+			  d);
 	ev_int = evsignal_new(d->base, SIGINT, on_stop, d);
 	ev_term = evsignal_new(d->base, SIGTERM, on_stop, d);
 	if (!ev_rb || !ev_int || !ev_term || event_add(ev_rb, NULL) || event_add(ev_int, NULL) ||
@@ -418,8 +431,10 @@ static int run(struct daemon *d)
 		goto out;
 	}
 	if (d->cfg.once && d->cfg.seconds > 0) {
-		struct timeval tv = { .tv_sec = (time_t)d->cfg.seconds,
-				      .tv_usec = (suseconds_t)((d->cfg.seconds - (double)(time_t)d->cfg.seconds) * 1e6) };
+		struct timeval tv = {
+			.tv_sec = (time_t)d->cfg.seconds,
+			.tv_usec = (suseconds_t)((d->cfg.seconds - (double)(time_t)d->cfg.seconds) *
+						 1e6)};
 
 		ev_timer = evtimer_new(d->base, on_stop, d);
 		if (!ev_timer || evtimer_add(ev_timer, &tv)) {

@@ -21,8 +21,8 @@
 static int probe_prog(enum bpf_prog_type type, enum bpf_attach_type attach, const char *btf_name)
 {
 	struct bpf_insn insns[] = {
-		{ .code = 0xb7, .dst_reg = 0, .imm = 0 }, /* BPF_MOV64_IMM(R0, 0) */
-		{ .code = 0x95 }, /* BPF_EXIT */
+		{.code = 0xb7, .dst_reg = 0, .imm = 0}, /* BPF_MOV64_IMM(R0, 0) */
+		{.code = 0x95},				/* BPF_EXIT */
 	};
 	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = attach);
 	int fd, id;
@@ -84,6 +84,8 @@ static void probe_tracefs(struct lp_features *f, bool mount_it)
 
 void lp_features_probe(struct lp_features *f, bool mount_tracefs)
 {
+	int r;
+
 	memset(f, 0, sizeof(*f));
 	f->btf = access("/sys/kernel/btf/vmlinux", R_OK) == 0;
 	if (f->btf) {
@@ -94,7 +96,9 @@ void lp_features_probe(struct lp_features *f, bool mount_tracefs)
 	} else {
 		f->tp_btf_err = f->fentry_err = -ENOENT;
 	}
-	f->raw_tp = probe_prog(BPF_PROG_TYPE_RAW_TRACEPOINT, 0, NULL) == 0;
+	r = probe_prog(BPF_PROG_TYPE_RAW_TRACEPOINT, 0, NULL);
+	f->raw_tp = r == 0;
+	f->bpf_denied = r == -EPERM;
 	f->kprobes = access("/sys/bus/event_source/devices/kprobe", F_OK) == 0;
 	probe_tracefs(f, mount_tracefs);
 	f->perf_sw_err = probe_perf(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MAJ, -1, 0);
@@ -111,24 +115,33 @@ static const char *yesno(bool b)
 
 void lp_features_log(const struct lp_features *f)
 {
-	log_info("kernel features: btf %s, tp_btf %s, raw_tp %s, fentry %s, kprobes %s, tracefs %s, "
-		 "perf software events %s, hardware PMU %s, ring buffer %s",
-		 yesno(f->btf), yesno(f->tp_btf), yesno(f->raw_tp), yesno(f->fentry), yesno(f->kprobes),
-		 f->tracefs_mounted_here ? "mounted by llmprofd" : yesno(f->tracefs), yesno(f->perf_sw),
-		 yesno(f->pmu), yesno(f->ringbuf));
+	if (f->bpf_denied) {
+		log_error("permission denied loading BPF programs: run llmprofd as root, or with "
+			  "the capabilities CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE");
+		return;
+	}
+	log_info(
+		"kernel features: btf %s, tp_btf %s, raw_tp %s, fentry %s, kprobes %s, tracefs %s, "
+		"perf software events %s, hardware PMU %s, ring buffer %s",
+		yesno(f->btf), yesno(f->tp_btf), yesno(f->raw_tp), yesno(f->fentry),
+		yesno(f->kprobes),
+		f->tracefs_mounted_here ? "mounted by llmprofd" : yesno(f->tracefs),
+		yesno(f->perf_sw), yesno(f->pmu), yesno(f->ringbuf));
 	if (!f->btf)
 		log_error("missing: kernel BTF (/sys/kernel/btf/vmlinux); llmprofd needs a kernel "
 			  "built with CONFIG_DEBUG_INFO_BTF=y");
 	if (f->btf && !f->tp_btf)
-		log_warning_errno(f->tp_btf_err,
-				  "missing: tp_btf programs (%m); using raw_tp tracepoints instead, "
-				  "same data, slightly more overhead");
+		log_warning_errno(
+			f->tp_btf_err,
+			"missing: tp_btf programs (%m); using raw_tp tracepoints instead, "
+			"same data, slightly more overhead");
 	if (!f->fentry)
 		log_info("missing: fentry/fexit (load: %s); not needed, tracepoints are used",
 			 strerror(-f->fentry_err));
 	if (!f->tracefs)
 		log_warning_errno(f->tracefs_err,
-				  "missing: tracefs at " TRACEFS_PATH " (%m); futex waits are taken "
+				  "missing: tracefs at " TRACEFS_PATH
+				  " (%m); futex waits are taken "
 				  "from raw_syscalls, which costs every syscall a few ns; mount it "
 				  "(mount -t tracefs tracefs " TRACEFS_PATH ") to avoid that");
 	if (!f->perf_sw)

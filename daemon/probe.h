@@ -5,14 +5,15 @@
 #include <stdbool.h>
 
 struct lp_features {
-	bool btf; /* /sys/kernel/btf/vmlinux: needed for CO-RE */
+	bool btf;    /* /sys/kernel/btf/vmlinux: needed for CO-RE */
 	bool tp_btf; /* BTF-typed tracepoints load */
 	int tp_btf_err;
 	bool raw_tp;
-	bool fentry; /* fentry/fexit programs load (not needed yet; reported) */
+	bool bpf_denied; /* even the simplest program fails to load with EPERM */
+	bool fentry;	 /* fentry/fexit programs load (not needed yet; reported) */
 	int fentry_err;
-	bool kprobes; /* the kprobe PMU exists */
-	bool tracefs; /* tracefs is mounted where libbpf looks for it */
+	bool kprobes;		   /* the kprobe PMU exists */
+	bool tracefs;		   /* tracefs is mounted where libbpf looks for it */
 	bool tracefs_mounted_here; /* ... because llmprofd mounted it */
 	int tracefs_err;
 	bool perf_sw; /* perf software events can be opened system-wide */

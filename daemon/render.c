@@ -124,8 +124,9 @@ static cJSON *render_proc(const struct lp_proc_view *v, uint64_t now_ns)
 	cJSON_AddStringToObject(o, "matched_by", t->matched_by);
 	cJSON_AddStringToObject(o, "state", t->exited ? "exited" : "running");
 	cJSON_AddBoolToObject(o, "data_lost", t->exit_lost);
-	cJSON_AddNumberToObject(o, "tracked_seconds",
-				until > t->tracked_since_ns ? (double)(until - t->tracked_since_ns) / 1e9 : 0);
+	cJSON_AddNumberToObject(
+		o, "tracked_seconds",
+		until > t->tracked_since_ns ? (double)(until - t->tracked_since_ns) / 1e9 : 0);
 
 	c = cJSON_AddObjectToObject(o, "counters");
 	for (int i = 0; i < LP_C_NR; i++)

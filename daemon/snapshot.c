@@ -38,7 +38,8 @@ static void read_maps(struct lp_report *r, const struct lp_core *c)
 		struct bpf_map *m = bpf_object__find_map_by_name(c->skel->obj, u[i].name);
 
 		r->maps[i].usage = u[i];
-		r->maps[i].entries = m && bpf_map__type(m) == BPF_MAP_TYPE_HASH ? count_entries(m) : 0;
+		r->maps[i].entries =
+			m && bpf_map__type(m) == BPF_MAP_TYPE_HASH ? count_entries(m) : 0;
 	}
 	r->nmaps = n;
 	for (__u32 k = 0; k < LP_D_NR; k++)
@@ -70,7 +71,8 @@ static int read_threads(struct lp_report *r, const struct lp_core *c)
 			tv = &a[v->nthreads++];
 			tv->tid = key;
 			tv->t = t;
-			if (lp_proc_read_comm(v->target->pid, (pid_t)key, tv->comm, sizeof(tv->comm)) < 0)
+			if (lp_proc_read_comm(v->target->pid, (pid_t)key, tv->comm,
+					      sizeof(tv->comm)) < 0)
 				strcpy(tv->comm, "?");
 			break;
 		}

@@ -22,8 +22,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int procs_fd,
-		     int futex_fd)
+void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int procs_fd, int futex_fd)
 {
 	memset(tr, 0, sizeof(*tr));
 	tr->cfg = cfg;
@@ -261,15 +260,16 @@ int lp_futex_collect(int futex_fd, uint32_t tgid, bool take, struct lp_futex_top
 	}
 	/* Deleting while iterating would restart get_next_key from the first key each time. */
 	for (size_t i = 0; take && i < n; i++) {
-		struct lp_futex_key k = { .tgid = tgid, .uaddr = all[i].uaddr };
+		struct lp_futex_key k = {.tgid = tgid, .uaddr = all[i].uaddr};
 
 		bpf_map_delete_elem(futex_fd, &k);
 	}
-	qsort(all, n, sizeof(*all), compare_wait_ns);
 	top->naddrs = n;
 	top->ntop = n < LP_FUTEX_TOP ? n : LP_FUTEX_TOP;
-	if (n)
+	if (n) {
+		qsort(all, n, sizeof(*all), compare_wait_ns);
 		memcpy(top->top, all, top->ntop * sizeof(*all));
+	}
 	free(all);
 	return 0;
 }

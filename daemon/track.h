@@ -31,11 +31,11 @@ struct lp_target {
 	uint64_t starttime; /* /proc/PID/stat field 22: tells a reused pid apart */
 	char comm[16];
 	char *exe;
-	const char *matched_by; /* "pid", "comm" or "exe" */
+	const char *matched_by;	   /* "pid", "comm" or "exe" */
 	uint64_t tracked_since_ns; /* CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns() */
 	bool exited;
-	bool exit_lost; /* exited, but its final record was lost: data is gone */
-	uint64_t exit_seq; /* order of exit, for evicting the oldest */
+	bool exit_lost;		     /* exited, but its final record was lost: data is gone */
+	uint64_t exit_seq;	     /* order of exit, for evicting the oldest */
 	struct lp_proc_stats *final; /* the kernel's last word, once exited */
 	struct lp_futex_top *final_futex;
 };
@@ -48,7 +48,7 @@ struct lp_tracker {
 	size_t n, cap;
 	size_t nexited;
 	uint64_t exit_seq;
-	uint64_t procs_full; /* processes that matched but found "procs" full */
+	uint64_t procs_full;	 /* processes that matched but found "procs" full */
 	uint64_t exited_evicted; /* exited processes forgotten to stay within max_processes */
 	void (*on_exit)(void *userdata, const struct lp_target *t);
 	void *userdata;

@@ -16,25 +16,25 @@
 
 /* One histogram per kind and tracked process, all in nanoseconds. */
 enum lp_hist_kind {
-	LP_H_RUNQ = 0, /* runnable (woken or preempted) until running again */
-	LP_H_OFF_BLOCKED, /* switched out while sleeping, until switched in */
+	LP_H_RUNQ = 0,	    /* runnable (woken or preempted) until running again */
+	LP_H_OFF_BLOCKED,   /* switched out while sleeping, until switched in */
 	LP_H_OFF_PREEMPTED, /* switched out while runnable, until switched in */
-	LP_H_FUTEX, /* futex wait syscalls, enter to exit */
+	LP_H_FUTEX,	    /* futex wait syscalls, enter to exit */
 	LP_H_NR,
 };
 
 /* Per-process counters; index into lp_proc_stats.ctr. */
 enum lp_counter {
 	LP_C_ONCPU_NS = 0,
-	LP_C_NVCSW, /* voluntary switches: the thread blocked */
-	LP_C_NIVCSW, /* involuntary switches: preempted or yielded while runnable */
-	LP_C_MIGRATIONS, /* switched in on another CPU than it last ran on */
+	LP_C_NVCSW,	     /* voluntary switches: the thread blocked */
+	LP_C_NIVCSW,	     /* involuntary switches: preempted or yielded while runnable */
+	LP_C_MIGRATIONS,     /* switched in on another CPU than it last ran on */
 	LP_C_FUTEX_TIMEDOUT, /* futex waits that returned -ETIMEDOUT */
-	LP_C_FUTEX_EAGAIN, /* futex waits that returned at once: the value had changed */
-	LP_C_FUTEX_LOCK_PI, /* of the waits, FUTEX_LOCK_PI / LOCK_PI2 */
-	LP_C_FUTEX_WAITV, /* of the waits, futex_waitv(2) */
-	LP_C_FAULTS_MIN, /* user page faults resolved without I/O */
-	LP_C_FAULTS_MAJ, /* user page faults that needed I/O */
+	LP_C_FUTEX_EAGAIN,   /* futex waits that returned at once: the value had changed */
+	LP_C_FUTEX_LOCK_PI,  /* of the waits, FUTEX_LOCK_PI / LOCK_PI2 */
+	LP_C_FUTEX_WAITV,    /* of the waits, futex_waitv(2) */
+	LP_C_FAULTS_MIN,     /* user page faults resolved without I/O */
+	LP_C_FAULTS_MAJ,     /* user page faults that needed I/O */
 	LP_C_NR,
 };
 
@@ -43,7 +43,7 @@ enum lp_counter {
  * last thread of the group exits, after copying it into an LP_EV_EXIT record. */
 struct lp_proc_stats {
 	__u64 tracked_since_ns; /* bpf_ktime_get_ns() clock, set by user space */
-	__u64 exit_ns; /* set in the exit record only */
+	__u64 exit_ns;		/* set in the exit record only */
 	__u32 tgid;
 	__u32 pad;
 	__u64 ctr[LP_C_NR];
@@ -54,13 +54,13 @@ struct lp_proc_stats {
  * process plus its own counters (the per-thread detail). */
 struct lp_thread {
 	__u32 tgid;
-	__u32 last_cpu; /* cpu + 1; 0 = not seen running yet */
-	__u64 on_since; /* switched in at; 0 while off-CPU */
-	__u64 off_since; /* switched out at; 0 while on-CPU */
+	__u32 last_cpu;	      /* cpu + 1; 0 = not seen running yet */
+	__u64 on_since;	      /* switched in at; 0 while off-CPU */
+	__u64 off_since;      /* switched out at; 0 while on-CPU */
 	__u64 runnable_since; /* woken or preempted at; 0 when not waiting for a CPU */
-	__u64 futex_since; /* in a futex wait since; 0 otherwise */
+	__u64 futex_since;    /* in a futex wait since; 0 otherwise */
 	__u64 futex_uaddr;
-	__u32 futex_kind; /* enum lp_futex_kind of the wait in flight */
+	__u32 futex_kind;    /* enum lp_futex_kind of the wait in flight */
 	__u32 off_preempted; /* 1 when the last switch-out left it runnable */
 	__u64 oncpu_ns;
 	__u64 runq_ns;
@@ -98,7 +98,7 @@ struct lp_futex_val {
 enum lp_drop {
 	LP_D_THREADS_FULL = 0, /* a thread of a tracked process found "threads" full */
 	LP_D_FUTEX_ADDRS_FULL, /* a new futex address found "futex_addrs" full */
-	LP_D_EVENTS_LOST, /* a ring buffer record could not be reserved */
+	LP_D_EVENTS_LOST,      /* a ring buffer record could not be reserved */
 	LP_D_NR,
 };
 

@@ -1,0 +1,104 @@
+"""bpf tier: the collectors against a workload with known behaviour, in both program
+variants (tp_btf + syscall tracepoints, raw_tp + raw_syscalls).
+
+The fixture sleeps on private futex words a known number of times for a known time, forces
+two threads onto one CPU, spins one thread alone on another, touches fresh pages and
+major-faults a file whose page cache it dropped; it reports /proc/self/stat deltas."""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import lptest as t  # noqa: E402
+
+FUTEX_THREADS, FUTEX_WAITS, FUTEX_MS = 2, 20, 5
+CONTEND_MS, SOLO_MS = 300, 300
+PAGES, FILE_PAGES = 5000, 200
+
+VARIANTS = [
+    ("tp_btf", "syscall tracepoints", []),
+    ("raw_tp", "raw_syscalls", ["--sched-raw-tp", "--futex-source", "raw"]),
+]
+
+
+def run_variant(sched, futex, flags):
+    print("--- variant: scheduler %s, futex %s" % (sched, futex))
+    scratch = tempfile.mkdtemp(prefix="lpfixture-", dir="/var/tmp")  # a disk, not tmpfs
+    fx = t.Fixture("--hold", "--futex-threads", str(FUTEX_THREADS), "--futex-waits",
+                   str(FUTEX_WAITS), "--futex-ms", str(FUTEX_MS), "--contend-ms", str(CONTEND_MS),
+                   "--solo-ms", str(SOLO_MS), "--pages", str(PAGES),
+                   "--file", os.path.join(scratch, "data"), "--file-pages", str(FILE_PAGES))
+    d = t.Daemon("--once", "--pid", str(fx.pid), *flags)
+    d.wait_ready()
+    fx.go()
+    res = fx.result()
+    # The report is read while the fixture is alive: the live-map path.
+    d.stop()
+    fx.release()
+    os.rmdir(scratch)
+    rep = d.report()
+    p = t.proc_of(rep, fx.pid)
+    c, h = p["counters"], p["histograms"]
+
+    t.check(rep["collectors"]["scheduler"] == sched, "scheduler via %s" % sched)
+    t.check(rep["collectors"]["futex"] == futex, "futex via %s" % futex)
+    t.check(p["state"] == "running" and p["matched_by"] == "pid", "live process matched by pid")
+
+    # Futex: exact counts on the fixture's own words, durations within 20%.
+    by_addr = {f["uaddr"]: f for f in p["futex"]["top"]}
+    for a in res["futex_addrs"]:
+        f = by_addr.get(a)
+        t.check(f is not None and f["waits"] == FUTEX_WAITS,
+                "futex %s: %s waits, expected exactly %d" % (a, f and f["waits"], FUTEX_WAITS))
+        if f:
+            mean = f["wait_ns"] / f["waits"] / 1e6
+            t.check(t.near(mean, FUTEX_MS, 0.20), "futex %s mean wait %.2f ms ~ %d ms" % (a, mean, FUTEX_MS))
+    t.check(c["futex_timedout"] >= FUTEX_THREADS * FUTEX_WAITS,
+            "timed-out waits %d >= %d" % (c["futex_timedout"], FUTEX_THREADS * FUTEX_WAITS))
+    p50 = h["futex_wait"]["p50"] / 1e6
+    t.check(t.near(p50, FUTEX_MS, 0.20), "futex wait p50 %.2f ms within 20%% of %d ms" % (p50, FUTEX_MS))
+
+    # Page faults: within 5% of what /proc/self/stat counted over the same work.
+    for key, ours in (("minflt", "page_faults_minor"), ("majflt", "page_faults_major")):
+        t.check(t.near(c[ours], res[key], 0.05),
+                "%s %d within 5%% of /proc %s %d" % (ours, c[ours], key, res[key]))
+    t.check(res["minflt"] >= PAGES, "fixture made %d minor faults" % res["minflt"])
+    t.check(res["majflt"] >= FILE_PAGES * 0.9, "fixture made %d major faults" % res["majflt"])
+
+    # Run-queue latency: large exactly for the threads forced to share a CPU.
+    threads = p["threads"]
+    contend = [x for x in threads if x["comm"] == "contend"]
+    solo = [x for x in threads if x["comm"] == "solo"]
+    t.check(len(contend) == 2, "two contending threads listed")
+    for x in contend:
+        share = x["runqueue_ns"] / (CONTEND_MS * 1e6)
+        t.check(share >= 0.25, "contending tid %d waited %.0f%% of its window for the CPU"
+                % (x["tid"], 100 * share))
+        t.check(x["involuntary_switches"] > 0, "contending tid %d was preempted" % x["tid"])
+    if res["solo_ms"]:
+        t.check(len(solo) == 1, "solo thread listed")
+        for x in solo:
+            share = x["runqueue_ns"] / (SOLO_MS * 1e6)
+            t.check(share < 0.05, "solo tid %d waited only %.2f%% for the CPU" % (x["tid"], 100 * share))
+    t.check(h["runqueue_latency"]["count"] > 0 and h["runqueue_latency"]["p99"] > 0,
+            "run-queue latency histogram filled")
+    t.check(h["offcpu_preempted"]["count"] >= sum(x["involuntary_switches"] for x in contend),
+            "preempted off-CPU intervals counted")
+    t.check(h["offcpu_blocked"]["count"] >= FUTEX_THREADS * FUTEX_WAITS,
+            "blocked off-CPU intervals include the futex sleeps")
+    oncpu_ms = c["oncpu_ns"] / 1e6
+    t.check(oncpu_ms >= 0.8 * (CONTEND_MS + res["solo_ms"]),
+            "on-CPU %.0f ms covers the spinning" % oncpu_ms)
+    t.check(all(v == 0 for v in rep["lost"].values()), "nothing lost: %s" % rep["lost"])
+
+    # Stopping detaches everything (the kernel frees programs after an RCU grace period).
+    t.poll("our BPF programs to be unloaded", lambda: not t.our_bpf_programs(), timeout=10)
+    t.check(True, "no lp_* programs loaded after SIGINT")
+
+
+def main():
+    for v in VARIANTS:
+        run_variant(*v)
+
+
+t.run(main, timeout=200)

@@ -1,0 +1,136 @@
+"""bpf tier: process lifecycle. Exited processes keep their final numbers while the kernel
+state goes away with them; --comm finds processes that start later; a reused pid never
+mixes two processes' data; 10,000 short-lived tracked processes leave no kernel state
+behind; SIGTERM detaches everything."""
+import os
+import signal
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import lptest as t  # noqa: E402
+
+
+def map_entries(rep):
+    return {m["name"]: m["entries"] for m in rep["maps"]}
+
+
+def futex_waits_on(p, addrs):
+    by = {f["uaddr"]: f["waits"] for f in p["futex"]["top"]}
+    return [by.get(a, 0) for a in addrs]
+
+
+def test_exit_keeps_data():
+    print("--- an exited process keeps its numbers; its kernel state is gone")
+    fx = t.Fixture("--futex-threads", "3", "--futex-waits", "7", "--futex-ms", "2", "--pages", "1000")
+    d = t.Daemon("--once", "--pid", str(fx.pid))
+    d.wait_ready()
+    fx.go()
+    res = fx.result()
+    fx.release()
+    # --once with only --pid targets reports by itself once they have all exited.
+    t.check(d.wait_exit() == 0, "daemon reported and exited when its --pid target exited")
+    rep = d.report()
+    p = t.proc_of(rep, fx.pid)
+    t.check(p["state"] == "exited" and not p["data_lost"], "process shown as exited, data kept")
+    t.check(futex_waits_on(p, res["futex_addrs"]) == [7, 7, 7], "exact futex waits after exit: %s"
+            % futex_waits_on(p, res["futex_addrs"]))
+    t.check(t.near(p["counters"]["page_faults_minor"], res["minflt"], 0.05),
+            "minor faults after exit %d ~ %d" % (p["counters"]["page_faults_minor"], res["minflt"]))
+    t.check(p["threads"] == [], "no per-thread state kept for an exited process")
+    e = map_entries(rep)
+    t.check(e["procs"] == 0 and e["threads"] == 0 and e["futex_addrs"] == 0,
+            "kernel maps empty after exit: %s" % e)
+
+
+def spawn_with_pid(pid, args, tries=200):
+    """Starts a fixture whose pid is `pid`, by setting ns_last_pid just before forking."""
+    for _ in range(tries):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        fx = t.Fixture(*args)
+        if fx.pid == pid:
+            return fx
+        fx.proc.kill()
+        fx.proc.wait()
+    raise AssertionError("could not get pid %d again" % pid)
+
+
+def test_comm_and_pid_reuse():
+    print("--- --comm finds later processes; a reused pid is a new process")
+    d = t.Daemon("--once", "--comm", "lpfixture")
+    d.wait_ready()
+    a = t.Fixture("--futex-threads", "1", "--futex-waits", "5", "--futex-ms", "1")
+    d.wait_log("tracking pid %d (lpfixture) matched by comm" % a.pid)
+    a.go()
+    ra = a.result()
+    a.release()
+    d.wait_log("pid %d (lpfixture) exited" % a.pid)
+    b = spawn_with_pid(a.pid, ["--futex-threads", "1", "--futex-waits", "9", "--futex-ms", "1", "--hold"])
+    poll_count = lambda: d.log().count("tracking pid %d (lpfixture)" % a.pid) == 2  # noqa: E731
+    t.poll("the new process with the same pid to be tracked", poll_count)
+    b.go()
+    rb = b.result()
+    d.stop()
+    b.release()
+    rep = d.report()
+    same = [p for p in rep["processes"] if p["pid"] == a.pid]
+    t.check(len(same) == 2, "two processes with pid %d reported" % a.pid)
+    if len(same) == 2:
+        old, new = same
+        t.check(old["state"] == "exited" and new["state"] == "running", "old exited, new running")
+        t.check(old["matched_by"] == "comm" and new["matched_by"] == "comm", "both matched by comm")
+        t.check(futex_waits_on(old, ra["futex_addrs"]) == [5], "old process: its 5 waits only")
+        t.check(futex_waits_on(new, rb["futex_addrs"]) == [9], "new process: its 9 waits only")
+        t.check(new["histograms"]["futex_wait"]["count"] < 5 + 9,
+                "the new process's histogram does not hold the old one's waits")
+
+
+def test_many_short_lived():
+    print("--- 10,000 short-lived tracked processes leave no kernel state behind")
+    n, keep = 10000, 64
+    d = t.Daemon("--once", "--comm", "lpfixture", "--max-processes", str(keep))
+    d.wait_ready()
+    fx = t.Fixture("--futex-threads", "0", "--spawn", str(n), "--spawn-parallel", "16",
+                   "--life-ms", "10")
+    fx.go()
+    fx.result(timeout=180)
+    fx.release()
+    d.wait_log("pid %d (lpfixture) exited" % fx.pid, timeout=30)
+    tracked = d.log().count("matched by comm")
+    d.stop()
+    rep = d.report()
+    e = map_entries(rep)
+    t.check(tracked >= n * 0.9, "%d of %d short-lived processes were tracked" % (tracked, n + 1))
+    t.check(e["procs"] == 0 and e["threads"] == 0 and e["futex_addrs"] == 0,
+            "kernel maps empty afterwards: %s" % e)
+    t.check(len(rep["processes"]) <= keep, "at most --max-processes exited processes kept (%d)"
+            % len(rep["processes"]))
+    t.check(rep["lost"]["exited_evicted"] + len(rep["processes"]) == tracked,
+            "every forgotten process counted: %d evicted + %d kept == %d tracked"
+            % (rep["lost"]["exited_evicted"], len(rep["processes"]), tracked))
+    t.check(rep["lost"]["ring_buffer_full"] == 0, "no exit record lost")
+
+
+def test_sigterm_detaches():
+    print("--- SIGTERM detaches everything")
+    fx = t.Fixture("--futex-threads", "0", "--hold")
+    d = t.Daemon("--pid", str(fx.pid))
+    d.wait_ready()
+    t.check(len(t.our_bpf_programs()) >= 5, "programs loaded while running")
+    t.check(d.stop(signal.SIGTERM) == 0, "exit status 0 on SIGTERM")
+    t.poll("our BPF programs to be unloaded", lambda: not t.our_bpf_programs(), timeout=10)
+    t.check(True, "no lp_* programs loaded after SIGTERM")
+    fx.go()
+    fx.result()
+    fx.release()
+
+
+def main():
+    test_exit_keeps_data()
+    test_comm_and_pid_reuse()
+    test_many_short_lived()
+    test_sigterm_detaches()
+
+
+t.run(main, timeout=280)

@@ -7,16 +7,16 @@
 
 static int check_passed, check_failed;
 
-#define CHECK(cond, ...)                                                                 \
-	do {                                                                             \
-		if (cond) {                                                              \
-			check_passed++;                                                  \
-		} else {                                                                 \
-			check_failed++;                                                  \
+#define CHECK(cond, ...)                                                                   \
+	do {                                                                               \
+		if (cond) {                                                                \
+			check_passed++;                                                    \
+		} else {                                                                   \
+			check_failed++;                                                    \
 			fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                    \
-			fputc('\n', stderr);                                             \
-		}                                                                        \
+			fprintf(stderr, __VA_ARGS__);                                      \
+			fputc('\n', stderr);                                               \
+		}                                                                          \
 	} while (0)
 
 static inline int check_done(void)

@@ -82,7 +82,7 @@ static int cmp_u64(const void *a, const void *b)
 static void check_quantiles(const char *name, uint64_t *s, size_t n)
 {
 	static struct lp_hist h;
-	const double qs[] = { 0.5, 0.9, 0.99, 0.999, 1.0 };
+	const double qs[] = {0.5, 0.9, 0.99, 0.999, 1.0};
 
 	memset(&h, 0, sizeof(h));
 	for (size_t i = 0; i < n; i++) {
@@ -97,7 +97,8 @@ static void check_quantiles(const char *name, uint64_t *s, size_t n)
 	for (size_t k = 0; k < sizeof(qs) / sizeof(qs[0]); k++) {
 		size_t rank = (size_t)ceil(qs[k] * (double)n);
 		uint64_t exact = s[rank - 1], est = lp_hist_quantile(&h, qs[k]);
-		double err = exact ? fabs((double)est - (double)exact) / (double)exact : (double)est;
+		double err =
+			exact ? fabs((double)est - (double)exact) / (double)exact : (double)est;
 
 		CHECK(err <= LP_HIST_QUANTILE_REL_ERROR + 1e-12,
 		      "%s q%.3f: estimate %lu, exact %lu, error %.4f > %.4f", name, qs[k],

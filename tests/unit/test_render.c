@@ -22,14 +22,23 @@ int main(void)
 {
 	static struct lp_proc_view views[2];
 	static struct lp_thread_view th[1];
-	struct lp_target live = { .pid = 100, .comm = "llama-cli", .matched_by = "comm",
-				  .tracked_since_ns = 1000000000ULL };
-	struct lp_target dead = { .pid = 200, .comm = "gone", .matched_by = "pid", .exited = true,
-				  .tracked_since_ns = 1000000000ULL };
-	struct lp_features f = { .btf = true, .tp_btf = true };
-	struct lp_report r = { .features = &f, .sched_variant = "tp_btf",
-			       .futex_source = "raw_syscalls", .fault_cpus = 2,
-			       .now_ns = 3000000000ULL, .procs = views, .nprocs = 2 };
+	struct lp_target live = {.pid = 100,
+				 .comm = "llama-cli",
+				 .matched_by = "comm",
+				 .tracked_since_ns = 1000000000ULL};
+	struct lp_target dead = {.pid = 200,
+				 .comm = "gone",
+				 .matched_by = "pid",
+				 .exited = true,
+				 .tracked_since_ns = 1000000000ULL};
+	struct lp_features f = {.btf = true, .tp_btf = true};
+	struct lp_report r = {.features = &f,
+			      .sched_variant = "tp_btf",
+			      .futex_source = "raw_syscalls",
+			      .fault_cpus = 2,
+			      .now_ns = 3000000000ULL,
+			      .procs = views,
+			      .nprocs = 2};
 	const cJSON *procs, *p0, *p1, *hist, *buckets, *first, *top;
 	struct lp_hist *h;
 	cJSON *doc;
@@ -58,8 +67,9 @@ int main(void)
 	th[0].t.runq_ns = 42;
 	views[1].target = &dead;
 	views[1].stats.exit_ns = 2000000000ULL;
-	r.maps[0].usage = (struct lp_map_usage){ .name = "procs", .max_entries = 256, .memlock = 100 };
-	r.maps[1].usage = (struct lp_map_usage){ .name = "threads", .max_entries = 9, .memlock = 23 };
+	r.maps[0].usage =
+		(struct lp_map_usage){.name = "procs", .max_entries = 256, .memlock = 100};
+	r.maps[1].usage = (struct lp_map_usage){.name = "threads", .max_entries = 9, .memlock = 23};
 	r.maps[0].entries = 1;
 	r.nmaps = 2;
 	r.drops[LP_D_EVENTS_LOST] = 5;
@@ -100,12 +110,14 @@ int main(void)
 	top = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p0, "futex"), "top"), 0);
 	CHECK(strcmp(cJSON_GetObjectItem(top, "uaddr")->valuestring, "0x7f00deadbeef") == 0,
 	      "futex address in hex");
-	CHECK(getnum(cJSON_GetArrayItem(cJSON_GetObjectItem(p0, "threads"), 0), "runqueue_ns") == 42,
+	CHECK(getnum(cJSON_GetArrayItem(cJSON_GetObjectItem(p0, "threads"), 0), "runqueue_ns") ==
+		      42,
 	      "thread detail");
 	CHECK(getnum(doc, "kernel_memory_bytes") == 123, "memory summed over maps");
 	CHECK(getnum(doc, "lost.ring_buffer_full") == 5, "ring buffer losses visible");
 	CHECK(getnum(doc, "lost.procs_map_full") == 2, "procs map losses visible");
-	CHECK(strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "collectors"), "futex")->valuestring,
+	CHECK(strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "collectors"), "futex")
+			     ->valuestring,
 		     "raw_syscalls") == 0,
 	      "collector shown");
 	cJSON_Delete(doc);

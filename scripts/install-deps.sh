@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what building, running and testing llmprofd needs, from Debian's packages.
+# With --if-missing, does nothing when every package is already installed.
+set -euo pipefail
+
+PACKAGES=(
+	cmake ninja-build pkg-config gcc clang llvm clang-format
+	libbpf-dev bpftool libelf-dev zlib1g-dev
+	libevent-dev libsystemd-dev libcjson-dev
+	python3 util-linux
+)
+
+all_installed() {
+	local p
+	for p in "${PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || return 1
+	done
+}
+
+if [[ ${1:-} == --if-missing ]] && all_installed; then
+	exit 0
+fi
+
+if [[ $(id -u) != 0 ]]; then
+	echo "install-deps: run as root (apt-get install)" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}"

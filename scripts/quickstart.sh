@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds, installs and starts llmprofd with its default configuration:
+# under systemd when systemd runs the machine, otherwise in the background with a log file.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh --if-missing
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build
+cmake --install build
+
+if [[ -d /run/systemd/system ]]; then
+	systemctl daemon-reload
+	systemctl enable --now llmprofd.service
+	systemctl --no-pager status llmprofd.service
+	exit 0
+fi
+
+log=/var/log/llmprofd.log
+if pgrep -x llmprofd >/dev/null; then
+	echo "llmprofd is already running (pid $(pgrep -x llmprofd))"
+	exit 0
+fi
+sbin=$(cmake -L -N build | sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p')/sbin
+nohup "$sbin/llmprofd" >"$log" 2>&1 </dev/null &
+for _ in $(seq 100); do
+	if grep -q "ready:" "$log"; then
+		cat "$log"
+		echo "llmprofd is running (pid $!), logging to $log"
+		exit 0
+	fi
+	if ! kill -0 $! 2>/dev/null; then
+		cat "$log"
+		echo "llmprofd failed to start" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
+echo "llmprofd did not report ready within 10 s; see $log" >&2
+exit 1

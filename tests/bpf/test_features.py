@@ -1,0 +1,62 @@
+"""bpf tier: missing kernel features degrade with a message a user can act on. Here:
+tracefs absent. With --no-mount-tracefs, futex waits come from raw_syscalls (same numbers)
+and the log says how to avoid that; by default llmprofd mounts tracefs itself."""
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import lptest as t  # noqa: E402
+
+TRACEFS = "/sys/kernel/tracing"
+
+
+def tracefs_mounted():
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] in (TRACEFS, "/sys/kernel/debug/tracing") and
+                   line.split()[2] == "tracefs" for line in f)
+
+
+def unmount_tracefs():
+    while tracefs_mounted():
+        subprocess.run(["umount", TRACEFS], check=True)
+
+
+def futex_run(*flags):
+    fx = t.Fixture("--futex-threads", "2", "--futex-waits", "6", "--futex-ms", "2")
+    d = t.Daemon("--once", "--pid", str(fx.pid), *flags)
+    d.wait_ready()
+    fx.go()
+    res = fx.result()
+    fx.release()
+    d.wait_exit()
+    p = t.proc_of(d.report(), fx.pid)
+    by = {f["uaddr"]: f["waits"] for f in p["futex"]["top"]}
+    return d, d.report(), [by.get(a, 0) for a in res["futex_addrs"]]
+
+
+def main():
+    was_mounted = tracefs_mounted()
+    try:
+        unmount_tracefs()
+        d, rep, waits = futex_run("--no-mount-tracefs")
+        log = d.log()
+        t.check("missing: tracefs" in log and "mount -t tracefs" in log,
+                "log says tracefs is missing and how to mount it")
+        t.check(rep["collectors"]["futex"] == "raw_syscalls", "futex falls back to raw_syscalls")
+        t.check(rep["features"]["tracefs"] is False, "report shows tracefs missing")
+        t.check(waits == [6, 6], "same exact futex counts through the fallback: %s" % waits)
+        t.check(not tracefs_mounted(), "--no-mount-tracefs left tracefs alone")
+
+        d, rep, waits = futex_run()
+        t.check("tracefs mounted by llmprofd" in d.log(), "llmprofd mounted tracefs itself")
+        t.check(rep["collectors"]["futex"] == "syscall tracepoints", "futex via syscall tracepoints")
+        t.check(waits == [6, 6], "exact futex counts: %s" % waits)
+    finally:
+        if was_mounted and not tracefs_mounted():
+            subprocess.run(["mount", "-t", "tracefs", "tracefs", TRACEFS], check=False)
+        elif not was_mounted:
+            unmount_tracefs()
+
+
+t.run(main, timeout=100)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite: format check, then every tier (unit, bpf, e2e) in a normal build and
+# again under AddressSanitizer + UndefinedBehaviorSanitizer. Needs root for the bpf tier.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ $(id -u) != 0 ]]; then
+	echo "run-all: run as root: the bpf and e2e tiers load BPF programs" >&2
+	exit 1
+fi
+scripts/install-deps.sh --if-missing
+
+echo "== clang-format"
+clang-format --dry-run --Werror $(find bpf daemon client include tests -name '*.[ch]')
+
+echo "== build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build
+echo "== tests"
+ctest --test-dir build --output-on-failure
+
+echo "== build with AddressSanitizer and UndefinedBehaviorSanitizer"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLLMPROF_SANITIZE=ON
+cmake --build build-asan
+echo "== tests under the sanitizers"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-asan --output-on-failure
