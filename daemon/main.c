@@ -321,7 +321,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 
 	(void)what;
 	if (fd >= 0)
-		log_info("%s received, stopping", strsignal((int)fd));
+		log_info("received SIG%s, stopping", sigabbrev_np((int)fd));
 	event_base_loopbreak(d->base);
 }
 

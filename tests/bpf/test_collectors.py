@@ -24,20 +24,14 @@ VARIANTS = [
 def run_variant(sched, futex, flags):
     print("--- variant: scheduler %s, futex %s" % (sched, futex))
     scratch = tempfile.mkdtemp(prefix="lpfixture-", dir="/var/tmp")  # a disk, not tmpfs
-    fx = t.Fixture("--hold", "--futex-threads", str(FUTEX_THREADS), "--futex-waits",
-                   str(FUTEX_WAITS), "--futex-ms", str(FUTEX_MS), "--contend-ms", str(CONTEND_MS),
-                   "--solo-ms", str(SOLO_MS), "--pages", str(PAGES),
-                   "--file", os.path.join(scratch, "data"), "--file-pages", str(FILE_PAGES))
-    d = t.Daemon("--once", "--pid", str(fx.pid), *flags)
-    d.wait_ready()
-    fx.go()
-    res = fx.result()
-    # The report is read while the fixture is alive: the live-map path.
-    d.stop()
-    fx.release()
+    fixture = ["--futex-threads", str(FUTEX_THREADS), "--futex-waits", str(FUTEX_WAITS),
+               "--futex-ms", str(FUTEX_MS), "--contend-ms", str(CONTEND_MS),
+               "--solo-ms", str(SOLO_MS), "--pages", str(PAGES),
+               "--file", os.path.join(scratch, "data"), "--file-pages", str(FILE_PAGES)]
+    # Read while the fixture is alive: the live-map path, threads still there.
+    _, rep, res, pid = t.observe(fixture, flags, live=True)
     os.rmdir(scratch)
-    rep = d.report()
-    p = t.proc_of(rep, fx.pid)
+    p = t.proc_of(rep, pid)
     c, h = p["counters"], p["histograms"]
 
     t.check(rep["collectors"]["scheduler"] == sched, "scheduler via %s" % sched)
@@ -45,14 +39,13 @@ def run_variant(sched, futex, flags):
     t.check(p["state"] == "running" and p["matched_by"] == "pid", "live process matched by pid")
 
     # Futex: exact counts on the fixture's own words, durations within 20%.
-    by_addr = {f["uaddr"]: f for f in p["futex"]["top"]}
-    for a in res["futex_addrs"]:
-        f = by_addr.get(a)
-        t.check(f is not None and f["waits"] == FUTEX_WAITS,
-                "futex %s: %s waits, expected exactly %d" % (a, f and f["waits"], FUTEX_WAITS))
-        if f:
+    waits = t.futex_waits_on(p, res["futex_addrs"])
+    t.check(waits == [FUTEX_WAITS] * FUTEX_THREADS,
+            "futex waits per fixture word %s, expected exactly %d each" % (waits, FUTEX_WAITS))
+    for f in p["futex"]["top"]:
+        if f["uaddr"] in res["futex_addrs"]:
             mean = f["wait_ns"] / f["waits"] / 1e6
-            t.check(t.near(mean, FUTEX_MS, 0.20), "futex %s mean wait %.2f ms ~ %d ms" % (a, mean, FUTEX_MS))
+            t.check(t.near(mean, FUTEX_MS, 0.20), "futex %s mean wait %.2f ms ~ %d ms" % (f["uaddr"], mean, FUTEX_MS))
     t.check(c["futex_timedout"] >= FUTEX_THREADS * FUTEX_WAITS,
             "timed-out waits %d >= %d" % (c["futex_timedout"], FUTEX_THREADS * FUTEX_WAITS))
     p50 = h["futex_wait"]["p50"] / 1e6

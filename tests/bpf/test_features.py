@@ -23,16 +23,8 @@ def unmount_tracefs():
 
 
 def futex_run(*flags):
-    fx = t.Fixture("--futex-threads", "2", "--futex-waits", "6", "--futex-ms", "2")
-    d = t.Daemon("--once", "--pid", str(fx.pid), *flags)
-    d.wait_ready()
-    fx.go()
-    res = fx.result()
-    fx.release()
-    d.wait_exit()
-    p = t.proc_of(d.report(), fx.pid)
-    by = {f["uaddr"]: f["waits"] for f in p["futex"]["top"]}
-    return d, d.report(), [by.get(a, 0) for a in res["futex_addrs"]]
+    d, rep, res, pid = t.observe(["--futex-threads", "2", "--futex-waits", "6", "--futex-ms", "2"], flags)
+    return d, rep, t.futex_waits_on(t.proc_of(rep, pid), res["futex_addrs"])
 
 
 def main():

@@ -4,7 +4,6 @@ mixes two processes' data; 10,000 short-lived tracked processes leave no kernel 
 behind; SIGTERM detaches everything."""
 import os
 import signal
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -15,26 +14,16 @@ def map_entries(rep):
     return {m["name"]: m["entries"] for m in rep["maps"]}
 
 
-def futex_waits_on(p, addrs):
-    by = {f["uaddr"]: f["waits"] for f in p["futex"]["top"]}
-    return [by.get(a, 0) for a in addrs]
-
-
 def test_exit_keeps_data():
     print("--- an exited process keeps its numbers; its kernel state is gone")
-    fx = t.Fixture("--futex-threads", "3", "--futex-waits", "7", "--futex-ms", "2", "--pages", "1000")
-    d = t.Daemon("--once", "--pid", str(fx.pid))
-    d.wait_ready()
-    fx.go()
-    res = fx.result()
-    fx.release()
-    # --once with only --pid targets reports by itself once they have all exited.
-    t.check(d.wait_exit() == 0, "daemon reported and exited when its --pid target exited")
-    rep = d.report()
-    p = t.proc_of(rep, fx.pid)
+    # observe() without live: the fixture exits, and --once with only --pid targets
+    # reports by itself once they are all gone.
+    _, rep, res, pid = t.observe(["--futex-threads", "3", "--futex-waits", "7", "--futex-ms", "2",
+                                  "--pages", "1000"])
+    p = t.proc_of(rep, pid)
     t.check(p["state"] == "exited" and not p["data_lost"], "process shown as exited, data kept")
-    t.check(futex_waits_on(p, res["futex_addrs"]) == [7, 7, 7], "exact futex waits after exit: %s"
-            % futex_waits_on(p, res["futex_addrs"]))
+    t.check(t.futex_waits_on(p, res["futex_addrs"]) == [7, 7, 7], "exact futex waits after exit: %s"
+            % t.futex_waits_on(p, res["futex_addrs"]))
     t.check(t.near(p["counters"]["page_faults_minor"], res["minflt"], 0.05),
             "minor faults after exit %d ~ %d" % (p["counters"]["page_faults_minor"], res["minflt"]))
     t.check(p["threads"] == [], "no per-thread state kept for an exited process")
@@ -80,8 +69,8 @@ def test_comm_and_pid_reuse():
         old, new = same
         t.check(old["state"] == "exited" and new["state"] == "running", "old exited, new running")
         t.check(old["matched_by"] == "comm" and new["matched_by"] == "comm", "both matched by comm")
-        t.check(futex_waits_on(old, ra["futex_addrs"]) == [5], "old process: its 5 waits only")
-        t.check(futex_waits_on(new, rb["futex_addrs"]) == [9], "new process: its 9 waits only")
+        t.check(t.futex_waits_on(old, ra["futex_addrs"]) == [5], "old process: its 5 waits only")
+        t.check(t.futex_waits_on(new, rb["futex_addrs"]) == [9], "new process: its 9 waits only")
         t.check(new["histograms"]["futex_wait"]["count"] < 5 + 9,
                 "the new process's histogram does not hold the old one's waits")
 

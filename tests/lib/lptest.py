@@ -168,6 +168,32 @@ class Fixture:
         return self.proc.wait(timeout=timeout)
 
 
+def observe(fixture_args, daemon_args=(), live=False):
+    """Runs the fixture under a private `llmprofd --once --pid`. With live, the report is
+    taken while the fixture is still alive (threads parked: the live-map path); otherwise
+    the fixture exits first and the daemon reports by itself (the exit-record path).
+    Returns (daemon, report, the fixture's own account, the fixture's pid)."""
+    fx = Fixture(*(list(fixture_args) + (["--hold"] if live else [])))
+    d = Daemon("--once", "--pid", str(fx.pid), *daemon_args)
+    d.wait_ready()
+    fx.go()
+    res = fx.result()
+    if live:
+        d.stop()
+        fx.release()
+    else:
+        fx.release()
+        if d.wait_exit() != 0:
+            raise AssertionError("llmprofd failed:\n" + d.log())
+    return d, d.report(), res, fx.pid
+
+
+def futex_waits_on(proc, addrs):
+    """The wait counts the report gives for each of the fixture's futex words."""
+    by = {f["uaddr"]: f["waits"] for f in proc["futex"]["top"]}
+    return [by.get(a, 0) for a in addrs]
+
+
 def proc_of(report, pid):
     for p in report["processes"]:
         if p["pid"] == pid:
