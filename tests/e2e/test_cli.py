@@ -1,17 +1,29 @@
 """e2e tier: what a user sees on the command line. Bad usage is refused with a message
 naming the problem (exit 2); an unknown pid or missing privileges fail clearly (exit 1)."""
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
 
 
+def copy_for(user):
+    """A copy of llmprofd that `user` can reach whatever the build directory's permissions."""
+    d = tempfile.mkdtemp(prefix="llmprofd-cli-")
+    os.chmod(d, 0o755)
+    path = os.path.join(d, "llmprofd")
+    shutil.copy(t.LLMPROFD, path)
+    os.chmod(path, 0o755)
+    return path
+
+
 def run(*args, user=None):
     cmd = [t.LLMPROFD] + list(args)
     if user:
-        cmd = ["setpriv", "--reuid=" + user, "--regid=nogroup", "--clear-groups"] + cmd
+        cmd = ["setpriv", "--reuid=" + user, "--regid=nogroup", "--clear-groups", copy_for(user)] + list(args)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     return p.returncode, p.stdout, p.stderr
 
@@ -51,7 +63,6 @@ def main():
     if os.geteuid() == 0:
         pid = unused_pid()
         expect(["--once", "--pid", str(pid)], 1, "--pid %d: no such process" % pid)
-        # Only the directories on the way to the binary need to be reachable for nobody.
         expect(["--once", "--pid", "1"], 1, "permission denied loading BPF programs", user="nobody")
 
 
