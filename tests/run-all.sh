@@ -11,7 +11,7 @@ fi
 scripts/install-deps.sh --if-missing
 
 echo "== clang-format"
-clang-format --dry-run --Werror $(find bpf daemon client include tests -name '*.[ch]')
+clang-format --dry-run --Werror $(git ls-files '*.c' '*.h')
 
 echo "== build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo

@@ -75,6 +75,30 @@ def test_comm_and_pid_reuse():
                 "the new process's histogram does not hold the old one's waits")
 
 
+def test_exe_and_startup_scan():
+    print("--- --exe matches later processes by path; --comm finds running ones at start")
+    before = t.Fixture("--futex-threads", "1", "--futex-waits", "3", "--futex-ms", "1", "--hold")
+    d = t.Daemon("--once", "--comm", "lpfixture", "--exe", "*/tests/lpfixture")
+    d.wait_ready()
+    t.check("tracking pid %d (lpfixture) matched by comm" % before.pid in d.log(),
+            "a process running before the daemon was found at start")
+    d.stop()
+    before.release()
+
+    d = t.Daemon("--once", "--exe", "*/tests/lpfixture")
+    d.wait_ready()
+    later = t.Fixture("--futex-threads", "1", "--futex-waits", "3", "--futex-ms", "1", "--hold")
+    d.wait_log("tracking pid %d (lpfixture) matched by exe" % later.pid)
+    later.go()
+    res = later.result()
+    d.stop()
+    later.release()
+    p = t.proc_of(d.report(), later.pid)
+    t.check(p["matched_by"] == "exe" and p["exe"].endswith("/tests/lpfixture"),
+            "matched by exe %s" % p["exe"])
+    t.check(t.futex_waits_on(p, res["futex_addrs"]) == [3], "its waits counted")
+
+
 def test_many_short_lived():
     print("--- 10,000 short-lived tracked processes leave no kernel state behind")
     n, keep = 10000, 64
@@ -118,6 +142,7 @@ def test_sigterm_detaches():
 def main():
     test_exit_keeps_data()
     test_comm_and_pid_reuse()
+    test_exe_and_startup_scan()
     test_many_short_lived()
     test_sigterm_detaches()
 
