@@ -56,6 +56,8 @@ static void usage(FILE *out)
 		"      --max-processes N    tracked processes at once (default 256)\n"
 		"      --max-threads N      threads of tracked processes (default 16384)\n"
 		"      --max-futex-addrs N  distinct futex addresses (default 8192)\n"
+		"      --ringbuf-kib N      ring buffer for exec and exit records, a power of two\n"
+		"                           (default 4096; an exit record is about 9 KiB)\n"
 		"\n"
 		"Collectors:\n"
 		"      --sched-raw-tp       use raw_tp even where tp_btf programs load\n"
@@ -104,6 +106,7 @@ enum {
 	OPT_MAX_PROCESSES,
 	OPT_MAX_THREADS,
 	OPT_MAX_FUTEX,
+	OPT_RINGBUF_KIB,
 	OPT_SCHED_RAW,
 	OPT_FUTEX_SOURCE,
 	OPT_NO_FAULTS,
@@ -122,6 +125,7 @@ static int parse_args(struct lp_config *cfg, int argc, char **argv)
 		{"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
 		{"max-threads", required_argument, NULL, OPT_MAX_THREADS},
 		{"max-futex-addrs", required_argument, NULL, OPT_MAX_FUTEX},
+		{"ringbuf-kib", required_argument, NULL, OPT_RINGBUF_KIB},
 		{"sched-raw-tp", no_argument, NULL, OPT_SCHED_RAW},
 		{"futex-source", required_argument, NULL, OPT_FUTEX_SOURCE},
 		{"no-page-faults", no_argument, NULL, OPT_NO_FAULTS},
@@ -197,6 +201,18 @@ static int parse_args(struct lp_config *cfg, int argc, char **argv)
 			}
 			break;
 		}
+		case OPT_RINGBUF_KIB: {
+			uint32_t kib;
+
+			/* The kernel wants a power of two, at least a page. */
+			if (parse_u32(optarg, 4, 1 << 20, &kib) < 0 || (kib & (kib - 1))) {
+				log_error("--ringbuf-kib: '%s' is not a power of two from 4 to %u",
+					  optarg, 1 << 20);
+				return -EINVAL;
+			}
+			cfg->ringbuf_bytes = kib << 10;
+			break;
+		}
 		case OPT_SCHED_RAW:
 			cfg->sched_raw_tp = true;
 			break;
@@ -256,31 +272,24 @@ static int parse_args(struct lp_config *cfg, int argc, char **argv)
 	return 0;
 }
 
+static bool libbpf_debug;
+
+/* libbpf's messages in our log; its debug output (verifier logs and more) only with -v. */
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	char buf[1024];
 	size_t n;
 
-	if (level == LIBBPF_DEBUG)
+	if (level == LIBBPF_DEBUG && !libbpf_debug)
 		return 0;
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	n = strlen(buf);
 	if (n && buf[n - 1] == '\n')
 		buf[n - 1] = '\0';
-	lp_log(level == LIBBPF_WARN ? LOG_WARNING : LOG_INFO, "libbpf: %s", buf);
-	return 0;
-}
-
-static int libbpf_log_verbose(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	char buf[1024];
-	size_t n;
-
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	n = strlen(buf);
-	if (n && buf[n - 1] == '\n')
-		buf[n - 1] = '\0';
-	lp_log(level == LIBBPF_WARN ? LOG_WARNING : LOG_DEBUG, "libbpf: %s", buf);
+	lp_log(level == LIBBPF_WARN   ? LOG_WARNING
+	       : level == LIBBPF_INFO ? LOG_INFO
+				      : LOG_DEBUG,
+	       "libbpf: %s", buf);
 	return 0;
 }
 
@@ -475,7 +484,8 @@ int main(int argc, char **argv)
 	}
 	if (d.cfg.verbose)
 		lp_log_set_level(LOG_DEBUG);
-	libbpf_set_print(d.cfg.verbose ? libbpf_log_verbose : libbpf_log);
+	libbpf_debug = d.cfg.verbose;
+	libbpf_set_print(libbpf_log);
 
 	r = run(&d);
 

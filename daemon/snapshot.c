@@ -80,11 +80,43 @@ static int read_threads(struct lp_report *r, const struct lp_core *c)
 	return 0;
 }
 
+/* Ranks the futex addresses of each live view, from one pass over "futex_addrs". */
+static int read_futex(struct lp_report *r, const struct lp_core *c)
+{
+	int fd = bpf_map__fd(c->skel->maps.futex_addrs);
+	struct lp_futex_key key, *prev = NULL;
+	struct lp_futex_list *lists;
+	struct lp_futex_val val;
+	int ret = 0;
+
+	lists = calloc(r->nprocs ? r->nprocs : 1, sizeof(*lists));
+	if (!lists)
+		return -ENOMEM;
+	while (ret == 0 && bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		for (size_t i = 0; i < r->nprocs; i++) {
+			if (!r->procs[i].live || (__u32)r->procs[i].target->pid != key.tgid)
+				continue;
+			if (bpf_map_lookup_elem(fd, &key, &val) == 0)
+				ret = lp_futex_list_push(&lists[i], key.uaddr, &val);
+			break;
+		}
+	}
+	for (size_t i = 0; i < r->nprocs; i++)
+		if (r->procs[i].live)
+			lp_futex_list_top(&lists[i], &r->procs[i].futex);
+		else
+			free(lists[i].v);
+	free(lists);
+	return ret;
+}
+
 int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid)
 {
 	int procs_fd = bpf_map__fd(c->skel->maps.procs);
 	struct timespec ts;
 	size_t n = 0;
+	int ret;
 
 	memset(r, 0, sizeof(*r));
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -116,14 +148,13 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 			/* A failed lookup means the process exited after lp_tracker_reap(): it is
 			 * reported as live with zeroes rather than hidden. */
 			bpf_map_lookup_elem(procs_fd, &key, &v->stats);
-			lp_futex_collect(bpf_map__fd(c->skel->maps.futex_addrs), key, false,
-					 &v->futex);
 			v->live = true;
 		}
 		n++;
 	}
 	r->nprocs = n;
-	return read_threads(r, c);
+	ret = read_futex(r, c);
+	return ret < 0 ? ret : read_threads(r, c);
 }
 
 void lp_report_free(struct lp_report *r)

@@ -232,46 +232,60 @@ static int compare_wait_ns(const void *a, const void *b)
 	return x->v.wait_ns < y->v.wait_ns ? 1 : x->v.wait_ns > y->v.wait_ns ? -1 : 0;
 }
 
-int lp_futex_collect(int futex_fd, uint32_t tgid, bool take, struct lp_futex_top *top)
+int lp_futex_list_push(struct lp_futex_list *l, uint64_t uaddr, const struct lp_futex_val *val)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct lp_futex_view *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n].uaddr = uaddr;
+	l->v[l->n].v = *val;
+	l->n++;
+	return 0;
+}
+
+void lp_futex_list_top(struct lp_futex_list *l, struct lp_futex_top *top)
+{
+	memset(top, 0, sizeof(*top));
+	top->naddrs = l->n;
+	top->ntop = l->n < LP_FUTEX_TOP ? l->n : LP_FUTEX_TOP;
+	if (l->n) {
+		qsort(l->v, l->n, sizeof(*l->v), compare_wait_ns);
+		memcpy(top->top, l->v, top->ntop * sizeof(*l->v));
+	}
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+/* Moves the futex addresses of an exited tgid out of the kernel map into top. */
+static int futex_take(int futex_fd, uint32_t tgid, struct lp_futex_top *top)
 {
 	struct lp_futex_key key, *prev = NULL;
-	struct lp_futex_view *all = NULL;
-	size_t n = 0, cap = 0;
+	struct lp_futex_list l = {};
+	struct lp_futex_val val;
+	int r = 0;
 
-	memset(top, 0, sizeof(*top));
 	while (bpf_map_get_next_key(futex_fd, prev, &key) == 0) {
 		prev = &key;
-		if (key.tgid != tgid)
+		if (key.tgid != tgid || bpf_map_lookup_elem(futex_fd, &key, &val) < 0)
 			continue;
-		if (n == cap) {
-			struct lp_futex_view *a;
-
-			cap = cap ? cap * 2 : 64;
-			a = realloc(all, cap * sizeof(*a));
-			if (!a) {
-				free(all);
-				return -ENOMEM;
-			}
-			all = a;
-		}
-		all[n].uaddr = key.uaddr;
-		if (bpf_map_lookup_elem(futex_fd, &key, &all[n].v) == 0)
-			n++;
+		r = lp_futex_list_push(&l, key.uaddr, &val);
+		if (r < 0)
+			break;
 	}
 	/* Deleting while iterating would restart get_next_key from the first key each time. */
-	for (size_t i = 0; take && i < n; i++) {
-		struct lp_futex_key k = {.tgid = tgid, .uaddr = all[i].uaddr};
+	for (size_t i = 0; i < l.n; i++) {
+		struct lp_futex_key k = {.tgid = tgid, .uaddr = l.v[i].uaddr};
 
 		bpf_map_delete_elem(futex_fd, &k);
 	}
-	top->naddrs = n;
-	top->ntop = n < LP_FUTEX_TOP ? n : LP_FUTEX_TOP;
-	if (n) {
-		qsort(all, n, sizeof(*all), compare_wait_ns);
-		memcpy(top->top, all, top->ntop * sizeof(*all));
-	}
-	free(all);
-	return 0;
+	lp_futex_list_top(&l, top);
+	return r;
 }
 
 int lp_tracker_reap(struct lp_tracker *tr)
@@ -283,13 +297,15 @@ int lp_tracker_reap(struct lp_tracker *tr)
 		return -ENOMEM;
 	for (size_t i = 0; i < tr->n; i++) {
 		struct lp_target *t = tr->v[i];
-		struct lp_futex_top top;
 		__u32 key = (__u32)t->pid;
 
 		if (t->exited || bpf_map_lookup_elem(tr->procs_fd, &key, buf) == 0 ||
 		    errno != ENOENT)
 			continue;
-		lp_futex_collect(tr->futex_fd, key, true, &top);
+		/* The futex addresses are still in their map: keep what is left. */
+		t->final_futex = malloc(sizeof(*t->final_futex));
+		if (t->final_futex)
+			futex_take(tr->futex_fd, key, t->final_futex);
 		t->exit_lost = true;
 		log_warning("pid %d (%s) exited but its final record was lost (ring buffer full)",
 			    (int)t->pid, t->comm);
@@ -312,7 +328,7 @@ static void on_exit_record(struct lp_tracker *tr, const struct lp_ev_exit *e)
 	t->final_futex = malloc(sizeof(*t->final_futex));
 	if (t->final && t->final_futex) {
 		memcpy(t->final, &e->stats, sizeof(*t->final));
-		lp_futex_collect(tr->futex_fd, e->stats.tgid, true, t->final_futex);
+		futex_take(tr->futex_fd, e->stats.tgid, t->final_futex);
 	} else {
 		t->exit_lost = true;
 	}

@@ -75,7 +75,15 @@ int lp_tracker_reap(struct lp_tracker *tr);
 /* The newest target with this pid, or NULL. */
 struct lp_target *lp_tracker_find(struct lp_tracker *tr, pid_t pid);
 
-/* Reads the futex addresses of tgid from the map into top; with take, deletes them. */
-int lp_futex_collect(int futex_fd, uint32_t tgid, bool take, struct lp_futex_top *top);
+/* Futex addresses gathered from the map, before they are ranked into an lp_futex_top. */
+struct lp_futex_list {
+	struct lp_futex_view *v;
+	size_t n, cap;
+};
+
+int lp_futex_list_push(struct lp_futex_list *l, uint64_t uaddr, const struct lp_futex_val *val);
+
+/* Ranks the list by wait time into top (the LP_FUTEX_TOP longest) and frees the list. */
+void lp_futex_list_top(struct lp_futex_list *l, struct lp_futex_top *top);
 
 #endif

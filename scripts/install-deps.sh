@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing llmprofd needs, from Debian's packages.
-# With --if-missing, does nothing when every package is already installed.
+# With --if-missing, does nothing when every package is already installed; with --list,
+# prints the packages instead.
 set -euo pipefail
 
 PACKAGES=(
@@ -9,6 +10,11 @@ PACKAGES=(
 	libevent-dev libsystemd-dev libcjson-dev
 	python3 util-linux
 )
+
+if [[ ${1:-} == --list ]]; then
+	echo "${PACKAGES[@]}"
+	exit 0
+fi
 
 all_installed() {
 	local p

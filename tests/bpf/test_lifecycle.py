@@ -125,6 +125,38 @@ def test_many_short_lived():
     t.check(rep["lost"]["ring_buffer_full"] == 0, "no exit record lost")
 
 
+def test_lost_exit_records():
+    print("--- exit records that do not fit the ring buffer: counted, kernel state still freed")
+    d = t.Daemon("--once", "--comm", "lpfixture", "--ringbuf-kib", "16")  # one ~9 KiB record
+    d.wait_ready()
+    fxs = [t.Fixture("--futex-threads", "1", "--futex-waits", "4", "--futex-ms", "1", "--hold")
+           for _ in range(3)]
+    for fx in fxs:
+        d.wait_log("tracking pid %d (lpfixture)" % fx.pid)
+        fx.go()
+    results = [fx.result() for fx in fxs]
+    # With the daemon stopped, nobody drains the ring buffer while all three exit.
+    d.proc.send_signal(signal.SIGSTOP)
+    for fx in fxs:
+        fx.release()
+    d.proc.send_signal(signal.SIGCONT)
+    d.stop()
+    rep = d.report()
+    procs = [t.proc_of(rep, fx.pid) for fx in fxs]
+    lost = [p for p in procs if p["data_lost"]]
+    t.check(all(p["state"] == "exited" for p in procs), "all three shown as exited")
+    t.check(len(lost) >= 2 and rep["lost"]["ring_buffer_full"] >= len(lost),
+            "%d processes marked data_lost, %d records counted as lost"
+            % (len(lost), rep["lost"]["ring_buffer_full"]))
+    for p, res in zip(procs, results):
+        t.check(t.futex_waits_on(p, res["futex_addrs"]) == [4],
+                "pid %d keeps its futex addresses (data_lost %s)" % (p["pid"], p["data_lost"]))
+    e = map_entries(rep)
+    t.check(e["procs"] == 0 and e["threads"] == 0 and e["futex_addrs"] == 0,
+            "kernel maps empty all the same: %s" % e)
+    t.check("final record was lost" in d.log(), "the loss is logged")
+
+
 def test_sigterm_detaches():
     print("--- SIGTERM detaches everything")
     fx = t.Fixture("--futex-threads", "0", "--hold")
@@ -144,6 +176,7 @@ def main():
     test_comm_and_pid_reuse()
     test_exe_and_startup_scan()
     test_many_short_lived()
+    test_lost_exit_records()
     test_sigterm_detaches()
 
 

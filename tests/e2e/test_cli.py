@@ -56,6 +56,7 @@ def main():
     expect(["--max-threads", "12x"], 2, "is not a number")
     expect(["--once", "--seconds", "-1"], 2, "--seconds: '-1' is not a positive number")
     expect(["--seconds", "5"], 2, "--seconds goes with --once")
+    expect(["--ringbuf-kib", "100"], 2, "--ringbuf-kib: '100' is not a power of two")
     expect(["--futex-source", "kprobe"], 2, "is not auto, tracepoint, raw or off")
     expect(["stray"], 2, "unexpected argument 'stray'")
     expect(["--bogus"], 2, "unrecognized option")
