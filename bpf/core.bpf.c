@@ -91,7 +91,6 @@ static __always_inline void hist_add(struct lp_hist *h, __u64 v)
 	if (idx >= LP_HIST_NBUCKETS)
 		return;
 	__sync_fetch_and_add(&h->buckets[idx], 1);
-	__sync_fetch_and_add(&h->count, 1);
 	__sync_fetch_and_add(&h->sum_ns, v);
 	/* No atomic max in BPF: a lost race under-reports max by one concurrent sample. */
 	if (v > h->max_ns)

@@ -259,6 +259,23 @@ static uint64_t map_memlock(int fd)
 	return v;
 }
 
+static uint64_t count_entries(struct bpf_map *map)
+{
+	char key[64], next[64];
+	void *prev = NULL;
+	uint64_t n = 0;
+	int fd = bpf_map__fd(map);
+
+	if (bpf_map__type(map) != BPF_MAP_TYPE_HASH || bpf_map__key_size(map) > sizeof(key))
+		return 0;
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(key, next, sizeof(key));
+		prev = key;
+		n++;
+	}
+	return n;
+}
+
 size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size_t n)
 {
 	struct bpf_map *maps[] = {c->skel->maps.procs, c->skel->maps.threads,
@@ -271,6 +288,7 @@ size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size
 		out[k].max_entries = bpf_map__max_entries(maps[i]);
 		out[k].value_size = bpf_map__value_size(maps[i]);
 		out[k].memlock = map_memlock(bpf_map__fd(maps[i]));
+		out[k].entries = count_entries(maps[i]);
 	}
 	return k;
 }

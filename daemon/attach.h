@@ -34,6 +34,7 @@ struct lp_map_usage {
 	uint32_t max_entries;
 	uint32_t value_size;
 	uint64_t memlock; /* bytes the kernel charges for the map */
+	uint64_t entries; /* entries in use; 0 for maps that are not hashes */
 };
 
 /* Fills up to n entries describing the core maps; returns how many. */

@@ -11,7 +11,7 @@
  * below): half a bucket's width over its lower bound. */
 #define LP_HIST_QUANTILE_REL_ERROR (1.0 / (2.0 * LP_HIST_SUB))
 
-/* Total of the bucket counts (the reference for quantiles; "count" may lag under races). */
+/* Number of samples: the sum of the bucket counts. */
 uint64_t lp_hist_total(const struct lp_hist *h);
 
 /* Estimate of the q-quantile (0 < q <= 1): the midpoint of the bucket that holds the

@@ -177,15 +177,15 @@ cJSON *lp_render_report(const struct lp_report *r)
 
 	maps = cJSON_AddArrayToObject(root, "maps");
 	for (size_t i = 0; i < r->nmaps; i++) {
-		const struct lp_map_fill *m = &r->maps[i];
+		const struct lp_map_usage *m = &r->maps[i];
 		cJSON *e = cJSON_CreateObject();
 
-		cJSON_AddStringToObject(e, "name", m->usage.name);
-		num(e, "max_entries", m->usage.max_entries);
+		cJSON_AddStringToObject(e, "name", m->name);
+		num(e, "max_entries", m->max_entries);
 		num(e, "entries", m->entries);
-		num(e, "value_size", m->usage.value_size);
-		num(e, "memlock_bytes", m->usage.memlock);
-		memlock += m->usage.memlock;
+		num(e, "value_size", m->value_size);
+		num(e, "memlock_bytes", m->memlock);
+		memlock += m->memlock;
 		cJSON_AddItemToArray(maps, e);
 	}
 	num(root, "kernel_memory_bytes", memlock);

@@ -12,38 +12,20 @@
 #include "core.skel.h"
 #include "procfs.h"
 
-static uint64_t count_entries(struct bpf_map *map)
-{
-	char key[64], next[64];
-	void *prev = NULL;
-	uint64_t n = 0;
-	int fd = bpf_map__fd(map);
-
-	if (bpf_map__key_size(map) > sizeof(key))
-		return 0;
-	while (bpf_map_get_next_key(fd, prev, next) == 0) {
-		memcpy(key, next, sizeof(key));
-		prev = key;
-		n++;
-	}
-	return n;
-}
-
 static void read_maps(struct lp_report *r, const struct lp_core *c)
 {
-	struct lp_map_usage u[8];
-	size_t n = lp_core_map_usage(c, u, 8);
-
-	for (size_t i = 0; i < n; i++) {
-		struct bpf_map *m = bpf_object__find_map_by_name(c->skel->obj, u[i].name);
-
-		r->maps[i].usage = u[i];
-		r->maps[i].entries =
-			m && bpf_map__type(m) == BPF_MAP_TYPE_HASH ? count_entries(m) : 0;
-	}
-	r->nmaps = n;
+	r->nmaps = lp_core_map_usage(c, r->maps, sizeof(r->maps) / sizeof(r->maps[0]));
 	for (__u32 k = 0; k < LP_D_NR; k++)
 		bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.drops), &k, &r->drops[k]);
+}
+
+/* The live view of process tgid, or NULL. */
+static struct lp_proc_view *live_view(struct lp_report *r, __u32 tgid)
+{
+	for (size_t i = 0; i < r->nprocs; i++)
+		if (r->procs[i].live && (__u32)r->procs[i].target->pid == tgid)
+			return &r->procs[i];
+	return NULL;
 }
 
 /* Hands each live view the threads of its process, from one pass over "threads". */
@@ -53,29 +35,25 @@ static int read_threads(struct lp_report *r, const struct lp_core *c)
 	__u32 key, *prev = NULL;
 
 	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		struct lp_thread_view *a, *tv;
+		struct lp_proc_view *v;
 		struct lp_thread t;
 
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &t) < 0)
 			continue;
-		for (size_t i = 0; i < r->nprocs; i++) {
-			struct lp_proc_view *v = &r->procs[i];
-			struct lp_thread_view *a, *tv;
-
-			if (!v->live || (__u32)v->target->pid != t.tgid)
-				continue;
-			a = realloc(v->threads, (v->nthreads + 1) * sizeof(*a));
-			if (!a)
-				return -ENOMEM;
-			v->threads = a;
-			tv = &a[v->nthreads++];
-			tv->tid = key;
-			tv->t = t;
-			if (lp_proc_read_comm(v->target->pid, (pid_t)key, tv->comm,
-					      sizeof(tv->comm)) < 0)
-				strcpy(tv->comm, "?");
-			break;
-		}
+		v = live_view(r, t.tgid);
+		if (!v)
+			continue;
+		a = realloc(v->threads, (v->nthreads + 1) * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		v->threads = a;
+		tv = &a[v->nthreads++];
+		tv->tid = key;
+		tv->t = t;
+		if (lp_proc_read_comm(v->target->pid, (pid_t)key, tv->comm, sizeof(tv->comm)) < 0)
+			strcpy(tv->comm, "?");
 	}
 	return 0;
 }
@@ -87,6 +65,7 @@ static int read_futex(struct lp_report *r, const struct lp_core *c)
 	struct lp_futex_key key, *prev = NULL;
 	struct lp_futex_list *lists;
 	struct lp_futex_val val;
+	struct lp_proc_view *v;
 	int ret = 0;
 
 	lists = calloc(r->nprocs ? r->nprocs : 1, sizeof(*lists));
@@ -94,13 +73,9 @@ static int read_futex(struct lp_report *r, const struct lp_core *c)
 		return -ENOMEM;
 	while (ret == 0 && bpf_map_get_next_key(fd, prev, &key) == 0) {
 		prev = &key;
-		for (size_t i = 0; i < r->nprocs; i++) {
-			if (!r->procs[i].live || (__u32)r->procs[i].target->pid != key.tgid)
-				continue;
-			if (bpf_map_lookup_elem(fd, &key, &val) == 0)
-				ret = lp_futex_list_push(&lists[i], key.uaddr, &val);
-			break;
-		}
+		v = live_view(r, key.tgid);
+		if (v && bpf_map_lookup_elem(fd, &key, &val) == 0)
+			ret = lp_futex_list_push(&lists[v - r->procs], key.uaddr, &val);
 	}
 	for (size_t i = 0; i < r->nprocs; i++)
 		if (r->procs[i].live)

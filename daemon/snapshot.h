@@ -21,17 +21,12 @@ struct lp_proc_view {
 	size_t nthreads;
 };
 
-struct lp_map_fill {
-	struct lp_map_usage usage;
-	uint64_t entries; /* 0 for maps that are not hashes */
-};
-
 struct lp_report {
 	const struct lp_features *features;
 	const char *sched_variant;
 	const char *futex_source;
 	int fault_cpus; /* 0: page faults are not collected */
-	struct lp_map_fill maps[8];
+	struct lp_map_usage maps[8];
 	size_t nmaps;
 	uint64_t drops[LP_D_NR];
 	uint64_t procs_full;

@@ -112,8 +112,8 @@ static void mark_exited(struct lp_tracker *tr, struct lp_target *t)
 int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 {
 	struct lp_proc_stat st, again;
-	struct lp_proc_stats *zero;
-	struct lp_target *t;
+	struct lp_proc_stats *zero = NULL;
+	struct lp_target *t = NULL;
 	char exe[PATH_MAX];
 	__u32 key = (__u32)pid;
 	int r;
@@ -126,29 +126,24 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 	zero = calloc(1, sizeof(*zero));
 	t = calloc(1, sizeof(*t));
 	if (!zero || !t) {
-		free(zero);
-		free(t);
-		return -ENOMEM;
+		r = -ENOMEM;
+		goto fail;
 	}
 	zero->tgid = key;
 	zero->tracked_since_ns = now_ns();
 	if (bpf_map_update_elem(tr->procs_fd, &key, zero, BPF_ANY) < 0) {
 		r = -errno;
-		free(zero);
-		free(t);
 		if (r == -E2BIG) {
 			tr->procs_full++;
-			return -ENOSPC;
+			r = -ENOSPC;
 		}
-		return r;
+		goto fail;
 	}
 	/* The process may have exited, and its pid been reused, between reading /proc and the
 	 * insert; then no exit hook will ever delete the entry, so check again and undo. */
 	if (lp_proc_read_stat(pid, &again) < 0 || again.starttime != st.starttime) {
-		bpf_map_delete_elem(tr->procs_fd, &key);
-		free(zero);
-		free(t);
-		return -ESRCH;
+		r = -ESRCH;
+		goto fail_inserted;
 	}
 	t->pid = pid;
 	t->starttime = st.starttime;
@@ -157,15 +152,19 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 		t->exe = strdup(exe);
 	t->matched_by = matched_by;
 	t->tracked_since_ns = zero->tracked_since_ns;
-	free(zero);
 	r = append(tr, t);
-	if (r < 0) {
-		bpf_map_delete_elem(tr->procs_fd, &key);
-		target_free(t);
-		return r;
-	}
+	if (r < 0)
+		goto fail_inserted;
+	free(zero);
 	log_info("tracking pid %d (%s) matched by %s", (int)pid, t->comm, matched_by);
 	return 0;
+
+fail_inserted:
+	bpf_map_delete_elem(tr->procs_fd, &key);
+fail:
+	free(zero);
+	target_free(t);
+	return r;
 }
 
 /* Which rule, if any, selects this process: "comm", "exe" or NULL. */

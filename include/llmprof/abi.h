@@ -10,7 +10,7 @@
 
 #include "hist.h"
 
-#define LP_ABI_VERSION 1
+#define LP_ABI_VERSION 2
 
 #define LP_COMM_LEN 16
 

@@ -16,8 +16,8 @@
 #define LP_HIST_MAX_EXP 37
 #define LP_HIST_NBUCKETS ((LP_HIST_MAX_EXP - LP_HIST_SUB_BITS + 2) * LP_HIST_SUB)
 
+/* No count field: the total is the sum of the buckets (one atomic add less per event). */
 struct lp_hist {
-	__u64 count;
 	__u64 sum_ns;
 	__u64 max_ns;
 	__u64 buckets[LP_HIST_NBUCKETS];

@@ -87,7 +87,6 @@ static void check_quantiles(const char *name, uint64_t *s, size_t n)
 	memset(&h, 0, sizeof(h));
 	for (size_t i = 0; i < n; i++) {
 		h.buckets[lp_hist_index(s[i])]++;
-		h.count++;
 		h.sum_ns += s[i];
 		if (s[i] > h.max_ns)
 			h.max_ns = s[i];

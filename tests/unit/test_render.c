@@ -52,7 +52,6 @@ int main(void)
 	h = &views[0].stats.hist[LP_H_FUTEX];
 	for (int i = 0; i < 10; i++) {
 		h->buckets[lp_hist_index(5000000)]++;
-		h->count++;
 		h->sum_ns += 5000000;
 	}
 	h->max_ns = 5000000;
@@ -67,10 +66,9 @@ int main(void)
 	th[0].t.runq_ns = 42;
 	views[1].target = &dead;
 	views[1].stats.exit_ns = 2000000000ULL;
-	r.maps[0].usage =
-		(struct lp_map_usage){.name = "procs", .max_entries = 256, .memlock = 100};
-	r.maps[1].usage = (struct lp_map_usage){.name = "threads", .max_entries = 9, .memlock = 23};
-	r.maps[0].entries = 1;
+	r.maps[0] = (struct lp_map_usage){
+		.name = "procs", .max_entries = 256, .memlock = 100, .entries = 1};
+	r.maps[1] = (struct lp_map_usage){.name = "threads", .max_entries = 9, .memlock = 23};
 	r.nmaps = 2;
 	r.drops[LP_D_EVENTS_LOST] = 5;
 	r.procs_full = 2;
