@@ -27,9 +27,21 @@ char LICENSE[] SEC("license") = "GPL";
 #define LP_NR_FUTEX 98
 #endif
 #define LP_NR_FUTEX_WAITV 449
+#if defined(__TARGET_ARCH_x86)
+#define LP_NR_MMAP 9
+#elif defined(__TARGET_ARCH_arm64)
+#define LP_NR_MMAP 222
+#endif
+#define PROT_EXEC 0x4
 
 /* Set by user space before load. */
 const volatile bool want_exec_events = false;
+/* Classify samples by return addresses on the user stack as well as by the instruction
+ * pointer, so that time in callees (ggml_vec_dot_*, sgemm kernels) counts for the matmul
+ * function that called them. */
+const volatile bool stack_scan = true;
+
+#define LP_STACK_WORDS 256 /* 2 KiB of user stack scanned per sample */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -51,6 +63,34 @@ struct {
 	__type(key, struct lp_futex_key);
 	__type(value, struct lp_futex_val);
 } futex_addrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_ranges);
+} ranges SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_precise);
+} precise SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct lp_obj_key);
+	__type(value, struct lp_obj_val);
+} objs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64[LP_STACK_WORDS]);
+} stack_buf SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -114,9 +154,72 @@ static __always_inline struct lp_thread *thread_get(__u32 tid, __u32 tgid)
 	return bpf_map_lookup_elem(&threads, &tid);
 }
 
-static __always_inline void on_switch(bool preempt, struct task_struct *prev,
-				      struct task_struct *next)
+/* enum lp_region of the range holding addr, by binary search over at most 64 ranges. */
+static __always_inline __u32 range_find(const struct lp_ranges *rg, __u64 addr)
 {
+	__u32 lo = 0, hi = rg->n, mid;
+
+	if (addr < rg->lo || addr >= rg->hi)
+		return LP_R_OTHER;
+	for (int i = 0; i < 7 && lo < hi; i++) {
+		mid = ((lo + hi) / 2) & (LP_MAX_RANGES - 1);
+		if (addr < rg->r[mid].start)
+			hi = mid;
+		else if (addr >= rg->r[mid].end)
+			lo = mid + 1;
+		else
+			return rg->region[mid];
+	}
+	return LP_R_OTHER;
+}
+
+struct scan_ctx {
+	const struct lp_ranges *rg;
+	const __u64 *words;
+	__u32 region;
+};
+
+static long scan_word(__u64 i, void *data)
+{
+	struct scan_ctx *c = data;
+	__u64 w;
+
+	if (i >= LP_STACK_WORDS)
+		return 1;
+	w = c->words[i];
+	if (w < c->rg->lo || w >= c->rg->hi)
+		return 0;
+	c->region = range_find(c->rg, w);
+	return c->region != LP_R_OTHER;
+}
+
+/* Where a thread is, from its user registers: the instruction pointer, else the innermost
+ * return address on its stack that lies in a matmul or barrier function. */
+static __always_inline __u32 classify(const struct lp_ranges *rg, __u64 ip, __u64 sp)
+{
+	struct scan_ctx c = {.rg = rg};
+	__u32 zero = 0, r;
+	__u64 *buf;
+
+	r = range_find(rg, ip);
+	if (r != LP_R_OTHER || !stack_scan)
+		return r;
+	buf = bpf_map_lookup_elem(&stack_buf, &zero);
+	if (!buf)
+		return LP_R_OTHER;
+	/* The stack's top page is present; the rest may not be, so fall back to less. */
+	if (bpf_probe_read_user(buf, LP_STACK_WORDS * 8, (void *)sp) &&
+	    bpf_probe_read_user(buf, LP_STACK_WORDS * 2, (void *)sp))
+		return LP_R_OTHER;
+	c.words = buf;
+	bpf_loop(LP_STACK_WORDS, scan_word, &c, 0);
+	return c.region;
+}
+
+static __always_inline void on_switch(bool preempt, struct task_struct *prev,
+				      struct task_struct *next, struct pt_regs *prev_regs)
+{
+	const struct lp_ranges *rg;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid, tid, cpu1;
 	struct lp_proc_stats *p;
@@ -137,6 +240,15 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			}
 			t->on_since = 0;
 			t->off_since = now;
+			t->off_region = LP_R_OTHER;
+			/* Where in user code it stopped: a barrier's sleeping is estimated
+			 * from this without per-call probes. Current is still prev here. */
+			if (prev_regs) {
+				rg = bpf_map_lookup_elem(&ranges, &tgid);
+				if (rg)
+					t->off_region = classify(rg, PT_REGS_IP_CORE(prev_regs),
+								 PT_REGS_SP_CORE(prev_regs));
+			}
 			/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */
 			if (preempt || task_state(prev) == 0) {
 				t->off_preempted = 1;
@@ -174,6 +286,13 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			t->off_blocked_ns += d;
 			hist_add(&p->hist[LP_H_OFF_BLOCKED], d);
 		}
+		if (t->off_region == LP_R_BARRIER)
+			__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_OFF_EST_NS], d);
+		/* Precise mode: off-CPU time inside the innermost probed call. */
+		if (t->bar.depth)
+			t->bar.off_ns += d;
+		else if (t->mm.depth)
+			t->mm.off_ns += d;
 	}
 	cpu1 = bpf_get_smp_processor_id() + 1;
 	if (t->last_cpu && t->last_cpu != cpu1) {
@@ -206,10 +325,15 @@ static __always_inline void on_exit(struct task_struct *task)
 	__u32 tid = BPF_CORE_READ(task, pid);
 	struct lp_proc_stats *p;
 	struct lp_ev_exit *e;
+	struct lp_thread *t;
 
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return;
+	/* The thread is on CPU now and no switch-out will be seen for it: count to here. */
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (t && t->tgid == tgid && t->on_since)
+		__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], bpf_ktime_get_ns() - t->on_since);
 	bpf_map_delete_elem(&threads, &tid);
 	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
@@ -225,12 +349,98 @@ static __always_inline void on_exit(struct task_struct *task)
 		drop(LP_D_EVENTS_LOST);
 	}
 	bpf_map_delete_elem(&procs, &tgid);
+	bpf_map_delete_elem(&ranges, &tgid);
+	bpf_map_delete_elem(&precise, &tgid);
+}
+
+/* inode->i_mtime moved twice: __i_mtime in 6.7, i_mtime_sec/_nsec in 6.11. */
+struct inode___v611 {
+	time64_t i_mtime_sec;
+	u32 i_mtime_nsec;
+} __attribute__((preserve_access_index));
+
+struct inode___v67 {
+	struct timespec64 __i_mtime;
+} __attribute__((preserve_access_index));
+
+struct inode___old {
+	struct timespec64 i_mtime;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 inode_mtime_ns(struct inode *inode)
+{
+	struct inode___v611 *n = (void *)inode;
+	struct inode___v67 *m = (void *)inode;
+	struct inode___old *o = (void *)inode;
+
+	if (bpf_core_field_exists(n->i_mtime_sec))
+		return BPF_CORE_READ(n, i_mtime_sec) * 1000000000ULL +
+		       BPF_CORE_READ(n, i_mtime_nsec);
+	if (bpf_core_field_exists(m->__i_mtime))
+		return BPF_CORE_READ(m, __i_mtime.tv_sec) * 1000000000ULL +
+		       BPF_CORE_READ(m, __i_mtime.tv_nsec);
+	return BPF_CORE_READ(o, i_mtime.tv_sec) * 1000000000ULL + BPF_CORE_READ(o, i_mtime.tv_nsec);
+}
+
+/* A process is mapping an executable file: tell user space unless it has read that file
+ * (same inode and mtime) and found nothing that matters for this process. */
+static __always_inline void exec_mapping(__u32 tgid, struct file *f)
+{
+	struct lp_obj_key key = {};
+	struct lp_obj_val *v;
+	struct lp_ev_map *e;
+	struct inode *inode;
+	__u64 mtime;
+
+	inode = BPF_CORE_READ(f, f_inode);
+	if (!inode)
+		return;
+	key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	key.ino = BPF_CORE_READ(inode, i_ino);
+	mtime = inode_mtime_ns(inode);
+	v = bpf_map_lookup_elem(&objs, &key);
+	if (v && v->mtime_ns == mtime) {
+		if (v->verdict == LP_OBJ_NONE)
+			return;
+		if (v->verdict == LP_OBJ_HELPER && !bpf_map_lookup_elem(&procs, &tgid))
+			return;
+	}
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		drop(LP_D_EVENTS_LOST);
+		return;
+	}
+	e->type = LP_EV_MAP;
+	e->tgid = tgid;
+	e->obj = key;
+	e->mtime_ns = mtime;
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline void mmap_enter(__u64 prot, __s64 fd)
+{
+	struct task_struct *task;
+	struct file **fds, *f = NULL;
+
+	if (!(prot & PROT_EXEC) || fd < 0)
+		return;
+	task = (struct task_struct *)bpf_get_current_task();
+	if (fd >= BPF_CORE_READ(task, files, fdt, max_fds))
+		return;
+	fds = BPF_CORE_READ(task, files, fdt, fd);
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return;
+	exec_mapping(bpf_get_current_pid_tgid() >> 32, f);
 }
 
 static __always_inline void on_exec(struct task_struct *task)
 {
 	struct lp_ev_exec *e;
+	struct file *exe;
 
+	exe = BPF_CORE_READ(task, mm, exe_file);
+	if (exe)
+		exec_mapping(BPF_CORE_READ(task, tgid), exe);
 	if (!want_exec_events)
 		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -249,7 +459,7 @@ static __always_inline void on_exec(struct task_struct *task)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(lp_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(preempt, prev, next);
+	on_switch(preempt, prev, next, (struct pt_regs *)bpf_task_pt_regs(prev));
 	return 0;
 }
 
@@ -286,7 +496,7 @@ int BPF_PROG(lp_exec_btf, struct task_struct *p)
 SEC("raw_tp/sched_switch")
 int BPF_PROG(lp_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(preempt, prev, next);
+	on_switch(preempt, prev, next, NULL);
 	return 0;
 }
 
@@ -436,6 +646,13 @@ int lp_futex_waitv_exit_tp(struct trace_event_raw_sys_exit *ctx)
 	return 0;
 }
 
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int lp_mmap_enter_tp(struct trace_event_raw_sys_enter *ctx)
+{
+	mmap_enter(ctx->args[2], (__s64)ctx->args[4]);
+	return 0;
+}
+
 /* Fallback without tracefs: every syscall passes here, so filter on the number first. */
 SEC("raw_tp/sys_enter")
 int BPF_PROG(lp_sys_enter_raw, struct pt_regs *regs, long id)
@@ -444,6 +661,9 @@ int BPF_PROG(lp_sys_enter_raw, struct pt_regs *regs, long id)
 		futex_enter_op(PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_PARM2_CORE_SYSCALL(regs));
 	else if (id == LP_NR_FUTEX_WAITV)
 		futex_waitv_enter((const void *)PT_REGS_PARM1_CORE_SYSCALL(regs));
+	else if (id == LP_NR_MMAP)
+		mmap_enter(PT_REGS_PARM3_CORE_SYSCALL(regs),
+			   (__s64)PT_REGS_PARM5_CORE_SYSCALL(regs));
 	return 0;
 }
 
@@ -486,5 +706,211 @@ SEC("perf_event")
 int lp_fault_maj(struct bpf_perf_event_data *ctx)
 {
 	fault(LP_C_FAULTS_MAJ);
+	return 0;
+}
+
+/* --- cpu-clock sampling: the always-on estimate of where LLM threads spend their time --- */
+
+SEC("perf_event")
+int lp_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	const struct lp_ranges *rg;
+	struct lp_proc_stats *p;
+	struct pt_regs *regs;
+	__u64 ip, sp;
+	__u32 r;
+
+	rg = bpf_map_lookup_elem(&ranges, &tgid);
+	if (!rg)
+		return 0;
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return 0;
+	/* In the kernel (a syscall, a fault): classify where it entered from user space. */
+	ip = PT_REGS_IP(&ctx->regs);
+	sp = PT_REGS_SP(&ctx->regs);
+	if ((__s64)ip < 0) {
+		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		ip = PT_REGS_IP_CORE(regs);
+		sp = PT_REGS_SP_CORE(regs);
+	}
+	__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES], 1);
+	r = classify(rg, ip, sp);
+	if (r == LP_R_MATMUL)
+		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_MATMUL], 1);
+	else if (r == LP_R_BARRIER)
+		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_BARRIER], 1);
+	return 0;
+}
+
+/* --- llama_decode: once per batch, so probed always --- */
+
+SEC("uprobe")
+int BPF_KPROBE(lp_decode_enter)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct lp_thread *t;
+	__s32 n_tokens = 0;
+	void *batch;
+
+	if (!bpf_map_lookup_elem(&procs, &tgid))
+		return 0;
+	t = thread_get((__u32)id, tgid);
+	if (!t)
+		return 0;
+		/* llama_decode(ctx, struct llama_batch batch): n_tokens is the batch's first field.
+	 * The 56-byte struct is passed in memory: on the stack above the return address on
+	 * x86-64, by reference in x1 on arm64. */
+#if defined(__TARGET_ARCH_x86)
+	batch = (void *)(PT_REGS_SP(ctx) + 8);
+#else
+	batch = (void *)PT_REGS_PARM2(ctx);
+#endif
+	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), batch);
+	t->decode_tokens = n_tokens > 0 ? n_tokens : 0;
+	t->decode_since = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(lp_decode_exit, int ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct lp_proc_stats *p;
+	struct lp_thread *t;
+	__u64 d;
+
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || t->tgid != tgid || !t->decode_since)
+		return 0;
+	d = bpf_ktime_get_ns() - t->decode_since;
+	t->decode_since = 0;
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return 0;
+	if (ret != 0) {
+		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_ERRORS], 1);
+		return 0;
+	}
+	if (t->decode_tokens == 1) {
+		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_GEN_CALLS], 1);
+		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_GEN_NS], d);
+		hist_add(&p->hist[LP_H_DECODE_GEN], d);
+	} else if (t->decode_tokens > 1) {
+		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_PROMPT_CALLS], 1);
+		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_PROMPT_TOKENS], t->decode_tokens);
+		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_PROMPT_NS], d);
+		hist_add(&p->hist[LP_H_DECODE_PROMPT], d);
+	}
+	return 0;
+}
+
+/* --- precise mode: every matmul and barrier call, while user space has it switched on --- */
+
+/* The calling thread's state if its process is in precise mode, reset when a new window
+ * began since the thread was last seen: calls in flight then were half-observed. */
+static __always_inline struct lp_thread *precise_thread(__u32 *tgid_out)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct lp_precise *pr;
+	struct lp_thread *t;
+
+	pr = bpf_map_lookup_elem(&precise, &tgid);
+	if (!pr)
+		return NULL;
+	t = thread_get((__u32)id, tgid);
+	if (!t)
+		return NULL;
+	if (t->pgen != pr->gen) {
+		t->pgen = pr->gen;
+		t->mm.depth = 0;
+		t->bar.depth = 0;
+	}
+	*tgid_out = tgid;
+	return t;
+}
+
+static __always_inline void call_enter(struct lp_call *c)
+{
+	if (c->depth++ == 0) {
+		c->since = bpf_ktime_get_ns();
+		c->inner_ns = 0;
+		c->off_ns = 0;
+	}
+}
+
+/* Wall time of the call when the outermost one returns, else 0. */
+static __always_inline __u64 call_exit(struct lp_call *c)
+{
+	if (!c->depth || --c->depth)
+		return 0;
+	return bpf_ktime_get_ns() - c->since;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lp_matmul_enter)
+{
+	struct lp_thread *t;
+	__u32 tgid;
+
+	t = precise_thread(&tgid);
+	if (t)
+		call_enter(&t->mm);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(lp_matmul_exit)
+{
+	struct lp_proc_stats *p;
+	struct lp_thread *t;
+	__u64 d, excl;
+	__u32 tgid;
+
+	t = precise_thread(&tgid);
+	if (!t || !(d = call_exit(&t->mm)) || !(p = bpf_map_lookup_elem(&procs, &tgid)))
+		return 0;
+	excl = d > t->mm.inner_ns + t->mm.off_ns ? d - t->mm.inner_ns - t->mm.off_ns : 0;
+	__sync_fetch_and_add(&p->ctr[LP_C_MATMUL_CALLS], 1);
+	__sync_fetch_and_add(&p->ctr[LP_C_MATMUL_NS], d);
+	__sync_fetch_and_add(&p->ctr[LP_C_MATMUL_EXCL_ONCPU_NS], excl);
+	hist_add(&p->hist[LP_H_MATMUL], d);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lp_barrier_enter)
+{
+	struct lp_thread *t;
+	__u32 tgid;
+
+	t = precise_thread(&tgid);
+	if (t)
+		call_enter(&t->bar);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(lp_barrier_exit)
+{
+	struct lp_proc_stats *p;
+	struct lp_thread *t;
+	__u32 tgid;
+	__u64 d;
+
+	t = precise_thread(&tgid);
+	if (!t || !(d = call_exit(&t->bar)) || !(p = bpf_map_lookup_elem(&procs, &tgid)))
+		return 0;
+	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_CALLS], 1);
+	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_NS], d);
+	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_OFF_NS], t->bar.off_ns < d ? t->bar.off_ns : d);
+	hist_add(&p->hist[LP_H_BARRIER], d);
+	if (t->mm.depth)
+		t->mm.inner_ns += d;
 	return 0;
 }

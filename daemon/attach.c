@@ -100,63 +100,115 @@ static int attach_futex_raw(struct lp_core *c)
 	return 0;
 }
 
-static int open_fault_event(__u64 config, int cpu)
+static int open_sw_event(__u64 config, __u64 period, int cpu)
 {
 	struct perf_event_attr attr = {
 		.size = sizeof(attr),
 		.type = PERF_TYPE_SOFTWARE,
 		.config = config,
-		/* Every fault runs the program; the kernel counts these exactly where it counts
-		 * min_flt/maj_flt (mm_account_fault), so totals match /proc/PID/stat. */
-		.sample_period = 1,
+		.sample_period = period,
 	};
 	int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
 	return fd < 0 ? -errno : fd;
 }
 
-static int attach_faults(struct lp_core *c)
+/* One software perf event per online CPU, each running prog. Returns the number of CPUs
+ * or -errno (logged); on failure nothing stays attached. */
+static int attach_per_cpu(struct lp_core *c, struct bpf_program *prog, __u64 config, __u64 period,
+			  const char *what)
 {
-	struct bpf_program *progs[2] = {c->skel->progs.lp_fault_min, c->skel->progs.lp_fault_maj};
-	__u64 configs[2] = {PERF_COUNT_SW_PAGE_FAULTS_MIN, PERF_COUNT_SW_PAGE_FAULTS_MAJ};
-	int ncpus = libbpf_num_possible_cpus(), r = 0;
+	int ncpus = libbpf_num_possible_cpus(), r = 0, n = 0;
+	size_t first = c->nlinks;
+	struct bpf_link **v;
 
 	if (ncpus < 0)
 		return log_warning_errno(ncpus, "count possible CPUs: %m");
-	c->links = calloc((size_t)ncpus * 2, sizeof(*c->links));
-	if (!c->links)
+	v = realloc(c->links, (c->nlinks + (size_t)ncpus) * sizeof(*v));
+	if (!v)
 		return -ENOMEM;
+	c->links = v;
 	for (int cpu = 0; cpu < ncpus; cpu++) {
-		for (int k = 0; k < 2; k++) {
-			struct bpf_link *l;
-			int fd = open_fault_event(configs[k], cpu);
+		struct bpf_link *l;
+		int fd = open_sw_event(config, period, cpu);
 
-			if (fd == -ENODEV) /* possible but offline CPU */
-				continue;
-			if (fd < 0) {
-				r = log_warning_errno(
-					fd, "open page-fault perf event on CPU %d: %m", cpu);
-				goto fail;
-			}
-			l = bpf_program__attach_perf_event(progs[k], fd);
-			if (!l) {
-				r = log_warning_errno(-errno, "attach '%s' to CPU %d: %m",
-						      bpf_program__name(progs[k]), cpu);
-				close(fd);
-				goto fail;
-			}
-			c->links[c->nlinks++] = l;
+		if (fd == -ENODEV) /* possible but offline CPU */
+			continue;
+		if (fd < 0) {
+			r = log_warning_errno(fd, "open %s perf event on CPU %d: %m", what, cpu);
+			goto fail;
 		}
-		c->nfault_cpus++;
+		l = bpf_program__attach_perf_event(prog, fd);
+		if (!l) {
+			r = log_warning_errno(-errno, "attach '%s' to CPU %d: %m",
+					      bpf_program__name(prog), cpu);
+			close(fd);
+			goto fail;
+		}
+		c->links[c->nlinks++] = l;
+		n++;
 	}
+	return n;
+fail:
+	while (c->nlinks > first)
+		bpf_link__destroy(c->links[--c->nlinks]);
+	return r;
+}
+
+static int attach_faults(struct lp_core *c)
+{
+	size_t first = c->nlinks;
+	int r;
+
+	/* Every fault runs the program; the kernel counts these exactly where it counts
+	 * min_flt/maj_flt (mm_account_fault), so totals match /proc/PID/stat. */
+	r = attach_per_cpu(c, c->skel->progs.lp_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, 1,
+			   "page-fault");
+	if (r < 0)
+		return r;
+	r = attach_per_cpu(c, c->skel->progs.lp_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, 1,
+			   "page-fault");
+	if (r < 0) {
+		while (c->nlinks > first)
+			bpf_link__destroy(c->links[--c->nlinks]);
+		return r;
+	}
+	c->nfault_cpus = r;
 	c->faults = true;
 	return 0;
-fail:
-	for (size_t i = 0; i < c->nlinks; i++)
-		bpf_link__destroy(c->links[i]);
-	c->nlinks = 0;
-	c->nfault_cpus = 0;
-	return r;
+}
+
+static void attach_sampling(struct lp_core *c, uint32_t hz)
+{
+	int r = attach_per_cpu(c, c->skel->progs.lp_sample, PERF_COUNT_SW_CPU_CLOCK,
+			       1000000000ULL / hz, "cpu-clock");
+
+	if (r < 0) {
+		log_warning("matmul and barrier shares will not be estimated: cpu-clock sampling "
+			    "is unavailable");
+		return;
+	}
+	c->sample_hz = hz;
+	c->nsample_cpus = r;
+}
+
+/* New executable mappings (a late dlopen of libggml-cpu-*.so) come from mmap's entry. */
+static void attach_mmap(struct lp_core *c, bool tracefs)
+{
+	struct core_bpf *s = c->skel;
+
+	if (tracefs && attach_one(s->progs.lp_mmap_enter_tp, &s->links.lp_mmap_enter_tp) == 0) {
+		c->mmap_source = "syscall tracepoint";
+		return;
+	}
+	/* The raw_syscalls program also serves futex waits; attach it if they did not. */
+	if (s->links.lp_sys_enter_raw ||
+	    attach_one(s->progs.lp_sys_enter_raw, &s->links.lp_sys_enter_raw) == 0) {
+		c->mmap_source = "raw_syscalls";
+		return;
+	}
+	log_warning("libraries loaded after a process started (dlopen) will not be seen: "
+		    "neither syscalls:sys_enter_mmap nor raw_syscalls attach");
 }
 
 static void set_autoload_sched(struct core_bpf *s, bool btf)
@@ -182,6 +234,8 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	bool futex_raw =
 		cfg->futex_source == LP_FUTEX_SRC_AUTO || cfg->futex_source == LP_FUTEX_SRC_RAW;
 	bool faults = cfg->faults && f->perf_sw;
+	bool sampling = cfg->sample_hz > 0 && f->perf_sw;
+	bool raw_sys = futex_raw || (cfg->discover && !f->tracefs);
 	struct core_bpf *s;
 	int r;
 
@@ -200,17 +254,22 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	bpf_map__set_max_entries(s->maps.threads, cfg->max_threads);
 	bpf_map__set_max_entries(s->maps.futex_addrs, cfg->max_futex_addrs);
 	bpf_map__set_max_entries(s->maps.events, cfg->ringbuf_bytes);
+	bpf_map__set_max_entries(s->maps.ranges, cfg->max_processes);
+	bpf_map__set_max_entries(s->maps.precise, cfg->max_processes);
 	s->rodata->want_exec_events = cfg->ncomms > 0 || cfg->nexes > 0;
+	s->rodata->stack_scan = cfg->stack_scan;
 
 	set_autoload_sched(s, btf);
 	bpf_program__set_autoload(s->progs.lp_futex_enter_tp, futex_tp);
 	bpf_program__set_autoload(s->progs.lp_futex_exit_tp, futex_tp);
 	bpf_program__set_autoload(s->progs.lp_futex_waitv_enter_tp, futex_tp);
 	bpf_program__set_autoload(s->progs.lp_futex_waitv_exit_tp, futex_tp);
-	bpf_program__set_autoload(s->progs.lp_sys_enter_raw, futex_raw);
+	bpf_program__set_autoload(s->progs.lp_sys_enter_raw, raw_sys);
 	bpf_program__set_autoload(s->progs.lp_sys_exit_raw, futex_raw);
+	bpf_program__set_autoload(s->progs.lp_mmap_enter_tp, cfg->discover && f->tracefs);
 	bpf_program__set_autoload(s->progs.lp_fault_min, faults);
 	bpf_program__set_autoload(s->progs.lp_fault_maj, faults);
+	bpf_program__set_autoload(s->progs.lp_sample, sampling);
 
 	r = core_bpf__load(s);
 	if (r < 0)
@@ -230,6 +289,13 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 
 	if (faults && attach_faults(c) < 0)
 		log_warning("page faults will not be counted, ignoring");
+	if (cfg->discover)
+		attach_mmap(c, f->tracefs);
+	if (sampling)
+		attach_sampling(c, cfg->sample_hz);
+	else if (cfg->sample_hz)
+		log_warning("matmul and barrier shares will not be estimated: this kernel has no "
+			    "software perf events for BPF");
 	return 0;
 }
 
@@ -266,7 +332,9 @@ static uint64_t count_entries(struct bpf_map *map)
 	uint64_t n = 0;
 	int fd = bpf_map__fd(map);
 
-	if (bpf_map__type(map) != BPF_MAP_TYPE_HASH || bpf_map__key_size(map) > sizeof(key))
+	if ((bpf_map__type(map) != BPF_MAP_TYPE_HASH &&
+	     bpf_map__type(map) != BPF_MAP_TYPE_LRU_HASH) ||
+	    bpf_map__key_size(map) > sizeof(key))
 		return 0;
 	while (bpf_map_get_next_key(fd, prev, next) == 0) {
 		memcpy(key, next, sizeof(key));
@@ -278,9 +346,10 @@ static uint64_t count_entries(struct bpf_map *map)
 
 size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size_t n)
 {
-	struct bpf_map *maps[] = {c->skel->maps.procs, c->skel->maps.threads,
+	struct bpf_map *maps[] = {c->skel->maps.procs,	     c->skel->maps.threads,
 				  c->skel->maps.futex_addrs, c->skel->maps.events,
-				  c->skel->maps.drops};
+				  c->skel->maps.drops,	     c->skel->maps.ranges,
+				  c->skel->maps.precise,     c->skel->maps.objs};
 	size_t k = 0;
 
 	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]) && k < n; i++, k++) {

@@ -20,6 +20,9 @@ struct lp_core {
 	const char *futex_source;  /* "syscall tracepoints", "raw_syscalls" or NULL (off) */
 	bool faults;		   /* page fault perf events attached */
 	int nfault_cpus;
+	const char *mmap_source; /* "syscall tracepoint", "raw_syscalls" or NULL: no dlopen */
+	uint32_t sample_hz;	 /* 0: no sampling */
+	int nsample_cpus;
 };
 
 /* Opens, sizes, loads and attaches. Scheduler and lifecycle programs are required; futex

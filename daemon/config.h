@@ -14,6 +14,14 @@ enum lp_futex_source {
 	LP_FUTEX_SRC_OFF,
 };
 
+/* The kinds of ggml functions llmprofd looks for; index into lp_config.symbols. */
+enum lp_sym_class {
+	LP_SYM_MATMUL = 0, /* any of these mapped makes a process an LLM process */
+	LP_SYM_BARRIER,
+	LP_SYM_DECODE,
+	LP_SYM_NR,
+};
+
 struct lp_config {
 	pid_t *pids;
 	size_t npids;
@@ -34,6 +42,14 @@ struct lp_config {
 	bool faults;
 	bool mount_tracefs;
 	bool verbose;
+
+	/* ggml */
+	bool discover;			       /* track processes that map a matmul symbol */
+	const char *const *symbols[LP_SYM_NR]; /* NULL-terminated names or globs per class */
+	uint32_t sample_hz;		       /* cpu-clock sampling; 0 = off */
+	bool stack_scan;		       /* classify samples by return addresses too */
+	double precise_duty;		       /* share of time in precise mode, 0 to 1 */
+	double precise_period;		       /* seconds per duty cycle */
 };
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "attach.h"
 #include "core.skel.h"
+#include "ggml.h"
 #include "probe.h"
 #include "log.h"
 #include "procfs.h"
@@ -23,28 +24,52 @@ struct daemon {
 	struct lp_features features;
 	struct lp_core core;
 	struct lp_tracker tracker;
+	struct lp_ggml ggml;
 	struct ring_buffer *rb;
 	struct event_base *base;
+	struct event *ev_pending;
+	char **symbol_lists[LP_SYM_NR]; /* from the command line, to free */
 };
 
-static const char *default_comms[] = {"llama-cli",    "llama-server", "llama-bench",
-				      "llama-simple", "ollama",	      "whisper-cli"};
+static const char *const default_matmul[] = {"ggml_compute_forward_mul_mat",
+					     "ggml_compute_forward_mul_mat_id",
+					     "iqk_mul_mat",
+					     "iqk_mul_mat_4d",
+					     "iqk_mul_mat_moe",
+					     NULL};
+static const char *const default_barrier[] = {"ggml_barrier", "GOMP_barrier", "__kmpc_barrier",
+					      NULL};
+static const char *const default_decode[] = {"llama_decode", NULL};
 
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: llmprofd [OPTION]...\n"
-		"Collects scheduler, futex and page-fault statistics of LLM inference processes\n"
-		"in the kernel, with eBPF.\n"
+		"Collects scheduler, futex, page-fault and ggml statistics of LLM inference\n"
+		"processes in the kernel, with eBPF.\n"
 		"\n"
-		"Which processes:\n"
+		"Which processes: every process that maps one of the matmul functions (ggml),\n"
+		"also those that start or dlopen their ggml backend later, and:\n"
 		"  -p, --pid PID            track this process (repeatable)\n"
 		"  -c, --comm NAME          track processes whose comm is NAME, also those that\n"
 		"                           start later (repeatable)\n"
 		"  -e, --exe GLOB           track processes whose executable path matches GLOB\n"
 		"                           (repeatable)\n"
-		"  Without any of these: --comm for llama-cli, llama-server, llama-bench,\n"
-		"  llama-simple, ollama and whisper-cli.\n"
+		"      --no-discover        track only those, not every ggml process\n"
+		"\n"
+		"ggml (LIST: comma-separated function names or fnmatch globs, mangled for C++):\n"
+		"      --matmul-symbols LIST   default ggml_compute_forward_mul_mat,\n"
+		"                           ggml_compute_forward_mul_mat_id, iqk_mul_mat,\n"
+		"                           iqk_mul_mat_4d, iqk_mul_mat_moe\n"
+		"      --barrier-symbols LIST  default ggml_barrier, GOMP_barrier, __kmpc_barrier\n"
+		"      --decode-symbols LIST   default llama_decode\n"
+		"      --sample-hz N        cpu-clock samples per second and CPU for the matmul\n"
+		"                           and barrier shares (default 199; 0 = off)\n"
+		"      --no-stack-scan      classify samples by instruction pointer only\n"
+		"      --precise-duty SHARE share of time (0 to 1) with a uprobe on every matmul\n"
+		"                           and barrier call: exact, but each call costs about\n"
+		"                           3 us (default 0; 1 = always)\n"
+		"      --precise-period S   length of one duty cycle (default 60)\n"
 		"\n"
 		"Reporting:\n"
 		"      --once               print one JSON report on stdout and exit: after\n"
@@ -111,11 +136,49 @@ enum {
 	OPT_FUTEX_SOURCE,
 	OPT_NO_FAULTS,
 	OPT_NO_MOUNT,
+	OPT_NO_DISCOVER,
+	OPT_MATMUL_SYMS,
+	OPT_BARRIER_SYMS,
+	OPT_DECODE_SYMS,
+	OPT_SAMPLE_HZ,
+	OPT_NO_STACK_SCAN,
+	OPT_PRECISE_DUTY,
+	OPT_PRECISE_PERIOD,
 };
 
-/* Returns 0 to run, 1 to exit successfully (help, version), -EINVAL on bad usage. */
-static int parse_args(struct lp_config *cfg, int argc, char **argv)
+/* "a,b*,c" -> {"a", "b*", "c", NULL}, in one allocation. */
+static char **split_list(const char *s)
 {
+	size_t n = 1, len = strlen(s);
+	char **v, *copy;
+
+	for (const char *p = s; *p; p++)
+		n += *p == ',';
+	v = malloc((n + 1) * sizeof(*v) + len + 1);
+	if (!v)
+		return NULL;
+	copy = (char *)(v + n + 1);
+	memcpy(copy, s, len + 1);
+	n = 0;
+	for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ","))
+		v[n++] = tok;
+	v[n] = NULL;
+	return v;
+}
+
+static int parse_double(const char *s, double min, double max, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	return errno || end == s || *end || !(*out >= min) || !(*out <= max) ? -EINVAL : 0;
+}
+
+/* Returns 0 to run, 1 to exit successfully (help, version), -EINVAL on bad usage. */
+static int parse_args(struct daemon *d, int argc, char **argv)
+{
+	struct lp_config *cfg = &d->cfg;
 	static const struct option opts[] = {
 		{"pid", required_argument, NULL, 'p'},
 		{"comm", required_argument, NULL, 'c'},
@@ -130,6 +193,14 @@ static int parse_args(struct lp_config *cfg, int argc, char **argv)
 		{"futex-source", required_argument, NULL, OPT_FUTEX_SOURCE},
 		{"no-page-faults", no_argument, NULL, OPT_NO_FAULTS},
 		{"no-mount-tracefs", no_argument, NULL, OPT_NO_MOUNT},
+		{"no-discover", no_argument, NULL, OPT_NO_DISCOVER},
+		{"matmul-symbols", required_argument, NULL, OPT_MATMUL_SYMS},
+		{"barrier-symbols", required_argument, NULL, OPT_BARRIER_SYMS},
+		{"decode-symbols", required_argument, NULL, OPT_DECODE_SYMS},
+		{"sample-hz", required_argument, NULL, OPT_SAMPLE_HZ},
+		{"no-stack-scan", no_argument, NULL, OPT_NO_STACK_SCAN},
+		{"precise-duty", required_argument, NULL, OPT_PRECISE_DUTY},
+		{"precise-period", required_argument, NULL, OPT_PRECISE_PERIOD},
 		{"foreground", no_argument, NULL, 'f'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -143,6 +214,13 @@ static int parse_args(struct lp_config *cfg, int argc, char **argv)
 	cfg->ringbuf_bytes = 4 << 20;
 	cfg->faults = true;
 	cfg->mount_tracefs = true;
+	cfg->discover = true;
+	cfg->symbols[LP_SYM_MATMUL] = default_matmul;
+	cfg->symbols[LP_SYM_BARRIER] = default_barrier;
+	cfg->symbols[LP_SYM_DECODE] = default_decode;
+	cfg->sample_hz = 199;
+	cfg->stack_scan = true;
+	cfg->precise_period = 60;
 
 	while ((c = getopt_long(argc, argv, "p:c:e:s:fvhV", opts, NULL)) != -1) {
 		char *end, *s;
@@ -238,6 +316,50 @@ static int parse_args(struct lp_config *cfg, int argc, char **argv)
 		case OPT_NO_MOUNT:
 			cfg->mount_tracefs = false;
 			break;
+		case OPT_NO_DISCOVER:
+			cfg->discover = false;
+			break;
+		case OPT_MATMUL_SYMS:
+		case OPT_BARRIER_SYMS:
+		case OPT_DECODE_SYMS: {
+			int cls = c == OPT_MATMUL_SYMS	  ? LP_SYM_MATMUL
+				  : c == OPT_BARRIER_SYMS ? LP_SYM_BARRIER
+							  : LP_SYM_DECODE;
+			char **v = split_list(optarg);
+
+			if (!v)
+				return -ENOMEM;
+			free(d->symbol_lists[cls]);
+			d->symbol_lists[cls] = v;
+			cfg->symbols[cls] = (const char *const *)v;
+			break;
+		}
+		case OPT_SAMPLE_HZ:
+			if (parse_u32(optarg, 0, 10000, &cfg->sample_hz) < 0) {
+				log_error("--sample-hz: '%s' is not a number from 0 to 10000",
+					  optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_NO_STACK_SCAN:
+			cfg->stack_scan = false;
+			break;
+		case OPT_PRECISE_DUTY:
+			if (parse_double(optarg, 0, 1, &cfg->precise_duty) < 0) {
+				log_error("--precise-duty: '%s' is not a share from 0 to 1",
+					  optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_PRECISE_PERIOD:
+			if (parse_double(optarg, 1, 86400, &cfg->precise_period) < 0) {
+				log_error(
+					"--precise-period: '%s' is not a number of seconds from 1 "
+					"to 86400",
+					optarg);
+				return -EINVAL;
+			}
+			break;
 		case 'f':
 			break;
 		case 'v':
@@ -262,12 +384,9 @@ static int parse_args(struct lp_config *cfg, int argc, char **argv)
 		log_error("--seconds goes with --once");
 		return -EINVAL;
 	}
-	if (cfg->npids == 0 && cfg->ncomms == 0 && cfg->nexes == 0) {
-		cfg->comms = malloc(sizeof(default_comms));
-		if (!cfg->comms)
-			return -ENOMEM;
-		memcpy(cfg->comms, default_comms, sizeof(default_comms));
-		cfg->ncomms = sizeof(default_comms) / sizeof(default_comms[0]);
+	if (!cfg->discover && cfg->npids == 0 && cfg->ncomms == 0 && cfg->nexes == 0) {
+		log_error("--no-discover needs --pid, --comm or --exe: nothing would be tracked");
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -295,8 +414,8 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 
 static void log_memory(const struct lp_core *c)
 {
-	struct lp_map_usage u[8];
-	size_t n = lp_core_map_usage(c, u, 8);
+	struct lp_map_usage u[12];
+	size_t n = lp_core_map_usage(c, u, 12);
 	char line[512];
 	uint64_t total = 0;
 	int len = 0;
@@ -313,6 +432,48 @@ static void log_memory(const struct lp_core *c)
 		total += u[i].memlock;
 	}
 	log_info("kernel maps: %s; %.1f MiB locked in all", line, (double)total / (1 << 20));
+}
+
+static int on_event(void *arg, void *data, size_t size)
+{
+	struct daemon *d = arg;
+	__u32 type;
+
+	if (size < sizeof(type))
+		return 0;
+	memcpy(&type, data, sizeof(type));
+	if (type != LP_EV_MAP || size < sizeof(struct lp_ev_map))
+		return lp_tracker_event(&d->tracker, data, size);
+	lp_ggml_event(&d->ggml, data);
+	/* Read the mappings a little later: the record comes from mmap's entry. */
+	if (!evtimer_pending(d->ev_pending, NULL)) {
+		struct timeval tv = {.tv_sec = 0, .tv_usec = 30000};
+
+		evtimer_add(d->ev_pending, &tv);
+	}
+	return 0;
+}
+
+static void on_pending(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)fd;
+	(void)what;
+	if (lp_ggml_process_pending(&d->ggml)) {
+		struct timeval tv = {.tv_sec = 0, .tv_usec = 50000};
+
+		evtimer_add(d->ev_pending, &tv);
+	}
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)fd;
+	(void)what;
+	lp_ggml_tick(&d->ggml);
 }
 
 static void on_ringbuf(evutil_socket_t fd, short what, void *arg)
@@ -335,11 +496,12 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 }
 
 /* In --once mode with only --pid targets, the report is due when the last one exits. */
-static void on_target_exit(void *userdata, const struct lp_target *t)
+static void on_target_exit(void *userdata, struct lp_target *t)
 {
 	struct daemon *d = userdata;
 
-	(void)t;
+	if (t)
+		lp_ggml_on_exit(&d->ggml, t);
 	if (!d->cfg.once || d->cfg.ncomms || d->cfg.nexes)
 		return;
 	for (size_t i = 0; i < d->cfg.npids; i++) {
@@ -389,6 +551,7 @@ static void event_free_safe(struct event *ev)
 static int run(struct daemon *d)
 {
 	struct event *ev_rb = NULL, *ev_int = NULL, *ev_term = NULL, *ev_timer = NULL;
+	struct event *ev_tick = NULL;
 	int r;
 
 	sd_notify(0, "STATUS=Probing kernel features");
@@ -401,17 +564,20 @@ static int run(struct daemon *d)
 	r = lp_core_load(&d->core, &d->cfg, &d->features);
 	if (r < 0)
 		return r;
-	log_info("collectors: scheduler via %s, futex via %s, page faults %s",
+	log_info("collectors: scheduler via %s, futex via %s, page faults %s, new mappings via %s, "
+		 "sampling at %u Hz on %d CPUs",
 		 d->core.sched_variant, d->core.futex_source ? d->core.futex_source : "off",
-		 d->core.faults ? "via perf software events" : "off");
+		 d->core.faults ? "via perf software events" : "off",
+		 d->core.mmap_source ? d->core.mmap_source : "nothing (off)", d->core.sample_hz,
+		 d->core.nsample_cpus);
 	log_memory(&d->core);
 
 	lp_tracker_init(&d->tracker, &d->cfg, bpf_map__fd(d->core.skel->maps.procs),
 			bpf_map__fd(d->core.skel->maps.futex_addrs));
 	d->tracker.on_exit = on_target_exit;
 	d->tracker.userdata = d;
-	d->rb = ring_buffer__new(bpf_map__fd(d->core.skel->maps.events), lp_tracker_event,
-				 &d->tracker, NULL);
+	lp_ggml_init(&d->ggml, &d->cfg, &d->core, &d->tracker);
+	d->rb = ring_buffer__new(bpf_map__fd(d->core.skel->maps.events), on_event, d, NULL);
 	if (!d->rb)
 		return log_error_errno(-errno, "create ring buffer reader: %m");
 
@@ -426,10 +592,26 @@ static int run(struct daemon *d)
 	r = lp_tracker_scan(&d->tracker);
 	if (r < 0)
 		return r;
+	if (d->cfg.discover) {
+		r = lp_ggml_scan_all(&d->ggml);
+		if (r < 0)
+			return r;
+	} else {
+		for (size_t i = 0; i < d->tracker.n; i++)
+			lp_ggml_check(&d->ggml, d->tracker.v[i]);
+	}
 
 	d->base = event_base_new();
 	if (!d->base)
 		return log_error_errno(-ENOMEM, "create event loop: %m");
+	d->ev_pending = evtimer_new(d->base, on_pending, d);
+	ev_tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
+	if (!d->ev_pending || !ev_tick ||
+	    event_add(ev_tick, &(struct timeval){.tv_sec = 1, .tv_usec = 0})) {
+		r = log_error_errno(-ENOMEM, "set up event loop: %m");
+		goto out;
+	}
+	lp_ggml_tick(&d->ggml);
 	ev_rb = event_new(d->base, ring_buffer__epoll_fd(d->rb), EV_READ | EV_PERSIST, on_ringbuf,
 			  d);
 	ev_int = evsignal_new(d->base, SIGINT, on_stop, d);
@@ -462,6 +644,9 @@ static int run(struct daemon *d)
 
 	r = d->cfg.once ? print_report(d) : 0;
 out:
+	event_free_safe(ev_tick);
+	event_free_safe(d->ev_pending);
+	d->ev_pending = NULL;
 	event_free_safe(ev_timer);
 	event_free_safe(ev_term);
 	event_free_safe(ev_int);
@@ -472,30 +657,33 @@ out:
 int main(int argc, char **argv)
 {
 	struct daemon d = {};
-	int r;
+	int r, ret;
 
 	lp_log_init("llmprofd");
-	r = parse_args(&d.cfg, argc, argv);
+	r = parse_args(&d, argc, argv);
 	if (r != 0) {
-		free(d.cfg.pids);
-		free(d.cfg.comms);
-		free(d.cfg.exes);
-		return r > 0 ? 0 : 2;
+		ret = r > 0 ? 0 : 2;
+		goto out;
 	}
 	if (d.cfg.verbose)
 		lp_log_set_level(LOG_DEBUG);
 	libbpf_debug = d.cfg.verbose;
 	libbpf_set_print(libbpf_log);
 
-	r = run(&d);
+	ret = run(&d) < 0 ? 1 : 0;
 
 	if (d.base)
 		event_base_free(d.base);
 	ring_buffer__free(d.rb);
+	/* Targets hold probe links: free them before the BPF object. */
 	lp_tracker_free(&d.tracker);
+	lp_ggml_free(&d.ggml);
 	lp_core_destroy(&d.core);
+out:
 	free(d.cfg.pids);
 	free(d.cfg.comms);
 	free(d.cfg.exes);
-	return r < 0 ? 1 : 0;
+	for (int i = 0; i < LP_SYM_NR; i++)
+		free(d.symbol_lists[i]);
+	return ret;
 }

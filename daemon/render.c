@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "hist.h"
 
@@ -16,6 +17,10 @@ const char *const lp_hist_names[LP_H_NR] = {
 	[LP_H_OFF_BLOCKED] = "offcpu_blocked",
 	[LP_H_OFF_PREEMPTED] = "offcpu_preempted",
 	[LP_H_FUTEX] = "futex_wait",
+	[LP_H_DECODE_PROMPT] = "decode_prompt",
+	[LP_H_DECODE_GEN] = "decode_generation",
+	[LP_H_MATMUL] = "matmul",
+	[LP_H_BARRIER] = "barrier",
 };
 
 const char *const lp_counter_names[LP_C_NR] = {
@@ -29,7 +34,25 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_FUTEX_WAITV] = "futex_waitv",
 	[LP_C_FAULTS_MIN] = "page_faults_minor",
 	[LP_C_FAULTS_MAJ] = "page_faults_major",
+	[LP_C_DECODE_PROMPT_CALLS] = "decode_prompt_calls",
+	[LP_C_DECODE_PROMPT_TOKENS] = "decode_prompt_tokens",
+	[LP_C_DECODE_PROMPT_NS] = "decode_prompt_ns",
+	[LP_C_DECODE_GEN_CALLS] = "decode_generation_tokens",
+	[LP_C_DECODE_GEN_NS] = "decode_generation_ns",
+	[LP_C_DECODE_ERRORS] = "decode_errors",
+	[LP_C_SAMPLES] = "samples",
+	[LP_C_SAMPLES_MATMUL] = "samples_matmul",
+	[LP_C_SAMPLES_BARRIER] = "samples_barrier",
+	[LP_C_BARRIER_OFF_EST_NS] = "barrier_offcpu_estimate_ns",
+	[LP_C_MATMUL_CALLS] = "precise_matmul_calls",
+	[LP_C_MATMUL_NS] = "precise_matmul_ns",
+	[LP_C_MATMUL_EXCL_ONCPU_NS] = "precise_matmul_exclusive_oncpu_ns",
+	[LP_C_BARRIER_CALLS] = "precise_barrier_calls",
+	[LP_C_BARRIER_NS] = "precise_barrier_ns",
+	[LP_C_BARRIER_OFF_NS] = "precise_barrier_offcpu_ns",
 };
+
+static const char *const sym_class_names[LP_SYM_NR] = {"matmul", "barrier", "decode"};
 
 static void num(cJSON *o, const char *k, uint64_t v)
 {
@@ -108,7 +131,145 @@ static cJSON *render_thread(const struct lp_thread_view *tv)
 	return o;
 }
 
-static cJSON *render_proc(const struct lp_proc_view *v, uint64_t now_ns)
+static double ratio(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0;
+}
+
+/* {matmul, barrier, other} as fractions of total, other being the rest. */
+static cJSON *render_share(uint64_t matmul, uint64_t barrier, uint64_t total)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (matmul + barrier > total)
+		total = matmul + barrier;
+	cJSON_AddNumberToObject(o, "matmul", ratio(matmul, total));
+	cJSON_AddNumberToObject(o, "barrier", ratio(barrier, total));
+	cJSON_AddNumberToObject(o, "other", total ? ratio(total - matmul - barrier, total) : 0);
+	return o;
+}
+
+/* One phase of decoding (prompt processing or generation) with its rates. */
+static void render_phase(cJSON *parent, const char *name, uint64_t calls, uint64_t tokens,
+			 uint64_t ns)
+{
+	cJSON *x = cJSON_AddObjectToObject(parent, name);
+
+	num(x, "calls", calls);
+	num(x, "tokens", tokens);
+	num(x, "ns", ns);
+	cJSON_AddNumberToObject(x, "tokens_per_s", ratio(tokens * 1000000000ULL, ns));
+	cJSON_AddNumberToObject(x, "ms_per_token", ratio(ns, tokens) / 1e6);
+}
+
+static cJSON *render_objects(const struct lp_ggml_proc *gp)
+{
+	cJSON *a = cJSON_CreateArray();
+
+	for (size_t i = 0; i < gp->nobjs; i++) {
+		const struct lp_ggml_obj *ob = gp->objs[i];
+		cJSON *e = cJSON_CreateObject(), *lists[LP_SYM_NR];
+
+		cJSON_AddStringToObject(e, "path", ob->path);
+		cJSON_AddBoolToObject(e, "stripped", !ob->syms.has_symtab);
+		for (int c = 0; c < LP_SYM_NR; c++)
+			lists[c] = cJSON_AddArrayToObject(e, sym_class_names[c]);
+		for (size_t k = 0; k < ob->syms.nsyms; k++)
+			cJSON_AddItemToArray(lists[ob->syms.syms[k].cls],
+					     cJSON_CreateString(ob->syms.syms[k].name));
+		if (ob->decode_error)
+			cJSON_AddStringToObject(e, "decode_probes", "failed");
+		else
+			cJSON_AddStringToObject(e, "decode_probes",
+						ob->ndecode_links ? "attached" : "none");
+		cJSON_AddItemToArray(a, e);
+	}
+	return a;
+}
+
+/* Configured names (not globs) that none of the process's objects holds. */
+static cJSON *render_missing(const struct lp_config *cfg, const struct lp_ggml_proc *gp)
+{
+	cJSON *a = cJSON_CreateArray();
+
+	for (int c = 0; cfg && c < LP_SYM_NR; c++)
+		for (const char *const *p = cfg->symbols[c]; p && *p; p++) {
+			bool hit = false;
+
+			for (size_t i = 0; i < gp->nobjs && !hit; i++)
+				for (size_t k = 0; k < gp->objs[i]->syms.nsyms && !hit; k++)
+					hit = lp_elf_name_match(*p, gp->objs[i]->syms.syms[k].name);
+			if (!hit)
+				cJSON_AddItemToArray(a, cJSON_CreateString(*p));
+		}
+	return a;
+}
+
+static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *cfg,
+			  uint32_t sample_hz)
+{
+	const struct lp_ggml_proc *gp = v->target->ggml;
+	const __u64 *ctr = v->stats.ctr;
+	const struct lp_ggml_window_totals *w = &v->precise;
+	cJSON *o = cJSON_CreateObject(), *tk, *x, *y;
+	uint64_t spin;
+
+	cJSON_AddItemToObject(o, "objects", render_objects(gp));
+	cJSON_AddItemToObject(o, "missing", render_missing(cfg, gp));
+	num(o, "sampling_table_functions", gp->nranges);
+	num(o, "sampling_table_dropped", gp->ranges_dropped);
+
+	tk = cJSON_AddObjectToObject(o, "tokens");
+	num(tk, "decoded", ctr[LP_C_DECODE_PROMPT_TOKENS] + ctr[LP_C_DECODE_GEN_CALLS]);
+	num(tk, "decode_errors", ctr[LP_C_DECODE_ERRORS]);
+	render_phase(tk, "prompt", ctr[LP_C_DECODE_PROMPT_CALLS], ctr[LP_C_DECODE_PROMPT_TOKENS],
+		     ctr[LP_C_DECODE_PROMPT_NS]);
+	/* Generation decodes one token per call. */
+	render_phase(tk, "generation", ctr[LP_C_DECODE_GEN_CALLS], ctr[LP_C_DECODE_GEN_CALLS],
+		     ctr[LP_C_DECODE_GEN_NS]);
+
+	/* Each sample stands for 1/hz seconds of CPU time. */
+	x = cJSON_AddObjectToObject(o, "sampled");
+	num(x, "hz", sample_hz);
+	num(x, "samples", ctr[LP_C_SAMPLES]);
+	num(x, "matmul", ctr[LP_C_SAMPLES_MATMUL]);
+	num(x, "barrier", ctr[LP_C_SAMPLES_BARRIER]);
+	cJSON_AddItemToObject(x, "share",
+			      render_share(ctr[LP_C_SAMPLES_MATMUL], ctr[LP_C_SAMPLES_BARRIER],
+					   ctr[LP_C_SAMPLES]));
+	num(x, "barrier_offcpu_estimate_ns", ctr[LP_C_BARRIER_OFF_EST_NS]);
+
+	x = cJSON_AddObjectToObject(o, "precise");
+	cJSON_AddBoolToObject(x, "active", gp->precise_on);
+	num(x, "windows", w->windows);
+	cJSON_AddNumberToObject(x, "seconds", (double)w->ns / 1e9);
+	num(x, "oncpu_ns", w->oncpu_ns);
+	num(x, "functions_probed", gp->nprobed);
+	if (gp->precise_error)
+		cJSON_AddStringToObject(x, "error", strerror(-gp->precise_error));
+	y = cJSON_AddObjectToObject(x, "matmul");
+	num(y, "calls", ctr[LP_C_MATMUL_CALLS]);
+	num(y, "ns", ctr[LP_C_MATMUL_NS]);
+	num(y, "exclusive_oncpu_ns", ctr[LP_C_MATMUL_EXCL_ONCPU_NS]);
+	spin = ctr[LP_C_BARRIER_NS] > ctr[LP_C_BARRIER_OFF_NS]
+		       ? ctr[LP_C_BARRIER_NS] - ctr[LP_C_BARRIER_OFF_NS]
+		       : 0;
+	y = cJSON_AddObjectToObject(x, "barrier");
+	num(y, "calls", ctr[LP_C_BARRIER_CALLS]);
+	num(y, "ns", ctr[LP_C_BARRIER_NS]);
+	num(y, "spin_ns", spin);
+	num(y, "sleep_ns", ctr[LP_C_BARRIER_NS] - spin);
+	cJSON_AddItemToObject(x, "share",
+			      render_share(ctr[LP_C_MATMUL_EXCL_ONCPU_NS], spin, w->oncpu_ns));
+	/* The estimate over the same windows, to judge it by. */
+	cJSON_AddItemToObject(x, "sampled_share",
+			      render_share(w->samples[1], w->samples[2], w->samples[0]));
+	num(x, "samples", w->samples[0]);
+	return o;
+}
+
+static cJSON *render_proc(const struct lp_proc_view *v, uint64_t now_ns,
+			  const struct lp_config *cfg, uint32_t sample_hz)
 {
 	const struct lp_target *t = v->target;
 	const struct lp_proc_stats *s = &v->stats;
@@ -138,6 +299,10 @@ static cJSON *render_proc(const struct lp_proc_view *v, uint64_t now_ns)
 		cJSON_AddItemToObject(h, lp_hist_names[i], lp_render_hist(&s->hist[i]));
 
 	cJSON_AddItemToObject(o, "futex", render_futex(&v->futex));
+	if (t->ggml && t->ggml->found_ns)
+		cJSON_AddItemToObject(o, "ggml", render_ggml(v, cfg, sample_hz));
+	else
+		cJSON_AddNullToObject(o, "ggml");
 	th = cJSON_AddArrayToObject(o, "threads");
 	for (size_t i = 0; i < v->nthreads; i++)
 		cJSON_AddItemToArray(th, render_thread(&v->threads[i]));
@@ -174,6 +339,8 @@ cJSON *lp_render_report(const struct lp_report *r)
 	cJSON_AddStringToObject(col, "scheduler", r->sched_variant ? r->sched_variant : "off");
 	cJSON_AddStringToObject(col, "futex", r->futex_source ? r->futex_source : "off");
 	cJSON_AddStringToObject(col, "page_faults", r->fault_cpus ? "perf software events" : "off");
+	cJSON_AddStringToObject(col, "new_mappings", r->mmap_source ? r->mmap_source : "off");
+	num(col, "sample_hz", r->sample_hz);
 
 	maps = cJSON_AddArrayToObject(root, "maps");
 	for (size_t i = 0; i < r->nmaps; i++) {
@@ -199,6 +366,7 @@ cJSON *lp_render_report(const struct lp_report *r)
 
 	procs = cJSON_AddArrayToObject(root, "processes");
 	for (size_t i = 0; i < r->nprocs; i++)
-		cJSON_AddItemToArray(procs, render_proc(&r->procs[i], r->now_ns));
+		cJSON_AddItemToArray(procs,
+				     render_proc(&r->procs[i], r->now_ns, r->cfg, r->sample_hz));
 	return root;
 }

@@ -98,6 +98,9 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 	r->now_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	r->sched_variant = c->sched_variant;
 	r->futex_source = c->futex_source;
+	r->mmap_source = c->mmap_source;
+	r->sample_hz = c->sample_hz;
+	r->cfg = tr->cfg;
 	r->fault_cpus = c->faults ? c->nfault_cpus : 0;
 	r->procs_full = tr->procs_full;
 	r->exited_evicted = tr->exited_evicted;
@@ -125,6 +128,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 			bpf_map_lookup_elem(procs_fd, &key, &v->stats);
 			v->live = true;
 		}
+		lp_ggml_window_totals(t, &v->stats, &v->precise);
 		n++;
 	}
 	r->nprocs = n;

@@ -4,6 +4,7 @@
 #define LLMPROF_SNAPSHOT_H
 
 #include "attach.h"
+#include "ggml.h"
 #include "track.h"
 
 struct lp_thread_view {
@@ -19,14 +20,18 @@ struct lp_proc_view {
 	struct lp_futex_top futex;
 	struct lp_thread_view *threads;
 	size_t nthreads;
+	struct lp_ggml_window_totals precise; /* precise-mode windows, the open one included */
 };
 
 struct lp_report {
 	const struct lp_features *features;
 	const char *sched_variant;
 	const char *futex_source;
+	const char *mmap_source;
+	uint32_t sample_hz;
+	const struct lp_config *cfg;
 	int fault_cpus; /* 0: page faults are not collected */
-	struct lp_map_usage maps[8];
+	struct lp_map_usage maps[12];
 	size_t nmaps;
 	uint64_t drops[LP_D_NR];
 	uint64_t procs_full;

@@ -37,6 +37,7 @@ static void target_free(struct lp_target *t)
 	free(t->exe);
 	free(t->final);
 	free(t->final_futex);
+	lp_ggml_proc_free(t->ggml);
 	free(t);
 }
 

@@ -26,6 +26,9 @@ struct lp_futex_top {
 	uint64_t naddrs; /* distinct addresses seen, listed or not */
 };
 
+struct lp_ggml_proc; /* ggml.h */
+void lp_ggml_proc_free(struct lp_ggml_proc *gp);
+
 struct lp_target {
 	pid_t pid;
 	uint64_t starttime; /* /proc/PID/stat field 22: tells a reused pid apart */
@@ -38,6 +41,7 @@ struct lp_target {
 	uint64_t exit_seq;	     /* order of exit, for evicting the oldest */
 	struct lp_proc_stats *final; /* the kernel's last word, once exited */
 	struct lp_futex_top *final_futex;
+	struct lp_ggml_proc *ggml; /* set once it is seen to map a ggml symbol */
 };
 
 struct lp_tracker {
@@ -50,7 +54,7 @@ struct lp_tracker {
 	uint64_t exit_seq;
 	uint64_t procs_full;	 /* processes that matched but found "procs" full */
 	uint64_t exited_evicted; /* exited processes forgotten to stay within max_processes */
-	void (*on_exit)(void *userdata, const struct lp_target *t);
+	void (*on_exit)(void *userdata, struct lp_target *t);
 	void *userdata;
 };
 

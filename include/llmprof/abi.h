@@ -10,7 +10,7 @@
 
 #include "hist.h"
 
-#define LP_ABI_VERSION 2
+#define LP_ABI_VERSION 3
 
 #define LP_COMM_LEN 16
 
@@ -20,6 +20,10 @@ enum lp_hist_kind {
 	LP_H_OFF_BLOCKED,   /* switched out while sleeping, until switched in */
 	LP_H_OFF_PREEMPTED, /* switched out while runnable, until switched in */
 	LP_H_FUTEX,	    /* futex wait syscalls, enter to exit */
+	LP_H_DECODE_PROMPT, /* llama_decode calls given more than one token */
+	LP_H_DECODE_GEN,    /* llama_decode calls given one token: generation */
+	LP_H_MATMUL,	    /* precise mode: outermost matmul calls, entry to return */
+	LP_H_BARRIER,	    /* precise mode: outermost barrier calls, entry to return */
 	LP_H_NR,
 };
 
@@ -35,6 +39,25 @@ enum lp_counter {
 	LP_C_FUTEX_WAITV,    /* of the waits, futex_waitv(2) */
 	LP_C_FAULTS_MIN,     /* user page faults resolved without I/O */
 	LP_C_FAULTS_MAJ,     /* user page faults that needed I/O */
+	/* llama_decode, probed always: once per batch */
+	LP_C_DECODE_PROMPT_CALLS,
+	LP_C_DECODE_PROMPT_TOKENS,
+	LP_C_DECODE_PROMPT_NS,
+	LP_C_DECODE_GEN_CALLS, /* = tokens: one each */
+	LP_C_DECODE_GEN_NS,
+	LP_C_DECODE_ERRORS, /* calls that returned non-zero */
+	/* cpu-clock samples of the process, classified by where the thread was */
+	LP_C_SAMPLES,
+	LP_C_SAMPLES_MATMUL,
+	LP_C_SAMPLES_BARRIER,
+	LP_C_BARRIER_OFF_EST_NS, /* off-CPU time of threads switched out inside a barrier */
+	/* precise mode only: uprobes on every matmul and barrier call */
+	LP_C_MATMUL_CALLS,
+	LP_C_MATMUL_NS,		   /* wall time, entry to return */
+	LP_C_MATMUL_EXCL_ONCPU_NS, /* on CPU, less the barriers called from inside */
+	LP_C_BARRIER_CALLS,
+	LP_C_BARRIER_NS,     /* wall time, entry to return */
+	LP_C_BARRIER_OFF_NS, /* of which off-CPU: the rest is spinning */
 	LP_C_NR,
 };
 
@@ -48,6 +71,15 @@ struct lp_proc_stats {
 	__u32 pad;
 	__u64 ctr[LP_C_NR];
 	struct lp_hist hist[LP_H_NR];
+};
+
+/* A probed function in flight on one thread (precise mode); nested calls count once. */
+struct lp_call {
+	__u32 depth;
+	__u32 pad;
+	__u64 since;
+	__u64 inner_ns; /* time in other probed functions called from inside */
+	__u64 off_ns;	/* off-CPU time inside, not inside one of those */
 };
 
 /* Value of the "threads" map, keyed by tid: scheduler state of one thread of a tracked
@@ -73,6 +105,65 @@ struct lp_thread {
 	__u64 migrations;
 	__u64 faults_min;
 	__u64 faults_maj;
+	/* llama_decode in flight */
+	__u64 decode_since;
+	__u64 decode_tokens;
+	/* where it was when switched out (enum lp_region), from its user stack */
+	__u32 off_region;
+	/* precise mode: calls in flight, valid while pgen matches the process's */
+	__u32 pgen;
+	__u32 pad2;
+	struct lp_call mm;  /* inner_ns: wall time of barriers called from inside */
+	struct lp_call bar; /* inner_ns: unused */
+};
+
+/* What a piece of code is, for classifying samples and precise probes. */
+enum lp_region {
+	LP_R_OTHER = 0,
+	LP_R_MATMUL,
+	LP_R_BARRIER,
+};
+
+/* Value of the "ranges" map, keyed by tgid: where the process has its matmul and barrier
+ * functions, sorted by start. User space writes it after reading the process's mappings. */
+#define LP_MAX_RANGES 64
+struct lp_range {
+	__u64 start;
+	__u64 end; /* exclusive */
+};
+
+struct lp_ranges {
+	__u32 n;
+	__u32 pad;
+	__u64 lo, hi; /* start of the first range, end of the last */
+	struct lp_range r[LP_MAX_RANGES];
+	__u8 region[LP_MAX_RANGES];
+};
+
+/* Value of the "precise" map, keyed by tgid: present while precise probes are attached. */
+struct lp_precise {
+	__u32 gen; /* bumped per window, so state left by the last one is discarded */
+	__u32 pad;
+};
+
+/* Key and value of the "objs" map: what user space found in an executable file, so that
+ * mappings of files it has read already are not reported again. */
+struct lp_obj_key {
+	__u64 dev; /* the kernel's encoding: major << 20 | minor */
+	__u64 ino;
+};
+
+enum lp_obj_verdict {
+	LP_OBJ_UNKNOWN = 0,
+	LP_OBJ_NONE,   /* none of the symbols */
+	LP_OBJ_HELPER, /* barrier or decode symbols, no matmul: matters in LLM processes */
+	LP_OBJ_MATMUL, /* matmul symbols: makes any process mapping it an LLM process */
+};
+
+struct lp_obj_val {
+	__u64 mtime_ns;
+	__u32 verdict;
+	__u32 pad;
 };
 
 enum lp_futex_kind {
@@ -105,6 +196,7 @@ enum lp_drop {
 enum lp_event_type {
 	LP_EV_EXEC = 1,
 	LP_EV_EXIT,
+	LP_EV_MAP,
 };
 
 /* Ring buffer record for an exec anywhere on the system (only when user space asked
@@ -113,6 +205,15 @@ struct lp_ev_exec {
 	__u32 type; /* LP_EV_EXEC */
 	__u32 tgid;
 	char comm[LP_COMM_LEN];
+};
+
+/* Ring buffer record for a new executable file mapping (mmap with PROT_EXEC) or an exec,
+ * of a file user space has not classified, or that matters (enum lp_obj_verdict). */
+struct lp_ev_map {
+	__u32 type; /* LP_EV_MAP */
+	__u32 tgid;
+	struct lp_obj_key obj;
+	__u64 mtime_ns;
 };
 
 /* Ring buffer record sent when a tracked process's last thread exits: its final stats. */

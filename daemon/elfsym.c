@@ -1,0 +1,144 @@
+/* Symbol lookup with libelf: the same rules libbpf uses to turn a function name into a
+ * uprobe offset (the PT_LOAD segment holding the address gives the file offset). */
+#include "elfsym.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+
+int lp_elf_name_match(const char *pattern, const char *name)
+{
+	if (strpbrk(pattern, "*?["))
+		return fnmatch(pattern, name, 0) == 0;
+	return strcmp(pattern, name) == 0;
+}
+
+static int match_class(const struct lp_elf_patterns *pat, const char *name)
+{
+	for (size_t c = 0; c < pat->nclasses; c++)
+		for (const char *const *p = pat->lists[c]; p && *p; p++)
+			if (lp_elf_name_match(*p, name))
+				return (int)c;
+	return -1;
+}
+
+static int vaddr_to_off(Elf *elf, uint64_t vaddr, uint64_t *off)
+{
+	size_t n;
+
+	if (elf_getphdrnum(elf, &n))
+		return -ENOEXEC;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+			continue;
+		if (vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_memsz) {
+			*off = vaddr - ph.p_vaddr + ph.p_offset;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static int push(struct lp_elf_result *r, size_t *cap, const char *name, int cls, uint64_t vaddr,
+		uint64_t size, uint64_t off)
+{
+	for (size_t i = 0; i < r->nsyms; i++)
+		if (r->syms[i].vaddr == vaddr)
+			return 0;
+	if (r->nsyms == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 16;
+		struct lp_elf_sym *v = realloc(r->syms, ncap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		r->syms = v;
+		*cap = ncap;
+	}
+	r->syms[r->nsyms] = (struct lp_elf_sym){
+		.name = strdup(name), .cls = cls, .vaddr = vaddr, .size = size, .file_off = off};
+	if (!r->syms[r->nsyms].name)
+		return -ENOMEM;
+	r->nsyms++;
+	return 0;
+}
+
+static int scan_section(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
+			const struct lp_elf_patterns *pat, struct lp_elf_result *out, size_t *cap)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	size_t n;
+
+	if (!data || sh->sh_entsize == 0)
+		return 0;
+	n = sh->sh_size / sh->sh_entsize;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym sym;
+		const char *name;
+		uint64_t off;
+		int cls, r;
+
+		if (!gelf_getsym(data, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+		    sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
+			continue;
+		name = elf_strptr(elf, sh->sh_link, sym.st_name);
+		if (!name || !*name || (cls = match_class(pat, name)) < 0)
+			continue;
+		if (vaddr_to_off(elf, sym.st_value, &off) < 0)
+			continue;
+		r = push(out, cap, name, cls, sym.st_value, sym.st_size, off);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result *out)
+{
+	Elf_Scn *scn = NULL;
+	size_t cap = 0;
+	Elf *elf;
+	int r = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf)
+		return -ENOEXEC;
+	if (elf_kind(elf) != ELF_K_ELF) {
+		elf_end(elf);
+		return -ENOEXEC;
+	}
+	/* .symtab first: it has the local symbols and names the same functions. */
+	for (int pass = 0; pass < 2 && r == 0; pass++) {
+		scn = NULL;
+		while ((scn = elf_nextscn(elf, scn)) && r == 0) {
+			GElf_Shdr sh;
+
+			if (!gelf_getshdr(scn, &sh))
+				continue;
+			if (sh.sh_type != (pass == 0 ? SHT_SYMTAB : SHT_DYNSYM))
+				continue;
+			if (pass == 0)
+				out->has_symtab = 1;
+			r = scan_section(elf, scn, &sh, pat, out, &cap);
+		}
+	}
+	elf_end(elf);
+	if (r < 0)
+		lp_elf_result_free(out);
+	return r;
+}
+
+void lp_elf_result_free(struct lp_elf_result *r)
+{
+	for (size_t i = 0; i < r->nsyms; i++)
+		free(r->syms[i].name);
+	free(r->syms);
+	memset(r, 0, sizeof(*r));
+}

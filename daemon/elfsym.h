@@ -1,0 +1,38 @@
+/* Finding functions by name in an ELF file: .symtab and .dynsym, local symbols included,
+ * with the file offsets that uprobes need. */
+#ifndef LLMPROF_ELFSYM_H
+#define LLMPROF_ELFSYM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct lp_elf_sym {
+	char *name;
+	int cls;	   /* index of the pattern list that matched */
+	uint64_t vaddr;	   /* st_value */
+	uint64_t size;	   /* st_size */
+	uint64_t file_off; /* where the first instruction is in the file */
+};
+
+/* Lists of names or fnmatch(3) globs, one list per class. */
+struct lp_elf_patterns {
+	const char *const *const *lists; /* lists[cls] is NULL-terminated */
+	size_t nclasses;
+};
+
+struct lp_elf_result {
+	struct lp_elf_sym *syms;
+	size_t nsyms;
+	int has_symtab; /* .symtab present: not stripped */
+};
+
+/* Reads the function symbols of the ELF file at fd that match a pattern; each address
+ * appears once (aliases: the first name found wins, .symtab before .dynsym). Returns 0,
+ * -ENOEXEC when the file is not ELF, or -errno. */
+int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result *out);
+void lp_elf_result_free(struct lp_elf_result *r);
+
+/* Whether name matches pattern: exact, or fnmatch(3) when the pattern has * ? or [. */
+int lp_elf_name_match(const char *pattern, const char *name);
+
+#endif

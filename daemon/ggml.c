@@ -1,0 +1,838 @@
+/* ggml discovery, the sampling table, llama_decode probes and precise mode. */
+#include "ggml.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core.skel.h"
+#include "log.h"
+#include "procfs.h"
+
+#define MAX_OBJS 4096
+#define PENDING_TRIES 10
+
+static const char *const class_names[LP_SYM_NR] = {"matmul", "barrier", "decode"};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void links_destroy(struct bpf_link ***links, size_t *n)
+{
+	for (size_t i = 0; i < *n; i++)
+		bpf_link__destroy((*links)[i]);
+	free(*links);
+	*links = NULL;
+	*n = 0;
+}
+
+static int links_push(struct bpf_link ***links, size_t *n, struct bpf_link *l)
+{
+	struct bpf_link **v = realloc(*links, (*n + 1) * sizeof(*v));
+
+	if (!v) {
+		bpf_link__destroy(l);
+		return -ENOMEM;
+	}
+	v[(*n)++] = l;
+	*links = v;
+	return 0;
+}
+
+static void obj_free(struct lp_ggml_obj *o)
+{
+	if (!o)
+		return;
+	links_destroy(&o->decode_links, &o->ndecode_links);
+	lp_elf_result_free(&o->syms);
+	free(o->path);
+	free(o);
+}
+
+void lp_ggml_proc_free(struct lp_ggml_proc *gp)
+{
+	if (!gp)
+		return;
+	links_destroy(&gp->plinks, &gp->nplinks);
+	free(gp->objs);
+	free(gp);
+}
+
+void lp_ggml_init(struct lp_ggml *g, const struct lp_config *cfg, struct lp_core *core,
+		  struct lp_tracker *tr)
+{
+	memset(g, 0, sizeof(*g));
+	g->cfg = cfg;
+	g->core = core;
+	g->tr = tr;
+}
+
+void lp_ggml_free(struct lp_ggml *g)
+{
+	for (size_t i = 0; i < g->nobjs; i++)
+		obj_free(g->objs[i]);
+	free(g->objs);
+	free(g->pending);
+	memset(g, 0, sizeof(*g));
+}
+
+static bool obj_has(const struct lp_ggml_obj *o, int cls)
+{
+	for (size_t i = 0; i < o->syms.nsyms; i++)
+		if (o->syms.syms[i].cls == cls)
+			return true;
+	return false;
+}
+
+static uint32_t obj_verdict(const struct lp_ggml_obj *o)
+{
+	if (obj_has(o, LP_SYM_MATMUL))
+		return LP_OBJ_MATMUL;
+	if (o->syms.nsyms)
+		return LP_OBJ_HELPER;
+	return LP_OBJ_NONE;
+}
+
+/* Tells the kernel side what this file holds, so that mapping it again is not reported. */
+static void obj_publish(struct lp_ggml *g, const struct lp_ggml_obj *o)
+{
+	struct lp_obj_key key = {.dev = o->dev, .ino = o->ino};
+	struct lp_obj_val val = {.mtime_ns = o->mtime_ns, .verdict = o->verdict};
+
+	bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.objs), &key, &val, BPF_ANY);
+}
+
+/* Forgets files without symbols when the cache is full; those are cheap to read again. */
+static void objs_trim(struct lp_ggml *g)
+{
+	size_t k = 0;
+
+	if (g->nobjs < MAX_OBJS)
+		return;
+	for (size_t i = 0; i < g->nobjs; i++) {
+		if (g->objs[i]->verdict == LP_OBJ_NONE && !g->objs[i]->ndecode_links)
+			obj_free(g->objs[i]);
+		else
+			g->objs[k++] = g->objs[i];
+	}
+	g->nobjs = k;
+}
+
+struct mapping {
+	uint64_t start, end, pgoff;
+	uint64_t dev, ino;
+	char path[PATH_MAX];
+};
+
+/* Opens the file behind a mapping: through map_files (right even when the file was
+ * replaced or lives in another mount namespace), else through the process's root. */
+static int mapping_open(pid_t pid, const struct mapping *m, char *how, size_t howlen)
+{
+	int fd;
+
+	snprintf(how, howlen, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start,
+		 m->end);
+	fd = open(how, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	snprintf(how, howlen, "/proc/%d/root%s", (int)pid, m->path);
+	fd = open(how, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static struct lp_ggml_obj *obj_find(struct lp_ggml *g, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < g->nobjs; i++)
+		if (g->objs[i]->dev == dev && g->objs[i]->ino == ino && !g->objs[i]->stale)
+			return g->objs[i];
+	return NULL;
+}
+
+/* Appends to a fixed buffer, truncating quietly: for log lines. */
+struct line {
+	char buf[1024];
+	size_t len;
+};
+
+static void __attribute__((format(printf, 2, 3))) line_add(struct line *l, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (l->len >= sizeof(l->buf) - 1)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(l->buf + l->len, sizeof(l->buf) - l->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		l->len += (size_t)n < sizeof(l->buf) - l->len ? (size_t)n
+							      : sizeof(l->buf) - l->len - 1;
+}
+
+static void log_obj(const struct lp_ggml_obj *o)
+{
+	struct line l = {.len = 0};
+
+	for (int c = 0; c < LP_SYM_NR; c++) {
+		bool first = true;
+
+		for (size_t i = 0; i < o->syms.nsyms; i++) {
+			if (o->syms.syms[i].cls != c)
+				continue;
+			if (first)
+				line_add(&l, "%s%s ", l.len ? "; " : "", class_names[c]);
+			line_add(&l, "%s%s", first ? "" : ", ", o->syms.syms[i].name);
+			first = false;
+		}
+	}
+	log_info("%s: %s%s", o->path, l.buf, o->syms.has_symtab ? "" : " (no .symtab: stripped)");
+}
+
+/* The object behind a mapping, read now if this (device, inode, mtime) is new. */
+static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct mapping *m)
+{
+	const struct lp_elf_patterns pat = {.lists = g->cfg->symbols, .nclasses = LP_SYM_NR};
+	struct lp_ggml_obj *o = obj_find(g, m->dev, m->ino), **v;
+	char how[PATH_MAX + 64];
+	struct stat st;
+	uint64_t mtime;
+	int fd;
+
+	fd = mapping_open(pid, m, how, sizeof(how));
+	if (fd < 0)
+		return o; /* gone, or not ours to read: keep what we knew */
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return o;
+	}
+	mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
+	if (o && o->mtime_ns == mtime) {
+		close(fd);
+		return o;
+	}
+	if (o) {
+		/* Rewritten in place: read it again; probes on the old one stay until unused. */
+		log_info("%s changed on disk, reading it again", o->path);
+		o->stale = true;
+	}
+	objs_trim(g);
+	o = calloc(1, sizeof(*o));
+	v = realloc(g->objs, (g->nobjs + 1) * sizeof(*v));
+	if (!o || !v) {
+		free(o);
+		if (v)
+			g->objs = v;
+		close(fd);
+		return NULL;
+	}
+	g->objs = v;
+	o->dev = m->dev;
+	o->ino = m->ino;
+	o->mtime_ns = mtime;
+	o->path = strdup(m->path);
+	o->read_error = lp_elf_find(fd, &pat, &o->syms);
+	close(fd);
+	o->verdict = o->read_error ? LP_OBJ_NONE : obj_verdict(o);
+	g->objs[g->nobjs++] = o;
+	obj_publish(g, o);
+	if (o->read_error && o->read_error != -ENOEXEC)
+		log_warning_errno(o->read_error, "read symbols of %s: %m", m->path);
+	if (o->verdict != LP_OBJ_NONE)
+		log_obj(o);
+	return o;
+}
+
+/* "7f..-7f.. r-xp 0001c000 fd:01 1234 /usr/lib/x.so": executable file mappings only. */
+static int parse_maps_line(const char *line, struct mapping *m)
+{
+	unsigned int maj, min;
+	char perms[5];
+	int pos = 0;
+
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 " %n", &m->start,
+		   &m->end, perms, &m->pgoff, &maj, &min, &m->ino, &pos) < 7 ||
+	    pos == 0)
+		return -EINVAL;
+	if (perms[2] != 'x' || m->ino == 0 || line[pos] != '/')
+		return -ENOENT;
+	snprintf(m->path, sizeof(m->path), "%s", line + pos);
+	m->path[strcspn(m->path, "\n")] = '\0';
+	m->dev = ((uint64_t)maj << 20) | min;
+	return 0;
+}
+
+struct proc_scan {
+	struct mapping *maps; /* executable mappings of objects with symbols */
+	struct lp_ggml_obj **objs;
+	size_t n;
+	bool llm;
+	bool saw_key;
+};
+
+static void proc_scan_free(struct proc_scan *s)
+{
+	free(s->maps);
+	free(s->objs);
+	memset(s, 0, sizeof(*s));
+}
+
+static int read_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want,
+		     struct proc_scan *s)
+{
+	char path[64], line[PATH_MAX + 128];
+	struct mapping m;
+	FILE *f;
+
+	memset(s, 0, sizeof(*s));
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		struct lp_ggml_obj *o;
+
+		if (parse_maps_line(line, &m) < 0)
+			continue;
+		if (want && m.dev == want->dev && m.ino == want->ino)
+			s->saw_key = true;
+		o = obj_get(g, pid, &m);
+		if (!o || o->verdict == LP_OBJ_NONE)
+			continue;
+		void *a = realloc(s->maps, (s->n + 1) * sizeof(*s->maps));
+		void *b = a ? realloc(s->objs, (s->n + 1) * sizeof(*s->objs)) : NULL;
+
+		if (a)
+			s->maps = a;
+		if (!b)
+			break;
+		s->objs = b;
+		s->maps[s->n] = m;
+		s->objs[s->n] = o;
+		s->n++;
+		if (o->verdict == LP_OBJ_MATMUL)
+			s->llm = true;
+	}
+	fclose(f);
+	return 0;
+}
+
+static int compare_range(const void *a, const void *b)
+{
+	const struct lp_range *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The sampling table: matmul and barrier functions at their addresses in this process. */
+static void write_ranges(struct lp_ggml *g, struct lp_target *t, const struct proc_scan *s)
+{
+	struct {
+		struct lp_range r;
+		uint8_t region;
+	} tmp[LP_MAX_RANGES * 4];
+	struct lp_ranges *rg = calloc(1, sizeof(*rg));
+	__u32 key = (__u32)t->pid;
+	size_t n = 0, dropped = 0;
+
+	if (!rg)
+		return;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct mapping *m = &s->maps[i];
+
+		for (size_t k = 0; k < s->objs[i]->syms.nsyms; k++) {
+			const struct lp_elf_sym *sym = &s->objs[i]->syms.syms[k];
+			uint64_t len = m->end - m->start;
+
+			if (sym->cls == LP_SYM_DECODE || sym->file_off < m->pgoff ||
+			    sym->file_off >= m->pgoff + len)
+				continue;
+			if (n == sizeof(tmp) / sizeof(tmp[0])) {
+				dropped++;
+				continue;
+			}
+			tmp[n].r.start = m->start + (sym->file_off - m->pgoff);
+			tmp[n].r.end = tmp[n].r.start + (sym->size ? sym->size : 1);
+			tmp[n].region = sym->cls == LP_SYM_MATMUL ? LP_R_MATMUL : LP_R_BARRIER;
+			n++;
+		}
+	}
+	qsort(tmp, n, sizeof(tmp[0]), compare_range);
+	for (size_t i = 0; i < n; i++) {
+		if (rg->n == LP_MAX_RANGES) {
+			dropped++;
+			continue;
+		}
+		rg->r[rg->n] = tmp[i].r;
+		rg->region[rg->n] = tmp[i].region;
+		rg->n++;
+	}
+	if (rg->n) {
+		rg->lo = rg->r[0].start;
+		rg->hi = rg->r[rg->n - 1].end;
+		for (size_t i = 0; i < rg->n; i++)
+			if (rg->r[i].end > rg->hi)
+				rg->hi = rg->r[i].end;
+	}
+	if (dropped && dropped != t->ggml->ranges_dropped)
+		log_warning("pid %d: %zu matching functions do not fit the %d-entry sampling "
+			    "table and will count as 'other'; narrow the symbol patterns",
+			    (int)t->pid, dropped, LP_MAX_RANGES);
+	t->ggml->nranges = rg->n;
+	t->ggml->ranges_dropped = dropped;
+	bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.ranges), &key, rg, BPF_ANY);
+	free(rg);
+}
+
+/* Opens the object through the process, for attaching: the path must name the same inode. */
+static int attach_path(pid_t pid, const struct lp_ggml_obj *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "/proc/%d/root%s", (int)pid, o->path);
+	return access(buf, R_OK) == 0 ? 0 : -errno;
+}
+
+/* llama_decode entry and return, for every process that maps this file. */
+static void attach_decode(struct lp_ggml *g, pid_t pid, struct lp_ggml_obj *o)
+{
+	struct core_bpf *s = g->core->skel;
+	char path[PATH_MAX + 64];
+	int r = 0;
+
+	if (o->decode_tried || !obj_has(o, LP_SYM_DECODE))
+		return;
+	o->decode_tried = true;
+	r = attach_path(pid, o, path, sizeof(path));
+	for (size_t i = 0; i < o->syms.nsyms && r == 0; i++) {
+		const struct lp_elf_sym *sym = &o->syms.syms[i];
+
+		if (sym->cls != LP_SYM_DECODE)
+			continue;
+		for (int ret = 0; ret < 2 && r == 0; ret++) {
+			struct bpf_link *l = bpf_program__attach_uprobe(
+				ret ? s->progs.lp_decode_exit : s->progs.lp_decode_enter, ret, -1,
+				path, (size_t)sym->file_off);
+
+			r = l ? links_push(&o->decode_links, &o->ndecode_links, l) : -errno;
+		}
+	}
+	if (r < 0) {
+		o->decode_error = r;
+		links_destroy(&o->decode_links, &o->ndecode_links);
+		log_warning_errno(r,
+				  "attach llama_decode probes in %s: %m; tokens will not be "
+				  "counted for it",
+				  o->path);
+	}
+}
+
+static void attach_new_objects(struct lp_ggml *g, struct lp_target *t, const struct proc_scan *s)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_ggml_obj **v;
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		attach_decode(g, t->pid, s->objs[i]);
+	v = calloc(s->n ? s->n : 1, sizeof(*v));
+	if (!v)
+		return;
+	for (size_t i = 0; i < s->n; i++) {
+		size_t k;
+
+		for (k = 0; k < n && v[k] != s->objs[i]; k++)
+			;
+		if (k == n)
+			v[n++] = s->objs[i];
+	}
+	if (n != gp->nobjs || memcmp(v, gp->objs, n * sizeof(*v)))
+		gp->objs_gen++;
+	free(gp->objs);
+	gp->objs = v;
+	gp->nobjs = n;
+}
+
+static void log_found(const struct lp_ggml *g, const struct lp_target *t)
+{
+	const struct lp_ggml_proc *gp = t->ggml;
+	struct line found = {.len = 0}, missing = {.len = 0};
+
+	for (size_t i = 0; i < gp->nobjs; i++)
+		if (obj_has(gp->objs[i], LP_SYM_MATMUL))
+			line_add(&found, "%s%s", found.len ? ", " : "", gp->objs[i]->path);
+	for (int c = 0; c < LP_SYM_NR; c++)
+		for (const char *const *p = g->cfg->symbols[c]; p && *p; p++) {
+			bool hit = false;
+
+			for (size_t i = 0; i < gp->nobjs && !hit; i++)
+				for (size_t k = 0; k < gp->objs[i]->syms.nsyms && !hit; k++)
+					hit = lp_elf_name_match(*p, gp->objs[i]->syms.syms[k].name);
+			if (!hit)
+				line_add(&missing, "%s%s", missing.len ? ", " : "", *p);
+		}
+	log_info("pid %d (%s) runs ggml: matmul in %s; %zu functions in the sampling table; "
+		 "not found (stripped, inlined or not in this build): %s",
+		 (int)t->pid, t->comm, found.buf, gp->nranges, missing.len ? missing.buf : "none");
+}
+
+static int precise_attach(struct lp_ggml *g, struct lp_target *t);
+static void duty_apply(struct lp_ggml *g, struct lp_target *t, uint64_t now);
+
+/* Brings a process's ggml state up to date with its mappings; tracks it if it runs ggml. */
+static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want, bool *saw_key)
+{
+	struct lp_target *t = lp_tracker_find(g->tr, pid);
+	struct proc_scan s;
+	bool added = false;
+	int r;
+
+	if (t && t->exited)
+		t = NULL;
+	r = read_proc(g, pid, want, &s);
+	if (saw_key)
+		*saw_key = s.saw_key;
+	if (r < 0)
+		return r;
+	if (!t && s.llm && g->cfg->discover) {
+		r = lp_tracker_add(g->tr, pid, "ggml");
+		if (r == -ENOSPC)
+			log_warning("pid %d runs ggml, but %u processes are tracked already "
+				    "(--max-processes), ignoring",
+				    (int)pid, g->cfg->max_processes);
+		else if (r < 0 && r != -ESRCH && r != -EALREADY)
+			log_warning_errno(r, "track pid %d: %m, ignoring", (int)pid);
+		t = r == 0 ? lp_tracker_find(g->tr, pid) : NULL;
+		added = t != NULL;
+	}
+	if (t && (s.n || t->ggml)) {
+		bool first = !t->ggml || !t->ggml->found_ns;
+
+		if (!t->ggml)
+			t->ggml = calloc(1, sizeof(*t->ggml));
+		if (t->ggml) {
+			attach_new_objects(g, t, &s);
+			write_ranges(g, t, &s);
+			if (s.llm && first) {
+				t->ggml->found_ns = now_ns();
+				g->discovered++;
+				log_found(g, t);
+				duty_apply(g, t, t->ggml->found_ns);
+			}
+			if (t->ggml->precise_on)
+				precise_attach(g, t);
+		}
+	}
+	proc_scan_free(&s);
+	return added;
+}
+
+int lp_ggml_scan_all(struct lp_ggml *g)
+{
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	d = opendir("/proc");
+	if (!d)
+		return log_error_errno(-errno, "open /proc: %m");
+	while ((de = readdir(d))) {
+		pid_t pid;
+
+		if (lp_parse_pid(de->d_name, &pid) < 0 || pid == getpid())
+			continue;
+		if (sync_proc(g, pid, NULL, NULL) > 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+void lp_ggml_check(struct lp_ggml *g, struct lp_target *t)
+{
+	sync_proc(g, t->pid, NULL, NULL);
+}
+
+void lp_ggml_event(struct lp_ggml *g, const struct lp_ev_map *e)
+{
+	struct lp_ggml_pending *v;
+
+	log_debug("pid %u maps executable %llx:%llu", e->tgid, (unsigned long long)e->obj.dev,
+		  (unsigned long long)e->obj.ino);
+	for (size_t i = 0; i < g->npending; i++)
+		if (g->pending[i].pid == (pid_t)e->tgid) {
+			g->pending[i].key = e->obj;
+			g->pending[i].tries = 0;
+			return;
+		}
+	v = realloc(g->pending, (g->npending + 1) * sizeof(*v));
+	if (!v)
+		return;
+	g->pending = v;
+	v[g->npending++] = (struct lp_ggml_pending){.pid = (pid_t)e->tgid, .key = e->obj};
+}
+
+bool lp_ggml_process_pending(struct lp_ggml *g)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < g->npending; i++) {
+		struct lp_ggml_pending *p = &g->pending[i];
+		bool saw = false;
+		int r = sync_proc(g, p->pid, &p->key, &saw);
+
+		/* The record comes from mmap's entry: the mapping may not exist yet. */
+		if (r >= 0 && !saw && ++p->tries < PENDING_TRIES)
+			g->pending[k++] = *p;
+	}
+	g->npending = k;
+	return k > 0;
+}
+
+/* --- precise mode --- */
+
+static uint64_t proc_oncpu_ns(pid_t pid)
+{
+	char path[64];
+	struct dirent *de;
+	uint64_t sum = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char p[300];
+		unsigned long long ns;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/%d/task/%s/schedstat", (int)pid, de->d_name);
+		f = fopen(p, "re");
+		if (!f)
+			continue;
+		if (fscanf(f, "%llu", &ns) == 1)
+			sum += ns;
+		fclose(f);
+	}
+	closedir(d);
+	return sum;
+}
+
+static int read_stats(struct lp_ggml *g, pid_t pid, struct lp_proc_stats *st)
+{
+	__u32 key = (__u32)pid;
+
+	return bpf_map_lookup_elem(g->tr->procs_fd, &key, st) < 0 ? -errno : 0;
+}
+
+/* Uprobes on every matmul and barrier function in the process's mapped objects, for this
+ * process only. Functions already probed stay probed. */
+static int precise_attach(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	struct core_bpf *s = g->core->skel;
+	int r = 0;
+
+	if (gp->nplinks && gp->probed_gen == gp->objs_gen)
+		return 0;
+	gp->probed_gen = gp->objs_gen;
+	/* The mappings changed (a dlopen): probe everything again. */
+	links_destroy(&gp->plinks, &gp->nplinks);
+	gp->nprobed = 0;
+	for (size_t i = 0; i < gp->nobjs && r == 0; i++) {
+		struct lp_ggml_obj *o = gp->objs[i];
+		char path[PATH_MAX + 64];
+
+		r = attach_path(t->pid, o, path, sizeof(path));
+		for (size_t k = 0; k < o->syms.nsyms && r == 0; k++) {
+			const struct lp_elf_sym *sym = &o->syms.syms[k];
+			bool mm = sym->cls == LP_SYM_MATMUL;
+
+			if (sym->cls == LP_SYM_DECODE)
+				continue;
+			for (int ret = 0; ret < 2 && r == 0; ret++) {
+				struct bpf_program *prog = mm ? (ret ? s->progs.lp_matmul_exit
+								     : s->progs.lp_matmul_enter)
+							      : (ret ? s->progs.lp_barrier_exit
+								     : s->progs.lp_barrier_enter);
+				struct bpf_link *l = bpf_program__attach_uprobe(
+					prog, ret, t->pid, path, (size_t)sym->file_off);
+
+				r = l ? links_push(&gp->plinks, &gp->nplinks, l) : -errno;
+			}
+			gp->nprobed++;
+		}
+	}
+	if (r < 0) {
+		links_destroy(&gp->plinks, &gp->nplinks);
+		gp->nprobed = 0;
+		gp->precise_error = r;
+		return log_warning_errno(r, "pid %d: attach precise-mode probes: %m", (int)t->pid);
+	}
+	return 0;
+}
+
+static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp_proc_stats *st)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	__u32 key = (__u32)t->pid;
+	uint64_t oncpu;
+
+	if (!gp->precise_on)
+		return;
+	links_destroy(&gp->plinks, &gp->nplinks);
+	gp->nprobed = 0;
+	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
+	gp->windows++;
+	gp->window_ns += now_ns() - gp->window_start_ns;
+	if (t->exited && st) {
+		gp->window_oncpu_ns += st->ctr[LP_C_ONCPU_NS] - gp->bpf_oncpu_start_ns;
+	} else {
+		oncpu = proc_oncpu_ns(t->pid);
+		if (oncpu > gp->oncpu_start_ns)
+			gp->window_oncpu_ns += oncpu - gp->oncpu_start_ns;
+	}
+	if (st) {
+		gp->window_samples[0] += st->ctr[LP_C_SAMPLES] - gp->samples_start[0];
+		gp->window_samples[1] += st->ctr[LP_C_SAMPLES_MATMUL] - gp->samples_start[1];
+		gp->window_samples[2] += st->ctr[LP_C_SAMPLES_BARRIER] - gp->samples_start[2];
+	}
+	gp->precise_on = false;
+	gp->window_until_ns = 0;
+	log_debug("pid %d: precise window closed", (int)t->pid);
+}
+
+int lp_ggml_precise(struct lp_ggml *g, struct lp_target *t, bool on, double seconds)
+{
+	struct lp_ggml_proc *gp = t ? t->ggml : NULL;
+	struct lp_precise pr = {};
+	struct lp_proc_stats *st;
+	__u32 key;
+	int r;
+
+	if (!t || t->exited || !gp || !gp->found_ns)
+		return -ESRCH;
+	st = malloc(sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	if (!on) {
+		window_close(g, t, read_stats(g, t->pid, st) == 0 ? st : NULL);
+		free(st);
+		return 0;
+	}
+	gp->window_until_ns = seconds > 0 ? now_ns() + (uint64_t)(seconds * 1e9) : 0;
+	if (gp->precise_on) {
+		free(st);
+		return 0;
+	}
+	key = (__u32)t->pid;
+	pr.gen = ++gp->gen;
+	r = read_stats(g, t->pid, st);
+	if (r == 0)
+		r = bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr,
+					BPF_ANY) < 0
+			    ? -errno
+			    : 0;
+	if (r < 0) {
+		free(st);
+		return r;
+	}
+	gp->samples_start[0] = st->ctr[LP_C_SAMPLES];
+	gp->samples_start[1] = st->ctr[LP_C_SAMPLES_MATMUL];
+	gp->samples_start[2] = st->ctr[LP_C_SAMPLES_BARRIER];
+	gp->bpf_oncpu_start_ns = st->ctr[LP_C_ONCPU_NS];
+	free(st);
+	gp->precise_on = true;
+	gp->precise_error = 0;
+	gp->window_start_ns = now_ns();
+	gp->oncpu_start_ns = proc_oncpu_ns(t->pid);
+	r = precise_attach(g, t);
+	if (r < 0) {
+		window_close(g, t, NULL);
+		return r;
+	}
+	log_debug("pid %d: precise window opened, %zu functions probed", (int)t->pid, gp->nprobed);
+	return 0;
+}
+
+void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
+{
+	if (t->ggml && t->ggml->precise_on)
+		window_close(g, t, t->final);
+	if (t->ggml)
+		links_destroy(&t->ggml->plinks, &t->ggml->nplinks);
+}
+
+/* The duty cycle, phased from when the process was found. */
+static void duty_apply(struct lp_ggml *g, struct lp_target *t, uint64_t now)
+{
+	double duty = g->cfg->precise_duty, period = g->cfg->precise_period;
+	struct lp_ggml_proc *gp = t->ggml;
+	bool want;
+
+	if (duty <= 0)
+		return;
+	want = duty >= 1 ||
+	       (double)((now - gp->found_ns) % (uint64_t)(period * 1e9)) < duty * period * 1e9;
+	if (want != gp->precise_on && !(want && gp->precise_error))
+		lp_ggml_precise(g, t, want, 0);
+}
+
+void lp_ggml_tick(struct lp_ggml *g)
+{
+	uint64_t now = now_ns();
+
+	for (size_t i = 0; i < g->tr->n; i++) {
+		struct lp_target *t = g->tr->v[i];
+		struct lp_ggml_proc *gp = t->ggml;
+
+		if (t->exited || !gp || !gp->found_ns)
+			continue;
+		if (gp->precise_on && gp->window_until_ns) {
+			if (now >= gp->window_until_ns)
+				lp_ggml_precise(g, t, false, 0);
+			continue;
+		}
+		duty_apply(g, t, now);
+	}
+}
+
+void lp_ggml_window_totals(const struct lp_target *t, const struct lp_proc_stats *now,
+			   struct lp_ggml_window_totals *out)
+{
+	const struct lp_ggml_proc *gp = t->ggml;
+
+	memset(out, 0, sizeof(*out));
+	if (!gp)
+		return;
+	out->windows = gp->windows;
+	out->ns = gp->window_ns;
+	out->oncpu_ns = gp->window_oncpu_ns;
+	memcpy(out->samples, gp->window_samples, sizeof(out->samples));
+	if (!gp->precise_on)
+		return;
+	out->windows++;
+	out->ns += now_ns() - gp->window_start_ns;
+	uint64_t oncpu = proc_oncpu_ns(t->pid);
+	if (oncpu >= gp->oncpu_start_ns)
+		out->oncpu_ns += oncpu - gp->oncpu_start_ns;
+	out->samples[0] += now->ctr[LP_C_SAMPLES] - gp->samples_start[0];
+	out->samples[1] += now->ctr[LP_C_SAMPLES_MATMUL] - gp->samples_start[1];
+	out->samples[2] += now->ctr[LP_C_SAMPLES_BARRIER] - gp->samples_start[2];
+}

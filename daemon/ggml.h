@@ -1,0 +1,116 @@
+/* ggml discovery and probes: which processes run ggml (found by the matmul symbols in
+ * their executable mappings), where their matmul and barrier functions are, the always-on
+ * llama_decode probes, and precise mode (per-call uprobes for a window or a duty cycle). */
+#ifndef LLMPROF_GGML_H
+#define LLMPROF_GGML_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "attach.h"
+#include "elfsym.h"
+#include "track.h"
+
+/* One executable file, read once per (device, inode, mtime). */
+struct lp_ggml_obj {
+	uint64_t dev; /* kernel encoding, major << 20 | minor */
+	uint64_t ino;
+	uint64_t mtime_ns;
+	char *path; /* as the first process that mapped it names it */
+	int read_error;
+	struct lp_elf_result syms;
+	uint32_t verdict; /* enum lp_obj_verdict */
+	bool stale;	  /* replaced on disk: kept only while attached */
+	/* llama_decode probes, attached system-wide when first seen in an LLM process */
+	struct bpf_link **decode_links;
+	size_t ndecode_links;
+	bool decode_tried;
+	int decode_error;
+};
+
+/* ggml state of one tracked process; owned by its lp_target. */
+struct lp_ggml_proc {
+	struct lp_ggml_obj **objs; /* mapped objects that hold any symbol of interest */
+	size_t nobjs;
+	uint64_t found_ns; /* when its first matmul symbol was found */
+	size_t nranges;	   /* matmul and barrier functions in the sampling table */
+	size_t ranges_dropped;
+
+	/* precise mode */
+	bool precise_on;
+	uint32_t gen;
+	uint64_t window_until_ns; /* 0: held by the duty cycle */
+	uint64_t window_start_ns;
+	uint64_t oncpu_start_ns;     /* /proc/PID/task/STAR/schedstat sums: up to date */
+	uint64_t bpf_oncpu_start_ns; /* LP_C_ONCPU_NS: exact once every thread has exited */
+	uint64_t samples_start[3];   /* samples, matmul, barrier at window start */
+	struct bpf_link **plinks;
+	size_t nplinks;
+	size_t nprobed;		       /* functions probed in the current window */
+	uint32_t objs_gen, probed_gen; /* probes are re-attached when the objects change */
+	int precise_error;
+	/* completed windows */
+	uint64_t windows;
+	uint64_t window_ns;
+	uint64_t window_oncpu_ns;
+	uint64_t window_samples[3];
+};
+
+void lp_ggml_proc_free(struct lp_ggml_proc *gp);
+
+struct lp_ggml {
+	const struct lp_config *cfg;
+	struct lp_core *core;
+	struct lp_tracker *tr;
+	struct lp_ggml_obj **objs;
+	size_t nobjs;
+	struct lp_ggml_pending {
+		pid_t pid;
+		struct lp_obj_key key;
+		int tries;
+	} * pending;
+	size_t npending;
+	uint64_t discovered; /* processes found by their symbols */
+};
+
+void lp_ggml_init(struct lp_ggml *g, const struct lp_config *cfg, struct lp_core *core,
+		  struct lp_tracker *tr);
+void lp_ggml_free(struct lp_ggml *g);
+
+/* Reads every process's executable mappings; tracks those that run ggml. Returns how many
+ * processes it started tracking. */
+int lp_ggml_scan_all(struct lp_ggml *g);
+
+/* An LP_EV_MAP record: queued, read by lp_ggml_process_pending() once the mapping exists. */
+void lp_ggml_event(struct lp_ggml *g, const struct lp_ev_map *e);
+
+/* Reads the queued processes' mappings. Returns true while some are still queued. */
+bool lp_ggml_process_pending(struct lp_ggml *g);
+
+/* Looks at a process tracked some other way (--pid, --comm, --exe): it may run ggml. */
+void lp_ggml_check(struct lp_ggml *g, struct lp_target *t);
+
+/* Once a second: opens and closes precise windows (duty cycle, timed windows). */
+void lp_ggml_tick(struct lp_ggml *g);
+
+/* Precise mode for one process: on for seconds (0 = until switched off), or off.
+ * Returns 0, -ESRCH when it is not a live ggml process, or -errno from attaching. */
+int lp_ggml_precise(struct lp_ggml *g, struct lp_target *t, bool on, double seconds);
+
+/* The tracker's exit hook: closes a precise window and drops the probes. */
+void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t);
+
+/* Precise-window totals including an open window, for reports. */
+struct lp_ggml_window_totals {
+	uint64_t windows;
+	uint64_t ns;
+	uint64_t oncpu_ns;
+	uint64_t samples[3]; /* samples, matmul, barrier inside the windows */
+};
+
+void lp_ggml_window_totals(const struct lp_target *t, const struct lp_proc_stats *now,
+			   struct lp_ggml_window_totals *out);
+
+#endif

@@ -1,0 +1,82 @@
+#!/usr/bin/env node
+// Decode N tokens with T threads through node-llama-cpp (real llama.cpp, CPU
+// backend dlopen'ed at run time) and print what llmprofd should see.
+//
+//   node driver.mjs --model tiny.gguf --tokens 64 --threads 2 [--prompt 16]
+//                   [--wait-go] [--hold]
+//
+// Output: one JSON line on stdout,
+//   {"pid", "threads", "prompt_tokens", "generated_tokens", "decoded_tokens",
+//    "prompt_ms", "generate_ms", "tokens_per_s"}
+// "decoded_tokens" is what llama_decode was given: the prompt plus every
+// generated token but the last, which is sampled and never decoded.
+// --wait-go prints {"pid", "ready": true} once the model is loaded and waits
+// for a line on stdin before decoding; --hold waits for another line after.
+
+import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+import {createInterface} from "node:readline";
+import {parseArgs} from "node:util";
+
+const {values: opt} = parseArgs({
+	options: {
+		model: {type: "string"},
+		tokens: {type: "string", default: "64"},
+		threads: {type: "string", default: "2"},
+		prompt: {type: "string", default: "16"},
+		"wait-go": {type: "boolean", default: false},
+		hold: {type: "boolean", default: false},
+	},
+});
+if (!opt.model) {
+	console.error("usage: driver.mjs --model FILE [--tokens N] [--threads T] [--prompt P]");
+	process.exit(2);
+}
+const nGen = Number(opt.tokens), nThreads = Number(opt.threads), nPrompt = Number(opt.prompt);
+
+const stdinLines = createInterface({input: process.stdin})[Symbol.asyncIterator]();
+const waitLine = async () => { await stdinLines.next(); };
+const emit = (o) => process.stdout.write(JSON.stringify(o) + "\n");
+
+const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error,
+			      maxThreads: nThreads});
+const model = await llama.loadModel({modelPath: opt.model});
+const context = await model.createContext({contextSize: Math.min(512, model.trainContextSize),
+					   threads: {ideal: nThreads, min: nThreads},
+					   batchSize: Math.max(nPrompt, 1)});
+const seq = context.getSequence();
+
+// A fixed prompt of ordinary tokens (ids past the control and byte tokens).
+const prompt = Array.from({length: nPrompt}, (_, i) => 259 + ((i * 7) % 200));
+
+if (opt["wait-go"]) {
+	emit({pid: process.pid, ready: true});
+	await waitLine();
+}
+
+let generated = 0, tFirst = 0;
+const t0 = performance.now();
+for await (const _token of seq.evaluate(prompt, {temperature: 0})) {
+	if (generated === 0)
+		tFirst = performance.now();
+	if (++generated >= nGen)
+		break;
+}
+const t1 = performance.now();
+
+const result = {
+	pid: process.pid,
+	threads: nThreads,
+	prompt_tokens: nPrompt,
+	generated_tokens: generated,
+	decoded_tokens: nPrompt + generated - 1,
+	prompt_ms: +(tFirst - t0).toFixed(3),
+	generate_ms: +(t1 - tFirst).toFixed(3),
+	tokens_per_s: +((generated - 1) / ((t1 - tFirst) / 1000)).toFixed(3),
+};
+emit(result);
+if (opt.hold)
+	await waitLine();
+await context.dispose();
+await model.dispose();
+await llama.dispose();
+process.exit(0);
