@@ -594,6 +594,8 @@ bool lp_ggml_process_pending(struct lp_ggml *g)
 		bool saw = false;
 		int r = sync_proc(g, p->pid, &p->key, &saw);
 
+		log_debug("pid %d: mappings read (%d), %s", (int)p->pid, r, saw ? "found" : "not yet");
+
 		/* The record comes from mmap's entry: the mapping may not exist yet. */
 		if (r >= 0 && !saw && ++p->tries < PENDING_TRIES)
 			g->pending[k++] = *p;
@@ -715,7 +717,7 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 	}
 	gp->precise_on = false;
 	gp->window_until_ns = 0;
-	log_debug("pid %d: precise window closed", (int)t->pid);
+	log_info("pid %d: precise mode off", (int)t->pid);
 }
 
 int lp_ggml_precise(struct lp_ggml *g, struct lp_target *t, bool on, double seconds)
@@ -767,7 +769,7 @@ int lp_ggml_precise(struct lp_ggml *g, struct lp_target *t, bool on, double seco
 		window_close(g, t, NULL);
 		return r;
 	}
-	log_debug("pid %d: precise window opened, %zu functions probed", (int)t->pid, gp->nprobed);
+	log_info("pid %d: precise mode on, %zu functions probed", (int)t->pid, gp->nprobed);
 	return 0;
 }
 

@@ -495,14 +495,15 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 	event_base_loopbreak(d->base);
 }
 
-/* In --once mode with only --pid targets, the report is due when the last one exits. */
+/* In --once mode with --pid targets (and no --comm/--exe), the report is due when the last
+ * of them exits; processes found by their ggml symbols meanwhile are reported too. */
 static void on_target_exit(void *userdata, struct lp_target *t)
 {
 	struct daemon *d = userdata;
 
 	if (t)
 		lp_ggml_on_exit(&d->ggml, t);
-	if (!d->cfg.once || d->cfg.ncomms || d->cfg.nexes)
+	if (!d->cfg.once || d->cfg.npids == 0 || d->cfg.ncomms || d->cfg.nexes)
 		return;
 	for (size_t i = 0; i < d->cfg.npids; i++) {
 		struct lp_target *x = lp_tracker_find(&d->tracker, d->cfg.pids[i]);

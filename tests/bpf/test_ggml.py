@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""ggml discovery and probes, on lpggml: a process that dlopens liblpggml.so, whose
+functions are named like ggml's and do known work.
+
+- discovery by symbols: at dlopen, without --pid; a late dlopen within 1 s; a library
+  rewritten in place is read again;
+- precise mode: exact matmul and barrier call counts, durations, the spin/sleep split;
+- llama_decode: calls, tokens per call, errors, latency;
+- sampling: the shares of time, with and without the stack scan, against precise mode
+  over the same window, and the always-on estimate of sleeping in barriers;
+- cleanup: the per-process maps are empty once the process exits."""
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from lptest import (Daemon, Timeout, _children, check, near, poll, proc_of, run)  # noqa: E402
+import json  # noqa: E402
+import select  # noqa: E402
+import subprocess  # noqa: E402
+
+LPGGML = os.environ.get("LPGGML", "build/tests/lpggml")
+LIBDIR = os.path.dirname(os.path.abspath(LPGGML))
+
+
+class Lpggml:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([LPGGML, "--wait-go"] + list(args), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        _children.append(self.proc)
+        self.pid = self.line()["pid"]
+
+    def line(self, timeout=60):
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not r:
+            raise Timeout("lpggml printed nothing within %ds" % timeout)
+        text = self.proc.stdout.readline()
+        if not text:
+            raise AssertionError("lpggml exited with %s" % self.proc.wait())
+        return json.loads(text)
+
+    def go(self):
+        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.flush()
+
+    def finish(self):
+        self.go()
+        res = self.line()
+        self.proc.stdin.close()
+        self.proc.wait(timeout=20)
+        return res
+
+
+def daemon_run(daemon_args, fixture_args):
+    """A private daemon finds lpggml by itself; the report is taken after it exited."""
+    d = Daemon("--once", *daemon_args)
+    d.wait_ready()
+    fx = Lpggml(*fixture_args)
+    d.wait_log("pid %d (lpggml) runs ggml" % fx.pid)
+    if "--precise-duty" in daemon_args:
+        d.wait_log("pid %d: precise mode on" % fx.pid)
+    res = fx.finish()
+    d.wait_log("pid %d (lpggml) exited" % fx.pid)
+    check(d.stop() == 0, "llmprofd exits 0")
+    return d, d.report(), res, fx.pid
+
+
+def per_call(total, calls):
+    return total / calls if calls else 0
+
+
+def test_precise():
+    # 2 threads x 200 iterations: matmul (400 us, calling the barrier halfway) then the
+    # barrier (200 us spinning, then 500 us asleep). Decoding: 32 tokens, 20 x 1, 1 x 0.
+    d, rep, res, pid = daemon_run(
+        ["--precise-duty", "1"],
+        ["--threads", "2", "--iters", "200", "--mm-us", "400", "--bar-spin-us", "200",
+         "--bar-sleep-us", "500", "--nested", "--prompt", "32", "--gen", "20",
+         "--decode-us", "2000"])
+    p = proc_of(rep, pid)
+    g = p["ggml"]
+    check(p["matched_by"] == "ggml", "found by its symbols, without --pid")
+    objs = [o for o in g["objects"] if o["path"].endswith("/liblpggml.so")]
+    check(len(objs) == 1, "liblpggml.so is listed among the objects")
+    if objs:
+        o = objs[0]
+        check(o["matmul"] == ["ggml_compute_forward_mul_mat"] and o["barrier"] == ["ggml_barrier"]
+              and o["decode"] == ["llama_decode"],
+              "found: matmul, barrier (a local symbol) and llama_decode: %s" % o)
+        check(o["decode_probes"] == "attached", "llama_decode probes attached")
+    check("iqk_mul_mat" in g["missing"] and "GOMP_barrier" in g["missing"],
+          "names not in this build are reported missing: %s" % g["missing"])
+
+    pr = g["precise"]
+    mm, bar = pr["matmul"], pr["barrier"]
+    check(mm["calls"] == res["matmul_calls"] == 400,
+          "matmul calls exact: %d of %d" % (mm["calls"], res["matmul_calls"]))
+    check(bar["calls"] == res["barrier_calls"] == 800,
+          "barrier calls exact, nested ones included: %d of %d" % (bar["calls"], res["barrier_calls"]))
+    spin = per_call(bar["spin_ns"], bar["calls"]) / 1e3
+    sleep = per_call(bar["sleep_ns"], bar["calls"]) / 1e3
+    check(near(spin, 200, 0.3), "barrier spins 200 us per call: %.0f" % spin)
+    # nanosleep(500 us) oversleeps by the timer slack (50 us) and wakeup latency.
+    check(480 <= sleep <= 750, "barrier sleeps 500 us per call: %.0f" % sleep)
+    excl = per_call(mm["exclusive_oncpu_ns"], mm["calls"]) / 1e3
+    wall = per_call(mm["ns"], mm["calls"]) / 1e3
+    check(near(excl, 400, 0.3), "matmul's own time is 400 us per call: %.0f" % excl)
+    check(near(wall, 400 + 200 + sleep, 0.3),
+          "matmul's wall time includes the barrier inside: %.0f" % wall)
+    h = p["histograms"]
+    check(h["matmul"]["count"] == 400 and h["barrier"]["count"] == 800,
+          "histograms hold every call")
+
+    tk = g["tokens"]
+    check(tk["prompt"]["calls"] == 1 and tk["prompt"]["tokens"] == 32,
+          "prompt: one call of 32 tokens: %s" % tk["prompt"])
+    check(tk["generation"]["tokens"] == 20, "generation: 20 tokens")
+    check(tk["decoded"] == 52, "decoded tokens add up: %d" % tk["decoded"])
+    check(tk["decode_errors"] == res["decode_errors"] == 1, "the empty batch is a decode error")
+    check(near(tk["generation"]["ms_per_token"], 2.0, 0.25),
+          "ms per generated token: %.2f" % tk["generation"]["ms_per_token"])
+    check(near(h["decode_prompt"]["sum"] / 1e6, 2.0, 0.25), "prompt decode latency 2 ms")
+
+    # The always-on estimate (where threads were switched out) against the exact split.
+    est = g["sampled"]["barrier_offcpu_estimate_ns"]
+    check(near(est, bar["sleep_ns"], 0.15),
+          "sleeping in barriers, estimated from switch-outs: %.0f ms vs %.0f ms exact"
+          % (est / 1e6, bar["sleep_ns"] / 1e6))
+
+    maps = {m["name"]: m["entries"] for m in rep["maps"]}
+    check(maps["ranges"] == 0 and maps["precise"] == 0 and maps["procs"] == 0,
+          "per-process maps are empty after the exit: %s" % maps)
+    check("pid %d: precise mode off" % pid in d.log(), "the precise window was closed")
+
+
+def shares(d):
+    return (d["matmul"], d["barrier"], d["other"])
+
+
+def test_sampling():
+    # Spinning only: matmul 3 ms, barrier 1 ms per iteration on average, so 3/4 and 1/4
+    # of the compute threads' time; the jitter keeps the work out of step with sampling.
+    # Precise mode runs over the same window to compare.
+    args = ["--threads", "2", "--iters", "150", "--mm-us", "3000", "--bar-spin-us", "1000",
+            "--jitter", "40", "--gen", "0", "--prompt", "1"]
+    _, rep, _, pid = daemon_run(["--precise-duty", "1", "--sample-hz", "499"], args)
+    g = proc_of(rep, pid)["ggml"]
+    s = g["sampled"]
+    mm, bar, other = shares(s["share"])
+    print("sampled shares: matmul %.3f barrier %.3f other %.3f of %d samples"
+          % (mm, bar, other, s["samples"]))
+    check(s["samples"] > 300, "enough samples: %d" % s["samples"])
+    check(abs(mm - 0.75) < 0.08, "sampled matmul share near 0.75: %.3f" % mm)
+    check(abs(bar - 0.25) < 0.08, "sampled barrier share near 0.25: %.3f" % bar)
+    pmm, pbar, _ = shares(g["precise"]["share"])
+    print("precise shares: matmul %.3f barrier %.3f" % (pmm, pbar))
+    check(abs(pmm - 0.75) < 0.08 and abs(pbar - 0.25) < 0.08,
+          "precise shares near 0.75 and 0.25: %.3f %.3f" % (pmm, pbar))
+    check(abs(pmm - mm) < 0.1 and abs(pbar - bar) < 0.1,
+          "sampling agrees with precise mode within 0.1")
+
+    # The spinning is in a helper: by instruction pointer alone it is "other".
+    _, rep, _, pid = daemon_run(["--no-stack-scan", "--sample-hz", "499"], args)
+    mm2, _, other2 = shares(proc_of(rep, pid)["ggml"]["sampled"]["share"])
+    check(mm2 < 0.2 and other2 > 0.6,
+          "without the stack scan, time in callees is missed: matmul %.3f other %.3f"
+          % (mm2, other2))
+
+
+def test_late_dlopen():
+    d = Daemon("--once")
+    d.wait_ready()
+    fx = Lpggml("--late", "--hold", "--iters", "20", "--gen", "2")
+    time.sleep(0.3)  # give discovery every chance to be wrong
+    check("pid %d" % fx.pid not in d.log(), "not tracked before it loads ggml")
+    t0 = time.monotonic()
+    fx.go()
+    d.wait_log("pid %d (lpggml) runs ggml" % fx.pid, timeout=5)
+    took = time.monotonic() - t0
+    check(took < 1.0, "found %.3f s after the dlopen" % took)
+    fx.line()
+    fx.proc.stdin.close()
+    fx.proc.wait(timeout=20)
+    d.wait_log("pid %d (lpggml) exited" % fx.pid)
+    d.stop()
+    p = proc_of(d.report(), fx.pid)
+    check(p["ggml"] is not None and p["matched_by"] == "ggml", "reported as a ggml process")
+
+
+def test_replaced_library():
+    tmp = tempfile.mkdtemp(prefix="lpggml-")
+    lib = os.path.join(tmp, "libggml-cpu-test.so")
+    shutil.copyfile(os.path.join(LIBDIR, "liblpggml.so"), lib)
+    d = Daemon("--once")
+    d.wait_ready()
+
+    def one():
+        fx = Lpggml("--lib", lib, "--iters", "5", "--gen", "1")
+        d.wait_log("pid %d (lpggml) runs ggml" % fx.pid)
+        fx.finish()
+        d.wait_log("pid %d (lpggml) exited" % fx.pid)
+        return fx.pid
+
+    first = one()
+    ino = os.stat(lib).st_ino
+    # Rewritten in place: same inode, new mtime, and no ggml_barrier any more.
+    time.sleep(0.01)
+    with open(os.path.join(LIBDIR, "liblpggml-renamed.so"), "rb") as src, open(lib, "r+b") as dst:
+        data = src.read()
+        dst.truncate(0)
+        dst.write(data)
+    check(os.stat(lib).st_ino == ino, "same inode")
+    second = one()
+    d.stop()
+    rep = d.report()
+    o1 = proc_of(rep, first)["ggml"]["objects"][0]
+    o2 = proc_of(rep, second)["ggml"]["objects"][0]
+    check(o1["barrier"] == ["ggml_barrier"], "first run: ggml_barrier found")
+    check(o2["barrier"] == [] and "ggml_barrier" in proc_of(rep, second)["ggml"]["missing"],
+          "after the rewrite: ggml_barrier reported missing")
+    check("changed on disk, reading it again" in d.log(), "the change is logged")
+    shutil.rmtree(tmp)
+
+
+def main():
+    test_precise()
+    test_sampling()
+    test_late_dlopen()
+    test_replaced_library()
+
+
+if __name__ == "__main__":
+    run(main, timeout=200)
