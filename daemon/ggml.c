@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -399,11 +400,23 @@ static void write_ranges(struct lp_ggml *g, struct lp_target *t, const struct pr
 	free(rg);
 }
 
-/* Opens the object through the process, for attaching: the path must name the same inode. */
+static bool same_file(const char *path, const struct lp_ggml_obj *o)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && st.st_ino == o->ino &&
+	       (((uint64_t)major(st.st_dev) << 20) | minor(st.st_dev)) == o->dev;
+}
+
+/* A path naming the object's inode, for attaching uprobes: its own path when that still
+ * names it, else the path inside the process's root (another mount namespace). */
 static int attach_path(pid_t pid, const struct lp_ggml_obj *o, char *buf, size_t len)
 {
+	snprintf(buf, len, "%s", o->path);
+	if (same_file(buf, o))
+		return 0;
 	snprintf(buf, len, "/proc/%d/root%s", (int)pid, o->path);
-	return access(buf, R_OK) == 0 ? 0 : -errno;
+	return same_file(buf, o) ? 0 : -ENOENT;
 }
 
 /* llama_decode entry and return, for every process that maps this file. */
@@ -415,8 +428,10 @@ static void attach_decode(struct lp_ggml *g, pid_t pid, struct lp_ggml_obj *o)
 
 	if (o->decode_tried || !obj_has(o, LP_SYM_DECODE))
 		return;
-	o->decode_tried = true;
 	r = attach_path(pid, o, path, sizeof(path));
+	if (r < 0)
+		return; /* the process is gone: try again with the next one mapping it */
+	o->decode_tried = true;
 	for (size_t i = 0; i < o->syms.nsyms && r == 0; i++) {
 		const struct lp_elf_sym *sym = &o->syms.syms[i];
 
@@ -594,7 +609,8 @@ bool lp_ggml_process_pending(struct lp_ggml *g)
 		bool saw = false;
 		int r = sync_proc(g, p->pid, &p->key, &saw);
 
-		log_debug("pid %d: mappings read (%d), %s", (int)p->pid, r, saw ? "found" : "not yet");
+		log_debug("pid %d: mappings read (%d), %s", (int)p->pid, r,
+			  saw ? "found" : "not yet");
 
 		/* The record comes from mmap's entry: the mapping may not exist yet. */
 		if (r >= 0 && !saw && ++p->tries < PENDING_TRIES)
@@ -645,10 +661,40 @@ static int read_stats(struct lp_ggml *g, pid_t pid, struct lp_proc_stats *st)
 
 /* Uprobes on every matmul and barrier function in the process's mapped objects, for this
  * process only. Functions already probed stay probed. */
+/* Starts a window's accounting now: counters, on-CPU time and samples as of this moment,
+ * and a new generation so that calls in flight from before are discarded. */
+static int window_mark(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_precise pr = {.gen = ++gp->gen};
+	struct lp_proc_stats *st = malloc(sizeof(*st));
+	__u32 key = (__u32)t->pid;
+	int r;
+
+	if (!st)
+		return -ENOMEM;
+	r = read_stats(g, t->pid, st);
+	if (r == 0 &&
+	    bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr, BPF_ANY) < 0)
+		r = -errno;
+	if (r == 0) {
+		gp->samples_start[0] = st->ctr[LP_C_SAMPLES];
+		gp->samples_start[1] = st->ctr[LP_C_SAMPLES_MATMUL];
+		gp->samples_start[2] = st->ctr[LP_C_SAMPLES_BARRIER];
+		gp->bpf_oncpu_start_ns = st->ctr[LP_C_ONCPU_NS];
+		gp->window_start_ns = now_ns();
+		gp->oncpu_start_ns = proc_oncpu_ns(t->pid);
+	}
+	free(st);
+	return r;
+}
+
 static int precise_attach(struct lp_ggml *g, struct lp_target *t)
 {
 	struct lp_ggml_proc *gp = t->ggml;
 	struct core_bpf *s = g->core->skel;
+	struct line names = {.len = 0};
+	bool moved = gp->nplinks > 0;
 	int r = 0;
 
 	if (gp->nplinks && gp->probed_gen == gp->objs_gen)
@@ -687,6 +733,14 @@ static int precise_attach(struct lp_ggml *g, struct lp_target *t)
 		gp->precise_error = r;
 		return log_warning_errno(r, "pid %d: attach precise-mode probes: %m", (int)t->pid);
 	}
+	for (size_t i = 0; i < gp->nobjs; i++)
+		line_add(&names, "%s%s", i ? ", " : "", gp->objs[i]->path);
+	log_info("pid %d: precise probes on %zu functions in %s", (int)t->pid, gp->nprobed,
+		 names.buf);
+	/* The mappings changed under an open window (a dlopen): the time before the probes
+	 * moved was not measured, so the window starts again from here. */
+	if (moved && gp->precise_on)
+		return window_mark(g, t);
 	return 0;
 }
 
@@ -723,53 +777,31 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 int lp_ggml_precise(struct lp_ggml *g, struct lp_target *t, bool on, double seconds)
 {
 	struct lp_ggml_proc *gp = t ? t->ggml : NULL;
-	struct lp_precise pr = {};
-	struct lp_proc_stats *st;
-	__u32 key;
 	int r;
 
 	if (!t || t->exited || !gp || !gp->found_ns)
 		return -ESRCH;
-	st = malloc(sizeof(*st));
-	if (!st)
-		return -ENOMEM;
 	if (!on) {
-		window_close(g, t, read_stats(g, t->pid, st) == 0 ? st : NULL);
+		struct lp_proc_stats *st = malloc(sizeof(*st));
+
+		window_close(g, t, st && read_stats(g, t->pid, st) == 0 ? st : NULL);
 		free(st);
 		return 0;
 	}
 	gp->window_until_ns = seconds > 0 ? now_ns() + (uint64_t)(seconds * 1e9) : 0;
-	if (gp->precise_on) {
-		free(st);
+	if (gp->precise_on)
 		return 0;
-	}
-	key = (__u32)t->pid;
-	pr.gen = ++gp->gen;
-	r = read_stats(g, t->pid, st);
-	if (r == 0)
-		r = bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr,
-					BPF_ANY) < 0
-			    ? -errno
-			    : 0;
-	if (r < 0) {
-		free(st);
+	r = window_mark(g, t);
+	if (r < 0)
 		return r;
-	}
-	gp->samples_start[0] = st->ctr[LP_C_SAMPLES];
-	gp->samples_start[1] = st->ctr[LP_C_SAMPLES_MATMUL];
-	gp->samples_start[2] = st->ctr[LP_C_SAMPLES_BARRIER];
-	gp->bpf_oncpu_start_ns = st->ctr[LP_C_ONCPU_NS];
-	free(st);
 	gp->precise_on = true;
 	gp->precise_error = 0;
-	gp->window_start_ns = now_ns();
-	gp->oncpu_start_ns = proc_oncpu_ns(t->pid);
 	r = precise_attach(g, t);
 	if (r < 0) {
 		window_close(g, t, NULL);
 		return r;
 	}
-	log_info("pid %d: precise mode on, %zu functions probed", (int)t->pid, gp->nprobed);
+	log_info("pid %d: precise mode on", (int)t->pid);
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what building, running and testing llmprofd needs, from Debian's packages.
+# Installs what building, running and testing llmprofd needs, from Debian's packages
+# (nodejs with its npm runs the real llama.cpp workload: tests/workload).
 # With --if-missing, does nothing when every package is already installed; with --list,
 # prints the packages instead.
 set -euo pipefail
@@ -8,7 +9,7 @@ PACKAGES=(
 	cmake ninja-build pkg-config gcc clang llvm clang-format
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	libevent-dev libsystemd-dev libcjson-dev
-	python3 util-linux
+	python3 util-linux binutils nodejs
 )
 
 if [[ ${1:-} == --list ]]; then

@@ -9,6 +9,12 @@ if [[ $(id -u) != 0 ]]; then
 	exit 1
 fi
 scripts/install-deps.sh --if-missing
+# Real llama.cpp for the e2e tier: node-llama-cpp, CPU build only, pinned by the lockfile.
+if [[ ! -e tests/workload/node_modules/.package-lock.json ||
+	tests/workload/package-lock.json -nt tests/workload/node_modules/.package-lock.json ]]; then
+	echo "== npm ci (tests/workload)"
+	(cd tests/workload && npm ci)
+fi
 
 echo "== clang-format"
 clang-format --dry-run --Werror $(git ls-files '*.c' '*.h')

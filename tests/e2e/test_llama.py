@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Real llama.cpp: node-llama-cpp decoding a random-weight GGUF model, under a daemon that
+was started first and finds the process by itself once it dlopens libggml-cpu-*.so.
+
+Checks what a user would look at: the process is found, its matmul and barrier functions
+are probed, llama_decode saw exactly the tokens the driver decoded, and the always-on
+sampled shares of time agree with precise mode over the same window (within 0.1)."""
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from lptest import Daemon, Timeout, _children, check, poll, proc_of, run  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOAD = os.path.join(HERE, "..", "workload")
+SHARE_TOLERANCE = 0.1
+PROMPT, TOKENS, THREADS = 64, 150, 2
+
+
+def read_json_line(proc, timeout):
+    r, _, _ = select.select([proc.stdout], [], [], timeout)
+    if not r:
+        raise Timeout("the driver printed nothing within %ds" % timeout)
+    line = proc.stdout.readline()
+    if not line:
+        raise AssertionError("the driver exited with %s" % proc.wait())
+    return json.loads(line)
+
+
+def main():
+    if not os.path.isdir(os.path.join(WORKLOAD, "node_modules", "node-llama-cpp")):
+        raise AssertionError("node-llama-cpp is not installed: run npm ci in tests/workload")
+    model = os.path.join(tempfile.mkdtemp(prefix="llmprofd-model-"), "small.gguf")
+    subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "small",
+                    model], check=True, timeout=60)
+
+    d = Daemon("--once", "--precise-duty", "1")
+    d.wait_ready()
+    drv = subprocess.Popen(["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model,
+                            "--tokens", str(TOKENS), "--threads", str(THREADS), "--prompt",
+                            str(PROMPT), "--wait-go"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    _children.append(drv)
+    ready = read_json_line(drv, 60)
+    pid = ready["pid"]
+    d.wait_log("pid %d (node) runs ggml: matmul in " % pid, timeout=10)
+    d.wait_log("pid %d: precise mode on" % pid, timeout=10)
+    # The backend the driver kept (it dlopens every variant to pick one): precise probes
+    # must be on it before decoding starts, or the window would not be comparable.
+    with open("/proc/%d/maps" % pid) as f:
+        backend = sorted({l.split()[-1] for l in f if "libggml-cpu-" in l and " r-xp " in l})
+    check(len(backend) == 1, "the driver maps one CPU backend: %s" % backend)
+    prefix = "pid %d: precise probes on " % pid
+    poll("precise probes on %s" % backend[0],
+         lambda: any(l.split(prefix, 1)[-1].endswith(backend[0])
+                     for l in d.log().splitlines() if prefix in l), timeout=10)
+    log = d.log()
+    found = log.index("pid %d (node) runs ggml" % pid)
+    check(log.rfind("libggml-cpu-", 0, found) >= 0,
+          "the CPU backend (libggml-cpu-*.so, dlopen'ed) was read before the process was found")
+
+    drv.stdin.write(b"go\n")
+    drv.stdin.flush()
+    res = read_json_line(drv, 120)
+    drv.stdin.close()
+    drv.wait(timeout=30)
+    d.wait_log("pid %d (node) exited" % pid)
+    check(d.stop() == 0, "llmprofd exits 0")
+    print("driver: %s" % res)
+
+    p = proc_of(d.report(), pid)
+    g = p["ggml"]
+    check(p["matched_by"] == "ggml", "found by its symbols")
+    cpu = [o for o in g["objects"] if "libggml-cpu-" in o["path"]]
+    check(len(cpu) == 1 and cpu[0]["matmul"] and cpu[0]["barrier"],
+          "one CPU backend mapped, with matmul and barrier functions: %s"
+          % [(o["path"].split("/")[-1], o["matmul"], o["barrier"]) for o in cpu])
+    llama = [o for o in g["objects"] if o["decode"]]
+    check(len(llama) == 1 and llama[0]["decode_probes"] == "attached",
+          "llama_decode probed in %s" % [o["path"].split("/")[-1] for o in llama])
+
+    tk = g["tokens"]
+    print("tokens: %s" % json.dumps(tk))
+    check(tk["decoded"] == res["decoded_tokens"],
+          "llama_decode was given %d tokens; the driver decoded %d (prompt %d + generated %d"
+          " - 1)" % (tk["decoded"], res["decoded_tokens"], PROMPT, res["generated_tokens"]))
+    check(tk["prompt"]["tokens"] == PROMPT, "prompt tokens: %d" % tk["prompt"]["tokens"])
+    check(tk["generation"]["tokens"] == res["generated_tokens"] - 1,
+          "one decode per generated token but the last")
+    check(tk["decode_errors"] == 0, "no decode errors")
+    gen_rate = tk["generation"]["tokens_per_s"]
+    check(0.5 < gen_rate / res["tokens_per_s"] < 2,
+          "generation rate %.1f tokens/s, the driver measured %.1f (with its own overheads)"
+          % (gen_rate, res["tokens_per_s"]))
+
+    pr = g["precise"]
+    check(pr["matmul"]["calls"] > 0 and pr["barrier"]["calls"] > 0,
+          "precise: %d matmul and %d barrier calls" % (pr["matmul"]["calls"],
+                                                      pr["barrier"]["calls"]))
+    check(pr["samples"] > 100, "%d samples in the precise window" % pr["samples"])
+    exact, est = pr["share"], pr["sampled_share"]
+    print("share of CPU time: precise %s, sampled %s" % (exact, est))
+    for k in ("matmul", "barrier", "other"):
+        check(abs(exact[k] - est[k]) <= SHARE_TOLERANCE,
+              "%s: sampled %.3f vs precise %.3f (tolerance %.2f)"
+              % (k, est[k], exact[k], SHARE_TOLERANCE))
+
+
+if __name__ == "__main__":
+    run(main, timeout=240)
