@@ -12,8 +12,8 @@ scripts/install-deps.sh --if-missing
 # Real llama.cpp for the e2e tier: node-llama-cpp, CPU build only, pinned by the lockfile.
 if [[ ! -e tests/workload/node_modules/.package-lock.json ||
 	tests/workload/package-lock.json -nt tests/workload/node_modules/.package-lock.json ]]; then
-	echo "== npm ci (tests/workload)"
-	(cd tests/workload && npm ci)
+	echo "== npm install (tests/workload, as locked; see .ci/run)"
+	(cd tests/workload && npm install --no-save)
 fi
 
 echo "== clang-format"
