@@ -734,7 +734,8 @@ static int precise_attach(struct lp_ggml *g, struct lp_target *t)
 		return log_warning_errno(r, "pid %d: attach precise-mode probes: %m", (int)t->pid);
 	}
 	for (size_t i = 0; i < gp->nobjs; i++)
-		line_add(&names, "%s%s", i ? ", " : "", gp->objs[i]->path);
+		if (obj_has(gp->objs[i], LP_SYM_MATMUL) || obj_has(gp->objs[i], LP_SYM_BARRIER))
+			line_add(&names, "%s%s", names.len ? ", " : "", gp->objs[i]->path);
 	log_info("pid %d: precise probes on %zu functions in %s", (int)t->pid, gp->nprobed,
 		 names.buf);
 	/* The mappings changed under an open window (a dlopen): the time before the probes

@@ -4,7 +4,13 @@ was started first and finds the process by itself once it dlopens libggml-cpu-*.
 
 Checks what a user would look at: the process is found, its matmul and barrier functions
 are probed, llama_decode saw exactly the tokens the driver decoded, and the always-on
-sampled shares of time agree with precise mode over the same window (within 0.1)."""
+sampled shares of time agree with precise mode over the same window.
+
+The tolerance, 0.15 of CPU time, is set by precise mode's own cost: on this small model
+each token makes about 190 probed calls at 2-3 us each, some 8 % of a 7 ms token, and the
+two methods put that time in different places (a sample taken while the kernel handles a
+barrier's entry probe counts for the barrier; precise mode starts timing after it, and
+times the return probe inside the barrier). Runs here differ by 0.01-0.08."""
 import json
 import os
 import select
@@ -17,8 +23,8 @@ from lptest import Daemon, Timeout, _children, check, poll, proc_of, run  # noqa
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, "..", "workload")
-SHARE_TOLERANCE = 0.1
-PROMPT, TOKENS, THREADS = 64, 150, 2
+SHARE_TOLERANCE = 0.15
+PROMPT, TOKENS, THREADS = 64, 300, 2
 
 
 def read_json_line(proc, timeout):
@@ -38,7 +44,7 @@ def main():
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "small",
                     model], check=True, timeout=60)
 
-    d = Daemon("--once", "--precise-duty", "1")
+    d = Daemon("--once", "--precise-duty", "1", "--sample-hz", "499")
     d.wait_ready()
     drv = subprocess.Popen(["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model,
                             "--tokens", str(TOKENS), "--threads", str(THREADS), "--prompt",
@@ -56,7 +62,7 @@ def main():
     check(len(backend) == 1, "the driver maps one CPU backend: %s" % backend)
     prefix = "pid %d: precise probes on " % pid
     poll("precise probes on %s" % backend[0],
-         lambda: any(l.split(prefix, 1)[-1].endswith(backend[0])
+         lambda: any(backend[0] in l.split(prefix, 1)[-1]
                      for l in d.log().splitlines() if prefix in l), timeout=10)
     log = d.log()
     found = log.index("pid %d (node) runs ggml" % pid)
