@@ -16,9 +16,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from lptest import (Daemon, Timeout, _children, check, near, poll, proc_of, run)  # noqa: E402
-import json  # noqa: E402
-import select  # noqa: E402
+from lptest import (Daemon, _children, check, near, proc_of, read_json_line,  # noqa: E402
+                    run)
 import subprocess  # noqa: E402
 
 LPGGML = os.environ.get("LPGGML", "build/tests/lpggml")
@@ -33,13 +32,7 @@ class Lpggml:
         self.pid = self.line()["pid"]
 
     def line(self, timeout=60):
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not r:
-            raise Timeout("lpggml printed nothing within %ds" % timeout)
-        text = self.proc.stdout.readline()
-        if not text:
-            raise AssertionError("lpggml exited with %s" % self.proc.wait())
-        return json.loads(text)
+        return read_json_line(self.proc, "lpggml", timeout)
 
     def go(self):
         self.proc.stdin.write(b"go\n")

@@ -13,28 +13,18 @@ barrier's entry probe counts for the barrier; precise mode starts timing after i
 times the return probe inside the barrier). Runs here differ by 0.01-0.08."""
 import json
 import os
-import select
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from lptest import Daemon, Timeout, _children, check, poll, proc_of, run  # noqa: E402
+from lptest import (Daemon, _children, check, poll, proc_of, read_json_line,  # noqa: E402
+                    run)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, "..", "workload")
 SHARE_TOLERANCE = 0.15
 PROMPT, TOKENS, THREADS = 64, 300, 2
-
-
-def read_json_line(proc, timeout):
-    r, _, _ = select.select([proc.stdout], [], [], timeout)
-    if not r:
-        raise Timeout("the driver printed nothing within %ds" % timeout)
-    line = proc.stdout.readline()
-    if not line:
-        raise AssertionError("the driver exited with %s" % proc.wait())
-    return json.loads(line)
 
 
 def main():
@@ -51,7 +41,7 @@ def main():
                             str(PROMPT), "--wait-go"],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     _children.append(drv)
-    ready = read_json_line(drv, 60)
+    ready = read_json_line(drv, "the driver", 60)
     pid = ready["pid"]
     d.wait_log("pid %d (node) runs ggml: matmul in " % pid, timeout=10)
     d.wait_log("pid %d: precise mode on" % pid, timeout=10)
@@ -71,7 +61,7 @@ def main():
 
     drv.stdin.write(b"go\n")
     drv.stdin.flush()
-    res = read_json_line(drv, 120)
+    res = read_json_line(drv, "the driver", 120)
     drv.stdin.close()
     drv.wait(timeout=30)
     d.wait_log("pid %d (node) exited" % pid)

@@ -136,6 +136,17 @@ class Daemon:
             raise AssertionError("report is not JSON: %r\nlog:\n%s" % (text[:500], self.log()))
 
 
+def read_json_line(proc, what, timeout=60):
+    """The next line a child prints on its stdout pipe, parsed as JSON."""
+    r, _, _ = select.select([proc.stdout], [], [], timeout)
+    if not r:
+        raise Timeout("%s printed nothing within %ds" % (what, timeout))
+    line = proc.stdout.readline()
+    if not line:
+        raise AssertionError("%s exited with %s before printing" % (what, proc.wait()))
+    return json.loads(line)
+
+
 class Fixture:
     """tests/fixtures/lpfixture: waits for "go" on stdin, prints one JSON line of what it
     did, and with --hold stays alive (threads parked) until released."""
@@ -151,13 +162,7 @@ class Fixture:
         self.proc.stdin.flush()
 
     def result(self, timeout=60):
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not r:
-            raise Timeout("fixture printed nothing within %ds" % timeout)
-        line = self.proc.stdout.readline()
-        if not line:
-            raise AssertionError("fixture exited with %s before reporting" % self.proc.wait())
-        return json.loads(line)
+        return read_json_line(self.proc, "the fixture", timeout)
 
     def release(self, timeout=20):
         try:
