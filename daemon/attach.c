@@ -113,6 +113,13 @@ static int open_sw_event(__u64 config, __u64 period, int cpu)
 	return fd < 0 ? -errno : fd;
 }
 
+/* Detaches the per-CPU links attached after the first n. */
+static void links_truncate(struct lp_core *c, size_t n)
+{
+	while (c->nlinks > n)
+		bpf_link__destroy(c->links[--c->nlinks]);
+}
+
 /* One software perf event per online CPU, each running prog. Returns the number of CPUs
  * or -errno (logged); on failure nothing stays attached. */
 static int attach_per_cpu(struct lp_core *c, struct bpf_program *prog, __u64 config, __u64 period,
@@ -150,8 +157,7 @@ static int attach_per_cpu(struct lp_core *c, struct bpf_program *prog, __u64 con
 	}
 	return n;
 fail:
-	while (c->nlinks > first)
-		bpf_link__destroy(c->links[--c->nlinks]);
+	links_truncate(c, first);
 	return r;
 }
 
@@ -169,8 +175,7 @@ static int attach_faults(struct lp_core *c)
 	r = attach_per_cpu(c, c->skel->progs.lp_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, 1,
 			   "page-fault");
 	if (r < 0) {
-		while (c->nlinks > first)
-			bpf_link__destroy(c->links[--c->nlinks]);
+		links_truncate(c, first);
 		return r;
 	}
 	c->nfault_cpus = r;

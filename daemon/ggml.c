@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core.skel.h"
@@ -25,14 +24,6 @@
 #define PENDING_TRIES 10
 
 static const char *const class_names[LP_SYM_NR] = {"matmul", "barrier", "decode"};
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void links_destroy(struct bpf_link ***links, size_t *n)
 {
@@ -279,8 +270,10 @@ static int parse_maps_line(const char *line, struct mapping *m)
 }
 
 struct proc_scan {
-	struct mapping *maps; /* executable mappings of objects with symbols */
-	struct lp_ggml_obj **objs;
+	struct scan_entry {
+		struct mapping m;
+		struct lp_ggml_obj *o;
+	} * v; /* executable mappings of objects with symbols */
 	size_t n;
 	bool llm;
 	bool saw_key;
@@ -288,8 +281,7 @@ struct proc_scan {
 
 static void proc_scan_free(struct proc_scan *s)
 {
-	free(s->maps);
-	free(s->objs);
+	free(s->v);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -306,6 +298,7 @@ static int read_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
+		struct scan_entry *v;
 		struct lp_ggml_obj *o;
 
 		if (parse_maps_line(line, &m) < 0)
@@ -315,17 +308,11 @@ static int read_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 		o = obj_get(g, pid, &m);
 		if (!o || o->verdict == LP_OBJ_NONE)
 			continue;
-		void *a = realloc(s->maps, (s->n + 1) * sizeof(*s->maps));
-		void *b = a ? realloc(s->objs, (s->n + 1) * sizeof(*s->objs)) : NULL;
-
-		if (a)
-			s->maps = a;
-		if (!b)
+		v = realloc(s->v, (s->n + 1) * sizeof(*v));
+		if (!v)
 			break;
-		s->objs = b;
-		s->maps[s->n] = m;
-		s->objs[s->n] = o;
-		s->n++;
+		s->v = v;
+		v[s->n++] = (struct scan_entry){.m = m, .o = o};
 		if (o->verdict == LP_OBJ_MATMUL)
 			s->llm = true;
 	}
@@ -354,10 +341,10 @@ static void write_ranges(struct lp_ggml *g, struct lp_target *t, const struct pr
 	if (!rg)
 		return;
 	for (size_t i = 0; i < s->n; i++) {
-		const struct mapping *m = &s->maps[i];
+		const struct mapping *m = &s->v[i].m;
 
-		for (size_t k = 0; k < s->objs[i]->syms.nsyms; k++) {
-			const struct lp_elf_sym *sym = &s->objs[i]->syms.syms[k];
+		for (size_t k = 0; k < s->v[i].o->syms.nsyms; k++) {
+			const struct lp_elf_sym *sym = &s->v[i].o->syms.syms[k];
 			uint64_t len = m->end - m->start;
 
 			if (sym->cls == LP_SYM_DECODE || sym->file_off < m->pgoff ||
@@ -385,7 +372,6 @@ static void write_ranges(struct lp_ggml *g, struct lp_target *t, const struct pr
 	}
 	if (rg->n) {
 		rg->lo = rg->r[0].start;
-		rg->hi = rg->r[rg->n - 1].end;
 		for (size_t i = 0; i < rg->n; i++)
 			if (rg->r[i].end > rg->hi)
 				rg->hi = rg->r[i].end;
@@ -462,17 +448,17 @@ static void attach_new_objects(struct lp_ggml *g, struct lp_target *t, const str
 	size_t n = 0;
 
 	for (size_t i = 0; i < s->n; i++)
-		attach_decode(g, t->pid, s->objs[i]);
+		attach_decode(g, t->pid, s->v[i].o);
 	v = calloc(s->n ? s->n : 1, sizeof(*v));
 	if (!v)
 		return;
 	for (size_t i = 0; i < s->n; i++) {
 		size_t k;
 
-		for (k = 0; k < n && v[k] != s->objs[i]; k++)
+		for (k = 0; k < n && v[k] != s->v[i].o; k++)
 			;
 		if (k == n)
-			v[n++] = s->objs[i];
+			v[n++] = s->v[i].o;
 	}
 	if (n != gp->nobjs || memcmp(v, gp->objs, n * sizeof(*v)))
 		gp->objs_gen++;
@@ -490,15 +476,9 @@ static void log_found(const struct lp_ggml *g, const struct lp_target *t)
 		if (obj_has(gp->objs[i], LP_SYM_MATMUL))
 			line_add(&found, "%s%s", found.len ? ", " : "", gp->objs[i]->path);
 	for (int c = 0; c < LP_SYM_NR; c++)
-		for (const char *const *p = g->cfg->symbols[c]; p && *p; p++) {
-			bool hit = false;
-
-			for (size_t i = 0; i < gp->nobjs && !hit; i++)
-				for (size_t k = 0; k < gp->objs[i]->syms.nsyms && !hit; k++)
-					hit = lp_elf_name_match(*p, gp->objs[i]->syms.syms[k].name);
-			if (!hit)
+		for (const char *const *p = g->cfg->symbols[c]; p && *p; p++)
+			if (!lp_ggml_proc_has(gp, *p))
 				line_add(&missing, "%s%s", missing.len ? ", " : "", *p);
-		}
 	log_info("pid %d (%s) runs ggml: matmul in %s; %zu functions in the sampling table; "
 		 "not found (stripped, inlined or not in this build): %s",
 		 (int)t->pid, t->comm, found.buf, gp->nranges, missing.len ? missing.buf : "none");
@@ -542,8 +522,7 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 			attach_new_objects(g, t, &s);
 			write_ranges(g, t, &s);
 			if (s.llm && first) {
-				t->ggml->found_ns = now_ns();
-				g->discovered++;
+				t->ggml->found_ns = lp_now_ns();
 				log_found(g, t);
 				duty_apply(g, t, t->ggml->found_ns);
 			}
@@ -661,6 +640,17 @@ static int read_stats(struct lp_ggml *g, pid_t pid, struct lp_proc_stats *st)
 
 /* Uprobes on every matmul and barrier function in the process's mapped objects, for this
  * process only. Functions already probed stay probed. */
+/* The sample counters a window follows: all, in matmul, in barriers. */
+static const int sample_ctr[3] = {LP_C_SAMPLES, LP_C_SAMPLES_MATMUL, LP_C_SAMPLES_BARRIER};
+
+/* Adds the samples taken since the open window started to acc. */
+static void samples_since_start(const struct lp_ggml_proc *gp, const struct lp_proc_stats *st,
+				uint64_t acc[3])
+{
+	for (int i = 0; i < 3; i++)
+		acc[i] += st->ctr[sample_ctr[i]] - gp->samples_start[i];
+}
+
 /* Starts a window's accounting now: counters, on-CPU time and samples as of this moment,
  * and a new generation so that calls in flight from before are discarded. */
 static int window_mark(struct lp_ggml *g, struct lp_target *t)
@@ -678,11 +668,10 @@ static int window_mark(struct lp_ggml *g, struct lp_target *t)
 	    bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr, BPF_ANY) < 0)
 		r = -errno;
 	if (r == 0) {
-		gp->samples_start[0] = st->ctr[LP_C_SAMPLES];
-		gp->samples_start[1] = st->ctr[LP_C_SAMPLES_MATMUL];
-		gp->samples_start[2] = st->ctr[LP_C_SAMPLES_BARRIER];
+		for (int i = 0; i < 3; i++)
+			gp->samples_start[i] = st->ctr[sample_ctr[i]];
 		gp->bpf_oncpu_start_ns = st->ctr[LP_C_ONCPU_NS];
-		gp->window_start_ns = now_ns();
+		gp->window_start_ns = lp_now_ns();
 		gp->oncpu_start_ns = proc_oncpu_ns(t->pid);
 	}
 	free(st);
@@ -757,7 +746,7 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 	gp->nprobed = 0;
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
 	gp->windows++;
-	gp->window_ns += now_ns() - gp->window_start_ns;
+	gp->window_ns += lp_now_ns() - gp->window_start_ns;
 	if (t->exited && st) {
 		gp->window_oncpu_ns += st->ctr[LP_C_ONCPU_NS] - gp->bpf_oncpu_start_ns;
 	} else {
@@ -766,9 +755,7 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 			gp->window_oncpu_ns += oncpu - gp->oncpu_start_ns;
 	}
 	if (st) {
-		gp->window_samples[0] += st->ctr[LP_C_SAMPLES] - gp->samples_start[0];
-		gp->window_samples[1] += st->ctr[LP_C_SAMPLES_MATMUL] - gp->samples_start[1];
-		gp->window_samples[2] += st->ctr[LP_C_SAMPLES_BARRIER] - gp->samples_start[2];
+		samples_since_start(gp, st, gp->window_samples);
 	}
 	gp->precise_on = false;
 	gp->window_until_ns = 0;
@@ -789,7 +776,7 @@ int lp_ggml_precise(struct lp_ggml *g, struct lp_target *t, bool on, double seco
 		free(st);
 		return 0;
 	}
-	gp->window_until_ns = seconds > 0 ? now_ns() + (uint64_t)(seconds * 1e9) : 0;
+	gp->window_until_ns = seconds > 0 ? lp_now_ns() + (uint64_t)(seconds * 1e9) : 0;
 	if (gp->precise_on)
 		return 0;
 	r = window_mark(g, t);
@@ -831,7 +818,7 @@ static void duty_apply(struct lp_ggml *g, struct lp_target *t, uint64_t now)
 
 void lp_ggml_tick(struct lp_ggml *g)
 {
-	uint64_t now = now_ns();
+	uint64_t now = lp_now_ns();
 
 	for (size_t i = 0; i < g->tr->n; i++) {
 		struct lp_target *t = g->tr->v[i];
@@ -863,11 +850,9 @@ void lp_ggml_window_totals(const struct lp_target *t, const struct lp_proc_stats
 	if (!gp->precise_on)
 		return;
 	out->windows++;
-	out->ns += now_ns() - gp->window_start_ns;
+	out->ns += lp_now_ns() - gp->window_start_ns;
 	uint64_t oncpu = proc_oncpu_ns(t->pid);
 	if (oncpu >= gp->oncpu_start_ns)
 		out->oncpu_ns += oncpu - gp->oncpu_start_ns;
-	out->samples[0] += now->ctr[LP_C_SAMPLES] - gp->samples_start[0];
-	out->samples[1] += now->ctr[LP_C_SAMPLES_MATMUL] - gp->samples_start[1];
-	out->samples[2] += now->ctr[LP_C_SAMPLES_BARRIER] - gp->samples_start[2];
+	samples_since_start(gp, now, out->samples);
 }

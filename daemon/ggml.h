@@ -60,6 +60,16 @@ struct lp_ggml_proc {
 
 void lp_ggml_proc_free(struct lp_ggml_proc *gp);
 
+/* Whether any of the process's objects holds a function matching pattern. */
+static inline bool lp_ggml_proc_has(const struct lp_ggml_proc *gp, const char *pattern)
+{
+	for (size_t i = 0; i < gp->nobjs; i++)
+		for (size_t k = 0; k < gp->objs[i]->syms.nsyms; k++)
+			if (lp_elf_name_match(pattern, gp->objs[i]->syms.syms[k].name))
+				return true;
+	return false;
+}
+
 struct lp_ggml {
 	const struct lp_config *cfg;
 	struct lp_core *core;
@@ -72,7 +82,6 @@ struct lp_ggml {
 		int tries;
 	} * pending;
 	size_t npending;
-	uint64_t discovered; /* processes found by their symbols */
 };
 
 void lp_ggml_init(struct lp_ggml *g, const struct lp_config *cfg, struct lp_core *core,

@@ -193,15 +193,9 @@ static cJSON *render_missing(const struct lp_config *cfg, const struct lp_ggml_p
 	cJSON *a = cJSON_CreateArray();
 
 	for (int c = 0; cfg && c < LP_SYM_NR; c++)
-		for (const char *const *p = cfg->symbols[c]; p && *p; p++) {
-			bool hit = false;
-
-			for (size_t i = 0; i < gp->nobjs && !hit; i++)
-				for (size_t k = 0; k < gp->objs[i]->syms.nsyms && !hit; k++)
-					hit = lp_elf_name_match(*p, gp->objs[i]->syms.syms[k].name);
-			if (!hit)
+		for (const char *const *p = cfg->symbols[c]; p && *p; p++)
+			if (!lp_ggml_proc_has(gp, *p))
 				cJSON_AddItemToArray(a, cJSON_CreateString(*p));
-		}
 	return a;
 }
 

@@ -89,13 +89,11 @@ static int read_futex(struct lp_report *r, const struct lp_core *c)
 int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid)
 {
 	int procs_fd = bpf_map__fd(c->skel->maps.procs);
-	struct timespec ts;
 	size_t n = 0;
 	int ret;
 
 	memset(r, 0, sizeof(*r));
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	r->now_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	r->now_ns = lp_now_ns();
 	r->sched_variant = c->sched_variant;
 	r->futex_source = c->futex_source;
 	r->mmap_source = c->mmap_source;

@@ -14,7 +14,7 @@
 #include "log.h"
 #include "procfs.h"
 
-static uint64_t now_ns(void)
+uint64_t lp_now_ns(void)
 {
 	struct timespec ts;
 
@@ -131,7 +131,7 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 		goto fail;
 	}
 	zero->tgid = key;
-	zero->tracked_since_ns = now_ns();
+	zero->tracked_since_ns = lp_now_ns();
 	if (bpf_map_update_elem(tr->procs_fd, &key, zero, BPF_ANY) < 0) {
 		r = -errno;
 		if (r == -E2BIG) {

@@ -58,6 +58,9 @@ struct lp_tracker {
 	void *userdata;
 };
 
+/* CLOCK_MONOTONIC in nanoseconds: the clock of bpf_ktime_get_ns(). */
+uint64_t lp_now_ns(void);
+
 void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int procs_fd,
 		     int futex_fd);
 void lp_tracker_free(struct lp_tracker *tr);
