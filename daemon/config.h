@@ -50,6 +50,29 @@ struct lp_config {
 	bool stack_scan;		       /* classify samples by return addresses too */
 	double precise_duty;		       /* share of time in precise mode, 0 to 1 */
 	double precise_period;		       /* seconds per duty cycle */
+
+	/* service */
+	const char *config_path; /* NULL: the default path, optional */
+	bool check;		 /* load and attach, report, exit */
+	const char *socket_path;
+	uint32_t socket_mode;
+	const char *socket_group;
+	const char *metrics_address; /* "" = no TCP listener */
+	uint32_t metrics_max_processes;
+	uint32_t max_connections;
+	uint32_t http_timeout; /* seconds per request on a connection */
+	double retention;      /* seconds an exited process stays in reports */
+	const char *state_dir; /* "" = no persistence */
 };
+
+/* Strings and arrays a config owns (from the file or split lists). */
+struct lp_config_store {
+	void **v;
+	size_t n;
+};
+
+/* Where the defaults put things. */
+#define LP_CONFIG_PATH "/etc/llmprofd/llmprofd.conf"
+#define LP_STATE_DIR "/var/lib/llmprofd"
 
 #endif

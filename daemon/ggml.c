@@ -801,6 +801,19 @@ void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
 		links_destroy(&t->ggml->plinks, &t->ggml->nplinks);
 }
 
+void lp_ggml_reset(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+
+	if (!gp)
+		return;
+	gp->windows = gp->window_ns = gp->window_oncpu_ns = 0;
+	memset(gp->window_samples, 0, sizeof(gp->window_samples));
+	/* An open window starts again from the zeroed counters. */
+	if (gp->precise_on && !t->exited && window_mark(g, t) < 0)
+		window_close(g, t, NULL);
+}
+
 /* The duty cycle, phased from when the process was found. */
 static void duty_apply(struct lp_ggml *g, struct lp_target *t, uint64_t now)
 {

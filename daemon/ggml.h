@@ -108,6 +108,9 @@ void lp_ggml_tick(struct lp_ggml *g);
  * Returns 0, -ESRCH when it is not a live ggml process, or -errno from attaching. */
 int lp_ggml_precise(struct lp_ggml *g, struct lp_target *t, bool on, double seconds);
 
+/* After lp_tracker_reset(): forgets the completed precise windows; an open one restarts. */
+void lp_ggml_reset(struct lp_ggml *g, struct lp_target *t);
+
 /* The tracker's exit hook: closes a precise window and drops the probes. */
 void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t);
 

@@ -1,26 +1,36 @@
-/* llmprofd: loads the collectors, tracks the selected processes, and reports. */
+/* llmprofd: loads the collectors, tracks the selected processes, and serves what they
+ * collect over the API socket and /metrics (or, with --once, prints one report). */
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <event2/event.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "api.h"
 #include "attach.h"
 #include "core.skel.h"
 #include "ggml.h"
-#include "probe.h"
 #include "log.h"
+#include "options.h"
+#include "probe.h"
 #include "procfs.h"
 #include "render.h"
+#include "server.h"
 #include "snapshot.h"
+#include "state.h"
 #include "track.h"
 
 struct daemon {
 	struct lp_config cfg;
+	struct lp_config_store store;
+	int argc;
+	char **argv;
 	struct lp_features features;
 	struct lp_core core;
 	struct lp_tracker tracker;
@@ -28,368 +38,13 @@ struct daemon {
 	struct ring_buffer *rb;
 	struct event_base *base;
 	struct event *ev_pending;
-	char **symbol_lists[LP_SYM_NR]; /* from the command line, to free */
+	struct lp_server *server;
+	struct lp_api_backend api;
+	double start_realtime;
+	uint64_t start_ns;
+	uint64_t reloads;
+	char boot_id[64];
 };
-
-static const char *const default_matmul[] = {"ggml_compute_forward_mul_mat",
-					     "ggml_compute_forward_mul_mat_id",
-					     "iqk_mul_mat",
-					     "iqk_mul_mat_4d",
-					     "iqk_mul_mat_moe",
-					     NULL};
-static const char *const default_barrier[] = {"ggml_barrier", "GOMP_barrier", "__kmpc_barrier",
-					      NULL};
-static const char *const default_decode[] = {"llama_decode", NULL};
-
-static void usage(FILE *out)
-{
-	fprintf(out,
-		"Usage: llmprofd [OPTION]...\n"
-		"Collects scheduler, futex, page-fault and ggml statistics of LLM inference\n"
-		"processes in the kernel, with eBPF.\n"
-		"\n"
-		"Which processes: every process that maps one of the matmul functions (ggml),\n"
-		"also those that start or dlopen their ggml backend later, and:\n"
-		"  -p, --pid PID            track this process (repeatable)\n"
-		"  -c, --comm NAME          track processes whose comm is NAME, also those that\n"
-		"                           start later (repeatable)\n"
-		"  -e, --exe GLOB           track processes whose executable path matches GLOB\n"
-		"                           (repeatable)\n"
-		"      --no-discover        track only those, not every ggml process\n"
-		"\n"
-		"ggml (LIST: comma-separated function names or fnmatch globs, mangled for C++):\n"
-		"      --matmul-symbols LIST   default ggml_compute_forward_mul_mat,\n"
-		"                           ggml_compute_forward_mul_mat_id, iqk_mul_mat,\n"
-		"                           iqk_mul_mat_4d, iqk_mul_mat_moe\n"
-		"      --barrier-symbols LIST  default ggml_barrier, GOMP_barrier, __kmpc_barrier\n"
-		"      --decode-symbols LIST   default llama_decode\n"
-		"      --sample-hz N        cpu-clock samples per second and CPU for the matmul\n"
-		"                           and barrier shares (default 199; 0 = off)\n"
-		"      --no-stack-scan      classify samples by instruction pointer only\n"
-		"      --precise-duty SHARE share of time (0 to 1) with a uprobe on every matmul\n"
-		"                           and barrier call: exact, but each call costs about\n"
-		"                           3 us (default 0; 1 = always)\n"
-		"      --precise-period S   length of one duty cycle (default 60)\n"
-		"\n"
-		"Reporting:\n"
-		"      --once               print one JSON report on stdout and exit: after\n"
-		"                           --seconds, on SIGINT/SIGTERM, or when every --pid\n"
-		"                           process has exited\n"
-		"  -s, --seconds S          with --once, report after S seconds\n"
-		"\n"
-		"Limits (kernel memory is printed at start):\n"
-		"      --max-processes N    tracked processes at once (default 256)\n"
-		"      --max-threads N      threads of tracked processes (default 16384)\n"
-		"      --max-futex-addrs N  distinct futex addresses (default 8192)\n"
-		"      --ringbuf-kib N      ring buffer for exec and exit records, a power of two\n"
-		"                           (default 4096; an exit record is about 9 KiB)\n"
-		"\n"
-		"Collectors:\n"
-		"      --sched-raw-tp       use raw_tp even where tp_btf programs load\n"
-		"      --futex-source SRC   auto, tracepoint, raw (raw_syscalls) or off\n"
-		"      --no-page-faults     do not count page faults\n"
-		"      --no-mount-tracefs   do not mount tracefs when it is missing\n"
-		"\n"
-		"  -f, --foreground         accepted for clarity: llmprofd never forks\n"
-		"  -v, --verbose            log debug messages, libbpf's included\n"
-		"  -h, --help               show this help\n"
-		"  -V, --version            show the version\n"
-		"\n"
-		"Examples:\n"
-		"  llmprofd --comm llama-server\n"
-		"  llmprofd --once --pid 4242 --seconds 10 > report.json\n");
-}
-
-static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
-{
-	unsigned long v;
-	char *end;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || *s == '-' || v < min || v > max)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
-static int push(void *arrp, size_t *n, size_t size, const void *item)
-{
-	void **arr = arrp;
-	void *a = realloc(*arr, (*n + 1) * size);
-
-	if (!a)
-		return -ENOMEM;
-	memcpy((char *)a + *n * size, item, size);
-	*arr = a;
-	(*n)++;
-	return 0;
-}
-
-enum {
-	OPT_ONCE = 256,
-	OPT_MAX_PROCESSES,
-	OPT_MAX_THREADS,
-	OPT_MAX_FUTEX,
-	OPT_RINGBUF_KIB,
-	OPT_SCHED_RAW,
-	OPT_FUTEX_SOURCE,
-	OPT_NO_FAULTS,
-	OPT_NO_MOUNT,
-	OPT_NO_DISCOVER,
-	OPT_MATMUL_SYMS,
-	OPT_BARRIER_SYMS,
-	OPT_DECODE_SYMS,
-	OPT_SAMPLE_HZ,
-	OPT_NO_STACK_SCAN,
-	OPT_PRECISE_DUTY,
-	OPT_PRECISE_PERIOD,
-};
-
-/* "a,b*,c" -> {"a", "b*", "c", NULL}, in one allocation. */
-static char **split_list(const char *s)
-{
-	size_t n = 1, len = strlen(s);
-	char **v, *copy;
-
-	for (const char *p = s; *p; p++)
-		n += *p == ',';
-	v = malloc((n + 1) * sizeof(*v) + len + 1);
-	if (!v)
-		return NULL;
-	copy = (char *)(v + n + 1);
-	memcpy(copy, s, len + 1);
-	n = 0;
-	for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ","))
-		v[n++] = tok;
-	v[n] = NULL;
-	return v;
-}
-
-static int parse_double(const char *s, double min, double max, double *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtod(s, &end);
-	return errno || end == s || *end || !(*out >= min) || !(*out <= max) ? -EINVAL : 0;
-}
-
-/* Returns 0 to run, 1 to exit successfully (help, version), -EINVAL on bad usage. */
-static int parse_args(struct daemon *d, int argc, char **argv)
-{
-	struct lp_config *cfg = &d->cfg;
-	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},
-		{"comm", required_argument, NULL, 'c'},
-		{"exe", required_argument, NULL, 'e'},
-		{"once", no_argument, NULL, OPT_ONCE},
-		{"seconds", required_argument, NULL, 's'},
-		{"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
-		{"max-threads", required_argument, NULL, OPT_MAX_THREADS},
-		{"max-futex-addrs", required_argument, NULL, OPT_MAX_FUTEX},
-		{"ringbuf-kib", required_argument, NULL, OPT_RINGBUF_KIB},
-		{"sched-raw-tp", no_argument, NULL, OPT_SCHED_RAW},
-		{"futex-source", required_argument, NULL, OPT_FUTEX_SOURCE},
-		{"no-page-faults", no_argument, NULL, OPT_NO_FAULTS},
-		{"no-mount-tracefs", no_argument, NULL, OPT_NO_MOUNT},
-		{"no-discover", no_argument, NULL, OPT_NO_DISCOVER},
-		{"matmul-symbols", required_argument, NULL, OPT_MATMUL_SYMS},
-		{"barrier-symbols", required_argument, NULL, OPT_BARRIER_SYMS},
-		{"decode-symbols", required_argument, NULL, OPT_DECODE_SYMS},
-		{"sample-hz", required_argument, NULL, OPT_SAMPLE_HZ},
-		{"no-stack-scan", no_argument, NULL, OPT_NO_STACK_SCAN},
-		{"precise-duty", required_argument, NULL, OPT_PRECISE_DUTY},
-		{"precise-period", required_argument, NULL, OPT_PRECISE_PERIOD},
-		{"foreground", no_argument, NULL, 'f'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{}};
-	int c;
-
-	cfg->max_processes = 256;
-	cfg->max_threads = 16384;
-	cfg->max_futex_addrs = 8192;
-	cfg->ringbuf_bytes = 4 << 20;
-	cfg->faults = true;
-	cfg->mount_tracefs = true;
-	cfg->discover = true;
-	cfg->symbols[LP_SYM_MATMUL] = default_matmul;
-	cfg->symbols[LP_SYM_BARRIER] = default_barrier;
-	cfg->symbols[LP_SYM_DECODE] = default_decode;
-	cfg->sample_hz = 199;
-	cfg->stack_scan = true;
-	cfg->precise_period = 60;
-
-	while ((c = getopt_long(argc, argv, "p:c:e:s:fvhV", opts, NULL)) != -1) {
-		char *end, *s;
-		pid_t pid;
-
-		switch (c) {
-		case 'p':
-			if (lp_parse_pid(optarg, &pid) < 0) {
-				log_error("--pid: '%s' is not a process id", optarg);
-				return -EINVAL;
-			}
-			if (push(&cfg->pids, &cfg->npids, sizeof(pid), &pid) < 0)
-				return -ENOMEM;
-			break;
-		case 'c':
-			if (strlen(optarg) == 0 || strlen(optarg) > 15) {
-				log_error("--comm: '%s' cannot be a comm (1 to 15 characters)",
-					  optarg);
-				return -EINVAL;
-			}
-			s = optarg;
-			if (push(&cfg->comms, &cfg->ncomms, sizeof(s), &s) < 0)
-				return -ENOMEM;
-			break;
-		case 'e':
-			s = optarg;
-			if (push(&cfg->exes, &cfg->nexes, sizeof(s), &s) < 0)
-				return -ENOMEM;
-			break;
-		case OPT_ONCE:
-			cfg->once = true;
-			break;
-		case 's':
-			errno = 0;
-			cfg->seconds = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(cfg->seconds > 0) ||
-			    cfg->seconds > 1e7) {
-				log_error("--seconds: '%s' is not a positive number", optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_MAX_PROCESSES:
-		case OPT_MAX_THREADS:
-		case OPT_MAX_FUTEX: {
-			uint32_t *dst = c == OPT_MAX_PROCESSES ? &cfg->max_processes
-					: c == OPT_MAX_THREADS ? &cfg->max_threads
-							       : &cfg->max_futex_addrs;
-			const char *name = c == OPT_MAX_PROCESSES ? "--max-processes"
-					   : c == OPT_MAX_THREADS ? "--max-threads"
-								  : "--max-futex-addrs";
-
-			if (parse_u32(optarg, 1, 1 << 22, dst) < 0) {
-				log_error("%s: '%s' is not a number from 1 to %u", name, optarg,
-					  1 << 22);
-				return -EINVAL;
-			}
-			break;
-		}
-		case OPT_RINGBUF_KIB: {
-			uint32_t kib;
-
-			/* The kernel wants a power of two, at least a page. */
-			if (parse_u32(optarg, 4, 1 << 20, &kib) < 0 || (kib & (kib - 1))) {
-				log_error("--ringbuf-kib: '%s' is not a power of two from 4 to %u",
-					  optarg, 1 << 20);
-				return -EINVAL;
-			}
-			cfg->ringbuf_bytes = kib << 10;
-			break;
-		}
-		case OPT_SCHED_RAW:
-			cfg->sched_raw_tp = true;
-			break;
-		case OPT_FUTEX_SOURCE:
-			if (!strcmp(optarg, "auto"))
-				cfg->futex_source = LP_FUTEX_SRC_AUTO;
-			else if (!strcmp(optarg, "tracepoint"))
-				cfg->futex_source = LP_FUTEX_SRC_TRACEPOINT;
-			else if (!strcmp(optarg, "raw"))
-				cfg->futex_source = LP_FUTEX_SRC_RAW;
-			else if (!strcmp(optarg, "off"))
-				cfg->futex_source = LP_FUTEX_SRC_OFF;
-			else {
-				log_error(
-					"--futex-source: '%s' is not auto, tracepoint, raw or off",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_NO_FAULTS:
-			cfg->faults = false;
-			break;
-		case OPT_NO_MOUNT:
-			cfg->mount_tracefs = false;
-			break;
-		case OPT_NO_DISCOVER:
-			cfg->discover = false;
-			break;
-		case OPT_MATMUL_SYMS:
-		case OPT_BARRIER_SYMS:
-		case OPT_DECODE_SYMS: {
-			int cls = c == OPT_MATMUL_SYMS	  ? LP_SYM_MATMUL
-				  : c == OPT_BARRIER_SYMS ? LP_SYM_BARRIER
-							  : LP_SYM_DECODE;
-			char **v = split_list(optarg);
-
-			if (!v)
-				return -ENOMEM;
-			free(d->symbol_lists[cls]);
-			d->symbol_lists[cls] = v;
-			cfg->symbols[cls] = (const char *const *)v;
-			break;
-		}
-		case OPT_SAMPLE_HZ:
-			if (parse_u32(optarg, 0, 10000, &cfg->sample_hz) < 0) {
-				log_error("--sample-hz: '%s' is not a number from 0 to 10000",
-					  optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_NO_STACK_SCAN:
-			cfg->stack_scan = false;
-			break;
-		case OPT_PRECISE_DUTY:
-			if (parse_double(optarg, 0, 1, &cfg->precise_duty) < 0) {
-				log_error("--precise-duty: '%s' is not a share from 0 to 1",
-					  optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_PRECISE_PERIOD:
-			if (parse_double(optarg, 1, 86400, &cfg->precise_period) < 0) {
-				log_error(
-					"--precise-period: '%s' is not a number of seconds from 1 "
-					"to 86400",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case 'f':
-			break;
-		case 'v':
-			cfg->verbose = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		case 'V':
-			printf("llmprofd %s (abi %d)\n", LLMPROF_VERSION, LP_ABI_VERSION);
-			return 1;
-		default:
-			usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		log_error("unexpected argument '%s'; see --help", argv[optind]);
-		return -EINVAL;
-	}
-	if (cfg->seconds > 0 && !cfg->once) {
-		log_error("--seconds goes with --once");
-		return -EINVAL;
-	}
-	if (!cfg->discover && cfg->npids == 0 && cfg->ncomms == 0 && cfg->nexes == 0) {
-		log_error("--no-discover needs --pid, --comm or --exe: nothing would be tracked");
-		return -EINVAL;
-	}
-	return 0;
-}
 
 static bool libbpf_debug;
 
@@ -474,6 +129,84 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	lp_ggml_tick(&d->ggml);
+	if (!d->cfg.once)
+		lp_tracker_expire(&d->tracker, lp_now_ns(), (uint64_t)(d->cfg.retention * 1e9));
+}
+
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	sd_notify(0, "WATCHDOG=1");
+}
+
+static double realtime_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* SIGHUP: reads the file and the command line again. Settings that apply to the running
+ * daemon take effect; the others are named with "restart to apply". Nothing collected is
+ * touched. A bad file keeps the current settings. */
+static void on_reload(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct lp_config_store store = {};
+	struct lp_config cfg;
+	cJSON *now, *next, *item;
+	int applied = 0, pending = 0;
+
+	(void)fd;
+	(void)what;
+	sd_notify(0, "RELOADING=1\nSTATUS=Reloading the configuration");
+	if (lp_options_load(&cfg, &store, d->argc, d->argv) != 0) {
+		log_error("reload: the configuration has errors; keeping the current one");
+		lp_config_store_free(&store);
+		sd_notify(0, "READY=1\nSTATUS=Collecting (reload failed, see the log)");
+		return;
+	}
+	now = lp_config_describe(&d->cfg);
+	next = lp_config_describe(&cfg);
+	cJSON_ArrayForEach(item, next)
+	{
+		cJSON *old = cJSON_GetObjectItemCaseSensitive(now, item->string);
+		char *v;
+
+		if (old && cJSON_Compare(old, item, true))
+			continue;
+		v = cJSON_PrintUnformatted(item);
+		if (lp_option_reloadable(item->string)) {
+			log_info("reload: %s = %s", item->string, v ? v : "?");
+			applied++;
+		} else {
+			log_warning("reload: %s = %s takes effect at the next restart",
+				    item->string, v ? v : "?");
+			pending++;
+		}
+		free(v);
+	}
+	cJSON_Delete(now);
+	cJSON_Delete(next);
+	d->cfg.precise_duty = cfg.precise_duty;
+	d->cfg.precise_period = cfg.precise_period;
+	d->cfg.metrics_max_processes = cfg.metrics_max_processes;
+	d->cfg.max_connections = cfg.max_connections;
+	d->cfg.http_timeout = cfg.http_timeout;
+	d->cfg.retention = cfg.retention;
+	d->cfg.verbose = cfg.verbose;
+	lp_log_set_level(cfg.verbose ? LOG_DEBUG : LOG_INFO);
+	d->api.metrics_max_processes = cfg.metrics_max_processes;
+	if (d->server)
+		lp_server_set_limits(d->server, cfg.max_connections, cfg.http_timeout);
+	lp_config_store_free(&store);
+	d->reloads++;
+	log_info("reloaded the configuration: %d setting(s) applied, %d need a restart", applied,
+		 pending);
+	sd_notify(0, "READY=1\nSTATUS=Collecting");
 }
 
 static void on_ringbuf(evutil_socket_t fd, short what, void *arg)
@@ -542,6 +275,158 @@ static int print_report(struct daemon *d)
 	return text ? 0 : log_error_errno(-ENOMEM, "render report: %m");
 }
 
+/* --- the API's view of the daemon --- */
+
+static int api_report(void *ctx, pid_t pid, struct lp_report *r)
+{
+	struct daemon *d = ctx;
+	int ret;
+
+	/* Exit records waiting in the ring buffer first: a process that just exited is
+	 * reported with its final numbers. */
+	ring_buffer__consume(d->rb);
+	lp_tracker_reap(&d->tracker);
+	ret = lp_report_build(r, &d->core, &d->tracker, pid);
+	r->features = &d->features;
+	return ret;
+}
+
+static void api_report_free(void *ctx, struct lp_report *r)
+{
+	(void)ctx;
+	lp_report_free(r);
+}
+
+static void api_status(void *ctx, cJSON *o)
+{
+	struct daemon *d = ctx;
+	struct lp_feature_flag f[LP_FEATURE_FLAGS_MAX];
+	size_t nf = lp_feature_flags(&d->features, f), decode_objs = 0, decode_links = 0;
+	size_t precise_procs = 0, precise_links = 0;
+	struct lp_server_stats st = {};
+	cJSON *x, *found, *missing;
+
+	cJSON_AddNumberToObject(o, "pid", getpid());
+	cJSON_AddNumberToObject(o, "uptime_seconds", (double)(lp_now_ns() - d->start_ns) / 1e9);
+	cJSON_AddNumberToObject(o, "started_at", d->start_realtime);
+	x = cJSON_AddObjectToObject(o, "kernel_features");
+	found = cJSON_AddArrayToObject(x, "found");
+	missing = cJSON_AddArrayToObject(x, "missing");
+	for (size_t i = 0; i < nf; i++)
+		cJSON_AddItemToArray(f[i].on ? found : missing, cJSON_CreateString(f[i].name));
+	for (size_t i = 0; i < d->ggml.nobjs; i++) {
+		decode_objs += d->ggml.objs[i]->ndecode_links > 0;
+		decode_links += d->ggml.objs[i]->ndecode_links;
+	}
+	for (size_t i = 0; i < d->tracker.n; i++) {
+		const struct lp_ggml_proc *gp = d->tracker.v[i]->ggml;
+
+		precise_procs += gp && gp->precise_on;
+		precise_links += gp ? gp->nplinks : 0;
+	}
+	x = cJSON_AddObjectToObject(o, "probes");
+	cJSON_AddNumberToObject(x, "core_links", (double)d->core.nlinks);
+	cJSON_AddNumberToObject(x, "objects_read", (double)d->ggml.nobjs);
+	cJSON_AddNumberToObject(x, "decode_objects", (double)decode_objs);
+	cJSON_AddNumberToObject(x, "decode_links", (double)decode_links);
+	cJSON_AddNumberToObject(x, "precise_processes", (double)precise_procs);
+	cJSON_AddNumberToObject(x, "precise_links", (double)precise_links);
+	if (d->server)
+		lp_server_stats(d->server, &st);
+	x = cJSON_AddObjectToObject(o, "server");
+	cJSON_AddNumberToObject(x, "connections", (double)st.connections);
+	cJSON_AddNumberToObject(x, "accepted", (double)st.accepted);
+	cJSON_AddNumberToObject(x, "requests", (double)st.requests);
+	cJSON_AddNumberToObject(x, "over_cap", (double)st.over_cap);
+	cJSON_AddNumberToObject(x, "timed_out", (double)st.timed_out);
+	cJSON_AddNumberToObject(x, "http_errors_rewritten", (double)st.rewritten);
+	cJSON_AddNumberToObject(o, "reloads", (double)d->reloads);
+	cJSON_AddItemToObject(o, "config", lp_config_describe(&d->cfg));
+}
+
+static int api_reset(void *ctx, pid_t pid)
+{
+	struct daemon *d = ctx;
+	struct lp_target *t = lp_tracker_find(&d->tracker, pid);
+	int r;
+
+	if (!t)
+		return -ESRCH;
+	r = lp_tracker_reset(&d->tracker, t);
+	if (r == 0)
+		lp_ggml_reset(&d->ggml, t);
+	return r;
+}
+
+static int api_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
+{
+	struct daemon *d = ctx;
+	struct lp_target *t = lp_tracker_find(&d->tracker, pid);
+	struct lp_ggml_proc *gp;
+	cJSON *x;
+	int r;
+
+	if (!t)
+		return -ESRCH;
+	if (t->exited)
+		return -ENODATA;
+	if (!t->ggml || !t->ggml->found_ns)
+		return -ENOEXEC;
+	r = lp_ggml_precise(&d->ggml, t, on, seconds);
+	if (r < 0)
+		return r;
+	gp = t->ggml;
+	x = cJSON_AddObjectToObject(o, "precise");
+	cJSON_AddBoolToObject(x, "active", gp->precise_on);
+	if (gp->precise_on && gp->window_until_ns)
+		cJSON_AddNumberToObject(x, "seconds_left",
+					(double)(gp->window_until_ns - lp_now_ns()) / 1e9);
+	else
+		cJSON_AddNullToObject(x, "seconds_left");
+	cJSON_AddNumberToObject(x, "functions_probed", (double)gp->nprobed);
+	return 0;
+}
+
+/* SIGTERM: the totals go to the state directory, to be read back at the next start. */
+static void save_state(struct daemon *d)
+{
+	struct lp_report r;
+	cJSON *doc;
+	int ret;
+
+	if (!*d->cfg.state_dir)
+		return;
+	ret = api_report(d, 0, &r);
+	doc = ret == 0 ? lp_state_render(&r, d->boot_id, realtime_now()) : NULL;
+	lp_report_free(&r);
+	ret = doc ? lp_state_write(d->cfg.state_dir, doc) : ret < 0 ? ret : -ENOMEM;
+	if (ret < 0)
+		log_error_errno(ret, "save the totals to %s/%s: %m; they are lost",
+				d->cfg.state_dir, LP_STATE_FILE);
+	else
+		log_info("saved the totals of %d process(es) to %s/%s",
+			 cJSON_GetArraySize(cJSON_GetObjectItem(doc, "processes")),
+			 d->cfg.state_dir, LP_STATE_FILE);
+	cJSON_Delete(doc);
+}
+
+/* The socket systemd passed, if any: exactly one listening stream socket. */
+static int activated_socket(void)
+{
+	int n = sd_listen_fds(1);
+
+	if (n <= 0)
+		return -1;
+	if (n > 1)
+		log_warning("systemd passed %d sockets; using the first", n);
+	if (sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) <= 0) {
+		log_warning("the socket systemd passed is not a listening Unix stream socket, "
+			    "ignoring it");
+		return -1;
+	}
+	return SD_LISTEN_FDS_START;
+}
+
 /* libevent's event_free() does not accept NULL. */
 static void event_free_safe(struct event *ev)
 {
@@ -549,19 +434,81 @@ static void event_free_safe(struct event *ev)
 		event_free(ev);
 }
 
+/* Connections and per-CPU perf events need descriptors: the soft limit goes up to the
+ * hard one, as systemd advises for daemons that need many. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int serve_setup(struct daemon *d, struct event **ev_hup, struct event **ev_wd)
+{
+	struct lp_server_opts so = {
+		.socket_path = d->cfg.socket_path,
+		.activated_fd = activated_socket(),
+		.socket_mode = d->cfg.socket_mode,
+		.socket_group = d->cfg.socket_group,
+		.metrics_address = d->cfg.metrics_address,
+		.max_connections = d->cfg.max_connections,
+		.timeout_s = d->cfg.http_timeout,
+	};
+	uint64_t wd_usec = 0;
+	int r;
+
+	d->api = (struct lp_api_backend){
+		.ctx = d,
+		.report = api_report,
+		.report_free = api_report_free,
+		.status = api_status,
+		.reset = api_reset,
+		.precise = api_precise,
+		.metrics_max_processes = d->cfg.metrics_max_processes,
+		.start_time = d->start_realtime,
+	};
+	sd_notify(0, "STATUS=Opening the API socket");
+	r = lp_server_start(&d->server, d->base, &so, &d->api);
+	if (r < 0)
+		return r;
+	*ev_hup = evsignal_new(d->base, SIGHUP, on_reload, d);
+	if (!*ev_hup || event_add(*ev_hup, NULL))
+		return log_error_errno(-ENOMEM, "set up SIGHUP: %m");
+	/* Pings from the event loop itself: a stuck loop stops them and systemd restarts us. */
+	if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
+		struct timeval tv = {.tv_sec = (time_t)(wd_usec / 2 / 1000000),
+				     .tv_usec = (suseconds_t)(wd_usec / 2 % 1000000)};
+
+		*ev_wd = event_new(d->base, -1, EV_PERSIST, on_watchdog, d);
+		if (!*ev_wd || event_add(*ev_wd, &tv))
+			return log_error_errno(-ENOMEM, "set up the watchdog timer: %m");
+		log_info("watchdog: pinging systemd every %.1f s", (double)wd_usec / 2e6);
+	}
+	return 0;
+}
+
 static int run(struct daemon *d)
 {
 	struct event *ev_rb = NULL, *ev_int = NULL, *ev_term = NULL, *ev_timer = NULL;
-	struct event *ev_tick = NULL;
+	struct event *ev_tick = NULL, *ev_hup = NULL, *ev_wd = NULL;
+	bool serve = !d->cfg.once && !d->cfg.check;
 	int r;
 
+	d->start_ns = lp_now_ns();
+	d->start_realtime = realtime_now();
+	if (lp_boot_id(d->boot_id, sizeof(d->boot_id)) < 0)
+		d->boot_id[0] = '\0';
+	raise_nofile();
 	sd_notify(0, "STATUS=Probing kernel features");
 	lp_features_probe(&d->features, d->cfg.mount_tracefs);
 	lp_features_log(&d->features);
 	if (d->features.bpf_denied)
 		return -EPERM;
 
-	sd_notify(0, "STATUS=Loading BPF programs");
+	sd_notify(0, "STATUS=Loading and attaching BPF programs");
 	r = lp_core_load(&d->core, &d->cfg, &d->features);
 	if (r < 0)
 		return r;
@@ -572,9 +519,16 @@ static int run(struct daemon *d)
 		 d->core.mmap_source ? d->core.mmap_source : "nothing (off)", d->core.sample_hz,
 		 d->core.nsample_cpus);
 	log_memory(&d->core);
+	if (d->cfg.check) {
+		/* Everything required attached (lp_core_load fails otherwise); what degraded was
+		 * logged above with what it costs. */
+		log_info("check: ok, %zu programs attached", d->core.nlinks);
+		return 0;
+	}
 
 	lp_tracker_init(&d->tracker, &d->cfg, bpf_map__fd(d->core.skel->maps.procs),
-			bpf_map__fd(d->core.skel->maps.futex_addrs));
+			bpf_map__fd(d->core.skel->maps.futex_addrs),
+			bpf_map__fd(d->core.skel->maps.threads));
 	d->tracker.on_exit = on_target_exit;
 	d->tracker.userdata = d;
 	lp_ggml_init(&d->ggml, &d->cfg, &d->core, &d->tracker);
@@ -582,6 +536,9 @@ static int run(struct daemon *d)
 	if (!d->rb)
 		return log_error_errno(-errno, "create ring buffer reader: %m");
 
+	if (serve && *d->cfg.state_dir)
+		lp_state_restore(d->cfg.state_dir, &d->tracker, d->boot_id[0] ? d->boot_id : NULL,
+				 d->start_realtime);
 	for (size_t i = 0; i < d->cfg.npids; i++) {
 		r = lp_tracker_add(&d->tracker, d->cfg.pids[i], "pid");
 		if (r == -ESRCH)
@@ -634,6 +591,11 @@ static int run(struct daemon *d)
 			goto out;
 		}
 	}
+	if (serve) {
+		r = serve_setup(d, &ev_hup, &ev_wd);
+		if (r < 0)
+			goto out;
+	}
 
 	log_info("ready: tracking %zu process(es)", d->tracker.n);
 	sd_notify(0, "READY=1\nSTATUS=Collecting");
@@ -643,8 +605,14 @@ static int run(struct daemon *d)
 	event_base_dispatch(d->base);
 	sd_notify(0, "STOPPING=1\nSTATUS=Stopping");
 
+	if (serve)
+		save_state(d);
 	r = d->cfg.once ? print_report(d) : 0;
 out:
+	lp_server_free(d->server);
+	d->server = NULL;
+	event_free_safe(ev_wd);
+	event_free_safe(ev_hup);
 	event_free_safe(ev_tick);
 	event_free_safe(d->ev_pending);
 	d->ev_pending = NULL;
@@ -657,11 +625,11 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct daemon d = {};
+	struct daemon d = {.argc = argc, .argv = argv};
 	int r, ret;
 
 	lp_log_init("llmprofd");
-	r = parse_args(&d, argc, argv);
+	r = lp_options_load(&d.cfg, &d.store, argc, argv);
 	if (r != 0) {
 		ret = r > 0 ? 0 : 2;
 		goto out;
@@ -672,6 +640,8 @@ int main(int argc, char **argv)
 	libbpf_set_print(libbpf_log);
 
 	ret = run(&d) < 0 ? 1 : 0;
+	if (ret && d.cfg.check)
+		log_error("check: failed; see the messages above");
 
 	if (d.base)
 		event_base_free(d.base);
@@ -681,10 +651,6 @@ int main(int argc, char **argv)
 	lp_ggml_free(&d.ggml);
 	lp_core_destroy(&d.core);
 out:
-	free(d.cfg.pids);
-	free(d.cfg.comms);
-	free(d.cfg.exes);
-	for (int i = 0; i < LP_SYM_NR; i++)
-		free(d.symbol_lists[i]);
+	lp_config_store_free(&d.store);
 	return ret;
 }

@@ -114,6 +114,39 @@ int lp_proc_read_exe(pid_t pid, char *buf, size_t size)
 	return 0;
 }
 
+int lp_proc_parse_uid(const char *status, uid_t *out)
+{
+	const char *p = strstr(status, "\nUid:");
+	unsigned long long v[2];
+	char *end;
+
+	if (!p)
+		return -EINVAL;
+	p += 5;
+	/* Real, effective, saved, filesystem: the effective one owns /proc/PID, as ps shows. */
+	for (int i = 0; i < 2; i++) {
+		errno = 0;
+		v[i] = strtoull(p, &end, 10);
+		if (end == p || errno || v[i] > UINT32_MAX)
+			return -EINVAL;
+		p = end;
+	}
+	*out = (uid_t)v[1];
+	return 0;
+}
+
+int lp_proc_read_uid(pid_t pid, uid_t *out)
+{
+	char path[64], buf[4096];
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	r = read_small(path, buf, sizeof(buf));
+	if (r < 0)
+		return r == -ENOENT ? -ESRCH : r;
+	return lp_proc_parse_uid(buf, out);
+}
+
 int lp_parse_pid(const char *s, pid_t *out)
 {
 	unsigned long v;

@@ -27,6 +27,10 @@ int lp_proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t size);
 /* Reads the /proc/PID/exe link; " (deleted)" is kept, as the kernel says it. */
 int lp_proc_read_exe(pid_t pid, char *buf, size_t size);
 
+/* The effective uid from the Uid: line of /proc/PID/status text. */
+int lp_proc_parse_uid(const char *status, uid_t *out);
+int lp_proc_read_uid(pid_t pid, uid_t *out);
+
 /* Parses a decimal pid (1 .. PID_MAX_LIMIT) with no trailing garbage. */
 int lp_parse_pid(const char *s, pid_t *out);
 

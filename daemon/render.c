@@ -262,13 +262,12 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	return o;
 }
 
-static cJSON *render_proc(const struct lp_proc_view *v, uint64_t now_ns,
-			  const struct lp_config *cfg, uint32_t sample_hz)
+/* What both the summary and the full document start with. */
+static cJSON *render_identity(const struct lp_report *r, const struct lp_proc_view *v)
 {
 	const struct lp_target *t = v->target;
-	const struct lp_proc_stats *s = &v->stats;
-	uint64_t until = t->exited && s->exit_ns ? s->exit_ns : now_ns;
-	cJSON *o = cJSON_CreateObject(), *c, *h, *th;
+	uint64_t until = t->exited && t->exited_at_ns ? t->exited_at_ns : r->now_ns;
+	cJSON *o = cJSON_CreateObject();
 
 	num(o, "pid", (uint64_t)t->pid);
 	cJSON_AddStringToObject(o, "comm", t->comm);
@@ -276,12 +275,63 @@ static cJSON *render_proc(const struct lp_proc_view *v, uint64_t now_ns,
 		cJSON_AddStringToObject(o, "exe", t->exe);
 	else
 		cJSON_AddNullToObject(o, "exe");
+	if (t->uid == (uid_t)-1)
+		cJSON_AddNullToObject(o, "uid");
+	else
+		num(o, "uid", t->uid);
 	cJSON_AddStringToObject(o, "matched_by", t->matched_by);
 	cJSON_AddStringToObject(o, "state", t->exited ? "exited" : "running");
 	cJSON_AddBoolToObject(o, "data_lost", t->exit_lost);
 	cJSON_AddNumberToObject(
 		o, "tracked_seconds",
 		until > t->tracked_since_ns ? (double)(until - t->tracked_since_ns) / 1e9 : 0);
+	if (t->exited)
+		cJSON_AddNumberToObject(o, "exited_seconds_ago",
+					r->now_ns > t->exited_at_ns
+						? (double)(r->now_ns - t->exited_at_ns) / 1e9
+						: 0);
+	return o;
+}
+
+/* count, sum and the percentiles of a histogram, without its buckets. */
+static cJSON *render_hist_brief(const struct lp_hist *h)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	num(o, "count", lp_hist_total(h));
+	num(o, "sum", h->sum_ns);
+	num(o, "p50", lp_hist_quantile(h, 0.50));
+	num(o, "p99", lp_hist_quantile(h, 0.99));
+	return o;
+}
+
+cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v)
+{
+	const __u64 *ctr = v->stats.ctr;
+	const struct lp_hist *hist = v->stats.hist;
+	cJSON *o = render_identity(r, v), *c, *h;
+
+	num(o, "threads", v->nthreads);
+	cJSON_AddBoolToObject(o, "ggml", v->target->ggml && v->target->ggml->found_ns);
+	c = cJSON_AddObjectToObject(o, "counters");
+	for (int i = 0; i < LP_C_NR; i++)
+		num(c, lp_counter_names[i], ctr[i]);
+	num(c, "futex_waits", lp_hist_total(&hist[LP_H_FUTEX]));
+	h = cJSON_AddObjectToObject(o, "histograms");
+	for (int i = 0; i < LP_H_NR; i++)
+		cJSON_AddItemToObject(h, lp_hist_names[i], render_hist_brief(&hist[i]));
+	cJSON_AddItemToObject(o, "sampled_share",
+			      render_share(ctr[LP_C_SAMPLES_MATMUL], ctr[LP_C_SAMPLES_BARRIER],
+					   ctr[LP_C_SAMPLES]));
+	cJSON_AddBoolToObject(o, "precise_active", v->target->ggml && v->target->ggml->precise_on);
+	return o;
+}
+
+cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v)
+{
+	const struct lp_target *t = v->target;
+	const struct lp_proc_stats *s = &v->stats;
+	cJSON *o = render_identity(r, v), *c, *h, *th;
 
 	c = cJSON_AddObjectToObject(o, "counters");
 	for (int i = 0; i < LP_C_NR; i++)
@@ -294,7 +344,7 @@ static cJSON *render_proc(const struct lp_proc_view *v, uint64_t now_ns,
 
 	cJSON_AddItemToObject(o, "futex", render_futex(&v->futex));
 	if (t->ggml && t->ggml->found_ns)
-		cJSON_AddItemToObject(o, "ggml", render_ggml(v, cfg, sample_hz));
+		cJSON_AddItemToObject(o, "ggml", render_ggml(v, r->cfg, r->sample_hz));
 	else
 		cJSON_AddNullToObject(o, "ggml");
 	th = cJSON_AddArrayToObject(o, "threads");
@@ -303,19 +353,32 @@ static cJSON *render_proc(const struct lp_proc_view *v, uint64_t now_ns,
 	return o;
 }
 
+size_t lp_feature_flags(const struct lp_features *f, struct lp_feature_flag *out)
+{
+	const struct lp_feature_flag v[] = {
+		{"btf", f->btf},
+		{"tp_btf", f->tp_btf},
+		{"raw_tp", f->raw_tp},
+		{"fentry", f->fentry},
+		{"kprobes", f->kprobes},
+		{"tracefs", f->tracefs},
+		{"perf_software_events", f->perf_sw},
+		{"hardware_pmu", f->pmu},
+		{"ring_buffer", f->ringbuf},
+	};
+
+	memcpy(out, v, sizeof(v));
+	return sizeof(v) / sizeof(v[0]);
+}
+
 static cJSON *render_features(const struct lp_features *f)
 {
+	struct lp_feature_flag v[LP_FEATURE_FLAGS_MAX];
+	size_t n = lp_feature_flags(f, v);
 	cJSON *o = cJSON_CreateObject();
 
-	cJSON_AddBoolToObject(o, "btf", f->btf);
-	cJSON_AddBoolToObject(o, "tp_btf", f->tp_btf);
-	cJSON_AddBoolToObject(o, "raw_tp", f->raw_tp);
-	cJSON_AddBoolToObject(o, "fentry", f->fentry);
-	cJSON_AddBoolToObject(o, "kprobes", f->kprobes);
-	cJSON_AddBoolToObject(o, "tracefs", f->tracefs);
-	cJSON_AddBoolToObject(o, "perf_software_events", f->perf_sw);
-	cJSON_AddBoolToObject(o, "hardware_pmu", f->pmu);
-	cJSON_AddBoolToObject(o, "ring_buffer", f->ringbuf);
+	for (size_t i = 0; i < n; i++)
+		cJSON_AddBoolToObject(o, v[i].name, v[i].on);
 	return o;
 }
 
@@ -360,7 +423,6 @@ cJSON *lp_render_report(const struct lp_report *r)
 
 	procs = cJSON_AddArrayToObject(root, "processes");
 	for (size_t i = 0; i < r->nprocs; i++)
-		cJSON_AddItemToArray(procs,
-				     render_proc(&r->procs[i], r->now_ns, r->cfg, r->sample_hz));
+		cJSON_AddItemToArray(procs, lp_render_proc(r, &r->procs[i]));
 	return root;
 }

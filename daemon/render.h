@@ -12,6 +12,20 @@ extern const char *const lp_hist_names[LP_H_NR];
 extern const char *const lp_counter_names[LP_C_NR];
 
 cJSON *lp_render_report(const struct lp_report *r);
+
+/* One process in full: the element of "processes" in the report. */
+cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v);
+
+/* One process in brief: identity and the figures a table of processes shows. */
+cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v);
+
+/* The kernel features by name, as the report, the status and /metrics list them. */
+#define LP_FEATURE_FLAGS_MAX 16
+struct lp_feature_flag {
+	const char *name;
+	bool on;
+};
+size_t lp_feature_flags(const struct lp_features *f, struct lp_feature_flag *out);
 cJSON *lp_render_hist(const struct lp_hist *h);
 
 #endif

@@ -86,6 +86,23 @@ static int read_futex(struct lp_report *r, const struct lp_core *c)
 	return ret;
 }
 
+/* dst += src: counters and bucket counts add, maxima take the larger. */
+static void stats_add(struct lp_proc_stats *dst, const struct lp_proc_stats *src)
+{
+	for (int i = 0; i < LP_C_NR; i++)
+		dst->ctr[i] += src->ctr[i];
+	for (int i = 0; i < LP_H_NR; i++) {
+		struct lp_hist *d = &dst->hist[i];
+		const struct lp_hist *s = &src->hist[i];
+
+		d->sum_ns += s->sum_ns;
+		if (s->max_ns > d->max_ns)
+			d->max_ns = s->max_ns;
+		for (unsigned b = 0; b < LP_HIST_NBUCKETS; b++)
+			d->buckets[b] += s->buckets[b];
+	}
+}
+
 int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid)
 {
 	int procs_fd = bpf_map__fd(c->skel->maps.procs);
@@ -126,7 +143,10 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 			bpf_map_lookup_elem(procs_fd, &key, &v->stats);
 			v->live = true;
 		}
+		/* Window deltas are of the kernel's counts: before the base is added. */
 		lp_ggml_window_totals(t, &v->stats, &v->precise);
+		if (t->base)
+			stats_add(&v->stats, t->base);
 		n++;
 	}
 	r->nprocs = n;

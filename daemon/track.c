@@ -22,21 +22,24 @@ uint64_t lp_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int procs_fd, int futex_fd)
+void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int procs_fd, int futex_fd,
+		     int threads_fd)
 {
 	memset(tr, 0, sizeof(*tr));
 	tr->cfg = cfg;
 	tr->procs_fd = procs_fd;
 	tr->futex_fd = futex_fd;
+	tr->threads_fd = threads_fd;
 }
 
-static void target_free(struct lp_target *t)
+void lp_target_free(struct lp_target *t)
 {
 	if (!t)
 		return;
 	free(t->exe);
 	free(t->final);
 	free(t->final_futex);
+	free(t->base);
 	lp_ggml_proc_free(t->ggml);
 	free(t);
 }
@@ -44,7 +47,7 @@ static void target_free(struct lp_target *t)
 void lp_tracker_free(struct lp_tracker *tr)
 {
 	for (size_t i = 0; i < tr->n; i++)
-		target_free(tr->v[i]);
+		lp_target_free(tr->v[i]);
 	free(tr->v);
 	tr->v = NULL;
 	tr->n = tr->cap = 0;
@@ -80,6 +83,15 @@ static int append(struct lp_tracker *tr, struct lp_target *t)
 	return 0;
 }
 
+static void forget(struct lp_tracker *tr, size_t i)
+{
+	if (tr->v[i]->exited)
+		tr->nexited--;
+	lp_target_free(tr->v[i]);
+	memmove(&tr->v[i], &tr->v[i + 1], (tr->n - i - 1) * sizeof(*tr->v));
+	tr->n--;
+}
+
 /* Keeps at most max_processes exited targets: the oldest exit goes first. */
 static void evict_exited(struct lp_tracker *tr)
 {
@@ -92,17 +104,33 @@ static void evict_exited(struct lp_tracker *tr)
 				oldest = i;
 		if (oldest == tr->n)
 			return;
-		target_free(tr->v[oldest]);
-		memmove(&tr->v[oldest], &tr->v[oldest + 1], (tr->n - oldest - 1) * sizeof(*tr->v));
-		tr->n--;
-		tr->nexited--;
+		forget(tr, oldest);
 		tr->exited_evicted++;
 	}
+}
+
+size_t lp_tracker_expire(struct lp_tracker *tr, uint64_t now_ns, uint64_t retention_ns)
+{
+	size_t n = 0;
+
+	for (size_t i = tr->n; i > 0; i--) {
+		struct lp_target *t = tr->v[i - 1];
+
+		if (t->exited && now_ns > t->exited_at_ns &&
+		    now_ns - t->exited_at_ns >= retention_ns) {
+			log_info("pid %d (%s): forgotten, exited %.0f s ago (retention)",
+				 (int)t->pid, t->comm, (double)(now_ns - t->exited_at_ns) / 1e9);
+			forget(tr, i - 1);
+			n++;
+		}
+	}
+	return n;
 }
 
 static void mark_exited(struct lp_tracker *tr, struct lp_target *t)
 {
 	t->exited = true;
+	t->exited_at_ns = t->final && t->final->exit_ns ? t->final->exit_ns : lp_now_ns();
 	t->exit_seq = ++tr->exit_seq;
 	tr->nexited++;
 	if (tr->on_exit)
@@ -151,6 +179,8 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 	memcpy(t->comm, st.comm, sizeof(t->comm));
 	if (lp_proc_read_exe(pid, exe, sizeof(exe)) == 0)
 		t->exe = strdup(exe);
+	if (lp_proc_read_uid(pid, &t->uid) < 0)
+		t->uid = (uid_t)-1;
 	t->matched_by = matched_by;
 	t->tracked_since_ns = zero->tracked_since_ns;
 	r = append(tr, t);
@@ -164,7 +194,7 @@ fail_inserted:
 	bpf_map_delete_elem(tr->procs_fd, &key);
 fail:
 	free(zero);
-	target_free(t);
+	lp_target_free(t);
 	return r;
 }
 
@@ -334,6 +364,75 @@ static void on_exit_record(struct lp_tracker *tr, const struct lp_ev_exit *e)
 	}
 	log_info("pid %d (%s) exited", (int)t->pid, t->comm);
 	mark_exited(tr, t);
+}
+
+int lp_tracker_restore(struct lp_tracker *tr, struct lp_target *t)
+{
+	int r = append(tr, t);
+
+	if (r < 0) {
+		lp_target_free(t);
+		return r;
+	}
+	if (t->exited) {
+		t->exit_seq = ++tr->exit_seq;
+		tr->nexited++;
+		evict_exited(tr);
+	}
+	return 0;
+}
+
+/* Zeroes what a thread has counted; its scheduler state stays, or its next switch would
+ * be misaccounted. */
+static void thread_zero_counters(struct lp_thread *th)
+{
+	th->oncpu_ns = th->runq_ns = th->off_blocked_ns = th->off_preempted_ns = 0;
+	th->futex_ns = th->futex_waits = th->nvcsw = th->nivcsw = th->migrations = 0;
+	th->faults_min = th->faults_maj = 0;
+}
+
+static void reset_kernel(struct lp_tracker *tr, struct lp_target *t, int threads_fd)
+{
+	struct lp_proc_stats *zero = calloc(1, sizeof(*zero));
+	struct lp_futex_top drop;
+	__u32 key = (__u32)t->pid, tid, *prev = NULL;
+	struct lp_thread th;
+
+	if (zero) {
+		zero->tgid = key;
+		zero->tracked_since_ns = t->tracked_since_ns;
+		/* BPF_EXIST: an entry the exit hook deleted meanwhile must stay deleted. */
+		bpf_map_update_elem(tr->procs_fd, &key, zero, BPF_EXIST);
+		free(zero);
+	}
+	futex_take(tr->futex_fd, key, &drop);
+	while (threads_fd >= 0 && bpf_map_get_next_key(threads_fd, prev, &tid) == 0) {
+		prev = &tid;
+		if (bpf_map_lookup_elem(threads_fd, &tid, &th) < 0 || th.tgid != key)
+			continue;
+		thread_zero_counters(&th);
+		bpf_map_update_elem(threads_fd, &tid, &th, BPF_EXIST);
+	}
+}
+
+int lp_tracker_reset(struct lp_tracker *tr, struct lp_target *t)
+{
+	t->tracked_since_ns = lp_now_ns();
+	free(t->base);
+	t->base = NULL;
+	if (t->exited) {
+		if (t->final) {
+			memset(t->final->ctr, 0, sizeof(t->final->ctr));
+			memset(t->final->hist, 0, sizeof(t->final->hist));
+			t->final->tracked_since_ns = t->tracked_since_ns;
+		}
+		if (t->final_futex)
+			memset(t->final_futex, 0, sizeof(*t->final_futex));
+	} else {
+		reset_kernel(tr, t, tr->threads_fd);
+	}
+	log_info("pid %d (%s): counters reset", (int)t->pid, t->comm);
+	return 0;
 }
 
 int lp_tracker_event(void *tracker, void *data, size_t size)

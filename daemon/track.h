@@ -34,20 +34,26 @@ struct lp_target {
 	uint64_t starttime; /* /proc/PID/stat field 22: tells a reused pid apart */
 	char comm[16];
 	char *exe;
-	const char *matched_by;	   /* "pid", "comm" or "exe" */
+	uid_t uid;		   /* effective uid; (uid_t)-1 when unknown */
+	const char *matched_by;	   /* "pid", "comm", "exe", "ggml" or "restored" */
 	uint64_t tracked_since_ns; /* CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns() */
 	bool exited;
+	uint64_t exited_at_ns;	     /* CLOCK_MONOTONIC; retention counts from here */
 	bool exit_lost;		     /* exited, but its final record was lost: data is gone */
 	uint64_t exit_seq;	     /* order of exit, for evicting the oldest */
 	struct lp_proc_stats *final; /* the kernel's last word, once exited */
 	struct lp_futex_top *final_futex;
 	struct lp_ggml_proc *ggml; /* set once it is seen to map a ggml symbol */
+	/* Totals from before a restart of the daemon (read from the state file), added to
+	 * what the kernel counts now; NULL when none. */
+	struct lp_proc_stats *base;
 };
 
 struct lp_tracker {
 	const struct lp_config *cfg;
 	int procs_fd;
 	int futex_fd;
+	int threads_fd;
 	struct lp_target **v;
 	size_t n, cap;
 	size_t nexited;
@@ -61,8 +67,8 @@ struct lp_tracker {
 /* CLOCK_MONOTONIC in nanoseconds: the clock of bpf_ktime_get_ns(). */
 uint64_t lp_now_ns(void);
 
-void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int procs_fd,
-		     int futex_fd);
+void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int procs_fd, int futex_fd,
+		     int threads_fd);
 void lp_tracker_free(struct lp_tracker *tr);
 
 /* Starts collecting for pid. 0, -EALREADY when tracked, -ESRCH when gone, -ENOSPC when
@@ -78,6 +84,18 @@ int lp_tracker_event(void *tracker, void *data, size_t size);
 /* Marks live targets whose kernel entry is gone as exited with their data lost: the exit
  * record did not reach us. Call after draining the ring buffer. Returns how many. */
 int lp_tracker_reap(struct lp_tracker *tr);
+
+/* Forgets exited targets that exited more than retention_ns ago. Returns how many. */
+size_t lp_tracker_expire(struct lp_tracker *tr, uint64_t now_ns, uint64_t retention_ns);
+
+/* Adds a target restored from the state file (exited, or live with base totals); takes
+ * ownership of t. */
+int lp_tracker_restore(struct lp_tracker *tr, struct lp_target *t);
+
+/* Zeroes a target's counters and histograms, in the kernel and in user space. */
+int lp_tracker_reset(struct lp_tracker *tr, struct lp_target *t);
+
+void lp_target_free(struct lp_target *t);
 
 /* The newest target with this pid, or NULL. */
 struct lp_target *lp_tracker_find(struct lp_tracker *tr, pid_t pid);

@@ -90,13 +90,27 @@ def run(main, timeout, need_root=True):
 class Daemon:
     """A private llmprofd. Logs go to files in its own directory; stdout is the report."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, env=None, private=True, preexec_fn=None):
         self.dir = tempfile.mkdtemp(prefix="llmprofd-test-")
+        os.chmod(self.dir, 0o755)
         self.out_path = os.path.join(self.dir, "stdout")
         self.err_path = os.path.join(self.dir, "stderr")
-        self.args = [LLMPROFD] + list(args)
+        self.socket = os.path.join(self.dir, "llmprofd.sock")
+        self.state_dir = os.path.join(self.dir, "state")
+        args = list(args)
+        # Private by default: its own socket and state, no TCP listener, and none of the
+        # host's /etc/llmprofd settings. A test that wants one of them passes it.
+        if private:
+            given = " ".join(args)
+            defaults = [("--socket", self.socket), ("--state-directory", self.state_dir),
+                        ("--metrics-address", "off"), ("--config", "/dev/null")]
+            for opt, value in defaults:
+                if opt not in given:
+                    args += [opt, value]
+        self.args = [LLMPROFD] + args
         self.proc = subprocess.Popen(self.args, stdout=open(self.out_path, "w"),
-                                     stderr=open(self.err_path, "w"), stdin=subprocess.DEVNULL)
+                                     stderr=open(self.err_path, "w"), stdin=subprocess.DEVNULL,
+                                     env=env, preexec_fn=preexec_fn)
         _children.append(self.proc)
 
     def log(self):

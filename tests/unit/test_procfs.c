@@ -51,8 +51,21 @@ static void test_pid(void)
 	CHECK(lp_parse_pid("99999999999999999999", &p) == -EINVAL, "overflow");
 }
 
+static void test_uid(void)
+{
+	uid_t u = 0;
+
+	CHECK(lp_proc_parse_uid("Name:\tx\nUid:\t1000\t1001\t1000\t1000\nGid:\t5\n", &u) == 0 &&
+		      u == 1001,
+	      "effective uid: %u", (unsigned)u);
+	CHECK(lp_proc_parse_uid("Name:\tx\nGid:\t5\n", &u) == -EINVAL, "no Uid line");
+	CHECK(lp_proc_parse_uid("Name:\tx\nUid:\t1000\n", &u) == -EINVAL, "one field only");
+	CHECK(lp_proc_read_uid(getpid(), &u) == 0 && u == geteuid(), "own uid");
+}
+
 int main(void)
 {
+	test_uid();
 	test_stat();
 	test_self();
 	test_pid();

@@ -30,6 +30,7 @@ int main(void)
 				 .comm = "gone",
 				 .matched_by = "pid",
 				 .exited = true,
+				 .exited_at_ns = 2000000000ULL,
 				 .tracked_since_ns = 1000000000ULL};
 	struct lp_features f = {.btf = true, .tp_btf = true};
 	struct lp_report r = {.features = &f,

@@ -1,0 +1,494 @@
+/* API routing: every request ends in a JSON document or a JSON error with a fitting status;
+ * peers that are neither root nor in LP_GROUP see their own uid's processes only. */
+#include "api.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmprof/protocol.h"
+#include "metrics.h"
+#include "procfs.h"
+#include "render.h"
+
+#ifndef LLMPROF_VERSION
+#define LLMPROF_VERSION "0"
+#endif
+
+static const char *reason_of(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 409:
+		return "Conflict";
+	case 413:
+		return "Payload Too Large";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return status >= 500 ? "Internal Server Error" : "Error";
+	}
+}
+
+static void set_body(struct lp_api_response *res, int status, char *text, size_t len)
+{
+	free(res->body);
+	res->status = status;
+	res->reason = reason_of(status);
+	res->content_type = "application/json";
+	res->body = text;
+	res->len = len;
+}
+
+/* Out of memory: a fixed document still says what happened. */
+static void respond_oom(struct lp_api_response *res)
+{
+	static const char oom[] = "{\"error\":{\"code\":\"" LP_ERR_INTERNAL
+				  "\",\"message\":\"out of memory\",\"status\":500}}\n";
+	char *text = strdup(oom);
+
+	set_body(res, 500, text, text ? strlen(text) : 0);
+}
+
+static void respond_json(struct lp_api_response *res, int status, cJSON *doc)
+{
+	char *text = doc ? cJSON_PrintUnformatted(doc) : NULL, *t;
+	size_t len;
+
+	cJSON_Delete(doc);
+	if (!text) {
+		respond_oom(res);
+		return;
+	}
+	/* A newline at the end, for curl users. */
+	len = strlen(text);
+	t = realloc(text, len + 2);
+	if (!t) {
+		free(text);
+		respond_oom(res);
+		return;
+	}
+	t[len++] = '\n';
+	t[len] = '\0';
+	set_body(res, status, t, len);
+}
+
+void lp_api_error(struct lp_api_response *res, int status, const char *code, const char *fmt, ...)
+{
+	cJSON *doc = cJSON_CreateObject(), *e;
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	e = cJSON_AddObjectToObject(doc, "error");
+	cJSON_AddStringToObject(e, "code", code);
+	cJSON_AddStringToObject(e, "message", msg);
+	cJSON_AddNumberToObject(e, "status", status);
+	respond_json(res, status, doc);
+	res->allow = NULL;
+}
+
+void lp_api_response_free(struct lp_api_response *res)
+{
+	free(res->body);
+	res->body = NULL;
+	res->len = 0;
+}
+
+/* The TCP listener is for Prometheus and serves /metrics only: it shows every process,
+ * and whoever may reach it is decided by its address (loopback by default) and firewalls. */
+static bool visible(const struct lp_peer *p, const struct lp_target *t)
+{
+	return !p->unix_socket || p->privileged || (t->uid != (uid_t)-1 && t->uid == p->uid);
+}
+
+/* Drops the views the peer may not see. */
+static void filter_visible(struct lp_report *r, const struct lp_peer *p)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->nprocs; i++) {
+		if (visible(p, r->procs[i].target))
+			r->procs[n++] = r->procs[i];
+		else
+			free(r->procs[i].threads);
+	}
+	r->nprocs = n;
+}
+
+static void get_status(const struct lp_api_backend *b, const struct lp_peer *p,
+		       struct lp_api_response *res)
+{
+	struct lp_report r;
+	size_t nprocs, running = 0, visible_n = 0;
+	cJSON *doc, *o, *peer;
+	int ret = b->report(b->ctx, 0, &r);
+
+	if (ret < 0) {
+		b->report_free(b->ctx, &r);
+		lp_api_error(res, 500, LP_ERR_INTERNAL, "read the kernel maps: %s", strerror(-ret));
+		return;
+	}
+	for (size_t i = 0; i < r.nprocs; i++) {
+		running += !r.procs[i].target->exited;
+		visible_n += visible(p, r.procs[i].target);
+	}
+	nprocs = r.nprocs;
+	r.nprocs = 0; /* the header only: the list is /v1/processes */
+	doc = lp_render_report(&r);
+	r.nprocs = nprocs;
+	b->report_free(b->ctx, &r);
+	if (!doc) {
+		lp_api_error(res, 500, LP_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	cJSON_DeleteItemFromObject(doc, "processes");
+	cJSON_AddNumberToObject(doc, "api", LP_API_VERSION);
+	o = cJSON_AddObjectToObject(doc, "processes");
+	cJSON_AddNumberToObject(o, "running", (double)running);
+	cJSON_AddNumberToObject(o, "exited", (double)(nprocs - running));
+	cJSON_AddNumberToObject(o, "visible", (double)visible_n);
+	b->status(b->ctx, doc);
+	peer = cJSON_AddObjectToObject(doc, "peer");
+	cJSON_AddNumberToObject(peer, "uid", p->uid);
+	cJSON_AddBoolToObject(peer, "privileged", p->privileged);
+	respond_json(res, 200, doc);
+}
+
+static void get_processes(const struct lp_api_backend *b, const struct lp_peer *p,
+			  struct lp_api_response *res)
+{
+	struct lp_report r;
+	cJSON *doc, *a;
+	int ret = b->report(b->ctx, 0, &r);
+
+	if (ret < 0) {
+		b->report_free(b->ctx, &r);
+		lp_api_error(res, 500, LP_ERR_INTERNAL, "read the kernel maps: %s", strerror(-ret));
+		return;
+	}
+	filter_visible(&r, p);
+	doc = cJSON_CreateObject();
+	cJSON_AddNumberToObject(doc, "api", LP_API_VERSION);
+	cJSON_AddNumberToObject(doc, "now_ns", (double)r.now_ns);
+	cJSON_AddNumberToObject(doc, "sample_hz", r.sample_hz);
+	a = cJSON_AddArrayToObject(doc, "processes");
+	for (size_t i = 0; i < r.nprocs; i++)
+		cJSON_AddItemToArray(a, lp_render_summary(&r, &r.procs[i]));
+	b->report_free(b->ctx, &r);
+	respond_json(res, 200, doc);
+}
+
+static void not_tracked(struct lp_api_response *res, pid_t pid)
+{
+	lp_api_error(res, 404, LP_ERR_NO_SUCH_PROCESS,
+		     "pid %d is not tracked by llmprofd (not an LLM process, or it exited longer "
+		     "ago than the retention period)",
+		     (int)pid);
+}
+
+static void forbidden_other(struct lp_api_response *res, pid_t pid)
+{
+	lp_api_error(res, 403, LP_ERR_FORBIDDEN,
+		     "pid %d belongs to another user; root and members of group '%s' see every "
+		     "process",
+		     (int)pid, LP_GROUP);
+}
+
+static void get_process(const struct lp_api_backend *b, const struct lp_peer *p, pid_t pid,
+			struct lp_api_response *res)
+{
+	const struct lp_proc_view *v = NULL;
+	struct lp_report r;
+	int ret = b->report(b->ctx, pid, &r);
+
+	if (ret < 0) {
+		b->report_free(b->ctx, &r);
+		lp_api_error(res, 500, LP_ERR_INTERNAL, "read the kernel maps: %s", strerror(-ret));
+		return;
+	}
+	/* A reused pid may have an exited record too: the running one, else the newest. */
+	for (size_t i = 0; i < r.nprocs; i++)
+		if (!v || !r.procs[i].target->exited || v->target->exited)
+			v = &r.procs[i];
+	if (!v)
+		not_tracked(res, pid);
+	else if (!visible(p, v->target))
+		forbidden_other(res, pid);
+	else
+		respond_json(res, 200, lp_render_proc(&r, v));
+	b->report_free(b->ctx, &r);
+}
+
+/* The pid's owner as the report sees it, for the access check of changes. */
+static int check_exists(const struct lp_api_backend *b, pid_t pid, struct lp_api_response *res)
+{
+	struct lp_report r;
+	int ret = b->report(b->ctx, pid, &r);
+	size_t n = r.nprocs;
+
+	b->report_free(b->ctx, &r);
+	if (ret < 0) {
+		lp_api_error(res, 500, LP_ERR_INTERNAL, "read the kernel maps: %s", strerror(-ret));
+		return ret;
+	}
+	if (n == 0) {
+		not_tracked(res, pid);
+		return -ESRCH;
+	}
+	return 0;
+}
+
+static bool need_privilege(const struct lp_peer *p, const char *what, struct lp_api_response *res)
+{
+	if (p->privileged)
+		return true;
+	lp_api_error(res, 403, LP_ERR_FORBIDDEN,
+		     "%s needs root or membership of group '%s' (you are uid %u)", what, LP_GROUP,
+		     (unsigned)p->uid);
+	return false;
+}
+
+static void post_reset(const struct lp_api_backend *b, const struct lp_peer *p, pid_t pid,
+		       struct lp_api_response *res)
+{
+	cJSON *doc;
+	int ret;
+
+	if (!need_privilege(p, "reset", res) || check_exists(b, pid, res) < 0)
+		return;
+	ret = b->reset(b->ctx, pid);
+	if (ret == -ESRCH) {
+		not_tracked(res, pid);
+		return;
+	}
+	if (ret < 0) {
+		lp_api_error(res, 500, LP_ERR_INTERNAL, "reset pid %d: %s", (int)pid,
+			     strerror(-ret));
+		return;
+	}
+	doc = cJSON_CreateObject();
+	cJSON_AddNumberToObject(doc, "pid", pid);
+	cJSON_AddBoolToObject(doc, "reset", true);
+	respond_json(res, 200, doc);
+}
+
+/* {"enable": bool, "seconds": number}, both optional: enable for 60 s by default. */
+static int parse_precise(const struct lp_api_request *req, bool *on, double *seconds,
+			 struct lp_api_response *res)
+{
+	cJSON *doc, *item;
+
+	*on = true;
+	*seconds = 60;
+	if (req->body_len == 0)
+		return 0;
+	doc = cJSON_ParseWithLength(req->body, req->body_len);
+	if (!doc || !cJSON_IsObject(doc)) {
+		cJSON_Delete(doc);
+		lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+			     "the body is not a JSON object; send {\"seconds\": S} or "
+			     "{\"enable\": false}");
+		return -EINVAL;
+	}
+	cJSON_ArrayForEach(item, doc)
+	{
+		if (item->string && strcmp(item->string, "enable") == 0 && cJSON_IsBool(item)) {
+			*on = cJSON_IsTrue(item);
+		} else if (item->string && strcmp(item->string, "seconds") == 0 &&
+			   cJSON_IsNumber(item) && item->valuedouble >= 0 &&
+			   item->valuedouble <= LP_PRECISE_MAX_SECONDS) {
+			*seconds = item->valuedouble;
+		} else {
+			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+				     "'%s': expected \"enable\" (true or false) or \"seconds\" "
+				     "(0 to %d; 0 = until switched off)",
+				     item->string ? item->string : "?", LP_PRECISE_MAX_SECONDS);
+			cJSON_Delete(doc);
+			return -EINVAL;
+		}
+	}
+	cJSON_Delete(doc);
+	return 0;
+}
+
+static void post_precise(const struct lp_api_backend *b, const struct lp_api_request *req,
+			 pid_t pid, struct lp_api_response *res)
+{
+	double seconds;
+	cJSON *doc;
+	bool on;
+	int ret;
+
+	if (!need_privilege(req->peer, "precise mode", res) ||
+	    parse_precise(req, &on, &seconds, res) < 0 || check_exists(b, pid, res) < 0)
+		return;
+	doc = cJSON_CreateObject();
+	cJSON_AddNumberToObject(doc, "pid", pid);
+	ret = b->precise(b->ctx, pid, on, seconds, doc);
+	if (ret == 0) {
+		respond_json(res, 200, doc);
+		return;
+	}
+	cJSON_Delete(doc);
+	if (ret == -ESRCH)
+		not_tracked(res, pid);
+	else if (ret == -ENODATA)
+		lp_api_error(res, 409, LP_ERR_EXITED, "pid %d has exited", (int)pid);
+	else if (ret == -ENOEXEC)
+		lp_api_error(res, 409, LP_ERR_NOT_LLM,
+			     "pid %d maps none of the matmul functions: precise mode probes ggml",
+			     (int)pid);
+	else
+		lp_api_error(res, 500, LP_ERR_INTERNAL, "precise mode for pid %d: %s", (int)pid,
+			     strerror(-ret));
+}
+
+static void get_metrics(const struct lp_api_backend *b, const struct lp_peer *p,
+			struct lp_api_response *res)
+{
+	struct lp_metrics_opts o = {.max_processes = b->metrics_max_processes,
+				    .start_time = b->start_time};
+	struct lp_report r;
+	char *text;
+	size_t len;
+	int ret = b->report(b->ctx, 0, &r);
+
+	if (ret == 0) {
+		filter_visible(&r, p);
+		ret = lp_metrics_render(&r, &o, &text, &len);
+	}
+	b->report_free(b->ctx, &r);
+	if (ret < 0) {
+		lp_api_error(res, 500, LP_ERR_INTERNAL, "metrics: %s", strerror(-ret));
+		return;
+	}
+	free(res->body);
+	res->body = text;
+	res->len = len;
+	res->status = 200;
+	res->reason = reason_of(200);
+	res->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+static bool method_is(const char *m, const char *want)
+{
+	/* HEAD is GET without a body; the transport drops the body. */
+	return strcmp(m, want) == 0 || (strcmp(want, "GET") == 0 && strcmp(m, "HEAD") == 0);
+}
+
+static void wrong_method(struct lp_api_response *res, const char *method, const char *allow,
+			 const char *path)
+{
+	lp_api_error(res, 405, LP_ERR_METHOD, "%s is not allowed on %s; use %s", method, path,
+		     allow);
+	res->allow = allow;
+}
+
+void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *req,
+		   struct lp_api_response *res)
+{
+	const struct lp_peer *p = req->peer;
+	const char *m = req->method ? req->method : "";
+	char path[256], *rest, *q;
+	size_t n;
+	pid_t pid;
+
+	memset(res, 0, sizeof(*res));
+	if (!req->uri || req->uri[0] != '/' || strlen(req->uri) >= sizeof(path)) {
+		lp_api_error(res, req->uri && req->uri[0] == '/' ? 404 : 400,
+			     req->uri && req->uri[0] == '/' ? LP_ERR_NOT_FOUND : LP_ERR_BAD_REQUEST,
+			     "the request target must be a path such as %s", LP_ROUTE_STATUS);
+		return;
+	}
+	strcpy(path, req->uri);
+	q = strpbrk(path, "?#");
+	if (q)
+		*q = '\0';
+	n = strlen(path);
+	if (n > 1 && path[n - 1] == '/')
+		path[n - 1] = '\0';
+
+	if (strcmp(path, LP_ROUTE_METRICS) == 0) {
+		if (!method_is(m, "GET"))
+			wrong_method(res, m, "GET", path);
+		else
+			get_metrics(b, p, res);
+		return;
+	}
+	if (!p->unix_socket) {
+		lp_api_error(res, 404, LP_ERR_NOT_FOUND,
+			     "this listener serves %s only; the API is on the Unix socket",
+			     LP_ROUTE_METRICS);
+		return;
+	}
+	if (strcmp(path, LP_ROUTE_STATUS) == 0) {
+		if (!method_is(m, "GET"))
+			wrong_method(res, m, "GET", path);
+		else
+			get_status(b, p, res);
+		return;
+	}
+	if (strcmp(path, LP_ROUTE_PROCESSES) == 0) {
+		if (!method_is(m, "GET"))
+			wrong_method(res, m, "GET", path);
+		else
+			get_processes(b, p, res);
+		return;
+	}
+	n = strlen(LP_ROUTE_PROCESSES);
+	if (strncmp(path, LP_ROUTE_PROCESSES "/", n + 1) != 0) {
+		lp_api_error(res, 404, LP_ERR_NOT_FOUND,
+			     "no route %s; the routes are %s, %s, %s/{pid}, %s/{pid}/%s, "
+			     "%s/{pid}/%s and %s",
+			     path, LP_ROUTE_STATUS, LP_ROUTE_PROCESSES, LP_ROUTE_PROCESSES,
+			     LP_ROUTE_PROCESSES, LP_ROUTE_RESET, LP_ROUTE_PROCESSES,
+			     LP_ROUTE_PRECISE, LP_ROUTE_METRICS);
+		return;
+	}
+	rest = strchr(path + n + 1, '/');
+	if (rest)
+		*rest++ = '\0';
+	if (lp_parse_pid(path + n + 1, &pid) < 0) {
+		lp_api_error(res, 400, LP_ERR_BAD_REQUEST, "'%s' is not a process id",
+			     path + n + 1);
+		return;
+	}
+	if (!rest) {
+		if (!method_is(m, "GET"))
+			wrong_method(res, m, "GET", req->uri);
+		else
+			get_process(b, p, pid, res);
+	} else if (strcmp(rest, LP_ROUTE_RESET) == 0) {
+		if (strcmp(m, "POST") != 0)
+			wrong_method(res, m, "POST", req->uri);
+		else
+			post_reset(b, p, pid, res);
+	} else if (strcmp(rest, LP_ROUTE_PRECISE) == 0) {
+		if (strcmp(m, "POST") != 0)
+			wrong_method(res, m, "POST", req->uri);
+		else
+			post_precise(b, req, pid, res);
+	} else {
+		lp_api_error(res, 404, LP_ERR_NOT_FOUND,
+			     "no route %s; a process has %s/{pid}/%s and %s/{pid}/%s", req->uri,
+			     LP_ROUTE_PROCESSES, LP_ROUTE_RESET, LP_ROUTE_PROCESSES,
+			     LP_ROUTE_PRECISE);
+	}
+}

@@ -1,0 +1,66 @@
+/* The HTTP API's routing: method and path to a handler, access control by the peer's
+ * credentials, request bodies parsed and checked, every outcome a JSON document or a JSON
+ * error. Transport-free: server.c feeds it requests, tests/fuzz feeds it bytes. */
+#ifndef LLMPROF_API_H
+#define LLMPROF_API_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "snapshot.h"
+
+/* Who is asking. */
+struct lp_peer {
+	bool unix_socket; /* false: the TCP listener, which serves /metrics only */
+	uid_t uid;
+	pid_t pid;
+	bool privileged; /* root or a member of LP_GROUP: sees everything, may change state */
+};
+
+/* What the daemon does for the API. Each returns 0 or -errno. */
+struct lp_api_backend {
+	void *ctx;
+	/* A report of every tracked process (pid 0) or of one; freed by report_free. */
+	int (*report)(void *ctx, pid_t pid, struct lp_report *r);
+	void (*report_free)(void *ctx, struct lp_report *r);
+	/* Adds the daemon's own facts (uptime, probes, configuration) to the status object. */
+	void (*status)(void *ctx, cJSON *o);
+	/* -ESRCH: not tracked. */
+	int (*reset)(void *ctx, pid_t pid);
+	/* -ESRCH: not tracked; -ENODATA: exited; -ENOEXEC: not a ggml process. On success
+	 * (and only then) adds the precise-mode state to o. */
+	int (*precise)(void *ctx, pid_t pid, bool on, double seconds, cJSON *o);
+	/* Options of /metrics. */
+	uint32_t metrics_max_processes;
+	double start_time;
+};
+
+struct lp_api_request {
+	const char *method; /* "GET", "POST", ... */
+	const char *uri;    /* path and query, as sent */
+	const char *body;
+	size_t body_len;
+	const struct lp_peer *peer;
+};
+
+struct lp_api_response {
+	int status;
+	const char *reason;
+	const char *content_type;
+	const char *allow; /* for 405 */
+	char *body;	   /* malloc'd */
+	size_t len;
+};
+
+void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *req,
+		   struct lp_api_response *res);
+
+/* A JSON error document: for the transport's own refusals too. */
+void lp_api_error(struct lp_api_response *res, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+void lp_api_response_free(struct lp_api_response *res);
+
+#endif

@@ -1,0 +1,26 @@
+/* The report in the Prometheus text exposition format (version 0.0.4): histograms in
+ * seconds, counters as _total, HELP and TYPE for every family, labels pid, comm and exe.
+ * Pure: writes to a memory stream, does no other I/O. */
+#ifndef LLMPROF_METRICS_H
+#define LLMPROF_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapshot.h"
+
+struct lp_metrics_opts {
+	uint32_t max_processes; /* processes exported at most; running ones first */
+	double start_time;	/* the daemon's start, seconds since the Unix epoch */
+};
+
+/* Histogram bucket bounds: le = 2^k ns for k in [LP_METRICS_LE_MIN_EXP, LP_METRICS_LE_MAX_EXP],
+ * bucket boundaries of the log-linear layout, so each cumulative count is exact. */
+#define LP_METRICS_LE_MIN_EXP 10 /* 1.024 us */
+#define LP_METRICS_LE_MAX_EXP 36 /* 68.7 s */
+
+/* Renders the report; *out is malloc'd text of *len bytes. Returns 0 or -ENOMEM. */
+int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o, char **out,
+		      size_t *len);
+
+#endif

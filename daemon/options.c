@@ -1,0 +1,692 @@
+/* The settings of llmprofd: one table of options serves the command line (getopt_long) and
+ * the configuration file (inih: "name = value" lines, optionally in [sections]). */
+#include "options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <ini.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <linux/types.h>
+
+#include "llmprof/abi.h"
+#include "llmprof/protocol.h"
+#include "log.h"
+#include "procfs.h"
+
+static const char *const default_matmul[] = {"ggml_compute_forward_mul_mat",
+					     "ggml_compute_forward_mul_mat_id",
+					     "iqk_mul_mat",
+					     "iqk_mul_mat_4d",
+					     "iqk_mul_mat_moe",
+					     NULL};
+static const char *const default_barrier[] = {"ggml_barrier", "GOMP_barrier", "__kmpc_barrier",
+					      NULL};
+static const char *const default_decode[] = {"llama_decode", NULL};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: llmprofd [OPTION]...\n"
+		"Collects scheduler, futex, page-fault and ggml statistics of LLM inference\n"
+		"processes in the kernel, with eBPF.\n"
+		"\n"
+		"Which processes: every process that maps one of the matmul functions (ggml),\n"
+		"also those that start or dlopen their ggml backend later, and:\n"
+		"  -p, --pid PID            track this process (repeatable)\n"
+		"  -c, --comm NAME          track processes whose comm is NAME, also those that\n"
+		"                           start later (repeatable)\n"
+		"  -e, --exe GLOB           track processes whose executable path matches GLOB\n"
+		"                           (repeatable)\n"
+		"      --no-discover        track only those, not every ggml process\n"
+		"\n"
+		"ggml (LIST: comma-separated function names or fnmatch globs, mangled for C++):\n"
+		"      --matmul-symbols LIST   default ggml_compute_forward_mul_mat,\n"
+		"                           ggml_compute_forward_mul_mat_id, iqk_mul_mat,\n"
+		"                           iqk_mul_mat_4d, iqk_mul_mat_moe\n"
+		"      --barrier-symbols LIST  default ggml_barrier, GOMP_barrier, __kmpc_barrier\n"
+		"      --decode-symbols LIST   default llama_decode\n"
+		"      --sample-hz N        cpu-clock samples per second and CPU for the matmul\n"
+		"                           and barrier shares (default 199; 0 = off)\n"
+		"      --no-stack-scan      classify samples by instruction pointer only\n"
+		"      --precise-duty SHARE share of time (0 to 1) with a uprobe on every matmul\n"
+		"                           and barrier call: exact, but each call costs about\n"
+		"                           3 us (default 0; 1 = always)\n"
+		"      --precise-period S   length of one duty cycle (default 60)\n"
+		"\n"
+		"Service (the API and /metrics; see docs/API.md):\n"
+		"      --config FILE        settings file (default " LP_CONFIG_PATH ",\n"
+		"                           optional); command-line options override it\n"
+		"      --socket PATH        API socket (default " LP_SOCKET_PATH ")\n"
+		"      --socket-mode MODE   its permissions, octal (default 0660)\n"
+		"      --socket-group NAME  its group; members see every process (default " LP_GROUP
+		")\n"
+		"      --metrics-address HOST:PORT  TCP listener for /metrics only (default\n"
+		"                           " LP_METRICS_ADDRESS "; 'off' for none)\n"
+		"      --metrics-max-processes N  processes in /metrics at most (default 100)\n"
+		"      --max-connections N  open API connections at most (default 1024)\n"
+		"      --http-timeout S     seconds a connection gets per request (default 10)\n"
+		"      --retention S        seconds an exited process stays (default 3600)\n"
+		"      --state-directory DIR  totals saved at exit, read at start (default\n"
+		"                           " LP_STATE_DIR "; 'off' for none)\n"
+		"      --check              load and attach everything, print what works, exit\n"
+		"                           (non-zero if anything required failed)\n"
+		"\n"
+		"Reporting without the service:\n"
+		"      --once               print one JSON report on stdout and exit: after\n"
+		"                           --seconds, on SIGINT/SIGTERM, or when every --pid\n"
+		"                           process has exited\n"
+		"  -s, --seconds S          with --once, report after S seconds\n"
+		"\n"
+		"Limits (kernel memory is printed at start):\n"
+		"      --max-processes N    tracked processes at once (default 256)\n"
+		"      --max-threads N      threads of tracked processes (default 16384)\n"
+		"      --max-futex-addrs N  distinct futex addresses (default 8192)\n"
+		"      --ringbuf-kib N      ring buffer for exec and exit records, a power of two\n"
+		"                           (default 4096; an exit record is about 9 KiB)\n"
+		"\n"
+		"Collectors:\n"
+		"      --sched-raw-tp       use raw_tp even where tp_btf programs load\n"
+		"      --futex-source SRC   auto, tracepoint, raw (raw_syscalls) or off\n"
+		"      --no-page-faults     do not count page faults\n"
+		"      --no-mount-tracefs   do not mount tracefs when it is missing\n"
+		"\n"
+		"  -f, --foreground         accepted for clarity: llmprofd never forks\n"
+		"  -v, --verbose            log debug messages, libbpf's included\n"
+		"  -h, --help               show this help\n"
+		"  -V, --version            show the version\n"
+		"\n"
+		"Examples:\n"
+		"  llmprofd                 serve " LP_SOCKET_PATH " and /metrics\n"
+		"  llmprofd --check         can this kernel run it?\n"
+		"  llmprofd --once --pid 4242 --seconds 10 > report.json\n"
+		"  curl --unix-socket " LP_SOCKET_PATH " http://localhost/v1/processes\n");
+}
+
+static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < min || v > max)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_double(const char *s, double min, double max, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	return errno || end == s || *end || !(*out >= min) || !(*out <= max) ? -EINVAL : 0;
+}
+
+/* Keeps p for the config's lifetime; returns it, or NULL (and frees it) without memory. */
+static void *keep(struct lp_config_store *st, void *p)
+{
+	void **v;
+
+	if (!p)
+		return NULL;
+	v = realloc(st->v, (st->n + 1) * sizeof(*v));
+	if (!v) {
+		free(p);
+		return NULL;
+	}
+	st->v = v;
+	st->v[st->n++] = p;
+	return p;
+}
+
+void lp_config_store_free(struct lp_config_store *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	s->v = NULL;
+	s->n = 0;
+}
+
+/* Appends item to a growing array kept in the store (the old one is dropped there). */
+static int push(struct lp_config_store *st, void *arrp, size_t *n, size_t size, const void *item)
+{
+	void **arr = arrp;
+	void *a = malloc((*n + 1) * size);
+
+	if (!a || !keep(st, a))
+		return -ENOMEM;
+	if (*n)
+		memcpy(a, *arr, *n * size);
+	memcpy((char *)a + *n * size, item, size);
+	*arr = a;
+	(*n)++;
+	return 0;
+}
+
+/* "a,b*,c" -> {"a", "b*", "c", NULL}, in one allocation. */
+static char **split_list(const char *s)
+{
+	size_t n = 1, len = strlen(s);
+	char **v, *copy;
+
+	for (const char *p = s; *p; p++)
+		n += *p == ',';
+	v = malloc((n + 1) * sizeof(*v) + len + 1);
+	if (!v)
+		return NULL;
+	copy = (char *)(v + n + 1);
+	memcpy(copy, s, len + 1);
+	n = 0;
+	for (char *tok = strtok(copy, ", \t"); tok; tok = strtok(NULL, ", \t"))
+		v[n++] = tok;
+	v[n] = NULL;
+	return v;
+}
+
+enum {
+	OPT_ONCE = 256,
+	OPT_MAX_PROCESSES,
+	OPT_MAX_THREADS,
+	OPT_MAX_FUTEX,
+	OPT_RINGBUF_KIB,
+	OPT_SCHED_RAW,
+	OPT_FUTEX_SOURCE,
+	OPT_NO_FAULTS,
+	OPT_NO_MOUNT,
+	OPT_NO_DISCOVER,
+	OPT_MATMUL_SYMS,
+	OPT_BARRIER_SYMS,
+	OPT_DECODE_SYMS,
+	OPT_SAMPLE_HZ,
+	OPT_NO_STACK_SCAN,
+	OPT_PRECISE_DUTY,
+	OPT_PRECISE_PERIOD,
+	OPT_CONFIG,
+	OPT_CHECK,
+	OPT_SOCKET,
+	OPT_SOCKET_MODE,
+	OPT_SOCKET_GROUP,
+	OPT_METRICS_ADDRESS,
+	OPT_METRICS_MAX,
+	OPT_MAX_CONNECTIONS,
+	OPT_HTTP_TIMEOUT,
+	OPT_RETENTION,
+	OPT_STATE_DIR,
+};
+
+static const struct option opts[] = {
+	{"pid", required_argument, NULL, 'p'},
+	{"comm", required_argument, NULL, 'c'},
+	{"exe", required_argument, NULL, 'e'},
+	{"once", no_argument, NULL, OPT_ONCE},
+	{"seconds", required_argument, NULL, 's'},
+	{"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
+	{"max-threads", required_argument, NULL, OPT_MAX_THREADS},
+	{"max-futex-addrs", required_argument, NULL, OPT_MAX_FUTEX},
+	{"ringbuf-kib", required_argument, NULL, OPT_RINGBUF_KIB},
+	{"sched-raw-tp", no_argument, NULL, OPT_SCHED_RAW},
+	{"futex-source", required_argument, NULL, OPT_FUTEX_SOURCE},
+	{"no-page-faults", no_argument, NULL, OPT_NO_FAULTS},
+	{"no-mount-tracefs", no_argument, NULL, OPT_NO_MOUNT},
+	{"no-discover", no_argument, NULL, OPT_NO_DISCOVER},
+	{"matmul-symbols", required_argument, NULL, OPT_MATMUL_SYMS},
+	{"barrier-symbols", required_argument, NULL, OPT_BARRIER_SYMS},
+	{"decode-symbols", required_argument, NULL, OPT_DECODE_SYMS},
+	{"sample-hz", required_argument, NULL, OPT_SAMPLE_HZ},
+	{"no-stack-scan", no_argument, NULL, OPT_NO_STACK_SCAN},
+	{"precise-duty", required_argument, NULL, OPT_PRECISE_DUTY},
+	{"precise-period", required_argument, NULL, OPT_PRECISE_PERIOD},
+	{"config", required_argument, NULL, OPT_CONFIG},
+	{"check", no_argument, NULL, OPT_CHECK},
+	{"socket", required_argument, NULL, OPT_SOCKET},
+	{"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
+	{"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
+	{"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
+	{"metrics-max-processes", required_argument, NULL, OPT_METRICS_MAX},
+	{"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+	{"http-timeout", required_argument, NULL, OPT_HTTP_TIMEOUT},
+	{"retention", required_argument, NULL, OPT_RETENTION},
+	{"state-directory", required_argument, NULL, OPT_STATE_DIR},
+	{"foreground", no_argument, NULL, 'f'},
+	{"verbose", no_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
+	{}};
+
+/* Options that make no sense in the file. */
+static bool command_line_only(int c)
+{
+	return c == OPT_ONCE || c == 's' || c == OPT_CONFIG || c == OPT_CHECK || c == 'f' ||
+	       c == 'h' || c == 'V';
+}
+
+struct u32_opt {
+	int code;
+	uint32_t min, max;
+	size_t off;
+};
+
+static const struct u32_opt u32_opts[] = {
+	{OPT_MAX_PROCESSES, 1, 1 << 22, offsetof(struct lp_config, max_processes)},
+	{OPT_MAX_THREADS, 1, 1 << 22, offsetof(struct lp_config, max_threads)},
+	{OPT_MAX_FUTEX, 1, 1 << 22, offsetof(struct lp_config, max_futex_addrs)},
+	{OPT_SAMPLE_HZ, 0, 10000, offsetof(struct lp_config, sample_hz)},
+	{OPT_METRICS_MAX, 1, 100000, offsetof(struct lp_config, metrics_max_processes)},
+	{OPT_MAX_CONNECTIONS, 1, 100000, offsetof(struct lp_config, max_connections)},
+	{OPT_HTTP_TIMEOUT, 1, 3600, offsetof(struct lp_config, http_timeout)},
+};
+
+/* Applies one option; name is how the user spelled it ("--pid" or "file:pid"). */
+static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, const char *name,
+		      const char *arg)
+{
+	char *s;
+	pid_t pid;
+
+	for (size_t i = 0; i < sizeof(u32_opts) / sizeof(u32_opts[0]); i++) {
+		const struct u32_opt *u = &u32_opts[i];
+
+		if (u->code != c)
+			continue;
+		if (parse_u32(arg, u->min, u->max, (uint32_t *)((char *)cfg + u->off)) < 0) {
+			log_error("%s: '%s' is not a number from %u to %u", name, arg, u->min,
+				  u->max);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	switch (c) {
+	case 'p':
+		if (lp_parse_pid(arg, &pid) < 0) {
+			log_error("%s: '%s' is not a process id", name, arg);
+			return -EINVAL;
+		}
+		return push(st, &cfg->pids, &cfg->npids, sizeof(pid), &pid);
+	case 'c':
+		if (strlen(arg) == 0 || strlen(arg) > 15) {
+			log_error("%s: '%s' cannot be a comm (1 to 15 characters)", name, arg);
+			return -EINVAL;
+		}
+		s = keep(st, strdup(arg));
+		return s ? push(st, &cfg->comms, &cfg->ncomms, sizeof(s), &s) : -ENOMEM;
+	case 'e':
+		s = keep(st, strdup(arg));
+		return s ? push(st, &cfg->exes, &cfg->nexes, sizeof(s), &s) : -ENOMEM;
+	case OPT_ONCE:
+		cfg->once = true;
+		return 0;
+	case 's':
+		if (parse_double(arg, 1e-3, 1e7, &cfg->seconds) < 0) {
+			log_error("%s: '%s' is not a positive number", name, arg);
+			return -EINVAL;
+		}
+		return 0;
+	case OPT_RINGBUF_KIB: {
+		uint32_t kib;
+
+		/* The kernel wants a power of two, at least a page. */
+		if (parse_u32(arg, 4, 1 << 20, &kib) < 0 || (kib & (kib - 1))) {
+			log_error("%s: '%s' is not a power of two from 4 to %u", name, arg,
+				  1 << 20);
+			return -EINVAL;
+		}
+		cfg->ringbuf_bytes = kib << 10;
+		return 0;
+	}
+	case OPT_SCHED_RAW:
+		cfg->sched_raw_tp = true;
+		return 0;
+	case OPT_FUTEX_SOURCE:
+		if (!strcmp(arg, "auto"))
+			cfg->futex_source = LP_FUTEX_SRC_AUTO;
+		else if (!strcmp(arg, "tracepoint"))
+			cfg->futex_source = LP_FUTEX_SRC_TRACEPOINT;
+		else if (!strcmp(arg, "raw"))
+			cfg->futex_source = LP_FUTEX_SRC_RAW;
+		else if (!strcmp(arg, "off"))
+			cfg->futex_source = LP_FUTEX_SRC_OFF;
+		else {
+			log_error("%s: '%s' is not auto, tracepoint, raw or off", name, arg);
+			return -EINVAL;
+		}
+		return 0;
+	case OPT_NO_FAULTS:
+		cfg->faults = false;
+		return 0;
+	case OPT_NO_MOUNT:
+		cfg->mount_tracefs = false;
+		return 0;
+	case OPT_NO_DISCOVER:
+		cfg->discover = false;
+		return 0;
+	case OPT_MATMUL_SYMS:
+	case OPT_BARRIER_SYMS:
+	case OPT_DECODE_SYMS: {
+		int cls = c == OPT_MATMUL_SYMS	  ? LP_SYM_MATMUL
+			  : c == OPT_BARRIER_SYMS ? LP_SYM_BARRIER
+						  : LP_SYM_DECODE;
+		char **v = keep(st, split_list(arg));
+
+		if (!v)
+			return -ENOMEM;
+		cfg->symbols[cls] = (const char *const *)v;
+		return 0;
+	}
+	case OPT_NO_STACK_SCAN:
+		cfg->stack_scan = false;
+		return 0;
+	case OPT_PRECISE_DUTY:
+		if (parse_double(arg, 0, 1, &cfg->precise_duty) < 0) {
+			log_error("%s: '%s' is not a share from 0 to 1", name, arg);
+			return -EINVAL;
+		}
+		return 0;
+	case OPT_PRECISE_PERIOD:
+		if (parse_double(arg, 1, 86400, &cfg->precise_period) < 0) {
+			log_error("%s: '%s' is not a number of seconds from 1 to 86400", name, arg);
+			return -EINVAL;
+		}
+		return 0;
+	case OPT_CONFIG:
+		cfg->config_path = arg;
+		return 0;
+	case OPT_CHECK:
+		cfg->check = true;
+		return 0;
+	case OPT_SOCKET:
+	case OPT_SOCKET_GROUP:
+	case OPT_METRICS_ADDRESS:
+	case OPT_STATE_DIR:
+		s = keep(st, strdup(strcmp(arg, "off") == 0 && c != OPT_SOCKET ? "" : arg));
+		if (!s)
+			return -ENOMEM;
+		if (c == OPT_SOCKET && s[0] != '/') {
+			log_error("%s: '%s' is not an absolute path", name, arg);
+			return -EINVAL;
+		}
+		*(c == OPT_SOCKET	     ? &cfg->socket_path
+		  : c == OPT_SOCKET_GROUP    ? &cfg->socket_group
+		  : c == OPT_METRICS_ADDRESS ? &cfg->metrics_address
+					     : &cfg->state_dir) = s;
+		return 0;
+	case OPT_SOCKET_MODE: {
+		unsigned long v;
+		char *end;
+
+		errno = 0;
+		v = strtoul(arg, &end, 8);
+		if (errno || end == arg || *end || v > 0777) {
+			log_error("%s: '%s' is not an octal mode such as 0660", name, arg);
+			return -EINVAL;
+		}
+		cfg->socket_mode = (uint32_t)v;
+		return 0;
+	}
+	case OPT_RETENTION:
+		if (parse_double(arg, 0, 86400.0 * 365, &cfg->retention) < 0) {
+			log_error("%s: '%s' is not a number of seconds from 0 to a year", name,
+				  arg);
+			return -EINVAL;
+		}
+		return 0;
+	case 'f':
+		return 0;
+	case 'v':
+		cfg->verbose = true;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static void set_defaults(struct lp_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->max_processes = 256;
+	cfg->max_threads = 16384;
+	cfg->max_futex_addrs = 8192;
+	cfg->ringbuf_bytes = 4 << 20;
+	cfg->faults = true;
+	cfg->mount_tracefs = true;
+	cfg->discover = true;
+	cfg->symbols[LP_SYM_MATMUL] = default_matmul;
+	cfg->symbols[LP_SYM_BARRIER] = default_barrier;
+	cfg->symbols[LP_SYM_DECODE] = default_decode;
+	cfg->sample_hz = 199;
+	cfg->stack_scan = true;
+	cfg->precise_period = 60;
+	cfg->socket_path = LP_SOCKET_PATH;
+	cfg->socket_mode = 0660;
+	cfg->socket_group = LP_GROUP;
+	cfg->metrics_address = LP_METRICS_ADDRESS;
+	cfg->metrics_max_processes = 100;
+	cfg->max_connections = 1024;
+	cfg->http_timeout = 10;
+	cfg->retention = 3600;
+	cfg->state_dir = LP_STATE_DIR;
+}
+
+struct file_ctx {
+	struct lp_config *cfg;
+	struct lp_config_store *st;
+	const char *path;
+	int error;
+};
+
+static int parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false",
+										    "off", "0"};
+
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0)
+			return *out = true, 0;
+		if (strcasecmp(s, no[i]) == 0)
+			return *out = false, 0;
+	}
+	return -EINVAL;
+}
+
+/* inih calls this per "name = value"; sections only group lines for the reader. A flag
+ * option (sched-raw-tp) takes yes or no; a --no-X flag is written "X = no". */
+static int on_file_line(void *user, const char *section, const char *key, const char *value)
+{
+	struct file_ctx *fc = user;
+	char name[256], neg[64];
+	bool b, negated = false;
+	const struct option *o = NULL;
+
+	(void)section;
+	snprintf(name, sizeof(name), "%s: %s", fc->path, key);
+	snprintf(neg, sizeof(neg), "no-%s", key);
+	for (const struct option *x = opts; x->name; x++) {
+		if (strcmp(x->name, key) == 0)
+			o = x;
+		else if (strcmp(x->name, neg) == 0 && x->has_arg == no_argument)
+			o = x, negated = true;
+	}
+	if (!o || command_line_only(o->val)) {
+		log_error("%s: unknown setting (see llmprofd --help; the file takes the long "
+			  "options' names)",
+			  name);
+		fc->error = -EINVAL;
+		return 0;
+	}
+	if (o->has_arg == required_argument) {
+		if (set_option(fc->cfg, fc->st, o->val, name, value) < 0) {
+			fc->error = -EINVAL;
+			return 0;
+		}
+		return 1;
+	}
+	if (parse_bool(value, &b) < 0) {
+		log_error("%s: '%s' is not yes or no", name, value);
+		fc->error = -EINVAL;
+		return 0;
+	}
+	/* Flags only move away from the default: "yes" on a flag, "no" on a negated one. */
+	if (b != negated)
+		set_option(fc->cfg, fc->st, o->val, name, NULL);
+	return 1;
+}
+
+static int load_file(struct lp_config *cfg, struct lp_config_store *st, const char *path,
+		     bool required)
+{
+	struct file_ctx fc = {.cfg = cfg, .st = st, .path = path};
+	FILE *f = fopen(path, "re");
+	int line;
+
+	if (!f) {
+		if (!required && errno == ENOENT)
+			return 0;
+		return log_error_errno(-errno, "%s: %m", path);
+	}
+	line = ini_parse_file(f, on_file_line, &fc);
+	fclose(f);
+	if (line > 0) {
+		if (!fc.error)
+			log_error("%s:%d: not a 'name = value' line", path, line);
+		else
+			log_error("%s:%d: the first bad line", path, line);
+		return -EINVAL;
+	}
+	return fc.error;
+}
+
+int lp_options_load(struct lp_config *cfg, struct lp_config_store *st, int argc, char **argv)
+{
+	char name[64];
+	int c, r;
+
+	set_defaults(cfg);
+	/* First pass: only --config, which says where the file is. */
+	opterr = 0;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "p:c:e:s:fvhV", opts, NULL)) != -1)
+		if (c == OPT_CONFIG)
+			cfg->config_path = optarg;
+	r = load_file(cfg, st, cfg->config_path ? cfg->config_path : LP_CONFIG_PATH,
+		      cfg->config_path != NULL);
+	if (r < 0)
+		return r;
+
+	opterr = 1;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "p:c:e:s:fvhV", opts, NULL)) != -1) {
+		const char *long_name = NULL;
+
+		for (const struct option *x = opts; x->name; x++)
+			if (x->val == c)
+				long_name = x->name;
+		if (c == 'h') {
+			usage(stdout);
+			return 1;
+		}
+		if (c == 'V') {
+			printf("llmprofd %s (abi %d, api %d)\n", LLMPROF_VERSION, LP_ABI_VERSION,
+			       LP_API_VERSION);
+			return 1;
+		}
+		if (!long_name) {
+			usage(stderr);
+			return -EINVAL;
+		}
+		snprintf(name, sizeof(name), "--%s", long_name);
+		r = set_option(cfg, st, c, name, optarg);
+		if (r < 0)
+			return r;
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s'; see --help", argv[optind]);
+		return -EINVAL;
+	}
+	if (cfg->seconds > 0 && !cfg->once) {
+		log_error("--seconds goes with --once");
+		return -EINVAL;
+	}
+	if (cfg->once && cfg->check) {
+		log_error("--once and --check do not go together");
+		return -EINVAL;
+	}
+	if (!cfg->discover && cfg->npids == 0 && cfg->ncomms == 0 && cfg->nexes == 0) {
+		log_error("--no-discover needs --pid, --comm or --exe: nothing would be tracked");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void add_list(cJSON *o, const char *key, const char *const *v, size_t n)
+{
+	cJSON *a = cJSON_AddArrayToObject(o, key);
+
+	for (size_t i = 0; v && (n ? i < n : v[i] != NULL); i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
+}
+
+cJSON *lp_config_describe(const struct lp_config *cfg)
+{
+	static const char *const futex_src[] = {"auto", "tracepoint", "raw", "off"};
+	cJSON *o = cJSON_CreateObject(), *pids;
+	char mode[8];
+
+	cJSON_AddStringToObject(o, "config", cfg->config_path ? cfg->config_path : LP_CONFIG_PATH);
+	pids = cJSON_AddArrayToObject(o, "pid");
+	for (size_t i = 0; i < cfg->npids; i++)
+		cJSON_AddItemToArray(pids, cJSON_CreateNumber(cfg->pids[i]));
+	add_list(o, "comm", (const char *const *)cfg->comms, cfg->ncomms);
+	add_list(o, "exe", (const char *const *)cfg->exes, cfg->nexes);
+	cJSON_AddBoolToObject(o, "discover", cfg->discover);
+	add_list(o, "matmul-symbols", cfg->symbols[LP_SYM_MATMUL], 0);
+	add_list(o, "barrier-symbols", cfg->symbols[LP_SYM_BARRIER], 0);
+	add_list(o, "decode-symbols", cfg->symbols[LP_SYM_DECODE], 0);
+	cJSON_AddNumberToObject(o, "sample-hz", cfg->sample_hz);
+	cJSON_AddBoolToObject(o, "stack-scan", cfg->stack_scan);
+	cJSON_AddNumberToObject(o, "precise-duty", cfg->precise_duty);
+	cJSON_AddNumberToObject(o, "precise-period", cfg->precise_period);
+	cJSON_AddNumberToObject(o, "max-processes", cfg->max_processes);
+	cJSON_AddNumberToObject(o, "max-threads", cfg->max_threads);
+	cJSON_AddNumberToObject(o, "max-futex-addrs", cfg->max_futex_addrs);
+	cJSON_AddNumberToObject(o, "ringbuf-kib", cfg->ringbuf_bytes >> 10);
+	cJSON_AddBoolToObject(o, "sched-raw-tp", cfg->sched_raw_tp);
+	cJSON_AddStringToObject(o, "futex-source", futex_src[cfg->futex_source]);
+	cJSON_AddBoolToObject(o, "page-faults", cfg->faults);
+	cJSON_AddBoolToObject(o, "mount-tracefs", cfg->mount_tracefs);
+	cJSON_AddStringToObject(o, "socket", cfg->socket_path);
+	snprintf(mode, sizeof(mode), "%04o", cfg->socket_mode);
+	cJSON_AddStringToObject(o, "socket-mode", mode);
+	cJSON_AddStringToObject(o, "socket-group", cfg->socket_group);
+	cJSON_AddStringToObject(o, "metrics-address",
+				*cfg->metrics_address ? cfg->metrics_address : "off");
+	cJSON_AddNumberToObject(o, "metrics-max-processes", cfg->metrics_max_processes);
+	cJSON_AddNumberToObject(o, "max-connections", cfg->max_connections);
+	cJSON_AddNumberToObject(o, "http-timeout", cfg->http_timeout);
+	cJSON_AddNumberToObject(o, "retention", cfg->retention);
+	cJSON_AddStringToObject(o, "state-directory", *cfg->state_dir ? cfg->state_dir : "off");
+	cJSON_AddBoolToObject(o, "verbose", cfg->verbose);
+	return o;
+}
+
+bool lp_option_reloadable(const char *name)
+{
+	static const char *const live[] = {"precise-duty",
+					   "precise-period",
+					   "metrics-max-processes",
+					   "max-connections",
+					   "http-timeout",
+					   "retention",
+					   "verbose",
+					   NULL};
+
+	for (const char *const *p = live; *p; p++)
+		if (strcmp(*p, name) == 0)
+			return true;
+	return false;
+}

@@ -1,0 +1,22 @@
+/* Settings: defaults, then /etc/llmprofd/llmprofd.conf (INI, read with inih), then the
+ * command line. The file's keys are the long options' names; one parser serves both. */
+#ifndef LLMPROF_OPTIONS_H
+#define LLMPROF_OPTIONS_H
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+
+/* Fills cfg. Returns 0 to run, 1 to exit successfully (--help, --version), -EINVAL on bad
+ * usage or a bad file (logged with file and line), -ENOMEM. */
+int lp_options_load(struct lp_config *cfg, struct lp_config_store *store, int argc, char **argv);
+
+/* The settings as {name: value}: the status shows it, a reload compares it. */
+cJSON *lp_config_describe(const struct lp_config *cfg);
+
+/* Settings a SIGHUP applies to the running daemon; the others need a restart. */
+bool lp_option_reloadable(const char *name);
+
+void lp_config_store_free(struct lp_config_store *s);
+
+#endif

@@ -1,0 +1,589 @@
+/* evhttp serving the API: each connection gets a deadline, peers are known by SO_PEERCRED,
+ * and the HTML error pages evhttp writes by itself (malformed or oversized requests) are
+ * replaced with JSON errors before they reach the socket. */
+#include "server.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "llmprof/protocol.h"
+#include "log.h"
+
+struct lp_server;
+
+struct listener {
+	struct lp_server *s;
+	struct evhttp *http;
+	struct evconnlistener *lev;
+	bool unix_socket;
+};
+
+struct conn {
+	struct conn *prev, *next;
+	struct listener *l;
+	struct bufferevent *bev;
+	struct evhttp_connection *evcon; /* known from the first turn of the loop on */
+	struct evbuffer_cb_entry *out_cb;
+	struct event *deadline;
+	size_t owned;  /* bytes at the head of the output written by our own replies */
+	bool replying; /* inside evhttp_send_reply() for one of our replies */
+	bool over_cap;
+	bool peer_known;
+	struct lp_peer peer;
+};
+
+struct lp_server {
+	struct event_base *base;
+	const struct lp_api_backend *backend;
+	struct listener l[2];
+	int nl;
+	char *created_path; /* the socket file we bound, removed at the end */
+	struct conn *conns;
+	uint32_t max_connections;
+	uint32_t timeout_s;
+	bool listeners_paused;
+	gid_t group;
+	bool have_group;
+	struct lp_server_stats st;
+};
+
+static const char *method_name(enum evhttp_cmd_type t)
+{
+	switch (t) {
+	case EVHTTP_REQ_GET:
+		return "GET";
+	case EVHTTP_REQ_POST:
+		return "POST";
+	case EVHTTP_REQ_HEAD:
+		return "HEAD";
+	case EVHTTP_REQ_PUT:
+		return "PUT";
+	case EVHTTP_REQ_DELETE:
+		return "DELETE";
+	case EVHTTP_REQ_OPTIONS:
+		return "OPTIONS";
+	case EVHTTP_REQ_TRACE:
+		return "TRACE";
+	case EVHTTP_REQ_CONNECT:
+		return "CONNECT";
+	case EVHTTP_REQ_PATCH:
+		return "PATCH";
+	}
+	return "?";
+}
+
+/* Root, the socket's group as primary group, or the group among the supplementary groups
+ * the peer had when it connected (SO_PEERGROUPS). */
+static bool peer_privileged(const struct lp_server *s, int fd, const struct ucred *uc)
+{
+	gid_t small[64], *groups = small;
+	socklen_t len = sizeof(small);
+	bool found = false;
+
+	if (uc->uid == 0)
+		return true;
+	if (!s->have_group)
+		return false;
+	if (uc->gid == s->group)
+		return true;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+		if (errno != ERANGE || !(groups = malloc(len)))
+			return false;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+			free(groups);
+			return false;
+		}
+	}
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
+		found |= groups[i] == s->group;
+	if (groups != small)
+		free(groups);
+	return found;
+}
+
+static void read_peer(struct conn *c)
+{
+	int fd = bufferevent_getfd(c->bev);
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	c->peer_known = true;
+	c->peer.unix_socket = c->l->unix_socket;
+	c->peer.uid = (uid_t)-1;
+	if (!c->l->unix_socket)
+		return;
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0) {
+		log_warning("read peer credentials: %m; treating the peer as unprivileged");
+		return;
+	}
+	c->peer.uid = uc.uid;
+	c->peer.pid = uc.pid;
+	c->peer.privileged = peer_privileged(c->l->s, fd, &uc);
+}
+
+static void listeners_pause(struct lp_server *s, bool pause)
+{
+	if (pause == s->listeners_paused)
+		return;
+	for (int i = 0; i < s->nl; i++)
+		if (pause)
+			evconnlistener_disable(s->l[i].lev);
+		else
+			evconnlistener_enable(s->l[i].lev);
+	s->listeners_paused = pause;
+	if (pause)
+		log_warning("%" PRIu64 " connections open, twice the cap: not accepting more until "
+			    "some close",
+			    s->st.connections);
+}
+
+static void conn_free(struct conn *c)
+{
+	struct lp_server *s = c->l->s;
+
+	if (c->evcon)
+		evhttp_connection_set_closecb(c->evcon, NULL, NULL);
+	if (c->out_cb)
+		evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
+	event_free(c->deadline);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->st.connections--;
+	if (s->st.connections < 2 * (uint64_t)s->max_connections)
+		listeners_pause(s, false);
+	free(c);
+}
+
+static void on_conn_close(struct evhttp_connection *evcon, void *arg)
+{
+	(void)evcon;
+	conn_free(arg);
+}
+
+static void deadline_arm(struct conn *c)
+{
+	struct timeval tv = {.tv_sec = c->over_cap ? 1 : c->l->s->timeout_s};
+
+	event_add(c->deadline, &tv);
+}
+
+/* The first turn: evhttp has set up the connection by now, so its handle is the argument of
+ * the bufferevent's callbacks (checked). Later turns: the deadline has passed, and shutting
+ * the socket down makes evhttp see EOF and free the connection the usual way. */
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	void *cbarg = NULL;
+
+	(void)fd;
+	(void)what;
+	if (!c->evcon) {
+		bufferevent_getcb(c->bev, NULL, NULL, NULL, &cbarg);
+		if (cbarg && evhttp_connection_get_bufferevent(cbarg) == c->bev) {
+			c->evcon = cbarg;
+			evhttp_connection_set_closecb(c->evcon, on_conn_close, c);
+		} else {
+			log_error("evhttp connection not found for a new connection, ignoring");
+		}
+		deadline_arm(c);
+		return;
+	}
+	c->l->s->st.timed_out++;
+	log_debug("connection dropped: no complete request within %u s", c->l->s->timeout_s);
+	shutdown(bufferevent_getfd(c->bev), SHUT_RDWR);
+}
+
+static bool tail_is(struct evbuffer *buf, size_t from, const char *s)
+{
+	size_t len = evbuffer_get_length(buf), n = strlen(s);
+	struct evbuffer_ptr p;
+	char tmp[64];
+
+	if (len < from + n || n > sizeof(tmp) ||
+	    evbuffer_ptr_set(buf, &p, len - n, EVBUFFER_PTR_SET))
+		return false;
+	return evbuffer_copyout_from(buf, &p, tmp, n) == (ev_ssize_t)n &&
+	       strncasecmp(tmp, s, n) == 0;
+}
+
+/* The status of the response that starts at offset from. */
+static int status_at(struct evbuffer *buf, size_t from)
+{
+	struct evbuffer_ptr p;
+	char line[32] = "";
+	int status = 0;
+
+	if (evbuffer_ptr_set(buf, &p, from, EVBUFFER_PTR_SET) == 0)
+		evbuffer_copyout_from(buf, &p, line, sizeof(line) - 1);
+	return sscanf(line, "HTTP/1.%*d %d", &status) == 1 ? status : 400;
+}
+
+/* Replaces the HTML error page evhttp queued after our own bytes with a JSON error of the
+ * same status. evhttp closes the connection after such a page, so it is the last thing
+ * written. The output's front is frozen while the bufferevent owns it: thawed for this. */
+static void rewrite_error(struct conn *c, struct evbuffer *buf)
+{
+	struct lp_api_response res = {};
+	int status = status_at(buf, c->owned);
+	struct evbuffer *keep = evbuffer_new();
+	char head[256];
+
+	if (status == 413)
+		lp_api_error(&res, 413, LP_ERR_TOO_LARGE,
+			     "request too large: at most %d bytes of headers and %d of body",
+			     LP_MAX_HEADERS_BYTES, LP_MAX_BODY_BYTES);
+	else if (status == 405 || status == 501)
+		lp_api_error(&res, 405, LP_ERR_METHOD, "method not supported");
+	else
+		lp_api_error(&res, status, LP_ERR_BAD_REQUEST,
+			     "malformed HTTP request, or headers over %d bytes; see docs/API.md",
+			     LP_MAX_HEADERS_BYTES);
+	if (!keep || !res.body) {
+		evbuffer_free(keep);
+		lp_api_response_free(&res);
+		return;
+	}
+	evbuffer_cb_clear_flags(buf, c->out_cb, EVBUFFER_CB_ENABLED);
+	evbuffer_unfreeze(buf, 1);
+	evbuffer_remove_buffer(buf, keep, c->owned);
+	evbuffer_drain(buf, evbuffer_get_length(buf));
+	evbuffer_add_buffer(buf, keep);
+	snprintf(head, sizeof(head),
+		 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nConnection: close\r\n"
+		 "Content-Length: %zu\r\n\r\n",
+		 res.status, res.reason, res.content_type, res.len);
+	evbuffer_add(buf, head, strlen(head));
+	evbuffer_add(buf, res.body, res.len);
+	c->owned = evbuffer_get_length(buf);
+	evbuffer_freeze(buf, 1);
+	evbuffer_cb_set_flags(buf, c->out_cb, EVBUFFER_CB_ENABLED);
+	evbuffer_free(keep);
+	lp_api_response_free(&res);
+	c->l->s->st.rewritten++;
+}
+
+static void on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct conn *c = arg;
+	size_t len = evbuffer_get_length(buf);
+
+	/* Written bytes leave from the front; ours are the first ones. */
+	c->owned = info->n_deleted >= c->owned ? 0 : c->owned - info->n_deleted;
+	if (c->replying || len <= c->owned) {
+		c->owned = len;
+		return;
+	}
+	/* evhttp's own interim reply to "Expect: 100-continue" passes. */
+	if (len - c->owned <= 32 && (tail_is(buf, c->owned, " 100 Continue\r\n\r\n"))) {
+		c->owned = len;
+		return;
+	}
+	/* The page is complete once its last line is in. */
+	if (tail_is(buf, c->owned, "</html>\n"))
+		rewrite_error(c, buf);
+}
+
+static struct bufferevent *on_new_connection(struct event_base *base, void *arg)
+{
+	struct listener *l = arg;
+	struct lp_server *s = l->s;
+	struct conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL; /* evhttp makes its own; this connection is not tracked */
+	c->l = l;
+	c->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	c->deadline = evtimer_new(base, on_deadline, c);
+	c->out_cb = c->bev ? evbuffer_add_cb(bufferevent_get_output(c->bev), on_output, c) : NULL;
+	if (!c->bev || !c->deadline || !c->out_cb) {
+		if (c->bev)
+			bufferevent_free(c->bev);
+		if (c->deadline)
+			event_free(c->deadline);
+		free(c);
+		return NULL;
+	}
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->st.connections++;
+	s->st.accepted++;
+	c->over_cap = s->st.connections > s->max_connections;
+	if (c->over_cap)
+		s->st.over_cap++;
+	if (s->st.connections >= 2 * (uint64_t)s->max_connections)
+		listeners_pause(s, true);
+	/* Right away, then at the deadline: see on_deadline(). */
+	event_active(c->deadline, EV_TIMEOUT, 0);
+	return c->bev;
+}
+
+static struct conn *conn_of(struct lp_server *s, struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+
+	for (struct conn *c = s->conns; c; c = c->next)
+		if (c->bev == bev)
+			return c;
+	return NULL;
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+	struct listener *l = arg;
+	struct lp_server *s = l->s;
+	struct conn *c = conn_of(s, req);
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	struct evkeyvalq *hdr = evhttp_request_get_output_headers(req);
+	struct lp_peer anon = {.unix_socket = l->unix_socket, .uid = (uid_t)-1};
+	struct lp_api_request ar = {
+		.method = method_name(evhttp_request_get_command(req)),
+		.uri = evhttp_request_get_uri(req),
+		.body_len = evbuffer_get_length(in),
+	};
+	struct lp_api_response res;
+	struct evbuffer *out;
+
+	s->st.requests++;
+	if (c && !c->peer_known)
+		read_peer(c);
+	ar.peer = c ? &c->peer : &anon;
+	ar.body = (const char *)evbuffer_pullup(in, -1);
+	if (c && c->over_cap) {
+		memset(&res, 0, sizeof(res));
+		lp_api_error(&res, 503, LP_ERR_TOO_MANY_CONNECTIONS,
+			     "more than %u connections are open; try again", s->max_connections);
+		evhttp_add_header(hdr, "Connection", "close");
+	} else {
+		lp_api_handle(s->backend, &ar, &res);
+	}
+	out = evbuffer_new();
+	if (!out || evbuffer_add(out, res.body, res.len) < 0) {
+		evbuffer_free(out);
+		lp_api_response_free(&res);
+		evhttp_connection_free(evhttp_request_get_connection(req));
+		return;
+	}
+	evhttp_add_header(hdr, "Content-Type", res.content_type);
+	evhttp_add_header(hdr, "Cache-Control", "no-store");
+	if (res.allow)
+		evhttp_add_header(hdr, "Allow", res.allow);
+	if (c)
+		c->replying = true;
+	evhttp_send_reply(req, res.status, res.reason, out);
+	if (c) {
+		c->replying = false;
+		/* A fresh deadline for writing this reply and reading the next request. */
+		deadline_arm(c);
+	}
+	evbuffer_free(out);
+	lp_api_response_free(&res);
+}
+
+static int listener_init(struct lp_server *s, struct listener *l, struct evconnlistener *lev,
+			 bool unix_socket)
+{
+	l->s = s;
+	l->unix_socket = unix_socket;
+	l->lev = lev;
+	l->http = evhttp_new(s->base);
+	if (!l->http)
+		return -ENOMEM;
+	/* Every method reaches the router, which answers 405 in JSON. */
+	evhttp_set_allowed_methods(l->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+						    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+						    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+						    EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+	evhttp_set_max_headers_size(l->http, LP_MAX_HEADERS_BYTES);
+	evhttp_set_max_body_size(l->http, LP_MAX_BODY_BYTES);
+	evhttp_set_timeout(l->http, (int)s->timeout_s);
+	evhttp_set_bevcb(l->http, on_new_connection, l);
+	evhttp_set_gencb(l->http, on_request, l);
+	if (!evhttp_bind_listener(l->http, lev))
+		return -ENOMEM;
+	l->lev = lev;
+	return 0;
+}
+
+/* Binds path, replacing a stale socket file but never a live socket. */
+static int bind_unix(struct lp_server *s, const char *path, mode_t mode, int *out)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char dir[sizeof(sa.sun_path)], *slash;
+	int fd, r;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return log_error_errno(-ENAMETOOLONG,
+				       "socket path '%s' is too long (%zu bytes at most)", path,
+				       sizeof(sa.sun_path) - 1);
+	strcpy(sa.sun_path, path);
+	strcpy(dir, path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return log_error_errno(-errno, "create directory '%s' for the socket: %m",
+					       dir);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return log_error_errno(-errno, "socket: %m");
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		close(fd);
+		return log_error_errno(-EADDRINUSE,
+				       "'%s': another llmprofd is listening there; stop it or use "
+				       "--socket",
+				       path);
+	}
+	if (errno == ECONNREFUSED)
+		unlink(path); /* left by a daemon that did not exit cleanly */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = log_error_errno(-errno, "bind '%s': %m", path);
+		close(fd);
+		return r;
+	}
+	s->created_path = strdup(path);
+	if (chmod(path, mode) < 0)
+		log_warning_errno(-errno, "chmod '%s': %m, ignoring", path);
+	if (s->have_group && chown(path, (uid_t)-1, s->group) < 0)
+		log_warning_errno(-errno, "chown '%s' to group %u: %m, ignoring", path,
+				  (unsigned)s->group);
+	if (listen(fd, SOMAXCONN) < 0) {
+		r = log_error_errno(-errno, "listen on '%s': %m", path);
+		close(fd);
+		return r;
+	}
+	*out = fd;
+	return 0;
+}
+
+int lp_server_start(struct lp_server **out, struct event_base *base, const struct lp_server_opts *o,
+		    const struct lp_api_backend *b)
+{
+	struct lp_server *s = calloc(1, sizeof(*s));
+	struct evconnlistener *lev;
+	struct group *gr;
+	int fd = -1, r;
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
+	s->base = base;
+	s->backend = b;
+	s->max_connections = o->max_connections;
+	s->timeout_s = o->timeout_s;
+	gr = o->socket_group && *o->socket_group ? getgrnam(o->socket_group) : NULL;
+	if (gr) {
+		s->group = gr->gr_gid;
+		s->have_group = true;
+	} else if (o->socket_group && *o->socket_group) {
+		log_warning("group '%s' does not exist: only root sees every process; create it "
+			    "with 'groupadd --system %s'",
+			    o->socket_group, o->socket_group);
+	}
+
+	if (o->activated_fd >= 0) {
+		fd = o->activated_fd;
+		evutil_make_socket_nonblocking(fd);
+		log_info("API on the socket systemd passed (fd %d)", fd);
+	} else {
+		r = bind_unix(s, o->socket_path, o->socket_mode, &fd);
+		if (r < 0)
+			goto fail;
+		log_info("API on %s (mode %04o%s%s)", o->socket_path, (unsigned)o->socket_mode,
+			 s->have_group ? ", group " : "", s->have_group ? o->socket_group : "");
+	}
+	lev = evconnlistener_new(base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+				 -1, fd);
+	if (!lev) {
+		close(fd);
+		r = log_error_errno(-ENOMEM, "listen: %m");
+		goto fail;
+	}
+	r = listener_init(s, &s->l[s->nl++], lev, true);
+	if (r < 0)
+		goto fail;
+
+	if (o->metrics_address && *o->metrics_address) {
+		struct sockaddr_storage ss;
+		int len = sizeof(ss);
+
+		if (evutil_parse_sockaddr_port(o->metrics_address, (struct sockaddr *)&ss, &len) <
+		    0) {
+			r = log_error_errno(-EINVAL,
+					    "metrics address '%s' is not HOST:PORT (e.g. %s)",
+					    o->metrics_address, LP_METRICS_ADDRESS);
+			goto fail;
+		}
+		lev = evconnlistener_new_bind(base, NULL, NULL,
+					      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC |
+						      LEV_OPT_REUSEABLE,
+					      SOMAXCONN, (struct sockaddr *)&ss, len);
+		if (!lev) {
+			r = log_error_errno(-errno, "listen on %s for /metrics: %m",
+					    o->metrics_address);
+			goto fail;
+		}
+		r = listener_init(s, &s->l[s->nl++], lev, false);
+		if (r < 0)
+			goto fail;
+		log_info("/metrics also on http://%s/metrics", o->metrics_address);
+	}
+	*out = s;
+	return 0;
+fail:
+	lp_server_free(s);
+	return r;
+}
+
+void lp_server_set_limits(struct lp_server *s, uint32_t max_connections, uint32_t timeout_s)
+{
+	s->max_connections = max_connections;
+	s->timeout_s = timeout_s;
+	for (int i = 0; i < s->nl; i++)
+		evhttp_set_timeout(s->l[i].http, (int)timeout_s);
+}
+
+void lp_server_stats(const struct lp_server *s, struct lp_server_stats *out)
+{
+	*out = s->st;
+}
+
+void lp_server_free(struct lp_server *s)
+{
+	if (!s)
+		return;
+	/* evhttp_free() frees the connections; their close callbacks free ours. */
+	for (int i = 0; i < s->nl; i++)
+		if (s->l[i].http)
+			evhttp_free(s->l[i].http);
+		else if (s->l[i].lev)
+			evconnlistener_free(s->l[i].lev);
+	while (s->conns)
+		conn_free(s->conns);
+	if (s->created_path) {
+		unlink(s->created_path);
+		free(s->created_path);
+	}
+	free(s);
+}

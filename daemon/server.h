@@ -1,0 +1,47 @@
+/* The HTTP transport: evhttp on the Unix socket (bound here or handed over by systemd) and
+ * on the optional TCP /metrics listener; peer credentials, connection cap, per-connection
+ * deadline, and JSON for every error evhttp raises by itself. */
+#ifndef LLMPROF_SERVER_H
+#define LLMPROF_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "api.h"
+
+struct event_base;
+struct lp_server;
+
+struct lp_server_opts {
+	const char *socket_path; /* bound here unless activated_fd >= 0 */
+	int activated_fd;	 /* a listening socket from systemd, or -1 */
+	mode_t socket_mode;
+	const char *socket_group;    /* group owner of the socket; its members are privileged */
+	const char *metrics_address; /* "host:port" for TCP /metrics, NULL or "" for none */
+	uint32_t max_connections;
+	uint32_t timeout_s; /* a connection gets this long per request, slow or not */
+};
+
+struct lp_server_stats {
+	uint64_t connections; /* open now */
+	uint64_t accepted;
+	uint64_t over_cap;  /* answered 503: too many connections */
+	uint64_t timed_out; /* dropped at the deadline */
+	uint64_t requests;
+	uint64_t rewritten; /* evhttp's own error pages turned into JSON */
+};
+
+/* Listens; returns 0 or -errno (logged). The backend must outlive the server. */
+int lp_server_start(struct lp_server **out, struct event_base *base, const struct lp_server_opts *o,
+		    const struct lp_api_backend *b);
+
+/* SIGHUP: the connection cap and the deadline apply to new connections. */
+void lp_server_set_limits(struct lp_server *s, uint32_t max_connections, uint32_t timeout_s);
+
+void lp_server_stats(const struct lp_server *s, struct lp_server_stats *out);
+
+/* Closes the listeners and connections; removes a socket file it created. NULL is fine. */
+void lp_server_free(struct lp_server *s);
+
+#endif

@@ -1,0 +1,48 @@
+/* The daemon <-> client contract: HTTP/1.1 with JSON bodies over a Unix socket.
+ *
+ * Only the daemon's API layer (daemon/api.c, daemon/server.c) and client/ include this file;
+ * docs/API.md describes every route with examples. Bump LP_API_VERSION if any route, field
+ * or error code below changes meaning; adding fields to a document does not need a bump.
+ */
+#ifndef LLMPROF_PROTOCOL_H
+#define LLMPROF_PROTOCOL_H
+
+#define LP_API_VERSION 1
+
+/* Where the daemon listens, and how clients are pointed elsewhere. */
+#define LP_SOCKET_PATH "/run/llmprofd/llmprofd.sock"
+#define LP_SOCKET_ENV "LLMPROF_SOCKET"
+/* Members of this group (and root) see every process and may reset and switch precise mode;
+ * other peers see the processes of their own uid only. */
+#define LP_GROUP "llmprof"
+/* The optional TCP listener serves /metrics only. */
+#define LP_METRICS_ADDRESS "127.0.0.1:9713"
+
+/* Routes. {pid} is a decimal process id. */
+#define LP_ROUTE_STATUS "/v1/status"	   /* GET: the daemon itself */
+#define LP_ROUTE_PROCESSES "/v1/processes" /* GET: every visible process, summary figures */
+/* GET /v1/processes/{pid}: one process in full (the document of `llmprofd --once`)
+ * POST /v1/processes/{pid}/reset: zero its counters and histograms
+ * POST /v1/processes/{pid}/precise: body {"seconds": S} (default 60) or {"enable": false} */
+#define LP_ROUTE_RESET "reset"
+#define LP_ROUTE_PRECISE "precise"
+#define LP_ROUTE_METRICS "/metrics" /* GET: Prometheus text exposition format 0.0.4 */
+
+/* Request limits: beyond them the request is refused with the status below. */
+#define LP_MAX_HEADERS_BYTES 8192 /* 431 (evhttp says 413; the error code tells them apart) */
+#define LP_MAX_BODY_BYTES 4096	  /* 413 */
+#define LP_PRECISE_MAX_SECONDS 86400
+
+/* Every error is {"error": {"code": CODE, "message": "..."}} with one of these codes. */
+#define LP_ERR_BAD_REQUEST "bad_request"		   /* 400: malformed request or body */
+#define LP_ERR_FORBIDDEN "forbidden"			   /* 403: not root nor in LP_GROUP */
+#define LP_ERR_NOT_FOUND "not_found"			   /* 404: no such route */
+#define LP_ERR_NO_SUCH_PROCESS "no_such_process"	   /* 404: the pid is not tracked */
+#define LP_ERR_METHOD "method_not_allowed"		   /* 405, with an Allow header */
+#define LP_ERR_TOO_LARGE "too_large"			   /* 413: body or headers too large */
+#define LP_ERR_NOT_LLM "not_an_llm_process"		   /* 409: precise mode needs ggml */
+#define LP_ERR_EXITED "process_exited"			   /* 409: the process has exited */
+#define LP_ERR_TOO_MANY_CONNECTIONS "too_many_connections" /* 503 */
+#define LP_ERR_INTERNAL "internal"			   /* 500 */
+
+#endif
