@@ -203,12 +203,17 @@ static void not_tracked(struct lp_api_response *res, pid_t pid)
 		     (int)pid);
 }
 
-static void forbidden_other(struct lp_api_response *res, pid_t pid)
+static const char *group_of(const struct lp_api_backend *b)
+{
+	return b->group && *b->group ? b->group : LP_GROUP;
+}
+
+static void forbidden_other(const struct lp_api_backend *b, struct lp_api_response *res, pid_t pid)
 {
 	lp_api_error(res, 403, LP_ERR_FORBIDDEN,
 		     "pid %d belongs to another user; root and members of group '%s' see every "
 		     "process",
-		     (int)pid, LP_GROUP);
+		     (int)pid, group_of(b));
 }
 
 static void get_process(const struct lp_api_backend *b, const struct lp_peer *p, pid_t pid,
@@ -230,7 +235,7 @@ static void get_process(const struct lp_api_backend *b, const struct lp_peer *p,
 	if (!v)
 		not_tracked(res, pid);
 	else if (!visible(p, v->target))
-		forbidden_other(res, pid);
+		forbidden_other(b, res, pid);
 	else
 		respond_json(res, 200, lp_render_proc(&r, v));
 	b->report_free(b->ctx, &r);
@@ -255,13 +260,14 @@ static int check_exists(const struct lp_api_backend *b, pid_t pid, struct lp_api
 	return 0;
 }
 
-static bool need_privilege(const struct lp_peer *p, const char *what, struct lp_api_response *res)
+static bool need_privilege(const struct lp_api_backend *b, const struct lp_peer *p,
+			   const char *what, struct lp_api_response *res)
 {
 	if (p->privileged)
 		return true;
 	lp_api_error(res, 403, LP_ERR_FORBIDDEN,
-		     "%s needs root or membership of group '%s' (you are uid %u)", what, LP_GROUP,
-		     (unsigned)p->uid);
+		     "%s needs root or membership of group '%s' (you are uid %u)", what,
+		     group_of(b), (unsigned)p->uid);
 	return false;
 }
 
@@ -271,7 +277,7 @@ static void post_reset(const struct lp_api_backend *b, const struct lp_peer *p, 
 	cJSON *doc;
 	int ret;
 
-	if (!need_privilege(p, "reset", res) || check_exists(b, pid, res) < 0)
+	if (!need_privilege(b, p, "reset", res) || check_exists(b, pid, res) < 0)
 		return;
 	ret = b->reset(b->ctx, pid);
 	if (ret == -ESRCH) {
@@ -336,7 +342,7 @@ static void post_precise(const struct lp_api_backend *b, const struct lp_api_req
 	bool on;
 	int ret;
 
-	if (!need_privilege(req->peer, "precise mode", res) ||
+	if (!need_privilege(b, req->peer, "precise mode", res) ||
 	    parse_precise(req, &on, &seconds, res) < 0 || check_exists(b, pid, res) < 0)
 		return;
 	doc = cJSON_CreateObject();

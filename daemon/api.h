@@ -32,6 +32,7 @@ struct lp_api_backend {
 	/* -ESRCH: not tracked; -ENODATA: exited; -ENOEXEC: not a ggml process. On success
 	 * (and only then) adds the precise-mode state to o. */
 	int (*precise)(void *ctx, pid_t pid, bool on, double seconds, cJSON *o);
+	const char *group; /* the group whose members are privileged, for messages */
 	/* Options of /metrics. */
 	uint32_t metrics_max_processes;
 	double start_time;

@@ -467,6 +467,7 @@ static int serve_setup(struct daemon *d, struct event **ev_hup, struct event **e
 		.status = api_status,
 		.reset = api_reset,
 		.precise = api_precise,
+		.group = d->cfg.socket_group,
 		.metrics_max_processes = d->cfg.metrics_max_processes,
 		.start_time = d->start_realtime,
 	};

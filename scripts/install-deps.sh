@@ -8,7 +8,8 @@ set -euo pipefail
 PACKAGES=(
 	cmake ninja-build pkg-config gcc clang llvm clang-format
 	libbpf-dev bpftool libelf-dev zlib1g-dev
-	libevent-dev libsystemd-dev libcjson-dev
+	libevent-dev libsystemd-dev libcjson-dev libinih-dev
+	curl prometheus
 	python3 util-linux binutils nodejs
 )
 

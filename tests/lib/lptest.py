@@ -101,11 +101,14 @@ class Daemon:
         # Private by default: its own socket and state, no TCP listener, and none of the
         # host's /etc/llmprofd settings. A test that wants one of them passes it.
         if private:
-            given = " ".join(args)
+            given = set(args)
             defaults = [("--socket", self.socket), ("--state-directory", self.state_dir),
                         ("--metrics-address", "off"), ("--config", "/dev/null")]
             for opt, value in defaults:
-                if opt not in given:
+                if opt in given:
+                    setattr(self, {"--socket": "socket", "--state-directory": "state_dir"}
+                            .get(opt, "_"), args[args.index(opt) + 1])
+                else:
                     args += [opt, value]
         self.args = [LLMPROFD] + args
         self.proc = subprocess.Popen(self.args, stdout=open(self.out_path, "w"),
@@ -130,6 +133,15 @@ class Daemon:
     def wait_ready(self, timeout=20):
         return self.wait_log("ready:", timeout)
 
+    def api(self, method, path, body=None, user=None, **kw):
+        return curl(self.socket, method, path, body, user, **kw)
+
+    def get(self, path, user=None):
+        status, doc, _ = self.api("GET", path, user=user)
+        if status != 200:
+            raise AssertionError("GET %s: %d %s" % (path, status, doc))
+        return doc
+
     def stop(self, sig=signal.SIGINT, timeout=20):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -148,6 +160,49 @@ class Daemon:
             return json.loads(text)
         except ValueError:
             raise AssertionError("report is not JSON: %r\nlog:\n%s" % (text[:500], self.log()))
+
+
+def as_user(uid, gid=None, groups=()):
+    """A command prefix running as another uid (setpriv, from util-linux)."""
+    gid = uid if gid is None else gid
+    prefix = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid]
+    if groups:
+        prefix.append("--groups=" + ",".join(str(g) for g in groups))
+    else:
+        prefix.append("--clear-groups")
+    return prefix
+
+
+def curl(socket_path, method, path, body=None, user=None, timeout=20, headers=()):
+    """One request with curl over the Unix socket: (status, parsed JSON or text, headers)."""
+    cmd = (user or []) + ["curl", "-sS", "-i", "--unix-socket", socket_path,
+                          "--max-time", str(timeout)]
+    cmd += ["-I"] if method == "HEAD" else ["-X", method]
+    for h in headers:
+        cmd += ["-H", h]
+    if body is not None:
+        cmd += ["-H", "Content-Type: application/json", "--data-binary", body]
+    cmd.append("http://localhost" + path)
+    p = subprocess.run(cmd, capture_output=True, timeout=timeout + 10)
+    if p.returncode != 0:
+        raise AssertionError("curl %s %s failed (%d): %s" % (method, path, p.returncode,
+                                                             p.stderr.decode()))
+    out = p.stdout
+    # Interim "100 Continue" answers come first.
+    while out.startswith(b"HTTP/1.1 100"):
+        out = out.split(b"\r\n\r\n", 1)[1]
+    head, _, text = out.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    hdrs = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            hdrs[k.strip().lower()] = v.strip()
+    text = text.decode()
+    if text and hdrs.get("content-type", "").startswith("application/json"):
+        return status, json.loads(text), hdrs
+    return status, text, hdrs
 
 
 def read_json_line(proc, what, timeout=60):

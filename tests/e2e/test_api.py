@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""The HTTP/JSON API over the Unix socket, driven with curl as a user would: every route,
+every error with its status and JSON body, access by uid and group, malformed and oversized
+requests, 500 idle connections and a slow client next to a client that still gets answers,
+the connection cap, retention, SIGHUP reload, and totals kept across SIGTERM and start."""
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import lptest as t  # noqa: E402
+
+NOBODY = 65534
+
+
+def proc_in(doc, pid):
+    return [p for p in doc["processes"] if p["pid"] == pid]
+
+
+def raw(sock_path, data, timeout=5.0):
+    """Sends bytes as they are and reads until the daemon closes: (status, JSON body)."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    s.connect(sock_path)
+    try:
+        s.sendall(data)
+    except OSError:
+        pass  # the daemon may refuse before reading everything; its answer is still there
+    out = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    except (socket.timeout, ConnectionResetError):
+        pass
+    s.close()
+    head, _, body = out.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else 0
+    return status, body, head
+
+
+def is_error(doc, code):
+    return isinstance(doc, dict) and doc.get("error", {}).get("code") == code and \
+        doc["error"].get("message")
+
+
+def test_routes():
+    print("--- every route and every error, with curl")
+    fx = t.Fixture("--futex-threads", "2", "--futex-waits", "20", "--futex-ms", "1",
+                   "--contend-ms", "200", "--hold")
+    d = t.Daemon("--pid", str(fx.pid), "--socket-mode", "0666")
+    d.wait_ready()
+    fx.go()
+    fx.result()
+
+    st = d.get("/v1/status")
+    t.check(st["api"] == 1 and st["version"] and st["uptime_seconds"] >= 0,
+            "status: version, api and uptime")
+    t.check("tp_btf" in st["kernel_features"]["found"] + st["kernel_features"]["missing"],
+            "status: kernel features found and missing: %s" % st["kernel_features"])
+    t.check(st["probes"]["core_links"] >= 5 and len(st["maps"]) >= 5 and "lost" in st,
+            "status: probes attached, map fill and losses")
+    t.check(st["processes"]["running"] == 1 and st["peer"]["privileged"],
+            "status: one process, root is privileged")
+
+    lst = d.get("/v1/processes")
+    mine = proc_in(lst, fx.pid)
+    t.check(len(mine) == 1 and mine[0]["threads"] >= 3, "list: the fixture with its threads")
+    fw = mine[0]["counters"]["futex_waits"] if mine else -1
+    t.check(fw >= 40, "list: futex waits summed (%d of the 40 the fixture made)" % fw)
+    t.check(mine and mine[0]["histograms"]["runqueue_latency"]["p99"] > 0,
+            "list: run-queue p99 of a contended process is > 0")
+
+    one = d.get("/v1/processes/%d" % fx.pid)
+    h = one["histograms"]["futex_wait"]
+    t.check(h["count"] >= 40 and h["buckets"] and h["p50"] > 0, "process: histogram in full")
+    t.check(len(one["threads"]) >= 3 and one["futex"]["top"], "process: threads and futex words")
+
+    status, doc, hdrs = d.api("HEAD", "/v1/status")
+    t.check(status == 200, "HEAD /v1/status: 200")
+
+    status, doc, _ = d.api("POST", "/v1/processes/%d/reset" % fx.pid)
+    t.check(status == 200 and doc == {"pid": fx.pid, "reset": True}, "reset: %s" % doc)
+    after = d.get("/v1/processes/%d" % fx.pid)
+    t.check(after["histograms"]["futex_wait"]["count"] == 0 and
+            after["counters"]["futex_waits"] == 0 and not after["futex"]["top"] and
+            after["counters"]["voluntary_switches"] < one["counters"]["voluntary_switches"],
+            "reset: counters, histograms and futex words start from zero")
+
+    # Errors, each with its status and a JSON body naming it.
+    cases = [
+        ("GET", "/v1/processes/abc", None, 400, "bad_request"),
+        ("GET", "/v1/processes/0", None, 400, "bad_request"),
+        ("GET", "/v1/processes/4194304", None, 404, "no_such_process"),
+        ("GET", "/v1/nope", None, 404, "not_found"),
+        ("GET", "/v1/processes/%d/other" % fx.pid, None, 404, "not_found"),
+        ("DELETE", "/v1/status", None, 405, "method_not_allowed"),
+        ("GET", "/v1/processes/%d/reset" % fx.pid, None, 405, "method_not_allowed"),
+        ("POST", "/v1/processes/4194304/reset", None, 404, "no_such_process"),
+        ("POST", "/v1/processes/%d/precise" % fx.pid, "{nope", 400, "bad_request"),
+        ("POST", "/v1/processes/%d/precise" % fx.pid, '{"secs": 5}', 400, "bad_request"),
+        ("POST", "/v1/processes/%d/precise" % fx.pid, '{"seconds": -1}', 400, "bad_request"),
+        ("POST", "/v1/processes/%d/precise" % fx.pid, "[1]", 400, "bad_request"),
+        ("POST", "/v1/processes/%d/precise" % fx.pid, '{"seconds": 5}', 409,
+         "not_an_llm_process"),
+        ("POST", "/v1/processes/%d/precise" % fx.pid, "x" * 5000, 413, "too_large"),
+    ]
+    for method, path, body, want, code in cases:
+        status, doc, hdrs = d.api(method, path, body)
+        t.check(status == want and is_error(doc, code),
+                "%s %s -> %d %s (%s)" % (method, path[:40], want, code,
+                                         doc if status != want else "ok"))
+        if want == 405:
+            t.check(hdrs.get("allow") in ("GET", "POST"), "405 names what is allowed")
+
+    # Requests curl would not send: malformed and oversized, straight on the socket.
+    for name, data, want, code in [
+            ("garbage request line", b"HELLO\r\n\r\n", 400, "bad_request"),
+            ("unknown method", b"BREW /v1/status HTTP/1.1\r\nHost: x\r\n\r\n", 405,
+             "method_not_allowed"),
+            ("headers over 8 KiB",
+             b"GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n",
+             400, "bad_request"),
+            ("body over 4 KiB", b"POST /v1/processes/1/precise HTTP/1.1\r\nHost: x\r\n"
+             b"Content-Length: 100000\r\n\r\n" + b"{" * 200, 413, "too_large"),
+            ("bad Content-Length", b"POST /v1/processes/1/precise HTTP/1.1\r\nHost: x\r\n"
+             b"Content-Length: -5\r\n\r\n", 400, "bad_request")]:
+        status, body, head = raw(d.socket, data)
+        doc = t.json.loads(body) if body else None
+        t.check(status == want and b"application/json" in head and is_error(doc, code),
+                "%s -> %d %s in JSON (got %d %r)" % (name, want, code, status, body[:80]))
+    t.check(d.get("/v1/status")["server"]["http_errors_rewritten"] >= 5,
+            "evhttp's own error pages were all turned into JSON")
+
+    # The daemon still serves, and /metrics is on the socket too.
+    status, text, hdrs = d.api("GET", "/metrics")
+    t.check(status == 200 and hdrs["content-type"].startswith("text/plain; version=0.0.4") and
+            ('pid="%d"' % fx.pid) in text, "/metrics on the socket")
+    fx.release()
+    t.poll("the fixture to show as exited",
+           lambda: d.get("/v1/processes/%d" % fx.pid)["state"] == "exited")
+    status, doc, _ = d.api("POST", "/v1/processes/%d/precise" % fx.pid, '{"seconds": 5}')
+    t.check(status == 409 and is_error(doc, "process_exited"), "precise on an exited process")
+    t.check(d.stop() == 0, "daemon exits cleanly")
+
+
+def test_access():
+    print("--- access: other uids see their own processes; changes need root or the group")
+    gid = 4242
+    mine = t.Fixture("--futex-threads", "0", "--hold")
+    theirs_cmd = t.as_user(NOBODY) + [t.LPFIXTURE, "--wait-go", "--futex-threads", "0", "--hold"]
+    theirs = t.subprocess.Popen(theirs_cmd, stdin=t.subprocess.PIPE, stdout=t.subprocess.PIPE)
+    t._children.append(theirs)
+    d = t.Daemon("--pid", str(mine.pid), "--pid", str(theirs.pid), "--socket-mode", "0666",
+                 "--socket-group", "llmproftest")
+    d.wait_ready()
+    nobody = t.as_user(NOBODY)
+    member = t.as_user(NOBODY + 1, NOBODY + 1, groups=[gid])
+    has_group = os.system("getent group llmproftest >/dev/null") == 0
+    if not has_group:
+        os.system("groupadd -g %d llmproftest" % gid)
+    try:
+        # The daemon looked the group up at start; restart it now that the group exists.
+        if not has_group:
+            d.stop()
+            d = t.Daemon("--pid", str(mine.pid), "--pid", str(theirs.pid), "--socket-mode",
+                         "0666", "--socket-group", "llmproftest")
+            d.wait_ready()
+        seen = [p["pid"] for p in d.get("/v1/processes", user=nobody)["processes"]]
+        t.check(seen == [theirs.pid], "uid %d sees only its own process: %s" % (NOBODY, seen))
+        status, doc, _ = d.api("GET", "/v1/processes/%d" % mine.pid, user=nobody)
+        t.check(status == 403 and is_error(doc, "forbidden") and "llmproftest" in
+                doc["error"]["message"], "someone else's process: 403 naming the group")
+        status, doc, _ = d.api("POST", "/v1/processes/%d/reset" % theirs.pid, user=nobody)
+        t.check(status == 403 and is_error(doc, "forbidden"),
+                "reset of even its own process needs the group")
+        st = d.get("/v1/status", user=nobody)
+        t.check(not st["peer"]["privileged"] and st["peer"]["uid"] == NOBODY,
+                "status tells the peer it is unprivileged")
+        seen = sorted(p["pid"] for p in d.get("/v1/processes", user=member)["processes"])
+        t.check(seen == sorted([mine.pid, theirs.pid]),
+                "a member of the group (supplementary) sees every process")
+        status, _, _ = d.api("POST", "/v1/processes/%d/reset" % mine.pid, user=member)
+        t.check(status == 200, "and may reset")
+        metrics = d.api("GET", "/metrics", user=nobody)[1]
+        t.check(('pid="%d"' % theirs.pid) in metrics and ('pid="%d"' % mine.pid) not in metrics,
+                "/metrics on the socket follows the same rule")
+    finally:
+        if not has_group:
+            os.system("groupdel llmproftest")
+    d.stop()
+    # The default mode keeps everyone else out, at connect time.
+    d = t.Daemon("--pid", str(mine.pid))
+    d.wait_ready()
+    mode = os.stat(d.socket).st_mode & 0o777
+    t.check(mode == 0o660, "the socket is 0660 by default (%o)" % mode)
+    p = t.subprocess.run(nobody + [sys.executable, "-c", "import socket, sys; "
+                                   "socket.socket(socket.AF_UNIX).connect(sys.argv[1])",
+                                   d.socket], capture_output=True, text=True)
+    t.check(p.returncode != 0 and "PermissionError" in p.stderr,
+            "a non-member cannot connect: %s" % p.stderr.strip().splitlines()[-1:])
+    d.stop()
+    mine.go()
+    mine.result()
+    mine.release()
+    theirs.stdin.write(b"go\n")
+    theirs.stdin.flush()
+    theirs.stdin.close()
+    theirs.kill()
+
+
+def test_connections():
+    print("--- 500 idle connections and a slow client do not stop another client")
+    d = t.Daemon("--no-discover", "--pid", str(os.getpid()), "--http-timeout", "5")
+    d.wait_ready()
+    idle = []
+    for _ in range(500):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(d.socket)
+        idle.append(s)
+    slow = socket.socket(socket.AF_UNIX)
+    slow.connect(d.socket)
+    request = b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n"
+    start = time.monotonic()
+    answered = 0
+    for i in range(3):
+        slow.send(request[i:i + 1])  # one byte a second
+        st = d.get("/v1/status")
+        answered += st["api"] == 1
+        time.sleep(1)
+    t.check(answered == 3, "another client got all 3 answers while 501 connections were open")
+    t.check(st["server"]["connections"] >= 500, "the daemon held them (%d open)" %
+            st["server"]["connections"])
+    slow.settimeout(10)
+    try:
+        got = slow.recv(100)
+    except OSError:
+        got = b""
+    t.check(got == b"" and 4 < time.monotonic() - start < 9,
+            "the slow client was dropped at the 5 s deadline (after %.1f s)" %
+            (time.monotonic() - start))
+    t.poll("the idle connections to be dropped too",
+           lambda: d.get("/v1/status")["server"]["connections"] <= 2, timeout=15)
+    t.check(d.get("/v1/status")["server"]["timed_out"] >= 1, "the deadline drop is counted")
+    for s in idle + [slow]:
+        s.close()
+    d.stop()
+
+    print("--- over the connection cap: 503 in JSON, and the rest keep working")
+    d = t.Daemon("--no-discover", "--pid", str(os.getpid()), "--max-connections", "8")
+    d.wait_ready()
+    held = []
+    for _ in range(8):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(d.socket)
+        held.append(s)
+    time.sleep(0.2)  # the daemon accepts them in its own time
+    status, doc, _ = d.api("GET", "/v1/status")
+    t.check(status == 503 and is_error(doc, "too_many_connections"),
+            "the 9th connection gets 503 too_many_connections")
+    for s in held:
+        s.close()
+    t.poll("a slot to free up", lambda: d.api("GET", "/v1/status")[0] == 200, timeout=10)
+    t.check(True, "after they close, requests are served again")
+    d.stop()
+
+
+def test_retention_and_reload():
+    print("--- retention: an exited process goes after the retention period; SIGHUP reload")
+    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
+    conf.write("[service]\nretention = 3600\nmetrics-max-processes = 50\n")
+    conf.close()
+    fx = t.Fixture("--futex-threads", "1", "--futex-waits", "5", "--futex-ms", "1")
+    d = t.Daemon("--pid", str(fx.pid), "--config", conf.name)
+    d.wait_ready()
+    fx.go()
+    fx.result()
+    fx.release()
+    t.poll("the exit", lambda: d.get("/v1/processes/%d" % fx.pid)["state"] == "exited")
+    waits = d.get("/v1/processes/%d" % fx.pid)["counters"]["futex_waits"]
+    t.check(waits >= 5, "exited process kept with its data (%d futex waits)" % waits)
+
+    with open(conf.name, "w") as f:
+        f.write("# shorter retention\n[service]\nretention = 1\nmetrics-max-processes = 7\n"
+                "[ggml]\nsample-hz = 99\n")
+    os.kill(d.proc.pid, signal.SIGHUP)
+    d.wait_log("reloaded the configuration")
+    t.check("sample-hz = 99 takes effect at the next restart" in d.log(),
+            "a setting that needs a restart is named")
+    cfg = d.get("/v1/status")["config"]
+    t.check(cfg["retention"] == 1 and cfg["metrics-max-processes"] == 7 and
+            cfg["sample-hz"] == 199, "reload applied retention and the metrics cap only")
+    t.poll("the exited process to be forgotten",
+           lambda: d.api("GET", "/v1/processes/%d" % fx.pid)[0] == 404, timeout=5)
+    t.check("forgotten, exited" in d.log(), "forgetting is logged")
+
+    with open(conf.name, "w") as f:
+        f.write("[service]\nretention = soon\n")
+    os.kill(d.proc.pid, signal.SIGHUP)
+    d.wait_log("keeping the current one")
+    t.check(d.get("/v1/status")["config"]["retention"] == 1,
+            "a bad file on reload keeps the running settings")
+    t.check(d.stop() == 0, "daemon exits cleanly")
+    os.unlink(conf.name)
+
+    print("--- bad configuration at start: file and line")
+    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
+    conf.write("[service]\nretention = 60\nno-such-thing = 1\n")
+    conf.close()
+    d = t.Daemon("--config", conf.name)
+    t.check(d.wait_exit() == 2, "exit status 2")
+    t.check("%s:3" % conf.name in d.log() and "no-such-thing: unknown setting" in d.log(),
+            "the message names the file, the line and the key: %s" % d.log().strip())
+    os.unlink(conf.name)
+
+
+def test_restart_keeps_totals():
+    print("--- SIGTERM, then start: totals kept")
+    live = t.Fixture("--futex-threads", "1", "--futex-waits", "7", "--futex-ms", "1", "--hold")
+    gone = t.Fixture("--futex-threads", "1", "--futex-waits", "3", "--futex-ms", "1")
+    d = t.Daemon("--pid", str(live.pid), "--pid", str(gone.pid))
+    d.wait_ready()
+    state_dir = d.state_dir
+    live.go()
+    live.result()
+    gone.go()
+    gone.result()
+    gone.release()
+    t.poll("the exit", lambda: d.get("/v1/processes/%d" % gone.pid)["state"] == "exited")
+    gone_waits = d.get("/v1/processes/%d" % gone.pid)["counters"]["futex_waits"]
+    before = d.get("/v1/processes/%d" % live.pid)
+    t.check(d.stop(signal.SIGTERM) == 0, "SIGTERM: exit status 0")
+    t.check("saved the totals of 2 process(es)" in d.log(), "the totals were saved")
+
+    d = t.Daemon("--state-directory", state_dir)
+    d.wait_ready()
+    t.check("restored 2 process(es)" in d.log(), "and read back")
+    after = d.get("/v1/processes/%d" % live.pid)
+    t.check(after["state"] == "running" and
+            after["counters"]["futex_waits"] == before["counters"]["futex_waits"] == 7,
+            "the running process keeps its totals (7 futex waits)")
+    t.check(after["histograms"]["futex_wait"]["count"] == 7 and
+            after["counters"]["oncpu_ns"] >= before["counters"]["oncpu_ns"],
+            "histograms and on-CPU time carried over")
+    old = d.get("/v1/processes/%d" % gone.pid)
+    t.check(old["state"] == "exited" and old["counters"]["futex_waits"] == gone_waits >= 3,
+            "the exited process is back with its %d waits" % gone_waits)
+    d.stop(signal.SIGTERM)
+    live.release()
+
+
+def main():
+    test_routes()
+    test_access()
+    test_connections()
+    test_retention_and_reload()
+    test_restart_keeps_totals()
+
+
+t.run(main, timeout=280)
