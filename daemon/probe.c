@@ -116,8 +116,11 @@ static const char *yesno(bool b)
 void lp_features_log(const struct lp_features *f)
 {
 	if (f->bpf_denied) {
-		log_error("permission denied loading BPF programs: run llmprofd as root, or with "
-			  "the capabilities CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE");
+		log_error(
+			"permission denied loading BPF programs: run llmprofd as root, or with "
+			"the capabilities CAP_BPF and CAP_PERFMON (and CAP_SYS_ADMIN for uprobes, "
+			"CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH for other users' processes; "
+			"systemd/llmprofd.service sets them)");
 		return;
 	}
 	log_info(

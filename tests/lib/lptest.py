@@ -90,7 +90,7 @@ def run(main, timeout, need_root=True):
 class Daemon:
     """A private llmprofd. Logs go to files in its own directory; stdout is the report."""
 
-    def __init__(self, *args, env=None, private=True, preexec_fn=None):
+    def __init__(self, *args, env=None, private=True, preexec_fn=None, wrap=()):
         self.dir = tempfile.mkdtemp(prefix="llmprofd-test-")
         os.chmod(self.dir, 0o755)
         self.out_path = os.path.join(self.dir, "stdout")
@@ -110,7 +110,7 @@ class Daemon:
                             .get(opt, "_"), args[args.index(opt) + 1])
                 else:
                     args += [opt, value]
-        self.args = [LLMPROFD] + args
+        self.args = list(wrap) + [LLMPROFD] + args
         self.proc = subprocess.Popen(self.args, stdout=open(self.out_path, "w"),
                                      stderr=open(self.err_path, "w"), stdin=subprocess.DEVNULL,
                                      env=env, preexec_fn=preexec_fn)

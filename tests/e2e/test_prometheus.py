@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""/metrics as Prometheus sees it: promtool accepts the exposition, and a real Prometheus
+server (Debian's package) on loopback scrapes the daemon's TCP listener, after which a
+PromQL histogram_quantile over run-queue latency returns a value for the fixture."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import lptest as t  # noqa: E402
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def http_get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.headers, r.read().decode()
+
+
+def families(text):
+    """{family: type} from the # TYPE lines, and the sample lines."""
+    types, samples = {}, []
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            types[name] = kind
+        elif line and not line.startswith("#"):
+            samples.append(line)
+    return types, samples
+
+
+def main():
+    for tool in ("promtool", "prometheus"):
+        if not shutil.which(tool):
+            raise AssertionError("%s is not installed (Debian package prometheus; "
+                                 "scripts/install-deps.sh installs it)" % tool)
+    port = free_port()
+    fx = t.Fixture("--contend-ms", "300", "--futex-threads", "2", "--futex-waits", "10",
+                   "--futex-ms", "1", "--hold")
+    d = t.Daemon("--pid", str(fx.pid), "--metrics-address", "127.0.0.1:%d" % port)
+    d.wait_ready()
+    fx.go()
+    fx.result()
+
+    status, headers, text = http_get("http://127.0.0.1:%d/metrics" % port)
+    t.check(status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4"),
+            "TCP /metrics: 200, text format 0.0.4")
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                       text=True)
+    t.check(p.returncode == 0, "promtool check metrics passes: %s" % (p.stdout + p.stderr)[:500])
+    types, samples = families(text)
+    t.check(types.get("llmprof_runqueue_latency_seconds") == "histogram" and
+            types.get("llmprof_oncpu_seconds_total") == "counter",
+            "histograms and _total counters are typed")
+    label = 'pid="%d",comm="lpfixture",exe="%s"' % (fx.pid, os.path.realpath(t.LPFIXTURE))
+    inf = [s for s in samples if s.startswith("llmprof_futex_wait_seconds_bucket{" + label) and
+           'le="+Inf"' in s]
+    t.check(len(inf) == 1 and int(float(inf[0].split()[-1])) == 20,
+            "futex_wait +Inf bucket counts the fixture's 20 waits, labelled pid, comm, exe")
+    count = [s for s in samples if s.startswith("llmprof_futex_wait_seconds_count{" + label)]
+    t.check(count and count[0].split()[-1] == inf[0].split()[-1], "_count equals +Inf bucket")
+    status, _, api_text = d.api("GET", "/v1/status")
+    t.check(status == 200, "the API is on the socket, not on TCP")
+    try:
+        http_get("http://127.0.0.1:%d/v1/status" % port)
+        t.check(False, "TCP serves the API")
+    except urllib.error.HTTPError as e:
+        t.check(e.code == 404 and json.loads(e.read())["error"]["code"] == "not_found",
+                "TCP refuses the API with a JSON 404")
+
+    # A real Prometheus server scrapes it.
+    prom_port = free_port()
+    work = tempfile.mkdtemp(prefix="llmprof-prom-")
+    conf = os.path.join(work, "prometheus.yml")
+    with open(conf, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                "scrape_configs:\n  - job_name: llmprofd\n    static_configs:\n"
+                "      - targets: ['127.0.0.1:%d']\n" % port)
+    prom = subprocess.Popen(["prometheus", "--config.file=" + conf,
+                             "--storage.tsdb.path=" + os.path.join(work, "data"),
+                             "--web.listen-address=127.0.0.1:%d" % prom_port],
+                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "log"), "w"))
+    t._children.append(prom)
+    query = ('histogram_quantile(0.99, sum by (le) '
+             '(llmprof_runqueue_latency_seconds_bucket{pid="%d"}))' % fx.pid)
+    url = "http://127.0.0.1:%d/api/v1/query?query=%s" % (prom_port, urllib.parse.quote(query))
+
+    def answer():
+        try:
+            _, _, body = http_get(url, timeout=2)
+        except OSError:
+            if prom.poll() is not None:
+                raise AssertionError("prometheus exited: " + open(os.path.join(work, "log")).read())
+            return None
+        res = json.loads(body)["data"]["result"]
+        return res[0]["value"][1] if res else None
+
+    value = t.poll("Prometheus to scrape llmprofd and answer the query", answer, timeout=60,
+                   interval=0.5)
+    t.check(float(value) > 0, "PromQL %s = %s s" % (query, value))
+    _, _, body = http_get("http://127.0.0.1:%d/api/v1/targets" % prom_port)
+    health = [x["health"] for x in json.loads(body)["data"]["activeTargets"]]
+    t.check(health == ["up"], "the scrape target is up: %s" % health)
+    prom.terminate()
+    prom.wait(timeout=20)
+    shutil.rmtree(work, ignore_errors=True)
+
+    fx.release()
+    t.check(d.stop() == 0, "daemon exits cleanly")
+
+    print("--- cardinality: retention and the exported-process cap")
+    fxs = [t.Fixture("--futex-threads", "0", "--hold") for _ in range(3)]
+    d = t.Daemon(*sum([["--pid", str(f.pid)] for f in fxs], []),
+                 "--metrics-address", "127.0.0.1:%d" % port, "--metrics-max-processes", "2",
+                 "--retention", "1")
+    d.wait_ready()
+    _, _, text = http_get("http://127.0.0.1:%d/metrics" % port)
+    shown = [f.pid for f in fxs if ('pid="%d"' % f.pid) in text]
+    t.check(len(shown) == 2 and "llmprofd_processes_omitted 1" in text,
+            "3 processes, cap 2: 2 exported and 1 counted as omitted")
+    for f in fxs:
+        f.go()
+        f.result()
+        f.release()
+    t.poll("exited processes' series to disappear after the 1 s retention",
+           lambda: 'pid="' not in http_get("http://127.0.0.1:%d/metrics" % port)[2],
+           timeout=10)
+    t.check(True, "no per-process series left")
+    d.stop()
+
+
+t.run(main, timeout=200)

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""systemd integration without systemd as PID 1: the units pass systemd-analyze verify;
+systemd-socket-activate hands the daemon its socket on first use; a NOTIFY_SOCKET the test
+listens on gets STATUS= while starting, READY=1 only once the programs are attached and the
+socket answers, WATCHDOG=1 pings, and STOPPING=1; --check; and the unit's capability
+bounding set is enough, and each capability in it is needed."""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import lptest as t  # noqa: E402
+
+SRC = os.path.join(os.path.dirname(__file__), "..", "..")
+BUILD = os.path.dirname(os.path.abspath(t.LLMPROFD))
+LPGGML = os.environ.get("LPGGML", "build/tests/lpggml")
+NOBODY = 65534
+
+
+def units(tmp):
+    """The configured units, pointing at this build's binary."""
+    with open(os.path.join(BUILD, "llmprofd.service")) as f:
+        service = re.sub(r"^(ExecStart(?:Pre)?=)\S+/llmprofd", r"\g<1>" +
+                         os.path.abspath(t.LLMPROFD), f.read(), flags=re.M)
+    with open(os.path.join(tmp, "llmprofd.service"), "w") as f:
+        f.write(service)
+    shutil.copy(os.path.join(SRC, "systemd", "llmprofd.socket"), tmp)
+    return service
+
+
+def test_verify():
+    print("--- systemd-analyze verify")
+    tmp = tempfile.mkdtemp(prefix="llmprof-units-")
+    service = units(tmp)
+    p = subprocess.run(["systemd-analyze", "verify", "--man=no", "llmprofd.socket",
+                        "llmprofd.service"], cwd=tmp, capture_output=True, text=True)
+    t.check(p.returncode == 0 and not p.stderr.strip(),
+            "both units verify cleanly: %s" % p.stderr.strip())
+    for key in ("Type=notify", "WatchdogSec=", "NoNewPrivileges=yes", "ProtectSystem=strict",
+                "RuntimeDirectory=llmprofd", "StateDirectory=llmprofd", "ExecStartPre=",
+                "CapabilityBoundingSet="):
+        t.check(key in service, "the service sets %s" % key)
+    # The check can fail: a broken copy is refused.
+    with open(os.path.join(tmp, "llmprofd.service"), "a") as f:
+        f.write("\n[Service]\nType=bogus\n")
+    p = subprocess.run(["systemd-analyze", "verify", "--man=no", "llmprofd.service"], cwd=tmp,
+                       capture_output=True, text=True)
+    t.check("bogus" in p.stderr, "a bad unit is reported: %s" % p.stderr.strip()[:120])
+    shutil.rmtree(tmp)
+
+
+def test_activation_and_notify():
+    print("--- socket activation, readiness, watchdog, stopping")
+    tmp = tempfile.mkdtemp(prefix="llmprof-act-")
+    os.chmod(tmp, 0o755)
+    sock = os.path.join(tmp, "api.sock")
+    notify_path = os.path.join(tmp, "notify")
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(notify_path)
+    notify.settimeout(0.2)
+    log = open(os.path.join(tmp, "log"), "w")
+    act = subprocess.Popen(["systemd-socket-activate", "-l", sock,
+                            "-E", "NOTIFY_SOCKET=" + notify_path, "-E", "WATCHDOG_USEC=1000000",
+                            os.path.abspath(t.LLMPROFD), "--config", "/dev/null",
+                            "--state-directory", "off", "--metrics-address", "off"],
+                           stdout=log, stderr=log)
+    t._children.append(act)
+    t.poll("systemd-socket-activate to listen", lambda: os.path.exists(sock))
+    t.check(not t.our_bpf_programs(), "nothing is loaded before the first connection")
+    # The first use starts the daemon; curl waits on the socket meanwhile.
+    client = subprocess.Popen(["curl", "-sS", "--max-time", "60", "--unix-socket", sock,
+                               "http://localhost/v1/status"], stdout=subprocess.PIPE, text=True)
+    t._children.append(client)
+    msgs, at_ready = [], None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and sum(m == "WATCHDOG=1" for m in msgs) < 3:
+        try:
+            data = notify.recv(4096).decode()
+        except socket.timeout:
+            if act.poll() is not None:
+                break
+            continue
+        for m in data.split("\n"):
+            msgs.append(m)
+            if m == "READY=1" and at_ready is None:
+                # At this very moment: programs attached and the socket answering.
+                at_ready = (len(t.our_bpf_programs()),
+                            t.curl(sock, "GET", "/v1/status", timeout=5)[0])
+    log.flush()
+    t.check(any(m.startswith("STATUS=Loading") for m in msgs[:msgs.index("READY=1")]
+                if "READY=1" in msgs), "STATUS= messages while starting: %s" % msgs[:6])
+    t.check(at_ready is not None and at_ready[0] >= 5 and at_ready[1] == 200,
+            "READY=1 came with %s programs attached and the API answering %s" %
+            (at_ready and at_ready[0], at_ready and at_ready[1]))
+    t.check(sum(m == "WATCHDOG=1" for m in msgs) >= 3, "WATCHDOG=1 pings (every 0.5 s here)")
+    out, _ = client.communicate(timeout=30)
+    t.check('"api":1' in out, "the activating request itself was answered")
+    with open(os.path.join(tmp, "log")) as f:
+        text = f.read()
+    t.check("API on the socket systemd passed" in text, "the daemon used the passed socket")
+    act.send_signal(15)
+    rest = []
+    end = time.monotonic() + 20
+    while act.poll() is None or time.monotonic() < end:
+        try:
+            rest += notify.recv(4096).decode().split("\n")
+        except socket.timeout:
+            if act.poll() is not None:
+                break
+    t.check(act.wait(timeout=20) == 0 and "STOPPING=1" in rest, "STOPPING=1, exit status 0")
+    t.check(not t.our_bpf_programs(), "programs unloaded")
+    notify.close()
+    shutil.rmtree(tmp)
+
+
+def test_check():
+    print("--- --check")
+    p = subprocess.run([t.LLMPROFD, "--check", "--config", "/dev/null"], capture_output=True,
+                       text=True, timeout=60)
+    t.check(p.returncode == 0 and "check: ok" in p.stderr, "--check: exit 0, 'check: ok'")
+    t.check(not t.our_bpf_programs(), "--check leaves nothing loaded")
+    p = subprocess.run(t.as_user(NOBODY) + [os.path.abspath(t.LLMPROFD), "--check", "--config",
+                                             "/dev/null"], capture_output=True, text=True,
+                       timeout=60)
+    t.check(p.returncode == 1 and "CAP_BPF" in p.stderr,
+            "--check without privileges: exit 1 naming the capabilities")
+
+
+def bounding_set():
+    with open(os.path.join(BUILD, "llmprofd.service")) as f:
+        line = [x for x in f if x.startswith("CapabilityBoundingSet=")][0]
+    return [c[4:].lower() for c in line.split("=", 1)[1].split()]
+
+
+def run_with_caps(caps, lib):
+    fx = subprocess.Popen(t.as_user(NOBODY) + [os.path.abspath(LPGGML), "--lib", lib,
+                                                "--wait-go", "--hold", "--iters", "20",
+                                                "--prompt", "4", "--gen", "6"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    t._children.append(fx)
+    pid = t.read_json_line(fx, "lpggml")["pid"]
+    bset = "-all," + ",".join("+" + c for c in caps)
+    d = t.Daemon("--sample-hz", "0", wrap=["setpriv", "--bounding-set=" + bset])
+    try:
+        d.wait_ready()
+    except AssertionError:  # exited: it says why
+        fx.kill()
+        fx.wait()
+        return 0, None, d.log()
+    fx.stdin.write(b"go\n")
+    fx.stdin.flush()
+    t.read_json_line(fx, "lpggml")
+    status, doc, _ = d.api("GET", "/v1/processes/%d" % pid)
+    d.stop()
+    fx.stdin.close()
+    fx.kill()
+    fx.wait()
+    return status, doc, d.log()
+
+
+def test_capabilities():
+    print("--- the unit's capabilities are enough, and each is needed")
+    caps = bounding_set()
+    t.check(sorted(caps) == ["bpf", "dac_read_search", "perfmon", "sys_admin", "sys_ptrace"],
+            "bounding set: %s" % caps)
+    # Someone else's process, its library in a directory only that user can read.
+    home = tempfile.mkdtemp(prefix="llmprof-nobody-")
+    lib = os.path.join(home, "libggml-cpu-test.so")
+    shutil.copy(os.path.join(os.path.dirname(os.path.abspath(LPGGML)), "liblpggml.so"), lib)
+    os.chown(home, NOBODY, NOBODY)
+    os.chown(lib, NOBODY, NOBODY)
+    os.chmod(home, 0o700)
+    status, doc, log = run_with_caps(caps, lib)
+    ok = status == 200 and doc["ggml"] and doc["ggml"]["tokens"]["decoded"] >= 6
+    t.check(ok, "with exactly %s: another user's ggml process is found and its tokens "
+            "counted (%s)" % (caps, doc["ggml"]["tokens"] if status == 200 and doc["ggml"]
+                              else (status, doc, log[-800:])))
+    for cap in caps:
+        # CAP_SYS_ADMIN also grants what CAP_BPF and CAP_PERFMON grant: those two are
+        # needed where it is absent.
+        drop = {cap, "sys_admin"} if cap in ("bpf", "perfmon") else {cap}
+        fewer = [c for c in caps if c not in drop]
+        status, doc, log = run_with_caps(fewer, lib)
+        found = status == 200 and doc.get("ggml") and doc["ggml"]["tokens"]["decoded"] >= 6
+        if not found and status == 200:
+            log += "\n(tracked: %s)" % (doc.get("ggml") or {}).get("tokens")
+        t.check(not found, "without %s it is not: %s" % ("+".join(sorted(drop)),
+                                                         (log.strip().splitlines()
+                                                          or ["?"])[-1][:150]))
+    shutil.rmtree(home)
+
+
+def main():
+    test_verify()
+    test_check()
+    test_activation_and_notify()
+    test_capabilities()
+
+
+t.run(main, timeout=280)
