@@ -142,7 +142,7 @@ static void put_hist(FILE *f, const char *name, const struct lp_proc_view *v,
 			cum += h->buckets[b++];
 		fprintf(f, "%s_bucket{", name);
 		put_labels(f, v);
-		fprintf(f, ",le=\"%.9g\"} %llu\n", (double)bound * 1e-9, (unsigned long long)cum);
+		fprintf(f, ",le=\"%.12g\"} %llu\n", (double)bound * 1e-9, (unsigned long long)cum);
 	}
 	fprintf(f, "%s_bucket{", name);
 	put_labels(f, v);

@@ -8,10 +8,15 @@ scripts/install-deps.sh --if-missing
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build
 cmake --install build
+# Members of group llmprof may read every process's profile from the socket.
+getent group llmprof >/dev/null || groupadd --system llmprof
+if [[ ! -e /etc/llmprofd/llmprofd.conf ]]; then
+	install -D -m 0644 etc/llmprofd.conf /etc/llmprofd/llmprofd.conf
+fi
 
 if [[ -d /run/systemd/system ]]; then
 	systemctl daemon-reload
-	systemctl enable --now llmprofd.service
+	systemctl enable --now llmprofd.socket llmprofd.service
 	systemctl --no-pager status llmprofd.service
 	exit 0
 fi
@@ -26,7 +31,8 @@ nohup "$sbin/llmprofd" >"$log" 2>&1 </dev/null &
 for _ in $(seq 100); do
 	if grep -q "ready:" "$log"; then
 		cat "$log"
-		echo "llmprofd is running (pid $!), logging to $log"
+		echo "llmprofd is running (pid $!), logging to $log; try:"
+		echo "  curl --unix-socket /run/llmprofd/llmprofd.sock http://localhost/v1/processes"
 		exit 0
 	fi
 	if ! kill -0 $! 2>/dev/null; then

@@ -32,3 +32,13 @@ echo "== tests under the sanitizers"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build-asan --output-on-failure
+
+# The HTTP stack under libFuzzer for a bounded time (LLMPROF_FUZZ_SECONDS, default 60), from
+# the seed requests; a crash or a broken invariant fails the run and leaves the input in
+# build-fuzz/.
+echo "== libFuzzer: tests/fuzz/fuzz_http for ${LLMPROF_FUZZ_SECONDS:-60} s"
+CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLLMPROF_FUZZ=ON
+cmake --build build-fuzz --target fuzz_http
+mkdir -p build-fuzz/corpus
+(cd build-fuzz && ./fuzz_http -max_total_time="${LLMPROF_FUZZ_SECONDS:-60}" -rss_limit_mb=4096 \
+	-print_final_stats=1 corpus ../tests/fuzz/seeds)

@@ -113,6 +113,26 @@ def main():
     _, _, body = http_get("http://127.0.0.1:%d/api/v1/targets" % prom_port)
     health = [x["health"] for x in json.loads(body)["data"]["activeTargets"]]
     t.check(health == ["up"], "the scrape target is up: %s" % health)
+    # The shipped dashboard's queries are valid PromQL and find the fixture's series.
+    with open(os.path.join(t.os.path.dirname(__file__), "..", "..", "examples",
+                           "grafana-dashboard.json")) as f:
+        dash = json.load(f)
+    bad, empty = [], []
+    for panel in dash["panels"]:
+        for target in panel["targets"]:
+            expr = (target["expr"].replace("$instance", ".*").replace("$comm", ".*")
+                    .replace("$__rate_interval", "1m"))
+            _, _, body = http_get("http://127.0.0.1:%d/api/v1/query?query=%s" %
+                                  (prom_port, urllib.parse.quote(expr)))
+            res = json.loads(body)
+            if res["status"] != "success":
+                bad.append(panel["title"])
+    t.check(not bad, "every dashboard query is valid PromQL: %s" % (bad or "all %d" %
+                                                                    len(dash["panels"])))
+    p = subprocess.run(["promtool", "check", "config", os.path.join(
+        os.path.dirname(__file__), "..", "..", "examples", "prometheus.yml")],
+        capture_output=True, text=True)
+    t.check(p.returncode == 0, "examples/prometheus.yml passes promtool check config")
     prom.terminate()
     prom.wait(timeout=20)
     shutil.rmtree(work, ignore_errors=True)

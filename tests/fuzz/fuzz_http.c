@@ -1,0 +1,194 @@
+/* libFuzzer target: raw bytes from a client into the real HTTP stack (evhttp, the error-page
+ * rewrite of server.c, routing and body parsing of api.c, JSON and Prometheus rendering),
+ * over a real Unix socket. The backend holds a fixed report of two processes.
+ *
+ * Invariants checked on every input, beyond the sanitizers' own: the daemon answers with
+ * complete HTTP responses only, and every response body that is not /metrics is a JSON
+ * document (an error has "error.code"). */
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "log.h"
+#include "server.h"
+
+static struct event_base *base;
+static struct lp_server *server;
+static struct lp_api_backend backend;
+static char sock_path[108];
+static struct lp_target targets[2];
+
+static int fake_report(void *ctx, pid_t pid, struct lp_report *r)
+{
+	(void)ctx;
+	memset(r, 0, sizeof(*r));
+	r->now_ns = 5000000000ULL;
+	r->sample_hz = 199;
+	r->procs = calloc(2, sizeof(*r->procs));
+	if (!r->procs)
+		return -ENOMEM;
+	for (int i = 0; i < 2; i++) {
+		struct lp_proc_view *v = &r->procs[r->nprocs];
+
+		if (pid && targets[i].pid != pid)
+			continue;
+		v->target = &targets[i];
+		v->live = !targets[i].exited;
+		v->stats.ctr[LP_C_ONCPU_NS] = 123456789;
+		v->stats.hist[LP_H_RUNQ].buckets[100] = 3;
+		v->stats.hist[LP_H_RUNQ].sum_ns = 3000;
+		r->nprocs++;
+	}
+	return 0;
+}
+
+static void fake_report_free(void *ctx, struct lp_report *r)
+{
+	(void)ctx;
+	free(r->procs);
+	r->procs = NULL;
+}
+
+static void fake_status(void *ctx, cJSON *o)
+{
+	(void)ctx;
+	cJSON_AddNumberToObject(o, "uptime_seconds", 1);
+}
+
+static int fake_reset(void *ctx, pid_t pid)
+{
+	(void)ctx;
+	return pid == 100 || pid == 200 ? 0 : -ESRCH;
+}
+
+static int fake_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
+{
+	(void)ctx;
+	if (pid == 200)
+		return -ENODATA;
+	if (pid != 100)
+		return -ESRCH;
+	cJSON_AddBoolToObject(o, "active", on);
+	cJSON_AddNumberToObject(o, "seconds", seconds);
+	return 0;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	struct lp_server_opts o = {.activated_fd = -1,
+				   .socket_mode = 0600,
+				   .socket_group = "",
+				   .metrics_address = "",
+				   .max_connections = 64,
+				   .timeout_s = 5};
+
+	(void)argc;
+	(void)argv;
+	lp_log_init("fuzz_http");
+	lp_log_set_level(LOG_CRIT);
+	targets[0] = (struct lp_target){.pid = 100,
+					.comm = "llama-server",
+					.uid = 0,
+					.matched_by = "ggml",
+					.tracked_since_ns = 1000000000ULL};
+	targets[0].exe = "/usr/bin/llama-\"server\"\n";
+	targets[1] = (struct lp_target){.pid = 200,
+					.comm = "gone",
+					.uid = 1000,
+					.exited = true,
+					.exited_at_ns = 2000000000ULL,
+					.matched_by = "pid"};
+	backend = (struct lp_api_backend){.report = fake_report,
+					  .report_free = fake_report_free,
+					  .status = fake_status,
+					  .reset = fake_reset,
+					  .precise = fake_precise,
+					  .metrics_max_processes = 1};
+	snprintf(sock_path, sizeof(sock_path), "/tmp/fuzz_http.%d.sock", (int)getpid());
+	o.socket_path = sock_path;
+	base = event_base_new();
+	if (!base || lp_server_start(&server, base, &o, &backend) < 0)
+		abort();
+	return 0;
+}
+
+/* Every response in out must be a whole one, with a JSON body unless it is the metrics. */
+static void check_responses(const char *out, size_t len)
+{
+	while (len > 0) {
+		const char *end = memmem(out, len, "\r\n\r\n", 4), *cl;
+		size_t head, body;
+		int status;
+
+		if (strncmp(out, "HTTP/", 5) != 0 || !end ||
+		    sscanf(out, "HTTP/%*d.%*d %d", &status) != 1)
+			abort();
+		head = (size_t)(end - out) + 4;
+		cl = memmem(out, head, "Content-Length: ", 16);
+		/* Without a length (answers to HTTP/1.0), the close ends the body. */
+		body = cl ? strtoul(cl + 16, NULL, 10) : len - head;
+		if (head + body > len)
+			return; /* cut short by our own close of the client side */
+		if (status != 100 && !memmem(out, head, "text/plain; version=0.0.4", 25)) {
+			cJSON *doc = cJSON_ParseWithLength(out + head, body);
+
+			/* HEAD replies carry no body. */
+			if (body && !doc)
+				abort();
+			if (doc && status >= 400 &&
+			    !cJSON_IsString(
+				    cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "error"), "code")))
+				abort();
+			cJSON_Delete(doc);
+		}
+		out += head + body;
+		len -= head + body;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char out[1 << 16];
+	size_t got = 0;
+	int fd;
+
+	strcpy(sa.sun_path, sock_path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		abort();
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	if (size && send(fd, data, size, MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+		abort();
+	shutdown(fd, SHUT_WR);
+	/* Turn the daemon's loop until it has answered and closed, or gone quiet. */
+	for (int idle = 0; idle < 50 && got < sizeof(out);) {
+		ssize_t n;
+
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		n = recv(fd, out + got, sizeof(out) - got, 0);
+		if (n == 0)
+			break;
+		if (n > 0) {
+			got += (size_t)n;
+			idle = 0;
+		} else {
+			idle++;
+			usleep(100);
+		}
+	}
+	close(fd);
+	/* Let the server see the close. */
+	for (int i = 0; i < 3; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	check_responses(out, got);
+	return 0;
+}

@@ -1,0 +1,87 @@
+/* Unit tests of the Prometheus exposition: exact cumulative buckets, label escaping, the
+ * exported-process cap, and a HELP and TYPE line for every family that has samples. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "hist.h"
+#include "metrics.h"
+
+/* The value of the first sample line that starts with prefix, or -1. */
+static double sample(const char *text, const char *prefix)
+{
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, prefix, strlen(prefix)) == 0)
+			return strtod(strchr(p + strlen(prefix), ' ') + 1, NULL);
+	return -1;
+}
+
+static int count_lines(const char *text, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+int main(void)
+{
+	static struct lp_proc_view views[3];
+	struct lp_target a = {.pid = 10, .comm = "llama\"cli", .matched_by = "ggml"};
+	struct lp_target b = {.pid = 20, .comm = "idle", .matched_by = "pid"};
+	struct lp_target c = {.pid = 30, .comm = "gone", .matched_by = "pid", .exited = true};
+	struct lp_report r = {.procs = views, .nprocs = 3, .sample_hz = 199};
+	struct lp_metrics_opts o = {.max_processes = 2, .start_time = 1700000000};
+	struct lp_hist *h = &views[0].stats.hist[LP_H_RUNQ];
+	const __u64 values[] = {500, 1023, 1024, 1025, 2047, 5000, 70000000000ULL};
+	const char *bucket =
+		"llmprof_runqueue_latency_seconds_bucket{pid=\"10\",comm=\"llama\\\"cli\","
+		"exe=\"/opt/llama\\\\bin/llama-cli\\nx\",le=\"";
+	static const struct {
+		const char *le;
+		int count;
+	} les[] = {{"1.024e-06", 2}, {"2.048e-06", 5}, {"68.719476736", 6}, {"+Inf", 7}};
+	char *text, line[512];
+	size_t len;
+
+	a.exe = "/opt/llama\\bin/llama-cli\nx";
+	views[0].target = &a;
+	views[1].target = &b;
+	views[2].target = &c;
+	views[0].stats.ctr[LP_C_ONCPU_NS] = 3000000000ULL;
+	views[1].stats.ctr[LP_C_ONCPU_NS] = 1000;
+	views[2].stats.ctr[LP_C_ONCPU_NS] = 9000000000ULL; /* busiest, but exited */
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		h->buckets[lp_hist_index(values[i])]++;
+		h->sum_ns += values[i];
+	}
+	views[0].stats.ctr[LP_C_SAMPLES] = 10;
+	views[0].stats.ctr[LP_C_SAMPLES_MATMUL] = 6;
+	views[0].stats.ctr[LP_C_SAMPLES_BARRIER] = 3;
+
+	CHECK(lp_metrics_render(&r, &o, &text, &len) == 0 && len == strlen(text), "rendered");
+	CHECK(strstr(text, "comm=\"llama\\\"cli\",exe=\"/opt/llama\\\\bin/llama-cli\\nx\"") != NULL,
+	      "quote, backslash and newline escaped in labels");
+	/* le bounds at 2^k ns count the values below them exactly. */
+	for (size_t i = 0; i < sizeof(les) / sizeof(les[0]); i++) {
+		snprintf(line, sizeof(line), "%s%s\"}", bucket, les[i].le);
+		CHECK(sample(text, line) == les[i].count, "le=%s: %d values", les[i].le,
+		      les[i].count);
+	}
+	CHECK(sample(text, "llmprof_cpu_samples_total{pid=\"10\",comm=\"llama\\\"cli\",exe=\"/opt/"
+			   "llama\\\\bin/llama-cli\\nx\",region=\"other\"}") == 1,
+	      "samples outside matmul and barrier");
+	CHECK(strstr(text, "pid=\"20\"") != NULL && strstr(text, "pid=\"30\"") == NULL,
+	      "cap 2: running processes first, the exited one is left out");
+	CHECK(sample(text, "llmprofd_processes_omitted") == 1, "the omitted one is counted");
+	CHECK(sample(text, "llmprofd_processes{state=\"exited\"}") == 1,
+	      "and still counted as there");
+	CHECK(count_lines(text, "# TYPE llmprof_runqueue_latency_seconds histogram\n") == 1 &&
+		      count_lines(text, "# HELP llmprof_context_switches_total ") == 1,
+	      "one HELP and TYPE per family");
+	CHECK(strstr(text, "llmprof_decode_prompt_seconds_bucket") == NULL,
+	      "ggml histograms stay out until they count");
+	free(text);
+	return check_done();
+}
