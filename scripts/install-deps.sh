@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing llmprofd needs, from Debian's packages
-# (nodejs with its npm runs the real llama.cpp workload: tests/workload).
+# (nodejs with its npm runs the real llama.cpp workload: tests/workload; curl, prometheus,
+# systemd and libclang-rt-dev serve the e2e tests and the libFuzzer target).
 # With --if-missing, does nothing when every package is already installed; with --list,
 # prints the packages instead.
 set -euo pipefail
@@ -9,7 +10,7 @@ PACKAGES=(
 	cmake ninja-build pkg-config gcc clang llvm clang-format
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	libevent-dev libsystemd-dev libcjson-dev libinih-dev
-	curl prometheus
+	curl prometheus systemd libclang-rt-dev
 	python3 util-linux binutils nodejs
 )
 

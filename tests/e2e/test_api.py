@@ -129,8 +129,17 @@ def test_routes():
             ("body over 4 KiB", b"POST /v1/processes/1/precise HTTP/1.1\r\nHost: x\r\n"
              b"Content-Length: 100000\r\n\r\n" + b"{" * 200, 413, "too_large"),
             ("bad Content-Length", b"POST /v1/processes/1/precise HTTP/1.1\r\nHost: x\r\n"
-             b"Content-Length: -5\r\n\r\n", 400, "bad_request")]:
+             b"Content-Length: -5\r\n\r\n", 400, "bad_request"),
+            # found by the fuzzer: a malformed request after a good one on one connection
+            ("malformed after a pipelined request",
+             b"GET /v1/processes/x HTTP/1.1\r\nHost: x\r\n\r\nnt-Length: 15\r\n\r\n", 400,
+             "bad_request")]:
         status, body, head = raw(d.socket, data)
+        if b"pipelined" in name.encode():
+            # The second answer is the one under test.
+            _, _, rest = body.partition(b"\nHTTP/1.1 ")
+            head, _, body = rest.partition(b"\r\n\r\n")
+            status = int(head.split(b" ", 1)[0]) if head else 0
         doc = t.json.loads(body) if body else None
         t.check(status == want and b"application/json" in head and is_error(doc, code),
                 "%s -> %d %s in JSON (got %d %r)" % (name, want, code, status, body[:80]))
