@@ -241,25 +241,6 @@ static void get_process(const struct lp_api_backend *b, const struct lp_peer *p,
 	b->report_free(b->ctx, &r);
 }
 
-/* The pid's owner as the report sees it, for the access check of changes. */
-static int check_exists(const struct lp_api_backend *b, pid_t pid, struct lp_api_response *res)
-{
-	struct lp_report r;
-	int ret = b->report(b->ctx, pid, &r);
-	size_t n = r.nprocs;
-
-	b->report_free(b->ctx, &r);
-	if (ret < 0) {
-		lp_api_error(res, 500, LP_ERR_INTERNAL, "read the kernel maps: %s", strerror(-ret));
-		return ret;
-	}
-	if (n == 0) {
-		not_tracked(res, pid);
-		return -ESRCH;
-	}
-	return 0;
-}
-
 static bool need_privilege(const struct lp_api_backend *b, const struct lp_peer *p,
 			   const char *what, struct lp_api_response *res)
 {
@@ -277,7 +258,7 @@ static void post_reset(const struct lp_api_backend *b, const struct lp_peer *p, 
 	cJSON *doc;
 	int ret;
 
-	if (!need_privilege(b, p, "reset", res) || check_exists(b, pid, res) < 0)
+	if (!need_privilege(b, p, "reset", res))
 		return;
 	ret = b->reset(b->ctx, pid);
 	if (ret == -ESRCH) {
@@ -343,7 +324,7 @@ static void post_precise(const struct lp_api_backend *b, const struct lp_api_req
 	int ret;
 
 	if (!need_privilege(b, req->peer, "precise mode", res) ||
-	    parse_precise(req, &on, &seconds, res) < 0 || check_exists(b, pid, res) < 0)
+	    parse_precise(req, &on, &seconds, res) < 0)
 		return;
 	doc = cJSON_CreateObject();
 	cJSON_AddNumberToObject(doc, "pid", pid);

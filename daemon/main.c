@@ -191,13 +191,7 @@ static void on_reload(evutil_socket_t fd, short what, void *arg)
 	}
 	cJSON_Delete(now);
 	cJSON_Delete(next);
-	d->cfg.precise_duty = cfg.precise_duty;
-	d->cfg.precise_period = cfg.precise_period;
-	d->cfg.metrics_max_processes = cfg.metrics_max_processes;
-	d->cfg.max_connections = cfg.max_connections;
-	d->cfg.http_timeout = cfg.http_timeout;
-	d->cfg.retention = cfg.retention;
-	d->cfg.verbose = cfg.verbose;
+	lp_config_reload(&d->cfg, &cfg);
 	lp_log_set_level(cfg.verbose ? LOG_DEBUG : LOG_INFO);
 	d->api.metrics_max_processes = cfg.metrics_max_processes;
 	if (d->server)

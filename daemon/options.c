@@ -674,6 +674,17 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	return o;
 }
 
+void lp_config_reload(struct lp_config *live, const struct lp_config *next)
+{
+	live->precise_duty = next->precise_duty;
+	live->precise_period = next->precise_period;
+	live->metrics_max_processes = next->metrics_max_processes;
+	live->max_connections = next->max_connections;
+	live->http_timeout = next->http_timeout;
+	live->retention = next->retention;
+	live->verbose = next->verbose;
+}
+
 bool lp_option_reloadable(const char *name)
 {
 	static const char *const live[] = {"precise-duty",

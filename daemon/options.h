@@ -14,8 +14,10 @@ int lp_options_load(struct lp_config *cfg, struct lp_config_store *store, int ar
 /* The settings as {name: value}: the status shows it, a reload compares it. */
 cJSON *lp_config_describe(const struct lp_config *cfg);
 
-/* Settings a SIGHUP applies to the running daemon; the others need a restart. */
+/* Settings a SIGHUP applies to the running daemon; the others need a restart. The two
+ * functions name the same settings, next to each other in options.c. */
 bool lp_option_reloadable(const char *name);
+void lp_config_reload(struct lp_config *live, const struct lp_config *next);
 
 void lp_config_store_free(struct lp_config_store *s);
 

@@ -44,6 +44,16 @@ def raw(sock_path, data, timeout=5.0):
     return status, body, head
 
 
+def connect_many(path, n):
+    """n connections that send nothing."""
+    out = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        out.append(s)
+    return out
+
+
 def is_error(doc, code):
     return isinstance(doc, dict) and doc.get("error", {}).get("code") == code and \
         doc["error"].get("message")
@@ -227,13 +237,8 @@ def test_connections():
     print("--- 500 idle connections and a slow client do not stop another client")
     d = t.Daemon("--no-discover", "--pid", str(os.getpid()), "--http-timeout", "5")
     d.wait_ready()
-    idle = []
-    for _ in range(500):
-        s = socket.socket(socket.AF_UNIX)
-        s.connect(d.socket)
-        idle.append(s)
-    slow = socket.socket(socket.AF_UNIX)
-    slow.connect(d.socket)
+    idle = connect_many(d.socket, 500)
+    slow = connect_many(d.socket, 1)[0]
     request = b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n"
     start = time.monotonic()
     answered = 0
@@ -263,11 +268,7 @@ def test_connections():
     print("--- over the connection cap: 503 in JSON, and the rest keep working")
     d = t.Daemon("--no-discover", "--pid", str(os.getpid()), "--max-connections", "8")
     d.wait_ready()
-    held = []
-    for _ in range(8):
-        s = socket.socket(socket.AF_UNIX)
-        s.connect(d.socket)
-        held.append(s)
+    held = connect_many(d.socket, 8)
     time.sleep(0.2)  # the daemon accepts them in its own time
     status, doc, _ = d.api("GET", "/v1/status")
     t.check(status == 503 and is_error(doc, "too_many_connections"),
