@@ -241,34 +241,6 @@ static void on_target_exit(void *userdata, struct lp_target *t)
 	event_base_loopbreak(d->base);
 }
 
-static int print_report(struct daemon *d)
-{
-	struct lp_report r;
-	cJSON *json;
-	char *text;
-	int ret;
-
-	ring_buffer__consume(d->rb);
-	lp_tracker_reap(&d->tracker);
-	ret = lp_report_build(&r, &d->core, &d->tracker, 0);
-	if (ret < 0) {
-		lp_report_free(&r);
-		return log_error_errno(ret, "read maps: %m");
-	}
-	r.features = &d->features;
-	json = lp_render_report(&r);
-	text = json ? cJSON_Print(json) : NULL;
-	if (text) {
-		fputs(text, stdout);
-		fputc('\n', stdout);
-		fflush(stdout);
-	}
-	free(text);
-	cJSON_Delete(json);
-	lp_report_free(&r);
-	return text ? 0 : log_error_errno(-ENOMEM, "render report: %m");
-}
-
 /* --- the API's view of the daemon --- */
 
 static int api_report(void *ctx, pid_t pid, struct lp_report *r)
@@ -283,6 +255,31 @@ static int api_report(void *ctx, pid_t pid, struct lp_report *r)
 	ret = lp_report_build(r, &d->core, &d->tracker, pid);
 	r->features = &d->features;
 	return ret;
+}
+
+static int print_report(struct daemon *d)
+{
+	struct lp_report r;
+	cJSON *json;
+	char *text;
+	int ret;
+
+	ret = api_report(d, 0, &r);
+	if (ret < 0) {
+		lp_report_free(&r);
+		return log_error_errno(ret, "read maps: %m");
+	}
+	json = lp_render_report(&r);
+	text = json ? cJSON_Print(json) : NULL;
+	if (text) {
+		fputs(text, stdout);
+		fputc('\n', stdout);
+		fflush(stdout);
+	}
+	free(text);
+	cJSON_Delete(json);
+	lp_report_free(&r);
+	return text ? 0 : log_error_errno(-ENOMEM, "render report: %m");
 }
 
 static void api_report_free(void *ctx, struct lp_report *r)

@@ -217,7 +217,7 @@ static int restore_one(struct lp_tracker *tr, const cJSON *p, bool same_boot, ui
 	struct lp_proc_stat st;
 	pid_t pid = (pid_t)get_u64(p, "pid");
 	uint64_t starttime = get_u64(p, "starttime"), uid = get_u64(p, "uid");
-	uint64_t tracked_for = get_u64(p, "tracked_for_ns") + downtime_ns;
+	uint64_t tracked_for = get_u64(p, "tracked_for_ns"); /* up to its exit or the save */
 	const char *by = matched_by_of(
 		cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "matched_by")));
 	bool exited = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "exited"));
@@ -239,6 +239,8 @@ static int restore_one(struct lp_tracker *tr, const cJSON *p, bool same_boot, ui
 			return r;
 		}
 		t->base = stats;
+		/* Still running: the time we were stopped counts as tracked. */
+		tracked_for += downtime_ns;
 		t->tracked_since_ns = now > tracked_for ? now - tracked_for : 0;
 		return 0;
 	}
@@ -261,9 +263,7 @@ static int restore_one(struct lp_tracker *tr, const cJSON *p, bool same_boot, ui
 
 		t->exited_at_ns = now > ago ? now - ago : 0;
 	}
-	t->tracked_since_ns = t->exited_at_ns > tracked_for - downtime_ns
-				      ? t->exited_at_ns - (tracked_for - downtime_ns)
-				      : 0;
+	t->tracked_since_ns = t->exited_at_ns > tracked_for ? t->exited_at_ns - tracked_for : 0;
 	stats->exit_ns = t->exited_at_ns;
 	stats->tracked_since_ns = t->tracked_since_ns;
 	t->final = stats;

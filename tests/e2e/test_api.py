@@ -54,6 +54,15 @@ def connect_many(path, n):
     return out
 
 
+def run_to_exit(d, fx):
+    """Lets a fixture do its work and exit; waits until the daemon reports it exited."""
+    fx.go()
+    fx.result()
+    fx.release()
+    t.poll("pid %d to show as exited" % fx.pid,
+           lambda: d.get("/v1/processes/%d" % fx.pid)["state"] == "exited")
+
+
 def is_error(doc, code):
     return isinstance(doc, dict) and doc.get("error", {}).get("code") == code and \
         doc["error"].get("message")
@@ -288,10 +297,7 @@ def test_retention_and_reload():
     fx = t.Fixture("--futex-threads", "1", "--futex-waits", "5", "--futex-ms", "1")
     d = t.Daemon("--pid", str(fx.pid), "--config", conf.name)
     d.wait_ready()
-    fx.go()
-    fx.result()
-    fx.release()
-    t.poll("the exit", lambda: d.get("/v1/processes/%d" % fx.pid)["state"] == "exited")
+    run_to_exit(d, fx)
     waits = d.get("/v1/processes/%d" % fx.pid)["counters"]["futex_waits"]
     t.check(waits >= 5, "exited process kept with its data (%d futex waits)" % waits)
 
@@ -338,10 +344,7 @@ def test_restart_keeps_totals():
     state_dir = d.state_dir
     live.go()
     live.result()
-    gone.go()
-    gone.result()
-    gone.release()
-    t.poll("the exit", lambda: d.get("/v1/processes/%d" % gone.pid)["state"] == "exited")
+    run_to_exit(d, gone)
     gone_waits = d.get("/v1/processes/%d" % gone.pid)["counters"]["futex_waits"]
     before = d.get("/v1/processes/%d" % live.pid)
     t.check(d.stop(signal.SIGTERM) == 0, "SIGTERM: exit status 0")
