@@ -236,8 +236,14 @@ static void get_process(const struct lp_api_backend *b, const struct lp_peer *p,
 		not_tracked(res, pid);
 	else if (!visible(p, v->target))
 		forbidden_other(b, res, pid);
-	else
-		respond_json(res, 200, lp_render_proc(&r, v));
+	else {
+		cJSON *doc = lp_render_proc(&r, v);
+
+		/* The clock of the counters, for rates between two reads (as in the list). */
+		if (doc)
+			cJSON_AddNumberToObject(doc, "now_ns", (double)r.now_ns);
+		respond_json(res, 200, doc);
+	}
 	b->report_free(b->ctx, &r);
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing llmprofd needs, from Debian's packages
 # (nodejs with its npm runs the real llama.cpp workload: tests/workload; curl, prometheus,
-# systemd and libclang-rt-dev serve the e2e tests and the libFuzzer target).
+# systemd and libclang-rt-dev serve the e2e tests and the libFuzzer target; libncurses-dev
+# builds llmprofctl's top, and tmux, groff-base and man-db test it and its man pages).
 # With --if-missing, does nothing when every package is already installed; with --list,
 # prints the packages instead.
 set -euo pipefail
@@ -11,6 +12,7 @@ PACKAGES=(
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	libevent-dev libsystemd-dev libcjson-dev libinih-dev
 	curl prometheus systemd libclang-rt-dev
+	libncurses-dev tmux groff-base man-db
 	python3 util-linux binutils nodejs
 )
 

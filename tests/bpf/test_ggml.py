@@ -16,34 +16,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from lptest import (Daemon, _children, check, near, proc_of, read_json_line,  # noqa: E402
-                    run)
-import subprocess  # noqa: E402
+from lptest import LPGGML, Daemon, Lpggml, check, near, proc_of, run  # noqa: E402
 
-LPGGML = os.environ.get("LPGGML", "build/tests/lpggml")
 LIBDIR = os.path.dirname(os.path.abspath(LPGGML))
-
-
-class Lpggml:
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([LPGGML, "--wait-go"] + list(args), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE)
-        _children.append(self.proc)
-        self.pid = self.line()["pid"]
-
-    def line(self, timeout=60):
-        return read_json_line(self.proc, "lpggml", timeout)
-
-    def go(self):
-        self.proc.stdin.write(b"go\n")
-        self.proc.stdin.flush()
-
-    def finish(self):
-        self.go()
-        res = self.line()
-        self.proc.stdin.close()
-        self.proc.wait(timeout=20)
-        return res
 
 
 def daemon_run(daemon_args, fixture_args):

@@ -1,29 +1,17 @@
 """e2e tier: what a user sees on the command line. Bad usage is refused with a message
 naming the problem (exit 2); an unknown pid or missing privileges fail clearly (exit 1)."""
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
 
 
-def copy_for(user):
-    """A copy of llmprofd that `user` can reach whatever the build directory's permissions."""
-    d = tempfile.mkdtemp(prefix="llmprofd-cli-")
-    os.chmod(d, 0o755)
-    path = os.path.join(d, "llmprofd")
-    shutil.copy(t.LLMPROFD, path)
-    os.chmod(path, 0o755)
-    return path
-
-
 def run(*args, user=None):
     cmd = [t.LLMPROFD] + list(args)
     if user:
-        cmd = ["setpriv", "--reuid=" + user, "--regid=nogroup", "--clear-groups", copy_for(user)] + list(args)
+        cmd = ["setpriv", "--reuid=" + user, "--regid=nogroup", "--clear-groups", t.copy_for_others(t.LLMPROFD)] + list(args)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     return p.returncode, p.stdout, p.stderr
 

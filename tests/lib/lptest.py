@@ -6,6 +6,7 @@ what the daemon prints, and kills everything it started on the way out."""
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import traceback
 
 LLMPROFD = os.environ.get("LLMPROFD", "build/llmprofd")
 LPFIXTURE = os.environ.get("LPFIXTURE", "build/tests/lpfixture")
+LPGGML = os.environ.get("LPGGML", "build/tests/lpggml")
+LLMPROFCTL = os.environ.get("LLMPROFCTL", "build/llmprofctl")
 SKIP = 77  # ctest SKIP_RETURN_CODE
 
 _children = []
@@ -162,6 +165,17 @@ class Daemon:
             raise AssertionError("report is not JSON: %r\nlog:\n%s" % (text[:500], self.log()))
 
 
+def copy_for_others(binary):
+    """A copy of binary that any uid can execute, whatever the build directory's
+    permissions."""
+    d = tempfile.mkdtemp(prefix="llmprof-bin-")
+    os.chmod(d, 0o755)
+    path = os.path.join(d, os.path.basename(binary))
+    shutil.copy(binary, path)
+    os.chmod(path, 0o755)
+    return path
+
+
 def as_user(uid, gid=None, groups=()):
     """A command prefix running as another uid (setpriv, from util-linux)."""
     gid = uid if gid is None else gid
@@ -240,6 +254,32 @@ class Fixture:
         except BrokenPipeError:
             pass
         return self.proc.wait(timeout=timeout)
+
+
+class Lpggml:
+    """tests/fixtures/lpggml: dlopens liblpggml.so (functions named like ggml's), prints its
+    pid, waits for "go", does known matmul, barrier and decode work, prints what it did;
+    with --hold it then stays alive (one thread, blocked) until its stdin closes."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([LPGGML, "--wait-go"] + list(args), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        _children.append(self.proc)
+        self.pid = self.line()["pid"]
+
+    def line(self, timeout=60):
+        return read_json_line(self.proc, "lpggml", timeout)
+
+    def go(self):
+        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.flush()
+
+    def finish(self):
+        self.go()
+        res = self.line()
+        self.proc.stdin.close()
+        self.proc.wait(timeout=20)
+        return res
 
 
 def observe(fixture_args, daemon_args=(), live=False):

@@ -1,0 +1,359 @@
+/* llmprofctl dump: everything llmprofd knows about one process, readable in a terminal. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmprof/protocol.h"
+#include "llmprofctl.h"
+
+static const struct option opts[] = {{"pid", required_argument, NULL, 'p'},
+				     {"json", no_argument, NULL, 'j'},
+				     {"fine", no_argument, NULL, 'f'},
+				     CTL_COMMON_OPTS};
+
+#define BAR_WIDTH 40
+
+/* What each histogram measures, for the reader who did not write the BPF programs. */
+static const struct {
+	const char *name, *what;
+} hist_what[] = {
+	{"runqueue_latency", "runnable until running: after a wakeup, or after being preempted"},
+	{"offcpu_blocked", "off CPU while sleeping (futex, I/O, sleep), until switched in again"},
+	{"offcpu_preempted", "off CPU while still runnable, until switched in again"},
+	{"futex_wait", "futex wait system calls, entry to return"},
+	{"decode_prompt", "llama_decode calls given more than one token (prompt processing)"},
+	{"decode_generation", "llama_decode calls given one token: time per generated token"},
+	{"matmul", "precise mode: outermost matmul calls, entry to return"},
+	{"barrier", "precise mode: outermost barrier calls, entry to return"},
+};
+
+static const char *what_of(const char *name)
+{
+	for (size_t i = 0; i < sizeof(hist_what) / sizeof(hist_what[0]); i++)
+		if (!strcmp(hist_what[i].name, name))
+			return hist_what[i].what;
+	return NULL;
+}
+
+static void print_bar(uint64_t count, uint64_t max)
+{
+	int n = max ? (int)((double)count * BAR_WIDTH / (double)max + 0.5) : 0;
+
+	if (count && !n)
+		n = 1;
+	printf(" |%.*s%*s|\n", n, "########################################", BAR_WIDTH - n, "");
+}
+
+static void print_row(uint64_t lo, uint64_t hi, uint64_t count, uint64_t max)
+{
+	char a[32], b[32];
+
+	ctl_fmt_dur(a, sizeof(a), (double)lo);
+	if (hi == UINT64_MAX)
+		snprintf(b, sizeof(b), "inf");
+	else
+		ctl_fmt_dur(b, sizeof(b), (double)hi);
+	printf("  %9s -> %-9s %10llu", a, b, (unsigned long long)count);
+	print_bar(count, max);
+}
+
+/* Power-of-two rows [2^k, 2^(k+1)) from the first non-empty to the last, like the bcc tools;
+ * 2^k ns is always a bucket boundary, so each row is an exact sum of buckets. */
+static int group_of(uint64_t lo)
+{
+	int k = -1;
+
+	while (lo) {
+		lo >>= 1;
+		k++;
+	}
+	return k; /* -1 for the bucket of 0 ns */
+}
+
+static void print_grouped(const struct ctl_hist *h)
+{
+	int first = group_of(h->b[0].lo), last = group_of(h->b[h->n - 1].lo);
+	uint64_t *sum = calloc((size_t)(last - first + 1), sizeof(*sum)), max = 0;
+	bool open = h->b[h->n - 1].hi == UINT64_MAX;
+
+	if (!sum)
+		return;
+	for (size_t i = 0; i < h->n; i++)
+		sum[group_of(h->b[i].lo) - first] += h->b[i].count;
+	for (int k = first; k <= last; k++)
+		max = sum[k - first] > max ? sum[k - first] : max;
+	for (int k = first; k <= last; k++) {
+		uint64_t lo = k < 0 ? 0 : 1ULL << k, hi = k < 0 ? 1 : 1ULL << (k + 1);
+
+		print_row(lo, open && k == last ? UINT64_MAX : hi, sum[k - first], max);
+	}
+	free(sum);
+}
+
+static void print_fine(const struct ctl_hist *h)
+{
+	uint64_t max = 0;
+
+	for (size_t i = 0; i < h->n; i++)
+		max = h->b[i].count > max ? h->b[i].count : max;
+	for (size_t i = 0; i < h->n; i++)
+		print_row(h->b[i].lo, h->b[i].hi, h->b[i].count, max);
+}
+
+static void print_histograms(const cJSON *hists, bool fine)
+{
+	const cJSON *e;
+
+	printf("\nhistograms (%s)\n",
+	       fine ? "every non-empty bucket of the kernel's log-linear layout"
+		    : "rows per power of two; --fine for every bucket");
+	cJSON_ArrayForEach(e, hists)
+	{
+		char s[6][32];
+		struct ctl_hist h;
+		const char *what = what_of(e->string);
+
+		if (ctl_hist_parse(e, &h) < 0)
+			continue;
+		if (!h.n) {
+			printf("%s: no values%s\n", e->string,
+			       !strcmp(e->string, "matmul") || !strcmp(e->string, "barrier")
+				       ? " (precise mode has not run)"
+				       : "");
+			ctl_hist_free(&h);
+			continue;
+		}
+		printf("%s: count %llu  sum %s  max %s  p50 %s  p90 %s  p99 %s\n", e->string,
+		       (unsigned long long)h.count, ctl_fmt_dur(s[0], 32, (double)h.sum),
+		       ctl_fmt_dur(s[1], 32, (double)h.max),
+		       ctl_fmt_dur(s[2], 32, ctl_num(e, "p50", NAN)),
+		       ctl_fmt_dur(s[3], 32, ctl_num(e, "p90", NAN)),
+		       ctl_fmt_dur(s[4], 32, ctl_num(e, "p99", NAN)));
+		if (what)
+			printf("  %s\n", what);
+		printf("  %9s    %-9s %10s  distribution\n", "from", "to", "count");
+		if (fine)
+			print_fine(&h);
+		else
+			print_grouped(&h);
+		ctl_hist_free(&h);
+	}
+}
+
+static void print_counters(const cJSON *ctr)
+{
+	const cJSON *e;
+	char s[32];
+
+	printf("\ncounters (since tracked or reset)\n");
+	cJSON_ArrayForEach(e, ctr)
+	{
+		size_t len = strlen(e->string);
+		bool ns = len > 3 && !strcmp(e->string + len - 3, "_ns");
+
+		if (!cJSON_IsNumber(e))
+			continue;
+		printf("  %-36s %20.0f%s%s\n", e->string, e->valuedouble, ns ? "  " : "",
+		       ns ? ctl_fmt_dur(s, sizeof(s), e->valuedouble) : "");
+	}
+}
+
+static void print_names(const char *label, const cJSON *a)
+{
+	const cJSON *s;
+
+	if (!cJSON_GetArraySize(a))
+		return;
+	printf("      %-8s", label);
+	cJSON_ArrayForEach(s, a)
+	{
+		if (cJSON_IsString(s))
+			printf(" %s", s->valuestring);
+	}
+	printf("\n");
+}
+
+static void print_share(const char *label, const cJSON *share)
+{
+	printf("%s matmul %.1f%%, barrier %.1f%%, other %.1f%%", label,
+	       100 * ctl_num(share, "matmul", 0), 100 * ctl_num(share, "barrier", 0),
+	       100 * ctl_num(share, "other", 0));
+}
+
+static void print_ggml(const cJSON *g)
+{
+	const cJSON *o, *tok = cJSON_GetObjectItemCaseSensitive(g, "tokens"),
+			*pt = cJSON_GetObjectItemCaseSensitive(tok, "prompt"),
+			*gt = cJSON_GetObjectItemCaseSensitive(tok, "generation"),
+			*sm = cJSON_GetObjectItemCaseSensitive(g, "sampled"),
+			*pr = cJSON_GetObjectItemCaseSensitive(g, "precise"),
+			*pm = cJSON_GetObjectItemCaseSensitive(pr, "matmul"),
+			*pb = cJSON_GetObjectItemCaseSensitive(pr, "barrier");
+	char s[6][32];
+
+	if (!cJSON_IsObject(g)) {
+		printf("\nggml: none mapped (tracked by llmprofd's --pid, --comm or --exe "
+		       "setting)\n");
+		return;
+	}
+	printf("\nggml\n  objects and the functions found in them (the probe points)\n");
+	cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(g, "objects"))
+	{
+		printf("    %s%s\n", ctl_str(o, "path", "?"),
+		       ctl_true(o, "stripped") ? " (stripped: .dynsym only)" : "");
+		print_names("matmul", cJSON_GetObjectItemCaseSensitive(o, "matmul"));
+		print_names("barrier", cJSON_GetObjectItemCaseSensitive(o, "barrier"));
+		print_names("decode", cJSON_GetObjectItemCaseSensitive(o, "decode"));
+		if (ctl_str(o, "decode_probes", NULL))
+			printf("      llama_decode probes: %s\n", ctl_str(o, "decode_probes", ""));
+	}
+	printf("  not found in any object:");
+	cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(g, "missing"))
+	{
+		if (cJSON_IsString(o))
+			printf(" %s", o->valuestring);
+	}
+	printf("\n  tokens      prompt %.0f in %.0f calls (%s/s), generation %.0f (%s/s, %s per "
+	       "token), %.0f decode errors\n",
+	       ctl_num(pt, "tokens", 0), ctl_num(pt, "calls", 0),
+	       ctl_fmt_num5(s[0], 32, ctl_num(pt, "tokens_per_s", 0)), ctl_num(gt, "tokens", 0),
+	       ctl_fmt_num5(s[1], 32, ctl_num(gt, "tokens_per_s", 0)),
+	       ctl_fmt_dur(s[2], 32, ctl_num(gt, "ms_per_token", 0) * 1e6),
+	       ctl_num(tok, "decode_errors", 0));
+	printf("  sampled     %.0f samples at %.0f Hz:", ctl_num(sm, "samples", 0),
+	       ctl_num(sm, "hz", 0));
+	print_share("", cJSON_GetObjectItemCaseSensitive(sm, "share"));
+	printf("; barrier off-CPU estimate %s\n",
+	       ctl_fmt_dur(s[0], 32, ctl_num(sm, "barrier_offcpu_estimate_ns", 0)));
+	printf("  precise     %s, %.0f functions probed, %.0f windows, %.1f s\n",
+	       ctl_true(pr, "active") ? "on" : "off", ctl_num(pr, "functions_probed", 0),
+	       ctl_num(pr, "windows", 0), ctl_num(pr, "seconds", 0));
+	if (ctl_num(pr, "windows", 0) > 0) {
+		printf("              matmul %.0f calls, %s, %s on CPU outside barriers\n",
+		       ctl_num(pm, "calls", 0), ctl_fmt_dur(s[0], 32, ctl_num(pm, "ns", 0)),
+		       ctl_fmt_dur(s[1], 32, ctl_num(pm, "exclusive_oncpu_ns", 0)));
+		printf("              barrier %.0f calls, %s: spin %s, sleep %s\n",
+		       ctl_num(pb, "calls", 0), ctl_fmt_dur(s[0], 32, ctl_num(pb, "ns", 0)),
+		       ctl_fmt_dur(s[1], 32, ctl_num(pb, "spin_ns", 0)),
+		       ctl_fmt_dur(s[2], 32, ctl_num(pb, "sleep_ns", 0)));
+		print_share("              exact:  ",
+			    cJSON_GetObjectItemCaseSensitive(pr, "share"));
+		print_share("\n              sampled:",
+			    cJSON_GetObjectItemCaseSensitive(pr, "sampled_share"));
+		printf(" (the same windows)\n");
+	}
+}
+
+static void print_futex(const cJSON *f)
+{
+	const cJSON *w;
+	char a[32], b[32];
+
+	if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(f, "top")))
+		return;
+	printf("\nfutex words (the longest-waited of %.0f)\n  %-18s %8s %9s %9s\n",
+	       ctl_num(f, "addresses", 0), "ADDRESS", "WAITS", "TOTAL", "MAX");
+	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(f, "top"))
+	{
+		printf("  %-18s %8.0f %9s %9s\n", ctl_str(w, "uaddr", "?"), ctl_num(w, "waits", 0),
+		       ctl_fmt_dur(a, sizeof(a), ctl_num(w, "wait_ns", 0)),
+		       ctl_fmt_dur(b, sizeof(b), ctl_num(w, "max_ns", 0)));
+	}
+}
+
+static void print_threads(const cJSON *threads)
+{
+	const cJSON *t;
+	char s[6][16];
+
+	printf("\nthreads (%d live)\n  %7s %-15s %6s %6s %6s %6s %6s %6s %5s %6s %6s %6s %6s\n",
+	       cJSON_GetArraySize(threads), "TID", "COMM", "ONCPU", "RUNQ", "BLOCK", "PREEMP",
+	       "VCSW", "IVCSW", "MIGR", "FUTEX", "FUTEXT", "MINFLT", "MAJFLT");
+	cJSON_ArrayForEach(t, threads)
+	{
+		printf("  %7.0f %-15s %6s %6s %6s %6s %6.0f %6.0f %5.0f %6.0f %6s %6.0f %6.0f\n",
+		       ctl_num(t, "tid", 0), ctl_str(t, "comm", "?"),
+		       ctl_fmt_dur5(s[0], 16, ctl_num(t, "oncpu_ns", 0)),
+		       ctl_fmt_dur5(s[1], 16, ctl_num(t, "runqueue_ns", 0)),
+		       ctl_fmt_dur5(s[2], 16, ctl_num(t, "offcpu_blocked_ns", 0)),
+		       ctl_fmt_dur5(s[3], 16, ctl_num(t, "offcpu_preempted_ns", 0)),
+		       ctl_num(t, "voluntary_switches", 0), ctl_num(t, "involuntary_switches", 0),
+		       ctl_num(t, "migrations", 0), ctl_num(t, "futex_waits", 0),
+		       ctl_fmt_dur5(s[4], 16, ctl_num(t, "futex_wait_ns", 0)),
+		       ctl_num(t, "page_faults_minor", 0), ctl_num(t, "page_faults_major", 0));
+	}
+}
+
+static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
+{
+	bool fine = *(const bool *)arg;
+
+	double uid = ctl_num(d, "uid", -1);
+	char age[32];
+
+	(void)c;
+	printf("pid %.0f %s, %s, uid ", ctl_num(d, "pid", 0), ctl_str(d, "comm", "?"),
+	       ctl_str(d, "state", "?"));
+	if (uid < 0)
+		printf("unknown");
+	else
+		printf("%.0f", uid);
+	printf(", found by %s, tracked %s", ctl_str(d, "matched_by", "?"),
+	       ctl_fmt_age(age, sizeof(age), ctl_num(d, "tracked_seconds", -1)));
+	if (!strcmp(ctl_str(d, "state", ""), "exited"))
+		printf(", exited %s ago",
+		       ctl_fmt_age(age, sizeof(age), ctl_num(d, "exited_seconds_ago", -1)));
+	printf("%s\nexe %s\n",
+	       ctl_true(d, "data_lost") ? ", SOME DATA LOST (its exit record was dropped)" : "",
+	       ctl_str(d, "exe", "(unknown)"));
+	print_ggml(cJSON_GetObjectItemCaseSensitive(d, "ggml"));
+	print_counters(cJSON_GetObjectItemCaseSensitive(d, "counters"));
+	print_histograms(cJSON_GetObjectItemCaseSensitive(d, "histograms"), fine);
+	print_futex(cJSON_GetObjectItemCaseSensitive(d, "futex"));
+	print_threads(cJSON_GetObjectItemCaseSensitive(d, "threads"));
+}
+
+static int exec(struct ctl *c, int argc, char **argv)
+{
+	int pid = 0, opt, status = CTL_OK;
+	bool json = false, fine = false;
+	char path[64];
+
+	while ((opt = ctl_getopt(c, &ctl_cmd_dump, argc, argv, &status)) != -1) {
+		if (opt == -2)
+			return status;
+		if (opt == 'p' && ctl_parse_pid(c, &ctl_cmd_dump, optarg, &pid))
+			return CTL_USAGE;
+		json |= opt == 'j';
+		fine |= opt == 'f';
+	}
+	if (!pid)
+		return ctl_usage_error(c, &ctl_cmd_dump, "--pid is required");
+	snprintf(path, sizeof(path), LP_ROUTE_PROCESSES "/%d", pid);
+	return ctl_show(c, path, json, print_dump, &fine);
+}
+
+const struct ctl_cmd ctl_cmd_dump = {
+	.name = "dump",
+	.usage = "--pid PID [--json] [--fine]",
+	.summary = "everything llmprofd knows about one process",
+	.help = "Prints the process's ggml objects and the functions probed in them, tokens, "
+		"sampled and\nprecise matmul/barrier shares, every counter, every histogram as "
+		"text bars with bounds,\ncount and percentiles, the longest-waited futex words, "
+		"and "
+		"per-thread detail. Counters and\nhistograms run since the process was first "
+		"tracked (or reset); percentiles are within 6.25%.\n\n"
+		"Options:\n"
+		"  -p, --pid PID   the process\n"
+		"  -j, --json      the API document GET " LP_ROUTE_PROCESSES "/PID unchanged\n"
+		"  -f, --fine      every bucket of the histograms instead of one row per power of "
+		"two\n\n"
+		"Examples:\n"
+		"  llmprofctl dump --pid 4242 | less\n"
+		"  llmprofctl dump --pid 4242 --json | jq .histograms.runqueue_latency.p99\n",
+	.shortopt = "p:jf",
+	.longopts = opts,
+	.exec = exec,
+};

@@ -1,0 +1,543 @@
+/* llmprofctl top: a live view of every LLM process, full-screen (ncurses) or as plain text
+ * for pipes (-b), refreshed from the API every --delay seconds. */
+#include <curses.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "llmprof/protocol.h"
+#include "top.h"
+
+#define MAX_PIDS 64
+
+struct top_opts {
+	double delay;
+	long iterations; /* 0: until quit */
+	bool batch, all, threads, reverse;
+	enum top_col sort;
+	int pids[MAX_PIDS];
+	int npids;
+};
+
+/* What one refresh read. */
+struct reading {
+	struct top_snap snap;
+	cJSON *status;
+};
+
+static void reading_free(struct reading *r)
+{
+	top_snap_free(&r->snap);
+	cJSON_Delete(r->status);
+	r->status = NULL;
+}
+
+static bool wanted(const struct top_opts *o, int pid)
+{
+	for (int i = 0; i < o->npids; i++)
+		if (o->pids[i] == pid)
+			return true;
+	return !o->npids;
+}
+
+/* The daemon's status, the list, then each process in full (the histograms' buckets give
+ * the interval's percentiles). A process that leaves between the list and its own request
+ * is skipped; any other failure ends the read with the exit status and msg. */
+static int fetch(struct ctl *c, const struct top_opts *o, struct reading *out, char *msg, size_t n)
+{
+	cJSON *list = NULL, *doc;
+	const cJSON *procs, *p;
+	int st;
+
+	memset(out, 0, sizeof(*out));
+	st = ctl_request_quiet(c, "GET", LP_ROUTE_STATUS, NULL, &out->status, NULL, msg, n);
+	if (!st)
+		st = ctl_request_quiet(c, "GET", LP_ROUTE_PROCESSES, NULL, &list, NULL, msg, n);
+	if (st) {
+		reading_free(out);
+		return st;
+	}
+	procs = cJSON_GetObjectItemCaseSensitive(list, "processes");
+	out->snap.docs = calloc((size_t)cJSON_GetArraySize(procs) + 1, sizeof(cJSON *));
+	if (!out->snap.docs) {
+		cJSON_Delete(list);
+		reading_free(out);
+		snprintf(msg, n, "out of memory");
+		return CTL_DAEMON;
+	}
+	cJSON_ArrayForEach(p, procs)
+	{
+		int pid = (int)ctl_num(p, "pid", 0);
+		char path[64], ignored[256];
+
+		if ((!o->all && !strcmp(ctl_str(p, "state", ""), "exited")) || !wanted(o, pid))
+			continue;
+		snprintf(path, sizeof(path), LP_ROUTE_PROCESSES "/%d", pid);
+		st = ctl_request_quiet(c, "GET", path, NULL, &doc, NULL, ignored, sizeof(ignored));
+		if (st == CTL_NOT_TRACKED || st == CTL_DENIED)
+			continue; /* expired, or its pid now belongs to another user */
+		if (st) {
+			snprintf(msg, n, "%s", ignored);
+			cJSON_Delete(list);
+			reading_free(out);
+			return st;
+		}
+		out->snap.docs[out->snap.n++] = doc;
+	}
+	cJSON_Delete(list);
+	return CTL_OK;
+}
+
+/* src cut to a line of the table's width. */
+static void fit(char *dst, const char *src)
+{
+	size_t n = strnlen(src, TOP_LINE - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* The two lines above the table. */
+static void title(const struct top_opts *o, const struct reading *r, bool first, bool paused,
+		  char *l1, char *l2)
+{
+	const cJSON *e, *procs = cJSON_GetObjectItemCaseSensitive(r->status, "processes");
+	char up[32], now[16], lost[64] = "", every[32], buf[256];
+	time_t t = time(NULL);
+	size_t len = 0;
+
+	strftime(now, sizeof(now), "%H:%M:%S", localtime(&t));
+	snprintf(buf, sizeof(buf),
+		 "llmprofctl top - %s  llmprofd %.16s up %s  %.0f running, %.0f exited", now,
+		 ctl_str(r->status, "version", "?"),
+		 ctl_fmt_age(up, sizeof(up), ctl_num(r->status, "uptime_seconds", -1)),
+		 ctl_num(procs, "running", 0), ctl_num(procs, "exited", 0));
+	fit(l1, buf);
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(r->status, "lost"))
+	{
+		if (cJSON_IsNumber(e) && e->valuedouble > 0 && len < sizeof(lost))
+			len += (size_t)snprintf(lost + len, sizeof(lost) - len, " %s=%.0f",
+						e->string, e->valuedouble);
+	}
+	if (first)
+		snprintf(every, sizeof(every), "since tracked");
+	else
+		snprintf(every, sizeof(every), "every %.1fs", o->delay);
+	snprintf(buf, sizeof(buf), "%s%s  sort %s%s  lost:%s", paused ? "[paused]  " : "", every,
+		 top_columns[o->sort].name, o->reverse ? " (reversed)" : "",
+		 len ? lost : " nothing");
+	fit(l2, buf);
+}
+
+static int batch(struct ctl *c, const struct top_opts *o)
+{
+	struct reading prev = {0}, cur;
+	char msg[1024], l1[TOP_LINE], l2[TOP_LINE], line[TOP_LINE];
+
+	for (long i = 0; !o->iterations || i < o->iterations; i++) {
+		struct top_row *rows;
+		size_t n;
+		int st;
+
+		if (i)
+			usleep((useconds_t)(o->delay * 1e6));
+		st = fetch(c, o, &cur, msg, sizeof(msg));
+		if (st) {
+			fprintf(stderr, "%s: %s\n", c->prog, msg);
+			reading_free(&prev);
+			return st;
+		}
+		if (top_rows(&cur.snap, i ? &prev.snap : NULL, o->all, &rows, &n) < 0) {
+			reading_free(&cur);
+			reading_free(&prev);
+			return CTL_DAEMON;
+		}
+		top_sort(rows, n, o->sort, o->reverse);
+		title(o, &cur, i == 0, false, l1, l2);
+		top_format_header(line);
+		printf("%s%s\n%s\n\n%s\n", i ? "\n" : "", l1, l2, line);
+		for (size_t j = 0; j < n; j++) {
+			struct top_thread_row *t;
+			int nt;
+
+			top_format_row(line, &rows[j]);
+			printf("%s\n", line);
+			if (!o->threads || (nt = top_threads(&rows[j], &t)) < 0)
+				continue;
+			for (int k = 0; k < nt; k++) {
+				top_format_thread(line, &t[k]);
+				printf("%s\n", line);
+			}
+			free(t);
+		}
+		fflush(stdout);
+		free(rows);
+		reading_free(&prev);
+		prev = cur;
+	}
+	reading_free(&prev);
+	return CTL_OK;
+}
+
+/* --- the interactive view --- */
+
+struct screen {
+	struct ctl *c;
+	struct top_opts *o;
+	struct reading prev, cur;
+	bool have, first, paused, help;
+	struct top_row *rows;
+	size_t nrows;
+	int sel_pid, top; /* the selected process, and the first row shown */
+	char msg[1024];
+};
+
+static void rebuild(struct screen *s)
+{
+	free(s->rows);
+	s->rows = NULL;
+	s->nrows = 0;
+	if (!s->have || top_rows(&s->cur.snap, s->first ? NULL : &s->prev.snap, s->o->all, &s->rows,
+				 &s->nrows) < 0)
+		return;
+	top_sort(s->rows, s->nrows, s->o->sort, s->o->reverse);
+}
+
+static void refresh_data(struct screen *s)
+{
+	struct reading r;
+	int st = fetch(s->c, s->o, &r, s->msg, sizeof(s->msg));
+
+	if (st)
+		return; /* keep showing the last read, with the reason in the message line */
+	s->msg[0] = '\0';
+	s->first = !s->have;
+	reading_free(&s->prev);
+	s->prev = s->cur;
+	s->cur = r;
+	s->have = true;
+	rebuild(s);
+}
+
+static int selected(const struct screen *s)
+{
+	for (size_t i = 0; i < s->nrows; i++)
+		if (s->rows[i].pid == s->sel_pid)
+			return (int)i;
+	return s->nrows ? 0 : -1;
+}
+
+static void draw_help(const struct screen *s)
+{
+	int y = 0;
+
+	erase();
+	mvaddstr(y++, 0, "llmprofctl top: keys");
+	mvaddstr(y++, 2, "q       quit                  h, ?   this help (any key returns)");
+	mvaddstr(y++, 2, "space   pause / resume        H      threads of the selected process");
+	mvaddstr(y++, 2,
+		 "< >     sort by the column to the left / right       R  reverse the order");
+	mvaddstr(y++, 2, "up/down, j/k  select a process");
+	y++;
+	mvaddstr(y++, 0, "columns (over the last interval; the first screen: since tracked)");
+	for (int c = 0; c < TC_NR && y < LINES; c++) {
+		char line[TOP_LINE];
+
+		snprintf(line, sizeof(line), "%c  %-7s %s",
+			 top_columns[c].key ? top_columns[c].key : ' ', top_columns[c].name,
+			 top_columns[c].help);
+		mvaddnstr(y++, 2, line, COLS - 2);
+	}
+	(void)s;
+	refresh();
+}
+
+static void draw(struct screen *s)
+{
+	char l1[TOP_LINE], l2[TOP_LINE], line[TOP_LINE];
+	int sel = selected(s), y, rows_h = LINES - 4;
+	struct top_thread_row *t = NULL;
+	int nt = 0;
+
+	if (s->help) {
+		draw_help(s);
+		return;
+	}
+	erase();
+	if (s->have) {
+		title(s->o, &s->cur, s->first, s->paused, l1, l2);
+		mvaddnstr(0, 0, l1, COLS);
+		mvaddnstr(1, 0, l2, COLS);
+	} else {
+		mvaddnstr(0, 0, "llmprofctl top", COLS);
+	}
+	if (s->msg[0]) {
+		attron(A_BOLD);
+		mvaddnstr(2, 0, s->msg, COLS);
+		attroff(A_BOLD);
+	} else {
+		mvaddnstr(2, 0, "h: help  q: quit  </>: sort  H: threads  space: pause", COLS);
+	}
+	top_format_header(line);
+	attron(A_REVERSE);
+	mvaddnstr(3, 0, line, COLS);
+	attroff(A_REVERSE);
+	if (sel >= 0) {
+		s->sel_pid = s->rows[sel].pid;
+		if (s->o->threads && (nt = top_threads(&s->rows[sel], &t)) < 0)
+			nt = 0;
+	}
+	/* Keep the selection (and its threads, when shown) on the screen. */
+	if (sel < s->top)
+		s->top = sel < 0 ? 0 : sel;
+	else if (rows_h > 0 && sel + 1 + (nt < rows_h - 1 ? nt : 0) > s->top + rows_h)
+		s->top = sel + 1 + (nt < rows_h - 1 ? nt : 0) - rows_h;
+	y = 4;
+	for (int i = s->top; i < (int)s->nrows && y < LINES; i++) {
+		top_format_row(line, &s->rows[i]);
+		if (i == sel)
+			attron(A_REVERSE);
+		mvaddnstr(y++, 0, line, COLS);
+		if (i == sel)
+			attroff(A_REVERSE);
+		for (int k = 0; i == sel && k < nt && y < LINES; k++) {
+			top_format_thread(line, &t[k]);
+			mvaddnstr(y++, 0, line, COLS);
+		}
+	}
+	if (s->have && !s->nrows && y < LINES)
+		mvaddnstr(y, 0, "  no LLM processes tracked (llmprofctl list shows exited ones)",
+			  COLS);
+	free(t);
+	refresh();
+}
+
+static double mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A key; false to quit. */
+static bool key(struct screen *s, int ch)
+{
+	int sel = selected(s);
+
+	if (s->help) {
+		s->help = false;
+		return ch != 'q';
+	}
+	switch (ch) {
+	case 'q':
+	case 'Q':
+		return false;
+	case 'h':
+	case '?':
+		s->help = true;
+		break;
+	case ' ':
+		s->paused = !s->paused;
+		break;
+	case '<':
+		s->o->sort = s->o->sort ? s->o->sort - 1 : TC_NR - 1;
+		break;
+	case '>':
+		s->o->sort = (s->o->sort + 1) % TC_NR;
+		break;
+	case 'R':
+		s->o->reverse = !s->o->reverse;
+		break;
+	case 'H':
+		s->o->threads = !s->o->threads;
+		break;
+	case KEY_UP:
+	case 'k':
+		if (sel > 0)
+			s->sel_pid = s->rows[sel - 1].pid;
+		break;
+	case KEY_DOWN:
+	case 'j':
+		if (sel >= 0 && sel + 1 < (int)s->nrows)
+			s->sel_pid = s->rows[sel + 1].pid;
+		break;
+	default:
+		for (int c = 0; c < TC_NR; c++)
+			if (top_columns[c].key && top_columns[c].key == ch)
+				s->o->sort = c;
+		break;
+	}
+	if (s->have && s->rows)
+		top_sort(s->rows, s->nrows, s->o->sort, s->o->reverse);
+	return true;
+}
+
+static int interactive(struct ctl *c, struct top_opts *o)
+{
+	struct screen s = {.c = c, .o = o, .sel_pid = -1};
+	double next = 0;
+	long done = 0;
+	int st;
+
+	/* The first read before the screen is taken: if the daemon cannot be reached, say so
+	 * on a normal terminal and exit with its status. */
+	st = fetch(c, o, &s.cur, s.msg, sizeof(s.msg));
+	if (st) {
+		fprintf(stderr, "%s: %s\n", c->prog, s.msg);
+		return st;
+	}
+	s.have = s.first = true;
+	rebuild(&s);
+	next = mono() + o->delay;
+	done = 1;
+	if (!initscr()) {
+		fprintf(stderr, "%s: cannot start the terminal (TERM=%s); use -b\n", c->prog,
+			getenv("TERM") ? getenv("TERM") : "");
+		reading_free(&s.cur);
+		free(s.rows);
+		return CTL_USAGE;
+	}
+	cbreak();
+	noecho();
+	keypad(stdscr, TRUE);
+	curs_set(0);
+	for (;;) {
+		double left;
+		int ch;
+
+		draw(&s);
+		if (o->iterations && done >= o->iterations)
+			break;
+		left = next - mono();
+		timeout(left > 0 ? (int)(left * 1000) + 1 : 0);
+		ch = getch();
+		if (ch != ERR && ch != KEY_RESIZE && !key(&s, ch))
+			break;
+		if (mono() >= next) {
+			if (!s.paused) {
+				refresh_data(&s);
+				done++;
+			}
+			next = mono() + o->delay;
+		}
+	}
+	endwin();
+	reading_free(&s.prev);
+	reading_free(&s.cur);
+	free(s.rows);
+	return CTL_OK;
+}
+
+static const struct option opts[] = {{"delay", required_argument, NULL, 'd'},
+				     {"batch", no_argument, NULL, 'b'},
+				     {"iterations", required_argument, NULL, 'n'},
+				     {"sort", required_argument, NULL, 's'},
+				     {"all", no_argument, NULL, 'a'},
+				     {"threads", no_argument, NULL, 'H'},
+				     {"pid", required_argument, NULL, 'p'},
+				     CTL_COMMON_OPTS};
+
+static int parse_sort(struct ctl *c, const char *s, enum top_col *out)
+{
+	for (int i = 0; i < TC_NR; i++)
+		if (!strcasecmp(s, top_columns[i].name)) {
+			*out = i;
+			return 0;
+		}
+	return ctl_usage_error(c, &ctl_cmd_top,
+			       "--sort wants a column name as in the header (PID, CPU%%, TOK/S, "
+			       "MS99, RQ99, ...), not '%s'",
+			       s);
+}
+
+static int exec(struct ctl *c, int argc, char **argv)
+{
+	struct top_opts o = {.delay = 2, .sort = TC_CPU};
+	int opt, status = CTL_OK, pid;
+	double n;
+
+	while ((opt = ctl_getopt(c, &ctl_cmd_top, argc, argv, &status)) != -1) {
+		switch (opt) {
+		case -2:
+			return status;
+		case 'd':
+			if (ctl_parse_seconds(c, &ctl_cmd_top, "--delay", optarg, 0.1, 3600,
+					      &o.delay))
+				return CTL_USAGE;
+			break;
+		case 'b':
+			o.batch = true;
+			break;
+		case 'n':
+			if (ctl_parse_seconds(c, &ctl_cmd_top, "--iterations", optarg, 1, 1e9,
+					      &n) ||
+			    n != floor(n))
+				return ctl_usage_error(c, &ctl_cmd_top,
+						       "--iterations wants a whole number");
+			o.iterations = (long)n;
+			break;
+		case 's':
+			if (parse_sort(c, optarg, &o.sort))
+				return CTL_USAGE;
+			break;
+		case 'a':
+			o.all = true;
+			break;
+		case 'H':
+			o.threads = true;
+			break;
+		case 'p':
+			if (ctl_parse_pid(c, &ctl_cmd_top, optarg, &pid))
+				return CTL_USAGE;
+			if (o.npids == MAX_PIDS)
+				return ctl_usage_error(c, &ctl_cmd_top, "at most %d --pid",
+						       MAX_PIDS);
+			o.pids[o.npids++] = pid;
+			break;
+		}
+	}
+	/* Like top: without a terminal, plain text. */
+	if (o.batch || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))
+		return batch(c, &o);
+	return interactive(c, &o);
+}
+
+const struct ctl_cmd ctl_cmd_top = {
+	.name = "top",
+	.usage = "[-b] [-n N] [-d SECONDS] [-s COLUMN] [-a] [-H] [-p PID]...",
+	.summary = "live view of every LLM process (plain text with -b)",
+	.help = "One row per LLM process: CPU, tokens/s and ms per token, the share of matmul and "
+		"of barrier\nspinning, futex waits, run-queue latency and major faults, over the "
+		"last interval (the\nfirst screen: since each process was tracked). Fits 80 "
+		"columns.\n\n"
+		"Options:\n"
+		"  -d, --delay SECONDS    refresh interval (default 2)\n"
+		"  -b, --batch            plain text, one table per refresh (also when output is "
+		"not a terminal)\n"
+		"  -n, --iterations N     stop after N tables\n"
+		"  -s, --sort COLUMN      sort by the column with this header (default CPU%)\n"
+		"  -a, --all              include exited processes, as [name]\n"
+		"  -H, --threads          per-thread rows (interactive: for the selected process)\n"
+		"  -p, --pid PID          only this process (repeatable)\n\n"
+		"Keys: q quit, h help, space pause, < > sort column, R reverse, H threads,\n"
+		"      up/down select; p c t l m b f r g sort by PID CPU% TOK/S MS99 MM% SPIN%\n"
+		"      FTX/S RQ99 MAJ/S.\n\n"
+		"Columns:\n"
+		"  THR threads; CPU% of one CPU; TOK/S generated tokens per second of decoding;\n"
+		"  MS50 MS99 ms per generated token, median and p99; MM% SPIN% CPU samples in\n"
+		"  matmul and in barrier functions; FTX/S futex waits per second and FTX99 their\n"
+		"  p99; RQ99 run-queue latency p99; MAJ/S major page faults per second.\n\n"
+		"Examples:\n"
+		"  llmprofctl top\n"
+		"  llmprofctl top -b -n 3 -d 5 -s RQ99 > top.txt\n",
+	.shortopt = "d:bn:s:aHp:",
+	.longopts = opts,
+	.exec = exec,
+};

@@ -1,0 +1,47 @@
+# bash completion for llmprofctl: commands, their options, column names for --sort, and
+# for --pid the pids the daemon tracks (asked of the same socket as the command line).
+_llmprofctl() {
+	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
+	local common="--socket --timeout --help" cmd="" i opts
+	local -a sock=()
+
+	for ((i = 1; i < COMP_CWORD; i++)); do
+		case ${COMP_WORDS[i]} in
+		--socket | --timeout)
+			[[ ${COMP_WORDS[i]} == --socket ]] && sock=(--socket "${COMP_WORDS[i + 1]}")
+			((i++))
+			;;
+		-*) ;;
+		*) [[ -z $cmd ]] && cmd=${COMP_WORDS[i]} ;;
+		esac
+	done
+	case $prev in
+	--socket)
+		COMPREPLY=($(compgen -f -- "$cur"))
+		return
+		;;
+	--pid | -p)
+		COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" "${sock[@]}" list --pids 2>/dev/null)" -- "$cur"))
+		return
+		;;
+	--sort | -s)
+		COMPREPLY=($(compgen -W "PID COMMAND THR CPU% TOK/S MS50 MS99 MM% SPIN% FTX/S FTX99 RQ99 MAJ/S" -- "$cur"))
+		return
+		;;
+	--timeout | --delay | -d | --iterations | -n | --seconds)
+		return
+		;;
+	esac
+	case $cmd in
+	"") opts="top dump list status reset precise help $common --version" ;;
+	top) opts="--delay --batch --iterations --sort --all --threads --pid $common" ;;
+	dump) opts="--pid --json --fine $common" ;;
+	list) opts="--json --pids $common" ;;
+	status) opts="--json $common" ;;
+	reset) opts="--pid $common" ;;
+	precise) opts="--pid --seconds --off $common" ;;
+	help) opts="top dump list status reset precise" ;;
+	esac
+	COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+}
+complete -F _llmprofctl llmprofctl

@@ -1,0 +1,218 @@
+/* llmprofctl's entry: global options, the command table, help and checked argument parsing. */
+#include <errno.h>
+#include <getopt.h>
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmprof/protocol.h"
+#include "llmprofctl.h"
+
+static const struct ctl_cmd *const commands[] = {
+	&ctl_cmd_top,	 &ctl_cmd_dump,	 &ctl_cmd_list,
+	&ctl_cmd_status, &ctl_cmd_reset, &ctl_cmd_precise,
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const char exit_statuses[] =
+	"Exit status:\n"
+	"  0  success\n"
+	"  1  the pid is not tracked by llmprofd, has exited, or is not an LLM process\n"
+	"  2  bad command line\n"
+	"  3  llmprofd cannot be reached: not running, another socket, or no answer in time\n"
+	"  4  permission denied: only root and members of group '" LP_GROUP "' may connect, "
+	"reset\n"
+	"     and switch precise mode\n"
+	"  5  llmprofd answered with an error, or with something this client does not understand\n";
+
+static void usage(FILE *f, const char *prog)
+{
+	fprintf(f,
+		"Usage: %s [--socket PATH] [--timeout SECONDS] COMMAND [OPTIONS]\n"
+		"The client of llmprofd, the always-on profiler of LLM inference processes.\n\n"
+		"Commands:\n",
+		prog);
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(f, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
+	fprintf(f,
+		"\nOptions (also accepted after the command):\n"
+		"  --socket PATH      llmprofd's socket (default $" LP_SOCKET_ENV
+		", else " LP_SOCKET_PATH ")\n"
+		"  --timeout SECONDS  give up on a request after this long (default 10)\n"
+		"  -h, --help         this help; '%s COMMAND --help' for a command's\n"
+		"  -V, --version      print the version\n\n"
+		"Examples:\n"
+		"  %s top                      live view of every LLM process\n"
+		"  %s top -b -n 1              one plain-text table, for scripts\n"
+		"  %s dump --pid 4242          everything llmprofd knows about pid 4242\n"
+		"  %s precise --pid 4242 --seconds 30\n"
+		"                                     exact matmul and barrier times for 30 s\n\n"
+		"%s\nSee llmprofctl(1) and llmprofd(8).\n",
+		prog, prog, prog, prog, prog, exit_statuses);
+}
+
+static void command_help(const struct ctl *c, const struct ctl_cmd *cmd)
+{
+	printf("Usage: %s %s %s\n%s\n\n%s\n%s", c->prog, cmd->name, cmd->usage, cmd->summary,
+	       cmd->help, exit_statuses);
+}
+
+int ctl_usage_error(const struct ctl *c, const struct ctl_cmd *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s%s%s: ", c->prog, cmd ? " " : "", cmd ? cmd->name : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (cmd)
+		fprintf(stderr, "\nUsage: %s %s %s ('%s %s --help' for more)\n", c->prog, cmd->name,
+			cmd->usage, c->prog, cmd->name);
+	else
+		fprintf(stderr, "\nTry '%s --help'.\n", c->prog);
+	return CTL_USAGE;
+}
+
+int ctl_parse_seconds(const struct ctl *c, const struct ctl_cmd *cmd, const char *opt,
+		      const char *s, double min, double max, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < min || v > max)
+		return ctl_usage_error(c, cmd, "%s wants seconds from %g to %g, not '%s'", opt, min,
+				       max, s);
+	*out = v;
+	return 0;
+}
+
+int ctl_parse_pid(const struct ctl *c, const struct ctl_cmd *cmd, const char *s, int *pid)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 1 || v > 0x3fffffff)
+		return ctl_usage_error(c, cmd, "--pid wants a process id, not '%s'", s);
+	*pid = (int)v;
+	return 0;
+}
+
+static char **cur_argv;
+
+/* The option getopt just refused, as the user wrote it. */
+static const char *argv_opt(void)
+{
+	return optind > 0 ? cur_argv[optind - 1] : "?";
+}
+
+static int common_option(struct ctl *c, const struct ctl_cmd *cmd, int opt, int *status)
+{
+	switch (opt) {
+	case CTL_OPT_SOCKET:
+		c->socket = optarg;
+		return 1;
+	case CTL_OPT_TIMEOUT:
+		if (ctl_parse_seconds(c, cmd, "--timeout", optarg, 0.01, 3600, &c->timeout)) {
+			*status = CTL_USAGE;
+			return -1;
+		}
+		return 1;
+	case CTL_OPT_HELP:
+		if (cmd)
+			command_help(c, cmd);
+		else
+			usage(stdout, c->prog);
+		*status = CTL_OK;
+		return -1;
+	case ':':
+		*status = ctl_usage_error(c, cmd, "option '%s' needs a value", argv_opt());
+		return -1;
+	case '?':
+		*status = ctl_usage_error(c, cmd, "unknown option '%s'", argv_opt());
+		return -1;
+	}
+	return 0;
+}
+
+int ctl_getopt(struct ctl *c, const struct ctl_cmd *cmd, int argc, char **argv, int *status)
+{
+	char shortopt[32];
+
+	/* ':' first: a missing value is told apart from an unknown option; we say which. */
+	snprintf(shortopt, sizeof(shortopt), ":%s", cmd->shortopt);
+	cur_argv = argv;
+	opterr = 0;
+	for (;;) {
+		int opt = getopt_long(argc, argv, shortopt, cmd->longopts, NULL), r;
+
+		if (opt == -1) {
+			if (optind < argc) {
+				*status = ctl_usage_error(c, cmd, "unexpected argument '%s'",
+							  argv[optind]);
+				return -2;
+			}
+			return -1;
+		}
+		if (opt == 'h' && !strchr(cmd->shortopt, 'h'))
+			opt = CTL_OPT_HELP;
+		r = common_option(c, cmd, opt, status);
+		if (r < 0)
+			return -2;
+		if (r == 0)
+			return opt;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {{"version", no_argument, NULL, 'V'}, CTL_COMMON_OPTS};
+	struct ctl c = {.prog = "llmprofctl", .timeout = 10};
+	const char *env = getenv(LP_SOCKET_ENV);
+	int opt, status = CTL_OK;
+
+	setlocale(LC_ALL, "");
+	/* Numbers in the documents and on the screen use a decimal point, whatever the locale. */
+	setlocale(LC_NUMERIC, "C");
+	c.socket = env && *env ? env : LP_SOCKET_PATH;
+	/* '+': stop at the command; what follows belongs to it. */
+	cur_argv = argv;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "+:hV", opts, NULL)) != -1) {
+		if (opt == 'V') {
+			printf("llmprofctl %s (API %d)\n", LLMPROF_VERSION, LP_API_VERSION);
+			return CTL_OK;
+		}
+		if (opt == 'h')
+			opt = CTL_OPT_HELP;
+		if (common_option(&c, NULL, opt, &status) < 0)
+			return status;
+	}
+	if (optind >= argc) {
+		usage(stderr, c.prog);
+		return CTL_USAGE;
+	}
+	if (!strcmp(argv[optind], "help")) {
+		for (size_t i = 0; optind + 1 < argc && i < NCOMMANDS; i++)
+			if (!strcmp(argv[optind + 1], commands[i]->name)) {
+				command_help(&c, commands[i]);
+				return CTL_OK;
+			}
+		usage(stdout, c.prog);
+		return CTL_OK;
+	}
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (!strcmp(argv[optind], commands[i]->name)) {
+			argc -= optind;
+			argv += optind;
+			optind = 0; /* glibc: start afresh on the command's arguments */
+			return commands[i]->exec(&c, argc, argv);
+		}
+	return ctl_usage_error(&c, NULL, "unknown command '%s'", argv[optind]);
+}

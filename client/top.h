@@ -1,0 +1,72 @@
+/* The table of `llmprofctl top`: rows computed from two reads of the API's process
+ * documents, sorted and formatted to fit 80 columns. Pure: no I/O, unit-tested. */
+#ifndef LLMPROFCTL_TOP_H
+#define LLMPROFCTL_TOP_H
+
+#include "llmprofctl.h"
+
+enum top_col {
+	TC_PID,
+	TC_COMM,
+	TC_THR,
+	TC_CPU,	  /* % of one CPU */
+	TC_TOKS,  /* generated tokens per second of decoding */
+	TC_MS50,  /* ms per generated token, p50 */
+	TC_MS99,  /* and p99 */
+	TC_MM,	  /* % of CPU samples in matmul functions */
+	TC_SPIN,  /* % of CPU samples in barrier functions: spinning */
+	TC_FTXS,  /* futex waits per second */
+	TC_FTX99, /* futex wait p99, ns */
+	TC_RQ99,  /* run-queue latency p99, ns */
+	TC_MAJS,  /* major page faults per second */
+	TC_NR,
+};
+
+struct top_column {
+	const char *name; /* header */
+	int width;
+	char key;	  /* the key that sorts by it in the interactive view, or 0 */
+	const char *help; /* one line for the help screen and the man page */
+};
+extern const struct top_column top_columns[TC_NR];
+
+/* One read: every process's document (GET /v1/processes/{pid}), in list order. */
+struct top_snap {
+	cJSON **docs;
+	size_t n;
+};
+void top_snap_free(struct top_snap *s);
+const cJSON *top_snap_find(const struct top_snap *s, int pid);
+
+struct top_row {
+	int pid;
+	bool exited;
+	char comm[20];
+	double v[TC_NR];   /* NAN where there is nothing to show */
+	const cJSON *doc;  /* the current document (owned by the snapshot) */
+	const cJSON *prev; /* the one of the previous read, NULL for the first or after a reset */
+	double dt_ns;	   /* the interval: between the reads, else since tracked */
+};
+
+struct top_thread_row {
+	int tid;
+	char comm[20];
+	double cpu, ftxs, majs;
+};
+
+/* Rows for cur against prev (NULL: since each process was tracked), exited processes only
+ * with all. *rows is malloc'ed; 0 or -ENOMEM. */
+int top_rows(const struct top_snap *cur, const struct top_snap *prev, bool all,
+	     struct top_row **rows, size_t *n);
+/* Busiest first for numbers, ascending for PID and COMMAND; reverse flips; ties by pid. */
+void top_sort(struct top_row *rows, size_t n, enum top_col col, bool reverse);
+/* The live threads of a row, busiest first. *out is malloc'ed; the count, or -ENOMEM. */
+int top_threads(const struct top_row *r, struct top_thread_row **out);
+
+/* The lines of the table: at most 79 characters, so 80 columns never wrap. */
+#define TOP_LINE 80
+void top_format_header(char *buf);
+void top_format_row(char *buf, const struct top_row *r);
+void top_format_thread(char *buf, const struct top_thread_row *t);
+
+#endif

@@ -1,0 +1,707 @@
+#!/usr/bin/env python3
+"""e2e tier: llmprofctl against a private llmprofd and real processes, as a user runs it.
+
+- `top -b` and `dump` print the numbers the API returned: percentiles, shares, token rates
+  and counts exactly (formatted as the client formats them), rates between two reads of
+  the API taken around the command; the second table of `top -b` covers only its interval;
+- the interactive `top` in a real terminal (tmux): keys sort, reverse, select, show a
+  process's threads, help and pause; it survives resizes and a daemon that goes away;
+- list, status, reset and precise do what the API says they did;
+- every failure a user can meet has its message and exit status: no daemon, a stale socket,
+  a daemon that does not answer or is not llmprofd, the socket's or the daemon's permission,
+  an unknown pid, bad usage;
+- the man pages, the bash completion and `cmake --install` agree with the binaries."""
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import lptest as t  # noqa: E402
+
+NOBODY = 65534
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+WIDTHS = [7, 9, 3, 5, 5, 5, 5, 3, 5, 5, 5, 5, 5]
+HEADER = ["PID", "COMMAND", "THR", "CPU%", "TOK/S", "MS50", "MS99", "MM%", "SPIN%", "FTX/S",
+          "FTX99", "RQ99", "MAJ/S"]
+
+
+# --- the client's number formats, restated (client/format.c), to compare printed text ---
+
+def fmt_dur(ns, sig=3):
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return "-"
+    if sig == 3 and ns >= 999.5e9:
+        return "%.0fs" % (ns / 1e9)
+    units = [(1, "ns"), (1e3, "us"), (1e6, "ms"), (1e9, "s")]
+    for i, (div, unit) in enumerate(units):
+        x = ns / div
+        last = i == len(units) - 1
+        if not last and x >= 1000:
+            continue
+        if sig == 2:
+            s = ("%.1f" if x < 9.95 and i > 0 else "%.0f") % x
+        else:
+            s = "%.3g" % x
+        if not last and float(s) >= 1000:
+            continue
+        return s + unit
+
+
+def fmt_num5(v):
+    if v is None or math.isnan(v):
+        return "-"
+    if v < 9.995:
+        return "%.2f" % v
+    if v < 99.95:
+        return "%.1f" % v
+    if v < 99999.5:
+        return "%.0f" % v
+    if v < 9999.5e3:
+        return "%.0fk" % (v / 1e3)
+    return "%.0fM" % (v / 1e6)
+
+
+def pct(v, width):
+    if v is None or math.isnan(v):
+        return "-"
+    return ("%.1f" if v < 99.95 and width >= 5 else "%.0f") % v
+
+
+def nan_if(cond, v):
+    return float("nan") if cond else v
+
+
+def expected_row(doc):
+    """The first table's row for a process document: since it was tracked."""
+    c, h = doc["counters"], doc["histograms"]
+    dt = doc["tracked_seconds"] * 1e9
+    ggml = doc.get("ggml") is not None
+    empty = lambda name: h[name]["count"] == 0  # noqa: E731
+    return {
+        "PID": str(doc["pid"]),
+        "COMMAND": ("[%s]" if doc["state"] == "exited" else "%s") % doc["comm"],
+        "THR": str(len(doc["threads"])),
+        "CPU%": pct(100 * c["oncpu_ns"] / dt, 5),
+        "TOK/S": fmt_num5(nan_if(c["decode_generation_tokens"] == 0,
+                                 c["decode_generation_tokens"] * 1e9 /
+                                 max(c["decode_generation_ns"], 1))),
+        "MS50": fmt_num5(nan_if(empty("decode_generation"), h["decode_generation"]["p50"] / 1e6)),
+        "MS99": fmt_num5(nan_if(empty("decode_generation"), h["decode_generation"]["p99"] / 1e6)),
+        "MM%": pct(nan_if(not ggml or c["samples"] == 0,
+                          100 * c["samples_matmul"] / max(c["samples"], 1)), 3),
+        "SPIN%": pct(nan_if(not ggml or c["samples"] == 0,
+                            100 * c["samples_barrier"] / max(c["samples"], 1)), 5),
+        "FTX/S": fmt_num5(c["futex_waits"] * 1e9 / dt),
+        "FTX99": fmt_dur(nan_if(empty("futex_wait"), h["futex_wait"]["p99"]), 2),
+        "RQ99": fmt_dur(nan_if(empty("runqueue_latency"), h["runqueue_latency"]["p99"]), 2),
+        "MAJ/S": fmt_num5(c["page_faults_major"] * 1e9 / dt),
+    }
+
+
+RATES = ("CPU%", "FTX/S", "MAJ/S")
+
+
+def half_unit(text):
+    """Half the unit of the last digit printed: the rounding a printed number carries."""
+    return 0.5 * 10 ** -(len(text.split(".")[1]) if "." in text else 0)
+
+
+def parse_table(text):
+    """Each table of `top -b` output as a list of rows (dicts by header)."""
+    tables, rows = [], None
+    for line in text.splitlines():
+        if line.split() == HEADER:
+            rows = []
+            tables.append(rows)
+            continue
+        if rows is None or not line.strip():
+            rows = None if not line.strip() else rows
+            continue
+        cells, pos = {}, 0
+        for name, w in zip(HEADER, WIDTHS):
+            cells[name] = line[pos:pos + w].strip()
+            pos += w + 1
+        rows.append(cells)
+    return tables
+
+
+def ctl(*args, env=None, user=None, binary=None, timeout=60, input=None):
+    cmd = (user or []) + [binary or t.LLMPROFCTL] + list(args)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                       input=input)
+    return p.returncode, p.stdout, p.stderr
+
+
+def expect(args, code, text, **kw):
+    rc, out, err = ctl(*args, **kw)
+    said = err.strip() or out.strip()
+    ok = rc == code and all(x in said for x in ([text] if isinstance(text, str) else text))
+    t.check(ok, "llmprofctl %s -> exit %d (want %d), says %r%s"
+            % (" ".join(args), rc, code, text, "" if ok else "; said: " + said[-400:]))
+    return said
+
+
+def unused_pid():
+    pid_max = int(open("/proc/sys/kernel/pid_max").read())
+    for pid in range(pid_max - 1, 1, -1):
+        if not os.path.exists("/proc/%d" % pid):
+            return pid
+
+
+def strip(doc, keys=("now_ns", "tracked_seconds", "exited_seconds_ago")):
+    if isinstance(doc, dict):
+        return {k: strip(v, keys) for k, v in doc.items() if k not in keys}
+    if isinstance(doc, list):
+        return [strip(v, keys) for v in doc]
+    return doc
+
+
+class World:
+    """The private daemon and the processes every part of the test looks at."""
+
+    def __init__(self):
+        self.d = t.Daemon("--comm", "lpfixture", "--socket-mode", "0666")
+        self.d.wait_ready()
+        self.env = dict(os.environ, LLMPROF_SOCKET=self.d.socket)
+        # G: a ggml process that decoded and now holds, alive and quiet.
+        self.g = t.Lpggml("--hold", "--threads", "2", "--iters", "150", "--gen", "12")
+        self.d.wait_log("pid %d (lpggml) runs ggml" % self.g.pid)
+        self.g.go()
+        self.g_res = self.g.line()
+        # X: the same, run to its exit.
+        x = t.Lpggml("--iters", "50", "--gen", "5")
+        self.x_pid = x.pid
+        self.d.wait_log("pid %d (lpggml) runs ggml" % x.pid)
+        x.finish()
+        self.d.wait_log("pid %d (lpggml) exited" % x.pid)
+        # F1, F2: futex waiters that stay with their threads parked (found by --comm).
+        self.f1 = t.Fixture("--futex-threads", "3", "--futex-waits", "4", "--futex-ms", "2",
+                            "--hold")
+        self.f2 = t.Fixture("--futex-threads", "1", "--futex-waits", "6", "--futex-ms", "3",
+                            "--hold")
+        for f in (self.f1, self.f2):
+            t.poll("pid %d tracked" % f.pid, lambda: self.tracked(f.pid))
+            f.go()
+            f.result()
+
+    def tracked(self, pid):
+        status, _, _ = self.d.api("GET", "/v1/processes/%d" % pid)
+        return status == 200
+
+    def doc(self, pid):
+        return self.d.get("/v1/processes/%d" % pid)
+
+
+def check_row(row, before, after, what):
+    """A printed row against the API's documents read just before and after it."""
+    lo, hi = expected_row(before), expected_row(after)
+    bad = []
+    for name in HEADER:
+        if name in RATES and row[name] != "-":
+            v, tol = float(row[name]), half_unit(row[name])
+            a, b = float(lo[name]), float(hi[name])
+            if not (min(a, b) - tol - half_unit(lo[name]) <= v <= max(a, b) + tol +
+                    half_unit(hi[name])):
+                bad.append("%s %s not within %s..%s" % (name, row[name], lo[name], hi[name]))
+        elif row[name] not in (lo[name], hi[name]):
+            bad.append("%s %r, API says %r" % (name, row[name], lo[name]))
+    t.check(not bad, "%s: the row is the API's numbers %s" % (what, bad or
+                                                             " ".join(row[h] for h in HEADER)))
+
+
+def test_batch(w):
+    print("--- top -b: the numbers the API returned")
+    pids = [w.g.pid, w.f1.pid, w.f2.pid, w.x_pid]
+    before = {p: w.doc(p) for p in pids}
+    # -p: only the test's processes (others on the host may run ggml too).
+    only = sum((["-p", str(p)] for p in pids), [])
+    rc, out, err = ctl("top", "-b", "-n", "1", "-a", *only, env=w.env)
+    after = {p: w.doc(p) for p in pids}
+    t.check(rc == 0, "top -b -n 1 exits 0 (%s)" % err.strip())
+    tables = parse_table(out)
+    t.check(len(tables) == 1, "one table")
+    lines = out.splitlines()
+    t.check(lines[0].startswith("llmprofctl top - ") and "since tracked" in lines[1],
+            "title says the first table runs since tracking began: %r" % lines[:2])
+    t.check(all(len(line) <= 79 for line in lines), "every line fits 80 columns")
+    rows = {int(r["PID"]): r for r in tables[0]} if tables else {}
+    t.check(sorted(rows) == sorted(pids), "a row per process, exited ones with -a: %s"
+            % sorted(rows))
+    for p in pids:
+        if p in rows:
+            check_row(rows[p], before[p], after[p], "pid %d" % p)
+    g = rows.get(w.g.pid, {})
+    t.check(g.get("TOK/S") not in (None, "-") and g.get("MS99") not in (None, "-"),
+            "the ggml process shows tokens/s and ms per token: %s %s"
+            % (g.get("TOK/S"), g.get("MS99")))
+    cpu = [float(r["CPU%"]) for r in tables[0]] if tables else []
+    t.check(cpu == sorted(cpu, reverse=True), "sorted by CPU%%, busiest first: %s" % cpu)
+
+    rc, out, _ = ctl("top", "-b", "-n", "1", *only, env=w.env)
+    shown = [int(r["PID"]) for r in parse_table(out)[0]]
+    t.check(w.x_pid not in shown and w.g.pid in shown, "without -a, exited processes are not shown")
+    rc, out, _ = ctl("top", "-b", "-n", "1", "-s", "PID", "-p", str(w.f2.pid), "-p",
+                     str(w.f1.pid), env=w.env)
+    shown = [int(r["PID"]) for r in parse_table(out)[0]]
+    t.check(shown == sorted([w.f1.pid, w.f2.pid]), "-p selects, -s PID sorts: %s" % shown)
+    rc, out, _ = ctl("top", "-b", "-n", "1", "-H", "-p", str(w.f1.pid), env=w.env)
+    tids = sorted(int(x) for x in os.listdir("/proc/%d/task" % w.f1.pid))
+    printed = sorted(int(line[:7]) for line in out.splitlines()[4:] if line[:7].strip().isdigit())
+    t.check(printed == sorted([w.f1.pid] + tids), "-H adds a row per thread: %s, tids %s"
+            % (printed, tids))
+
+    print("--- top -b: the second table covers its interval only")
+    f3 = t.Fixture("--futex-threads", "1", "--futex-waits", "20", "--futex-ms", "5", "--hold")
+    t.poll("pid %d tracked" % f3.pid, lambda: w.tracked(f3.pid))
+    doc0 = w.doc(f3.pid)
+    p = subprocess.Popen([t.LLMPROFCTL, "top", "-b", "-n", "2", "-d", "2", "-p", str(f3.pid)],
+                         stdout=subprocess.PIPE, text=True, env=w.env)
+    t._children.append(p)
+    first = []
+    while not (first and first[-1].strip().startswith(str(f3.pid))):
+        line = p.stdout.readline()
+        if not line:
+            break
+        first.append(line)
+    f3.go()  # after the first read, well before the second
+    f3.result()
+    # With --hold the fixture answers before its waiter has finished: wait for the count.
+    doc1 = t.poll("20 futex waits counted", lambda: (lambda d: d if d["counters"]["futex_waits"]
+                  - doc0["counters"]["futex_waits"] >= 20 else None)(w.doc(f3.pid)))
+    rest = p.stdout.read()
+    p.wait(timeout=30)
+    tables = parse_table("".join(first) + rest)
+    t.check(len(tables) == 2 and "every 2.0s" in rest, "two tables, the second per interval")
+    row = tables[-1][0] if len(tables) == 2 and tables[-1] else {}
+    # 20 waits in an interval of 2 s plus the time the reads take.
+    ftxs = float(row.get("FTX/S", "0").replace("-", "0"))
+    t.check(20 / 2.6 <= ftxs <= 20 / 2.0, "FTX/S is 20 waits over the interval: %s" % ftxs)
+    h0, h1 = doc0["histograms"]["futex_wait"], doc1["histograms"]["futex_wait"]
+    b0 = {b[0]: b[2] for b in h0["buckets"]}
+    diff = [(b[0], b[1], b[2] - b0.get(b[0], 0)) for b in h1["buckets"]]
+    diff = [b for b in diff if b[2] > 0]
+    rank, cum, p99 = math.ceil(0.99 * sum(b[2] for b in diff)), 0, None
+    for lo, hi, n in diff:
+        cum += n
+        if cum >= rank:
+            p99 = lo + (hi - lo) // 2
+            if lo <= h1["max"] < p99:
+                p99 = h1["max"]
+            break
+    waits = doc1["counters"]["futex_waits"] - doc0["counters"]["futex_waits"]
+    t.check(row.get("FTX99") == fmt_dur(p99, 2) and sum(b[2] for b in diff) == waits >= 20,
+            "FTX99 is the interval's p99 from the API's buckets: %s, want %s (%d waits in "
+            "the buckets, %d counted)" % (row.get("FTX99"), fmt_dur(p99, 2),
+                                          sum(b[2] for b in diff), waits))
+    t.check(row.get("CPU%") is not None and float(row["CPU%"]) < 5,
+            "a process that only waited shows little CPU: %s" % row.get("CPU%"))
+    f3.release()
+
+
+def test_dump(w):
+    print("--- dump: every histogram, counter and thread the API returned")
+    doc = w.doc(w.x_pid)
+    rc, fine, err = ctl("dump", "--pid", str(w.x_pid), "--fine", env=w.env)
+    t.check(rc == 0, "dump --fine exits 0 (%s)" % err.strip())
+    lines = fine.splitlines()
+    t.check(lines[0].startswith("pid %d lpggml, exited, uid 0, found by ggml" % w.x_pid),
+            "the first line names the process: %r" % lines[0])
+    for name, value in doc["counters"].items():
+        t.check(re.search(r"^  %s +%d\b" % (re.escape(name), value), fine, re.M) is not None,
+                "counter %s = %d printed" % (name, value))
+    for name, h in doc["histograms"].items():
+        if h["count"] == 0:
+            t.check(("%s: no values" % name) in fine, "empty histogram %s says so" % name)
+            continue
+        head = "%s: count %d  sum %s  max %s  p50 %s  p90 %s  p99 %s" % (
+            name, h["count"], fmt_dur(h["sum"]), fmt_dur(h["max"]), fmt_dur(h["p50"]),
+            fmt_dur(h["p90"]), fmt_dur(h["p99"]))
+        t.check(head in fine, "%s: count, sum, max and percentiles as the API's (%s)"
+                % (name, head))
+        start = lines.index(head) + 3 if head in lines else 0
+        got = [re.match(r"\s*(\S+) -> (\S+)\s+(\d+) \|", l).groups() for l in
+               lines[start:start + len(h["buckets"])] if re.match(r"\s*\S+ -> \S+\s+\d+ \|", l)]
+        want = [(fmt_dur(lo), "inf" if hi is None else fmt_dur(hi), str(n))
+                for lo, hi, n in h["buckets"]]
+        t.check(got == want, "%s: every bucket with its bounds and count (%d)"
+                % (name, len(want)))
+    rc, grouped, _ = ctl("dump", "--pid", str(w.x_pid), env=w.env)
+    h = doc["histograms"]["runqueue_latency"]
+    sums = {}
+    for lo, hi, n in h["buckets"]:
+        k = lo.bit_length() - 1
+        sums[k] = sums.get(k, 0) + n
+    rows = re.findall(r"^\s*(\S+) -> (\S+)\s+(\d+) \|", grouped.split("runqueue_latency:")[1]
+                      .split("offcpu_blocked")[0], re.M)
+    by = {r[0]: int(r[2]) for r in rows}
+    t.check(all(by.get(fmt_dur(1 << k)) == n for k, n in sums.items()) and
+            sum(by.values()) == h["count"],
+            "default rows are exact sums per power of two (%d rows)" % len(rows))
+    obj = doc["ggml"]["objects"][0]
+    t.check(obj["path"] in grouped and "matmul   ggml_compute_forward_mul_mat" in grouped and
+            "barrier  ggml_barrier" in grouped and "decode   llama_decode" in grouped and
+            "llama_decode probes: %s" % obj["decode_probes"] in grouped,
+            "the ggml object, the functions found in it and the probes")
+    t.check(("generation %d" % doc["ggml"]["tokens"]["generation"]["tokens"]) in grouped,
+            "tokens as the API counted them (%d)" % doc["ggml"]["tokens"]["generation"]["tokens"])
+    t.check(" ".join(doc["ggml"]["missing"]) in grouped, "the configured names found nowhere")
+
+    rc, out, _ = ctl("dump", "--pid", str(w.f1.pid), env=w.env)
+    fdoc = w.doc(w.f1.pid)
+    for th in fdoc["threads"]:
+        t.check(re.search(r"^\s+%d %-15s" % (th["tid"], re.escape(th["comm"])), out, re.M)
+                is not None, "thread %d has its row" % th["tid"])
+    for word in fdoc["futex"]["top"]:
+        t.check(re.search(r"^\s+%s\s+%d " % (word["uaddr"], word["waits"]), out, re.M)
+                is not None, "futex word %s with %d waits" % (word["uaddr"], word["waits"]))
+    t.check("ggml: none mapped" in out, "a process without ggml says so")
+
+    rc, out, _ = ctl("dump", "--pid", str(w.x_pid), "--json", env=w.env)
+    status, api, _ = w.d.api("GET", "/v1/processes/%d" % w.x_pid)
+    t.check(rc == 0 and strip(json.loads(out)) == strip(api),
+            "--json prints the API document unchanged")
+
+
+def test_commands(w):
+    print("--- list, status, reset, precise")
+    rc, out, _ = ctl("list", env=w.env)
+    t.check(rc == 0 and out.splitlines()[0].split()[:3] == ["PID", "STATE", "UID"], "list")
+    for pid, state in ((w.g.pid, "running"), (w.f1.pid, "running"), (w.x_pid, "exited")):
+        t.check(re.search(r"^\s*%d %s " % (pid, state), out, re.M) is not None,
+                "list shows %d %s" % (pid, state))
+    rc, out, _ = ctl("list", "--pids", env=w.env)
+    api = w.d.get("/v1/processes")
+    t.check(sorted(int(x) for x in out.split()) == sorted(p["pid"] for p in api["processes"]),
+            "list --pids: the pids the API lists")
+    rc, out, _ = ctl("list", "--json", env=w.env)
+    t.check(strip(json.loads(out)) == strip(w.d.get("/v1/processes")), "list --json unchanged")
+    rc, out, _ = ctl("status", env=w.env)
+    st = w.d.get("/v1/status")
+    t.check(rc == 0 and out.startswith("llmprofd %s (API 1" % st["version"]) and
+            ("found: " + " ".join(st["kernel_features"]["found"])) in out and
+            ("%d running" % st["processes"]["running"]) in out and "lost         nothing" in out,
+            "status: version, features found, processes, nothing lost")
+    rc, out, _ = ctl("status", "--json", env=w.env)
+    t.check(rc == 0 and json.loads(out)["pid"] == st["pid"], "status --json")
+
+    rc, out, _ = ctl("reset", "--pid", str(w.f1.pid), env=w.env)
+    c = w.doc(w.f1.pid)["counters"]
+    t.check(rc == 0 and ("pid %d" % w.f1.pid) in out and c["futex_waits"] == 0,
+            "reset zeroes the counters: %s" % out.strip())
+    rc, out, _ = ctl("precise", "--pid", str(w.g.pid), "--seconds", "30", env=w.env)
+    t.check(rc == 0 and "precise mode on for 30 s" in out and
+            w.d.get("/v1/processes")["processes"] and
+            [p for p in w.d.get("/v1/processes")["processes"] if p["pid"] == w.g.pid][0]
+            ["precise_active"], "precise --seconds 30 switches it on: %s" % out.strip())
+    rc, out, _ = ctl("precise", "--pid", str(w.g.pid), "--off", env=w.env)
+    t.check(rc == 0 and "precise mode off" in out and
+            not w.doc(w.g.pid)["ggml"]["precise"]["active"], "precise --off")
+    expect(["precise", "--pid", str(w.f1.pid)], 1, "ggml", env=w.env)
+    expect(["precise", "--pid", str(w.x_pid)], 1, "exited", env=w.env)
+
+
+def silent_server(path, answer=None):
+    """A socket that accepts and either says nothing or says answer, then closes."""
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    s.listen(8)
+
+    def serve():
+        while True:
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+            if answer is None:
+                time.sleep(5)
+            else:
+                c.recv(4096)
+                c.sendall(answer)
+            c.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return s
+
+
+def test_errors(w):
+    print("--- errors: what failed, what to do, and the exit status")
+    tmp = tempfile.mkdtemp(prefix="llmprofctl-err-")
+    missing = os.path.join(tmp, "nothing.sock")
+    expect(["--socket", missing, "list"], 3,
+           ["cannot connect to llmprofd at %s: no such socket" % missing,
+            "systemctl start llmprofd"])
+    expect(["list"], 3, missing, env=dict(os.environ, LLMPROF_SOCKET=missing))
+    rc, _, _ = ctl("--socket", w.d.socket, "list", env=dict(os.environ, LLMPROF_SOCKET=missing))
+    t.check(rc == 0, "--socket wins over $LLMPROF_SOCKET")
+    rc, _, _ = ctl("list", "--socket", w.d.socket)
+    t.check(rc == 0, "--socket after the command works too")
+    stale = os.path.join(tmp, "stale.sock")
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(stale)
+    s.close()
+    expect(["--socket", stale, "status"], 3, ["connection refused", "systemctl start llmprofd"])
+    quiet = os.path.join(tmp, "quiet.sock")
+    q = silent_server(quiet)
+    expect(["--socket", quiet, "--timeout", "1", "status"], 3, "did not answer within 1 s")
+    q.close()
+    other = os.path.join(tmp, "other.sock")
+    o = silent_server(other, b"SSH-2.0-OpenSSH_9.2\r\n")
+    expect(["--socket", other, "status"], 5, "not HTTP")
+    o.close()
+
+    pid = unused_pid()
+    for cmd in (["dump", "--pid", str(pid)], ["reset", "--pid", str(pid)],
+                ["precise", "--pid", str(pid)]):
+        expect(cmd, 1, "pid %d is not tracked by llmprofd" % pid, env=w.env)
+
+    print("--- errors: permissions")
+    binary = t.copy_for_others(t.LLMPROFCTL)
+    nobody = t.as_user(NOBODY)
+    expect(["reset", "--pid", str(w.g.pid)], 4, "needs root or membership of group 'llmprof'",
+           env=w.env, user=nobody, binary=binary)
+    expect(["dump", "--pid", str(w.g.pid)], 4, "belongs to another user", env=w.env,
+           user=nobody, binary=binary)
+    rc, out, _ = ctl("list", env=w.env, user=nobody, binary=binary)
+    t.check(rc == 0 and len(out.splitlines()) == 1, "nobody lists none of root's processes")
+    has_group = os.system("getent group llmproftest >/dev/null") == 0
+    if not has_group:
+        os.system("groupadd -g 4242 llmproftest")
+    try:
+        shutil.chown(w.d.socket, group="llmproftest")
+        os.chmod(w.d.socket, 0o660)
+        expect(["list"], 4, ["permission denied on %s" % w.d.socket, "group 'llmproftest'",
+                             "usermod -aG llmproftest"], env=w.env, user=nobody, binary=binary)
+    finally:
+        os.chmod(w.d.socket, 0o666)
+        if not has_group:
+            os.system("groupdel llmproftest")
+
+    print("--- errors: usage")
+    expect(["dump"], 2, "--pid is required", env=w.env)
+    expect(["dump", "--pid", "abc"], 2, "--pid wants a process id, not 'abc'", env=w.env)
+    expect(["dump", "--pid"], 2, "option '--pid' needs a value", env=w.env)
+    expect(["dump", "--pid", "1", "--bogus"], 2, "unknown option '--bogus'", env=w.env)
+    expect(["frobnicate"], 2, "unknown command 'frobnicate'")
+    expect([], 2, "Usage: llmprofctl")
+    expect(["top", "-n", "0"], 2, "--iterations", env=w.env)
+    expect(["top", "-s", "nope"], 2, "--sort wants a column name", env=w.env)
+    expect(["top", "-d", "0"], 2, "--delay wants seconds from 0.1", env=w.env)
+    expect(["precise", "--pid", "1", "--off", "--seconds", "3"], 2, "exclude each other")
+    expect(["--timeout", "x", "list"], 2, "--timeout wants seconds")
+    expect(["list", "stray"], 2, "unexpected argument 'stray'")
+    rc, out, _ = ctl("--help")
+    t.check(rc == 0 and "Examples:" in out and "Exit status:" in out and
+            all(c in out for c in ("top", "dump", "list", "status", "reset", "precise")),
+            "--help: commands, examples, exit statuses")
+    for cmd in ("top", "dump", "list", "status", "reset", "precise"):
+        rc, out, _ = ctl(cmd, "--help")
+        rc2, out2, _ = ctl("help", cmd)
+        t.check(rc == 0 and rc2 == 0 and out == out2 and "Examples:" in out and
+                out.startswith("Usage: llmprofctl %s" % cmd), "%s --help, with examples" % cmd)
+    rc, out, _ = ctl("--version")
+    t.check(rc == 0 and out.startswith("llmprofctl ") and "API 1" in out, "--version")
+
+
+class Tmux:
+    """A private tmux server running one command in an 80x24 window."""
+
+    def __init__(self, cmd):
+        self.name = "llmprofctl-test-%d" % os.getpid()
+        conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
+        conf.write("set -g remain-on-exit on\nset -g status off\n")
+        conf.close()
+        self.base = ["tmux", "-L", self.name, "-f", conf.name]
+        subprocess.run(self.base + ["new-session", "-d", "-s", "top", "-x", "80", "-y", "24",
+                                    cmd], check=True, timeout=20)
+
+    def tmux(self, *args):
+        return subprocess.run(self.base + list(args), capture_output=True, text=True,
+                              timeout=20).stdout
+
+    def screen(self):
+        return self.tmux("capture-pane", "-p", "-t", "top")
+
+    def keys(self, *keys, literal=False):
+        self.tmux("send-keys", "-t", "top", *((["-l"] if literal else []) + list(keys)))
+
+    def wait(self, what, fn, timeout=15):
+        last = [""]
+
+        def seen():
+            last[0] = self.screen()
+            return fn(last[0])
+        try:
+            return t.poll(what, seen, timeout)
+        except t.Timeout:
+            print("screen:\n" + last[0])
+            raise
+
+    def dead(self):
+        return self.tmux("display", "-p", "-t", "top", "#{pane_dead}").strip() == "1"
+
+    def close(self):
+        subprocess.run(self.base + ["kill-server"], capture_output=True, timeout=20)
+
+
+def order(screen):
+    """The pids of the process rows, top to bottom."""
+    lines = screen.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.split()[:2] == ["PID", "COMMAND"]), None)
+    if start is None:
+        return []
+    return [int(l[:7]) for l in lines[start + 1:] if l[:7].strip().isdigit() and
+            l[8:9] != " "]
+
+
+def thread_rows(screen):
+    return [int(l[:7]) for l in screen.splitlines() if l[:7].strip().isdigit() and
+            l[8:10] == "  "]
+
+
+def test_interactive(w):
+    print("--- interactive top in tmux: sort, reverse, select, threads, help, pause, resize")
+    pids = sorted([w.g.pid, w.f1.pid, w.f2.pid])
+    env = " ".join("%s=%s" % (k, os.environ[k]) for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS")
+                   if k in os.environ)
+    errors = os.path.join(w.d.dir, "top.stderr")
+    status = os.path.join(w.d.dir, "top.status")
+    tm = Tmux("env %s LLMPROF_SOCKET=%s %s top -d 0.5 %s 2>%s; echo $? >%s" % (
+        env, w.d.socket, t.LLMPROFCTL, " ".join("-p %d" % p for p in pids), errors, status))
+    try:
+        tm.wait("all three processes on screen", lambda s: sorted(order(s)) == pids)
+        tm.wait("the first refresh", lambda s: "every 0.5s" in s.splitlines()[1])
+        t.check(True, "the second screen covers the last interval")
+        header = next(l for l in tm.screen().splitlines() if l.split()[:2] == ["PID", "COMMAND"])
+        t.check(header.rstrip() == " ".join(h.rjust(wd) if h != "COMMAND" else h.ljust(wd)
+                                            for h, wd in zip(HEADER, WIDTHS)).rstrip(),
+                "the whole header fits 80 columns: %r" % header)
+        tm.keys("p")
+        tm.wait("pid order", lambda s: order(s) == pids and "sort PID" in s)
+        t.check(True, "p sorts by PID: %s" % pids)
+        tm.keys("R")
+        tm.wait("reversed", lambda s: order(s) == pids[::-1] and "(reversed)" in s)
+        t.check(True, "R reverses the order")
+        tm.keys("R")
+        tm.keys(">", ">", literal=True)
+        threads = {p: len(w.doc(p)["threads"]) for p in pids}
+        by_thr = sorted(pids, key=lambda p: (-threads[p], p))
+        tm.wait("THR order", lambda s: order(s) == by_thr and "sort THR" in s)
+        t.check(by_thr[0] == w.f1.pid, "> > moves the sort to THR: %s (threads %s)"
+                % (by_thr, threads))
+        tm.keys("k", "k", "k", "H")
+        tids = sorted(int(x) for x in os.listdir("/proc/%d/task" % w.f1.pid))
+        tm.wait("the threads of the first process", lambda s: sorted(thread_rows(s)) == tids)
+        t.check(True, "k selects the first row; H shows its %d threads" % len(tids))
+        tm.keys("H")
+        tm.wait("threads hidden", lambda s: not thread_rows(s))
+        tm.keys("h")
+        tm.wait("help", lambda s: "llmprofctl top: keys" in s and "run-queue latency" in s)
+        tm.keys("x")
+        tm.wait("help closed", lambda s: "llmprofctl top: keys" not in s and order(s))
+        t.check(True, "h shows the keys and columns; any key returns")
+        tm.keys("Space")
+        tm.wait("paused", lambda s: "[paused]" in s)
+        tm.keys("Space")
+        tm.wait("resumed", lambda s: "[paused]" not in s and order(s))
+        t.check(True, "space pauses and resumes")
+        tm.tmux("resize-window", "-t", "top", "-x", "50", "-y", "8")
+        tm.wait("a narrow window", lambda s: max(len(l) for l in s.splitlines()) <= 50 and
+                "PID COMMAND" in s)
+        t.check(not tm.dead(), "a 50x8 window: still running")
+        tm.tmux("resize-window", "-t", "top", "-x", "80", "-y", "24")
+        tm.wait("back to 80 columns", lambda s: any(l.rstrip().endswith("MAJ/S") for l in
+                                                    s.splitlines()) and len(order(s)) == 3)
+        t.check(True, "resized back, the table is whole again")
+        w.d.stop()
+        tm.wait("the daemon gone", lambda s: ("cannot connect to llmprofd at %s" % w.d.socket)
+                in s and len(order(s)) == 3)
+        t.check(True, "when the daemon goes away, the reason shows and the last rows stay")
+        tm.keys("q")
+        code = t.poll("top to quit", lambda: os.path.exists(status) and open(status).read(), 20)
+        t.check(code.strip() == "0", "q quits with status 0 (%s) %s" % (code.strip(),
+                                                                     open(errors).read()))
+    finally:
+        tm.close()
+
+
+def test_docs_and_install():
+    print("--- man pages, bash completion, cmake --install")
+    for page in ("llmprofctl.1", "llmprofd.8"):
+        p = subprocess.run(["groff", "-t", "-man", "-ww", "-z", os.path.join(ROOT, "man", page)],
+                           capture_output=True, text=True)
+        t.check(p.returncode == 0 and not p.stderr, "%s renders without warnings %s"
+                % (page, p.stderr.strip()[:200]))
+    daemon_opts = set(re.findall(r"--[a-z][a-z-]+", subprocess.run(
+        [t.LLMPROFD, "--help"], capture_output=True, text=True).stdout))
+    page = open(os.path.join(ROOT, "man", "llmprofd.8")).read().replace("\\-", "-")
+    t.check(not [o for o in daemon_opts if o not in page],
+            "llmprofd(8) has every option of --help: missing %s"
+            % [o for o in daemon_opts if o not in page])
+    page = open(os.path.join(ROOT, "man", "llmprofctl.1")).read().replace("\\-", "-")
+    completion = os.path.join(ROOT, "client", "llmprofctl.bash")
+    for cmd in ("top", "dump", "list", "status", "reset", "precise"):
+        opts = set(re.findall(r"^\s+(?:-\w, )?(--[a-z-]+)", ctl(cmd, "--help")[1], re.M))
+        got = complete([t.LLMPROFCTL, cmd, "--"], completion)
+        t.check(opts <= set(got) and not [o for o in opts if o not in page],
+                "%s: every option is completed and in llmprofctl(1): %s" % (cmd, sorted(opts)))
+    return completion
+
+
+def complete(words, completion, env=None):
+    script = ('source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _llmprofctl; printf "%%s\\n" '
+              '"${COMPREPLY[@]}"' % (completion, " ".join("'%s'" % x for x in words),
+                                     len(words) - 1))
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
+                       timeout=30)
+    return p.stdout.split()
+
+
+def test_completion_live(w, completion):
+    got = complete([t.LLMPROFCTL, "d"], completion)
+    t.check(got == ["dump"], "completion of a command: %s" % got)
+    got = complete([t.LLMPROFCTL, "--socket", w.d.socket, "dump", "--pid", ""], completion)
+    want = sorted(str(p["pid"]) for p in w.d.get("/v1/processes")["processes"])
+    t.check(sorted(got) == want, "--pid completes the pids the daemon tracks: %s" % got)
+    got = complete([t.LLMPROFCTL, "top", "-s", "RQ"], completion)
+    t.check(got == ["RQ99"], "--sort completes column names: %s" % got)
+
+    prefix = tempfile.mkdtemp(prefix="llmprofd-install-")
+    build = os.path.dirname(t.LLMPROFCTL)
+    p = subprocess.run(["cmake", "--install", build, "--prefix", prefix], capture_output=True,
+                       text=True, timeout=120)
+    files = ["bin/llmprofctl", "sbin/llmprofd", "share/man/man1/llmprofctl.1",
+             "share/man/man8/llmprofd.8", "share/bash-completion/completions/llmprofctl"]
+    t.check(p.returncode == 0 and all(os.path.exists(os.path.join(prefix, f)) for f in files),
+            "cmake --install puts in place %s" % files)
+    out = subprocess.run(["man", "-l", os.path.join(prefix, "share/man/man1/llmprofctl.1")],
+                         capture_output=True, text=True, env=dict(os.environ, MANWIDTH="80"),
+                         timeout=60).stdout
+    t.check("EXIT STATUS" in out and "LLMPROF_SOCKET" in out, "man shows the installed page")
+    shutil.rmtree(prefix, ignore_errors=True)
+
+
+def main():
+    completion = test_docs_and_install()
+    w = World()
+    try:
+        test_batch(w)
+        test_dump(w)
+        test_commands(w)
+        test_completion_live(w, completion)
+        test_errors(w)
+        test_interactive(w)  # last: it stops the daemon
+    finally:
+        for f in (w.f1, w.f2):
+            f.release()
+        w.g.proc.stdin.close()
+        w.g.proc.wait(timeout=20)
+
+
+t.run(main, timeout=280)
