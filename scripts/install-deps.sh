@@ -2,7 +2,8 @@
 # Installs what building, running and testing llmprofd needs, from Debian's packages
 # (nodejs with its npm runs the real llama.cpp workload: tests/workload; curl, prometheus,
 # systemd and libclang-rt-dev serve the e2e tests and the libFuzzer target; libncurses-dev
-# builds llmprofctl's top, and tmux, groff-base and man-db test it and its man pages).
+# builds llmprofctl's top, and tmux, groff-base and man-db test it and its man pages;
+# linux-perf, libbpf-tools and bpftrace are what bench/ compares llmprofd with).
 # With --if-missing, does nothing when every package is already installed; with --list,
 # prints the packages instead.
 set -euo pipefail
@@ -13,6 +14,7 @@ PACKAGES=(
 	libevent-dev libsystemd-dev libcjson-dev libinih-dev
 	curl prometheus systemd libclang-rt-dev
 	libncurses-dev tmux groff-base man-db
+	linux-perf libbpf-tools bpftrace
 	python3 util-linux binutils nodejs
 )
 

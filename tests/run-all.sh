@@ -42,3 +42,8 @@ cmake --build build-fuzz --target fuzz_http
 mkdir -p build-fuzz/corpus
 (cd build-fuzz && ./fuzz_http -max_total_time="${LLMPROF_FUZZ_SECONDS:-60}" -rss_limit_mb=4096 \
 	-print_final_stats=1 corpus ../tests/fuzz/seeds)
+
+# Every benchmark in a reduced size, so that they keep working; the full sizes are run by
+# hand (bench/run-all.sh) and recorded in bench/RESULTS.md. Not timed assertions: they print.
+echo "== bench/run-all.sh --quick"
+bench/run-all.sh --quick

@@ -1,0 +1,135 @@
+"""Shared by the benchmarks: the machine, a private llmprofd, alternating runs, and the
+result table each benchmark prints last."""
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("LLMPROF_BUILD", os.path.join(ROOT, "build"))
+LLMPROFD = os.environ.get("LLMPROFD", os.path.join(BUILD, "llmprofd"))
+LLMPROFCTL = os.environ.get("LLMPROFCTL", os.path.join(BUILD, "llmprofctl"))
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), "?")
+    mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal"))
+    virt = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True).stdout.strip()
+    return "%s, %d CPUs, %.0f GiB, Linux %s%s" % (cpu, os.cpu_count(), mem / 2**20,
+                                                 platform.release(),
+                                                 ", virtualised (%s)" % virt if virt and
+                                                 virt != "none" else "")
+
+
+def need(*tools):
+    missing = [t for t in tools if not shutil.which(t) and not os.path.exists(t)]
+    if missing:
+        raise SystemExit("missing %s: run scripts/install-deps.sh" % ", ".join(missing))
+
+
+def mount_tracefs():
+    """bpftrace's tracepoints need tracefs; llmprofd mounts it itself."""
+    if not os.path.exists("/sys/kernel/tracing/events"):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"],
+                       capture_output=True)
+
+
+class Daemon:
+    """A private llmprofd for one measurement: its own socket, no state, no TCP listener
+    unless asked."""
+
+    def __init__(self, *args, metrics=None):
+        self.dir = tempfile.mkdtemp(prefix="llmprofd-bench-")
+        self.socket = os.path.join(self.dir, "llmprofd.sock")
+        self.log = os.path.join(self.dir, "log")
+        cmd = [LLMPROFD, "--socket", self.socket, "--state-directory", "off", "--config",
+               "/dev/null", "--metrics-address", metrics or "off"] + list(args)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+        self.wait_log("ready:")
+
+    def text(self):
+        return open(self.log).read()
+
+    def wait_log(self, what, timeout=60):
+        deadline = time.monotonic() + timeout
+        while what not in self.text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("llmprofd: no %r in its log:\n%s" % (what, self.text()))
+            time.sleep(0.02)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Tool:
+    """Another tracer (runqlat, funclatency, bpftrace) running while a load is measured;
+    started once it says it has attached."""
+
+    def __init__(self, cmd, ready, timeout=60):
+        self.out = tempfile.NamedTemporaryFile(prefix="bench-tool-", delete=False)
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while ready not in open(self.out.name, errors="replace").read():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("%s did not start:\n%s" % (cmd[0], open(self.out.name).read()))
+            time.sleep(0.02)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        text = open(self.out.name, errors="replace").read()
+        os.unlink(self.out.name)
+        return text
+
+
+def alternate(configs, rounds, measure, log=print):
+    """Runs every configuration once per round, the order rotating each round so that no
+    configuration always runs first (warm caches) or last; returns {name: [values]}."""
+    results = {name: [] for name, _ in configs}
+    for r in range(rounds):
+        order = configs[r % len(configs):] + configs[:r % len(configs)]
+        for name, cfg in order:
+            v = measure(cfg)
+            results[name].append(v)
+            log("round %d/%d  %-44s %s" % (r + 1, rounds, name, fmt(v)))
+    return results
+
+
+def fmt(v):
+    return "%.4g" % v if isinstance(v, float) else str(v)
+
+
+def summary(values):
+    return statistics.median(values), min(values), max(values)
+
+
+def noise(values):
+    """Spread of a set of runs: (max - min) / median."""
+    m = statistics.median(values)
+    return (max(values) - min(values)) / m if m else 0.0
+
+
+def table(title, header, rows, notes=()):
+    """The result table, last thing a benchmark prints (markdown, for RESULTS.md)."""
+    print("\n## %s\n" % title)
+    print("machine: %s\n" % machine())
+    for n in notes:
+        print(n)
+    if notes:
+        print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(str(x) for x in r) + " |")

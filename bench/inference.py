@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Overhead on inference: tokens/s of real llama.cpp (node-llama-cpp, random-weight GGUF
+models) with no llmprofd, with llmprofd's default configuration, and with precise mode
+always on, in alternating rounds. For the precise runs it also reads, through llmprofctl,
+how many matmul and barrier calls were probed per generated token: with the measured cost
+of one probe hit (bench/probes.py) that accounts for the loss.
+
+    sudo bench/inference.py [--rounds 10] [--tokens 48] [--threads 2] [--shapes tinyllama,tiny]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import benchlib as b
+
+WORKLOAD = os.path.join(b.ROOT, "tests", "workload")
+CONFIGS = [
+    ("no llmprofd", None),
+    ("llmprofd, default", []),
+    ("llmprofd, precise mode always on", ["--precise-duty", "1"]),
+]
+
+
+def model_for(shape):
+    path = os.path.join(tempfile.gettempdir(), "llmprofd-bench-%s.gguf" % shape)
+    if not os.path.exists(path):
+        subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", shape,
+                        path], check=True)
+    return path
+
+
+def drive(model, a):
+    out = subprocess.run(["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model,
+                          "--tokens", str(a.tokens), "--threads", str(a.threads), "--prompt",
+                          str(a.prompt)], check=True, capture_output=True, text=True,
+                         timeout=900).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--prompt", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--shapes", default="tinyllama,tiny")
+    a = ap.parse_args()
+    b.need("node", b.LLMPROFD, b.LLMPROFCTL)
+    rows, notes = [], []
+    for shape in a.shapes.split(","):
+        model = model_for(shape)
+        probed = []
+
+        def measure(args):
+            if args is None:
+                return drive(model, a)["tokens_per_s"]
+            d = b.Daemon(*args)
+            try:
+                res = drive(model, a)
+                if "--precise-duty" in args:
+                    doc = json.loads(subprocess.run(
+                        [b.LLMPROFCTL, "--socket", d.socket, "dump", "--pid", str(res["pid"]),
+                         "--json"], capture_output=True, text=True, check=True).stdout)
+                    p = doc["ggml"]["precise"]
+                    probed.append((p["matmul"]["calls"] + p["barrier"]["calls"],
+                                   res["generated_tokens"] + res["prompt_tokens"]))
+                return res["tokens_per_s"]
+            finally:
+                d.stop()
+        print("# %s model" % shape, flush=True)
+        res = b.alternate(CONFIGS, a.rounds, measure)
+        base = b.summary(res[CONFIGS[0][0]])[0]
+        for name, _ in CONFIGS:
+            med, lo, hi = b.summary(res[name])
+            rows.append((shape, name, "%.2f" % med, "%.2f-%.2f" % (lo, hi),
+                         "%.1f%%" % (100 * b.noise(res[name])), "%.3f" % (med / base),
+                         "%+.1f%%" % (100 * (med / base - 1))))
+        if probed:
+            calls = sum(c for c, _ in probed) / len(probed)
+            tokens = sum(t for _, t in probed) / len(probed)
+            notes.append("%s: precise mode probed %.0f matmul+barrier calls per run, %.0f per "
+                         "decoded token (%.0f tokens, %d runs)"
+                         % (shape, calls, calls / tokens, tokens, len(probed)))
+    notes.insert(0, "workload: node-llama-cpp (tests/workload/driver.mjs), random-weight Q8_0 "
+                 "GGUF, %d threads, prompt %d, %d generated tokens, %d alternating rounds; "
+                 "tokens/s of generation as llama.cpp reports it"
+                 % (a.threads, a.prompt, a.tokens, a.rounds))
+    b.table("Overhead on inference", ["model", "configuration", "median tokens/s", "min-max",
+                                      "spread", "ratio", "change"], rows, notes)
+
+
+if __name__ == "__main__":
+    main()

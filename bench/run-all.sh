@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Every benchmark in turn, each printing its result table last. --quick runs each in a
+# reduced size, only to show they still work (CI does this); the full sizes are run by hand
+# and recorded in bench/RESULTS.md. Needs root, a built tree (build/) and the packages of
+# scripts/install-deps.sh. Output also goes to bench/out/NAME.txt.
+set -euo pipefail
+cd "$(dirname "$0")"
+mkdir -p out
+if [[ ${1:-} == --quick ]]; then
+	runs=(
+		"inference.py --rounds 1 --tokens 4 --shapes tiny"
+		"sched.py --rounds 1 --loops 20000"
+		"probes.py --rounds 1 --calls 20000"
+		"daemon_cost.py --sizes 1,20 --window 1 --repeat 2"
+	)
+else
+	runs=("inference.py" "sched.py" "probes.py" "daemon_cost.py")
+fi
+for r in "${runs[@]}"; do
+	name=${r%%.py*}
+	echo "== bench/$r"
+	# shellcheck disable=SC2086
+	python3 $r 2>&1 | tee "out/$name.txt"
+done

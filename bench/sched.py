@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Overhead on the scheduler path: a context-switch-heavy load (`perf bench sched pipe`:
+two processes passing a token through a pipe, two switches per round trip) with no tracer,
+with llmprofd (the load not tracked, as on a host where it is not an LLM process, and
+tracked, the worst case), with `runqlat -P` from libbpf-tools, and with a bpftrace script
+doing the same histograms (bench/sched.bt), in alternating rounds.
+
+    sudo bench/sched.py [--rounds 10] [--loops 200000]
+"""
+import argparse
+import os
+import re
+import subprocess
+
+import benchlib as b
+
+BT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sched.bt")
+
+
+def load(loops, cpu):
+    # Both processes on one CPU: every round trip is two context switches on that CPU and
+    # no idle wakeup of another (a vCPU's wakeup costs tens of us here and is noise).
+    pin = ["taskset", "-c", cpu] if cpu != "any" else []
+    out = subprocess.run(pin + ["perf", "bench", "sched", "pipe", "-l", str(loops)],
+                         capture_output=True, text=True, check=True, timeout=600).stdout
+    return float(re.search(r"(\d+)\s+ops/sec", out).group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--loops", type=int, default=300000)
+    ap.add_argument("--cpu", default="0", help="CPU to pin the load to, or 'any'")
+    a = ap.parse_args()
+    b.need("perf", "/usr/sbin/runqlat", "bpftrace", b.LLMPROFD)
+    b.mount_tracefs()
+    configs = [
+        ("no tracer", ("none",)),
+        ("llmprofd (load not tracked)", ("llmprofd",)),
+        ("llmprofd (load tracked: --comm perf)", ("llmprofd", "--comm", "perf")),
+        ("runqlat -P (libbpf-tools)", ("tool", ["stdbuf", "-oL", "/usr/sbin/runqlat", "-P"], "Tracing")),
+        ("bpftrace sched.bt", ("tool", ["bpftrace", BT], "attached")),
+    ]
+
+    def measure(cfg):
+        if cfg[0] == "none":
+            return load(a.loops, a.cpu)
+        if cfg[0] == "llmprofd":
+            d = b.Daemon(*cfg[1:])
+            try:
+                return load(a.loops, a.cpu)
+            finally:
+                d.stop()
+        t = b.Tool(cfg[1], cfg[2])
+        try:
+            return load(a.loops, a.cpu)
+        finally:
+            t.stop()
+    res = b.alternate(configs, a.rounds, measure)
+    base = b.summary(res[configs[0][0]])[0]
+    rows = []
+    for name, _ in configs:
+        med, lo, hi = b.summary(res[name])
+        rows.append((name, "%.0f" % med, "%.0f-%.0f" % (lo, hi), "%.1f%%" % (100 * b.noise(res[name])),
+                     "%.3f" % (med / base), "%.2f" % (1e6 / med - 1e6 / base)))
+    b.table("Overhead on the scheduler path", ["tracer", "median round trips/s", "min-max",
+                                               "spread", "ratio", "added us per round trip"],
+            rows, ["load: perf bench sched pipe -l %d on CPU %s (2 processes, 2 context "
+                   "switches and 2 wakeups per round trip), %d alternating rounds"
+                   % (a.loops, a.cpu, a.rounds)])
+
+
+if __name__ == "__main__":
+    main()
