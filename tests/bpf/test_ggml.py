@@ -89,7 +89,10 @@ def test_precise():
     check(tk["decode_errors"] == res["decode_errors"] == 1, "the empty batch is a decode error")
     check(near(tk["generation"]["ms_per_token"], 2.0, 0.25),
           "ms per generated token: %.2f" % tk["generation"]["ms_per_token"])
-    check(near(h["decode_prompt"]["sum"] / 1e6, 2.0, 0.25), "prompt decode latency 2 ms")
+    # One call of a 2 ms sleep: never shorter; a busy VM may wake it late, so the upper
+    # bound is loose (an average over 20 calls is checked tightly just above).
+    check(2.0 <= h["decode_prompt"]["sum"] / 1e6 < 6.0,
+          "prompt decode latency 2 ms (one call): %.2f ms" % (h["decode_prompt"]["sum"] / 1e6))
 
     # The always-on estimate (where threads were switched out) against the exact split.
     est = g["sampled"]["barrier_offcpu_estimate_ns"]
