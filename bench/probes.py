@@ -2,8 +2,10 @@
 """Cost of the probes: the time one probed call of a hot function costs, from a tight loop
 over a function named ggml_barrier (bench/hotloop.c) with no tracer, with llmprofd in its
 default configuration (no per-call probes), with llmprofd's precise mode (uprobe and
-uretprobe on every matmul and barrier function), with `funclatency` from libbpf-tools,
-and with a bpftrace uprobe/uretprobe pair building the same histogram; alternating rounds.
+uretprobe on every matmul and barrier function) with its probes on the first emulated
+instruction and, with --no-fast-entry, on the first instruction, with `funclatency` from
+libbpf-tools, and with a bpftrace uprobe/uretprobe pair building the same histogram;
+alternating rounds.
 
     sudo bench/probes.py [--rounds 5] [--calls 1000000]
 """
@@ -70,6 +72,8 @@ def main():
         ("no tracer", ("none",)),
         ("llmprofd, default (no per-call probes)", ("llmprofd", [])),
         ("llmprofd, precise mode", ("llmprofd", ["--precise-duty", "1"])),
+        ("llmprofd, precise mode, --no-fast-entry",
+         ("llmprofd", ["--precise-duty", "1", "--no-fast-entry"])),
         ("funclatency (libbpf-tools)", ("funclatency",)),
         ("bpftrace uprobe+uretprobe, hist", ("bpftrace", bt)),
         ("bpftrace uprobe only (a count)", ("bpftrace", entry)),
@@ -83,9 +87,10 @@ def main():
                      "%.1f" % (med / base)))
     b.table("Cost of one probed call", ["tracer", "median ns per call", "min-max",
                                          "added us per call", "times slower"], rows,
-            ["load: bench/hotloop.c, %d calls of an empty ggml_barrier() in a tight loop, %d "
-             "alternating rounds; a probed call takes an entry and a return probe"
-             % (a.calls, a.rounds)])
+            ["load: bench/hotloop.c, %d calls of a ggml_barrier() that returns at once, in a "
+             "tight loop, %d alternating rounds; a probed call takes an entry and a return "
+             "probe. Its code starts as llama.cpp's does: endbr64, then a compare and jcc. "
+             "The other tracers probe the first instruction." % (a.calls, a.rounds)])
 
 
 if __name__ == "__main__":

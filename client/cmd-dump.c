@@ -182,6 +182,23 @@ static void print_share(const char *label, const cJSON *share)
 	       100 * ctl_num(share, "other", 0));
 }
 
+/* "probe sites  ggml_barrier +14 (jcc), ...": where the uprobes go in each function. */
+static void print_sites(const cJSON *sites)
+{
+	const cJSON *x;
+	bool first = true;
+
+	cJSON_ArrayForEach(x, sites)
+	{
+		printf("%s%s +%.0f (%s)", first ? "      probe sites " : ", ",
+		       ctl_str(x, "function", "?"), ctl_num(x, "offset", 0),
+		       ctl_str(x, "instruction", "?"));
+		first = false;
+	}
+	if (!first)
+		printf("\n");
+}
+
 static void print_ggml(const cJSON *g)
 {
 	const cJSON *o, *tok = cJSON_GetObjectItemCaseSensitive(g, "tokens"),
@@ -206,6 +223,7 @@ static void print_ggml(const cJSON *g)
 		print_names("matmul", cJSON_GetObjectItemCaseSensitive(o, "matmul"));
 		print_names("barrier", cJSON_GetObjectItemCaseSensitive(o, "barrier"));
 		print_names("decode", cJSON_GetObjectItemCaseSensitive(o, "decode"));
+		print_sites(cJSON_GetObjectItemCaseSensitive(o, "probe_sites"));
 		if (ctl_str(o, "decode_probes", NULL))
 			printf("      llama_decode probes: %s\n", ctl_str(o, "decode_probes", ""));
 	}

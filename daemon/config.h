@@ -48,6 +48,7 @@ struct lp_config {
 	const char *const *symbols[LP_SYM_NR]; /* NULL-terminated names or globs per class */
 	uint32_t sample_hz;		       /* cpu-clock sampling; 0 = off */
 	bool stack_scan;		       /* classify samples by return addresses too */
+	bool fast_entry;		       /* uprobes on the first emulated instruction */
 	double precise_duty;		       /* share of time in precise mode, 0 to 1 */
 	double precise_period;		       /* seconds per duty cycle */
 

@@ -3,6 +3,7 @@
 #include "elfsym.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fnmatch.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -42,6 +43,66 @@ static int vaddr_to_off(Elf *elf, uint64_t vaddr, uint64_t *off)
 		}
 	}
 	return -ENOENT;
+}
+
+/* Bytes of a function decoded for its probe site: prologues are short. */
+#define PROLOGUE_BYTES 64
+
+static int by_lo(const void *a, const void *b)
+{
+	const struct lp_x86_range *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The cheap probe site of every x86-64 function found (x86entry.h), from the file's
+ * image: decode each prologue, then drop the sites some direct branch in the file's code
+ * lands on. */
+static int find_sites(Elf *elf, struct lp_elf_result *out)
+{
+	struct lp_x86_range *r;
+	size_t size, n = 0, nph;
+	const uint8_t *img = (const uint8_t *)elf_rawfile(elf, &size);
+
+	if (!img || !out->nsyms || elf_getphdrnum(elf, &nph))
+		return 0;
+	r = calloc(out->nsyms, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	for (size_t i = 0; i < out->nsyms; i++) {
+		struct lp_elf_sym *s = &out->syms[i];
+		size_t len = s->size && s->size < PROLOGUE_BYTES ? (size_t)s->size : PROLOGUE_BYTES;
+
+		if (s->file_off >= size)
+			continue;
+		if (len > size - s->file_off)
+			len = (size_t)(size - s->file_off);
+		s->entry_skip = (uint32_t)lp_x86_entry_skip(img + s->file_off, len, &s->site);
+		if (s->entry_skip)
+			r[n++] = (struct lp_x86_range){.lo = s->vaddr,
+						       .hi = s->vaddr + s->entry_skip};
+	}
+	qsort(r, n, sizeof(*r), by_lo);
+	for (size_t i = 0; i < nph && n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    !(ph.p_flags & PF_X) || ph.p_offset >= size)
+			continue;
+		lp_x86_mark_branched(img + ph.p_offset,
+				     (size_t)(ph.p_filesz < size - ph.p_offset
+						      ? ph.p_filesz
+						      : size - ph.p_offset),
+				     ph.p_vaddr, r, n);
+	}
+	for (size_t i = 0; i < out->nsyms; i++)
+		for (size_t k = 0; k < n; k++)
+			if (r[k].hit && r[k].lo == out->syms[i].vaddr) {
+				out->syms[i].entry_skip = 0;
+				out->syms[i].site = LP_X86_ENTRY;
+			}
+	free(r);
+	return 0;
 }
 
 static int push(struct lp_elf_result *r, size_t *cap, const char *name, int cls, uint64_t vaddr,
@@ -101,6 +162,7 @@ int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result 
 {
 	Elf_Scn *scn = NULL;
 	size_t cap = 0;
+	GElf_Ehdr eh;
 	Elf *elf;
 	int r = 0;
 
@@ -110,7 +172,7 @@ int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result 
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf)
 		return -ENOEXEC;
-	if (elf_kind(elf) != ELF_K_ELF) {
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
 		elf_end(elf);
 		return -ENOEXEC;
 	}
@@ -129,6 +191,8 @@ int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result 
 			r = scan_section(elf, scn, &sh, pat, out, &cap);
 		}
 	}
+	if (r == 0 && eh.e_machine == EM_X86_64)
+		r = find_sites(elf, out);
 	elf_end(elf);
 	if (r < 0)
 		lp_elf_result_free(out);

@@ -6,12 +6,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "x86entry.h"
+
 struct lp_elf_sym {
 	char *name;
 	int cls;	   /* index of the pattern list that matched */
 	uint64_t vaddr;	   /* st_value */
 	uint64_t size;	   /* st_size */
 	uint64_t file_off; /* where the first instruction is in the file */
+	/* x86-64: bytes from file_off to the first instruction the kernel emulates, and which
+	 * kind it is (x86entry.h); 0 and LP_X86_ENTRY elsewhere. */
+	uint32_t entry_skip;
+	enum lp_x86_site site;
 };
 
 /* Lists of names or fnmatch(3) globs, one list per class. */
@@ -27,7 +33,8 @@ struct lp_elf_result {
 };
 
 /* Reads the function symbols of the ELF file at fd that match a pattern; each address
- * appears once (aliases: the first name found wins, .symtab before .dynsym). Returns 0,
+ * appears once (aliases: the first name found wins, .symtab before .dynsym), with the
+ * cheap probe site of each on x86-64. Returns 0,
  * -ENOEXEC when the file is not ELF, or -errno. */
 int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result *out);
 void lp_elf_result_free(struct lp_elf_result *r);

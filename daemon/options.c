@@ -55,7 +55,10 @@ static void usage(FILE *out)
 		"      --no-stack-scan      classify samples by instruction pointer only\n"
 		"      --precise-duty SHARE share of time (0 to 1) with a uprobe on every matmul\n"
 		"                           and barrier call: exact, but each call costs about\n"
-		"                           3 us (default 0; 1 = always)\n"
+		"                           1 us (default 0; 1 = always)\n"
+		"      --no-fast-entry      probe each function's first instruction, not the "
+		"first\n"
+		"                           one the kernel emulates (x86-64; about 10x the cost)\n"
 		"      --precise-period S   length of one duty cycle (default 60)\n"
 		"\n"
 		"Service (the API and /metrics; see docs/API.md):\n"
@@ -207,6 +210,7 @@ enum {
 	OPT_DECODE_SYMS,
 	OPT_SAMPLE_HZ,
 	OPT_NO_STACK_SCAN,
+	OPT_NO_FAST_ENTRY,
 	OPT_PRECISE_DUTY,
 	OPT_PRECISE_PERIOD,
 	OPT_CONFIG,
@@ -242,6 +246,7 @@ static const struct option opts[] = {
 	{"decode-symbols", required_argument, NULL, OPT_DECODE_SYMS},
 	{"sample-hz", required_argument, NULL, OPT_SAMPLE_HZ},
 	{"no-stack-scan", no_argument, NULL, OPT_NO_STACK_SCAN},
+	{"no-fast-entry", no_argument, NULL, OPT_NO_FAST_ENTRY},
 	{"precise-duty", required_argument, NULL, OPT_PRECISE_DUTY},
 	{"precise-period", required_argument, NULL, OPT_PRECISE_PERIOD},
 	{"config", required_argument, NULL, OPT_CONFIG},
@@ -383,6 +388,9 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 	case OPT_NO_STACK_SCAN:
 		cfg->stack_scan = false;
 		return 0;
+	case OPT_NO_FAST_ENTRY:
+		cfg->fast_entry = false;
+		return 0;
 	case OPT_PRECISE_DUTY:
 		if (parse_double(arg, 0, 1, &cfg->precise_duty) < 0) {
 			log_error("%s: '%s' is not a share from 0 to 1", name, arg);
@@ -461,6 +469,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->symbols[LP_SYM_DECODE] = default_decode;
 	cfg->sample_hz = 199;
 	cfg->stack_scan = true;
+	cfg->fast_entry = true;
 	cfg->precise_period = 60;
 	cfg->socket_path = LP_SOCKET_PATH;
 	cfg->socket_mode = 0660;
@@ -649,6 +658,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	add_list(o, "decode-symbols", cfg->symbols[LP_SYM_DECODE], 0);
 	cJSON_AddNumberToObject(o, "sample-hz", cfg->sample_hz);
 	cJSON_AddBoolToObject(o, "stack-scan", cfg->stack_scan);
+	cJSON_AddBoolToObject(o, "fast-entry", cfg->fast_entry);
 	cJSON_AddNumberToObject(o, "precise-duty", cfg->precise_duty);
 	cJSON_AddNumberToObject(o, "precise-period", cfg->precise_period);
 	cJSON_AddNumberToObject(o, "max-processes", cfg->max_processes);

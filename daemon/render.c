@@ -162,13 +162,14 @@ static void render_phase(cJSON *parent, const char *name, uint64_t calls, uint64
 	cJSON_AddNumberToObject(x, "ms_per_token", ratio(ns, tokens) / 1e6);
 }
 
-static cJSON *render_objects(const struct lp_ggml_proc *gp)
+static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_config *cfg)
 {
 	cJSON *a = cJSON_CreateArray();
+	bool fast = !cfg || cfg->fast_entry;
 
 	for (size_t i = 0; i < gp->nobjs; i++) {
 		const struct lp_ggml_obj *ob = gp->objs[i];
-		cJSON *e = cJSON_CreateObject(), *lists[LP_SYM_NR];
+		cJSON *e = cJSON_CreateObject(), *lists[LP_SYM_NR], *sites;
 
 		cJSON_AddStringToObject(e, "path", ob->path);
 		cJSON_AddBoolToObject(e, "stripped", !ob->syms.has_symtab);
@@ -177,6 +178,18 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp)
 		for (size_t k = 0; k < ob->syms.nsyms; k++)
 			cJSON_AddItemToArray(lists[ob->syms.syms[k].cls],
 					     cJSON_CreateString(ob->syms.syms[k].name));
+		/* Where each function's uprobes go: bytes past its start, and the instruction. */
+		sites = cJSON_AddArrayToObject(e, "probe_sites");
+		for (size_t k = 0; k < ob->syms.nsyms; k++) {
+			const struct lp_elf_sym *s = &ob->syms.syms[k];
+			cJSON *x = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(x, "function", s->name);
+			num(x, "offset", fast ? s->entry_skip : 0);
+			cJSON_AddStringToObject(x, "instruction",
+						lp_x86_site_names[fast ? s->site : LP_X86_ENTRY]);
+			cJSON_AddItemToArray(sites, x);
+		}
 		if (ob->decode_error)
 			cJSON_AddStringToObject(e, "decode_probes", "failed");
 		else
@@ -208,7 +221,7 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	cJSON *o = cJSON_CreateObject(), *tk, *x, *y;
 	uint64_t spin;
 
-	cJSON_AddItemToObject(o, "objects", render_objects(gp));
+	cJSON_AddItemToObject(o, "objects", render_objects(gp, cfg));
 	cJSON_AddItemToObject(o, "missing", render_missing(cfg, gp));
 	num(o, "sampling_table_functions", gp->nranges);
 	num(o, "sampling_table_dropped", gp->ranges_dropped);

@@ -39,11 +39,13 @@ def per_call(total, calls):
     return total / calls if calls else 0
 
 
-def test_precise():
+def test_precise(fast):
     # 2 threads x 200 iterations: matmul (400 us, calling the barrier halfway) then the
     # barrier (200 us spinning, then 500 us asleep). Decoding: 32 tokens, 20 x 1, 1 x 0.
+    # The probes go on the first emulated instruction, or with --no-fast-entry on the first.
+    print("--- precise mode, probes %s" % ("on emulated instructions" if fast else "at entry"))
     d, rep, res, pid = daemon_run(
-        ["--precise-duty", "1"],
+        ["--precise-duty", "1"] + ([] if fast else ["--no-fast-entry"]),
         ["--threads", "2", "--iters", "200", "--mm-us", "400", "--bar-spin-us", "200",
          "--bar-sleep-us", "500", "--nested", "--prompt", "32", "--gen", "20",
          "--decode-us", "2000"])
@@ -58,6 +60,15 @@ def test_precise():
               and o["decode"] == ["llama_decode"],
               "found: matmul, barrier (a local symbol) and llama_decode: %s" % o)
         check(o["decode_probes"] == "attached", "llama_decode probes attached")
+        sites = {s["function"]: (s["instruction"], s["offset"]) for s in o["probe_sites"]}
+        check(set(sites) == {"ggml_compute_forward_mul_mat", "ggml_barrier", "llama_decode"},
+              "a probe site per function: %s" % sites)
+        # Built with CET: ggml_barrier starts with endbr64, then push %rbx.
+        want = ("push", 4) if fast else ("entry", 0)
+        check(sites.get("ggml_barrier") == want, "ggml_barrier probed at %s, expected %s"
+              % (sites.get("ggml_barrier"), want))
+        check(fast or all(s == ("entry", 0) for s in sites.values()),
+              "--no-fast-entry: every probe on the first instruction")
     check("iqk_mul_mat" in g["missing"] and "GOMP_barrier" in g["missing"],
           "names not in this build are reported missing: %s" % g["missing"])
 
@@ -196,7 +207,8 @@ def test_replaced_library():
 
 
 def main():
-    test_precise()
+    test_precise(True)
+    test_precise(False)
     test_sampling()
     test_late_dlopen()
     test_replaced_library()

@@ -350,6 +350,10 @@ def test_dump(w):
             "barrier  ggml_barrier" in grouped and "decode   llama_decode" in grouped and
             "llama_decode probes: %s" % obj["decode_probes"] in grouped,
             "the ggml object, the functions found in it and the probes")
+    sites = ", ".join("%s +%d (%s)" % (s["function"], s["offset"], s["instruction"])
+                      for s in obj["probe_sites"])
+    t.check(obj["probe_sites"] and "probe sites " + sites + "\n" in grouped,
+            "every function's probe site as the API gives it: %s" % sites)
     t.check(("generation %d" % doc["ggml"]["tokens"]["generation"]["tokens"]) in grouped,
             "tokens as the API counted them (%d)" % doc["ggml"]["tokens"]["generation"]["tokens"])
     t.check(" ".join(doc["ggml"]["missing"]) in grouped, "the configured names found nowhere")

@@ -4,12 +4,13 @@ was started first and finds the process by itself once it dlopens libggml-cpu-*.
 
 Checks what a user would look at: the process is found, its matmul and barrier functions
 are probed, llama_decode saw exactly the tokens the driver decoded, and the always-on
-sampled shares of time agree with precise mode over the same window.
+sampled shares of time agree with precise mode over the same window, and probes moved
+past endbr64 count exactly the calls that probes on the first instruction count.
 
 The tolerance, 0.15 of CPU time, is set by precise mode's own cost: on this small model
-each token makes about 190 probed calls at 2-3 us each, some 8 % of a 7 ms token, and the
-two methods put that time in different places (a sample taken while the kernel handles a
-barrier's entry probe counts for the barrier; precise mode starts timing after it, and
+each token makes about 220 probed calls at 1.6 us each (10 us with --no-fast-entry), and
+the two methods put that time in different places (a sample taken while the kernel handles
+a barrier's entry probe counts for the barrier; precise mode starts timing after it, and
 times the return probe inside the barrier). Runs here differ by 0.01-0.08."""
 import json
 import os
@@ -27,14 +28,9 @@ SHARE_TOLERANCE = 0.15
 PROMPT, TOKENS, THREADS = 64, 300, 2
 
 
-def main():
-    if not os.path.isdir(os.path.join(WORKLOAD, "node_modules", "node-llama-cpp")):
-        raise AssertionError("node-llama-cpp is not installed: run npm ci in tests/workload")
-    model = os.path.join(tempfile.mkdtemp(prefix="llmprofd-model-"), "small.gguf")
-    subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "small",
-                    model], check=True, timeout=60)
-
-    d = Daemon("--once", "--precise-duty", "1", "--sample-hz", "499")
+def decode(model, *daemon_args):
+    """One run of the driver under a daemon in precise mode; its report and the driver's."""
+    d = Daemon("--once", "--precise-duty", "1", "--sample-hz", "499", *daemon_args)
     d.wait_ready()
     drv = subprocess.Popen(["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model,
                             "--tokens", str(TOKENS), "--threads", str(THREADS), "--prompt",
@@ -67,14 +63,29 @@ def main():
     d.wait_log("pid %d (node) exited" % pid)
     check(d.stop() == 0, "llmprofd exits 0")
     print("driver: %s" % res)
+    return proc_of(d.report(), pid), res
 
-    p = proc_of(d.report(), pid)
+
+def main():
+    if not os.path.isdir(os.path.join(WORKLOAD, "node_modules", "node-llama-cpp")):
+        raise AssertionError("node-llama-cpp is not installed: run npm ci in tests/workload")
+    model = os.path.join(tempfile.mkdtemp(prefix="llmprofd-model-"), "small.gguf")
+    subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "small",
+                    model], check=True, timeout=60)
+    p, res = decode(model)
+
     g = p["ggml"]
     check(p["matched_by"] == "ggml", "found by its symbols")
     cpu = [o for o in g["objects"] if "libggml-cpu-" in o["path"]]
     check(len(cpu) == 1 and cpu[0]["matmul"] and cpu[0]["barrier"],
           "one CPU backend mapped, with matmul and barrier functions: %s"
           % [(o["path"].split("/")[-1], o["matmul"], o["barrier"]) for o in cpu])
+    # llama.cpp's build starts functions with endbr64: the probes go past it, onto the
+    # first instruction the kernel emulates instead of single-stepping.
+    sites = {s["function"]: (s["instruction"], s["offset"]) for s in cpu[0]["probe_sites"]}
+    check(sites.get("ggml_barrier") == ("jcc", 14)
+          and sites.get("ggml_compute_forward_mul_mat") == ("push", 4),
+          "probes on ggml_barrier's jcc and on mul_mat's first push: %s" % sites)
     llama = [o for o in g["objects"] if o["decode"]]
     check(len(llama) == 1 and llama[0]["decode_probes"] == "attached",
           "llama_decode probed in %s" % [o["path"].split("/")[-1] for o in llama])
@@ -104,6 +115,20 @@ def main():
         check(abs(exact[k] - est[k]) <= SHARE_TOLERANCE,
               "%s: sampled %.3f vs precise %.3f (tolerance %.2f)"
               % (k, est[k], exact[k], SHARE_TOLERANCE))
+
+    # The same decoding with every probe on the first instruction counts the same calls:
+    # the moved probes fire once per call, no more and no fewer.
+    print("--- again with --no-fast-entry")
+    p2, res2 = decode(model, "--no-fast-entry")
+    pr2 = p2["ggml"]["precise"]
+    cpu2 = [o for o in p2["ggml"]["objects"] if "libggml-cpu-" in o["path"]]
+    check(cpu2 and all(s["offset"] == 0 for s in cpu2[0]["probe_sites"]),
+          "--no-fast-entry: probes on the first instruction")
+    check(res2["decoded_tokens"] == res["decoded_tokens"],
+          "the same tokens decoded: %d" % res2["decoded_tokens"])
+    for k in ("matmul", "barrier"):
+        check(pr2[k]["calls"] == pr[k]["calls"], "%s calls: %d at the first instruction, %d at "
+              "the emulated one" % (k, pr2[k]["calls"], pr[k]["calls"]))
 
 
 if __name__ == "__main__":
