@@ -347,9 +347,8 @@ static int exec(struct ctl *c, int argc, char **argv)
 		json |= opt == 'j';
 		fine |= opt == 'f';
 	}
-	if (!pid)
-		return ctl_usage_error(c, &ctl_cmd_dump, "--pid is required");
-	snprintf(path, sizeof(path), LP_ROUTE_PROCESSES "/%d", pid);
+	if (ctl_process_path(c, &ctl_cmd_dump, pid, NULL, path, sizeof(path)))
+		return CTL_USAGE;
 	return ctl_show(c, path, json, print_dump, &fine);
 }
 

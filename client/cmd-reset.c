@@ -19,9 +19,8 @@ static int exec(struct ctl *c, int argc, char **argv)
 		if (opt == 'p' && ctl_parse_pid(c, &ctl_cmd_reset, optarg, &pid))
 			return CTL_USAGE;
 	}
-	if (!pid)
-		return ctl_usage_error(c, &ctl_cmd_reset, "--pid is required");
-	snprintf(path, sizeof(path), LP_ROUTE_PROCESSES "/%d/" LP_ROUTE_RESET, pid);
+	if (ctl_process_path(c, &ctl_cmd_reset, pid, LP_ROUTE_RESET, path, sizeof(path)))
+		return CTL_USAGE;
 	status = ctl_request(c, "POST", path, "", &doc, NULL);
 	if (status)
 		return status;

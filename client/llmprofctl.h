@@ -57,6 +57,10 @@ int ctl_usage_error(const struct ctl *c, const struct ctl_cmd *cmd, const char *
 	__attribute__((format(printf, 3, 4)));
 /* Checked parsing: 0, or a usage error reported. */
 int ctl_parse_pid(const struct ctl *c, const struct ctl_cmd *cmd, const char *s, int *pid);
+/* The API path of a process, /v1/processes/PID[/action], into buf; a usage error when no
+ * --pid was given (pid 0). */
+int ctl_process_path(const struct ctl *c, const struct ctl_cmd *cmd, int pid, const char *action,
+		     char *buf, size_t len);
 int ctl_parse_seconds(const struct ctl *c, const struct ctl_cmd *cmd, const char *opt,
 		      const char *s, double min, double max, double *out);
 

@@ -104,6 +104,16 @@ int ctl_parse_pid(const struct ctl *c, const struct ctl_cmd *cmd, const char *s,
 	return 0;
 }
 
+int ctl_process_path(const struct ctl *c, const struct ctl_cmd *cmd, int pid, const char *action,
+		     char *buf, size_t len)
+{
+	if (!pid)
+		return ctl_usage_error(c, cmd, "--pid is required");
+	snprintf(buf, len, LP_ROUTE_PROCESSES "/%d%s%s", pid, action ? "/" : "",
+		 action ? action : "");
+	return 0;
+}
+
 static char **cur_argv;
 
 /* The option getopt just refused, as the user wrote it. */

@@ -155,18 +155,21 @@ int top_rows(const struct top_snap *cur, const struct top_snap *prev, bool all,
 	return 0;
 }
 
-static enum top_col sort_col;
-static int sort_sign;
+struct sort_by {
+	enum top_col col;
+	int sign;
+};
 
-static int cmp_rows(const void *a, const void *b)
+static int cmp_rows(const void *a, const void *b, void *arg)
 {
 	const struct top_row *x = a, *y = b;
-	double vx = x->v[sort_col], vy = y->v[sort_col];
+	const struct sort_by *by = arg;
+	double vx = x->v[by->col], vy = y->v[by->col];
 	int c = 0;
 
-	if (sort_col == TC_COMM)
+	if (by->col == TC_COMM)
 		c = strcmp(x->comm + x->exited, y->comm + y->exited);
-	else if (sort_col == TC_PID)
+	else if (by->col == TC_PID)
 		c = (x->pid > y->pid) - (x->pid < y->pid);
 	else if (isnan(vx) || isnan(vy))
 		c = isnan(vx) - isnan(vy); /* nothing to show sorts last */
@@ -174,14 +177,14 @@ static int cmp_rows(const void *a, const void *b)
 		c = (vx < vy) - (vx > vy); /* busiest first */
 	if (!c)
 		return (x->pid > y->pid) - (x->pid < y->pid);
-	return sort_sign * c;
+	return by->sign * c;
 }
 
 void top_sort(struct top_row *rows, size_t n, enum top_col col, bool reverse)
 {
-	sort_col = col;
-	sort_sign = reverse ? -1 : 1;
-	qsort(rows, n, sizeof(*rows), cmp_rows);
+	struct sort_by by = {.col = col, .sign = reverse ? -1 : 1};
+
+	qsort_r(rows, n, sizeof(*rows), cmp_rows, &by);
 }
 
 static int cmp_threads(const void *a, const void *b)
