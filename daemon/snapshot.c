@@ -4,7 +4,9 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,34 +30,64 @@ static struct lp_proc_view *live_view(struct lp_report *r, __u32 tgid)
 	return NULL;
 }
 
+static int add_thread(struct lp_proc_view *v, __u32 tid, const struct lp_thread *t)
+{
+	struct lp_thread_view *a = realloc(v->threads, (v->nthreads + 1) * sizeof(*a)), *tv;
+
+	if (!a)
+		return -ENOMEM;
+	v->threads = a;
+	tv = &a[v->nthreads++];
+	tv->tid = tid;
+	tv->t = *t;
+	if (lp_proc_read_comm(v->target->pid, (pid_t)tid, tv->comm, sizeof(tv->comm)) < 0)
+		strcpy(tv->comm, "?");
+	return 0;
+}
+
 /* Hands each live view the threads of its process, from one pass over "threads". */
 static int read_threads(struct lp_report *r, const struct lp_core *c)
 {
-	int fd = bpf_map__fd(c->skel->maps.threads);
+	int fd = bpf_map__fd(c->skel->maps.threads), ret = 0;
 	__u32 key, *prev = NULL;
 
-	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-		struct lp_thread_view *a, *tv;
+	while (ret == 0 && bpf_map_get_next_key(fd, prev, &key) == 0) {
 		struct lp_proc_view *v;
 		struct lp_thread t;
 
 		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &t) < 0)
-			continue;
-		v = live_view(r, t.tgid);
-		if (!v)
-			continue;
-		a = realloc(v->threads, (v->nthreads + 1) * sizeof(*a));
-		if (!a)
-			return -ENOMEM;
-		v->threads = a;
-		tv = &a[v->nthreads++];
-		tv->tid = key;
-		tv->t = t;
-		if (lp_proc_read_comm(v->target->pid, (pid_t)key, tv->comm, sizeof(tv->comm)) < 0)
-			strcpy(tv->comm, "?");
+		if (bpf_map_lookup_elem(fd, &key, &t) == 0 && (v = live_view(r, t.tgid)))
+			ret = add_thread(v, key, &t);
 	}
-	return 0;
+	return ret;
+}
+
+/* One live process's threads, looked up by the tids in /proc/PID/task: the cost of a
+ * one-process report grows with its threads, not with every tracked thread. */
+static int read_threads_of(struct lp_proc_view *v, const struct lp_core *c)
+{
+	int fd = bpf_map__fd(c->skel->maps.threads), ret = 0;
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)v->target->pid);
+	d = opendir(path);
+	if (!d)
+		return 0; /* gone: its threads left the map with it */
+	while (ret == 0 && (e = readdir(d))) {
+		struct lp_thread t;
+		pid_t tid;
+		__u32 key;
+
+		if (lp_parse_pid(e->d_name, &tid) < 0)
+			continue;
+		key = (__u32)tid;
+		if (bpf_map_lookup_elem(fd, &key, &t) == 0 && t.tgid == (__u32)v->target->pid)
+			ret = add_thread(v, key, &t);
+	}
+	closedir(d);
+	return ret;
 }
 
 /* Ranks the futex addresses of each live view, from one pass over "futex_addrs". */
@@ -119,7 +151,9 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 	r->fault_cpus = c->faults ? c->nfault_cpus : 0;
 	r->procs_full = tr->procs_full;
 	r->exited_evicted = tr->exited_evicted;
-	read_maps(r, c);
+	/* Map fill is for status and /metrics; counting entries walks every map. */
+	if (!pid)
+		read_maps(r, c);
 
 	r->procs = calloc(tr->n ? tr->n : 1, sizeof(*r->procs));
 	if (!r->procs)
@@ -151,7 +185,12 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 	}
 	r->nprocs = n;
 	ret = read_futex(r, c);
-	return ret < 0 ? ret : read_threads(r, c);
+	if (ret < 0 || !pid)
+		return ret < 0 ? ret : read_threads(r, c);
+	for (size_t i = 0; i < n && ret == 0; i++)
+		if (r->procs[i].live)
+			ret = read_threads_of(&r->procs[i], c);
+	return ret;
 }
 
 void lp_report_free(struct lp_report *r)

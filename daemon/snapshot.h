@@ -41,7 +41,8 @@ struct lp_report {
 	size_t nprocs;
 };
 
-/* Reads the maps; pid 0 means every tracked process. Returns 0 or -errno. */
+/* Reads the maps; pid 0 means every tracked process. A one-process report has no map fill
+ * (maps, nmaps) and reads only that process's threads. Returns 0 or -errno. */
 int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid);
 void lp_report_free(struct lp_report *r);
 
