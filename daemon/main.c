@@ -251,7 +251,7 @@ static int api_report(void *ctx, pid_t pid, struct lp_report *r)
 	/* Exit records waiting in the ring buffer first: a process that just exited is
 	 * reported with its final numbers. */
 	ring_buffer__consume(d->rb);
-	lp_tracker_reap(&d->tracker);
+	lp_tracker_reap(&d->tracker, pid);
 	ret = lp_report_build(r, &d->core, &d->tracker, pid);
 	r->features = &d->features;
 	return ret;

@@ -318,7 +318,7 @@ static int futex_take(int futex_fd, uint32_t tgid, struct lp_futex_top *top)
 	return r;
 }
 
-int lp_tracker_reap(struct lp_tracker *tr)
+int lp_tracker_reap(struct lp_tracker *tr, pid_t pid)
 {
 	struct lp_proc_stats *buf = malloc(sizeof(*buf));
 	int n = 0;
@@ -329,8 +329,8 @@ int lp_tracker_reap(struct lp_tracker *tr)
 		struct lp_target *t = tr->v[i];
 		__u32 key = (__u32)t->pid;
 
-		if (t->exited || bpf_map_lookup_elem(tr->procs_fd, &key, buf) == 0 ||
-		    errno != ENOENT)
+		if (t->exited || (pid && t->pid != pid) ||
+		    bpf_map_lookup_elem(tr->procs_fd, &key, buf) == 0 || errno != ENOENT)
 			continue;
 		/* The futex addresses are still in their map: keep what is left. */
 		t->final_futex = malloc(sizeof(*t->final_futex));

@@ -82,8 +82,9 @@ int lp_tracker_scan(struct lp_tracker *tr);
 int lp_tracker_event(void *tracker, void *data, size_t size);
 
 /* Marks live targets whose kernel entry is gone as exited with their data lost: the exit
- * record did not reach us. Call after draining the ring buffer. Returns how many. */
-int lp_tracker_reap(struct lp_tracker *tr);
+ * record did not reach us. Call after draining the ring buffer. pid 0 checks every target
+ * (one map lookup each), another pid only its own. Returns how many. */
+int lp_tracker_reap(struct lp_tracker *tr, pid_t pid);
 
 /* Forgets exited targets that exited more than retention_ns ago. Returns how many. */
 size_t lp_tracker_expire(struct lp_tracker *tr, uint64_t now_ns, uint64_t retention_ns);
