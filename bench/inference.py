@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Overhead on inference: tokens/s of real llama.cpp (node-llama-cpp, random-weight GGUF
 models) with no llmprofd, with llmprofd's default configuration, and with precise mode
-always on, in alternating rounds. For the precise runs it also reads, through llmprofctl,
+always on, its probes on the first emulated instruction (the default) and on the first
+instruction (--no-fast-entry), in alternating rounds. For the precise runs it also reads, through llmprofctl,
 how many matmul and barrier calls were probed per generated token: with the measured cost
 of one probe hit (bench/probes.py) that accounts for the loss.
 
@@ -21,6 +22,7 @@ CONFIGS = [
     ("no llmprofd", None),
     ("llmprofd, default", []),
     ("llmprofd, precise mode always on", ["--precise-duty", "1"]),
+    ("llmprofd, precise, --no-fast-entry", ["--precise-duty", "1", "--no-fast-entry"]),
 ]
 
 
@@ -52,7 +54,7 @@ def main():
     rows, notes = [], []
     for shape in a.shapes.split(","):
         model = model_for(shape)
-        probed = []
+        probed = {}
 
         def measure(args):
             if args is None:
@@ -65,8 +67,9 @@ def main():
                         [b.LLMPROFCTL, "--socket", d.socket, "dump", "--pid", str(res["pid"]),
                          "--json"], capture_output=True, text=True, check=True).stdout)
                     p = doc["ggml"]["precise"]
-                    probed.append((p["matmul"]["calls"] + p["barrier"]["calls"],
-                                   res["generated_tokens"] + res["prompt_tokens"]))
+                    probed.setdefault(" ".join(args), []).append(
+                        (p["matmul"]["calls"] + p["barrier"]["calls"],
+                         res["generated_tokens"] + res["prompt_tokens"]))
                 return res["tokens_per_s"]
             finally:
                 d.stop()
@@ -78,12 +81,12 @@ def main():
             rows.append((shape, name, "%.2f" % med, "%.2f-%.2f" % (lo, hi),
                          "%.1f%%" % (100 * b.noise(res[name])), "%.3f" % (med / base),
                          "%+.1f%%" % (100 * (med / base - 1))))
-        if probed:
-            calls = sum(c for c, _ in probed) / len(probed)
-            tokens = sum(t for _, t in probed) / len(probed)
-            notes.append("%s: precise mode probed %.0f matmul+barrier calls per run, %.0f per "
-                         "decoded token (%.0f tokens, %d runs)"
-                         % (shape, calls, calls / tokens, tokens, len(probed)))
+        for how, runs in probed.items():
+            calls = sum(c for c, _ in runs) / len(runs)
+            tokens = sum(t for _, t in runs) / len(runs)
+            notes.append("%s, %s: precise mode probed %.0f matmul+barrier calls per run, %.0f "
+                         "per decoded token (%.0f tokens, %d runs)"
+                         % (shape, how, calls, calls / tokens, tokens, len(runs)))
     notes.insert(0, "workload: node-llama-cpp (tests/workload/driver.mjs), random-weight Q8_0 "
                  "GGUF, %d threads, prompt %d, %d generated tokens, %d alternating rounds; "
                  "tokens/s of generation as llama.cpp reports it"
