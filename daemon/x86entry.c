@@ -16,9 +16,67 @@ const char *const lp_x86_site_names[] = {
 
 /* What a skipped instruction may write. */
 enum writes {
-	W_REG,	  /* the register in ModRM.reg */
-	W_RM_REG, /* ModRM.rm, which must then be a register */
-	W_NONE,	  /* only flags: cmp, test */
+	W_NONE = 1, /* only flags: cmp, test */
+	W_REG,	    /* the register in ModRM.reg */
+	W_RM_REG,   /* ModRM.rm, which must then be a register */
+};
+
+#define IMM_Z 0xff /* an immediate of 4 bytes, 2 with the 0x66 prefix */
+
+/* The one-byte opcodes the walk passes (w 0: it stops), with a ModRM operand unless
+ * noted. */
+static const struct op {
+	unsigned char w;      /* enum writes */
+	signed char need_reg; /* the ModRM.reg an opcode extension must have; -1 any */
+	unsigned char imm;    /* immediate bytes, or IMM_Z */
+	bool no_modrm;
+} ops[256] = {
+	/* add, or, and, sub, xor r, r/m; mov, lea, movsxd */
+	[0x02] = {W_REG, -1, 0, 0},
+	[0x03] = {W_REG, -1, 0, 0},
+	[0x0a] = {W_REG, -1, 0, 0},
+	[0x0b] = {W_REG, -1, 0, 0},
+	[0x22] = {W_REG, -1, 0, 0},
+	[0x23] = {W_REG, -1, 0, 0},
+	[0x2a] = {W_REG, -1, 0, 0},
+	[0x2b] = {W_REG, -1, 0, 0},
+	[0x32] = {W_REG, -1, 0, 0},
+	[0x33] = {W_REG, -1, 0, 0},
+	[0x8a] = {W_REG, -1, 0, 0},
+	[0x8b] = {W_REG, -1, 0, 0},
+	[0x8d] = {W_REG, -1, 0, 0},
+	[0x63] = {W_REG, -1, 0, 0},
+	/* add, or, and, sub, xor, mov r/m, r */
+	[0x00] = {W_RM_REG, -1, 0, 0},
+	[0x01] = {W_RM_REG, -1, 0, 0},
+	[0x08] = {W_RM_REG, -1, 0, 0},
+	[0x09] = {W_RM_REG, -1, 0, 0},
+	[0x20] = {W_RM_REG, -1, 0, 0},
+	[0x21] = {W_RM_REG, -1, 0, 0},
+	[0x28] = {W_RM_REG, -1, 0, 0},
+	[0x29] = {W_RM_REG, -1, 0, 0},
+	[0x30] = {W_RM_REG, -1, 0, 0},
+	[0x31] = {W_RM_REG, -1, 0, 0},
+	[0x88] = {W_RM_REG, -1, 0, 0},
+	[0x89] = {W_RM_REG, -1, 0, 0},
+	/* cmp, test */
+	[0x38] = {W_NONE, -1, 0, 0},
+	[0x39] = {W_NONE, -1, 0, 0},
+	[0x3a] = {W_NONE, -1, 0, 0},
+	[0x3b] = {W_NONE, -1, 0, 0},
+	[0x84] = {W_NONE, -1, 0, 0},
+	[0x85] = {W_NONE, -1, 0, 0},
+	/* cmp r/m, imm; test r/m, imm */
+	[0x80] = {W_NONE, 7, 1, 0},
+	[0x83] = {W_NONE, 7, 1, 0},
+	[0x81] = {W_NONE, 7, IMM_Z, 0},
+	[0xf6] = {W_NONE, 0, 1, 0},
+	[0xf7] = {W_NONE, 0, IMM_Z, 0},
+	/* cmp, test %al or %eax, imm */
+	[0x3c] = {W_NONE, -1, 1, 1},
+	[0xa8] = {W_NONE, -1, 1, 1},
+	[0x3d] = {W_NONE, -1, IMM_Z, 1},
+	[0xa9] = {W_NONE, -1, IMM_Z, 1},
 };
 
 /* Bytes of a ModRM operand (ModRM, SIB, displacement) at p, or 0 if it does not fit. */
@@ -73,11 +131,10 @@ static enum lp_x86_site emulated(const uint8_t *p, size_t n, bool p66, uint8_t r
 /* Length of one skippable instruction at p, or 0 when it is not one. */
 static size_t skippable(const uint8_t *p, size_t n)
 {
-	size_t j = 0, imm = 0, m;
-	bool p66 = false, has_modrm = true;
-	enum writes w = W_NONE;
-	int need_reg = -1; /* the ModRM.reg an opcode extension must have */
+	size_t j = 0, imm, m;
+	bool p66 = false;
 	uint8_t rex = 0, op;
+	struct op o;
 
 	if (n >= 4 && p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa)
 		return 4; /* endbr64 */
@@ -90,89 +147,21 @@ static size_t skippable(const uint8_t *p, size_t n)
 	if (j >= n)
 		return 0;
 	op = p[j++];
-	switch (op) {
-	case 0x0f:
-		if (j >= n)
-			return 0;
-		op = p[j++];
-		if (op != 0xb6 && op != 0xb7 && op != 0xbe && op != 0xbf)
-			return 0;
-		w = W_REG; /* movzx, movsx */
-		break;
-	case 0x02:
-	case 0x03:
-	case 0x0a:
-	case 0x0b: /* add, or r, r/m */
-	case 0x22:
-	case 0x23:
-	case 0x2a:
-	case 0x2b: /* and, sub */
-	case 0x32:
-	case 0x33: /* xor */
-	case 0x8a:
-	case 0x8b:
-	case 0x8d:
-	case 0x63: /* mov, lea, movsxd */
-		w = W_REG;
-		break;
-	case 0x00:
-	case 0x01:
-	case 0x08:
-	case 0x09: /* add, or r/m, r */
-	case 0x20:
-	case 0x21:
-	case 0x28:
-	case 0x29: /* and, sub */
-	case 0x30:
-	case 0x31:
-	case 0x88:
-	case 0x89: /* xor, mov */
-		w = W_RM_REG;
-		break;
-	case 0x38:
-	case 0x39:
-	case 0x3a:
-	case 0x3b: /* cmp */
-	case 0x84:
-	case 0x85: /* test */
-		break;
-	case 0x80:
-	case 0x83: /* cmp r/m, imm8 */
-		need_reg = 7;
-		imm = 1;
-		break;
-	case 0x81: /* cmp r/m, imm */
-		need_reg = 7;
-		imm = p66 ? 2 : 4;
-		break;
-	case 0xf6: /* test r/m8, imm8 */
-		need_reg = 0;
-		imm = 1;
-		break;
-	case 0xf7: /* test r/m, imm */
-		need_reg = 0;
-		imm = p66 ? 2 : 4;
-		break;
-	case 0x3c:
-	case 0xa8: /* cmp, test %al, imm8 */
-		has_modrm = false;
-		imm = 1;
-		break;
-	case 0x3d:
-	case 0xa9: /* cmp, test %eax, imm */
-		has_modrm = false;
-		imm = p66 ? 2 : 4;
-		break;
-	default:
-		if (op < 0xb8 || op > 0xbf) /* mov reg, imm */
-			return 0;
+	if (op >= 0xb8 && op <= 0xbf) { /* mov reg, imm */
 		if (((op & 7) | ((rex & 1) << 3)) == RSP)
 			return 0;
-		has_modrm = false;
-		imm = rex & 8 ? 8 : p66 ? 2 : 4;
-		break;
+		o = (struct op){W_REG, -1, rex & 8 ? 8 : IMM_Z, true};
+	} else if (op == 0x0f) { /* movzx, movsx */
+		if (j >= n || (p[j] != 0xb6 && p[j] != 0xb7 && p[j] != 0xbe && p[j] != 0xbf))
+			return 0;
+		j++;
+		o = (struct op){W_REG, -1, 0, false};
+	} else {
+		o = ops[op];
+		if (!o.w)
+			return 0;
 	}
-	if (has_modrm) {
+	if (!o.no_modrm) {
 		uint8_t mod, reg, rm;
 
 		m = modrm_len(p + j, n - j);
@@ -181,16 +170,17 @@ static size_t skippable(const uint8_t *p, size_t n)
 		mod = p[j] >> 6;
 		reg = ((p[j] >> 3) & 7) | ((rex & 4) << 1);
 		rm = (p[j] & 7) | ((rex & 1) << 3);
-		if (need_reg >= 0 && (reg & 7) != need_reg)
+		if (o.need_reg >= 0 && (reg & 7) != o.need_reg)
 			return 0;
-		if (w == W_REG && reg == RSP)
+		if (o.w == W_REG && reg == RSP)
 			return 0;
-		if (w == W_RM_REG && (mod != 3 || rm == RSP))
+		if (o.w == W_RM_REG && (mod != 3 || rm == RSP))
 			return 0;
 		if (op == 0x8d && mod == 3)
 			return 0; /* lea has no register form */
 		j += m;
 	}
+	imm = o.imm == IMM_Z ? (p66 ? 2 : 4) : o.imm;
 	j += imm;
 	return j <= n ? j : 0;
 }
