@@ -79,8 +79,8 @@ static int find_sites(Elf *elf, struct lp_elf_result *out)
 			len = (size_t)(size - s->file_off);
 		s->entry_skip = (uint32_t)lp_x86_entry_skip(img + s->file_off, len, &s->site);
 		if (s->entry_skip)
-			r[n++] = (struct lp_x86_range){.lo = s->vaddr,
-						       .hi = s->vaddr + s->entry_skip};
+			r[n++] = (struct lp_x86_range){
+				.lo = s->vaddr, .hi = s->vaddr + s->entry_skip, .tag = i};
 	}
 	qsort(r, n, sizeof(*r), by_lo);
 	for (size_t i = 0; i < nph && n; i++) {
@@ -95,12 +95,11 @@ static int find_sites(Elf *elf, struct lp_elf_result *out)
 						      : size - ph.p_offset),
 				     ph.p_vaddr, r, n);
 	}
-	for (size_t i = 0; i < out->nsyms; i++)
-		for (size_t k = 0; k < n; k++)
-			if (r[k].hit && r[k].lo == out->syms[i].vaddr) {
-				out->syms[i].entry_skip = 0;
-				out->syms[i].site = LP_X86_ENTRY;
-			}
+	for (size_t k = 0; k < n; k++)
+		if (r[k].hit) {
+			out->syms[r[k].tag].entry_skip = 0;
+			out->syms[r[k].tag].site = LP_X86_ENTRY;
+		}
 	free(r);
 	return 0;
 }

@@ -177,7 +177,7 @@ static void __attribute__((format(printf, 2, 3))) line_add(struct line *l, const
 							      : sizeof(l->buf) - l->len - 1;
 }
 
-static void log_obj(const struct lp_ggml *g, const struct lp_ggml_obj *o)
+static void log_obj(const struct lp_ggml_obj *o)
 {
 	struct line l = {.len = 0};
 
@@ -192,7 +192,7 @@ static void log_obj(const struct lp_ggml *g, const struct lp_ggml_obj *o)
 			if (first)
 				line_add(&l, "%s%s ", l.len ? "; " : "", class_names[c]);
 			line_add(&l, "%s%s", first ? "" : ", ", sym->name);
-			if (g->cfg->fast_entry && sym->entry_skip)
+			if (sym->entry_skip)
 				line_add(&l, " (probe at +%u, a %s)", sym->entry_skip,
 					 lp_x86_site_names[sym->site]);
 			first = false;
@@ -245,13 +245,18 @@ static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct ma
 	o->path = strdup(m->path);
 	o->read_error = lp_elf_find(fd, &pat, &o->syms);
 	close(fd);
+	/* --no-fast-entry: every probe on the first instruction. */
+	for (size_t i = 0; !g->cfg->fast_entry && i < o->syms.nsyms; i++) {
+		o->syms.syms[i].entry_skip = 0;
+		o->syms.syms[i].site = LP_X86_ENTRY;
+	}
 	o->verdict = o->read_error ? LP_OBJ_NONE : obj_verdict(o);
 	g->objs[g->nobjs++] = o;
 	obj_publish(g, o);
 	if (o->read_error && o->read_error != -ENOEXEC)
 		log_warning_errno(o->read_error, "read symbols of %s: %m", m->path);
 	if (o->verdict != LP_OBJ_NONE)
-		log_obj(g, o);
+		log_obj(o);
 	return o;
 }
 
@@ -410,11 +415,11 @@ static int attach_path(pid_t pid, const struct lp_ggml_obj *o, char *buf, size_t
 	return same_file(buf, o) ? 0 : -ENOENT;
 }
 
-/* Where a function's uprobes go in the file: on its first emulated instruction unless
- * --no-fast-entry (elfsym.h, x86entry.h). */
-static size_t probe_offset(const struct lp_ggml *g, const struct lp_elf_sym *sym)
+/* Where a function's uprobes go in the file: on its first emulated instruction
+ * (elfsym.h, x86entry.h). */
+static size_t probe_offset(const struct lp_elf_sym *sym)
 {
-	return (size_t)sym->file_off + (g->cfg->fast_entry ? sym->entry_skip : 0);
+	return (size_t)(sym->file_off + sym->entry_skip);
 }
 
 /* llama_decode entry and return, for every process that maps this file. */
@@ -438,7 +443,7 @@ static void attach_decode(struct lp_ggml *g, pid_t pid, struct lp_ggml_obj *o)
 		for (int ret = 0; ret < 2 && r == 0; ret++) {
 			struct bpf_link *l = bpf_program__attach_uprobe(
 				ret ? s->progs.lp_decode_exit : s->progs.lp_decode_enter, ret, -1,
-				path, probe_offset(g, sym));
+				path, probe_offset(sym));
 
 			r = l ? links_push(&o->decode_links, &o->ndecode_links, l) : -errno;
 		}
@@ -721,7 +726,7 @@ static int precise_attach(struct lp_ggml *g, struct lp_target *t)
 							      : (ret ? s->progs.lp_barrier_exit
 								     : s->progs.lp_barrier_enter);
 				struct bpf_link *l = bpf_program__attach_uprobe(
-					prog, ret, t->pid, path, probe_offset(g, sym));
+					prog, ret, t->pid, path, probe_offset(sym));
 
 				r = l ? links_push(&gp->plinks, &gp->nplinks, l) : -errno;
 			}

@@ -162,10 +162,9 @@ static void render_phase(cJSON *parent, const char *name, uint64_t calls, uint64
 	cJSON_AddNumberToObject(x, "ms_per_token", ratio(ns, tokens) / 1e6);
 }
 
-static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_config *cfg)
+static cJSON *render_objects(const struct lp_ggml_proc *gp)
 {
 	cJSON *a = cJSON_CreateArray();
-	bool fast = !cfg || cfg->fast_entry;
 
 	for (size_t i = 0; i < gp->nobjs; i++) {
 		const struct lp_ggml_obj *ob = gp->objs[i];
@@ -185,9 +184,8 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_conf
 			cJSON *x = cJSON_CreateObject();
 
 			cJSON_AddStringToObject(x, "function", s->name);
-			num(x, "offset", fast ? s->entry_skip : 0);
-			cJSON_AddStringToObject(x, "instruction",
-						lp_x86_site_names[fast ? s->site : LP_X86_ENTRY]);
+			num(x, "offset", s->entry_skip);
+			cJSON_AddStringToObject(x, "instruction", lp_x86_site_names[s->site]);
 			cJSON_AddItemToArray(sites, x);
 		}
 		if (ob->decode_error)
@@ -221,7 +219,7 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	cJSON *o = cJSON_CreateObject(), *tk, *x, *y;
 	uint64_t spin;
 
-	cJSON_AddItemToObject(o, "objects", render_objects(gp, cfg));
+	cJSON_AddItemToObject(o, "objects", render_objects(gp));
 	cJSON_AddItemToObject(o, "missing", render_missing(cfg, gp));
 	num(o, "sampling_table_functions", gp->nranges);
 	num(o, "sampling_table_dropped", gp->ranges_dropped);

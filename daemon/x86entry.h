@@ -43,7 +43,8 @@ size_t lp_x86_entry_skip(const uint8_t *code, size_t len, enum lp_x86_site *site
 /* Addresses (lo, hi]: the instructions after a function's first, up to its probe site. */
 struct lp_x86_range {
 	uint64_t lo, hi;
-	bool hit; /* a direct branch lands there */
+	size_t tag; /* the caller's, e.g. which function */
+	bool hit;   /* a direct branch lands there */
 };
 
 /* Reads every byte of the n bytes of code at vaddr as a possible direct jmp, jcc or call
