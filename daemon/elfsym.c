@@ -3,7 +3,6 @@
 #include "elfsym.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <fnmatch.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -190,7 +189,7 @@ int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result 
 			r = scan_section(elf, scn, &sh, pat, out, &cap);
 		}
 	}
-	if (r == 0 && eh.e_machine == EM_X86_64)
+	if (r == 0 && pat->probe_sites && eh.e_machine == EM_X86_64)
 		r = find_sites(elf, out);
 	elf_end(elf);
 	if (r < 0)

@@ -3,6 +3,7 @@
 #ifndef LLMPROF_ELFSYM_H
 #define LLMPROF_ELFSYM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,7 @@ struct lp_elf_sym {
 struct lp_elf_patterns {
 	const char *const *const *lists; /* lists[cls] is NULL-terminated */
 	size_t nclasses;
+	bool probe_sites; /* x86-64: find each function's cheap probe site (x86entry.h) */
 };
 
 struct lp_elf_result {
@@ -34,7 +36,7 @@ struct lp_elf_result {
 
 /* Reads the function symbols of the ELF file at fd that match a pattern; each address
  * appears once (aliases: the first name found wins, .symtab before .dynsym), with the
- * cheap probe site of each on x86-64. Returns 0,
+ * cheap probe site of each on x86-64 when pat->probe_sites. Returns 0,
  * -ENOEXEC when the file is not ELF, or -errno. */
 int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result *out);
 void lp_elf_result_free(struct lp_elf_result *r);

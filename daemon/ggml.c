@@ -204,7 +204,9 @@ static void log_obj(const struct lp_ggml_obj *o)
 /* The object behind a mapping, read now if this (device, inode, mtime) is new. */
 static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct mapping *m)
 {
-	const struct lp_elf_patterns pat = {.lists = g->cfg->symbols, .nclasses = LP_SYM_NR};
+	/* --no-fast-entry: no sites are looked for, every probe goes on the first instruction. */
+	const struct lp_elf_patterns pat = {
+		.lists = g->cfg->symbols, .nclasses = LP_SYM_NR, .probe_sites = g->cfg->fast_entry};
 	struct lp_ggml_obj *o = obj_find(g, m->dev, m->ino), **v;
 	char how[PATH_MAX + 64];
 	struct stat st;
@@ -245,11 +247,6 @@ static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct ma
 	o->path = strdup(m->path);
 	o->read_error = lp_elf_find(fd, &pat, &o->syms);
 	close(fd);
-	/* --no-fast-entry: every probe on the first instruction. */
-	for (size_t i = 0; !g->cfg->fast_entry && i < o->syms.nsyms; i++) {
-		o->syms.syms[i].entry_skip = 0;
-		o->syms.syms[i].site = LP_X86_ENTRY;
-	}
 	o->verdict = o->read_error ? LP_OBJ_NONE : obj_verdict(o);
 	g->objs[g->nobjs++] = o;
 	obj_publish(g, o);

@@ -133,7 +133,7 @@ static int list(int argc, char **argv)
 {
 	static const char *const all[] = {"*", NULL};
 	static const char *const *lists[] = {all};
-	const struct lp_elf_patterns pat = {.lists = lists, .nclasses = 1};
+	const struct lp_elf_patterns pat = {.lists = lists, .nclasses = 1, .probe_sites = true};
 
 	for (int i = 0; i < argc; i++) {
 		struct lp_elf_result r;
