@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Shared by the benchmarks: the machine, a private llmprofd, alternating runs, and the
 result table each benchmark prints last."""
 import os

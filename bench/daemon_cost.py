@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """The daemon itself: resident memory and kernel map memory with 1, 100 and 1,000 tracked
 processes; its CPU use while idle and while Prometheus scrapes /metrics every second; and
 the time of `llmprofctl dump`, `llmprofctl list`, `llmprofctl top -b -n 1` and /metrics at

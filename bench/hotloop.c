@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* A tight loop over a function named like ggml's barrier, to measure what one probe hit
  * costs: prints its pid as JSON, waits for a line on stdin (tracers attach meanwhile),
  * calls ggml_barrier N times, and prints the wall time per call. Also holds a

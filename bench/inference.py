@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Overhead on inference: tokens/s of real llama.cpp (node-llama-cpp, random-weight GGUF
 models) with no llmprofd, with llmprofd's default configuration, and with precise mode
 always on, its probes on the first emulated instruction (the default) and on the first

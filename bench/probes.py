@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Cost of the probes: the time one probed call of a hot function costs, from a tight loop
 over a function named ggml_barrier (bench/hotloop.c) with no tracer, with llmprofd in its
 default configuration (no per-call probes), with llmprofd's precise mode (uprobe and

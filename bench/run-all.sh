@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Every benchmark in turn, each printing its result table last. --quick runs each in a
 # reduced size, only to show they still work (CI does this); the full sizes are run by hand
 # and recorded in bench/RESULTS.md. Needs root, a built tree (build/) and the packages of

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Overhead on the scheduler path: a context-switch-heavy load (`perf bench sched pipe`:
 two processes passing a token through a pipe, two switches per round trip) with no tracer,
 with llmprofd (the load not tracked, as on a host where it is not an LLM process, and

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* In-kernel collectors for tracked processes: run-queue latency and off-CPU time from the
  * scheduler tracepoints, futex waits from the futex syscalls, page faults from perf software
  * events, and the process lifecycle (exec for discovery, exit for cleanup).
@@ -14,7 +14,7 @@
 #include <bpf/bpf_core_read.h>
 #include "llmprof/abi.h"
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define PF_EXITING 0x00000004
 #define ETIMEDOUT 110

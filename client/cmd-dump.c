@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* llmprofctl dump: everything llmprofd knows about one process, readable in a terminal. */
 #include <getopt.h>
 #include <math.h>

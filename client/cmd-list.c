@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* llmprofctl list: the processes llmprofd tracks, one line each. */
 #include <getopt.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* llmprofctl precise: exact matmul and barrier accounting for one process, for a while. */
 #include <getopt.h>
 #include <math.h>

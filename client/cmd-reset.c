@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* llmprofctl reset: zero one process's counters, histograms and futex words. */
 #include <getopt.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* llmprofctl status: the daemon itself: what it collects with, what it lost, who you are. */
 #include <getopt.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* llmprofctl top: a live view of every LLM process, full-screen (ncurses) or as plain text
  * for pipes (-b), refreshed from the API every --delay seconds. */
 #include <curses.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Numbers for people: durations, rates, ages and sizes in a few characters. */
 #include <math.h>
 #include <stdio.h>

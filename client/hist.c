@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Histograms as the API returns them, their difference between two reads, and percentiles
  * by the daemon's rule, so that a percentile over all the data equals the API's own. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* The client's transport: one HTTP/1.1 request per connection over the daemon's Unix
  * socket, with a deadline on the whole exchange. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Reading the API's documents: absent or mistyped members read as a default, so a newer
  * daemon's extra or missing fields never crash the client. */
 #include "llmprofctl.h"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # bash completion for llmprofctl: commands, their options, column names for --sort, and
 # for --pid the pids the daemon tracks (asked of the same socket as the command line).
 _llmprofctl() {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* llmprofctl: the thin client of llmprofd. It talks to the daemon's API only
  * (include/llmprof/protocol.h); each command lives in its own client/cmd-*.c. */
 #ifndef LLMPROFCTL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* llmprofctl's entry: global options, the command table, help and checked argument parsing. */
 #include <errno.h>
 #include <getopt.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Requests to the daemon whose every failure ends in one line a user can act on, and the
  * exit status llmprofctl(1) documents for it. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* top's table: rates and percentiles over the interval between two reads of the API (or
  * since tracking began, on the first), sorted and formatted into 79 columns. */
 #include "top.h"

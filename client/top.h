@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The table of `llmprofctl top`: rows computed from two reads of the API's process
  * documents, sorted and formatted to fit 80 columns. Pure: no I/O, unit-tested. */
 #ifndef LLMPROFCTL_TOP_H

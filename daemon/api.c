@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* API routing: every request ends in a JSON document or a JSON error with a fitting status;
  * peers that are neither root nor in LP_GROUP see their own uid's processes only. */
 #include "api.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The HTTP API's routing: method and path to a handler, access control by the peer's
  * credentials, request bodies parsed and checked, every outcome a JSON document or a JSON
  * error. Transport-free: server.c feeds it requests, tests/fuzz feeds it bytes. */

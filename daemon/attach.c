@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Opens the core BPF skeleton, picks the program variants this kernel supports, sizes the
  * maps, loads, and attaches: scheduler and lifecycle tracepoints, futex syscalls, and one
  * page-fault perf event per CPU. */

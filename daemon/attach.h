@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Loading and attaching the core BPF object: variant choice, map sizes, per-CPU perf events. */
 #ifndef LLMPROF_ATTACH_H
 #define LLMPROF_ATTACH_H

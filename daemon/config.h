@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The daemon's settings, from the command line. */
 #ifndef LLMPROF_CONFIG_H
 #define LLMPROF_CONFIG_H

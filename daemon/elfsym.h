@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Finding functions by name in an ELF file: .symtab and .dynsym, local symbols included,
  * with the file offsets that uprobes need. */
 #ifndef LLMPROF_ELFSYM_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* ggml discovery, the sampling table, llama_decode probes and precise mode. */
 #include "ggml.h"
 

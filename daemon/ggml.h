@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* ggml discovery and probes: which processes run ggml (found by the matmul symbols in
  * their executable mappings), where their matmul and barrier functions are, the always-on
  * llama_decode probes, and precise mode (per-call uprobes for a window or a duty cycle). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Percentile estimation over the shared log-linear histogram layout. */
 #include "hist.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Summaries of lp_hist histograms: counts, percentiles. Pure functions, no I/O. */
 #ifndef LLMPROF_DAEMON_HIST_H
 #define LLMPROF_DAEMON_HIST_H

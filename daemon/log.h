@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Logging for the daemon: one line per event on stderr, with a syslog priority prefix that
  * journald understands when stderr is the journal (JOURNAL_STREAM set), plain otherwise. */
 #ifndef LLMPROF_LOG_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* llmprofd: loads the collectors, tracks the selected processes, and serves what they
  * collect over the API socket and /metrics (or, with --once, prints one report). */
 #include <bpf/libbpf.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Prometheus text exposition of a report: one family per histogram kind and per counter,
  * labelled by process; then the daemon's own health (losses, map fill, features). */
 #include "metrics.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The report in the Prometheus text exposition format (version 0.0.4): histograms in
  * seconds, counters as _total, HELP and TYPE for every family, labels pid, comm and exe.
  * Pure: writes to a memory stream, does no other I/O. */

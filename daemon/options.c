@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* The settings of llmprofd: one table of options serves the command line (getopt_long) and
  * the configuration file (inih: "name = value" lines, optionally in [sections]). */
 #include "options.h"

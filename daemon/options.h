@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Settings: defaults, then /etc/llmprofd/llmprofd.conf (INI, read with inih), then the
  * command line. The file's keys are the long options' names; one parser serves both. */
 #ifndef LLMPROF_OPTIONS_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* /proc parsing for process identity: comm, state, start time, fault counters, exe. */
 #include "procfs.h"
 

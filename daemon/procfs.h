@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Reading /proc: the few facts about a process the daemon needs, with the parsing kept
  * separate from the I/O so that it can be unit-tested. */
 #ifndef LLMPROF_PROCFS_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* JSON rendering of reports: processes with counters, histograms with percentiles,
  * futex addresses and threads, plus collector state, map fill and every loss counter. */
 #include "render.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The report as JSON: the document printed by --once (and later served over the API).
  * Pure: builds a cJSON tree, does no I/O. */
 #ifndef LLMPROF_RENDER_H

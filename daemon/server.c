@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* evhttp serving the API: each connection gets a deadline, peers are known by SO_PEERCRED,
  * and the HTML error pages evhttp writes by itself (malformed or oversized requests) are
  * replaced with JSON errors before they reach the socket. */

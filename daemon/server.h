@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The HTTP transport: evhttp on the Unix socket (bound here or handed over by systemd) and
  * on the optional TCP /metrics listener; peer credentials, connection cap, per-connection
  * deadline, and JSON for every error evhttp raises by itself. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Reading the kernel maps into a report: process stats, per-thread state, futex addresses,
  * map fill and loss counters. */
 #include "snapshot.h"

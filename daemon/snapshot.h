@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* A consistent read of everything collected, for one process or all: kernel maps for the
  * live ones, the stored final records for the exited ones. */
 #ifndef LLMPROF_SNAPSHOT_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* The state file: counters by name and non-empty histogram buckets by index, 64-bit values
  * as decimal strings (JSON numbers lose precision above 2^53), times as ages so that the
  * monotonic clock of the next run can place them. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Persistence across restarts: at exit the totals of every tracked process go to
  * STATE_DIR/state.json; at start they come back, as exited records or, for processes that
  * still run (same pid, start time and boot), as a base the new kernel counts add to. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Tracking: inserting pids into the kernel's "procs" map, matching new processes by comm or
  * exe, and keeping the final record of each tracked process when it exits. */
 #include "track.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The set of tracked processes: which pids the kernel side collects for, how they were
  * matched, and the final data of those that exited. */
 #ifndef LLMPROF_TRACK_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* A length decoder for the few x86-64 instructions that start functions, enough to find
  * the first one the kernel's uprobes emulate (see x86entry.h). It accepts a short list of
  * encodings and gives up on anything else: a wrong length would put the breakpoint in the

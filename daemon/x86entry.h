@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Where to put a function's entry uprobe on x86-64 so that it is cheap.
  *
  * The kernel runs a probed instruction in one of two ways: it emulates a few kinds (push of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Installs what building, running and testing llmprofd needs, from Debian's packages
 # (nodejs with its npm runs the real llama.cpp workload: tests/workload; curl, prometheus,
 # systemd and libclang-rt-dev serve the e2e tests and the libFuzzer target; libncurses-dev

@@ -1,8 +1,33 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Installs dependencies, builds, installs and starts llmprofd with its default configuration:
 # under systemd when systemd runs the machine, otherwise in the background with a log file.
+# `quickstart.sh --stop` stops what it started. Run it as root, or as a user who may sudo:
+# it asks sudo for itself (a minimal root shell has no sudo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ $(id -u) != 0 ]]; then
+	exec sudo -- "$0" "$@"
+fi
+
+pidfile=/run/llmprofd-quickstart.pid
+if [[ ${1:-} == --stop ]]; then
+	if [[ -d /run/systemd/system ]]; then
+		systemctl stop llmprofd.socket llmprofd.service
+	elif [[ -e $pidfile ]]; then
+		pid=$(cat "$pidfile")
+		# Only the process this script started, and only while it still is llmprofd.
+		if [[ $(cat "/proc/$pid/comm" 2>/dev/null) == llmprofd ]]; then
+			kill -TERM "$pid"
+			for _ in $(seq 200); do
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.1
+			done
+		fi
+		rm -f "$pidfile"
+	fi
+	exit 0
+fi
 
 scripts/install-deps.sh --if-missing
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -28,6 +53,7 @@ if pgrep -x llmprofd >/dev/null; then
 fi
 sbin=$(cmake -L -N build | sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p')/sbin
 nohup "$sbin/llmprofd" >"$log" 2>&1 </dev/null &
+echo $! >"$pidfile"
 for _ in $(seq 100); do
 	if grep -q "ready:" "$log"; then
 		cat "$log"

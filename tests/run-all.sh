@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The whole test suite: format check, then every tier (unit, bpf, e2e) in a normal build and
 # again under AddressSanitizer + UndefinedBehaviorSanitizer. Needs root for the bpf tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The bpf and e2e tiers load BPF programs: root, or a user who may sudo.
 if [[ $(id -u) != 0 ]]; then
-	echo "run-all: run as root: the bpf and e2e tiers load BPF programs" >&2
-	exit 1
+	command -v sudo >/dev/null || {
+		echo "run-all: run as root: the bpf and e2e tiers load BPF programs" >&2
+		exit 1
+	}
+	exec sudo --preserve-env=LLMPROF_FUZZ_SECONDS -- "$0" "$@"
 fi
 scripts/install-deps.sh --if-missing
 # Real llama.cpp for the e2e tier: node-llama-cpp, CPU build only, pinned by the lockfile.
@@ -16,8 +21,9 @@ if [[ ! -e tests/workload/node_modules/.package-lock.json ||
 	(cd tests/workload && npm install --no-save)
 fi
 
-echo "== clang-format"
+echo "== clang-format, SPDX lines"
 clang-format --dry-run --Werror $(git ls-files '*.c' '*.h')
+scripts/check-spdx.sh
 
 echo "== build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo

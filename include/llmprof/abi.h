@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The BPF <-> daemon contract: map keys, map values and ring buffer records.
  *
  * Only bpf/ and the daemon's loader include this file. It has no includes and uses only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The one histogram layout of llmprofd: log-linear buckets over nanoseconds, shared by the
  * BPF programs (which index into it) and user space (which reads bounds and percentiles).
  *

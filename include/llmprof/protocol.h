@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The daemon <-> client contract: HTTP/1.1 with JSON bodies over a Unix socket.
  *
  * Only the daemon's API layer (daemon/api.c, daemon/server.c) and client/ include this file;

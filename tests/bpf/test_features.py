@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """bpf tier: missing kernel features degrade with a message a user can act on. Here:
 tracefs absent. With --no-mount-tracefs, futex waits come from raw_syscalls (same numbers)
 and the log says how to avoid that; by default llmprofd mounts tracefs itself."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """ggml discovery and probes, on lpggml: a process that dlopens liblpggml.so, whose
 functions are named like ggml's and do known work.
 
@@ -12,7 +13,6 @@ functions are named like ggml's and do known work.
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -172,7 +172,7 @@ def test_late_dlopen():
 
 
 def test_replaced_library():
-    tmp = tempfile.mkdtemp(prefix="lpggml-")
+    tmp = t.tmpdir("lpggml-")
     lib = os.path.join(tmp, "libggml-cpu-test.so")
     shutil.copyfile(os.path.join(LIBDIR, "liblpggml.so"), lib)
     d = Daemon("--once")

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """bpf tier: process lifecycle. Exited processes keep their final numbers while the kernel
 state goes away with them; --comm finds processes that start later; a reused pid never
 mixes two processes' data; 10,000 short-lived tracked processes leave no kernel state
@@ -162,10 +163,11 @@ def test_sigterm_detaches():
     fx = t.Fixture("--futex-threads", "0", "--hold")
     d = t.Daemon("--pid", str(fx.pid))
     d.wait_ready()
-    t.check(len(t.our_bpf_programs()) >= 5, "programs loaded while running")
+    t.check(len(d.prog_ids) >= 5, "programs loaded while running: %d" % len(d.prog_ids))
+    t.check(d.prog_ids <= set(t.loaded_programs()), "they are loaded on the host")
     t.check(d.stop(signal.SIGTERM) == 0, "exit status 0 on SIGTERM")
-    t.poll("our BPF programs to be unloaded", lambda: not t.our_bpf_programs(), timeout=10)
-    t.check(True, "no lp_* programs loaded after SIGTERM")
+    t.wait_unloaded(d.prog_ids)
+    t.check(True, "none of its programs is loaded after SIGTERM")
     fx.go()
     fx.result()
     fx.release()

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """The HTTP/JSON API over the Unix socket, driven with curl as a user would: every route,
 every error with its status and JSON body, access by uid and group, malformed and oversized
 requests, 500 idle connections and a slow client next to a client that still gets answers,
@@ -7,7 +8,6 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -291,17 +291,15 @@ def test_connections():
 
 def test_retention_and_reload():
     print("--- retention: an exited process goes after the retention period; SIGHUP reload")
-    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
-    conf.write("[service]\nretention = 3600\nmetrics-max-processes = 50\n")
-    conf.close()
+    conf = t.tmpfile("[service]\nretention = 3600\nmetrics-max-processes = 50\n", ".conf")
     fx = t.Fixture("--futex-threads", "1", "--futex-waits", "5", "--futex-ms", "1")
-    d = t.Daemon("--pid", str(fx.pid), "--config", conf.name)
+    d = t.Daemon("--pid", str(fx.pid), "--config", conf)
     d.wait_ready()
     run_to_exit(d, fx)
     waits = d.get("/v1/processes/%d" % fx.pid)["counters"]["futex_waits"]
     t.check(waits >= 5, "exited process kept with its data (%d futex waits)" % waits)
 
-    with open(conf.name, "w") as f:
+    with open(conf, "w") as f:
         f.write("# shorter retention\n[service]\nretention = 1\nmetrics-max-processes = 7\n"
                 "[ggml]\nsample-hz = 99\n")
     os.kill(d.proc.pid, signal.SIGHUP)
@@ -315,24 +313,20 @@ def test_retention_and_reload():
            lambda: d.api("GET", "/v1/processes/%d" % fx.pid)[0] == 404, timeout=5)
     t.check("forgotten, exited" in d.log(), "forgetting is logged")
 
-    with open(conf.name, "w") as f:
+    with open(conf, "w") as f:
         f.write("[service]\nretention = soon\n")
     os.kill(d.proc.pid, signal.SIGHUP)
     d.wait_log("keeping the current one")
     t.check(d.get("/v1/status")["config"]["retention"] == 1,
             "a bad file on reload keeps the running settings")
     t.check(d.stop() == 0, "daemon exits cleanly")
-    os.unlink(conf.name)
 
     print("--- bad configuration at start: file and line")
-    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
-    conf.write("[service]\nretention = 60\nno-such-thing = 1\n")
-    conf.close()
-    d = t.Daemon("--config", conf.name)
+    conf = t.tmpfile("[service]\nretention = 60\nno-such-thing = 1\n", ".conf")
+    d = t.Daemon("--config", conf)
     t.check(d.wait_exit() == 2, "exit status 2")
-    t.check("%s:3" % conf.name in d.log() and "no-such-thing: unknown setting" in d.log(),
+    t.check("%s:3" % conf in d.log() and "no-such-thing: unknown setting" in d.log(),
             "the message names the file, the line and the key: %s" % d.log().strip())
-    os.unlink(conf.name)
 
 
 def test_restart_keeps_totals():

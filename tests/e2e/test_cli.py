@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """e2e tier: what a user sees on the command line. Bad usage is refused with a message
 naming the problem (exit 2); an unknown pid or missing privileges fail clearly (exit 1)."""
 import os
@@ -9,6 +10,9 @@ import lptest as t  # noqa: E402
 
 
 def run(*args, user=None):
+    # Never the host's /etc/llmprofd: a user's settings must not change what is tested.
+    if args and args[0] not in ("--help", "--version"):
+        args = ("--config", "/dev/null") + args
     cmd = [t.LLMPROFD] + list(args)
     if user:
         cmd = ["setpriv", "--reuid=" + user, "--regid=nogroup", "--clear-groups", t.copy_for_others(t.LLMPROFD)] + list(args)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """e2e tier: llmprofctl against a private llmprofd and real processes, as a user runs it.
 
 - `top -b` and `dump` print the numbers the API returned: percentiles, shares, token rates
@@ -19,7 +20,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -436,7 +436,7 @@ def silent_server(path, answer=None):
 
 def test_errors(w):
     print("--- errors: what failed, what to do, and the exit status")
-    tmp = tempfile.mkdtemp(prefix="llmprofctl-err-")
+    tmp = t.tmpdir("llmprofctl-err-")
     missing = os.path.join(tmp, "nothing.sock")
     expect(["--socket", missing, "list"], 3,
            ["cannot connect to llmprofd at %s: no such socket" % missing,
@@ -518,10 +518,8 @@ class Tmux:
 
     def __init__(self, cmd):
         self.name = "llmprofctl-test-%d" % os.getpid()
-        conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
-        conf.write("set -g remain-on-exit on\nset -g status off\n")
-        conf.close()
-        self.base = ["tmux", "-L", self.name, "-f", conf.name]
+        conf = t.tmpfile("set -g remain-on-exit on\nset -g status off\n", ".conf")
+        self.base = ["tmux", "-L", self.name, "-f", conf]
         subprocess.run(self.base + ["new-session", "-d", "-s", "top", "-x", "80", "-y", "24",
                                     cmd], check=True, timeout=20)
 
@@ -676,7 +674,7 @@ def test_completion_live(w, completion):
     got = complete([t.LLMPROFCTL, "top", "-s", "RQ"], completion)
     t.check(got == ["RQ99"], "--sort completes column names: %s" % got)
 
-    prefix = tempfile.mkdtemp(prefix="llmprofd-install-")
+    prefix = t.tmpdir("llmprofd-install-")
     build = os.path.dirname(t.LLMPROFCTL)
     p = subprocess.run(["cmake", "--install", build, "--prefix", prefix], capture_output=True,
                        text=True, timeout=120)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Real llama.cpp: node-llama-cpp decoding a random-weight GGUF model, under a daemon that
 was started first and finds the process by itself once it dlopens libggml-cpu-*.so.
 
@@ -16,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from lptest import (Daemon, _children, check, poll, proc_of, read_json_line,  # noqa: E402
@@ -69,7 +69,7 @@ def decode(model, *daemon_args):
 def main():
     if not os.path.isdir(os.path.join(WORKLOAD, "node_modules", "node-llama-cpp")):
         raise AssertionError("node-llama-cpp is not installed: run npm ci in tests/workload")
-    model = os.path.join(tempfile.mkdtemp(prefix="llmprofd-model-"), "small.gguf")
+    model = os.path.join(t.tmpdir("llmprofd-model-"), "small.gguf")
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "small",
                     model], check=True, timeout=60)
     p, res = decode(model)

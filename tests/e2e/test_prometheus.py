@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """/metrics as Prometheus sees it: promtool accepts the exposition, and a real Prometheus
 server (Debian's package) on loopback scrapes the daemon's TCP listener, after which a
 PromQL histogram_quantile over run-queue latency returns a value for the fixture."""
@@ -8,7 +9,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import urllib.parse
 import urllib.request
 
@@ -82,7 +82,7 @@ def main():
 
     # A real Prometheus server scrapes it.
     prom_port = free_port()
-    work = tempfile.mkdtemp(prefix="llmprof-prom-")
+    work = t.tmpdir("llmprof-prom-")
     conf = os.path.join(work, "prometheus.yml")
     with open(conf, "w") as f:
         f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"

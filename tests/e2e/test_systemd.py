@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """systemd integration without systemd as PID 1: the units pass systemd-analyze verify;
 systemd-socket-activate hands the daemon its socket on first use; a NOTIFY_SOCKET the test
 listens on gets STATUS= while starting, READY=1 only once the programs are attached and the
@@ -10,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -35,7 +35,7 @@ def units(tmp):
 
 def test_verify():
     print("--- systemd-analyze verify")
-    tmp = tempfile.mkdtemp(prefix="llmprof-units-")
+    tmp = t.tmpdir("llmprof-units-")
     service = units(tmp)
     p = subprocess.run(["systemd-analyze", "verify", "--man=no", "llmprofd.socket",
                         "llmprofd.service"], cwd=tmp, capture_output=True, text=True)
@@ -56,7 +56,7 @@ def test_verify():
 
 def test_activation_and_notify():
     print("--- socket activation, readiness, watchdog, stopping")
-    tmp = tempfile.mkdtemp(prefix="llmprof-act-")
+    tmp = t.tmpdir("llmprof-act-")
     os.chmod(tmp, 0o755)
     sock = os.path.join(tmp, "api.sock")
     notify_path = os.path.join(tmp, "notify")
@@ -71,12 +71,12 @@ def test_activation_and_notify():
                            stdout=log, stderr=log)
     t._children.append(act)
     t.poll("systemd-socket-activate to listen", lambda: os.path.exists(sock))
-    t.check(not t.our_bpf_programs(), "nothing is loaded before the first connection")
+    t.check(not t.prog_ids_of(act.pid), "nothing is loaded before the first connection")
     # The first use starts the daemon; curl waits on the socket meanwhile.
     client = subprocess.Popen(["curl", "-sS", "--max-time", "60", "--unix-socket", sock,
                                "http://localhost/v1/status"], stdout=subprocess.PIPE, text=True)
     t._children.append(client)
-    msgs, at_ready = [], None
+    msgs, at_ready, held = [], None, set()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and sum(m == "WATCHDOG=1" for m in msgs) < 3:
         try:
@@ -89,7 +89,9 @@ def test_activation_and_notify():
             msgs.append(m)
             if m == "READY=1" and at_ready is None:
                 # At this very moment: programs attached and the socket answering.
-                at_ready = (len(t.our_bpf_programs()),
+                # systemd-socket-activate execs the daemon in its own process.
+                held = t.prog_ids_of(act.pid)
+                at_ready = (len(held),
                             t.curl(sock, "GET", "/v1/status", timeout=5)[0])
     log.flush()
     t.check(any(m.startswith("STATUS=Loading") for m in msgs[:msgs.index("READY=1")]
@@ -113,17 +115,25 @@ def test_activation_and_notify():
             if act.poll() is not None:
                 break
     t.check(act.wait(timeout=20) == 0 and "STOPPING=1" in rest, "STOPPING=1, exit status 0")
-    t.check(not t.our_bpf_programs(), "programs unloaded")
+    t.wait_unloaded(held)
+    t.check(True, "the %d programs it held are unloaded" % len(held))
     notify.close()
     shutil.rmtree(tmp)
 
 
 def test_check():
     print("--- --check")
-    p = subprocess.run([t.LLMPROFD, "--check", "--config", "/dev/null"], capture_output=True,
+    # --check lives too briefly to read its fds: program ids are never reused, so anything
+    # named lp_* with an id above every id loaded before is what it left (a user's llmprofd
+    # running beside the tests loaded its programs before).
+    before = t.loaded_programs()
+    p = subprocess.run([t.LLMPROFD, "--check", "--config", "/dev/null", "--state-directory",
+                        "off", "--metrics-address", "off", "--socket",
+                        os.path.join(t.tmpdir(), "check.sock")], capture_output=True,
                        text=True, timeout=60)
     t.check(p.returncode == 0 and "check: ok" in p.stderr, "--check: exit 0, 'check: ok'")
-    t.check(not t.our_bpf_programs(), "--check leaves nothing loaded")
+    t.poll("--check's programs to be unloaded", lambda: not t.new_lp_programs(before))
+    t.check(True, "--check leaves nothing loaded")
     p = subprocess.run(t.as_user(NOBODY) + [os.path.abspath(t.LLMPROFD), "--check", "--config",
                                              "/dev/null"], capture_output=True, text=True,
                        timeout=60)
@@ -169,7 +179,7 @@ def test_capabilities():
     t.check(sorted(caps) == ["bpf", "dac_read_search", "perfmon", "sys_admin", "sys_ptrace"],
             "bounding set: %s" % caps)
     # Someone else's process, its library in a directory only that user can read.
-    home = tempfile.mkdtemp(prefix="llmprof-nobody-")
+    home = t.tmpdir("llmprof-nobody-")
     lib = os.path.join(home, "libggml-cpu-test.so")
     shutil.copy(os.path.join(os.path.dirname(os.path.abspath(LPGGML)), "liblpggml.so"), lib)
     os.chown(home, NOBODY, NOBODY)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* libFuzzer target: raw bytes from a client into the real HTTP stack (evhttp, the error-page
  * rewrite of server.c, routing and body parsing of api.c, JSON and Prometheus rendering),
  * over a real Unix socket. The backend holds a fixed report of two processes.

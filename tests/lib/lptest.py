@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Test harness for the bpf and e2e tiers: a private llmprofd per test, the workload
 fixture, polling with deadlines, and a hard timeout for the whole test.
 
@@ -22,6 +23,7 @@ SKIP = 77  # ctest SKIP_RETURN_CODE
 
 _children = []
 _checks = {"passed": 0, "failed": 0}
+_scratch = []  # directories and files removed at the end when the test passed
 
 
 class Timeout(Exception):
@@ -52,6 +54,36 @@ def check(cond, msg):
 
 def near(value, expected, rel):
     return expected != 0 and abs(value - expected) <= rel * abs(expected)
+
+
+def tmpdir(prefix="llmprof-", mode=0o755, dir=None):
+    """A scratch directory, removed when the test ends well (kept, and named, when not)."""
+    d = tempfile.mkdtemp(prefix=prefix, dir=dir)
+    os.chmod(d, mode)
+    _scratch.append(d)
+    return d
+
+
+def tmpfile(text, suffix=""):
+    """A scratch file holding text, removed like tmpdir()'s."""
+    fd, path = tempfile.mkstemp(suffix=suffix, prefix="llmprof-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    _scratch.append(path)
+    return path
+
+
+def _clean_scratch(ok):
+    if not ok:
+        for d in _scratch:
+            if os.path.exists(d):
+                print("kept for inspection: " + d)
+        return
+    for d in _scratch:
+        if os.path.isdir(d):
+            shutil.rmtree(d, ignore_errors=True)
+        elif os.path.exists(d):
+            os.unlink(d)
 
 
 def _kill_all():
@@ -86,6 +118,7 @@ def run(main, timeout, need_root=True):
         _kill_all()
     if not ok:
         _checks["failed"] += 1
+    _clean_scratch(_checks["failed"] == 0)
     print("%d passed, %d failed" % (_checks["passed"], _checks["failed"]))
     sys.exit(0 if ok and _checks["failed"] == 0 else 1)
 
@@ -94,8 +127,7 @@ class Daemon:
     """A private llmprofd. Logs go to files in its own directory; stdout is the report."""
 
     def __init__(self, *args, env=None, private=True, preexec_fn=None, wrap=()):
-        self.dir = tempfile.mkdtemp(prefix="llmprofd-test-")
-        os.chmod(self.dir, 0o755)
+        self.dir = tmpdir("llmprofd-test-")
         self.out_path = os.path.join(self.dir, "stdout")
         self.err_path = os.path.join(self.dir, "stderr")
         self.socket = os.path.join(self.dir, "llmprofd.sock")
@@ -134,7 +166,10 @@ class Daemon:
         return poll("llmprofd to log %r" % text, seen, timeout)
 
     def wait_ready(self, timeout=20):
-        return self.wait_log("ready:", timeout)
+        r = self.wait_log("ready:", timeout)
+        # What this daemon loaded, to judge later that it unloaded exactly that.
+        self.prog_ids = prog_ids_of(self.proc.pid)
+        return r
 
     def api(self, method, path, body=None, user=None, **kw):
         return curl(self.socket, method, path, body, user, **kw)
@@ -168,8 +203,7 @@ class Daemon:
 def copy_for_others(binary):
     """A copy of binary that any uid can execute, whatever the build directory's
     permissions."""
-    d = tempfile.mkdtemp(prefix="llmprof-bin-")
-    os.chmod(d, 0o755)
+    d = tmpdir("llmprof-bin-")
     path = os.path.join(d, os.path.basename(binary))
     shutil.copy(binary, path)
     os.chmod(path, 0o755)
@@ -315,8 +349,44 @@ def proc_of(report, pid):
     raise AssertionError("pid %d not in report: %s" % (pid, [p["pid"] for p in report["processes"]]))
 
 
-def our_bpf_programs():
-    """Names of loaded BPF programs that are ours (all start with lp_)."""
+def prog_ids_of(pid):
+    """The ids of the BPF programs process pid holds open (its own daemon's, never a user's
+    llmprofd that may run beside the tests). Debian's bpftool 7.1 prints no owning pids;
+    /proc/PID/fdinfo has prog_id: for every program fd."""
+    ids = set()
+    d = "/proc/%d/fdinfo" % pid
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return ids
+    for fd in names:
+        try:
+            with open(os.path.join(d, fd)) as f:
+                for line in f:
+                    if line.startswith("prog_id:"):
+                        ids.add(int(line.split()[1]))
+        except OSError:
+            pass
+    return ids
+
+
+def loaded_programs():
+    """{id: name} of every BPF program loaded on the host."""
     out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
                          check=True).stdout
-    return [p.get("name", "") for p in json.loads(out) if p.get("name", "").startswith("lp_")]
+    return {p["id"]: p.get("name", "") for p in json.loads(out)}
+
+
+def wait_unloaded(ids, what="our daemon's BPF programs", timeout=10):
+    """Polls until none of the program ids is loaded (the kernel frees programs after an
+    RCU grace period). Ids are never reused, so this judges only those programs."""
+    poll("%s (%d) to be unloaded" % (what, len(ids)),
+         lambda: not (set(ids) & set(loaded_programs())), timeout=timeout)
+    return True
+
+
+def new_lp_programs(before):
+    """Our programs (named lp_*) loaded now that were not loaded at `before` (a dict from
+    loaded_programs()): what a short-lived daemon started in between left behind."""
+    top = max(before) if before else 0
+    return [i for i, n in loaded_programs().items() if n.startswith("lp_") and i > top]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* A minimal assertion harness for the unit tests: count failures, print each one, and
  * end with the "N passed, N failed" line that CI reads. */
 #ifndef LLMPROF_CHECK_H

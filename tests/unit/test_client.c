@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* llmprofctl's pure parts against the daemon's own: histograms the daemon renders are parsed
  * by the client, whose percentiles (over all the data, and over the difference of two
  * reads) must equal the daemon's; top's rows over an interval; number formats; 80 columns. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Unit tests of ELF symbol lookup on the fixture libraries: exported and local functions,
  * globs, the file offsets uprobes use (checked against where the loader really mapped
  * the code), a stripped copy, a renamed function and a file that is not ELF. */

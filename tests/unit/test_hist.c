@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Unit tests of the shared histogram layout: bucket index and bounds, and percentile
  * estimation against exact quantiles of known distributions. */
 #include <math.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Unit tests of the Prometheus exposition: exact cumulative buckets, label escaping, the
  * exported-process cap, and a HELP and TYPE line for every family that has samples. */
 #include <stdlib.h>

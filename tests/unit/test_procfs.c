@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Unit tests of /proc parsing: comm with spaces and parentheses, fields, pid syntax. */
 #include <errno.h>
 #include <string.h>

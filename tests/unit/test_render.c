@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Unit tests of the JSON report: what the tests and the client read must be what the
  * kernel maps held. */
 #include <stdlib.h>

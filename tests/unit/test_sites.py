@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Probe sites held against objdump, on every function of real x86-64 code: libc, the
 node-llama-cpp ggml and llama libraries, and llmprofd itself.
 

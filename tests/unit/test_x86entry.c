@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Probe sites on x86-64 prologues: the ones compilers emit for ggml and llama.cpp, and the
  * encodings that must end the walk. With --list FILE..., prints every function's site
  * instead, for tests/unit/test_sites.py to hold against objdump. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Decode N tokens with T threads through node-llama-cpp (real llama.cpp, CPU
 // backend dlopen'ed at run time) and print what llmprofd should see.
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Write a random-weight llama-architecture GGUF model.
 
 No weights can be downloaded on the machines llmprofd is tested on, and none are
