@@ -38,6 +38,8 @@ static const char *reason_of(int status)
 		return "Payload Too Large";
 	case 431:
 		return "Request Header Fields Too Large";
+	case 501:
+		return "Not Implemented";
 	case 503:
 		return "Service Unavailable";
 	default:
@@ -283,30 +285,68 @@ static void post_reset(const struct lp_api_backend *b, const struct lp_peer *p, 
 	respond_json(res, 200, doc);
 }
 
+/* One JSON value and nothing after it but white space; no string holds a NUL (cJSON keeps
+ * strings NUL-terminated, so "seconds\u0000x" would read as "seconds"). Outside strings a
+ * valid document has no backslash, so every one seen here is an escape. */
+static cJSON *parse_body(const char *body, size_t len)
+{
+	const char *end = NULL;
+	cJSON *doc = cJSON_ParseWithLengthOpts(body, len, &end, false);
+
+	if (!doc)
+		return NULL;
+	for (const char *p = end; p < body + len; p++)
+		if (!strchr(" \t\r\n", *p)) {
+			cJSON_Delete(doc);
+			return NULL;
+		}
+	for (const char *p = body; p < end; p++) {
+		if (*p != '\\')
+			continue;
+		if (end - p >= 6 && strncmp(p + 1, "u0000", 5) == 0) {
+			cJSON_Delete(doc);
+			return NULL;
+		}
+		p++; /* the escaped character */
+	}
+	return doc;
+}
+
 /* {"enable": bool, "seconds": number}, both optional: enable for 60 s by default. */
 static int parse_precise(const struct lp_api_request *req, bool *on, double *seconds,
 			 struct lp_api_response *res)
 {
 	cJSON *doc, *item;
+	unsigned seen = 0;
 
 	*on = true;
 	*seconds = 60;
 	if (req->body_len == 0)
 		return 0;
-	doc = cJSON_ParseWithLength(req->body, req->body_len);
+	doc = parse_body(req->body, req->body_len);
 	if (!doc || !cJSON_IsObject(doc)) {
 		cJSON_Delete(doc);
 		lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
-			     "the body is not a JSON object; send {\"seconds\": S} or "
-			     "{\"enable\": false}");
+			     "the body is not one JSON object (nothing after it, no NUL in a "
+			     "string); send {\"seconds\": S} or {\"enable\": false}");
 		return -EINVAL;
 	}
 	cJSON_ArrayForEach(item, doc)
 	{
-		if (item->string && strcmp(item->string, "enable") == 0 && cJSON_IsBool(item)) {
+		bool is_enable = item->string && strcmp(item->string, "enable") == 0;
+		bool is_seconds = item->string && strcmp(item->string, "seconds") == 0;
+		unsigned bit = is_enable ? 1 : is_seconds ? 2 : 0;
+
+		if (bit && (seen & bit)) {
+			lp_api_error(res, 400, LP_ERR_BAD_REQUEST, "'%s' is given twice",
+				     item->string);
+			cJSON_Delete(doc);
+			return -EINVAL;
+		}
+		seen |= bit;
+		if (is_enable && cJSON_IsBool(item)) {
 			*on = cJSON_IsTrue(item);
-		} else if (item->string && strcmp(item->string, "seconds") == 0 &&
-			   cJSON_IsNumber(item) && item->valuedouble >= 0 &&
+		} else if (is_seconds && cJSON_IsNumber(item) && item->valuedouble >= 0 &&
 			   item->valuedouble <= LP_PRECISE_MAX_SECONDS) {
 			*seconds = item->valuedouble;
 		} else {

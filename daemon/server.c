@@ -9,6 +9,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 #include <grp.h>
 #include <inttypes.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -38,9 +40,15 @@ struct conn {
 	struct listener *l;
 	struct bufferevent *bev;
 	struct evhttp_connection *evcon; /* known from the first turn of the loop on */
-	struct evbuffer_cb_entry *out_cb;
+	struct evbuffer_cb_entry *out_cb, *in_cb;
 	struct event *deadline;
-	size_t owned;  /* bytes at the head of the output written by our own replies */
+	size_t owned; /* bytes at the head of the output written by our own replies */
+	/* The line evhttp read last (a chunk-size line when it fails a chunked body): see
+	 * on_input(). */
+	char last_line[24];
+	unsigned eol_run;  /* line ends drained since last_line */
+	size_t mirror_len; /* bytes of the input mirrored in mirror[] */
+	char mirror[64];
 	bool replying; /* inside evhttp_send_reply() for one of our replies */
 	bool over_cap;
 	bool peer_known;
@@ -160,6 +168,8 @@ static void conn_free(struct conn *c)
 		evhttp_connection_set_closecb(c->evcon, NULL, NULL);
 	if (c->out_cb)
 		evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
+	if (c->in_cb)
+		evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->in_cb);
 	event_free(c->deadline);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -263,6 +273,41 @@ static int status_at(struct evbuffer *buf, size_t from)
 	return sscanf(line, "HTTP/%*d.%*d %d", &status) == 1 ? status : 400;
 }
 
+/* A chunk-size line as RFC 9112 7.1 has it: hex digits, then optional extensions. */
+static bool chunk_size_valid(const char *line)
+{
+	size_t n = strspn(line, "0123456789abcdefABCDEF");
+
+	return n > 0 && n <= 16 && (line[n] == '\0' || line[n] == ';' || line[n] == ' ');
+}
+
+/* Mirrors the front of the input, so that what evhttp drains is still known afterwards.
+ * evhttp reads a line as two drains (evbuffer_readln: the text, then its line end); a
+ * chunk-size line it fails on is the last text drained, followed by one line end, where a
+ * body over the limit follows a header line and the empty line after it (two). Callbacks on
+ * a bufferevent's buffers run as the buffer changes. */
+static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct conn *c = arg;
+
+	if (info->n_deleted) {
+		size_t d = info->n_deleted < c->mirror_len ? info->n_deleted : c->mirror_len;
+		size_t n = d;
+
+		while (n && (c->mirror[n - 1] == '\n' || c->mirror[n - 1] == '\r'))
+			n--;
+		if (n == 0) {
+			c->eol_run++;
+		} else {
+			n = n < sizeof(c->last_line) - 1 ? n : sizeof(c->last_line) - 1;
+			memcpy(c->last_line, c->mirror, n);
+			c->last_line[n] = '\0';
+			c->eol_run = d > n;
+		}
+	}
+	c->mirror_len = copy_at(buf, 0, c->mirror, sizeof(c->mirror));
+}
+
 /* Replaces the HTML error page evhttp queued after our own bytes with a JSON error of the
  * same status. evhttp closes the connection after such a page, so it is the last thing
  * written. The output's front is frozen while the bufferevent owns it: thawed for this. */
@@ -273,7 +318,12 @@ static void rewrite_error(struct conn *c, struct evbuffer *buf)
 	struct evbuffer *keep = evbuffer_new();
 	char head[256];
 
-	if (status == 413)
+	/* evhttp fails a malformed chunk-size line as "too long" too (libevent 2.1.12,
+	 * evhttp_handle_chunked_read: DATA_CORRUPTED and DATA_TOO_LONG share one path). */
+	if (status == 413 && c->eol_run == 1 && !chunk_size_valid(c->last_line))
+		lp_api_error(&res, 400, LP_ERR_BAD_REQUEST,
+			     "malformed chunk size '%.16s' in a chunked body", c->last_line);
+	else if (status == 413)
 		lp_api_error(&res, 413, LP_ERR_TOO_LARGE,
 			     "request too large: at most %d bytes of headers and %d of body",
 			     LP_MAX_HEADERS_BYTES, LP_MAX_BODY_BYTES);
@@ -340,7 +390,8 @@ static struct bufferevent *on_new_connection(struct event_base *base, void *arg)
 	c->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 	c->deadline = evtimer_new(base, on_deadline, c);
 	c->out_cb = c->bev ? evbuffer_add_cb(bufferevent_get_output(c->bev), on_output, c) : NULL;
-	if (!c->bev || !c->deadline || !c->out_cb) {
+	c->in_cb = c->bev ? evbuffer_add_cb(bufferevent_get_input(c->bev), on_input, c) : NULL;
+	if (!c->bev || !c->deadline || !c->out_cb || !c->in_cb) {
 		if (c->bev)
 			bufferevent_free(c->bev);
 		if (c->deadline)
@@ -375,6 +426,45 @@ static struct conn *conn_of(struct lp_server *s, struct evhttp_request *req)
 	return NULL;
 }
 
+/* What evhttp 2.1 lets through but RFC 9112 6.3 does not: Content-Length given twice with
+ * different values, both Content-Length and Transfer-Encoding, or a transfer coding other
+ * than chunked alone. Each leaves the body's end unknown, so the connection closes after the
+ * error. Returns true when res holds one. */
+static bool framing_error(struct evhttp_request *req, struct lp_api_response *res)
+{
+	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+	const char *cl = NULL, *te = NULL;
+	struct evkeyval *h;
+	int ncl = 0, nte = 0;
+
+	TAILQ_FOREACH(h, in, next)
+	{
+		if (strcasecmp(h->key, "Content-Length") == 0) {
+			if (cl && strcmp(cl, h->value) != 0) {
+				lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+					     "Content-Length given twice with different values");
+				return true;
+			}
+			cl = h->value;
+			ncl++;
+		} else if (strcasecmp(h->key, "Transfer-Encoding") == 0) {
+			te = h->value;
+			nte++;
+		}
+	}
+	if (te && (nte > 1 || strcasecmp(te, "chunked") != 0)) {
+		lp_api_error(res, 501, LP_ERR_NOT_IMPLEMENTED,
+			     "Transfer-Encoding '%.40s': only 'chunked' alone is supported", te);
+		return true;
+	}
+	if (te && ncl) {
+		lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+			     "both Content-Length and Transfer-Encoding: send one");
+		return true;
+	}
+	return false;
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
 	struct listener *l = arg;
@@ -396,16 +486,29 @@ static void on_request(struct evhttp_request *req, void *arg)
 		read_peer(c);
 	ar.peer = c ? &c->peer : &anon;
 	ar.body = (const char *)evbuffer_pullup(in, -1);
+	memset(&res, 0, sizeof(res));
 	if (c && c->over_cap) {
-		memset(&res, 0, sizeof(res));
 		lp_api_error(&res, 503, LP_ERR_TOO_MANY_CONNECTIONS,
 			     "more than %u connections are open; try again", s->max_connections);
+		evhttp_add_header(hdr, "Connection", "close");
+	} else if (framing_error(req, &res)) {
 		evhttp_add_header(hdr, "Connection", "close");
 	} else {
 		lp_api_handle(s->backend, &ar, &res);
 	}
 	out = evbuffer_new();
-	if (!out || evbuffer_add(out, res.body, res.len) < 0) {
+	/* HEAD: the headers GET would have, Content-Length included, and no body (evhttp
+	 * 2.1.12 writes whatever body it is given, HEAD or not). */
+	if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+		char len[24];
+
+		snprintf(len, sizeof(len), "%zu", res.len);
+		evhttp_add_header(hdr, "Content-Length", len);
+	} else if (out && evbuffer_add(out, res.body, res.len) < 0) {
+		evbuffer_free(out);
+		out = NULL;
+	}
+	if (!out) {
 		evbuffer_free(out);
 		lp_api_response_free(&res);
 		evhttp_connection_free(evhttp_request_get_connection(req));

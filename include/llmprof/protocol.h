@@ -45,5 +45,6 @@
 #define LP_ERR_EXITED "process_exited"			   /* 409: the process has exited */
 #define LP_ERR_TOO_MANY_CONNECTIONS "too_many_connections" /* 503 */
 #define LP_ERR_INTERNAL "internal"			   /* 500 */
+#define LP_ERR_NOT_IMPLEMENTED "not_implemented"	   /* 501: a transfer coding */
 
 #endif

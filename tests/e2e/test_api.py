@@ -102,6 +102,17 @@ def test_routes():
 
     status, doc, hdrs = d.api("HEAD", "/v1/status")
     t.check(status == 200, "HEAD /v1/status: 200")
+    # HEAD then GET on one connection: the HEAD answer has GET's Content-Length and no body,
+    # so the GET's answer is read as the second response.
+    _, body, head = raw(d.socket, b"HEAD /v1/processes HTTP/1.1\r\nHost: x\r\n\r\n"
+                        b"GET /v1/processes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    length = [int(x.split(b":")[1]) for x in head.split(b"\r\n")
+              if x.lower().startswith(b"content-length:")]
+    second, _, rest = body.partition(b"\r\n\r\n")
+    t.check(length and length[0] > 100 and second.startswith(b"HTTP/1.1 200") and
+            len(rest) == length[0] and t.json.loads(rest)["api"] == 1,
+            "HEAD: Content-Length %s and no body; the next response follows it (%r)"
+            % (length, body[:60]))
 
     status, doc, _ = d.api("POST", "/v1/processes/%d/reset" % fx.pid)
     t.check(status == 200 and doc == {"pid": fx.pid, "reset": True}, "reset: %s" % doc)
@@ -128,6 +139,17 @@ def test_routes():
         ("POST", "/v1/processes/%d/precise" % fx.pid, '{"seconds": 5}', 409,
          "not_an_llm_process"),
         ("POST", "/v1/processes/%d/precise" % fx.pid, "x" * 5000, 413, "too_large"),
+        # One JSON object, nothing after it, no NUL hidden in a key, no key twice.
+        ("POST", "/v1/processes/%d/precise" % fx.pid, '{"seconds": 3} xyz', 400,
+         "bad_request"),
+        ("POST", "/v1/processes/%d/precise" % fx.pid, '{"seconds": 3}{"seconds": 4}', 400,
+         "bad_request"),
+        ("POST", "/v1/processes/%d/precise" % fx.pid, '{"seconds\\u0000x": 3}', 400,
+         "bad_request"),
+        ("POST", "/v1/processes/%d/precise" % fx.pid, '{"seconds": 3, "seconds": 4}', 400,
+         "bad_request"),
+        ("POST", "/v1/processes/%d/precise" % fx.pid, '{"seconds": 3}\n', 409,
+         "not_an_llm_process"),
     ]
     for method, path, body, want, code in cases:
         status, doc, hdrs = d.api(method, path, body)
@@ -149,6 +171,25 @@ def test_routes():
              b"Content-Length: 100000\r\n\r\n" + b"{" * 200, 413, "too_large"),
             ("bad Content-Length", b"POST /v1/processes/1/precise HTTP/1.1\r\nHost: x\r\n"
              b"Content-Length: -5\r\n\r\n", 400, "bad_request"),
+            # RFC 9112 framing that evhttp lets through
+            ("two different Content-Lengths", b"POST /v1/processes/1/precise HTTP/1.1\r\n"
+             b"Host: x\r\nContent-Length: 2\r\nContent-Length: 14\r\n\r\n{}", 400,
+             "bad_request"),
+            ("Content-Length and Transfer-Encoding", b"POST /v1/processes/1/precise "
+             b"HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\nTransfer-Encoding: chunked\r\n"
+             b"\r\n2\r\n{}\r\n0\r\n\r\n", 400, "bad_request"),
+            ("chunk size zz", b"POST /v1/processes/1/precise HTTP/1.1\r\nHost: x\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", 400,
+             "bad_request"),
+            ("chunk size -1", b"POST /v1/processes/1/precise HTTP/1.1\r\nHost: x\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n-1\r\n\r\n", 400,
+             "bad_request"),
+            ("a chunk over the body limit", b"POST /v1/processes/1/precise HTTP/1.1\r\n"
+             b"Host: x\r\nTransfer-Encoding: chunked\r\n\r\n100000\r\n{}", 413,
+             "too_large"),
+            ("Transfer-Encoding: gzip, chunked", b"POST /v1/processes/1/precise HTTP/1.1\r\n"
+             b"Host: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+             501, "not_implemented"),
             # found by the fuzzer: a malformed request after a good one on one connection
             ("malformed after a pipelined request",
              b"GET /v1/processes/x HTTP/1.1\r\nHost: x\r\n\r\nnt-Length: 15\r\n\r\n", 400,
