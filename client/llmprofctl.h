@@ -5,6 +5,7 @@
 #define LLMPROFCTL_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -106,6 +107,12 @@ double ctl_num(const cJSON *o, const char *key, double def);
 double ctl_num_path(const cJSON *o, const char *a, const char *b, double def);
 const char *ctl_str(const cJSON *o, const char *key, const char *def);
 bool ctl_true(const cJSON *o, const char *key);
+/* Every string (and key) of a document from the daemon, escaped in place for the terminal:
+ * names of processes, files and symbols come from other users (escape.h). */
+void ctl_sanitize(cJSON *o);
+/* A JSON document as received, with DEL, C1 controls and bytes that are not UTF-8 written
+ * as \u escapes: the same JSON, safe on a terminal. */
+void ctl_write_json(FILE *f, const char *s, size_t len);
 
 /* hist.c: the API's histogram documents ({"count","sum","max","p50",...,"buckets":
  * [[lower, upper|null, count], ...]}), and percentiles over them or over the difference of

@@ -88,9 +88,14 @@ static int transport_error(const struct ctl *c, int err, char *msg, size_t n)
 /* The daemon's JSON error, in its own words, with the exit status for its code. */
 static int api_error(const struct ctl_response *res, char *msg, size_t n)
 {
-	cJSON *doc = cJSON_Parse(res->body), *e = cJSON_GetObjectItemCaseSensitive(doc, "error");
-	const char *code = ctl_str(e, "code", ""), *text = ctl_str(e, "message", NULL);
+	cJSON *doc = cJSON_Parse(res->body), *e;
+	const char *code, *text;
 	int status = CTL_DAEMON;
+
+	ctl_sanitize(doc);
+	e = cJSON_GetObjectItemCaseSensitive(doc, "error");
+	code = ctl_str(e, "code", "");
+	text = ctl_str(e, "message", NULL);
 
 	if (res->status == 403)
 		status = CTL_DENIED;
@@ -129,6 +134,7 @@ int ctl_request_quiet(const struct ctl *c, const char *method, const char *path,
 		return say(msg, msglen, CTL_DAEMON,
 			   "llmprofd's answer to %s %s is not a JSON object", method, path);
 	}
+	ctl_sanitize(*doc);
 	/* Documents that carry the API version must carry ours: fields may have changed. */
 	if (ctl_num(*doc, "api", LP_API_VERSION) != LP_API_VERSION) {
 		status = say(msg, msglen, CTL_DAEMON,
@@ -168,7 +174,7 @@ int ctl_show(const struct ctl *c, const char *path, bool json,
 	if (status)
 		return status;
 	if (json)
-		fwrite(raw.body, 1, raw.len, stdout);
+		ctl_write_json(stdout, raw.body, raw.len);
 	else
 		print(c, doc, arg);
 	ctl_response_free(&raw);

@@ -64,6 +64,7 @@ struct lp_config {
 	uint32_t max_connections;
 	uint32_t http_timeout; /* seconds per request on a connection */
 	double retention;      /* seconds an exited process stays in reports */
+	double checkpoint;     /* seconds between saves of the totals; 0: only at exit */
 	const char *state_dir; /* "" = no persistence */
 };
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
+
 static const char *log_prog = "llmprofd";
 static int log_max = LOG_INFO;
 static bool log_journal;
@@ -25,15 +27,21 @@ void lp_log_set_level(int max_priority)
 
 static void vlog(int priority, const char *fmt, va_list ap)
 {
-	char buf[2048];
+	char buf[2048], safe[LP_ESCAPE_SIZE(sizeof(buf))];
+	int n;
 
 	if (priority > log_max)
 		return;
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	if (n < 0)
+		return;
+	/* Names of processes, files and settings come from other users: a newline or an
+	 * escape sequence in one must not forge a line or reach a terminal (escape.h). */
+	lp_escape(safe, sizeof(safe), buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 	if (log_journal)
-		fprintf(stderr, "<%d>%s\n", priority, buf);
+		fprintf(stderr, "<%d>%s\n", priority, safe);
 	else
-		fprintf(stderr, "%s: %s\n", log_prog, buf);
+		fprintf(stderr, "%s: %s\n", log_prog, safe);
 }
 
 void lp_log(int priority, const char *fmt, ...)

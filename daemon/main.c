@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +40,7 @@ struct daemon {
 	struct ring_buffer *rb;
 	struct event_base *base;
 	struct event *ev_pending;
+	struct event *ev_checkpoint;
 	struct lp_server *server;
 	struct lp_api_backend api;
 	double start_realtime;
@@ -150,6 +152,8 @@ static double realtime_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static void checkpoint_arm(struct daemon *d);
+
 /* SIGHUP: reads the file and the command line again. Settings that apply to the running
  * daemon take effect; the others are named with "restart to apply". Nothing collected is
  * touched. A bad file keeps the current settings. */
@@ -193,6 +197,7 @@ static void on_reload(evutil_socket_t fd, short what, void *arg)
 	cJSON_Delete(now);
 	cJSON_Delete(next);
 	lp_config_reload(&d->cfg, &cfg);
+	checkpoint_arm(d);
 	lp_log_set_level(cfg.verbose ? LOG_DEBUG : LOG_INFO);
 	d->api.metrics_max_processes = cfg.metrics_max_processes;
 	if (d->server)
@@ -379,27 +384,76 @@ static int api_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
 	return 0;
 }
 
-/* SIGTERM: the totals go to the state directory, to be read back at the next start. */
-static void save_state(struct daemon *d)
+/* The totals go to the state directory, to be read back at the next start: at SIGTERM,
+ * and every --checkpoint-interval so that a crash loses at most that much. */
+static int save_state(struct daemon *d, bool at_exit)
 {
 	struct lp_report r;
 	cJSON *doc;
 	int ret;
 
 	if (!*d->cfg.state_dir)
-		return;
+		return 0;
 	ret = api_report(d, 0, &r);
 	doc = ret == 0 ? lp_state_render(&r, d->boot_id, realtime_now()) : NULL;
 	lp_report_free(&r);
 	ret = doc ? lp_state_write(d->cfg.state_dir, doc) : ret < 0 ? ret : -ENOMEM;
 	if (ret < 0)
-		log_error_errno(ret, "save the totals to %s/%s: %m; they are lost",
-				d->cfg.state_dir, LP_STATE_FILE);
-	else
+		log_error_errno(ret, "save the totals to %s/%s: %m; %s", d->cfg.state_dir,
+				LP_STATE_FILE,
+				at_exit ? "those since the last checkpoint are lost"
+					: "trying again at the next checkpoint");
+	else if (at_exit)
 		log_info("saved the totals of %d process(es) to %s/%s",
 			 cJSON_GetArraySize(cJSON_GetObjectItem(doc, "processes")),
 			 d->cfg.state_dir, LP_STATE_FILE);
+	else
+		log_debug("checkpoint: %d process(es) saved",
+			  cJSON_GetArraySize(cJSON_GetObjectItem(doc, "processes")));
 	cJSON_Delete(doc);
+	return ret;
+}
+
+static void on_checkpoint(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	save_state(arg, false);
+}
+
+/* (Re)arms the checkpoint timer with the configured interval; 0 stops it. */
+static void checkpoint_arm(struct daemon *d)
+{
+	double s = d->cfg.checkpoint;
+	struct timeval tv = {.tv_sec = (time_t)s,
+			     .tv_usec = (suseconds_t)((s - (double)(time_t)s) * 1e6)};
+
+	if (!d->ev_checkpoint)
+		return;
+	event_del(d->ev_checkpoint);
+	if (s > 0 && *d->cfg.state_dir)
+		event_add(d->ev_checkpoint, &tv);
+}
+
+/* At start, so that a state directory that cannot take the totals is found now and not at
+ * the first save: it must be (or become) a directory we can write. */
+static int state_dir_check(const char *dir)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return log_error_errno(-errno,
+				       "state directory '%s': %m; create it, or run with "
+				       "--state-directory off to keep no totals across restarts",
+				       dir);
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return log_error_errno(-ENOTDIR, "state directory '%s': %m", dir);
+	if (access(dir, W_OK | X_OK) < 0)
+		return log_error_errno(-errno,
+				       "state directory '%s': %m; the totals could not "
+				       "be saved",
+				       dir);
+	return 0;
 }
 
 /* The socket systemd passed, if any: exactly one listening stream socket. */
@@ -529,6 +583,11 @@ static int run(struct daemon *d)
 	if (!d->rb)
 		return log_error_errno(-errno, "create ring buffer reader: %m");
 
+	if (serve && *d->cfg.state_dir) {
+		r = state_dir_check(d->cfg.state_dir);
+		if (r < 0)
+			return r;
+	}
 	if (serve && *d->cfg.state_dir)
 		lp_state_restore(d->cfg.state_dir, &d->tracker, d->boot_id[0] ? d->boot_id : NULL,
 				 d->start_realtime);
@@ -588,6 +647,12 @@ static int run(struct daemon *d)
 		r = serve_setup(d, &ev_hup, &ev_wd);
 		if (r < 0)
 			goto out;
+		d->ev_checkpoint = event_new(d->base, -1, EV_PERSIST, on_checkpoint, d);
+		if (!d->ev_checkpoint) {
+			r = log_error_errno(-ENOMEM, "set up the checkpoint timer: %m");
+			goto out;
+		}
+		checkpoint_arm(d);
 	}
 
 	log_info("ready: tracking %zu process(es)", d->tracker.n);
@@ -598,10 +663,13 @@ static int run(struct daemon *d)
 	event_base_dispatch(d->base);
 	sd_notify(0, "STOPPING=1\nSTATUS=Stopping");
 
-	if (serve)
-		save_state(d);
-	r = d->cfg.once ? print_report(d) : 0;
+	/* Totals that could not be saved are lost: the exit status says so. */
+	r = serve ? save_state(d, true) : 0;
+	if (d->cfg.once)
+		r = print_report(d);
 out:
+	event_free_safe(d->ev_checkpoint);
+	d->ev_checkpoint = NULL;
 	lp_server_free(d->server);
 	d->server = NULL;
 	event_free_safe(ev_wd);

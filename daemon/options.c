@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include <linux/types.h>
 
@@ -77,6 +78,8 @@ static void usage(FILE *out)
 		"      --retention S        seconds an exited process stays (default 3600)\n"
 		"      --state-directory DIR  totals saved at exit, read at start (default\n"
 		"                           " LP_STATE_DIR "; 'off' for none)\n"
+		"      --checkpoint-interval S  also save them every S seconds, so that a crash\n"
+		"                           loses at most that much (default 60; 0: at exit only)\n"
 		"      --check              load and attach everything, print what works, exit\n"
 		"                           (non-zero if anything required failed)\n"
 		"\n"
@@ -225,6 +228,7 @@ enum {
 	OPT_HTTP_TIMEOUT,
 	OPT_RETENTION,
 	OPT_STATE_DIR,
+	OPT_CHECKPOINT,
 };
 
 static const struct option opts[] = {
@@ -261,6 +265,7 @@ static const struct option opts[] = {
 	{"http-timeout", required_argument, NULL, OPT_HTTP_TIMEOUT},
 	{"retention", required_argument, NULL, OPT_RETENTION},
 	{"state-directory", required_argument, NULL, OPT_STATE_DIR},
+	{"checkpoint-interval", required_argument, NULL, OPT_CHECKPOINT},
 	{"foreground", no_argument, NULL, 'f'},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
@@ -446,6 +451,14 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 			return -EINVAL;
 		}
 		return 0;
+	case OPT_CHECKPOINT:
+		if (parse_double(arg, 0, 86400, &cfg->checkpoint) < 0 ||
+		    (cfg->checkpoint > 0 && cfg->checkpoint < 1)) {
+			log_error("%s: '%s' is not 0 or a number of seconds from 1 to 86400", name,
+				  arg);
+			return -EINVAL;
+		}
+		return 0;
 	case 'f':
 		return 0;
 	case 'v':
@@ -480,6 +493,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->max_connections = 1024;
 	cfg->http_timeout = 10;
 	cfg->retention = 3600;
+	cfg->checkpoint = 60;
 	cfg->state_dir = LP_STATE_DIR;
 }
 
@@ -554,12 +568,26 @@ static int load_file(struct lp_config *cfg, struct lp_config_store *st, const ch
 	FILE *f = fopen(path, "re");
 	int line;
 
+	struct stat sb;
+
 	if (!f) {
 		if (!required && errno == ENOENT)
 			return 0;
 		return log_error_errno(-errno, "%s: %m", path);
 	}
+	/* fopen() opens a directory, and reading it then fails: without these checks the
+	 * daemon would run on defaults as if the file were empty. */
+	if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		fclose(f);
+		return log_error_errno(-EISDIR, "%s: is a directory, not a settings file", path);
+	}
 	line = ini_parse_file(f, on_file_line, &fc);
+	if (ferror(f)) {
+		int e = -errno;
+
+		fclose(f);
+		return log_error_errno(e ? e : -EIO, "%s: %m", path);
+	}
 	fclose(f);
 	if (line > 0) {
 		if (!fc.error)
@@ -681,6 +709,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddNumberToObject(o, "http-timeout", cfg->http_timeout);
 	cJSON_AddNumberToObject(o, "retention", cfg->retention);
 	cJSON_AddStringToObject(o, "state-directory", *cfg->state_dir ? cfg->state_dir : "off");
+	cJSON_AddNumberToObject(o, "checkpoint-interval", cfg->checkpoint);
 	cJSON_AddBoolToObject(o, "verbose", cfg->verbose);
 	return o;
 }
@@ -693,19 +722,16 @@ void lp_config_reload(struct lp_config *live, const struct lp_config *next)
 	live->max_connections = next->max_connections;
 	live->http_timeout = next->http_timeout;
 	live->retention = next->retention;
+	live->checkpoint = next->checkpoint;
 	live->verbose = next->verbose;
 }
 
 bool lp_option_reloadable(const char *name)
 {
-	static const char *const live[] = {"precise-duty",
-					   "precise-period",
-					   "metrics-max-processes",
-					   "max-connections",
-					   "http-timeout",
-					   "retention",
-					   "verbose",
-					   NULL};
+	static const char *const live[] = {
+		"precise-duty",	       "precise-period", "metrics-max-processes",
+		"max-connections",     "http-timeout",	 "retention",
+		"checkpoint-interval", "verbose",	 NULL};
 
 	for (const char *const *p = live; *p; p++)
 		if (strcmp(*p, name) == 0)

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,15 +25,6 @@ static void put_u64(cJSON *o, const char *k, uint64_t v)
 
 	snprintf(buf, sizeof(buf), "%" PRIu64, v);
 	cJSON_AddStringToObject(o, k, buf);
-}
-
-static uint64_t get_u64(const cJSON *o, const char *k)
-{
-	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-
-	if (cJSON_IsString(x))
-		return strtoull(x->valuestring, NULL, 10);
-	return cJSON_IsNumber(x) && x->valuedouble > 0 ? (uint64_t)x->valuedouble : 0;
 }
 
 static cJSON *render_stats(const struct lp_proc_stats *s)
@@ -62,32 +55,6 @@ static cJSON *render_stats(const struct lp_proc_stats *s)
 		}
 	}
 	return o;
-}
-
-static void parse_stats(const cJSON *o, struct lp_proc_stats *s)
-{
-	const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "counters");
-	const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "histograms");
-
-	for (int i = 0; i < LP_C_NR; i++)
-		s->ctr[i] = get_u64(c, lp_counter_names[i]);
-	for (int i = 0; i < LP_H_NR; i++) {
-		const cJSON *e = cJSON_GetObjectItemCaseSensitive(h, lp_hist_names[i]), *b, *k;
-
-		if (!e)
-			continue;
-		s->hist[i].sum_ns = get_u64(e, "sum");
-		s->hist[i].max_ns = get_u64(e, "max");
-		b = cJSON_GetObjectItemCaseSensitive(e, "buckets");
-		cJSON_ArrayForEach(k, b)
-		{
-			unsigned long idx =
-				k->string ? strtoul(k->string, NULL, 10) : LP_HIST_NBUCKETS;
-
-			if (idx < LP_HIST_NBUCKETS && cJSON_IsString(k))
-				s->hist[i].buckets[idx] = strtoull(k->valuestring, NULL, 10);
-		}
-	}
 }
 
 cJSON *lp_state_render(const struct lp_report *r, const char *boot_id, double realtime_s)
@@ -205,39 +172,240 @@ static const char *matched_by_of(const char *s)
 	return "restored";
 }
 
-/* One saved process back: still running (same boot, pid and start time) gets tracked again
- * with the saved totals as its base; otherwise it comes back as exited. */
-static int restore_one(struct lp_tracker *tr, const cJSON *p, bool same_boot, uint64_t now,
-		       uint64_t downtime_ns)
+/* Reading a record: every value is checked, and the first one that is wrong names why the
+ * whole record is refused. A hand-edited, truncated or hostile file must not put counts
+ * into the API that the kernel never counted. */
+struct reader {
+	char why[160];
+};
+
+static int bad(struct reader *rd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(struct reader *rd, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(rd->why, sizeof(rd->why), fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* A decimal string of 1 to 20 digits that fits in 64 bits and is at most max. */
+static int take_u64(struct reader *rd, const cJSON *x, const char *k, __u64 max, __u64 *out)
+{
+	const char *v = cJSON_GetStringValue(x);
+	size_t n = v ? strlen(v) : 0;
+	unsigned long long u;
+	char *end;
+
+	if (!v)
+		return bad(rd, "'%s' is not a string of digits", k);
+	if (n == 0 || n > 20 || strspn(v, "0123456789") != n)
+		return bad(rd, "'%s' is not a decimal number", k);
+	errno = 0;
+	u = strtoull(v, &end, 10);
+	if (errno == ERANGE || u > max)
+		return bad(rd, "'%s' = %.24s is out of range (at most %llu)", k, v, max);
+	*out = u;
+	return 0;
+}
+
+static int field_u64(struct reader *rd, const cJSON *o, const char *k, __u64 max, bool required,
+		     __u64 *out)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	*out = 0;
+	if (!x)
+		return required ? bad(rd, "'%s' is missing", k) : 0;
+	return take_u64(rd, x, k, max, out);
+}
+
+static int field_bool(struct reader *rd, const cJSON *o, const char *k, bool *out)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	*out = cJSON_IsTrue(x);
+	return !x || cJSON_IsBool(x) ? 0 : bad(rd, "'%s' is not true or false", k);
+}
+
+/* A histogram is whole: its buckets' count, sum and maximum agree with each other the way
+ * the kernel's updates keep them (every value lies within its bucket). */
+static int read_hist(struct reader *rd, const cJSON *e, const char *name, struct lp_hist *h)
+{
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "buckets"), *k;
+	unsigned lo = LP_HIST_NBUCKETS, hi = 0;
+	unsigned __int128 count = 0;
+
+	if (!cJSON_IsObject(e) || !cJSON_IsObject(b))
+		return bad(rd, "histogram '%s' is not an object with buckets", name);
+	if (field_u64(rd, e, "sum", LP_STATE_MAX_VALUE, true, &h->sum_ns) < 0 ||
+	    field_u64(rd, e, "max", LP_STATE_MAX_VALUE, true, &h->max_ns) < 0)
+		return -EINVAL;
+	cJSON_ArrayForEach(k, b)
+	{
+		size_t n = k->string ? strlen(k->string) : 0;
+		unsigned long idx;
+
+		if (n == 0 || n > 3 || strspn(k->string, "0123456789") != n ||
+		    (idx = strtoul(k->string, NULL, 10)) >= LP_HIST_NBUCKETS)
+			return bad(rd, "histogram '%s': no bucket '%.8s'", name,
+				   k->string ? k->string : "");
+		if (take_u64(rd, k, name, LP_STATE_MAX_VALUE, &h->buckets[idx]) < 0)
+			return -EINVAL;
+		if (h->buckets[idx]) {
+			lo = idx < lo ? (unsigned)idx : lo;
+			hi = idx > hi ? (unsigned)idx : hi;
+			count += h->buckets[idx];
+		}
+	}
+	if (count == 0)
+		return h->sum_ns || h->max_ns
+			       ? bad(rd, "histogram '%s' has a sum or maximum but no samples", name)
+			       : 0;
+	if (h->max_ns < lp_hist_lower(hi) || h->max_ns >= lp_hist_upper(hi))
+		return bad(rd, "histogram '%s': maximum %llu ns is not in its top bucket", name,
+			   h->max_ns);
+	if ((unsigned __int128)h->sum_ns > count * h->max_ns ||
+	    (unsigned __int128)h->sum_ns < count * lp_hist_lower(lo))
+		return bad(rd, "histogram '%s': sum %llu ns does not fit its buckets", name,
+			   h->sum_ns);
+	return 0;
+}
+
+static int read_stats(struct reader *rd, const cJSON *o, struct lp_proc_stats *s)
+{
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "counters");
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "histograms"), *e;
+
+	if ((c && !cJSON_IsObject(c)) || (h && !cJSON_IsObject(h)))
+		return bad(rd, "'counters' or 'histograms' is not an object");
+	for (int i = 0; i < LP_C_NR; i++)
+		if (field_u64(rd, c, lp_counter_names[i], LP_STATE_MAX_VALUE, false, &s->ctr[i]) <
+		    0)
+			return -EINVAL;
+	cJSON_ArrayForEach(e, h)
+	{
+		int i = 0;
+
+		while (i < LP_H_NR && strcmp(lp_hist_names[i], e->string ? e->string : "") != 0)
+			i++;
+		if (i == LP_H_NR)
+			return bad(rd, "no histogram named '%.32s'", e->string ? e->string : "");
+		if (read_hist(rd, e, lp_hist_names[i], &s->hist[i]) < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int read_futex(struct reader *rd, const cJSON *p, struct lp_futex_top *ft)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(p, "futex"), *e;
+
+	if (f && (!cJSON_IsArray(f) || cJSON_GetArraySize(f) > LP_FUTEX_TOP))
+		return bad(rd, "'futex' is not a list of at most %d addresses", LP_FUTEX_TOP);
+	__u64 naddrs, uaddr;
+
+	if (field_u64(rd, p, "futex_addresses", UINT32_MAX, false, &naddrs) < 0)
+		return -EINVAL;
+	ft->naddrs = naddrs;
+	cJSON_ArrayForEach(e, f)
+	{
+		struct lp_futex_view *fv = &ft->top[ft->ntop++];
+
+		if (field_u64(rd, e, "uaddr", UINT64_MAX, true, &uaddr) < 0 ||
+		    field_u64(rd, e, "waits", LP_STATE_MAX_VALUE, true, &fv->v.waits) < 0 ||
+		    field_u64(rd, e, "wait_ns", LP_STATE_MAX_VALUE, true, &fv->v.wait_ns) < 0 ||
+		    field_u64(rd, e, "max_ns", LP_STATE_MAX_VALUE, true, &fv->v.max_ns) < 0)
+			return -EINVAL;
+		fv->uaddr = uaddr;
+		if (fv->v.max_ns > fv->v.wait_ns || (fv->v.waits == 0 && fv->v.wait_ns))
+			return bad(rd, "futex word %#llx: times do not fit its waits", uaddr);
+	}
+	return 0;
+}
+
+/* One saved record, checked whole. */
+struct saved {
+	__u64 pid, starttime, uid, tracked_for, exited_ago;
+	bool exited, data_lost;
+	const char *comm, *exe, *matched_by;
+	struct lp_proc_stats stats;
+	struct lp_futex_top futex;
+};
+
+static int read_record(struct reader *rd, const cJSON *p, struct saved *sv)
 {
 	const cJSON *comm = cJSON_GetObjectItemCaseSensitive(p, "comm");
 	const cJSON *exe = cJSON_GetObjectItemCaseSensitive(p, "exe");
-	const cJSON *f;
-	struct lp_proc_stats *stats = calloc(1, sizeof(*stats));
+	const cJSON *by = cJSON_GetObjectItemCaseSensitive(p, "matched_by");
+	__u64 uid;
+
+	if (!cJSON_IsObject(p))
+		return bad(rd, "not an object");
+	if (field_u64(rd, p, "pid", LP_PID_MAX, true, &sv->pid) < 0 ||
+	    field_u64(rd, p, "starttime", LP_STATE_MAX_VALUE, true, &sv->starttime) < 0 ||
+	    field_u64(rd, p, "uid", UINT64_MAX, false, &uid) < 0 ||
+	    field_u64(rd, p, "tracked_for_ns", LP_STATE_MAX_VALUE, false, &sv->tracked_for) < 0 ||
+	    field_u64(rd, p, "exited_ago_ns", LP_STATE_MAX_VALUE, false, &sv->exited_ago) < 0 ||
+	    field_bool(rd, p, "exited", &sv->exited) < 0 ||
+	    field_bool(rd, p, "data_lost", &sv->data_lost) < 0)
+		return -EINVAL;
+	if (sv->pid == 0)
+		return bad(rd, "'pid' is 0");
+	if (uid > UINT32_MAX && uid != UINT64_MAX)
+		return bad(rd, "'uid' is out of range");
+	sv->uid = uid;
+	if (!cJSON_IsString(comm) || strlen(comm->valuestring) >= LP_COMM_LEN)
+		return bad(rd, "'comm' is not a name of at most %d bytes", LP_COMM_LEN - 1);
+	if (exe && (!cJSON_IsString(exe) || strlen(exe->valuestring) >= PATH_MAX))
+		return bad(rd, "'exe' is not a path");
+	if (by && !cJSON_IsString(by))
+		return bad(rd, "'matched_by' is not a string");
+	sv->comm = comm->valuestring;
+	sv->exe = exe ? exe->valuestring : NULL;
+	sv->matched_by = matched_by_of(cJSON_GetStringValue(by));
+	return read_stats(rd, p, &sv->stats) < 0 || read_futex(rd, p, &sv->futex) < 0 ? -EINVAL : 0;
+}
+
+/* Whether the tracker holds pid with this start time already (a record saved twice). */
+static int lp_state_seen(const struct lp_tracker *tr, pid_t pid, uint64_t starttime)
+{
+	for (size_t i = 0; i < tr->n; i++)
+		if (tr->v[i]->pid == pid && tr->v[i]->starttime == starttime &&
+		    (tr->v[i]->exited || tr->v[i]->base))
+			return -EEXIST;
+	return 0;
+}
+
+size_t lp_state_max_bytes(uint32_t max_processes)
+{
+	return LP_STATE_BASE_BYTES + 2 * (size_t)max_processes * LP_STATE_RECORD_BYTES;
+}
+
+/* One saved process back: still running (same boot, pid and start time) gets tracked again
+ * with the saved totals as its base; otherwise it comes back as exited. */
+static int restore_one(struct lp_tracker *tr, const struct saved *sv, bool same_boot, uint64_t now,
+		       uint64_t downtime_ns)
+{
+	struct lp_proc_stats *stats = malloc(sizeof(*stats));
+	pid_t pid = (pid_t)sv->pid;
+	uint64_t tracked_for = sv->tracked_for; /* up to its exit or the save */
 	struct lp_target *t;
 	struct lp_proc_stat st;
-	pid_t pid = (pid_t)get_u64(p, "pid");
-	uint64_t starttime = get_u64(p, "starttime"), uid = get_u64(p, "uid");
-	uint64_t tracked_for = get_u64(p, "tracked_for_ns"); /* up to its exit or the save */
-	const char *by = matched_by_of(
-		cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "matched_by")));
-	bool exited = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "exited"));
 	int r;
 
 	if (!stats)
 		return -ENOMEM;
-	if (pid <= 0) {
-		free(stats);
-		return -EINVAL;
-	}
-	parse_stats(p, stats);
+	*stats = sv->stats;
 	stats->tgid = (__u32)pid;
-	if (!exited && same_boot && lp_proc_read_stat(pid, &st) == 0 && st.starttime == starttime) {
-		r = lp_tracker_add(tr, pid, by);
+	if (!sv->exited && same_boot && lp_proc_read_stat(pid, &st) == 0 &&
+	    st.starttime == sv->starttime) {
+		r = lp_tracker_add(tr, pid, sv->matched_by);
 		t = r == 0 || r == -EALREADY ? lp_tracker_find(tr, pid) : NULL;
-		if (!t) {
+		if (!t || t->base) {
 			free(stats);
-			return r;
+			return t ? -EEXIST : r;
 		}
 		t->base = stats;
 		/* Still running: the time we were stopped counts as tracked. */
@@ -251,16 +419,16 @@ static int restore_one(struct lp_tracker *tr, const cJSON *p, bool same_boot, ui
 		return -ENOMEM;
 	}
 	t->pid = pid;
-	t->starttime = starttime;
-	snprintf(t->comm, sizeof(t->comm), "%s", cJSON_IsString(comm) ? comm->valuestring : "?");
-	t->exe = cJSON_IsString(exe) ? strdup(exe->valuestring) : NULL;
-	t->uid = uid > UINT32_MAX ? (uid_t)-1 : (uid_t)uid;
-	t->matched_by = by;
+	t->starttime = sv->starttime;
+	snprintf(t->comm, sizeof(t->comm), "%s", sv->comm);
+	t->exe = sv->exe ? strdup(sv->exe) : NULL;
+	t->uid = sv->uid > UINT32_MAX ? (uid_t)-1 : (uid_t)sv->uid;
+	t->matched_by = sv->matched_by;
 	t->exited = true;
-	t->exit_lost = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "data_lost"));
+	t->exit_lost = sv->data_lost;
 	/* Exited while we were stopped: it left when we last saw it. */
 	{
-		uint64_t ago = (exited ? get_u64(p, "exited_ago_ns") : 0) + downtime_ns;
+		uint64_t ago = (sv->exited ? sv->exited_ago : 0) + downtime_ns;
 
 		t->exited_at_ns = now > ago ? now - ago : 0;
 	}
@@ -268,68 +436,110 @@ static int restore_one(struct lp_tracker *tr, const cJSON *p, bool same_boot, ui
 	stats->exit_ns = t->exited_at_ns;
 	stats->tracked_since_ns = t->tracked_since_ns;
 	t->final = stats;
-	t->final_futex = calloc(1, sizeof(*t->final_futex));
-	if (t->final_futex) {
-		const cJSON *e;
-
-		t->final_futex->naddrs = get_u64(p, "futex_addresses");
-		f = cJSON_GetObjectItemCaseSensitive(p, "futex");
-		cJSON_ArrayForEach(e, f)
-		{
-			struct lp_futex_view *fv;
-
-			if (t->final_futex->ntop == LP_FUTEX_TOP)
-				break;
-			fv = &t->final_futex->top[t->final_futex->ntop++];
-			fv->uaddr = get_u64(e, "uaddr");
-			fv->v.waits = get_u64(e, "waits");
-			fv->v.wait_ns = get_u64(e, "wait_ns");
-			fv->v.max_ns = get_u64(e, "max_ns");
-		}
-	}
+	t->final_futex = malloc(sizeof(*t->final_futex));
+	if (t->final_futex)
+		*t->final_futex = sv->futex;
 	return lp_tracker_restore(tr, t);
+}
+
+/* A file that cannot be used is moved aside (state.json.corrupt, or .format-N for another
+ * version's), so that the next save does not overwrite what someone may want to recover. */
+static void set_aside(const char *path, const char *suffix)
+{
+	char to[4200];
+
+	snprintf(to, sizeof(to), "%s.%s", path, suffix);
+	if (rename(path, to) < 0)
+		log_warning_errno(-errno, "move %s aside to %s: %m, ignoring", path, to);
+	else
+		log_warning("kept it as %s", to);
+}
+
+static char *read_capped(const char *path, size_t max, size_t *len, int *err)
+{
+	struct stat st;
+	char *text = NULL;
+	FILE *f = fopen(path, "re");
+
+	*err = 0;
+	if (!f) {
+		*err = -errno;
+		return NULL;
+	}
+	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+		*err = -EINVAL;
+	} else if ((uint64_t)st.st_size > max) {
+		*err = -EFBIG;
+		*len = (size_t)st.st_size;
+	} else if (!(text = malloc((size_t)st.st_size + 1))) {
+		*err = -ENOMEM;
+	} else if (fread(text, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+		*err = -EIO;
+		free(text);
+		text = NULL;
+	} else {
+		text[st.st_size] = '\0';
+		*len = (size_t)st.st_size;
+	}
+	fclose(f);
+	return text;
 }
 
 int lp_state_restore(const char *dir, struct lp_tracker *tr, const char *boot_id, double realtime_s)
 {
-	char path[4096];
-	const cJSON *procs, *p, *boot;
+	size_t max_records = 2 * (size_t)tr->cfg->max_processes, seen = 0, refused = 0;
+	size_t max_bytes = lp_state_max_bytes(tr->cfg->max_processes), len = 0;
 	uint64_t now = lp_now_ns(), downtime_ns = 0;
+	const cJSON *procs, *p, *boot, *format;
+	struct saved *sv = NULL;
+	char path[4096];
 	double saved_at;
 	cJSON *doc;
+	uint64_t evicted = tr->exited_evicted;
 	char *text;
-	long len;
-	FILE *f;
-	int n = 0;
+	size_t n = 0;
 	bool same_boot;
+	int r;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, LP_STATE_FILE);
-	f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT ? 0
-				       : log_warning_errno(-errno, "read %s: %m, ignoring", path);
-	if (fseek(f, 0, SEEK_END) < 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0 ||
-	    !(text = malloc((size_t)len + 1))) {
-		fclose(f);
-		return log_warning_errno(-EIO, "read %s: cannot size it, ignoring", path);
+	text = read_capped(path, max_bytes, &len, &r);
+	if (r == -ENOENT)
+		return 0;
+	if (r == -EFBIG) {
+		log_error("%s is %zu bytes, over the %zu a state file of --max-processes %u can "
+			  "be: not restored",
+			  path, len, max_bytes, tr->cfg->max_processes);
+		set_aside(path, "corrupt");
+		return -EFBIG;
 	}
-	if (fread(text, 1, (size_t)len, f) != (size_t)len) {
-		fclose(f);
-		free(text);
-		return log_warning_errno(-EIO, "read %s: short read, ignoring", path);
-	}
-	fclose(f);
-	text[len] = '\0';
-	doc = cJSON_Parse(text);
+	if (r < 0)
+		return log_warning_errno(r, "read %s: %m; the totals it holds are not restored",
+					 path);
+	doc = cJSON_ParseWithLength(text, len);
 	free(text);
-	if (!doc || cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "format")) != LP_STATE_FORMAT ||
+	format = cJSON_GetObjectItemCaseSensitive(doc, "format");
+	if (!cJSON_IsObject(doc) || !cJSON_IsNumber(format)) {
+		cJSON_Delete(doc);
+		log_error("%s is corrupt (not a JSON object with a format number): not restored",
+			  path);
+		set_aside(path, "corrupt");
+		return -EINVAL;
+	}
+	if (format->valuedouble != LP_STATE_FORMAT ||
 	    cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_sub_bits")) != LP_HIST_SUB_BITS ||
 	    cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_buckets")) != LP_HIST_NBUCKETS) {
+		char suffix[32];
+
+		log_error("%s was written by another version of llmprofd (state format %g, "
+			  "histograms %g/%g; this one reads %d, %d/%d): not restored",
+			  path, format->valuedouble,
+			  cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_sub_bits")),
+			  cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_buckets")),
+			  LP_STATE_FORMAT, LP_HIST_SUB_BITS, LP_HIST_NBUCKETS);
+		snprintf(suffix, sizeof(suffix), "format-%g", format->valuedouble);
 		cJSON_Delete(doc);
-		return log_warning_errno(-EINVAL,
-					 "%s: not a state file of this version of llmprofd, "
-					 "ignoring it (the totals it holds are not restored)",
-					 path);
+		set_aside(path, suffix);
+		return -EPROTO;
 	}
 	boot = cJSON_GetObjectItem(doc, "boot_id");
 	same_boot = boot_id && cJSON_IsString(boot) && strcmp(boot->valuestring, boot_id) == 0;
@@ -337,12 +547,44 @@ int lp_state_restore(const char *dir, struct lp_tracker *tr, const char *boot_id
 	if (saved_at > 0 && realtime_s > saved_at)
 		downtime_ns = (uint64_t)((realtime_s - saved_at) * 1e9);
 	procs = cJSON_GetObjectItem(doc, "processes");
+	sv = malloc(sizeof(*sv));
+	if (!sv) {
+		cJSON_Delete(doc);
+		return log_error_errno(-ENOMEM, "read %s: %m", path);
+	}
 	cJSON_ArrayForEach(p, procs)
 	{
-		if (restore_one(tr, p, same_boot, now, downtime_ns) == 0)
+		struct reader rd = {""};
+
+		if (++seen > max_records) {
+			log_warning(
+				"%s: more than %zu records (twice --max-processes); the rest are "
+				"not restored",
+				path, max_records);
+			break;
+		}
+		memset(sv, 0, sizeof(*sv));
+		r = read_record(&rd, p, sv);
+		if (r == 0 && (r = lp_state_seen(tr, (pid_t)sv->pid, sv->starttime)) < 0)
+			snprintf(rd.why, sizeof(rd.why), "pid %llu started at %llu is saved twice",
+				 sv->pid, sv->starttime);
+		if (r == 0)
+			r = restore_one(tr, sv, same_boot, now, downtime_ns);
+		if (r == 0) {
 			n++;
+			continue;
+		}
+		/* The first reasons in full; the count says the rest. */
+		if (++refused <= 20)
+			log_warning("%s: record %zu refused: %s", path, seen,
+				    rd.why[0] ? rd.why : strerror(-r));
 	}
+	if (refused)
+		log_warning("%s: %zu record(s) refused in all", path, refused);
+	free(sv);
 	cJSON_Delete(doc);
-	log_info("restored %d process(es) from %s", n, path);
-	return n;
+	evicted = tr->exited_evicted - evicted;
+	log_info("restored %zu process(es) from %s%s", n - evicted, path,
+		 evicted ? " (the oldest exited ones beyond --max-processes left out)" : "");
+	return (int)(n - evicted);
 }

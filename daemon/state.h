@@ -12,6 +12,15 @@
 
 #define LP_STATE_FILE "state.json"
 #define LP_STATE_FORMAT 1
+/* Limits on what is read back: no saved value above 2^62 (146 years in ns; the kernel's
+ * counters do not get there), pids up to the kernel's PID_MAX_LIMIT, and a file no larger
+ * than twice --max-processes records (running and exited) of a generous size each. */
+#define LP_STATE_MAX_VALUE (1ULL << 62)
+#define LP_PID_MAX 4194304
+#define LP_STATE_BASE_BYTES (1U << 20)
+#define LP_STATE_RECORD_BYTES (32U << 10)
+
+size_t lp_state_max_bytes(uint32_t max_processes);
 
 /* The report's processes as a state document (pure). boot_id may be NULL. */
 cJSON *lp_state_render(const struct lp_report *r, const char *boot_id, double realtime_s);

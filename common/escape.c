@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Escaping of untrusted text for terminals and logs (see escape.h). */
+#include "escape.h"
+
+#include <stdint.h>
+
+/* The length of the valid, printable UTF-8 sequence at s (at most n bytes), or 0 when the
+ * byte there must be escaped. Overlong forms, surrogates and C1 controls do not pass. */
+static size_t printable_seq(const unsigned char *s, size_t n)
+{
+	uint32_t cp;
+	size_t k;
+
+	if (s[0] >= 0x20 && s[0] < 0x7f)
+		return s[0] == '\\' ? 0 : 1;
+	if (s[0] < 0xc2 || s[0] > 0xf4)
+		return 0; /* C0, DEL, continuation bytes, overlong leads, beyond U+10FFFF */
+	k = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
+	if (n < k)
+		return 0;
+	cp = s[0] & (0xff >> (k + 1));
+	for (size_t i = 1; i < k; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((k == 3 && cp < 0x800) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
+		return 0;
+	return k;
+}
+
+size_t lp_escape(char *out, size_t size, const char *in, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0, i = 0;
+
+	if (size == 0)
+		return 0;
+	while (i < len) {
+		size_t k = printable_seq(s + i, len - i);
+
+		if (k) {
+			if (o + k >= size)
+				break;
+			for (size_t j = 0; j < k; j++)
+				out[o++] = (char)s[i + j];
+			i += k;
+			continue;
+		}
+		if (s[i] == '\\') {
+			if (o + 2 >= size)
+				break;
+			out[o++] = '\\';
+			out[o++] = '\\';
+		} else {
+			if (o + 4 >= size)
+				break;
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[s[i] >> 4];
+			out[o++] = hex[s[i] & 15];
+		}
+		i++;
+	}
+	out[o] = '\0';
+	return o;
+}
+
+size_t lp_escape_printable(const char *s, size_t n)
+{
+	return n ? printable_seq((const unsigned char *)s, n) : 0;
+}
+
+bool lp_escape_clean(const char *s, size_t len)
+{
+	for (size_t i = 0, k; i < len; i += k)
+		if (!(k = printable_seq((const unsigned char *)s + i, len - i)))
+			return false;
+	return true;
+}

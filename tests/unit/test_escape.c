@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Unit tests of escaping untrusted text: what a terminal would obey never passes, printable
+ * text passes unchanged, the output is bounded, and every escape reads back to its byte. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "escape.h"
+
+static const char *esc(const char *in, size_t len)
+{
+	static char out[256];
+
+	lp_escape(out, sizeof(out), in, len);
+	return out;
+}
+
+#define ESC(lit) esc(lit, sizeof(lit) - 1)
+
+/* Undoes lp_escape(): \\ and \xNN back to bytes. */
+static size_t unescape(const char *s, char *out)
+{
+	size_t o = 0;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] == '\\') {
+			out[o++] = '\\';
+			s += 2;
+		} else if (s[0] == '\\' && s[1] == 'x') {
+			char h[3] = {s[2], s[3], 0};
+
+			out[o++] = (char)strtoul(h, NULL, 16);
+			s += 4;
+		} else {
+			out[o++] = *s++;
+		}
+	}
+	return o;
+}
+
+int main(void)
+{
+	uint64_t x = 88172645463325252ULL;
+
+	CHECK(!strcmp(ESC("llama-server"), "llama-server"), "plain ASCII passes");
+	CHECK(!strcmp(ESC("/opt/модели/ggml"), "/opt/модели/ggml"), "UTF-8 passes");
+	CHECK(!strcmp(ESC("\x1b]0;pwned\x07"), "\\x1b]0;pwned\\x07"), "OSC window title: %s",
+	      ESC("\x1b]0;pwned\x07"));
+	CHECK(!strcmp(ESC("a\nb\rc\td"), "a\\x0ab\\x0dc\\x09d"), "line breaks: %s",
+	      ESC("a\nb\rc\td"));
+	CHECK(!strcmp(ESC("\x1b[2J\x7f"), "\\x1b[2J\\x7f"), "clear screen, DEL");
+	CHECK(!strcmp(ESC("\xc2\x9b"
+			  "31m"),
+		      "\\xc2\\x9b31m"),
+	      "C1 CSI as UTF-8: %s",
+	      ESC("\xc2\x9b"
+		  "31m"));
+	CHECK(!strcmp(ESC("\x9b"
+			  "31m"),
+		      "\\x9b31m"),
+	      "a lone C1 byte");
+	CHECK(!strcmp(ESC("\xc0\xaf"), "\\xc0\\xaf"), "overlong UTF-8");
+	CHECK(!strcmp(ESC("\xed\xa0\x80"), "\\xed\\xa0\\x80"), "a UTF-16 surrogate");
+	CHECK(!strcmp(ESC("\xe2\x82"), "\\xe2\\x82"), "a truncated sequence");
+	CHECK(!strcmp(ESC("a\\x1b"), "a\\\\x1b"), "a backslash is escaped: %s", ESC("a\\x1b"));
+	CHECK(!strcmp(esc("a\0b", 3), "a\\x00b"), "NUL inside");
+	CHECK(lp_escape_clean("ggml", 4) && !lp_escape_clean("a\x1b", 2), "clean");
+
+	/* Bounded: a cut never splits an escape or a character. */
+	{
+		char small[6];
+		size_t n = lp_escape(small, sizeof(small),
+				     "ab\x1b"
+				     "cd",
+				     5);
+
+		CHECK(n == 2 && !strcmp(small, "ab"), "cut before an escape: %s", small);
+		n = lp_escape(small, sizeof(small), "abcdйx", 7);
+		CHECK(n == 4 && !strcmp(small, "abcd"), "cut before a character: %s", small);
+		CHECK(lp_escape(small, 0, "a", 1) == 0, "size 0 writes nothing");
+	}
+
+	/* Random bytes: no control byte survives, and the escapes read back exactly. */
+	for (int round = 0; round < 20000; round++) {
+		char in[32], out[LP_ESCAPE_SIZE(32)], back[32];
+		size_t len = 1 + round % 32, n;
+		int bad = 0;
+
+		for (size_t i = 0; i < len; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			in[i] = (char)x;
+		}
+		n = lp_escape(out, sizeof(out), in, len);
+		for (size_t i = 0; i < n; i++) {
+			unsigned char c = (unsigned char)out[i];
+
+			bad |= c < 0x20 || c == 0x7f;
+			if (c == 0xc2 && i + 1 < n)
+				bad |= (unsigned char)out[i + 1] >= 0x80 &&
+				       (unsigned char)out[i + 1] <= 0x9f;
+		}
+		CHECK(!bad && strlen(out) == n, "round %d: no control byte in the output", round);
+		CHECK(unescape(out, back) == len && !memcmp(back, in, len), "round %d: reads back",
+		      round);
+	}
+	return check_done();
+}
