@@ -114,11 +114,11 @@ void lp_api_response_free(struct lp_api_response *res)
 	res->len = 0;
 }
 
-/* The TCP listener is for Prometheus and serves /metrics only: it shows every process,
- * and whoever may reach it is decided by its address (loopback by default) and firewalls. */
+/* One rule on both listeners: root and members of the group see every process; any other
+ * peer whose uid is known sees that uid's processes; a peer nobody knows sees none. */
 static bool visible(const struct lp_peer *p, const struct lp_target *t)
 {
-	return !p->unix_socket || p->privileged || (t->uid != (uid_t)-1 && t->uid == p->uid);
+	return p->privileged || (p->known && t->uid != (uid_t)-1 && t->uid == p->uid);
 }
 
 /* Drops the views the peer may not see. */
@@ -148,9 +148,12 @@ static void get_status(const struct lp_api_backend *b, const struct lp_peer *p,
 		lp_api_error(res, 500, LP_ERR_INTERNAL, "read the kernel maps: %s", strerror(-ret));
 		return;
 	}
+	/* What an unprivileged peer is told counts its own processes only. */
 	for (size_t i = 0; i < r.nprocs; i++) {
-		running += !r.procs[i].target->exited;
-		visible_n += visible(p, r.procs[i].target);
+		bool v = visible(p, r.procs[i].target);
+
+		running += (p->privileged || v) && !r.procs[i].target->exited;
+		visible_n += v;
 	}
 	nprocs = r.nprocs;
 	r.nprocs = 0; /* the header only: the list is /v1/processes */
@@ -165,9 +168,18 @@ static void get_status(const struct lp_api_backend *b, const struct lp_peer *p,
 	cJSON_AddNumberToObject(doc, "api", LP_API_VERSION);
 	o = cJSON_AddObjectToObject(doc, "processes");
 	cJSON_AddNumberToObject(o, "running", (double)running);
-	cJSON_AddNumberToObject(o, "exited", (double)(nprocs - running));
+	cJSON_AddNumberToObject(o, "exited",
+				(double)(p->privileged ? nprocs - running : visible_n - running));
 	cJSON_AddNumberToObject(o, "visible", (double)visible_n);
 	b->status(b->ctx, doc);
+	if (!p->privileged) {
+		cJSON *m;
+
+		/* Map fill and probe counts grow with every user's processes and libraries. */
+		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(doc, "maps"))
+			cJSON_DeleteItemFromObjectCaseSensitive(m, "entries");
+		cJSON_DeleteItemFromObjectCaseSensitive(doc, "probes");
+	}
 	peer = cJSON_AddObjectToObject(doc, "peer");
 	cJSON_AddNumberToObject(peer, "uid", p->uid);
 	cJSON_AddBoolToObject(peer, "privileged", p->privileged);
@@ -211,14 +223,6 @@ static const char *group_of(const struct lp_api_backend *b)
 	return b->group && *b->group ? b->group : LP_GROUP;
 }
 
-static void forbidden_other(const struct lp_api_backend *b, struct lp_api_response *res, pid_t pid)
-{
-	lp_api_error(res, 403, LP_ERR_FORBIDDEN,
-		     "pid %d belongs to another user; root and members of group '%s' see every "
-		     "process",
-		     (int)pid, group_of(b));
-}
-
 static void get_process(const struct lp_api_backend *b, const struct lp_peer *p, pid_t pid,
 			struct lp_api_response *res)
 {
@@ -235,10 +239,10 @@ static void get_process(const struct lp_api_backend *b, const struct lp_peer *p,
 	for (size_t i = 0; i < r.nprocs; i++)
 		if (!v || !r.procs[i].target->exited || v->target->exited)
 			v = &r.procs[i];
-	if (!v)
+	/* Another user's process reads as not tracked: a 403 would tell an unprivileged peer
+	 * that the pid is an LLM process. */
+	if (!v || !visible(p, v->target))
 		not_tracked(res, pid);
-	else if (!visible(p, v->target))
-		forbidden_other(b, res, pid);
 	else {
 		cJSON *doc = lp_render_proc(&r, v);
 
@@ -398,7 +402,8 @@ static void get_metrics(const struct lp_api_backend *b, const struct lp_peer *p,
 			struct lp_api_response *res)
 {
 	struct lp_metrics_opts o = {.max_processes = b->metrics_max_processes,
-				    .start_time = b->start_time};
+				    .start_time = b->start_time,
+				    .hide_fill = !p->privileged};
 	struct lp_report r;
 	char *text;
 	size_t len;

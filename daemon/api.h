@@ -15,9 +15,14 @@
 /* Who is asking. */
 struct lp_peer {
 	bool unix_socket; /* false: the TCP listener, which serves /metrics only */
+	bool known;	  /* uid is who it is: Unix credentials, or a loopback socket's owner */
 	uid_t uid;
 	pid_t pid;
 	bool privileged; /* root or a member of LP_GROUP: sees everything, may change state */
+	/* TCP: the credentials did not match (401 with a challenge), or nobody can be known
+	 * and nothing allows an unknown peer (403): see webconfig.h. */
+	bool auth_failed;
+	bool denied;
 };
 
 /* What the daemon does for the API. Each returns 0 or -errno. */

@@ -200,8 +200,13 @@ static void on_reload(evutil_socket_t fd, short what, void *arg)
 	checkpoint_arm(d);
 	lp_log_set_level(cfg.verbose ? LOG_DEBUG : LOG_INFO);
 	d->api.metrics_max_processes = cfg.metrics_max_processes;
-	if (d->server)
-		lp_server_set_limits(d->server, cfg.max_connections, cfg.http_timeout);
+	if (d->server) {
+		struct lp_server_opts so = {.max_connections = cfg.max_connections,
+					    .max_per_uid = cfg.max_per_uid,
+					    .timeout_s = cfg.http_timeout};
+
+		lp_server_set_limits(d->server, &so);
+	}
 	lp_config_store_free(&store);
 	d->reloads++;
 	log_info("reloaded the configuration: %d setting(s) applied, %d need a restart", applied,
@@ -335,6 +340,7 @@ static void api_status(void *ctx, cJSON *o)
 	cJSON_AddNumberToObject(x, "accepted", (double)st.accepted);
 	cJSON_AddNumberToObject(x, "requests", (double)st.requests);
 	cJSON_AddNumberToObject(x, "over_cap", (double)st.over_cap);
+	cJSON_AddNumberToObject(x, "over_uid_cap", (double)st.over_uid_cap);
 	cJSON_AddNumberToObject(x, "timed_out", (double)st.timed_out);
 	cJSON_AddNumberToObject(x, "http_errors_rewritten", (double)st.rewritten);
 	cJSON_AddNumberToObject(o, "reloads", (double)d->reloads);
@@ -501,6 +507,7 @@ static int serve_setup(struct daemon *d, struct event **ev_hup, struct event **e
 		.socket_group = d->cfg.socket_group,
 		.metrics_address = d->cfg.metrics_address,
 		.max_connections = d->cfg.max_connections,
+		.max_per_uid = d->cfg.max_per_uid,
 		.timeout_s = d->cfg.http_timeout,
 	};
 	uint64_t wd_usec = 0;

@@ -74,6 +74,8 @@ static void usage(FILE *out)
 		"                           " LP_METRICS_ADDRESS "; 'off' for none)\n"
 		"      --metrics-max-processes N  processes in /metrics at most (default 100)\n"
 		"      --max-connections N  open API connections at most (default 1024)\n"
+		"      --max-connections-per-uid N  of those, held by one user other than root\n"
+		"                           and the group (default 64)\n"
 		"      --http-timeout S     seconds a connection gets per request (default 10)\n"
 		"      --retention S        seconds an exited process stays (default 3600)\n"
 		"      --state-directory DIR  totals saved at exit, read at start (default\n"
@@ -229,6 +231,7 @@ enum {
 	OPT_RETENTION,
 	OPT_STATE_DIR,
 	OPT_CHECKPOINT,
+	OPT_MAX_PER_UID,
 };
 
 static const struct option opts[] = {
@@ -262,6 +265,7 @@ static const struct option opts[] = {
 	{"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
 	{"metrics-max-processes", required_argument, NULL, OPT_METRICS_MAX},
 	{"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+	{"max-connections-per-uid", required_argument, NULL, OPT_MAX_PER_UID},
 	{"http-timeout", required_argument, NULL, OPT_HTTP_TIMEOUT},
 	{"retention", required_argument, NULL, OPT_RETENTION},
 	{"state-directory", required_argument, NULL, OPT_STATE_DIR},
@@ -292,6 +296,7 @@ static const struct u32_opt u32_opts[] = {
 	{OPT_SAMPLE_HZ, 0, 10000, offsetof(struct lp_config, sample_hz)},
 	{OPT_METRICS_MAX, 1, 100000, offsetof(struct lp_config, metrics_max_processes)},
 	{OPT_MAX_CONNECTIONS, 1, 100000, offsetof(struct lp_config, max_connections)},
+	{OPT_MAX_PER_UID, 1, 100000, offsetof(struct lp_config, max_per_uid)},
 	{OPT_HTTP_TIMEOUT, 1, 3600, offsetof(struct lp_config, http_timeout)},
 };
 
@@ -491,6 +496,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->metrics_address = LP_METRICS_ADDRESS;
 	cfg->metrics_max_processes = 100;
 	cfg->max_connections = 1024;
+	cfg->max_per_uid = 64;
 	cfg->http_timeout = 10;
 	cfg->retention = 3600;
 	cfg->checkpoint = 60;
@@ -706,6 +712,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 				*cfg->metrics_address ? cfg->metrics_address : "off");
 	cJSON_AddNumberToObject(o, "metrics-max-processes", cfg->metrics_max_processes);
 	cJSON_AddNumberToObject(o, "max-connections", cfg->max_connections);
+	cJSON_AddNumberToObject(o, "max-connections-per-uid", cfg->max_per_uid);
 	cJSON_AddNumberToObject(o, "http-timeout", cfg->http_timeout);
 	cJSON_AddNumberToObject(o, "retention", cfg->retention);
 	cJSON_AddStringToObject(o, "state-directory", *cfg->state_dir ? cfg->state_dir : "off");
@@ -720,6 +727,7 @@ void lp_config_reload(struct lp_config *live, const struct lp_config *next)
 	live->precise_period = next->precise_period;
 	live->metrics_max_processes = next->metrics_max_processes;
 	live->max_connections = next->max_connections;
+	live->max_per_uid = next->max_per_uid;
 	live->http_timeout = next->http_timeout;
 	live->retention = next->retention;
 	live->checkpoint = next->checkpoint;
@@ -728,10 +736,16 @@ void lp_config_reload(struct lp_config *live, const struct lp_config *next)
 
 bool lp_option_reloadable(const char *name)
 {
-	static const char *const live[] = {
-		"precise-duty",	       "precise-period", "metrics-max-processes",
-		"max-connections",     "http-timeout",	 "retention",
-		"checkpoint-interval", "verbose",	 NULL};
+	static const char *const live[] = {"precise-duty",
+					   "precise-period",
+					   "metrics-max-processes",
+					   "max-connections",
+					   "http-timeout",
+					   "retention",
+					   "checkpoint-interval",
+					   "verbose",
+					   "max-connections-per-uid",
+					   NULL};
 
 	for (const char *const *p = live; *p; p++)
 		if (strcmp(*p, name) == 0)

@@ -25,6 +25,7 @@
 
 #include "llmprof/protocol.h"
 #include "log.h"
+#include "peer.h"
 
 struct lp_server;
 
@@ -62,7 +63,7 @@ struct lp_server {
 	int nl;
 	char *created_path; /* the socket file we bound, removed at the end */
 	struct conn *conns;
-	uint32_t max_connections;
+	uint32_t max_connections, max_per_uid;
 	uint32_t timeout_s;
 	bool listeners_paused;
 	gid_t group;
@@ -95,53 +96,62 @@ static const char *method_name(enum evhttp_cmd_type t)
 	return "?";
 }
 
-/* Root, the socket's group as primary group, or the group among the supplementary groups
- * the peer had when it connected (SO_PEERGROUPS). */
-static bool peer_privileged(const struct lp_server *s, int fd, const struct ucred *uc)
-{
-	gid_t small[64], *groups = small;
-	socklen_t len = sizeof(small);
-	bool found = false;
-
-	if (uc->uid == 0)
-		return true;
-	if (!s->have_group)
-		return false;
-	if (uc->gid == s->group)
-		return true;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
-		if (errno != ERANGE || !(groups = malloc(len)))
-			return false;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
-			free(groups);
-			return false;
-		}
-	}
-	for (size_t i = 0; i < len / sizeof(gid_t); i++)
-		found |= groups[i] == s->group;
-	if (groups != small)
-		free(groups);
-	return found;
-}
-
 static void read_peer(struct conn *c)
 {
-	int fd = bufferevent_getfd(c->bev);
-	struct ucred uc;
-	socklen_t len = sizeof(uc);
+	struct lp_server *s = c->l->s;
+	int fd = bufferevent_getfd(c->bev), r;
 
 	c->peer_known = true;
 	c->peer.unix_socket = c->l->unix_socket;
 	c->peer.uid = (uid_t)-1;
-	if (!c->l->unix_socket)
+	if (fd < 0)
 		return;
-	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0) {
-		log_warning("read peer credentials: %m; treating the peer as unprivileged");
+	if (c->l->unix_socket) {
+		r = lp_peer_unix(fd, s->have_group, s->group, &c->peer);
+		if (r < 0)
+			log_warning_errno(r, "read peer credentials: %m; treating the peer as "
+					     "unprivileged");
 		return;
 	}
-	c->peer.uid = uc.uid;
-	c->peer.pid = uc.pid;
-	c->peer.privileged = peer_privileged(c->l->s, fd, &uc);
+	r = lp_peer_tcp(fd, s->have_group, s->group, &c->peer);
+	if (r < 0 && r != -EADDRNOTAVAIL)
+		log_warning_errno(r, "find the local owner of a /metrics connection: %m; it sees "
+				     "no process");
+}
+
+/* Whether a new connection is one too many: privileged peers are held to the whole cap;
+ * the others leave LP_SERVER_PRIVILEGED_ROOM of it free, and one uid may not hold more than
+ * max_per_uid, so that a local user cannot starve every other client. */
+static bool over_cap(struct conn *c)
+{
+	struct lp_server *s = c->l->s;
+	uint64_t unpriv = 0, same = 0;
+	uint32_t room = s->max_connections > 2 * LP_SERVER_PRIVILEGED_ROOM
+				? s->max_connections - LP_SERVER_PRIVILEGED_ROOM
+				: (s->max_connections + 1) / 2;
+
+	if (c->peer.privileged) {
+		if (s->st.connections <= s->max_connections)
+			return false;
+		s->st.over_cap++;
+		return true;
+	}
+	for (struct conn *o = s->conns; o; o = o->next) {
+		if (!o->peer_known || o->peer.privileged || o->over_cap)
+			continue;
+		unpriv++;
+		same += o->peer.known == c->peer.known && o->peer.uid == c->peer.uid;
+	}
+	if (same > s->max_per_uid) {
+		s->st.over_cap++;
+		s->st.over_uid_cap++;
+		return true;
+	}
+	if (unpriv > room || s->st.connections > s->max_connections) {
+		s->st.over_cap++;
+		return true;
+	}
+	return false;
 }
 
 static void listeners_pause(struct lp_server *s, bool pause)
@@ -214,6 +224,8 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 		} else {
 			log_error("evhttp connection not found for a new connection, ignoring");
 		}
+		read_peer(c);
+		c->over_cap = over_cap(c);
 		deadline_arm(c);
 		return;
 	}
@@ -405,9 +417,6 @@ static struct bufferevent *on_new_connection(struct event_base *base, void *arg)
 	s->conns = c;
 	s->st.connections++;
 	s->st.accepted++;
-	c->over_cap = s->st.connections > s->max_connections;
-	if (c->over_cap)
-		s->st.over_cap++;
 	if (s->st.connections >= 2 * (uint64_t)s->max_connections)
 		listeners_pause(s, true);
 	/* Right away, then at the deadline: see on_deadline(). */
@@ -489,7 +498,9 @@ static void on_request(struct evhttp_request *req, void *arg)
 	memset(&res, 0, sizeof(res));
 	if (c && c->over_cap) {
 		lp_api_error(&res, 503, LP_ERR_TOO_MANY_CONNECTIONS,
-			     "more than %u connections are open; try again", s->max_connections);
+			     "too many connections are open (at most %u, %u for one user); try "
+			     "again",
+			     s->max_connections, s->max_per_uid);
 		evhttp_add_header(hdr, "Connection", "close");
 	} else if (framing_error(req, &res)) {
 		evhttp_add_header(hdr, "Connection", "close");
@@ -621,6 +632,7 @@ int lp_server_start(struct lp_server **out, struct event_base *base, const struc
 	s->base = base;
 	s->backend = b;
 	s->max_connections = o->max_connections;
+	s->max_per_uid = o->max_per_uid;
 	s->timeout_s = o->timeout_s;
 	gr = o->socket_group && *o->socket_group ? getgrnam(o->socket_group) : NULL;
 	if (gr) {
@@ -686,12 +698,13 @@ fail:
 	return r;
 }
 
-void lp_server_set_limits(struct lp_server *s, uint32_t max_connections, uint32_t timeout_s)
+void lp_server_set_limits(struct lp_server *s, const struct lp_server_opts *o)
 {
-	s->max_connections = max_connections;
-	s->timeout_s = timeout_s;
+	s->max_connections = o->max_connections;
+	s->max_per_uid = o->max_per_uid;
+	s->timeout_s = o->timeout_s;
 	for (int i = 0; i < s->nl; i++)
-		evhttp_set_timeout(s->l[i].http, (int)timeout_s);
+		evhttp_set_timeout(s->l[i].http, (int)o->timeout_s);
 }
 
 void lp_server_stats(const struct lp_server *s, struct lp_server_stats *out)

@@ -21,14 +21,20 @@ struct lp_server_opts {
 	const char *socket_group;    /* group owner of the socket; its members are privileged */
 	const char *metrics_address; /* "host:port" for TCP /metrics, NULL or "" for none */
 	uint32_t max_connections;
+	/* Connections one unprivileged uid may hold; unprivileged peers together stay below
+	 * max_connections less LP_SERVER_PRIVILEGED_ROOM, so root and the group always get in. */
+	uint32_t max_per_uid;
 	uint32_t timeout_s; /* a connection gets this long per request, slow or not */
 };
+
+#define LP_SERVER_PRIVILEGED_ROOM 16
 
 struct lp_server_stats {
 	uint64_t connections; /* open now */
 	uint64_t accepted;
-	uint64_t over_cap;  /* answered 503: too many connections */
-	uint64_t timed_out; /* dropped at the deadline */
+	uint64_t over_cap;     /* answered 503: too many connections */
+	uint64_t over_uid_cap; /* of those, because one uid held too many */
+	uint64_t timed_out;    /* dropped at the deadline */
 	uint64_t requests;
 	uint64_t rewritten; /* evhttp's own error pages turned into JSON */
 };
@@ -37,8 +43,8 @@ struct lp_server_stats {
 int lp_server_start(struct lp_server **out, struct event_base *base, const struct lp_server_opts *o,
 		    const struct lp_api_backend *b);
 
-/* SIGHUP: the connection cap and the deadline apply to new connections. */
-void lp_server_set_limits(struct lp_server *s, uint32_t max_connections, uint32_t timeout_s);
+/* SIGHUP: the connection caps and the deadline (of o) apply to new connections. */
+void lp_server_set_limits(struct lp_server *s, const struct lp_server_opts *o);
 
 void lp_server_stats(const struct lp_server *s, struct lp_server_stats *out);
 

@@ -4,6 +4,7 @@
 every error with its status and JSON body, access by uid and group, malformed and oversized
 requests, 500 idle connections and a slow client next to a client that still gets answers,
 the connection cap, retention, SIGHUP reload, and totals kept across SIGTERM and start."""
+import json
 import os
 import signal
 import socket
@@ -242,15 +243,29 @@ def test_access():
             d.wait_ready()
         seen = [p["pid"] for p in d.get("/v1/processes", user=nobody)["processes"]]
         t.check(seen == [theirs.pid], "uid %d sees only its own process: %s" % (NOBODY, seen))
+        # Someone else's process answers exactly as a pid nobody tracks: a 403 would tell
+        # an unprivileged user that the pid is an LLM process.
         status, doc, _ = d.api("GET", "/v1/processes/%d" % mine.pid, user=nobody)
-        t.check(status == 403 and is_error(doc, "forbidden") and "llmproftest" in
-                doc["error"]["message"], "someone else's process: 403 naming the group")
+        untracked = t.unused_pid()
+        s2, doc2, _ = d.api("GET", "/v1/processes/%d" % untracked, user=nobody)
+        t.check(status == s2 == 404 and is_error(doc, "no_such_process") and
+                json.dumps(doc).replace(str(mine.pid), "N") ==
+                json.dumps(doc2).replace(str(untracked), "N"),
+                "someone else's process: the same 404 as a pid that is not tracked")
         status, doc, _ = d.api("POST", "/v1/processes/%d/reset" % theirs.pid, user=nobody)
         t.check(status == 403 and is_error(doc, "forbidden"),
                 "reset of even its own process needs the group")
         st = d.get("/v1/status", user=nobody)
         t.check(not st["peer"]["privileged"] and st["peer"]["uid"] == NOBODY,
                 "status tells the peer it is unprivileged")
+        t.check(st["processes"]["running"] == 1 and "probes" not in st and
+                all("entries" not in m for m in st["maps"]),
+                "status counts only its own processes and shows no map fill or probe counts")
+        metrics = d.api("GET", "/metrics", user=nobody)[1]
+        t.check("llmprofd_map_entries{" not in metrics and
+                'llmprofd_processes{state="running"} 1' in metrics,
+                "nor does /metrics: %s" % [x for x in metrics.splitlines()
+                                           if x.startswith("llmprofd_processes{")])
         seen = sorted(p["pid"] for p in d.get("/v1/processes", user=member)["processes"])
         t.check(seen == sorted([mine.pid, theirs.pid]),
                 "a member of the group (supplementary) sees every process")
@@ -327,6 +342,33 @@ def test_connections():
         s.close()
     t.poll("a slot to free up", lambda: d.api("GET", "/v1/status")[0] == 200, timeout=10)
     t.check(True, "after they close, requests are served again")
+    d.stop()
+
+    print("--- one local user cannot hold every connection")
+    d = t.Daemon("--no-discover", "--pid", str(os.getpid()), "--socket-mode", "0666",
+                 "--max-connections", "64", "--max-connections-per-uid", "8")
+    d.wait_ready()
+    hog = t.subprocess.Popen(t.as_user(NOBODY) + [sys.executable, "-c", (
+        "import socket, sys, time\n"
+        "s = [socket.socket(socket.AF_UNIX) for _ in range(60)]\n"
+        "[x.connect(sys.argv[1]) for x in s]\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)"), d.socket], stdout=t.subprocess.PIPE)
+    t._children.append(hog)
+    t.check(hog.stdout.readline().strip() == b"held", "uid %d opened 60 connections" % NOBODY)
+    t.poll("the daemon to see them",
+           lambda: d.get("/v1/status")["server"]["connections"] >= 60, timeout=10)
+    status, doc, _ = d.api("GET", "/v1/status", user=t.as_user(NOBODY))
+    t.check(status == 503 and is_error(doc, "too_many_connections"),
+            "its next connection gets 503: %s" % doc)
+    status, doc, _ = d.api("GET", "/v1/status", user=t.as_user(NOBODY - 1))
+    t.check(status == 200, "another unprivileged user still gets in (%d)" % status)
+    st = d.get("/v1/status")
+    t.check(st["api"] == 1, "root still gets in")
+    t.check(st["server"]["over_uid_cap"] >= 52,
+            "the refusals are counted: %d over the per-uid cap" % st["server"]["over_uid_cap"])
+    hog.kill()
+    hog.wait()
     d.stop()
 
 

@@ -27,11 +27,6 @@ def expect(args, code, text, user=None):
             % (" ".join(args), rc, code, text, "" if text in err else "; said: " + err.strip()[-300:]))
 
 
-def unused_pid():
-    pid_max = int(open("/proc/sys/kernel/pid_max").read())
-    for pid in range(pid_max - 1, 1, -1):
-        if not os.path.exists("/proc/%d" % pid):
-            return pid
 
 
 def main():
@@ -54,7 +49,7 @@ def main():
     expect(["--bogus"], 2, "unrecognized option")
 
     if os.geteuid() == 0:
-        pid = unused_pid()
+        pid = t.unused_pid()
         expect(["--once", "--pid", str(pid)], 1, "--pid %d: no such process" % pid)
         expect(["--once", "--pid", "1"], 1, "permission denied loading BPF programs", user="nobody")
 

@@ -16,12 +16,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def http_get(url, timeout=5):
@@ -46,7 +40,7 @@ def main():
         if not shutil.which(tool):
             raise AssertionError("%s is not installed (Debian package prometheus; "
                                  "scripts/install-deps.sh installs it)" % tool)
-    port = free_port()
+    port = t.free_port()
     fx = t.Fixture("--contend-ms", "300", "--futex-threads", "2", "--futex-waits", "10",
                    "--futex-ms", "1", "--hold")
     d = t.Daemon("--pid", str(fx.pid), "--metrics-address", "127.0.0.1:%d" % port)
@@ -81,7 +75,7 @@ def main():
                 "TCP refuses the API with a JSON 404")
 
     # A real Prometheus server scrapes it.
-    prom_port = free_port()
+    prom_port = t.free_port()
     work = t.tmpdir("llmprof-prom-")
     conf = os.path.join(work, "prometheus.yml")
     with open(conf, "w") as f:
@@ -161,4 +155,56 @@ def main():
     d.stop()
 
 
-t.run(main, timeout=200)
+def tcp_pids(port, user, pids):
+    """The fixture pids /metrics shows over TCP to a curl run as user."""
+    p = subprocess.run(user + ["curl", "-sS", "--max-time", "10",
+                               "http://127.0.0.1:%d/metrics" % port],
+                       capture_output=True, text=True, timeout=20)
+    return sorted(x for x in pids if 'pid="%d"' % x in p.stdout), p.stdout
+
+
+def test_tcp_access():
+    print("--- TCP /metrics follows the socket's rule for local users")
+    nobody = 65534
+    mine = t.Fixture("--futex-threads", "0", "--hold")
+    theirs = subprocess.Popen(t.as_user(nobody) + [t.LPFIXTURE, "--wait-go", "--futex-threads",
+                                                   "0", "--hold"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    t._children.append(theirs)
+    pids = [mine.pid, theirs.pid]
+    # A user in the group by the user database, as `usermod -aG llmprof prometheus` makes.
+    group, user = "llmproftcp", "llmproftcp"
+    subprocess.run(["groupadd", "--system", group], capture_output=True)
+    subprocess.run(["useradd", "--system", "--no-create-home", "-N", "-G", group, user],
+                   capture_output=True)
+    try:
+        uid = int(subprocess.run(["id", "-u", user], capture_output=True, text=True,
+                                 check=True).stdout)
+        port = t.free_port()
+        d = t.Daemon("--pid", str(mine.pid), "--pid", str(theirs.pid), "--socket-group", group,
+                     "--metrics-address", "127.0.0.1:%d" % port)
+        d.wait_ready()
+        t.check(tcp_pids(port, [], pids)[0] == sorted(pids), "root sees every process")
+        seen, text = tcp_pids(port, t.as_user(nobody), pids)
+        t.check(seen == [theirs.pid], "uid %d sees its own process only: %s" % (nobody, seen))
+        t.check("llmprofd_map_entries{" not in text, "and no map fill")
+        seen, _ = tcp_pids(port, ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid,
+                                  "--init-groups"], pids)
+        t.check(seen == sorted(pids), "a member of the group sees every process: %s" % seen)
+        seen, _ = tcp_pids(port, t.as_user(nobody - 1), pids)
+        t.check(seen == [], "another uid sees none: %s" % seen)
+        d.stop()
+    finally:
+        subprocess.run(["userdel", user], capture_output=True)
+        subprocess.run(["groupdel", group], capture_output=True)
+    mine.release()
+    theirs.kill()
+    theirs.wait()
+
+
+def all_tests():
+    main()
+    test_tcp_access()
+
+
+t.run(all_tests, timeout=240)

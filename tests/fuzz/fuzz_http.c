@@ -89,6 +89,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 				   .socket_group = "",
 				   .metrics_address = "",
 				   .max_connections = 64,
+				   .max_per_uid = 64,
 				   .timeout_s = 5};
 
 	(void)argc;

@@ -349,6 +349,24 @@ def proc_of(report, pid):
     raise AssertionError("pid %d not in report: %s" % (pid, [p["pid"] for p in report["processes"]]))
 
 
+def unused_pid():
+    """A pid no process has now (from the top of the range, so not reused soon)."""
+    pid_max = int(open("/proc/sys/kernel/pid_max").read())
+    for pid in range(pid_max - 1, 1, -1):
+        if not os.path.exists("/proc/%d" % pid):
+            return pid
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def prog_ids_of(pid):
     """The ids of the BPF programs process pid holds open (its own daemon's, never a user's
     llmprofd that may run beside the tests). Debian's bpftool 7.1 prints no owning pids;
