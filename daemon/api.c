@@ -26,6 +26,8 @@ static const char *reason_of(int status)
 		return "OK";
 	case 400:
 		return "Bad Request";
+	case 401:
+		return "Unauthorized";
 	case 403:
 		return "Forbidden";
 	case 404:

@@ -62,11 +62,12 @@ struct lp_config {
 	const char *metrics_address; /* "" = no TCP listener */
 	uint32_t metrics_max_processes;
 	uint32_t max_connections;
-	uint32_t max_per_uid;  /* connections one unprivileged uid may hold */
-	uint32_t http_timeout; /* seconds per request on a connection */
-	double retention;      /* seconds an exited process stays in reports */
-	double checkpoint;     /* seconds between saves of the totals; 0: only at exit */
-	const char *state_dir; /* "" = no persistence */
+	uint32_t max_per_uid;	/* connections one unprivileged uid may hold */
+	const char *web_config; /* exporter-toolkit web configuration for TCP; "" for none */
+	uint32_t http_timeout;	/* seconds per request on a connection */
+	double retention;	/* seconds an exited process stays in reports */
+	double checkpoint;	/* seconds between saves of the totals; 0: only at exit */
+	const char *state_dir;	/* "" = no persistence */
 };
 
 /* Strings and arrays a config owns (from the file or split lists). */

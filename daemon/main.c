@@ -27,6 +27,7 @@
 #include "snapshot.h"
 #include "state.h"
 #include "track.h"
+#include "webconfig.h"
 
 struct daemon {
 	struct lp_config cfg;
@@ -41,6 +42,7 @@ struct daemon {
 	struct event_base *base;
 	struct event *ev_pending;
 	struct event *ev_checkpoint;
+	char *web_config; /* the live --web-config-file, kept across reloads */
 	struct lp_server *server;
 	struct lp_api_backend api;
 	double start_realtime;
@@ -154,6 +156,27 @@ static double realtime_now(void)
 
 static void checkpoint_arm(struct daemon *d);
 
+static int web_config_reload(struct daemon *d, const char *path)
+{
+	struct lp_webconfig *w = NULL;
+	char *keep = strdup(path);
+	int r;
+
+	if (!keep)
+		return -ENOMEM;
+	r = *path ? lp_webconfig_load(path, &w) : 0;
+	if (r == 0)
+		r = lp_server_set_webconfig(d->server, w);
+	if (r < 0) {
+		free(keep);
+		return r;
+	}
+	free(d->web_config);
+	d->web_config = keep;
+	d->cfg.web_config = keep;
+	return 0;
+}
+
 /* SIGHUP: reads the file and the command line again. Settings that apply to the running
  * daemon take effect; the others are named with "restart to apply". Nothing collected is
  * touched. A bad file keeps the current settings. */
@@ -198,6 +221,10 @@ static void on_reload(evutil_socket_t fd, short what, void *arg)
 	cJSON_Delete(next);
 	lp_config_reload(&d->cfg, &cfg);
 	checkpoint_arm(d);
+	/* The web configuration is read again whether or not its name changed: passwords and
+	 * certificates change in place. A file with errors keeps the current one. */
+	if (d->server && web_config_reload(d, cfg.web_config) < 0)
+		log_error("reload: keeping the current web configuration");
 	lp_log_set_level(cfg.verbose ? LOG_DEBUG : LOG_INFO);
 	d->api.metrics_max_processes = cfg.metrics_max_processes;
 	if (d->server) {
@@ -513,6 +540,11 @@ static int serve_setup(struct daemon *d, struct event **ev_hup, struct event **e
 	uint64_t wd_usec = 0;
 	int r;
 
+	if (*d->cfg.web_config) {
+		r = lp_webconfig_load(d->cfg.web_config, &so.web);
+		if (r < 0)
+			return r;
+	}
 	d->api = (struct lp_api_backend){
 		.ctx = d,
 		.report = api_report,
@@ -573,6 +605,12 @@ static int run(struct daemon *d)
 		 d->core.mmap_source ? d->core.mmap_source : "nothing (off)", d->core.sample_hz,
 		 d->core.nsample_cpus);
 	log_memory(&d->core);
+	if (d->cfg.check && *d->cfg.web_config) {
+		r = lp_webconfig_check(d->cfg.web_config);
+		if (r < 0)
+			return r;
+		log_info("check: web configuration %s is usable", d->cfg.web_config);
+	}
 	if (d->cfg.check) {
 		/* Everything required attached (lp_core_load fails otherwise); what degraded was
 		 * logged above with what it costs. */
@@ -720,5 +758,6 @@ int main(int argc, char **argv)
 	lp_core_destroy(&d.core);
 out:
 	lp_config_store_free(&d.store);
+	free(d.web_config);
 	return ret;
 }

@@ -73,6 +73,8 @@ static void usage(FILE *out)
 		"      --metrics-address HOST:PORT  TCP listener for /metrics only (default\n"
 		"                           " LP_METRICS_ADDRESS "; 'off' for none)\n"
 		"      --metrics-max-processes N  processes in /metrics at most (default 100)\n"
+		"      --web-config-file FILE  TLS and basic authentication for the TCP listener,\n"
+		"                           in exporter-toolkit's format (also --web.config.file)\n"
 		"      --max-connections N  open API connections at most (default 1024)\n"
 		"      --max-connections-per-uid N  of those, held by one user other than root\n"
 		"                           and the group (default 64)\n"
@@ -232,6 +234,7 @@ enum {
 	OPT_STATE_DIR,
 	OPT_CHECKPOINT,
 	OPT_MAX_PER_UID,
+	OPT_WEB_CONFIG,
 };
 
 static const struct option opts[] = {
@@ -266,6 +269,9 @@ static const struct option opts[] = {
 	{"metrics-max-processes", required_argument, NULL, OPT_METRICS_MAX},
 	{"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
 	{"max-connections-per-uid", required_argument, NULL, OPT_MAX_PER_UID},
+	{"web-config-file", required_argument, NULL, OPT_WEB_CONFIG},
+	/* exporter-toolkit's spelling, which node_exporter users type */
+	{"web.config.file", required_argument, NULL, OPT_WEB_CONFIG},
 	{"http-timeout", required_argument, NULL, OPT_HTTP_TIMEOUT},
 	{"retention", required_argument, NULL, OPT_RETENTION},
 	{"state-directory", required_argument, NULL, OPT_STATE_DIR},
@@ -424,6 +430,7 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 	case OPT_SOCKET_GROUP:
 	case OPT_METRICS_ADDRESS:
 	case OPT_STATE_DIR:
+	case OPT_WEB_CONFIG:
 		s = keep(st, strdup(strcmp(arg, "off") == 0 && c != OPT_SOCKET ? "" : arg));
 		if (!s)
 			return -ENOMEM;
@@ -434,6 +441,7 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 		*(c == OPT_SOCKET	     ? &cfg->socket_path
 		  : c == OPT_SOCKET_GROUP    ? &cfg->socket_group
 		  : c == OPT_METRICS_ADDRESS ? &cfg->metrics_address
+		  : c == OPT_WEB_CONFIG	     ? &cfg->web_config
 					     : &cfg->state_dir) = s;
 		return 0;
 	case OPT_SOCKET_MODE: {
@@ -501,6 +509,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->retention = 3600;
 	cfg->checkpoint = 60;
 	cfg->state_dir = LP_STATE_DIR;
+	cfg->web_config = "";
 }
 
 struct file_ctx {
@@ -711,6 +720,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddStringToObject(o, "metrics-address",
 				*cfg->metrics_address ? cfg->metrics_address : "off");
 	cJSON_AddNumberToObject(o, "metrics-max-processes", cfg->metrics_max_processes);
+	cJSON_AddStringToObject(o, "web-config-file", *cfg->web_config ? cfg->web_config : "off");
 	cJSON_AddNumberToObject(o, "max-connections", cfg->max_connections);
 	cJSON_AddNumberToObject(o, "max-connections-per-uid", cfg->max_per_uid);
 	cJSON_AddNumberToObject(o, "http-timeout", cfg->http_timeout);
@@ -745,6 +755,7 @@ bool lp_option_reloadable(const char *name)
 					   "checkpoint-interval",
 					   "verbose",
 					   "max-connections-per-uid",
+					   "web-config-file",
 					   NULL};
 
 	for (const char *const *p = live; *p; p++)

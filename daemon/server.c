@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -21,11 +22,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <openssl/ssl.h>
 #include <unistd.h>
 
 #include "llmprof/protocol.h"
 #include "log.h"
 #include "peer.h"
+#include "webconfig.h"
 
 struct lp_server;
 
@@ -68,6 +71,8 @@ struct lp_server {
 	bool listeners_paused;
 	gid_t group;
 	bool have_group;
+	struct lp_webconfig *web;
+	SSL_CTX *tls;
 	struct lp_server_stats st;
 };
 
@@ -399,7 +404,19 @@ static struct bufferevent *on_new_connection(struct event_base *base, void *arg)
 	if (!c)
 		return NULL; /* evhttp makes its own; this connection is not tracked */
 	c->l = l;
-	c->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (!l->unix_socket && s->tls) {
+		SSL *ssl = SSL_new(s->tls);
+
+		/* evhttp sets the descriptor; the handshake runs before the first request. */
+		c->bev = ssl ? bufferevent_openssl_socket_new(base, -1, ssl,
+							      BUFFEREVENT_SSL_ACCEPTING,
+							      BEV_OPT_CLOSE_ON_FREE)
+			     : NULL;
+		if (!c->bev)
+			SSL_free(ssl);
+	} else {
+		c->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	}
 	c->deadline = evtimer_new(base, on_deadline, c);
 	c->out_cb = c->bev ? evbuffer_add_cb(bufferevent_get_output(c->bev), on_output, c) : NULL;
 	c->in_cb = c->bev ? evbuffer_add_cb(bufferevent_get_input(c->bev), on_input, c) : NULL;
@@ -474,6 +491,57 @@ static bool framing_error(struct evhttp_request *req, struct lp_api_response *re
 	return false;
 }
 
+/* Whether a verified client certificate came with this TLS connection. */
+static bool client_verified(struct conn *c)
+{
+	SSL *ssl = c ? bufferevent_openssl_get_ssl(c->bev) : NULL;
+	X509 *cert = ssl ? SSL_get1_peer_certificate(ssl) : NULL;
+	bool ok = cert && SSL_get_verify_result(ssl) == X509_V_OK &&
+		  c->l->s->web->client_auth >= LP_CLIENT_VERIFY_IF_GIVEN;
+
+	X509_free(cert);
+	return ok;
+}
+
+/* Who a TCP request is from, for the API's rule: with users in the web configuration,
+ * whoever gives their credentials (and nobody else: 401); else a verified client
+ * certificate; else the local owner of the socket (peer.c). A peer that is none of these
+ * is refused (403) rather than shown an empty host. Returns false when res holds the
+ * refusal. */
+static bool tcp_access(struct lp_server *s, struct conn *c, struct evhttp_request *req,
+		       struct lp_peer *p, struct lp_api_response *res)
+{
+	const char *auth =
+		evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+
+	if (s->web && s->web->nusers) {
+		if (lp_webconfig_authorized(s->web, auth)) {
+			p->known = p->privileged = true;
+			return true;
+		}
+		s->st.unauthorized++;
+		lp_api_error(res, 401, LP_ERR_UNAUTHORIZED,
+			     "%s: this listener needs a user and password of its web "
+			     "configuration file",
+			     auth ? "wrong user or password" : "no credentials");
+		evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+				  "Basic realm=\"llmprofd\", charset=\"UTF-8\"");
+		return false;
+	}
+	if (s->web && s->web->tls && client_verified(c)) {
+		p->known = p->privileged = true;
+		return true;
+	}
+	if (p->known)
+		return true;
+	s->st.unauthorized++;
+	lp_api_error(res, 403, LP_ERR_FORBIDDEN,
+		     "this peer is not on this host and gave no credentials: scrapers on other "
+		     "hosts need basic_auth_users or client certificates in llmprofd's "
+		     "--web-config-file");
+	return false;
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
 	struct listener *l = arg;
@@ -488,12 +556,14 @@ static void on_request(struct evhttp_request *req, void *arg)
 		.body_len = evbuffer_get_length(in),
 	};
 	struct lp_api_response res;
+	struct lp_peer rp;
 	struct evbuffer *out;
 
 	s->st.requests++;
 	if (c && !c->peer_known)
 		read_peer(c);
-	ar.peer = c ? &c->peer : &anon;
+	rp = c ? c->peer : anon;
+	ar.peer = &rp;
 	ar.body = (const char *)evbuffer_pullup(in, -1);
 	memset(&res, 0, sizeof(res));
 	if (c && c->over_cap) {
@@ -504,9 +574,11 @@ static void on_request(struct evhttp_request *req, void *arg)
 		evhttp_add_header(hdr, "Connection", "close");
 	} else if (framing_error(req, &res)) {
 		evhttp_add_header(hdr, "Connection", "close");
-	} else {
+	} else if (l->unix_socket || tcp_access(s, c, req, &rp, &res)) {
 		lp_api_handle(s->backend, &ar, &res);
 	}
+	for (size_t i = 0; !l->unix_socket && s->web && i < s->web->nheaders; i++)
+		evhttp_add_header(hdr, s->web->headers[i].name, s->web->headers[i].value);
 	out = evbuffer_new();
 	/* HEAD: the headers GET would have, Content-Length included, and no body (evhttp
 	 * 2.1.12 writes whatever body it is given, HEAD or not). */
@@ -627,13 +699,20 @@ int lp_server_start(struct lp_server **out, struct event_base *base, const struc
 	int fd = -1, r;
 
 	*out = NULL;
-	if (!s)
+	if (!s) {
+		lp_webconfig_free(o->web);
 		return -ENOMEM;
+	}
 	s->base = base;
 	s->backend = b;
 	s->max_connections = o->max_connections;
 	s->max_per_uid = o->max_per_uid;
 	s->timeout_s = o->timeout_s;
+	r = lp_server_set_webconfig(s, o->web);
+	if (r < 0) {
+		free(s);
+		return r;
+	}
 	gr = o->socket_group && *o->socket_group ? getgrnam(o->socket_group) : NULL;
 	if (gr) {
 		s->group = gr->gr_gid;
@@ -689,7 +768,9 @@ int lp_server_start(struct lp_server **out, struct event_base *base, const struc
 		r = listener_init(s, &s->l[s->nl++], lev, false);
 		if (r < 0)
 			goto fail;
-		log_info("/metrics also on http://%s/metrics", o->metrics_address);
+		log_info("/metrics also on %s://%s/metrics%s", s->tls ? "https" : "http",
+			 o->metrics_address,
+			 s->web && s->web->nusers ? " (basic authentication)" : "");
 	}
 	*out = s;
 	return 0;
@@ -705,6 +786,22 @@ void lp_server_set_limits(struct lp_server *s, const struct lp_server_opts *o)
 	s->timeout_s = o->timeout_s;
 	for (int i = 0; i < s->nl; i++)
 		evhttp_set_timeout(s->l[i].http, (int)o->timeout_s);
+}
+
+int lp_server_set_webconfig(struct lp_server *s, struct lp_webconfig *w)
+{
+	SSL_CTX *tls = NULL;
+
+	if (w && w->tls && !(tls = lp_webconfig_tls_context(w))) {
+		lp_webconfig_free(w);
+		return -EINVAL;
+	}
+	/* Connections keep a reference to the context they were made with. */
+	SSL_CTX_free(s->tls);
+	lp_webconfig_free(s->web);
+	s->tls = tls;
+	s->web = w;
+	return 0;
 }
 
 void lp_server_stats(const struct lp_server *s, struct lp_server_stats *out)
@@ -728,5 +825,7 @@ void lp_server_free(struct lp_server *s)
 		unlink(s->created_path);
 		free(s->created_path);
 	}
+	SSL_CTX_free(s->tls);
+	lp_webconfig_free(s->web);
 	free(s);
 }

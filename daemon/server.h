@@ -13,6 +13,7 @@
 
 struct event_base;
 struct lp_server;
+struct lp_webconfig;
 
 struct lp_server_opts {
 	const char *socket_path; /* bound here unless activated_fd >= 0 */
@@ -25,6 +26,9 @@ struct lp_server_opts {
 	 * max_connections less LP_SERVER_PRIVILEGED_ROOM, so root and the group always get in. */
 	uint32_t max_per_uid;
 	uint32_t timeout_s; /* a connection gets this long per request, slow or not */
+	/* --web-config-file for the TCP listener (TLS, basic auth, headers), or NULL; the
+	 * server owns it from here on. */
+	struct lp_webconfig *web;
 };
 
 #define LP_SERVER_PRIVILEGED_ROOM 16
@@ -36,7 +40,8 @@ struct lp_server_stats {
 	uint64_t over_uid_cap; /* of those, because one uid held too many */
 	uint64_t timed_out;    /* dropped at the deadline */
 	uint64_t requests;
-	uint64_t rewritten; /* evhttp's own error pages turned into JSON */
+	uint64_t rewritten;    /* evhttp's own error pages turned into JSON */
+	uint64_t unauthorized; /* TCP requests refused 401 or 403 */
 };
 
 /* Listens; returns 0 or -errno (logged). The backend must outlive the server. */
@@ -45,6 +50,11 @@ int lp_server_start(struct lp_server **out, struct event_base *base, const struc
 
 /* SIGHUP: the connection caps and the deadline (of o) apply to new connections. */
 void lp_server_set_limits(struct lp_server *s, const struct lp_server_opts *o);
+
+/* SIGHUP: a web configuration read again (NULL: none) replaces the current one for new
+ * connections and requests; the server owns it. Returns 0, or -errno when its TLS settings
+ * do not load (logged; the current one stays and w is freed). */
+int lp_server_set_webconfig(struct lp_server *s, struct lp_webconfig *w);
 
 void lp_server_stats(const struct lp_server *s, struct lp_server_stats *out);
 

@@ -12,7 +12,8 @@ set -euo pipefail
 PACKAGES=(
 	cmake ninja-build pkg-config gcc clang llvm clang-format
 	libbpf-dev bpftool libelf-dev zlib1g-dev
-	libevent-dev libsystemd-dev libcjson-dev libinih-dev
+	libevent-dev libsystemd-dev libcjson-dev libinih-dev libssl-dev libyaml-dev libcrypt-dev
+	openssl
 	curl prometheus systemd libclang-rt-dev
 	libncurses-dev tmux groff-base man-db
 	linux-perf libbpf-tools bpftrace

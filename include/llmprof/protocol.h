@@ -36,6 +36,7 @@
 
 /* Every error is {"error": {"code": CODE, "message": "..."}} with one of these codes. */
 #define LP_ERR_BAD_REQUEST "bad_request"		   /* 400: malformed request or body */
+#define LP_ERR_UNAUTHORIZED "unauthorized"		   /* 401: TCP, no or wrong credentials */
 #define LP_ERR_FORBIDDEN "forbidden"			   /* 403: not root nor in LP_GROUP */
 #define LP_ERR_NOT_FOUND "not_found"			   /* 404: no such route */
 #define LP_ERR_NO_SUCH_PROCESS "no_such_process"	   /* 404: the pid is not tracked */

@@ -202,9 +202,167 @@ def test_tcp_access():
     theirs.wait()
 
 
+def bcrypt(password):
+    """A bcrypt hash of password, from libxcrypt as the daemon checks it."""
+    import ctypes
+    lib = ctypes.CDLL("libcrypt.so.1")
+    lib.crypt_gensalt_rn.restype = ctypes.c_char_p
+    lib.crypt.restype = ctypes.c_char_p
+    setting = ctypes.create_string_buffer(64)
+    lib.crypt_gensalt_rn(b"$2b$", 5, None, 0, setting, 64)
+    return lib.crypt(password.encode(), setting.value).decode()
+
+
+def curl_tcp(url, *args, netns=None):
+    """(status, headers text, body) of one request over TCP with curl."""
+    cmd = ["curl", "-sS", "--max-time", "10", "-D", "-"] + list(args) + [url]
+    if netns:
+        cmd = ["ip", "netns", "exec", netns] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    head, _, body = p.stdout.partition("\n\n")  # text mode turned CRLF into LF
+    status = int(head.split()[1]) if head.startswith("HTTP/") else 0
+    return status, head, body
+
+
+class Netns:
+    """A test host of our own: a network namespace joined to this one by a veth pair
+    (198.18.0.1 here, 198.18.0.2 there), so that a peer is not on loopback."""
+
+    def __init__(self):
+        self.name = "lpt%d" % os.getpid()
+        self.host, self.peer = "198.18.0.1", "198.18.0.2"
+        steps = [["ip", "netns", "add", self.name],
+                 ["ip", "link", "add", self.name + "a", "type", "veth", "peer", "name",
+                  self.name + "b", "netns", self.name],
+                 ["ip", "addr", "add", self.host + "/30", "dev", self.name + "a"],
+                 ["ip", "link", "set", self.name + "a", "up"],
+                 ["ip", "-n", self.name, "addr", "add", self.peer + "/30", "dev",
+                  self.name + "b"],
+                 ["ip", "-n", self.name, "link", "set", self.name + "b", "up"],
+                 ["ip", "-n", self.name, "link", "set", "lo", "up"]]
+        for s in steps:
+            subprocess.run(s, check=True, capture_output=True)
+
+    def close(self):
+        subprocess.run(["ip", "link", "del", self.name + "a"], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+
+
+def test_web_config():
+    print("--- --web.config.file: TLS and basic auth for scrapes from other hosts")
+    work = t.tmpdir("llmprof-web-")
+    cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1"], check=True,
+                   capture_output=True)
+    web = os.path.join(work, "web.yml")
+    with open(web, "w") as f:
+        f.write("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n"
+                "basic_auth_users:\n  prom: %s\nhttp_server_config:\n  headers:\n"
+                "    X-Content-Type-Options: nosniff\n" % bcrypt("sekrit"))
+    p = subprocess.run(["promtool", "check", "web-config", web], capture_output=True, text=True)
+    t.check(p.returncode == 0, "promtool accepts the same file: %s" % (p.stdout + p.stderr))
+    p = subprocess.run([t.LLMPROFD, "--check", "--config", "/dev/null", "--web.config.file",
+                        web], capture_output=True, text=True, timeout=60)
+    t.check(p.returncode == 0 and "web configuration %s is usable" % web in p.stderr,
+            "--check loads it")
+    bad = os.path.join(work, "bad.yml")
+    with open(bad, "w") as f:
+        f.write("basic_auth_users:\n  prom: sekrit\n")
+    p = subprocess.run([t.LLMPROFD, "--check", "--config", "/dev/null", "--web-config-file",
+                        bad], capture_output=True, text=True, timeout=60)
+    t.check(p.returncode == 1 and "bad.yml:2: a password is not a bcrypt hash" in p.stderr,
+            "--check refuses a plain password, naming the line: %s" % p.stderr.strip()[-120:])
+
+    fx = t.Fixture("--futex-threads", "0", "--hold")
+    port = t.free_port()
+    d = t.Daemon("--pid", str(fx.pid), "--metrics-address", "127.0.0.1:%d" % port,
+                 "--web.config.file", web)
+    d.wait_ready()
+    url = "https://127.0.0.1:%d/metrics" % port
+    status, head, _ = curl_tcp(url, "--cacert", cert)
+    t.check(status == 401 and 'www-authenticate: basic realm="llmprofd"' in head.lower(),
+            "no credentials: 401 with a Basic challenge")
+    status, _, _ = curl_tcp(url, "--cacert", cert, "-u", "prom:wrong")
+    t.check(status == 401, "a wrong password: 401")
+    status, head, body = curl_tcp(url, "--cacert", cert, "-u", "prom:sekrit")
+    t.check(status == 200 and 'pid="%d"' % fx.pid in body and
+            "x-content-type-options: nosniff" in head.lower(),
+            "the right password over TLS: 200, every process, the configured header")
+    status, _, _ = curl_tcp("http://127.0.0.1:%d/metrics" % port)
+    t.check(status != 200, "plain HTTP gets nothing from the TLS listener")
+
+    # A real Prometheus scrapes it over TLS with basic auth.
+    prom_port = t.free_port()
+    conf = os.path.join(work, "prometheus.yml")
+    with open(conf, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                "scrape_configs:\n  - job_name: llmprofd\n    scheme: https\n"
+                "    tls_config:\n      ca_file: %s\n    basic_auth:\n      username: prom\n"
+                "      password: sekrit\n    static_configs:\n"
+                "      - targets: ['127.0.0.1:%d']\n" % (cert, port))
+    prom = subprocess.Popen(["prometheus", "--config.file=" + conf,
+                             "--storage.tsdb.path=" + os.path.join(work, "data"),
+                             "--web.listen-address=127.0.0.1:%d" % prom_port],
+                            stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(work, "log"), "w"))
+    t._children.append(prom)
+    q = "http://127.0.0.1:%d/api/v1/query?query=%s" % (
+        prom_port, urllib.parse.quote('llmprof_process_running{pid="%d"}' % fx.pid))
+
+    def scraped():
+        try:
+            res = json.loads(http_get(q, timeout=2)[2])["data"]["result"]
+        except OSError:
+            return None
+        return res and res[0]["value"][1]
+    t.check(t.poll("Prometheus to scrape over TLS with basic auth", scraped, timeout=60,
+                   interval=0.5) == "1", "Prometheus scraped the fixture's series")
+    prom.terminate()
+    prom.wait(timeout=20)
+
+    # SIGHUP reads the file again: a new password applies at once.
+    with open(web, "w") as f:
+        f.write("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n"
+                "basic_auth_users:\n  prom: %s\n" % bcrypt("changed"))
+    os.kill(d.proc.pid, 1)
+    d.wait_log("reloaded the configuration")
+    t.check(curl_tcp(url, "--cacert", cert, "-u", "prom:sekrit")[0] == 401 and
+            curl_tcp(url, "--cacert", cert, "-u", "prom:changed")[0] == 200,
+            "after a reload the old password is refused and the new one works")
+    d.stop()
+
+    print("--- a peer on another host: refused without credentials")
+    ns = Netns()
+    try:
+        port = t.free_port()
+        d = t.Daemon("--pid", str(fx.pid), "--metrics-address", "%s:%d" % (ns.host, port))
+        d.wait_ready()
+        status, _, body = curl_tcp("http://%s:%d/metrics" % (ns.host, port), netns=ns.name)
+        t.check(status == 403 and "web-config-file" in body,
+                "no web configuration: 403 naming the way to allow it (%d)" % status)
+        d.stop()
+        plain = os.path.join(work, "auth.yml")
+        with open(plain, "w") as f:
+            f.write("basic_auth_users:\n  prom: %s\n" % bcrypt("sekrit"))
+        d = t.Daemon("--pid", str(fx.pid), "--metrics-address", "%s:%d" % (ns.host, port),
+                     "--web-config-file", plain)
+        d.wait_ready()
+        status, _, body = curl_tcp("http://%s:%d/metrics" % (ns.host, port), "-u",
+                                   "prom:sekrit", netns=ns.name)
+        t.check(status == 200 and 'pid="%d"' % fx.pid in body,
+                "with basic auth: 200 and every process")
+        d.stop()
+    finally:
+        ns.close()
+    fx.release()
+
+
 def all_tests():
     main()
     test_tcp_access()
+    test_web_config()
 
 
 t.run(all_tests, timeout=240)
