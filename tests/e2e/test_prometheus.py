@@ -267,6 +267,21 @@ def test_web_config():
                         web], capture_output=True, text=True, timeout=60)
     t.check(p.returncode == 0 and "web configuration %s is usable" % web in p.stderr,
             "--check loads it")
+    # The shipped example, with this test's certificate: both tools accept it.
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                           "web-config.yml")) as f:
+        example = f.read().replace("/etc/llmprofd/tls/server.crt", cert).replace(
+            "/etc/llmprofd/tls/server.key", key)
+    ex = os.path.join(work, "example.yml")
+    with open(ex, "w") as f:
+        f.write(example)
+    p1 = subprocess.run(["promtool", "check", "web-config", ex], capture_output=True, text=True)
+    p2 = subprocess.run([t.LLMPROFD, "--check", "--config", "/dev/null", "--web-config-file",
+                         ex], capture_output=True, text=True, timeout=60)
+    t.check(p1.returncode == 0 and p2.returncode == 0,
+            "examples/web-config.yml passes promtool and llmprofd --check: %s" %
+            (p1.stdout + p1.stderr + p2.stderr[-200:] if p1.returncode or p2.returncode
+             else "ok"))
     bad = os.path.join(work, "bad.yml")
     with open(bad, "w") as f:
         f.write("basic_auth_users:\n  prom: sekrit\n")
