@@ -13,6 +13,7 @@ PACKAGES=(
 	cmake ninja-build pkg-config gcc clang llvm clang-format
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	libevent-dev libsystemd-dev libcjson-dev libinih-dev libssl-dev libyaml-dev libcrypt-dev
+	libseccomp-dev iproute2
 	openssl
 	curl prometheus systemd libclang-rt-dev
 	libncurses-dev tmux groff-base man-db
