@@ -328,8 +328,12 @@ static __always_inline void on_exit(struct task_struct *task)
 	struct lp_thread *t;
 
 	p = bpf_map_lookup_elem(&procs, &tgid);
-	if (!p)
+	if (!p) {
+		/* Its process's entry may have been taken by the daemon's sweep (an exit it saw
+		 * in /proc first): the thread's entry goes all the same. */
+		bpf_map_delete_elem(&threads, &tid);
 		return;
+	}
 	/* The thread is on CPU now and no switch-out will be seen for it: count to here. */
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t && t->tgid == tgid && t->on_since)

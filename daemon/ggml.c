@@ -600,11 +600,23 @@ bool lp_ggml_process_pending(struct lp_ggml *g)
 
 	for (size_t i = 0; i < g->npending; i++) {
 		struct lp_ggml_pending *p = &g->pending[i];
+		struct lp_proc_stat st;
 		bool saw = false;
 		int r = sync_proc(g, p->pid, &p->key, &saw);
 
 		log_debug("pid %d: mappings read (%d), %s", (int)p->pid, r,
 			  saw ? "found" : "not yet");
+		/* Gone before its mappings could be read, after mapping a file known to hold
+		 * ggml: a process that ran ggml and was never tracked. Counted, so that the
+		 * loss shows (lost.exited_before_tracking). */
+		if (!saw && lp_proc_read_stat(p->pid, &st) == -ESRCH &&
+		    !lp_tracker_find(g->tr, p->pid)) {
+			struct lp_ggml_obj *o = obj_find(g, p->key.dev, p->key.ino);
+
+			if (o && obj_has(o, LP_SYM_MATMUL))
+				g->tr->exited_untracked++;
+			continue;
+		}
 
 		/* The record comes from mmap's entry: the mapping may not exist yet. */
 		if (r >= 0 && !saw && ++p->tries < PENDING_TRIES)
@@ -810,10 +822,15 @@ int lp_ggml_precise(struct lp_ggml *g, struct lp_target *t, bool on, double seco
 
 void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
 {
+	__u32 key = (__u32)t->pid;
+
 	if (t->ggml && t->ggml->precise_on)
 		window_close(g, t, t->final);
 	if (t->ggml)
 		links_destroy(&t->ggml->plinks, &t->ggml->nplinks);
+	/* The exit hook deletes these; an exit it missed (lp_tracker_sweep) leaves them. */
+	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.ranges), &key);
+	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
 }
 
 void lp_ggml_reset(struct lp_ggml *g, struct lp_target *t)

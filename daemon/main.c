@@ -134,6 +134,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	lp_ggml_tick(&d->ggml);
+	/* Exit records in flight first, so that the sweep only finds exits the hook missed. */
+	ring_buffer__consume(d->rb);
+	lp_tracker_sweep(&d->tracker);
+	if (d->tracker.nwaiting) {
+		size_t from = d->tracker.n;
+
+		if (lp_tracker_retry(&d->tracker) > 0)
+			for (size_t i = from; i < d->tracker.n; i++)
+				lp_ggml_check(&d->ggml, d->tracker.v[i]);
+	}
 	if (!d->cfg.once)
 		lp_tracker_expire(&d->tracker, lp_now_ns(), (uint64_t)(d->cfg.retention * 1e9));
 }

@@ -263,6 +263,8 @@ static void put_daemon(FILE *f, const struct lp_report *r, const struct lp_metri
 		(unsigned long long)r->procs_full);
 	fprintf(f, "llmprofd_lost_total{reason=\"exited_evicted\"} %llu\n",
 		(unsigned long long)r->exited_evicted);
+	fprintf(f, "llmprofd_lost_total{reason=\"exited_before_tracking\"} %llu\n",
+		(unsigned long long)r->exited_untracked);
 	put_family(f, "llmprofd_map_entries", "gauge",
 		   "Entries in use in each kernel hash map (to root and the group only)");
 	for (size_t i = 0; i < r->nmaps && !o->hide_fill; i++)

@@ -2,6 +2,7 @@
 /* /proc parsing for process identity: comm, state, start time, fault counters, exe. */
 #include "procfs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -42,6 +43,7 @@ int lp_proc_parse_stat(const char *buf, struct lp_proc_stat *out)
 		p = end;
 	}
 	/* v[0] is field 4 (ppid): minflt is field 10, majflt 12, starttime 22. */
+	out->flags = (unsigned)v[5];
 	out->minflt = v[6];
 	out->majflt = v[8];
 	out->starttime = v[18];
@@ -84,6 +86,46 @@ int lp_proc_read_stat(pid_t pid, struct lp_proc_stat *out)
 	if (out->state == 'Z' || out->state == 'X')
 		return -ESRCH;
 	return 0;
+}
+
+static int read_stat_path(const char *path, struct lp_proc_stat *out)
+{
+	char buf[1024];
+	int r = read_small(path, buf, sizeof(buf));
+
+	if (r < 0)
+		return r == -ENOENT || r == -ESRCH ? -ESRCH : r;
+	return lp_proc_parse_stat(buf, out);
+}
+
+int lp_proc_alive(pid_t pid, uint64_t starttime)
+{
+	struct lp_proc_stat st;
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int alive = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_stat_path(path, &st) < 0 || st.starttime != starttime)
+		return 0;
+	if (lp_proc_stat_live(&st))
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while (!alive && (de = readdir(d))) {
+		char tpath[96];
+		pid_t tid;
+
+		if (lp_parse_pid(de->d_name, &tid) < 0 || tid == pid)
+			continue;
+		snprintf(tpath, sizeof(tpath), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+		alive = read_stat_path(tpath, &st) == 0 && lp_proc_stat_live(&st);
+	}
+	closedir(d);
+	return alive;
 }
 
 int lp_proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t size)

@@ -4,6 +4,7 @@
 #ifndef LLMPROF_PROCFS_H
 #define LLMPROF_PROCFS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -11,10 +12,24 @@
 struct lp_proc_stat {
 	char comm[16];
 	char state;
+	unsigned flags; /* PF_*: PF_EXITING once the thread is in do_exit() */
 	uint64_t minflt;
 	uint64_t majflt;
 	uint64_t starttime; /* clock ticks after boot: with the pid, identifies the process */
 };
+
+/* A thread that has not begun to exit: neither a zombie nor past exit_signals(), which
+ * sets PF_EXITING before the sched_process_exit tracepoint runs. */
+#define LP_PF_EXITING 0x4
+static inline bool lp_proc_stat_live(const struct lp_proc_stat *st)
+{
+	return st->state != 'Z' && st->state != 'X' && !(st->flags & LP_PF_EXITING);
+}
+
+/* Whether the process pid that started at starttime still has a thread that has not begun
+ * to exit (so its exit tracepoint is still to come): 1 or 0; a leader that exited before
+ * its other threads does not make it dead. */
+int lp_proc_alive(pid_t pid, uint64_t starttime);
 
 /* Parses the contents of /proc/PID/stat. comm may hold spaces and parentheses. */
 int lp_proc_parse_stat(const char *buf, struct lp_proc_stat *out);

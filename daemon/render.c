@@ -432,6 +432,9 @@ cJSON *lp_render_report(const struct lp_report *r)
 	num(lost, "ring_buffer_full", r->drops[LP_D_EVENTS_LOST]);
 	num(lost, "procs_map_full", r->procs_full);
 	num(lost, "exited_evicted", r->exited_evicted);
+	num(lost, "exited_before_tracking", r->exited_untracked);
+	num(root, "exits_recovered", r->exits_recovered);
+	num(root, "waiting_for_room", r->waiting);
 
 	procs = cJSON_AddArrayToObject(root, "processes");
 	for (size_t i = 0; i < r->nprocs; i++)

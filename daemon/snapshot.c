@@ -151,6 +151,9 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 	r->cfg = tr->cfg;
 	r->fault_cpus = c->faults ? c->nfault_cpus : 0;
 	r->procs_full = tr->procs_full;
+	r->exited_untracked = tr->exited_untracked;
+	r->exits_recovered = tr->exits_recovered;
+	r->waiting = tr->nwaiting;
 	r->exited_evicted = tr->exited_evicted;
 	/* Map fill is for status and /metrics; counting entries walks every map. */
 	if (!pid)

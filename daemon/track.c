@@ -52,6 +52,9 @@ void lp_tracker_free(struct lp_tracker *tr)
 	free(tr->v);
 	tr->v = NULL;
 	tr->n = tr->cap = 0;
+	free(tr->waiting);
+	tr->waiting = NULL;
+	tr->nwaiting = 0;
 }
 
 struct lp_target *lp_tracker_find(struct lp_tracker *tr, pid_t pid)
@@ -139,9 +142,58 @@ static void mark_exited(struct lp_tracker *tr, struct lp_target *t)
 	evict_exited(tr);
 }
 
+/* At most this many refused processes wait for room; more are only counted. */
+#define LP_WAITING_MAX 1024
+
+static void wait_for_room(struct lp_tracker *tr, pid_t pid, uint64_t starttime,
+			  const char *matched_by)
+{
+	struct lp_waiting *v;
+
+	for (size_t i = 0; i < tr->nwaiting; i++)
+		if (tr->waiting[i].pid == pid && tr->waiting[i].starttime == starttime)
+			return;
+	if (tr->nwaiting == LP_WAITING_MAX)
+		return;
+	v = realloc(tr->waiting, (tr->nwaiting + 1) * sizeof(*v));
+	if (!v)
+		return;
+	tr->waiting = v;
+	v[tr->nwaiting++] = (struct lp_waiting){pid, starttime, matched_by};
+}
+
+int lp_tracker_retry(struct lp_tracker *tr)
+{
+	size_t k = 0, live = tr->n - tr->nexited;
+	int added = 0;
+
+	for (size_t i = 0; i < tr->nwaiting; i++) {
+		struct lp_waiting w = tr->waiting[i];
+		int r;
+
+		if (!lp_proc_alive(w.pid, w.starttime))
+			continue; /* gone while it waited */
+		if (live >= tr->cfg->max_processes) {
+			tr->waiting[k++] = w;
+			continue;
+		}
+		r = lp_tracker_add(tr, w.pid, w.matched_by);
+		if (r == 0) {
+			log_info("pid %d: room in the procs map again, tracking it now",
+				 (int)w.pid);
+			live++;
+			added++;
+		} else if (r == -ENOSPC) {
+			tr->waiting[k++] = w; /* still full after all: it keeps its place */
+		}
+	}
+	tr->nwaiting = k;
+	return added;
+}
+
 int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 {
-	struct lp_proc_stat st, again;
+	struct lp_proc_stat st;
 	struct lp_proc_stats *zero = NULL;
 	struct lp_target *t = NULL;
 	char exe[PATH_MAX];
@@ -166,12 +218,17 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 		if (r == -E2BIG) {
 			tr->procs_full++;
 			r = -ENOSPC;
+			wait_for_room(tr, pid, st.starttime, matched_by);
 		}
 		goto fail;
 	}
-	/* The process may have exited, and its pid been reused, between reading /proc and the
-	 * insert; then no exit hook will ever delete the entry, so check again and undo. */
-	if (lp_proc_read_stat(pid, &again) < 0 || again.starttime != st.starttime) {
+	/* The process may have begun to exit before the insert (its pid even reused): then its
+	 * exit hook may have run already and no hook would ever delete the entry. After the
+	 * insert, a thread that has not begun to exit means the hook is still to come; a zombie
+	 * or a process whose every thread is past PF_EXITING does not (the ghosts of short-lived
+	 * processes came from accepting those). */
+	if (!lp_proc_alive(pid, st.starttime)) {
+		tr->exited_untracked++;
 		r = -ESRCH;
 		goto fail_inserted;
 	}
@@ -317,6 +374,66 @@ static int futex_take(int futex_fd, uint32_t tgid, struct lp_futex_top *top)
 	}
 	lp_futex_list_top(&l, top);
 	return r;
+}
+
+/* Deletes the thread entries of tgid that an exit hook left (it only runs for threads of
+ * processes in the procs map). */
+static void threads_drop(struct lp_tracker *tr, __u32 tgid)
+{
+	__u32 tid, *prev = NULL, gone[64];
+	struct lp_thread th;
+	size_t n = 0;
+
+	while (bpf_map_get_next_key(tr->threads_fd, prev, &tid) == 0) {
+		if (bpf_map_lookup_elem(tr->threads_fd, &tid, &th) == 0 && th.tgid == tgid &&
+		    n < sizeof(gone) / sizeof(gone[0]))
+			gone[n++] = tid;
+		prev = &tid;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(tr->threads_fd, &gone[i]);
+}
+
+/* The safety net under the exit hook: a tracked process that is no longer alive but still
+ * has its kernel entry lost its exit hook (exited between a check and an insert, however
+ * the kernel orders it). Its entry becomes its final record and is removed, so that maps
+ * return to their baseline and the process reads as exited with its data. */
+int lp_tracker_sweep(struct lp_tracker *tr)
+{
+	struct lp_proc_stats *buf = malloc(sizeof(*buf));
+	int n = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (size_t i = 0; i < tr->n; i++) {
+		struct lp_target *t = tr->v[i];
+		__u32 key = (__u32)t->pid;
+
+		if (t->exited || lp_proc_alive(t->pid, t->starttime)) {
+			t->dead_sweeps = 0;
+			continue;
+		}
+		/* Seen dead at two sweeps a second apart: an exit hook due would have run. */
+		if (++t->dead_sweeps < 2 || bpf_map_lookup_elem(tr->procs_fd, &key, buf) < 0)
+			continue;
+		bpf_map_delete_elem(tr->procs_fd, &key);
+		t->final = buf;
+		t->final->exit_ns = lp_now_ns();
+		t->final_futex = malloc(sizeof(*t->final_futex));
+		if (t->final_futex)
+			futex_take(tr->futex_fd, key, t->final_futex);
+		threads_drop(tr, key);
+		tr->exits_recovered++;
+		log_info("pid %d (%s) exited; its exit was recovered from /proc", (int)t->pid,
+			 t->comm);
+		mark_exited(tr, t);
+		n++;
+		if (!(buf = malloc(sizeof(*buf))))
+			return n;
+		i = (size_t)-1; /* mark_exited() may have evicted entries */
+	}
+	free(buf);
+	return n;
 }
 
 int lp_tracker_reap(struct lp_tracker *tr, pid_t pid)

@@ -28,6 +28,7 @@ struct lp_futex_top {
 };
 
 struct lp_ggml_proc; /* ggml.h */
+
 void lp_ggml_proc_free(struct lp_ggml_proc *gp);
 
 struct lp_target {
@@ -42,6 +43,7 @@ struct lp_target {
 	uint64_t exited_at_ns;	     /* CLOCK_MONOTONIC; retention counts from here */
 	bool exit_lost;		     /* exited, but its final record was lost: data is gone */
 	uint64_t exit_seq;	     /* order of exit, for evicting the oldest */
+	unsigned dead_sweeps;	     /* sweeps in a row that found it gone (lp_tracker_sweep) */
 	struct lp_proc_stats *final; /* the kernel's last word, once exited */
 	struct lp_futex_top *final_futex;
 	struct lp_ggml_proc *ggml; /* set once it is seen to map a ggml symbol */
@@ -59,8 +61,17 @@ struct lp_tracker {
 	size_t n, cap;
 	size_t nexited;
 	uint64_t exit_seq;
-	uint64_t procs_full;	 /* processes that matched but found "procs" full */
-	uint64_t exited_evicted; /* exited processes forgotten to stay within max_processes */
+	uint64_t procs_full;	   /* processes that matched but found "procs" full */
+	uint64_t exited_evicted;   /* exited processes forgotten to stay within max_processes */
+	uint64_t exited_untracked; /* found, but exited before they could be tracked */
+	/* Refused for want of room in the procs map: tracked once room appears. */
+	struct lp_waiting {
+		pid_t pid;
+		uint64_t starttime;
+		const char *matched_by;
+	} * waiting;
+	size_t nwaiting;
+	uint64_t exits_recovered; /* exits the hook missed, found by lp_tracker_sweep() */
 	void (*on_exit)(void *userdata, struct lp_target *t);
 	void *userdata;
 };
@@ -71,6 +82,15 @@ uint64_t lp_now_ns(void);
 void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int procs_fd, int futex_fd,
 		     int threads_fd);
 void lp_tracker_free(struct lp_tracker *tr);
+
+/* Tracks the processes refused for want of room, now that there may be some: those still
+ * alive (same start time) are added, in the order they were refused, while room lasts; they
+ * land at the end of v[]. Returns how many. */
+int lp_tracker_retry(struct lp_tracker *tr);
+
+/* Marks exited every tracked process that /proc no longer shows alive but whose kernel
+ * entry is still there, with that entry as its final record. Returns how many. */
+int lp_tracker_sweep(struct lp_tracker *tr);
 
 /* Starts collecting for pid. 0, -EALREADY when tracked, -ESRCH when gone, -ENOSPC when
  * the kernel map is full (counted), other -errno from the map. */

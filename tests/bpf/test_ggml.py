@@ -17,6 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from lptest import LPGGML, Daemon, Lpggml, check, near, proc_of, run  # noqa: E402
+import lptest as t  # noqa: E402
 
 LIBDIR = os.path.dirname(os.path.abspath(LPGGML))
 

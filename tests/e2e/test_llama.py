@@ -21,6 +21,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from lptest import (Daemon, _children, check, poll, proc_of, read_json_line,  # noqa: E402
                     run)
+import lptest as t  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, "..", "workload")
