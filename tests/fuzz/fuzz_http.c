@@ -82,6 +82,11 @@ static int fake_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
 	return 0;
 }
 
+static void remove_socket(void)
+{
+	unlink(sock_path);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	struct lp_server_opts o = {.activated_fd = -1,
@@ -115,6 +120,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 					  .precise = fake_precise,
 					  .metrics_max_processes = 1};
 	snprintf(sock_path, sizeof(sock_path), "/tmp/fuzz_http.%d.sock", (int)getpid());
+	atexit(remove_socket);
 	o.socket_path = sock_path;
 	base = event_base_new();
 	if (!base || lp_server_start(&server, base, &o, &backend) < 0)
