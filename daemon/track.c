@@ -394,43 +394,56 @@ static void threads_drop(struct lp_tracker *tr, __u32 tgid)
 		bpf_map_delete_elem(tr->threads_fd, &gone[i]);
 }
 
+/* Ends a target whose exit record did not come: final is what is known of its totals
+ * (NULL: nothing, the data is lost); its futex addresses are still in their map. */
+static void exit_without_record(struct lp_tracker *tr, struct lp_target *t,
+				struct lp_proc_stats *final)
+{
+	t->final = final;
+	t->exit_lost = !final;
+	t->final_futex = malloc(sizeof(*t->final_futex));
+	if (t->final_futex)
+		futex_take(tr->futex_fd, (__u32)t->pid, t->final_futex);
+	mark_exited(tr, t);
+}
+
 /* The safety net under the exit hook: a tracked process that is no longer alive but still
  * has its kernel entry lost its exit hook (exited between a check and an insert, however
  * the kernel orders it). Its entry becomes its final record and is removed, so that maps
  * return to their baseline and the process reads as exited with its data. */
 int lp_tracker_sweep(struct lp_tracker *tr)
 {
-	struct lp_proc_stats *buf = malloc(sizeof(*buf));
+	struct lp_proc_stats *buf = NULL;
 	int n = 0;
 
-	if (!buf)
-		return -ENOMEM;
+	/* Seen dead at two sweeps a second apart: an exit hook that was due has run. */
+	for (size_t i = 0; i < tr->n; i++) {
+		struct lp_target *t = tr->v[i];
+
+		if (!t->exited)
+			t->dead_sweeps =
+				lp_proc_alive(t->pid, t->starttime) ? 0 : t->dead_sweeps + 1;
+	}
 	for (size_t i = 0; i < tr->n; i++) {
 		struct lp_target *t = tr->v[i];
 		__u32 key = (__u32)t->pid;
 
-		if (t->exited || lp_proc_alive(t->pid, t->starttime)) {
-			t->dead_sweeps = 0;
+		if (t->exited || t->dead_sweeps < 2)
 			continue;
-		}
-		/* Seen dead at two sweeps a second apart: an exit hook due would have run. */
-		if (++t->dead_sweeps < 2 || bpf_map_lookup_elem(tr->procs_fd, &key, buf) < 0)
-			continue;
+		if (!buf && !(buf = malloc(sizeof(*buf))))
+			return -ENOMEM;
+		if (bpf_map_lookup_elem(tr->procs_fd, &key, buf) < 0)
+			continue; /* the hook ran: its record is lp_tracker_reap()'s business */
 		bpf_map_delete_elem(tr->procs_fd, &key);
-		t->final = buf;
-		t->final->exit_ns = lp_now_ns();
-		t->final_futex = malloc(sizeof(*t->final_futex));
-		if (t->final_futex)
-			futex_take(tr->futex_fd, key, t->final_futex);
+		buf->exit_ns = lp_now_ns();
 		threads_drop(tr, key);
 		tr->exits_recovered++;
 		log_info("pid %d (%s) exited; its exit was recovered from /proc", (int)t->pid,
 			 t->comm);
-		mark_exited(tr, t);
+		exit_without_record(tr, t, buf);
+		buf = NULL;
 		n++;
-		if (!(buf = malloc(sizeof(*buf))))
-			return n;
-		i = (size_t)-1; /* mark_exited() may have evicted entries */
+		i = (size_t)-1; /* mark_exited() may have evicted entries: start over */
 	}
 	free(buf);
 	return n;
@@ -450,14 +463,9 @@ int lp_tracker_reap(struct lp_tracker *tr, pid_t pid)
 		if (t->exited || (pid && t->pid != pid) ||
 		    bpf_map_lookup_elem(tr->procs_fd, &key, buf) == 0 || errno != ENOENT)
 			continue;
-		/* The futex addresses are still in their map: keep what is left. */
-		t->final_futex = malloc(sizeof(*t->final_futex));
-		if (t->final_futex)
-			futex_take(tr->futex_fd, key, t->final_futex);
-		t->exit_lost = true;
 		log_warning("pid %d (%s) exited but its final record was lost (ring buffer full)",
 			    (int)t->pid, t->comm);
-		mark_exited(tr, t);
+		exit_without_record(tr, t, NULL);
 		n++;
 		/* mark_exited() may have evicted entries: start over. */
 		i = (size_t)-1;
