@@ -168,7 +168,13 @@ int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result 
 	memset(out, 0, sizeof(*out));
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* Read, not mapped: a file mapping that may execute gets the int3 of every uprobe
+	 * registered on the file written into it by the kernel (uprobe_mmap()), so with
+	 * another llmprofd or tracer probing the file, a mapped image shows 0xcc where the
+	 * code is and the probe sites come out wrong (seen: llama_decode at entry+0 while the
+	 * quick start's service held its probe). read() sees the page cache, which uprobes
+	 * leave alone. */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf)
 		return -ENOEXEC;
 	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {

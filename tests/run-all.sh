@@ -25,6 +25,12 @@ echo "== clang-format, SPDX lines"
 clang-format --dry-run --Werror $(git ls-files '*.c' '*.h')
 scripts/check-spdx.sh
 
+# Scratch that passing tests leave behind in /tmp (they remove theirs; a failing one keeps
+# it for inspection and fails the run anyway).
+scratch() { find /tmp /var/tmp -maxdepth 1 \( -name 'llmprof*' -o -name 'lpfixture-*' -o \
+	-name 'lpggml-*' -o -name 'lpwebcfg-*' -o -name 'fuzz_http.*' \) 2>/dev/null | sort; }
+scratch >"${TMPDIR:-/tmp}/.run-all-scratch-before"
+
 echo "== build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build
@@ -38,6 +44,14 @@ echo "== tests under the sanitizers"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build-asan --output-on-failure
+
+left=$(scratch | comm -13 "${TMPDIR:-/tmp}/.run-all-scratch-before" -)
+rm -f "${TMPDIR:-/tmp}/.run-all-scratch-before"
+if [[ -n $left ]]; then
+	echo "run-all: the tests passed but left scratch behind:" >&2
+	echo "$left" >&2
+	exit 1
+fi
 
 # The HTTP stack under libFuzzer for a bounded time (LLMPROF_FUZZ_SECONDS, default 60), from
 # the seed requests; a crash or a broken invariant fails the run and leaves the input in

@@ -207,7 +207,30 @@ def test_replaced_library():
     shutil.rmtree(tmp)
 
 
+def test_sites_beside_probes():
+    print("--- probe sites are read from the file, whatever uprobes others hold on it")
+    lib = os.path.join(os.path.dirname(os.path.abspath(LPGGML)), "liblpggml.so")
+    tool = os.environ.get("TEST_X86ENTRY", "build/tests/test_x86entry")
+
+    def listing():
+        return t.subprocess.run([tool, "--list", lib], capture_output=True, text=True,
+                                check=True).stdout
+    before = listing()
+    # Another daemon's uprobes on the same file (llama_decode always, matmul and barrier in
+    # precise mode): the kernel writes their int3 into every executable mapping of it.
+    fx = Lpggml("--hold", "--iters", "4")
+    d = Daemon("--precise-duty", "1")
+    d.wait_ready()
+    d.wait_log("pid %d: precise mode on" % fx.pid)
+    after = listing()
+    changed = [a for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    check(before == after, "the same sites with the file probed: %s" % (changed[:3] or "same"))
+    fx.finish()
+    d.stop()
+
+
 def main():
+    test_sites_beside_probes()
     test_precise(True)
     test_precise(False)
     test_sampling()
