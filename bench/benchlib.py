@@ -21,10 +21,15 @@ def machine():
                 if l.startswith("model name")), "?")
     mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal"))
     virt = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True).stdout.strip()
-    return "%s, %d CPUs, %.0f GiB, Linux %s%s" % (cpu, os.cpu_count(), mem / 2**20,
-                                                 platform.release(),
-                                                 ", virtualised (%s)" % virt if virt and
-                                                 virt != "none" else "")
+    # Another llmprofd (the quick start's service) runs its programs in every configuration
+    # measured here, the baseline included: say so beside the numbers.
+    others = subprocess.run(["pgrep", "-x", "llmprofd"], capture_output=True,
+                            text=True).stdout.split()
+    return "%s, %d CPUs, %.0f GiB, Linux %s%s%s" % (
+        cpu, os.cpu_count(), mem / 2**20, platform.release(),
+        ", virtualised (%s)" % virt if virt and virt != "none" else "",
+        "; another llmprofd was running (pid %s): ratios are against a baseline that "
+        "includes it" % ",".join(others) if others else "")
 
 
 def need(*tools):
