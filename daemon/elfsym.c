@@ -9,6 +9,8 @@
 #include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int lp_elf_name_match(const char *pattern, const char *name)
 {
@@ -157,11 +159,47 @@ static int scan_section(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
 	return 0;
 }
 
+/* The whole file, read with pread() (see lp_elf_find()); at most LP_ELF_MAX_BYTES. */
+#define LP_ELF_MAX_BYTES (2ULL << 30)
+static int read_image(int fd, char **out, size_t *size)
+{
+	struct stat st;
+	size_t off = 0;
+	char *buf;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_size <= 0)
+		return -ENOEXEC;
+	if ((unsigned long long)st.st_size > LP_ELF_MAX_BYTES)
+		return -EFBIG;
+	buf = malloc((size_t)st.st_size);
+	if (!buf)
+		return -ENOMEM;
+	while (off < (size_t)st.st_size) {
+		ssize_t n = pread(fd, buf + off, (size_t)st.st_size - off, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int r = n < 0 ? -errno : -EIO;
+
+			free(buf);
+			return r;
+		}
+		off += (size_t)n;
+	}
+	*out = buf;
+	*size = off;
+	return 0;
+}
+
 int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result *out)
 {
 	Elf_Scn *scn = NULL;
-	size_t cap = 0;
+	size_t cap = 0, size = 0;
 	GElf_Ehdr eh;
+	char *image = NULL;
 	Elf *elf;
 	int r = 0;
 
@@ -173,12 +211,19 @@ int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result 
 	 * another llmprofd or tracer probing the file, a mapped image shows 0xcc where the
 	 * code is and the probe sites come out wrong (seen: llama_decode at entry+0 while the
 	 * quick start's service held its probe). read() sees the page cache, which uprobes
-	 * leave alone. */
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf)
+	 * leave alone. Read by us into one buffer: libelf's own ELF_C_READ leaks section data
+	 * once elf_rawfile() reads the rest (elfutils 0.188). */
+	r = read_image(fd, &image, &size);
+	if (r < 0)
+		return r;
+	elf = elf_memory(image, size);
+	if (!elf) {
+		free(image);
 		return -ENOEXEC;
+	}
 	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
 		elf_end(elf);
+		free(image);
 		return -ENOEXEC;
 	}
 	/* .symtab first: it has the local symbols and names the same functions. */
@@ -199,6 +244,7 @@ int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result 
 	if (r == 0 && pat->probe_sites && eh.e_machine == EM_X86_64)
 		r = find_sites(elf, out);
 	elf_end(elf);
+	free(image);
 	if (r < 0)
 		lp_elf_result_free(out);
 	return r;
