@@ -93,6 +93,18 @@ static bool obj_has(const struct lp_ggml_obj *o, int cls)
 	return false;
 }
 
+static bool obj_is_omp_runtime(const struct lp_ggml_obj *o)
+{
+	if (obj_has(o, LP_SYM_MATMUL))
+		return false;
+	for (size_t i = 0; i < o->syms.nsyms; i++)
+		if (o->syms.syms[i].cls == LP_SYM_BARRIER &&
+		    (!strncmp(o->syms.syms[i].name, "GOMP_", 5) ||
+		     !strncmp(o->syms.syms[i].name, "__kmpc_", 7)))
+			return true;
+	return false;
+}
+
 static uint32_t obj_verdict(const struct lp_ggml_obj *o)
 {
 	if (obj_has(o, LP_SYM_MATMUL))
@@ -199,7 +211,8 @@ static void log_obj(const struct lp_ggml_obj *o)
 			first = false;
 		}
 	}
-	log_info("%s: %s%s", o->path, l.buf, o->syms.has_symtab ? "" : " (no .symtab: stripped)");
+	log_info("%s: %s%s%s", o->path, l.buf, o->syms.has_symtab ? "" : " (no .symtab: stripped)",
+		 o->omp_runtime ? "; an OpenMP runtime: all of its code counts as barrier" : "");
 }
 
 /* The object behind a mapping, read now if this (device, inode, mtime) is new. */
@@ -249,6 +262,7 @@ static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct ma
 	o->read_error = lp_elf_find(fd, &pat, &o->syms);
 	close(fd);
 	o->verdict = o->read_error ? LP_OBJ_NONE : obj_verdict(o);
+	o->omp_runtime = !o->read_error && obj_is_omp_runtime(o);
 	g->objs[g->nobjs++] = o;
 	obj_publish(g, o);
 	if (o->read_error && o->read_error != -ENOEXEC)
@@ -351,6 +365,19 @@ static void write_ranges(struct lp_ggml *g, struct lp_target *t, const struct pr
 	for (size_t i = 0; i < s->n; i++) {
 		const struct mapping *m = &s->v[i].m;
 
+		/* The runtime's whole executable mapping: its spin and sleep functions are
+		 * static and, in a distribution's build, stripped. */
+		if (s->v[i].o->omp_runtime) {
+			if (n == sizeof(tmp) / sizeof(tmp[0])) {
+				dropped++;
+				continue;
+			}
+			tmp[n].r.start = m->start;
+			tmp[n].r.end = m->end;
+			tmp[n].region = LP_R_BARRIER;
+			n++;
+			continue;
+		}
 		for (size_t k = 0; k < s->v[i].o->syms.nsyms; k++) {
 			const struct lp_elf_sym *sym = &s->v[i].o->syms.syms[k];
 			uint64_t len = m->end - m->start;

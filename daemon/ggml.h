@@ -24,6 +24,10 @@ struct lp_ggml_obj {
 	struct lp_elf_result syms;
 	uint32_t verdict; /* enum lp_obj_verdict */
 	bool stale;	  /* replaced on disk: kept only while attached */
+	/* An OpenMP runtime (libgomp, LLVM's libomp): its own barrier entry points and no
+	 * matmul. ggml's barrier tail-calls into it and it spins and sleeps in functions a
+	 * stripped build does not name, so all of its code is sync in the sampling table. */
+	bool omp_runtime;
 	/* llama_decode probes, attached system-wide when first seen in an LLM process */
 	struct bpf_link **decode_links;
 	size_t ndecode_links;

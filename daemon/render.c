@@ -173,6 +173,7 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp)
 
 		cJSON_AddStringToObject(e, "path", ob->path);
 		cJSON_AddBoolToObject(e, "stripped", !ob->syms.has_symtab);
+		cJSON_AddBoolToObject(e, "openmp_runtime", ob->omp_runtime);
 		for (int c = 0; c < LP_SYM_NR; c++)
 			lists[c] = cJSON_AddArrayToObject(e, sym_class_names[c]);
 		for (size_t k = 0; k < ob->syms.nsyms; k++)

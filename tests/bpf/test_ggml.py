@@ -152,6 +152,36 @@ def test_sampling():
           % (mm2, other2))
 
 
+def test_sampling_openmp():
+    print("--- sampling an OpenMP build: the barrier tail-calls into a stripped runtime")
+    lib = os.path.join(LIBDIR, "liblpggml-omp.so")
+    # The structure under test, checked: ggml_barrier leaves through a jmp to GOMP_barrier,
+    # and the runtime that spins has no .symtab.
+    dis = t.subprocess.run(["objdump", "-d", "--no-show-raw-insn", lib], capture_output=True,
+                           text=True).stdout
+    body = dis.split("<ggml_barrier>:", 1)[1].split("\n\n", 1)[0]
+    check("jmp" in body.splitlines()[-2] and "GOMP_barrier@plt" in body.splitlines()[-2],
+          "ggml_barrier tail-calls GOMP_barrier: %s" % body.splitlines()[-2].strip())
+    secs = t.subprocess.run(["readelf", "-S", os.path.join(LIBDIR, "liblpomp.so")],
+                            capture_output=True, text=True).stdout
+    check(".symtab" not in secs, "liblpomp.so is stripped")
+    args = ["--lib", lib, "--threads", "2", "--iters", "150", "--mm-us", "3000",
+            "--bar-spin-us", "1000", "--jitter", "40", "--gen", "0", "--prompt", "1"]
+    _, rep, _, pid = daemon_run(["--sample-hz", "499"], args)
+    g = proc_of(rep, pid)["ggml"]
+    mm, bar, other = shares(g["sampled"]["share"])
+    print("sampled shares: matmul %.3f barrier %.3f other %.3f of %d samples"
+          % (mm, bar, other, g["sampled"]["samples"]))
+    check(abs(mm - 0.75) < 0.08, "matmul share near 0.75: %.3f" % mm)
+    check(abs(bar - 0.25) < 0.08, "barrier share near 0.25 (the runtime's spinning): %.3f"
+          % bar)
+    rt = [o for o in g["objects"] if o["path"].endswith("/liblpomp.so")]
+    check(rt and rt[0]["openmp_runtime"] and rt[0]["stripped"],
+          "the report names liblpomp.so an OpenMP runtime, stripped: %s" % rt)
+    check(not [o for o in g["objects"] if o["openmp_runtime"] and "lpggml" in o["path"]],
+          "the ggml library itself is not taken for a runtime")
+
+
 def test_late_dlopen():
     d = Daemon("--once")
     d.wait_ready()
@@ -234,6 +264,7 @@ def main():
     test_precise(True)
     test_precise(False)
     test_sampling()
+    test_sampling_openmp()
     test_late_dlopen()
     test_replaced_library()
 
