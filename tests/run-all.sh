@@ -21,6 +21,12 @@ if [[ ! -e tests/workload/node_modules/.package-lock.json ||
 	(cd tests/workload && npm install --no-save)
 fi
 
+# Real llama.cpp built from source with its defaults (OpenMP): about 6 minutes the first
+# time, then cached by commit (tests/workload/build-llama.sh).
+echo "== llama.cpp from source (cached)"
+llama_simple=$(tests/workload/build-llama.sh)
+echo "$llama_simple"
+
 echo "== clang-format, SPDX lines"
 clang-format --dry-run --Werror $(git ls-files '*.c' '*.h')
 scripts/check-spdx.sh
