@@ -10,7 +10,7 @@
 set -euo pipefail
 
 PACKAGES=(
-	cmake ninja-build pkg-config gcc clang llvm clang-format
+	cmake ninja-build pkg-config gcc g++ clang llvm clang-format git
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	libevent-dev libsystemd-dev libcjson-dev libinih-dev libssl-dev libyaml-dev libcrypt-dev
 	libseccomp-dev iproute2
