@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core.skel.h"
@@ -655,34 +656,18 @@ bool lp_ggml_process_pending(struct lp_ggml *g)
 
 /* --- precise mode --- */
 
+/* The process's CPU time by the kernel's own account (sum_exec_runtime of every thread,
+ * the exited ones included), read through its CPU-time clock. Summing the live threads'
+ * schedstat instead lost the threads that exited within a window, and with them most of
+ * a build that starts worker threads per graph. */
 static uint64_t proc_oncpu_ns(pid_t pid)
 {
-	char path[64];
-	struct dirent *de;
-	uint64_t sum = 0;
-	DIR *d;
+	struct timespec ts;
+	clockid_t cid;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	if (!d)
+	if (clock_getcpuclockid(pid, &cid) != 0 || clock_gettime(cid, &ts) != 0)
 		return 0;
-	while ((de = readdir(d))) {
-		char p[300];
-		unsigned long long ns;
-		FILE *f;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "/proc/%d/task/%s/schedstat", (int)pid, de->d_name);
-		f = fopen(p, "re");
-		if (!f)
-			continue;
-		if (fscanf(f, "%llu", &ns) == 1)
-			sum += ns;
-		fclose(f);
-	}
-	closedir(d);
-	return sum;
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static int read_stats(struct lp_ggml *g, pid_t pid, struct lp_proc_stats *st)

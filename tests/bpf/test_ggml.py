@@ -152,6 +152,33 @@ def test_sampling():
           % (mm2, other2))
 
 
+def test_precise_exited_threads():
+    print("--- precise mode: on-CPU time of threads that exited within the window counts")
+    d = Daemon("--sample-hz", "0")
+    d.wait_ready()
+    fx = Lpggml("--hold", "--threads", "2", "--iters", "100", "--mm-us", "3000",
+                "--bar-spin-us", "1000")
+    d.wait_log("pid %d (lpggml) runs ggml" % fx.pid)
+    status, _, _ = d.api("POST", "/v1/processes/%d/precise" % fx.pid, '{"seconds": 0}')
+    check(status == 200, "precise mode on until switched off")
+    fx.go()
+    fx.line()  # the work is done and its two threads have exited; the process stays
+    status, _, _ = d.api("POST", "/v1/processes/%d/precise" % fx.pid, '{"enable": false}')
+    pr = d.get("/v1/processes/%d" % fx.pid)["ggml"]["precise"]
+    busy = pr["matmul"]["exclusive_oncpu_ns"] + pr["barrier"]["spin_ns"]
+    print("precise window: on-CPU %.3f s, matmul own + barrier spin %.3f s, shares %s"
+          % (pr["oncpu_ns"] / 1e9, busy / 1e9, pr["share"]))
+    check(pr["oncpu_ns"] >= 0.98 * busy and pr["oncpu_ns"] <= 1.1 * busy + 50e6,
+          "the window's on-CPU time %.3f s covers the exited threads' %.3f s"
+          % (pr["oncpu_ns"] / 1e9, busy / 1e9))
+    check(pr["share"]["other"] >= 0 and
+          abs(pr["share"]["matmul"] + pr["share"]["barrier"] + pr["share"]["other"] - 1) < 0.01,
+          "shares add up to 1 with other >= 0: %s" % pr["share"])
+    fx.proc.stdin.close()
+    fx.proc.wait(timeout=20)
+    d.stop()
+
+
 def test_sampling_openmp():
     print("--- sampling an OpenMP build: the barrier tail-calls into a stripped runtime")
     lib = os.path.join(LIBDIR, "liblpggml-omp.so")
@@ -265,6 +292,7 @@ def main():
     test_precise(False)
     test_sampling()
     test_sampling_openmp()
+    test_precise_exited_threads()
     test_late_dlopen()
     test_replaced_library()
 
