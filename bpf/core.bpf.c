@@ -92,6 +92,24 @@ struct {
 	__type(value, __u64[LP_STACK_WORDS]);
 } stack_buf SEC(".maps");
 
+/* The --comm names, filled by user space before attach: a process that execs under one is
+ * tracked from the exec itself; the daemon adopts the entry when the event reaches it
+ * (before, the faults of its first milliseconds were lost). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LP_MAX_COMMS);
+	__type(key, char[LP_COMM_LEN]);
+	__type(value, __u8);
+} comms SEC(".maps");
+
+/* A zeroed record to insert from: too large for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_proc_stats);
+} proc_init SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, LP_D_NR);
@@ -455,6 +473,16 @@ static __always_inline void on_exec(struct task_struct *task)
 	e->type = LP_EV_EXEC;
 	e->tgid = BPF_CORE_READ(task, tgid);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	if (bpf_map_lookup_elem(&comms, e->comm)) {
+		__u32 zero = 0, tgid = e->tgid;
+		struct lp_proc_stats *init = bpf_map_lookup_elem(&proc_init, &zero);
+
+		if (init) {
+			init->tgid = tgid;
+			init->tracked_since_ns = bpf_ktime_get_ns();
+			bpf_map_update_elem(&procs, &tgid, init, BPF_NOEXIST);
+		}
+	}
 	bpf_ringbuf_submit(e, 0);
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core.skel.h"
+#include "llmprof/abi.h"
 #include "log.h"
 
 static int attach_one(struct bpf_program *prog, struct bpf_link **slot)
@@ -280,6 +281,18 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	r = core_bpf__load(s);
 	if (r < 0)
 		return log_error_errno(r, "load BPF programs: %m");
+	for (size_t i = 0; i < cfg->ncomms && i < LP_MAX_COMMS; i++) {
+		char key[LP_COMM_LEN] = {};
+		__u8 one = 1;
+
+		strncpy(key, cfg->comms[i], sizeof(key) - 1);
+		bpf_map__update_elem(s->maps.comms, key, sizeof(key), &one, sizeof(one), BPF_ANY);
+	}
+	if (cfg->ncomms > LP_MAX_COMMS)
+		log_warning(
+			"more than %d --comm names: the others are tracked from when their exec "
+			"is read, not from the exec itself",
+			LP_MAX_COMMS);
 
 	r = attach_sched(c, btf);
 	if (r < 0)

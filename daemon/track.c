@@ -213,14 +213,19 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 	}
 	zero->tgid = key;
 	zero->tracked_since_ns = lp_now_ns();
-	if (bpf_map_update_elem(tr->procs_fd, &key, zero, BPF_ANY) < 0) {
+	if (bpf_map_update_elem(tr->procs_fd, &key, zero, BPF_NOEXIST) < 0) {
 		r = -errno;
+		/* An entry the kernel made at exec (a --comm match) is adopted as it is: it has
+		 * counted since the exec. Gone again: the process exited meanwhile. */
+		if (r == -EEXIST)
+			r = bpf_map_lookup_elem(tr->procs_fd, &key, zero) == 0 ? 0 : -ESRCH;
 		if (r == -E2BIG) {
 			tr->procs_full++;
 			r = -ENOSPC;
 			wait_for_room(tr, pid, st.starttime, matched_by);
 		}
-		goto fail;
+		if (r < 0)
+			goto fail;
 	}
 	/* The process may have begun to exit before the insert (its pid even reused): then its
 	 * exit hook may have run already and no hook would ever delete the entry. After the

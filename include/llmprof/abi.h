@@ -14,6 +14,7 @@
 #define LP_ABI_VERSION 3
 
 #define LP_COMM_LEN 16
+#define LP_MAX_COMMS 64 /* --comm names the kernel side matches at exec */
 
 /* One histogram per kind and tracked process, all in nanoseconds. */
 enum lp_hist_kind {
