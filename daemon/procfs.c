@@ -69,25 +69,6 @@ static int read_small(const char *path, char *buf, size_t size)
 	return (int)n;
 }
 
-int lp_proc_read_stat(pid_t pid, struct lp_proc_stat *out)
-{
-	char path[64], buf[1024];
-	int r;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	r = read_small(path, buf, sizeof(buf));
-	if (r == -ENOENT)
-		return -ESRCH;
-	if (r < 0)
-		return r;
-	r = lp_proc_parse_stat(buf, out);
-	if (r < 0)
-		return r;
-	if (out->state == 'Z' || out->state == 'X')
-		return -ESRCH;
-	return 0;
-}
-
 static int read_stat_path(const char *path, struct lp_proc_stat *out)
 {
 	char buf[1024];
@@ -96,6 +77,20 @@ static int read_stat_path(const char *path, struct lp_proc_stat *out)
 	if (r < 0)
 		return r == -ENOENT || r == -ESRCH ? -ESRCH : r;
 	return lp_proc_parse_stat(buf, out);
+}
+
+int lp_proc_read_stat(pid_t pid, struct lp_proc_stat *out)
+{
+	char path[64];
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	r = read_stat_path(path, out);
+	if (r < 0)
+		return r;
+	if (out->state == 'Z' || out->state == 'X')
+		return -ESRCH;
+	return 0;
 }
 
 int lp_proc_alive(pid_t pid, uint64_t starttime)

@@ -705,9 +705,7 @@ int lp_server_start(struct lp_server **out, struct event_base *base, const struc
 	}
 	s->base = base;
 	s->backend = b;
-	s->max_connections = o->max_connections;
-	s->max_per_uid = o->max_per_uid;
-	s->timeout_s = o->timeout_s;
+	lp_server_set_limits(s, o);
 	r = lp_server_set_webconfig(s, o->web);
 	if (r < 0) {
 		free(s);
