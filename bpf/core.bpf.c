@@ -41,7 +41,13 @@ const volatile bool want_exec_events = false;
  * function that called them. */
 const volatile bool stack_scan = true;
 
-#define LP_STACK_WORDS 256 /* 2 KiB of user stack scanned per sample */
+/* User stack scanned per sample: up to 8 KiB, for kernels with large frames (tinyBLAS
+ * tiles, a fork's GEMMs) between the instruction pointer and their op's return address. */
+#define LP_STACK_WORDS 1024
+/* At a switch-out only whether it stopped in a barrier matters: the instruction pointer in
+ * a runtime or ggml_barrier, or a libc call (sched_yield, futex) just below one. Switches
+ * are frequent (OpenMP threads sleep and wake thousands of times a second): 512 bytes. */
+#define SWITCH_WORDS 64
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -70,6 +76,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct lp_ranges);
 } ranges SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_op_samples);
+} op_samples SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -172,66 +185,113 @@ static __always_inline struct lp_thread *thread_get(__u32 tid, __u32 tgid)
 	return bpf_map_lookup_elem(&threads, &tid);
 }
 
-/* enum lp_region of the range holding addr, by binary search over at most 64 ranges. */
-static __always_inline __u32 range_find(const struct lp_ranges *rg, __u64 addr)
+static __always_inline bool gen_depth_add(__u32 tgid, int d)
+{
+	struct lp_op_samples *os = bpf_map_lookup_elem(&op_samples, &tgid);
+
+	if (!os)
+		return false;
+	__sync_fetch_and_add(&os->gen_depth, d);
+	return true;
+}
+
+/* Index of the range holding addr, or -1: binary search over at most 512 ranges. */
+static __always_inline int range_find(const struct lp_ranges *rg, __u64 addr)
 {
 	__u32 lo = 0, hi = rg->n, mid;
 
 	if (addr < rg->lo || addr >= rg->hi)
-		return LP_R_OTHER;
-	for (int i = 0; i < 7 && lo < hi; i++) {
+		return -1;
+	for (int i = 0; i < 10 && lo < hi; i++) {
 		mid = ((lo + hi) / 2) & (LP_MAX_RANGES - 1);
 		if (addr < rg->r[mid].start)
 			hi = mid;
 		else if (addr >= rg->r[mid].end)
 			lo = mid + 1;
 		else
-			return rg->region[mid];
+			return (int)mid;
 	}
-	return LP_R_OTHER;
+	return -1;
 }
+
+/* Where a sample is: sync, an op (by index), or outside ops. */
+struct where {
+	__u32 region; /* enum lp_region */
+	__s32 op;     /* op index, or -1 */
+};
 
 struct scan_ctx {
 	const struct lp_ranges *rg;
 	const __u64 *words;
-	__u32 region;
+	__u32 nwords;
+	__s32 kernel_op; /* the first matmul kernel found, for when no op function is */
+	struct where w;
+	bool done;
 };
+
+static __always_inline bool take(struct scan_ctx *c, int i, bool is_ip)
+{
+	__u32 k;
+
+	if (i < 0)
+		return false;
+	k = c->rg->kind[i & (LP_MAX_RANGES - 1)];
+	if (k == LP_K_BARRIER || (k == LP_K_RUNTIME && is_ip)) {
+		c->w.region = LP_R_BARRIER;
+		return true;
+	}
+	if (k == LP_K_OP) {
+		c->w.op = c->rg->op[i & (LP_MAX_RANGES - 1)];
+		return true;
+	}
+	if (k == LP_K_KERNEL && c->kernel_op < 0)
+		c->kernel_op = c->rg->op[i & (LP_MAX_RANGES - 1)];
+	return false;
+}
 
 static long scan_word(__u64 i, void *data)
 {
 	struct scan_ctx *c = data;
 	__u64 w;
 
-	if (i >= LP_STACK_WORDS)
+	if (i >= c->nwords || i >= LP_STACK_WORDS)
 		return 1;
 	w = c->words[i];
 	if (w < c->rg->lo || w >= c->rg->hi)
 		return 0;
-	c->region = range_find(c->rg, w);
-	return c->region != LP_R_OTHER;
+	c->done = take(c, range_find(c->rg, w), false);
+	return c->done;
 }
 
-/* Where a thread is, from its user registers: the instruction pointer, else the innermost
- * return address on its stack that lies in a matmul or barrier function. */
-static __always_inline __u32 classify(const struct lp_ranges *rg, __u64 ip, __u64 sp)
+/* Where a thread is, from its user registers: the range holding the instruction pointer,
+ * else the innermost return address in the first nwords words of its stack that lies in an
+ * op or barrier function (a matmul kernel's if there is neither). */
+static __always_inline struct where classify(const struct lp_ranges *rg, __u64 ip, __u64 sp,
+					     __u32 nwords)
 {
-	struct scan_ctx c = {.rg = rg};
-	__u32 zero = 0, r;
+	struct scan_ctx c = {.rg = rg, .kernel_op = -1, .w = {LP_R_OTHER, -1}};
+	__u32 zero = 0;
 	__u64 *buf;
 
-	r = range_find(rg, ip);
-	if (r != LP_R_OTHER || !stack_scan)
-		return r;
-	buf = bpf_map_lookup_elem(&stack_buf, &zero);
-	if (!buf)
-		return LP_R_OTHER;
-	/* The stack's top page is present; the rest may not be, so fall back to less. */
-	if (bpf_probe_read_user(buf, LP_STACK_WORDS * 8, (void *)sp) &&
-	    bpf_probe_read_user(buf, LP_STACK_WORDS * 2, (void *)sp))
-		return LP_R_OTHER;
-	c.words = buf;
-	bpf_loop(LP_STACK_WORDS, scan_word, &c, 0);
-	return c.region;
+	if (!take(&c, range_find(rg, ip), true) && nwords && stack_scan) {
+		buf = bpf_map_lookup_elem(&stack_buf, &zero);
+		if (buf) {
+			/* The stack's top page is present; the rest may not be: read less. */
+			if (nwords > SWITCH_WORDS &&
+			    !bpf_probe_read_user(buf, LP_STACK_WORDS * 8, (void *)sp))
+				c.nwords = LP_STACK_WORDS;
+			else if (!bpf_probe_read_user(buf, SWITCH_WORDS * 8, (void *)sp))
+				c.nwords = SWITCH_WORDS;
+			c.words = buf;
+			if (c.nwords)
+				bpf_loop(c.nwords, scan_word, &c, 0);
+		}
+	}
+	if (c.w.region == LP_R_OTHER && c.w.op < 0)
+		c.w.op = c.kernel_op;
+	if (c.w.op >= 0 && rg->op_matmul[c.w.op & (LP_MAX_OPS - 1)])
+		c.w.region = LP_R_MATMUL;
+	return c.w;
 }
 
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
@@ -264,8 +324,10 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			if (prev_regs) {
 				rg = bpf_map_lookup_elem(&ranges, &tgid);
 				if (rg)
-					t->off_region = classify(rg, PT_REGS_IP_CORE(prev_regs),
-								 PT_REGS_SP_CORE(prev_regs));
+					t->off_region =
+						classify(rg, PT_REGS_IP_CORE(prev_regs),
+							 PT_REGS_SP_CORE(prev_regs), SWITCH_WORDS)
+							.region;
 			}
 			/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */
 			if (preempt || task_state(prev) == 0) {
@@ -356,6 +418,8 @@ static __always_inline void on_exit(struct task_struct *task)
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t && t->tgid == tgid && t->on_since)
 		__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], bpf_ktime_get_ns() - t->on_since);
+	if (t && t->tgid == tgid && t->gen_in)
+		gen_depth_add(tgid, -1);
 	bpf_map_delete_elem(&threads, &tid);
 	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
@@ -749,10 +813,12 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	const struct lp_ranges *rg;
+	struct lp_op_samples *os;
 	struct lp_proc_stats *p;
 	struct pt_regs *regs;
+	struct where w;
 	__u64 ip, sp;
-	__u32 r;
+	bool gen;
 
 	rg = bpf_map_lookup_elem(&ranges, &tgid);
 	if (!rg)
@@ -769,11 +835,27 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 		sp = PT_REGS_SP_CORE(regs);
 	}
 	__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES], 1);
-	r = classify(rg, ip, sp);
-	if (r == LP_R_MATMUL)
+	w = classify(rg, ip, sp, LP_STACK_WORDS);
+	if (w.region == LP_R_MATMUL)
 		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_MATMUL], 1);
-	else if (r == LP_R_BARRIER)
+	else if (w.region == LP_R_BARRIER)
 		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_BARRIER], 1);
+	os = bpf_map_lookup_elem(&op_samples, &tgid);
+	if (!os)
+		return 0;
+	gen = os->gen_depth > 0;
+	__sync_fetch_and_add(&os->total, 1);
+	if (gen)
+		__sync_fetch_and_add(&os->gen_total, 1);
+	if (w.region == LP_R_BARRIER) {
+		__sync_fetch_and_add(&os->sync, 1);
+		if (gen)
+			__sync_fetch_and_add(&os->gen_sync, 1);
+	} else if (w.op >= 0) {
+		__sync_fetch_and_add(&os->all[w.op & (LP_MAX_OPS - 1)], 1);
+		if (gen)
+			__sync_fetch_and_add(&os->gen[w.op & (LP_MAX_OPS - 1)], 1);
+	}
 	return 0;
 }
 
@@ -802,6 +884,9 @@ int BPF_KPROBE(lp_decode_enter)
 	batch = (void *)PT_REGS_PARM2(ctx);
 #endif
 	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), batch);
+	/* A generation decode is in flight for the process's samples, once per thread. */
+	if (n_tokens == 1 && !t->gen_in)
+		t->gen_in = gen_depth_add(tgid, 1);
 	t->decode_tokens = n_tokens > 0 ? n_tokens : 0;
 	t->decode_since = bpf_ktime_get_ns();
 	return 0;
@@ -821,6 +906,8 @@ int BPF_KRETPROBE(lp_decode_exit, int ret)
 		return 0;
 	d = bpf_ktime_get_ns() - t->decode_since;
 	t->decode_since = 0;
+	if (t->gen_in)
+		t->gen_in = !gen_depth_add(tgid, -1);
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return 0;

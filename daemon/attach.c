@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Opens the core BPF skeleton, picks the program variants this kernel supports, sizes the
  * maps, loads, and attaches: scheduler and lifecycle tracepoints, futex syscalls, and one
- * page-fault perf event per CPU. */
+ * page-fault perf event per CPU. cpu-clock sampling is per CPU here, or per thread of each
+ * LLM process (sampler.c). */
 #include "attach.h"
 
 #include <bpf/bpf.h>
@@ -18,6 +19,7 @@
 #include "core.skel.h"
 #include "llmprof/abi.h"
 #include "log.h"
+#include "sampler.h"
 
 static int attach_one(struct bpf_program *prog, struct bpf_link **slot)
 {
@@ -185,18 +187,31 @@ static int attach_faults(struct lp_core *c)
 	return 0;
 }
 
-static void attach_sampling(struct lp_core *c, uint32_t hz)
+static void attach_sampling(struct lp_core *c, uint32_t hz, bool per_thread)
 {
-	int r = attach_per_cpu(c, c->skel->progs.lp_sample, PERF_COUNT_SW_CPU_CLOCK,
-			       1000000000ULL / hz, "cpu-clock");
+	int r;
 
-	if (r < 0) {
-		log_warning("matmul and barrier shares will not be estimated: cpu-clock sampling "
-			    "is unavailable");
-		return;
+	if (per_thread) {
+		/* Opened per process as each is found; tried here on this thread. */
+		r = lp_sampler_probe(c->skel->progs.lp_sample, hz);
+		if (r < 0) {
+			log_warning_errno(r, "matmul and barrier shares will not be estimated: a "
+					     "thread's cpu-clock perf event does not run BPF "
+					     "programs: %m");
+			return;
+		}
+		c->sample_per_thread = true;
+	} else {
+		r = attach_per_cpu(c, c->skel->progs.lp_sample, PERF_COUNT_SW_CPU_CLOCK,
+				   1000000000ULL / hz, "cpu-clock");
+		if (r < 0) {
+			log_warning("matmul and barrier shares will not be estimated: cpu-clock "
+				    "sampling is unavailable");
+			return;
+		}
+		c->nsample_cpus = r;
 	}
 	c->sample_hz = hz;
-	c->nsample_cpus = r;
 }
 
 /* New executable mappings (a late dlopen of libggml-cpu-*.so) come from mmap's entry. */
@@ -263,6 +278,7 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	bpf_map__set_max_entries(s->maps.events, cfg->ringbuf_bytes);
 	bpf_map__set_max_entries(s->maps.ranges, cfg->max_processes);
 	bpf_map__set_max_entries(s->maps.precise, cfg->max_processes);
+	bpf_map__set_max_entries(s->maps.op_samples, cfg->max_processes);
 	s->rodata->want_exec_events = cfg->ncomms > 0 || cfg->nexes > 0;
 	s->rodata->stack_scan = cfg->stack_scan;
 
@@ -311,7 +327,7 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	if (cfg->discover)
 		attach_mmap(c, f->tracefs);
 	if (sampling)
-		attach_sampling(c, cfg->sample_hz);
+		attach_sampling(c, cfg->sample_hz, cfg->sample_per_thread);
 	else if (cfg->sample_hz)
 		log_warning("matmul and barrier shares will not be estimated: this kernel has no "
 			    "software perf events for BPF");

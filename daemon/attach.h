@@ -23,6 +23,7 @@ struct lp_core {
 	int nfault_cpus;
 	const char *mmap_source; /* "syscall tracepoint", "raw_syscalls" or NULL: no dlopen */
 	uint32_t sample_hz;	 /* 0: no sampling */
+	bool sample_per_thread;	 /* each LLM process's threads, else every CPU */
 	int nsample_cpus;
 };
 

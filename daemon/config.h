@@ -20,6 +20,7 @@ enum lp_sym_class {
 	LP_SYM_MATMUL = 0, /* any of these mapped makes a process an LLM process */
 	LP_SYM_BARRIER,
 	LP_SYM_DECODE,
+	LP_SYM_OP, /* op functions: every sample is counted for the op it is in */
 	LP_SYM_NR,
 };
 
@@ -48,6 +49,7 @@ struct lp_config {
 	bool discover;			       /* track processes that map a matmul symbol */
 	const char *const *symbols[LP_SYM_NR]; /* NULL-terminated names or globs per class */
 	uint32_t sample_hz;		       /* cpu-clock sampling; 0 = off */
+	bool sample_per_thread;		       /* --sampler thread */
 	bool stack_scan;		       /* classify samples by return addresses too */
 	bool fast_entry;		       /* uprobes on the first emulated instruction */
 	double precise_duty;		       /* share of time in precise mode, 0 to 1 */

@@ -25,7 +25,7 @@
 #define MAX_OBJS 4096
 #define PENDING_TRIES 10
 
-static const char *const class_names[LP_SYM_NR] = {"matmul", "barrier", "decode"};
+static const char *const class_names[LP_SYM_NR] = {"matmul", "barrier", "decode", "op"};
 
 static void links_destroy(struct bpf_link ***links, size_t *n)
 {
@@ -64,6 +64,9 @@ void lp_ggml_proc_free(struct lp_ggml_proc *gp)
 	if (!gp)
 		return;
 	links_destroy(&gp->plinks, &gp->nplinks);
+	lp_sampler_stop(&gp->sampler);
+	lp_op_table_free(&gp->ops);
+	free(gp->final_ops);
 	free(gp->objs);
 	free(gp);
 }
@@ -198,6 +201,15 @@ static void log_obj(const struct lp_ggml_obj *o)
 	for (int c = 0; c < LP_SYM_NR; c++) {
 		bool first = true;
 
+		size_t nops = 0;
+
+		for (size_t i = 0; i < o->syms.nsyms && c == LP_SYM_OP; i++)
+			nops += o->syms.syms[i].cls == c;
+		if (c == LP_SYM_OP) {
+			if (nops)
+				line_add(&l, "%s%zu op functions", l.len ? "; " : "", nops);
+			continue;
+		}
 		for (size_t i = 0; i < o->syms.nsyms; i++) {
 			const struct lp_elf_sym *sym = &o->syms.syms[i];
 
@@ -343,82 +355,156 @@ static int read_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 	return 0;
 }
 
-static int compare_range(const void *a, const void *b)
+/* What one symbol is in the sampling table: its kind and op index, or -1 to leave it out
+ * (the decode entry point; an op past the op table's room, counted in ops_dropped). */
+static int sym_entry(struct lp_ggml_proc *gp, const struct lp_elf_sym *sym, uint8_t *kind)
 {
-	const struct lp_range *x = a, *y = b;
+	char op[LP_OP_NAME_MAX];
+	int id;
 
-	return x->start < y->start ? -1 : x->start > y->start;
+	if (sym->cls == LP_SYM_DECODE)
+		return -1;
+	if (sym->cls == LP_SYM_BARRIER) {
+		*kind = LP_K_BARRIER;
+		return 0;
+	}
+	if (lp_op_name(sym->name, op, sizeof(op)) == 0) {
+		*kind = LP_K_OP;
+		id = lp_op_table_index(&gp->ops, op, lp_op_group_of(op), LP_MAX_OPS);
+	} else if (sym->cls == LP_SYM_MATMUL) {
+		/* A matmul kernel by configuration: matmul whatever its name says. */
+		*kind = LP_K_KERNEL;
+		snprintf(op, sizeof(op), "%s", sym->name);
+		id = lp_op_table_index(&gp->ops, op, LP_G_MATMUL, LP_MAX_OPS);
+	} else {
+		return -1;
+	}
+	if (id == -ENOSPC)
+		gp->ops_dropped++;
+	return id;
 }
 
-/* The sampling table: matmul and barrier functions at their addresses in this process. */
+struct table_entry {
+	struct lp_range r;
+	uint8_t kind, op;
+};
+
+static int compare_entry(const void *a, const void *b)
+{
+	const struct table_entry *x = a, *y = b;
+
+	return x->r.start < y->r.start ? -1 : x->r.start > y->r.start;
+}
+
+/* Collects the entries of one mapping: an OpenMP runtime's whole text, else its op,
+ * kernel and barrier functions. Returns the new count. */
+static size_t collect(struct lp_ggml_proc *gp, const struct mapping *m, const struct lp_ggml_obj *o,
+		      struct table_entry *v, size_t n, size_t cap)
+{
+	if (o->omp_runtime) {
+		if (n < cap)
+			v[n++] = (struct table_entry){{m->start, m->end}, LP_K_RUNTIME, 0};
+		return n;
+	}
+	for (size_t k = 0; k < o->syms.nsyms && n < cap; k++) {
+		const struct lp_elf_sym *sym = &o->syms.syms[k];
+		uint64_t len = m->end - m->start;
+		uint8_t kind = 0;
+		int id;
+
+		if (sym->file_off < m->pgoff || sym->file_off >= m->pgoff + len)
+			continue;
+		id = sym_entry(gp, sym, &kind);
+		if (id < 0)
+			continue;
+		v[n].r.start = m->start + (sym->file_off - m->pgoff);
+		v[n].r.end = v[n].r.start + (sym->size ? sym->size : 1);
+		v[n].kind = kind;
+		v[n].op = (uint8_t)id;
+		n++;
+	}
+	return n;
+}
+
+/* The op_samples entry, made once with the first sampling table. */
+static void make_op_samples(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_op_samples *zero;
+	__u32 key = (__u32)t->pid;
+
+	if (t->ggml->op_samples_made || !(zero = calloc(1, sizeof(*zero))))
+		return;
+	if (bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key, zero,
+				BPF_NOEXIST) == 0 ||
+	    errno == EEXIST)
+		t->ggml->op_samples_made = true;
+	else
+		log_warning_errno(-errno, "pid %d: no room for its op counts: %m", (int)t->pid);
+	free(zero);
+}
+
+/* The sampling table: op, kernel and barrier functions and OpenMP runtimes at their
+ * addresses in this process, sorted and disjoint (an inner symbol cuts the one it lies
+ * in short). Entries past LP_MAX_RANGES are dropped, and said so. */
 static void write_ranges(struct lp_ggml *g, struct lp_target *t, const struct proc_scan *s)
 {
-	struct {
-		struct lp_range r;
-		uint8_t region;
-	} tmp[LP_MAX_RANGES * 4];
+	struct lp_ggml_proc *gp = t->ggml;
+	size_t cap = LP_MAX_RANGES * 4, n = 0, dropped = 0, collected = 0;
+	struct table_entry *v = calloc(cap, sizeof(*v));
 	struct lp_ranges *rg = calloc(1, sizeof(*rg));
 	__u32 key = (__u32)t->pid;
-	size_t n = 0, dropped = 0;
 
-	if (!rg)
-		return;
-	for (size_t i = 0; i < s->n; i++) {
-		const struct mapping *m = &s->v[i].m;
-
-		/* The runtime's whole executable mapping: its spin and sleep functions are
-		 * static and, in a distribution's build, stripped. */
-		if (s->v[i].o->omp_runtime) {
-			if (n == sizeof(tmp) / sizeof(tmp[0])) {
-				dropped++;
-				continue;
-			}
-			tmp[n].r.start = m->start;
-			tmp[n].r.end = m->end;
-			tmp[n].region = LP_R_BARRIER;
-			n++;
-			continue;
-		}
-		for (size_t k = 0; k < s->v[i].o->syms.nsyms; k++) {
-			const struct lp_elf_sym *sym = &s->v[i].o->syms.syms[k];
-			uint64_t len = m->end - m->start;
-
-			if (sym->cls == LP_SYM_DECODE || sym->file_off < m->pgoff ||
-			    sym->file_off >= m->pgoff + len)
-				continue;
-			if (n == sizeof(tmp) / sizeof(tmp[0])) {
-				dropped++;
-				continue;
-			}
-			tmp[n].r.start = m->start + (sym->file_off - m->pgoff);
-			tmp[n].r.end = tmp[n].r.start + (sym->size ? sym->size : 1);
-			tmp[n].region = sym->cls == LP_SYM_MATMUL ? LP_R_MATMUL : LP_R_BARRIER;
-			n++;
-		}
-	}
-	qsort(tmp, n, sizeof(tmp[0]), compare_range);
+	if (!v || !rg)
+		goto out;
+	for (size_t i = 0; i < s->n; i++)
+		n = collect(gp, &s->v[i].m, s->v[i].o, v, n, cap);
+	qsort(v, n, sizeof(*v), compare_entry);
 	for (size_t i = 0; i < n; i++) {
+		if (rg->n && v[i].r.start < rg->r[rg->n - 1].end) {
+			if (v[i].r.start == rg->r[rg->n - 1].start)
+				continue; /* an alias of the same code */
+			rg->r[rg->n - 1].end = v[i].r.start;
+		}
 		if (rg->n == LP_MAX_RANGES) {
 			dropped++;
 			continue;
 		}
-		rg->r[rg->n] = tmp[i].r;
-		rg->region[rg->n] = tmp[i].region;
+		rg->r[rg->n] = v[i].r;
+		rg->kind[rg->n] = v[i].kind;
+		rg->op[rg->n] = v[i].op;
 		rg->n++;
+		collected++;
 	}
+	for (size_t i = 0; i < gp->ops.n; i++)
+		rg->op_matmul[i] = gp->ops.v[i].group == LP_G_MATMUL;
 	if (rg->n) {
 		rg->lo = rg->r[0].start;
 		for (size_t i = 0; i < rg->n; i++)
 			if (rg->r[i].end > rg->hi)
 				rg->hi = rg->r[i].end;
 	}
-	if (dropped && dropped != t->ggml->ranges_dropped)
-		log_warning("pid %d: %zu matching functions do not fit the %d-entry sampling "
-			    "table and will count as 'other'; narrow the symbol patterns",
+	if (dropped && dropped != gp->ranges_dropped)
+		log_warning("pid %d: %zu functions do not fit the %d-entry sampling table and "
+			    "will count as outside ops; narrow the symbol patterns",
 			    (int)t->pid, dropped, LP_MAX_RANGES);
-	t->ggml->nranges = rg->n;
-	t->ggml->ranges_dropped = dropped;
+	gp->nranges = rg->n;
+	gp->ranges_dropped = dropped;
+	make_op_samples(g, t);
+	if (!gp->table_ns) {
+		struct lp_proc_stats *st = malloc(sizeof(*st));
+
+		if (st &&
+		    bpf_map_lookup_elem(bpf_map__fd(g->core->skel->maps.procs), &key, st) == 0)
+			gp->oncpu_at_table_ns = st->ctr[LP_C_ONCPU_NS];
+		free(st);
+		gp->table_ns = lp_now_ns();
+	}
 	bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.ranges), &key, rg, BPF_ANY);
+	if (g->core->sample_per_thread && gp->nranges && !gp->sampler.n && !gp->sampler.error)
+		lp_sampler_start(&gp->sampler, g->core->skel->progs.lp_sample, g->core->sample_hz,
+				 t->pid);
+out:
+	free(v);
 	free(rg);
 }
 
@@ -740,7 +826,7 @@ static int precise_attach(struct lp_ggml *g, struct lp_target *t)
 			const struct lp_elf_sym *sym = &o->syms.syms[k];
 			bool mm = sym->cls == LP_SYM_MATMUL;
 
-			if (sym->cls == LP_SYM_DECODE)
+			if (sym->cls == LP_SYM_DECODE || sym->cls == LP_SYM_OP)
 				continue;
 			for (int ret = 0; ret < 2 && r == 0; ret++) {
 				struct bpf_program *prog = mm ? (ret ? s->progs.lp_matmul_exit
@@ -838,11 +924,43 @@ void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
 
 	if (t->ggml && t->ggml->precise_on)
 		window_close(g, t, t->final);
-	if (t->ggml)
+	if (t->ggml) {
 		links_destroy(&t->ggml->plinks, &t->ggml->nplinks);
+		lp_sampler_stop(&t->ggml->sampler);
+		/* The exit hook leaves the op counts for this last read. */
+		if (t->ggml->op_samples_made && !t->ggml->final_ops &&
+		    (t->ggml->final_ops = calloc(1, sizeof(*t->ggml->final_ops))))
+			bpf_map_lookup_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key,
+					    t->ggml->final_ops);
+	}
+	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key);
 	/* The exit hook deletes these; an exit it missed (lp_tracker_sweep) leaves them. */
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.ranges), &key);
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
+}
+
+/* Zeroes the op counts, all but the decodes in flight; samples counted between the read
+ * and the write are lost, as with the process counters. */
+static void reset_op_samples(struct lp_ggml *g, struct lp_target *t)
+{
+	int fd = bpf_map__fd(g->core->skel->maps.op_samples);
+	struct lp_op_samples *os = t->ggml->final_ops;
+	__u32 key = (__u32)t->pid;
+	__s32 depth;
+
+	if (os) {
+		memset(os, 0, sizeof(*os));
+		return;
+	}
+	if (!t->ggml->op_samples_made || !(os = malloc(sizeof(*os))))
+		return;
+	if (bpf_map_lookup_elem(fd, &key, os) == 0) {
+		depth = os->gen_depth;
+		memset(os, 0, sizeof(*os));
+		os->gen_depth = depth;
+		bpf_map_update_elem(fd, &key, os, BPF_EXIST);
+	}
+	free(os);
 }
 
 void lp_ggml_reset(struct lp_ggml *g, struct lp_target *t)
@@ -851,6 +969,8 @@ void lp_ggml_reset(struct lp_ggml *g, struct lp_target *t)
 
 	if (!gp)
 		return;
+	reset_op_samples(g, t);
+	gp->oncpu_at_table_ns = 0;
 	gp->windows = gp->window_ns = gp->window_oncpu_ns = 0;
 	memset(gp->window_samples, 0, sizeof(gp->window_samples));
 	/* An open window starts again from the zeroed counters. */

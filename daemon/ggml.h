@@ -11,6 +11,8 @@
 #include <sys/types.h>
 
 #include "attach.h"
+#include "ops.h"
+#include "sampler.h"
 #include "elfsym.h"
 #include "track.h"
 
@@ -42,6 +44,14 @@ struct lp_ggml_proc {
 	uint64_t found_ns; /* when its first matmul symbol was found */
 	size_t nranges;	   /* matmul and barrier functions in the sampling table */
 	size_t ranges_dropped;
+	struct lp_sampler sampler; /* started with the first sampling table */
+	struct lp_op_table ops;	   /* op indices of the sampling table */
+	size_t ops_dropped;	   /* op names past LP_MAX_OPS: their samples are outside ops */
+	bool op_samples_made;	   /* its op_samples entry exists in the kernel */
+	struct lp_op_samples *final_ops; /* the kernel's last counts, read at the exit */
+	/* LP_C_ONCPU_NS when the sampling table was first written: samples count from then */
+	uint64_t oncpu_at_table_ns;
+	uint64_t table_ns; /* CLOCK_MONOTONIC then; 0: not written yet */
 
 	/* precise mode */
 	bool precise_on;

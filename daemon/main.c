@@ -609,11 +609,11 @@ static int run(struct daemon *d)
 	if (r < 0)
 		return r;
 	log_info("collectors: scheduler via %s, futex via %s, page faults %s, new mappings via %s, "
-		 "sampling at %u Hz on %d CPUs",
+		 "sampling at %u Hz %s",
 		 d->core.sched_variant, d->core.futex_source ? d->core.futex_source : "off",
 		 d->core.faults ? "via perf software events" : "off",
 		 d->core.mmap_source ? d->core.mmap_source : "nothing (off)", d->core.sample_hz,
-		 d->core.nsample_cpus);
+		 d->core.sample_per_thread ? "per thread of each LLM process" : "per CPU");
 	log_memory(&d->core);
 	if (d->cfg.check && *d->cfg.web_config) {
 		r = lp_webconfig_check(d->cfg.web_config);

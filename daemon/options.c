@@ -29,6 +29,9 @@ static const char *const default_matmul[] = {"ggml_compute_forward_mul_mat",
 static const char *const default_barrier[] = {"ggml_barrier", "GOMP_barrier", "__kmpc_barrier",
 					      NULL};
 static const char *const default_decode[] = {"llama_decode", NULL};
+/* Plain and C++-mangled op functions and their helpers; the extra buffer types' matmuls. */
+static const char *const default_op[] = {"*ggml_compute_forward_*", "_ZN4ggml3cpu*compute_forward*",
+					 NULL};
 
 static void usage(FILE *out)
 {
@@ -52,9 +55,18 @@ static void usage(FILE *out)
 		"                           iqk_mul_mat_4d, iqk_mul_mat_moe\n"
 		"      --barrier-symbols LIST  default ggml_barrier, GOMP_barrier, __kmpc_barrier\n"
 		"      --decode-symbols LIST   default llama_decode\n"
+		"      --op-symbols LIST       operator functions; default "
+		"*ggml_compute_forward_*,\n"
+		"                           _ZN4ggml3cpu*compute_forward*\n"
 		"      --sample-hz N        cpu-clock samples per second and CPU for the matmul\n"
 		"                           and barrier shares (default 199; 0 = off)\n"
 		"      --no-stack-scan      classify samples by instruction pointer only\n"
+		"      --sampler cpu|thread one cpu-clock event per CPU (default: cheapest), or\n"
+		"                           one per thread of each LLM process, as perf record\n"
+		"                           -p: exact to each thread's CPU time where the host's\n"
+		"                           timer skips periods (virtual machines: see\n"
+		"                           ggml.sampled.coverage), but each context switch of\n"
+		"                           those threads costs more\n"
 		"      --precise-duty SHARE share of time (0 to 1) with a uprobe on every matmul\n"
 		"                           and barrier call: exact, but each call costs about\n"
 		"                           1 us (default 0; 1 = always)\n"
@@ -215,9 +227,11 @@ enum {
 	OPT_NO_DISCOVER,
 	OPT_MATMUL_SYMS,
 	OPT_BARRIER_SYMS,
+	OPT_OP_SYMS,
 	OPT_DECODE_SYMS,
 	OPT_SAMPLE_HZ,
 	OPT_NO_STACK_SCAN,
+	OPT_SAMPLER,
 	OPT_NO_FAST_ENTRY,
 	OPT_PRECISE_DUTY,
 	OPT_PRECISE_PERIOD,
@@ -254,9 +268,11 @@ static const struct option opts[] = {
 	{"no-discover", no_argument, NULL, OPT_NO_DISCOVER},
 	{"matmul-symbols", required_argument, NULL, OPT_MATMUL_SYMS},
 	{"barrier-symbols", required_argument, NULL, OPT_BARRIER_SYMS},
+	{"op-symbols", required_argument, NULL, OPT_OP_SYMS},
 	{"decode-symbols", required_argument, NULL, OPT_DECODE_SYMS},
 	{"sample-hz", required_argument, NULL, OPT_SAMPLE_HZ},
 	{"no-stack-scan", no_argument, NULL, OPT_NO_STACK_SCAN},
+	{"sampler", required_argument, NULL, OPT_SAMPLER},
 	{"no-fast-entry", no_argument, NULL, OPT_NO_FAST_ENTRY},
 	{"precise-duty", required_argument, NULL, OPT_PRECISE_DUTY},
 	{"precise-period", required_argument, NULL, OPT_PRECISE_PERIOD},
@@ -391,9 +407,11 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 		return 0;
 	case OPT_MATMUL_SYMS:
 	case OPT_BARRIER_SYMS:
-	case OPT_DECODE_SYMS: {
+	case OPT_DECODE_SYMS:
+	case OPT_OP_SYMS: {
 		int cls = c == OPT_MATMUL_SYMS	  ? LP_SYM_MATMUL
 			  : c == OPT_BARRIER_SYMS ? LP_SYM_BARRIER
+			  : c == OPT_OP_SYMS	  ? LP_SYM_OP
 						  : LP_SYM_DECODE;
 		char **v = keep(st, split_list(arg));
 
@@ -402,6 +420,13 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 		cfg->symbols[cls] = (const char *const *)v;
 		return 0;
 	}
+	case OPT_SAMPLER:
+		if (strcmp(arg, "cpu") && strcmp(arg, "thread")) {
+			log_error("--sampler: '%s' is neither cpu nor thread", arg);
+			return -EINVAL;
+		}
+		cfg->sample_per_thread = strcmp(arg, "thread") == 0;
+		return 0;
 	case OPT_NO_STACK_SCAN:
 		cfg->stack_scan = false;
 		return 0;
@@ -494,6 +519,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->symbols[LP_SYM_MATMUL] = default_matmul;
 	cfg->symbols[LP_SYM_BARRIER] = default_barrier;
 	cfg->symbols[LP_SYM_DECODE] = default_decode;
+	cfg->symbols[LP_SYM_OP] = default_op;
 	cfg->sample_hz = 199;
 	cfg->stack_scan = true;
 	cfg->fast_entry = true;
@@ -700,8 +726,10 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	add_list(o, "matmul-symbols", cfg->symbols[LP_SYM_MATMUL], 0);
 	add_list(o, "barrier-symbols", cfg->symbols[LP_SYM_BARRIER], 0);
 	add_list(o, "decode-symbols", cfg->symbols[LP_SYM_DECODE], 0);
+	add_list(o, "op-symbols", cfg->symbols[LP_SYM_OP], 0);
 	cJSON_AddNumberToObject(o, "sample-hz", cfg->sample_hz);
 	cJSON_AddBoolToObject(o, "stack-scan", cfg->stack_scan);
+	cJSON_AddStringToObject(o, "sampler", cfg->sample_per_thread ? "thread" : "cpu");
 	cJSON_AddBoolToObject(o, "fast-entry", cfg->fast_entry);
 	cJSON_AddNumberToObject(o, "precise-duty", cfg->precise_duty);
 	cJSON_AddNumberToObject(o, "precise-period", cfg->precise_period);

@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hist.h"
@@ -53,7 +54,7 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_BARRIER_OFF_NS] = "precise_barrier_offcpu_ns",
 };
 
-static const char *const sym_class_names[LP_SYM_NR] = {"matmul", "barrier", "decode"};
+static const char *const sym_class_names[LP_SYM_NR] = {"matmul", "barrier", "decode", NULL};
 
 static void num(cJSON *o, const char *k, uint64_t v)
 {
@@ -174,16 +175,39 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp)
 		cJSON_AddStringToObject(e, "path", ob->path);
 		cJSON_AddBoolToObject(e, "stripped", !ob->syms.has_symtab);
 		cJSON_AddBoolToObject(e, "openmp_runtime", ob->omp_runtime);
-		for (int c = 0; c < LP_SYM_NR; c++)
+		size_t nops = 0;
+
+		for (int c = 0; c < LP_SYM_OP; c++)
 			lists[c] = cJSON_AddArrayToObject(e, sym_class_names[c]);
-		for (size_t k = 0; k < ob->syms.nsyms; k++)
-			cJSON_AddItemToArray(lists[ob->syms.syms[k].cls],
-					     cJSON_CreateString(ob->syms.syms[k].name));
+		for (size_t k = 0; k < ob->syms.nsyms; k++) {
+			const struct lp_elf_sym *s = &ob->syms.syms[k];
+			char op[LP_OP_NAME_MAX];
+
+			if (s->cls != LP_SYM_BARRIER && s->cls != LP_SYM_DECODE &&
+			    lp_op_name(s->name, op, sizeof(op)) == 0)
+				nops++;
+			if (s->cls != LP_SYM_OP)
+				cJSON_AddItemToArray(lists[s->cls], cJSON_CreateString(s->name));
+		}
+		/* Op functions are many (upstream has 130+): counted, not listed. Matmul
+		 * functions named ggml_compute_forward_* are ops too. */
+		num(e, "op_functions", nops);
+		cJSON_AddStringToObject(e, "op_attribution",
+					ob->omp_runtime ? "sync: an OpenMP runtime"
+					: nops ? "stack scan: instruction pointer, else innermost "
+						 "op return address in 8 KiB"
+					: ob->verdict == LP_OBJ_MATMUL
+						? "unknown: no op functions in its symbols"
+						: "none");
 		/* Where each function's uprobes go: bytes past its start, and the instruction. */
 		sites = cJSON_AddArrayToObject(e, "probe_sites");
 		for (size_t k = 0; k < ob->syms.nsyms; k++) {
 			const struct lp_elf_sym *s = &ob->syms.syms[k];
-			cJSON *x = cJSON_CreateObject();
+			cJSON *x;
+
+			if (s->cls == LP_SYM_OP)
+				continue;
+			x = cJSON_CreateObject();
 
 			cJSON_AddStringToObject(x, "function", s->name);
 			num(x, "offset", s->entry_skip);
@@ -198,6 +222,96 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp)
 		cJSON_AddItemToArray(a, e);
 	}
 	return a;
+}
+
+/* Samples by op group, with sync and outside ops, over op_samples (all or generation). */
+static void group_counts(const struct lp_ggml_proc *gp, const struct lp_op_samples *os, bool gen,
+			 uint64_t out[LP_G_NR + 2])
+{
+	const __u64 *per = gen ? os->gen : os->all;
+	uint64_t total = gen ? os->gen_total : os->total, sync = gen ? os->gen_sync : os->sync;
+	uint64_t in_ops = 0;
+
+	memset(out, 0, sizeof(uint64_t) * (LP_G_NR + 2));
+	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
+		out[gp->ops.v[i].group] += per[i];
+		in_ops += per[i];
+	}
+	out[LP_G_NR] = sync;
+	out[LP_G_NR + 1] = total > sync + in_ops ? total - sync - in_ops : 0;
+}
+
+static const char *group_key(int g)
+{
+	return g == LP_G_OTHER	  ? "other_ops"
+	       : g == LP_G_NR	  ? "sync"
+	       : g == LP_G_NR + 1 ? "outside_ops"
+				  : lp_op_group_name((enum lp_op_group)g);
+}
+
+struct op_row {
+	size_t i;
+	uint64_t n;
+};
+
+static int compare_row(const void *a, const void *b)
+{
+	const struct op_row *x = a, *y = b;
+
+	return x->n > y->n ? -1 : x->n < y->n;
+}
+
+/* ggml.ops, ggml.op_groups and ggml.per_token: where the sampled CPU time goes by operator,
+ * over the process's life and per generated token. */
+static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_op_samples *os,
+		       uint64_t gen_tokens, uint64_t gen_ns, uint32_t hz)
+{
+	static const struct lp_op_samples none;
+	struct op_row *rows = calloc(gp->ops.n ? gp->ops.n : 1, sizeof(*rows));
+	uint64_t g[LP_G_NR + 2];
+	cJSON *a, *x, *y;
+	size_t n = 0;
+
+	if (!os)
+		os = &none;
+	a = cJSON_AddArrayToObject(o, "ops");
+	for (size_t i = 0; rows && i < gp->ops.n && i < LP_MAX_OPS; i++)
+		if (os->all[i])
+			rows[n++] = (struct op_row){i, os->all[i]};
+	if (rows)
+		qsort(rows, n, sizeof(*rows), compare_row);
+	for (size_t k = 0; k < n; k++) {
+		const struct lp_op_entry *e = &gp->ops.v[rows[k].i];
+
+		x = cJSON_CreateObject();
+		cJSON_AddStringToObject(x, "op", e->name);
+		cJSON_AddStringToObject(x, "group", lp_op_group_name(e->group));
+		num(x, "samples", rows[k].n);
+		cJSON_AddNumberToObject(x, "share", ratio(rows[k].n, os->total));
+		num(x, "generation_samples", os->gen[rows[k].i]);
+		cJSON_AddItemToArray(a, x);
+	}
+	free(rows);
+	num(o, "ops_dropped", gp->ops_dropped);
+
+	x = cJSON_AddObjectToObject(o, "op_groups");
+	num(x, "samples", os->total);
+	y = cJSON_AddObjectToObject(x, "share");
+	group_counts(gp, os, false, g);
+	for (int i = 0; i < LP_G_NR + 2; i++)
+		cJSON_AddNumberToObject(y, group_key(i), ratio(g[i], os->total));
+
+	/* CPU time is summed over threads, so per token it can exceed the wall time. */
+	x = cJSON_AddObjectToObject(o, "per_token");
+	num(x, "generated", gen_tokens);
+	cJSON_AddNumberToObject(x, "wall_ms", gen_tokens ? (double)gen_ns / 1e6 / gen_tokens : 0);
+	num(x, "samples", os->gen_total);
+	y = cJSON_AddObjectToObject(x, "cpu_ms");
+	group_counts(gp, os, true, g);
+	for (int i = 0; i < LP_G_NR + 2; i++)
+		cJSON_AddNumberToObject(y, group_key(i),
+					gen_tokens && hz ? (double)g[i] * 1e3 / hz / gen_tokens
+							 : 0);
 }
 
 /* Configured names (not globs) that none of the process's objects holds. */
@@ -236,9 +350,26 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 		     ctr[LP_C_DECODE_GEN_NS]);
 
 	/* Each sample stands for 1/hz seconds of CPU time. */
+	render_ops(o, gp, v->ops, ctr[LP_C_DECODE_GEN_CALLS], ctr[LP_C_DECODE_GEN_NS], sample_hz);
 	x = cJSON_AddObjectToObject(o, "sampled");
 	num(x, "hz", sample_hz);
+	/* one per thread there when sampling started; later threads inherit theirs */
+	cJSON_AddStringToObject(x, "sampler", cfg && cfg->sample_per_thread ? "thread" : "cpu");
+	num(x, "thread_events", gp->sampler.opened);
+	/* CLOCK_MONOTONIC when this process's samples began to count; 0: not yet */
+	num(x, "since_ns", gp->sampler.started_ns ? gp->sampler.started_ns : gp->table_ns);
+	if (gp->sampler.error)
+		cJSON_AddStringToObject(x, "error", strerror(-gp->sampler.error));
 	num(x, "samples", ctr[LP_C_SAMPLES]);
+	/* Sampled CPU time over the on-CPU time the scheduler hook measured since sampling
+	 * began: 1 where the timer fires every period; lower where the host skips periods. */
+	if (sample_hz && !v->target->base && ctr[LP_C_ONCPU_NS] > gp->oncpu_at_table_ns)
+		cJSON_AddNumberToObject(
+			x, "coverage",
+			(double)ctr[LP_C_SAMPLES] * 1e9 / sample_hz /
+				(double)(ctr[LP_C_ONCPU_NS] - gp->oncpu_at_table_ns));
+	else
+		cJSON_AddNullToObject(x, "coverage");
 	num(x, "matmul", ctr[LP_C_SAMPLES_MATMUL]);
 	num(x, "barrier", ctr[LP_C_SAMPLES_BARRIER]);
 	cJSON_AddItemToObject(x, "share",

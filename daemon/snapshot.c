@@ -136,6 +136,23 @@ static void stats_add(struct lp_proc_stats *dst, const struct lp_proc_stats *src
 	}
 }
 
+/* The op counts: the kernel's for a live process, the last read for an exited one. */
+static void read_ops(struct lp_proc_view *v, const struct lp_core *c)
+{
+	const struct lp_ggml_proc *gp = v->target->ggml;
+	__u32 key = (__u32)v->target->pid;
+
+	if (!gp || !(v->ops = malloc(sizeof(*v->ops))))
+		return;
+	if (gp->final_ops)
+		*v->ops = *gp->final_ops;
+	else if (!v->live || !gp->op_samples_made ||
+		 bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.op_samples), &key, v->ops)) {
+		free(v->ops);
+		v->ops = NULL;
+	}
+}
+
 int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid)
 {
 	int procs_fd = bpf_map__fd(c->skel->maps.procs);
@@ -181,6 +198,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 			bpf_map_lookup_elem(procs_fd, &key, &v->stats);
 			v->live = true;
 		}
+		read_ops(v, c);
 		/* Window deltas are of the kernel's counts: before the base is added. */
 		lp_ggml_window_totals(t, &v->stats, &v->precise);
 		if (t->base)
@@ -199,8 +217,10 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 
 void lp_report_free(struct lp_report *r)
 {
-	for (size_t i = 0; i < r->nprocs; i++)
+	for (size_t i = 0; i < r->nprocs; i++) {
 		free(r->procs[i].threads);
+		free(r->procs[i].ops);
+	}
 	free(r->procs);
 	r->procs = NULL;
 	r->nprocs = 0;

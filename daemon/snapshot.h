@@ -22,6 +22,7 @@ struct lp_proc_view {
 	struct lp_thread_view *threads;
 	size_t nthreads;
 	struct lp_ggml_window_totals precise; /* precise-mode windows, the open one included */
+	struct lp_op_samples *ops;	      /* NULL: no op counts (yet) */
 };
 
 struct lp_report {

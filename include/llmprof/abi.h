@@ -114,7 +114,7 @@ struct lp_thread {
 	__u32 off_region;
 	/* precise mode: calls in flight, valid while pgen matches the process's */
 	__u32 pgen;
-	__u32 pad2;
+	__u32 gen_in;	    /* counted in its process's op_samples.gen_depth */
 	struct lp_call mm;  /* inner_ns: wall time of barriers called from inside */
 	struct lp_call bar; /* inner_ns: unused */
 };
@@ -126,9 +126,26 @@ enum lp_region {
 	LP_R_BARRIER,
 };
 
-/* Value of the "ranges" map, keyed by tgid: where the process has its matmul and barrier
- * functions, sorted by start. User space writes it after reading the process's mappings. */
-#define LP_MAX_RANGES 64
+/* What an entry of the sampling table is. */
+enum lp_range_kind {
+	/* A ggml operator's function (ggml_compute_forward_<op>, a fork's fused ops): a
+	 * sample whose instruction pointer or innermost return address of interest is in it
+	 * counts for its op, with every kernel it calls. */
+	LP_K_OP = 0,
+	/* A matmul kernel outside any op function (ik_llama.cpp's iqk_mul_mat): counts for
+	 * the op function above it, or for itself when none is found. */
+	LP_K_KERNEL,
+	/* ggml_barrier and the runtimes' barrier entry points: sync. */
+	LP_K_BARRIER,
+	/* An OpenMP runtime's whole text: sync when the instruction pointer is in it; as a
+	 * caller (thread start, parallel region) it says nothing and the scan goes on. */
+	LP_K_RUNTIME,
+};
+
+/* Value of the "ranges" map, keyed by tgid: the process's sampling table, sorted by start
+ * and disjoint. User space writes it after reading the process's mappings. */
+#define LP_MAX_RANGES 512
+#define LP_MAX_OPS 256 /* op indices: a byte */
 struct lp_range {
 	__u64 start;
 	__u64 end; /* exclusive */
@@ -139,7 +156,22 @@ struct lp_ranges {
 	__u32 pad;
 	__u64 lo, hi; /* start of the first range, end of the last */
 	struct lp_range r[LP_MAX_RANGES];
-	__u8 region[LP_MAX_RANGES];
+	__u8 kind[LP_MAX_RANGES];   /* enum lp_range_kind */
+	__u8 op[LP_MAX_RANGES];	    /* LP_K_OP, LP_K_KERNEL: index in the process's op table */
+	__u8 op_matmul[LP_MAX_OPS]; /* 1: the op is in the matmul group */
+};
+
+/* Value of the "op_samples" map, keyed by tgid: the process's samples by op index, in all
+ * and while a one-token llama_decode (generation) was in flight. Samples in no op are
+ * total - sync - the sum over ops. User space creates the entry with the sampling table
+ * and deletes it after reading it at the exit. */
+struct lp_op_samples {
+	__s32 gen_depth; /* generation decodes in flight */
+	__u32 pad;
+	__u64 total, sync;
+	__u64 gen_total, gen_sync;
+	__u64 all[LP_MAX_OPS];
+	__u64 gen[LP_MAX_OPS];
 };
 
 /* Value of the "precise" map, keyed by tgid: present while precise probes are attached. */

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/* ggml operators: which functions are op functions, what op each computes, and the group
+ * users know it by. */
+#ifndef LLMPROF_OPS_H
+#define LLMPROF_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum lp_op_group {
+	LP_G_MATMUL = 0, /* every *mul_mat* (fused ones, repacked kernels), out_prod */
+	LP_G_ATTENTION,	 /* flash_attn*, soft_max* */
+	LP_G_NORM,	 /* *norm* */
+	LP_G_ROPE,	 /* rope* */
+	LP_G_ELEMENTWISE,
+	LP_G_COPY, /* cpy, dup, cont, concat, get_rows*, set_rows */
+	LP_G_OTHER,
+	LP_G_NR,
+};
+
+#define LP_OP_NAME_MAX 48
+
+/* The op a function symbol computes: "mul_mat" for ggml_compute_forward_mul_mat, and for
+ * its helpers and type variants (ggml_compute_forward_mul_mat_one_chunk, C++ mangled
+ * _Z28ggml_compute_forward_dup_fltIt..., lambdas inside one); "mul_mat_repack" for a
+ * ggml::cpu::repack::tensor_traits<>::compute_forward. Writes it to out (size >= 2) and
+ * returns 0, or -ENOENT when sym is no op function. */
+int lp_op_name(const char *sym, char *out, size_t size);
+
+enum lp_op_group lp_op_group_of(const char *op);
+const char *lp_op_group_name(enum lp_op_group g);
+
+/* One process's ops, by the index its sampling table gives them; append-only, so that the
+ * kernel's counts keep their meaning when a library is loaded later. */
+struct lp_op_table {
+	struct lp_op_entry {
+		char name[LP_OP_NAME_MAX];
+		enum lp_op_group group;
+	} * v;
+	size_t n;
+};
+
+/* The index of op name (added with group g if new), or -ENOSPC past max, -ENOMEM. */
+int lp_op_table_index(struct lp_op_table *t, const char *name, enum lp_op_group g, size_t max);
+void lp_op_table_free(struct lp_op_table *t);
+
+#endif

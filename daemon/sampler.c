@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* cpu-clock sampling, one perf event per thread of a tracked process, as `perf record -p`
+ * and `perf record -- CMD` sample. One event per CPU would be cheaper to set up, but on a
+ * virtual machine its timer skips periods while the process wakes and sleeps in barriers:
+ * on llama.cpp's OpenMP build it counted 82-87 % of the CPU time /proc reports, and the
+ * samples it missed were barrier samples (share 0.31-0.44 where a thread's event read
+ * 0.45 every time). A thread's event counts that thread's CPU time: 96 % of /proc's. */
+#include "sampler.h"
+
+#include <bpf/libbpf.h>
+#include <dirent.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static int open_thread_event(uint32_t hz, pid_t tid, bool inherit_thread)
+{
+	struct perf_event_attr attr = {
+		.size = sizeof(attr),
+		.type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_period = 1000000000ULL / hz,
+		/* Threads it creates get their own event; with inherit_thread (5.13) processes
+		 * it forks do not, and remove_on_exec drops it when the thread runs another
+		 * program. */
+		.inherit = 1,
+		.inherit_thread = inherit_thread,
+		.remove_on_exec = inherit_thread,
+	};
+	int fd = (int)syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+static int attach_thread(struct lp_sampler *s, struct bpf_program *prog, uint32_t hz, pid_t tid)
+{
+	struct bpf_link *l, **v;
+	int fd = open_thread_event(hz, tid, s->inherit_thread);
+
+	if (fd == -EINVAL && s->inherit_thread) {
+		s->inherit_thread = false;
+		fd = open_thread_event(hz, tid, false);
+	}
+	if (fd < 0)
+		return fd;
+	v = realloc(s->links, (s->n + 1) * sizeof(*v));
+	if (!v) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->links = v;
+	l = bpf_program__attach_perf_event(prog, fd);
+	if (!l) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	s->links[s->n++] = l;
+	s->opened++;
+	return 0;
+}
+
+int lp_sampler_start(struct lp_sampler *s, struct bpf_program *prog, uint32_t hz, pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	int r = 0;
+
+	if (!hz || s->n)
+		return (int)s->n;
+	s->error = 0;
+	s->inherit_thread = true;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		char *end;
+		long tid = strtol(e->d_name, &end, 10);
+
+		if (*end || tid <= 0)
+			continue;
+		r = attach_thread(s, prog, hz, (pid_t)tid);
+		if (r == -ESRCH) /* exited meanwhile */
+			r = 0;
+		if (r < 0)
+			break;
+	}
+	closedir(d);
+	if (r == 0 && s->n && !s->started_ns) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		s->started_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	}
+	if (r < 0) {
+		lp_sampler_stop(s);
+		s->error = r;
+		return log_warning_errno(r,
+					 "pid %d: cannot sample its threads' CPU time: %m; "
+					 "its matmul and barrier shares stay 0",
+					 (int)pid);
+	}
+	return (int)s->n;
+}
+
+void lp_sampler_stop(struct lp_sampler *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		bpf_link__destroy(s->links[i]);
+	free(s->links);
+	s->links = NULL;
+	s->n = 0;
+}
+
+int lp_sampler_probe(struct bpf_program *prog, uint32_t hz)
+{
+	struct lp_sampler s = {.inherit_thread = true};
+	int r = attach_thread(&s, prog, hz, (pid_t)syscall(SYS_gettid));
+
+	lp_sampler_stop(&s);
+	return r;
+}

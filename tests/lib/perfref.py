@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""The independent reference for llmprofd's sampled shares: `perf record` on the same run,
+with call chains unwound by perf from DWARF (--call-graph dwarf: correct on code built
+without frame pointers, which llmprofd's stack scan does not rely on either), each sample
+attributed by the rule llmprofd documents:
+
+- sync: the first user frame is in an OpenMP runtime (libgomp, libomp) or any user frame,
+  innermost first, is ggml_barrier / GOMP_barrier / __kmpc_barrier before an op function;
+- op X: the innermost user frame that is an op function (ggml_compute_forward_X, with its
+  type and chunk helpers folded into X, as in daemon/ops.c);
+- outside_ops: anything else.
+
+The op naming here is written again from the rule, not shared with the C code, so that a
+defect in one does not hide in both."""
+import collections
+import re
+import subprocess
+
+PREFIX = "ggml_compute_forward_"
+VARIANTS = ("_f32", "_f16", "_bf16", "_i32", "_flt", "_q", "_bytes", "_same_cont", "_one_chunk",
+            "_non_quantized", "_tiled", "_impl")
+RUNTIMES = ("libgomp", "libomp", "liblpomp")
+BARRIERS = ("ggml_barrier", "GOMP_barrier", "__kmpc_barrier")
+GROUPS = ("matmul", "attention", "norm", "rope", "elementwise", "copy", "other_ops", "sync",
+          "outside_ops")
+ELEMENTWISE = {"add", "add1", "add_id", "acc", "sub", "mul", "div", "sqr", "sqrt", "log", "sin",
+               "cos", "exp", "expm1", "abs", "neg", "scale", "clamp", "unary", "glu", "silu",
+               "silu_back", "gelu", "gelu_erf", "gelu_quick", "relu", "leaky_relu", "elu",
+               "sigmoid", "tanh", "hardswish", "hardsigmoid", "step", "sgn", "floor", "ceil",
+               "round", "trunc", "softplus", "fill", "set"}
+
+
+def op_name(sym):
+    """'mul_mat' for ggml_compute_forward_mul_mat_one_chunk, and so on; None for others.
+    perf prints C++ names demangled, so a template's arguments follow a '<'."""
+    p = sym.find(PREFIX)
+    if p < 0:
+        return None
+    m = re.match(r"[A-Za-z0-9_]+", sym[p + len(PREFIX):])
+    name = m.group(0) if m else ""
+    changed = True
+    while changed:
+        changed = False
+        for v in VARIANTS:
+            if len(name) > len(v) and name.endswith(v):
+                name, changed = name[:-len(v)], True
+                break
+    return name or None
+
+
+def group_of(op):
+    if "mul_mat" in op or "out_prod" in op:
+        return "matmul"
+    if op.startswith("flash_attn") or op.startswith("soft_max"):
+        return "attention"
+    if "norm" in op:
+        return "norm"
+    if op.startswith("rope"):
+        return "rope"
+    if op.startswith("get_rows") or op in ("cpy", "dup", "cont", "concat", "set_rows"):
+        return "copy"
+    if op in ELEMENTWISE:
+        return "elementwise"
+    return "other_ops"
+
+
+def attribute(frames, kernels=()):
+    """frames: (symbol, dso) pairs of user code, innermost first. kernels: matmul kernel
+    names counted as their own op when no op function is above them."""
+    user = frames
+    if not user:
+        return "outside_ops"
+    if any(r in user[0][1] for r in RUNTIMES):
+        return "sync"
+    kernel = None
+    for sym, _ in user:
+        if any(sym.startswith(b) for b in BARRIERS):
+            return "sync"
+        op = op_name(sym)
+        if op:
+            return "op:" + op
+        if kernel is None and sym in kernels:
+            kernel = sym
+    return "op:" + kernel if kernel else "outside_ops"
+
+
+def record_args(data, hz, extra=()):
+    return ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), "--call-graph",
+            "dwarf,16384", "-o", data] + list(extra)
+
+
+def samples(data, pid, since=None, kernels=()):
+    """Counter of attributions of pid's samples (at or after perf time `since`, seconds)."""
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "pid,time,ip,sym,dso"],
+                         capture_output=True, text=True, errors="replace", timeout=600).stdout
+    n = collections.Counter()
+    for block in out.split("\n\n"):
+        lines = block.strip().splitlines()
+        head = lines[0].split() if lines else []
+        if len(head) < 2 or head[0] != str(pid):
+            continue
+        if since is not None and float(head[1].rstrip(":")) < since:
+            continue
+        frames = []
+        for line in lines[1:]:
+            f = line.split(None, 1)
+            if len(f) < 2 or "(" not in f[1]:
+                continue
+            # Kernel frames (BPF programs among them) are above the user ones.
+            if int(f[0], 16) >= 1 << 63:
+                continue
+            rest = f[1]
+            sym = re.sub(r"\+0x[0-9a-f]+$", "", rest[:rest.rfind("(")].strip())
+            frames.append((sym, rest[rest.rfind("("):]))
+        n[attribute(frames, kernels)] += 1
+    return n
+
+
+def group_shares(counts):
+    """{group: share} over every attributed sample, in llmprofd's op_groups keys."""
+    total = sum(counts.values())
+    g = collections.Counter()
+    for k, v in counts.items():
+        g[group_of(k[3:]) if k.startswith("op:") else k] += v
+    return {k: (g[k] / total if total else 0.0) for k in GROUPS}, total
