@@ -224,8 +224,13 @@ static void log_obj(const struct lp_ggml_obj *o)
 			first = false;
 		}
 	}
-	log_info("%s: %s%s%s", o->path, l.buf, o->syms.has_symtab ? "" : " (no .symtab: stripped)",
-		 o->omp_runtime ? "; an OpenMP runtime: all of its code counts as barrier" : "");
+	log_info("%s: %s%s%s%s", o->path, l.buf,
+		 o->syms.has_symtab ? "" : " (no .symtab: stripped)",
+		 o->omp_runtime ? "; an OpenMP runtime: all of its code counts as barrier" : "",
+		 obj_has(o, LP_SYM_MATMUL) && !lp_ggml_obj_op_functions(o)
+			 ? "; no op functions in its symbols: its ops are unknown, their time "
+			   "counts as outside ops"
+			 : "");
 }
 
 /* The object behind a mapping, read now if this (device, inode, mtime) is new. */

@@ -75,6 +75,20 @@ struct lp_ggml_proc {
 
 void lp_ggml_proc_free(struct lp_ggml_proc *gp);
 
+/* How many of an object's functions are op functions (ggml_compute_forward_*, whatever
+ * class of symbol matched them first). */
+static inline size_t lp_ggml_obj_op_functions(const struct lp_ggml_obj *o)
+{
+	char op[LP_OP_NAME_MAX];
+	size_t n = 0;
+
+	for (size_t i = 0; i < o->syms.nsyms; i++)
+		n += o->syms.syms[i].cls != LP_SYM_BARRIER &&
+		     o->syms.syms[i].cls != LP_SYM_DECODE &&
+		     lp_op_name(o->syms.syms[i].name, op, sizeof(op)) == 0;
+	return n;
+}
+
 /* Whether any of the process's objects holds a function matching pattern. */
 static inline bool lp_ggml_proc_has(const struct lp_ggml_proc *gp, const char *pattern)
 {

@@ -175,20 +175,14 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp)
 		cJSON_AddStringToObject(e, "path", ob->path);
 		cJSON_AddBoolToObject(e, "stripped", !ob->syms.has_symtab);
 		cJSON_AddBoolToObject(e, "openmp_runtime", ob->omp_runtime);
-		size_t nops = 0;
+		size_t nops = lp_ggml_obj_op_functions(ob);
 
 		for (int c = 0; c < LP_SYM_OP; c++)
 			lists[c] = cJSON_AddArrayToObject(e, sym_class_names[c]);
-		for (size_t k = 0; k < ob->syms.nsyms; k++) {
-			const struct lp_elf_sym *s = &ob->syms.syms[k];
-			char op[LP_OP_NAME_MAX];
-
-			if (s->cls != LP_SYM_BARRIER && s->cls != LP_SYM_DECODE &&
-			    lp_op_name(s->name, op, sizeof(op)) == 0)
-				nops++;
-			if (s->cls != LP_SYM_OP)
-				cJSON_AddItemToArray(lists[s->cls], cJSON_CreateString(s->name));
-		}
+		for (size_t k = 0; k < ob->syms.nsyms; k++)
+			if (ob->syms.syms[k].cls != LP_SYM_OP)
+				cJSON_AddItemToArray(lists[ob->syms.syms[k].cls],
+						     cJSON_CreateString(ob->syms.syms[k].name));
 		/* Op functions are many (upstream has 130+): counted, not listed. Matmul
 		 * functions named ggml_compute_forward_* are ops too. */
 		num(e, "op_functions", nops);

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""e2e tier: where the time goes by ggml operator, against `perf record --call-graph dwarf`
+on the same run, attributed by the same rule (tests/lib/perfref.py).
+
+- tests/fixtures/lpops, built as a fork builds its CPU backend: no frame pointers, a fused
+  op (ggml_compute_forward_mul_mat_up_gate) whose GEMM kernels are reached through a
+  function-pointer table and keep 6 KiB tiles on the stack, an op split into a type
+  helper, an op whose time is in a leaf that is no op function, a matmul kernel with no op
+  above it, a spinning ggml_barrier, work between ops. Both samplers (per thread and per
+  CPU) against perf: every op group within 3 points, the op table as built.
+- lpops with every op function's symbol stripped: the report and the log say its ops are
+  unknown; no op is invented.
+- node-llama-cpp (prebuilt libggml-cpu-*.so, ggml's own threadpool, dlopen'ed late):
+  every op group within 3 points of perf with the per-thread sampler.
+
+Tolerance: two samplers of about 2,000 samples each; a share near 0.5 has a standard
+error of 0.011 per sampler, 0.016 for the difference: 0.03 is about 2 of them, and the
+runs here differed by at most 0.02."""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import lptest as t  # noqa: E402
+import perfref  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOAD = os.path.join(HERE, "..", "workload")
+LPOPS = os.environ.get("LPOPS", "build/tests/lpops")
+HZ = 499
+TOLERANCE = 0.03
+TOKENS = 300
+
+
+def under_perf(work, argv, pid_of, daemons):
+    """Runs argv under perf record (DWARF call chains, CLOCK_MONOTONIC) with the daemons
+    already up; pid_of(proc) gives the process to judge. Returns (perf data, pid, output)."""
+    data = os.path.join(work, "perf-%d.data" % len(os.listdir(work)))
+    proc = subprocess.Popen(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"]) + argv,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    t._children.append(proc)
+    pid = pid_of(proc)
+    for d in daemons:
+        d.wait_log("pid %d (" % pid, timeout=20)
+        t.poll("pid %d found as a ggml process" % pid,
+               lambda: "pid %d (" % pid in d.log() and " runs ggml" in d.log(), timeout=20)
+    proc.stdin.write(b"go\n")
+    proc.stdin.flush()
+    out = t.read_json_line(proc, "the workload", 300)
+    proc.stdin.close()
+    t.check(proc.wait(timeout=120) == 0, "the workload and perf exit 0")
+    for d in daemons:
+        d.wait_log("pid %d (" % pid, timeout=20)
+        t.poll("pid %d exited, in the log" % pid,
+               lambda: any(("pid %d (" % pid) in l and l.endswith("exited")
+                           for l in d.log().splitlines()), timeout=20)
+    return data, pid, out
+
+
+def compare(name, g, data, pid, kernels=()):
+    counts = perfref.samples(data, pid, since=g["sampled"]["since_ns"] / 1e9, kernels=kernels)
+    theirs, nperf = perfref.group_shares(counts)
+    ours = g["op_groups"]["share"]
+    print("%s llmprofd (%d samples): %s" % (name, g["op_groups"]["samples"],
+                                            json.dumps({k: round(v, 3) for k, v in ours.items()})))
+    print("%s perf     (%d samples): %s" % (name, nperf,
+                                            json.dumps({k: round(v, 3) for k, v in theirs.items()})))
+    t.check(g["op_groups"]["samples"] > 500 and nperf > 500, "%s: enough samples" % name)
+    for k in perfref.GROUPS:
+        t.check(abs(ours[k] - theirs[k]) <= TOLERANCE, "%s: %s %.3f within %.2f of perf's %.3f"
+                % (name, k, ours[k], TOLERANCE, theirs[k]))
+    return counts
+
+
+def fixture(work):
+    print("--- lpops: fused op, kernel table, 6 KiB frames, no frame pointers")
+    dt = t.Daemon("--once", "--sample-hz", str(HZ), "--sampler", "thread")
+    dc = t.Daemon("--once", "--sample-hz", str(HZ))
+    dt.wait_ready()
+    dc.wait_ready()
+    data, pid, out = under_perf(work, [LPOPS, "--wait-go", "--tokens", str(TOKENS)],
+                                lambda p: t.read_json_line(p, "lpops", 30)["pid"], (dt, dc))
+    t.check(dt.stop() == 0 and dc.stop() == 0, "both daemons exit 0")
+    for name, d in (("thread", dt), ("cpu", dc)):
+        g = t.proc_of(d.report(), pid)["ggml"]
+        ops = {o["op"]: o["group"] for o in g["ops"]}
+        t.check(ops == {"mul_mat_up_gate": "matmul", "iqk_mul_mat": "matmul",
+                        "rms_norm": "norm", "soft_max": "attention"},
+                "%s: the op table: the fused op, the kernel with no op above it, the helper "
+                "folded into rms_norm, soft_max with its leaf: %s" % (name, ops))
+        counts = compare("lpops --sampler " + name, g, data, pid, kernels=("iqk_mul_mat",))
+        ref = sorted(k[3:] for k in counts if k.startswith("op:"))
+        t.check(sorted(ops) == ref, "%s: the same ops as perf: %s" % (name, ref))
+        pt = g["per_token"]
+        t.check(pt["generated"] == out["generated"] == TOKENS,
+                "%s: %d generated tokens, one llama_decode each" % (name, pt["generated"]))
+        # Each token is a graph on every thread: 7.2 ms of work per thread by default.
+        t.check(6.5 <= pt["wall_ms"] <= 30, "%s: %.2f ms per token" % (name, pt["wall_ms"]))
+        t.check(pt["cpu_ms"]["matmul"] > pt["cpu_ms"]["attention"] > 0,
+                "%s: per token, matmul before attention: %s" % (name, pt["cpu_ms"]))
+
+    print("--- lpops with its op functions stripped")
+    d = t.Daemon("--once", "--sample-hz", str(HZ))
+    d.wait_ready()
+    noops = os.path.realpath(os.path.join(os.path.dirname(LPOPS), "lpops-noops"))
+    proc = subprocess.Popen([noops, "--wait-go", "--tokens", "100"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    t._children.append(proc)
+    pid = t.read_json_line(proc, "lpops-noops", 30)["pid"]
+    d.wait_log("pid %d (lpops-noops) runs ggml" % pid)
+    proc.stdin.write(b"go\n")
+    proc.stdin.flush()
+    t.read_json_line(proc, "lpops-noops", 120)
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    d.wait_log("pid %d (lpops-noops) exited" % pid)
+    t.check(d.stop() == 0, "llmprofd exits 0")
+    g = t.proc_of(d.report(), pid)["ggml"]
+    obj = [o for o in g["objects"] if o["path"] == noops]
+    t.check(obj and obj[0]["op_functions"] == 0
+            and obj[0]["op_attribution"] == "unknown: no op functions in its symbols",
+            "the report says its ops are unknown: %s"
+            % [(o["op_functions"], o["op_attribution"]) for o in obj])
+    t.check("no op functions in its symbols: its ops are unknown" in d.log(), "and the log")
+    t.check([o["op"] for o in g["ops"]] == ["iqk_mul_mat"],
+            "only the named kernel is an op: %s" % [o["op"] for o in g["ops"]])
+    sh = g["op_groups"]["share"]
+    t.check(sh["outside_ops"] > 0.5 and sh["sync"] > 0.03,
+            "the rest is outside ops, the barrier still sync: %s" % sh)
+
+
+def node(work):
+    print("--- node-llama-cpp")
+    if not os.path.isdir(os.path.join(WORKLOAD, "node_modules", "node-llama-cpp")):
+        raise AssertionError("node-llama-cpp is not installed: run npm ci in tests/workload")
+    model = os.path.join(work, "medium.gguf")
+    subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",
+                    model], check=True, timeout=120)
+    d = t.Daemon("--once", "--sample-hz", str(HZ), "--sampler", "thread")
+    d.wait_ready()
+    data, pid, out = under_perf(
+        work, ["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model, "--tokens", "200",
+               "--threads", "2", "--prompt", "32", "--wait-go"],
+        lambda p: t.read_json_line(p, "the driver", 60)["pid"], (d,))
+    t.check(d.stop() == 0, "llmprofd exits 0")
+    g = t.proc_of(d.report(), pid)["ggml"]
+    compare("node-llama-cpp", g, data, pid)
+    t.check(g["ops"] and g["ops"][0]["op"] == "mul_mat",
+            "mul_mat leads: %s" % [(o["op"], round(o["share"], 3)) for o in g["ops"][:4]])
+    t.check(g["per_token"]["generated"] == out["generated_tokens"] - 1,
+            "per token over %d generated tokens" % g["per_token"]["generated"])
+
+
+def main():
+    work = t.tmpdir("llmprofd-ops-")
+    fixture(work)
+    node(work)
+
+
+t.run(main, timeout=900)
