@@ -200,6 +200,69 @@ static void print_sites(const cJSON *sites)
 		printf("\n");
 }
 
+/* The groups in the API's order, with the names a user reads. */
+static const char *const groups[][2] = {
+	{"matmul", "matmul"},
+	{"attention", "attention"},
+	{"norm", "norm"},
+	{"rope", "rope"},
+	{"elementwise", "elementwise"},
+	{"copy", "copy"},
+	{"other_ops", "other ops"},
+	{"sync", "sync"},
+	{"outside_ops", "outside ops"},
+};
+
+#define TOP_OPS 15
+
+/* "top operators": where the sampled CPU time goes, per op and per group, with the CPU
+ * time per generated token (summed over threads, so it can exceed the wall time). */
+static void print_ops(const cJSON *g, const cJSON *sm)
+{
+	const cJSON *og = cJSON_GetObjectItemCaseSensitive(g, "op_groups"),
+		    *sh = cJSON_GetObjectItemCaseSensitive(og, "share"),
+		    *pt = cJSON_GetObjectItemCaseSensitive(g, "per_token"),
+		    *cm = cJSON_GetObjectItemCaseSensitive(pt, "cpu_ms"), *o;
+	double hz = ctl_num(sm, "hz", 0), gen = ctl_num(pt, "generated", 0);
+	int n = 0, total = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(g, "ops"));
+	char a[32];
+
+	printf("  top operators (%.0f samples; PER TOKEN: CPU time per generated token, %.0f "
+	       "tokens)\n    %-28s %-11s %6s %8s %9s\n",
+	       ctl_num(og, "samples", 0), gen, "OP", "GROUP", "SHARE", "SAMPLES", "PER TOKEN");
+	cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(g, "ops"))
+	{
+		if (n++ == TOP_OPS)
+			break;
+		printf("    %-28.28s %-11s %5.1f%% %8.0f %9s\n", ctl_str(o, "op", "?"),
+		       ctl_str(o, "group", "?"), 100 * ctl_num(o, "share", 0),
+		       ctl_num(o, "samples", 0),
+		       gen > 0 && hz > 0
+			       ? ctl_fmt_dur(a, sizeof(a),
+					     ctl_num(o, "generation_samples", 0) * 1e9 / hz / gen)
+			       : "-");
+	}
+	if (total > TOP_OPS)
+		printf("    (%d more ops; dump --json has them all)\n", total - TOP_OPS);
+	/* Groups with no samples are left out. */
+	printf("  groups     ");
+	for (size_t i = 0, k = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+		if (ctl_num(sh, groups[i][0], 0) > 0)
+			printf("%s %s %.1f%%", k++ ? "," : "", groups[i][1],
+			       100 * ctl_num(sh, groups[i][0], 0));
+	printf("\n");
+	if (gen > 0) {
+		printf("  per token   %s wall; CPU:",
+		       ctl_fmt_dur(a, sizeof(a), ctl_num(pt, "wall_ms", 0) * 1e6));
+		for (size_t i = 0, k = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+			if (ctl_num(cm, groups[i][0], 0) > 0)
+				printf("%s %s %s", k++ ? "," : "", groups[i][1],
+				       ctl_fmt_dur(a, sizeof(a),
+						   ctl_num(cm, groups[i][0], 0) * 1e6));
+		printf("\n");
+	}
+}
+
 static void print_ggml(const cJSON *g)
 {
 	const cJSON *o, *tok = cJSON_GetObjectItemCaseSensitive(g, "tokens"),
@@ -225,6 +288,8 @@ static void print_ggml(const cJSON *g)
 		print_names("barrier", cJSON_GetObjectItemCaseSensitive(o, "barrier"));
 		print_names("decode", cJSON_GetObjectItemCaseSensitive(o, "decode"));
 		print_sites(cJSON_GetObjectItemCaseSensitive(o, "probe_sites"));
+		printf("      ops: %.0f op functions; attribution: %s\n",
+		       ctl_num(o, "op_functions", 0), ctl_str(o, "op_attribution", "?"));
 		if (ctl_str(o, "decode_probes", NULL))
 			printf("      llama_decode probes: %s\n", ctl_str(o, "decode_probes", ""));
 	}
@@ -241,11 +306,20 @@ static void print_ggml(const cJSON *g)
 	       ctl_fmt_num5(s[1], 32, ctl_num(gt, "tokens_per_s", 0)),
 	       ctl_fmt_dur(s[2], 32, ctl_num(gt, "ms_per_token", 0) * 1e6),
 	       ctl_num(tok, "decode_errors", 0));
-	printf("  sampled     %.0f samples at %.0f Hz:", ctl_num(sm, "samples", 0),
-	       ctl_num(sm, "hz", 0));
+	printf("  sampled     %.0f samples at %.0f Hz per %s:", ctl_num(sm, "samples", 0),
+	       ctl_num(sm, "hz", 0),
+	       strcmp(ctl_str(sm, "sampler", ""), "thread") ? "CPU" : "thread");
 	print_share("", cJSON_GetObjectItemCaseSensitive(sm, "share"));
 	printf("; barrier off-CPU estimate %s\n",
 	       ctl_fmt_dur(s[0], 32, ctl_num(sm, "barrier_offcpu_estimate_ns", 0)));
+	if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(sm, "coverage")))
+		printf("              the samples cover %.1f%% of its on-CPU time%s\n",
+		       100 * ctl_num(sm, "coverage", 0),
+		       ctl_num(sm, "coverage", 1) < 0.9
+			       ? ": this host's timer skips periods; --sampler thread counts each "
+				 "thread's own CPU time"
+			       : "");
+	print_ops(g, sm);
 	printf("  precise     %s, %.0f functions probed, %.0f windows, %.1f s\n",
 	       ctl_true(pr, "active") ? "on" : "off", ctl_num(pr, "functions_probed", 0),
 	       ctl_num(pr, "windows", 0), ctl_num(pr, "seconds", 0));

@@ -52,6 +52,10 @@ struct lp_ggml_proc {
 	/* LP_C_ONCPU_NS when the sampling table was first written: samples count from then */
 	uint64_t oncpu_at_table_ns;
 	uint64_t table_ns; /* CLOCK_MONOTONIC then; 0: not written yet */
+	/* The ops /metrics names (lp_ggml_metrics_ops): chosen once, so that every series,
+	 * op="other" included, only grows. */
+	bool metrics_ops_chosen;
+	uint8_t metrics_op[LP_MAX_OPS]; /* 1: exported under its own name */
 
 	/* precise mode */
 	bool precise_on;
@@ -150,6 +154,29 @@ struct lp_ggml_window_totals {
 	uint64_t oncpu_ns;
 	uint64_t samples[3]; /* samples, matmul, barrier inside the windows */
 };
+
+/* /metrics exports the LP_METRICS_OPS ops with most samples by name and sums the rest as
+ * op="other". The choice is made once, when the process has LP_METRICS_OPS_AFTER samples
+ * (enough to rank them): an op that joined later would take its past out of "other". */
+#define LP_METRICS_OPS 10
+#define LP_METRICS_OPS_AFTER 1000
+static inline void lp_ggml_metrics_ops(struct lp_ggml_proc *gp, const struct lp_op_samples *os)
+{
+	if (gp->metrics_ops_chosen || os->total < LP_METRICS_OPS_AFTER)
+		return;
+	for (int k = 0; k < LP_METRICS_OPS; k++) {
+		size_t best = LP_MAX_OPS;
+
+		for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++)
+			if (!gp->metrics_op[i] && os->all[i] &&
+			    (best == LP_MAX_OPS || os->all[i] > os->all[best]))
+				best = i;
+		if (best == LP_MAX_OPS)
+			break;
+		gp->metrics_op[best] = 1;
+	}
+	gp->metrics_ops_chosen = true;
+}
 
 void lp_ggml_window_totals(const struct lp_target *t, const struct lp_proc_stats *now,
 			   struct lp_ggml_window_totals *out);

@@ -177,6 +177,56 @@ static uint64_t counter_value(const struct lp_proc_view *v, int ctr)
 		       : 0;
 }
 
+/* CPU time by op group and by op, estimated from samples (each stands for 1/hz s). Per op:
+ * the LP_METRICS_OPS ops chosen once per process (lp_ggml_metrics_ops), the rest summed as
+ * op="other"; so at most 11 series per process, each only growing. */
+static void put_ops(FILE *f, const struct lp_proc_view *const *v, size_t n, uint32_t hz)
+{
+	uint64_t g[LP_G_KEYS];
+
+	if (!hz)
+		return;
+	put_family(f, "llmprof_op_group_cpu_seconds_total", "counter",
+		   "Sampled CPU time by ggml op group; sync: in barriers (ggml's, OpenMP's); "
+		   "outside_ops: the rest of the process");
+	for (size_t i = 0; i < n; i++) {
+		const struct lp_ggml_proc *gp = v[i]->target->ggml;
+
+		if (!gp || !v[i]->ops)
+			continue;
+		lp_op_group_counts(&gp->ops, v[i]->ops, false, g);
+		for (int k = 0; k < LP_G_KEYS; k++) {
+			fputs("llmprof_op_group_cpu_seconds_total{", f);
+			put_labels(f, v[i]);
+			fprintf(f, ",group=\"%s\"} %.9g\n", lp_op_group_key(k), (double)g[k] / hz);
+		}
+	}
+	put_family(f, "llmprof_op_cpu_seconds_total", "counter",
+		   "Sampled CPU time by ggml op: the 10 leading ops of the process by name, "
+		   "chosen once it has 1000 samples, the rest as op=\"other\"");
+	for (size_t i = 0; i < n; i++) {
+		const struct lp_ggml_proc *gp = v[i]->target->ggml;
+		uint64_t rest = 0;
+
+		if (!gp || !v[i]->ops || !gp->metrics_ops_chosen)
+			continue;
+		for (size_t k = 0; k < gp->ops.n && k < LP_MAX_OPS; k++) {
+			if (!gp->metrics_op[k]) {
+				rest += v[i]->ops->all[k];
+				continue;
+			}
+			fputs("llmprof_op_cpu_seconds_total{", f);
+			put_labels(f, v[i]);
+			fputs(",op=\"", f);
+			put_escaped(f, gp->ops.v[k].name);
+			fprintf(f, "\"} %.9g\n", (double)v[i]->ops->all[k] / hz);
+		}
+		fputs("llmprof_op_cpu_seconds_total{", f);
+		put_labels(f, v[i]);
+		fprintf(f, ",op=\"other\"} %.9g\n", (double)rest / hz);
+	}
+}
+
 static void put_processes(FILE *f, const struct lp_proc_view *const *v, size_t n)
 {
 	char name[128];
@@ -318,6 +368,7 @@ int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o
 		return -ENOMEM;
 	}
 	put_processes(f, v, n);
+	put_ops(f, v, n, r->sample_hz);
 	put_daemon(f, r, o, n);
 	free(v);
 	if (fclose(f) != 0 || !*out) {

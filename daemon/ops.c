@@ -9,7 +9,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <linux/types.h>
 #include <string.h>
+
+#include "llmprof/abi.h"
 
 #define PREFIX "ggml_compute_forward_"
 
@@ -167,4 +170,28 @@ void lp_op_table_free(struct lp_op_table *t)
 	free(t->v);
 	t->v = NULL;
 	t->n = 0;
+}
+
+const char *lp_op_group_key(int key)
+{
+	return key == LP_G_OTHER     ? "other_ops"
+	       : key == LP_G_SYNC    ? "sync"
+	       : key == LP_G_OUTSIDE ? "outside_ops"
+				     : lp_op_group_name((enum lp_op_group)key);
+}
+
+void lp_op_group_counts(const struct lp_op_table *t, const struct lp_op_samples *os, bool gen,
+			uint64_t out[LP_G_KEYS])
+{
+	const __u64 *per = gen ? os->gen : os->all;
+	uint64_t total = gen ? os->gen_total : os->total, sync = gen ? os->gen_sync : os->sync;
+	uint64_t in_ops = 0;
+
+	memset(out, 0, sizeof(uint64_t) * LP_G_KEYS);
+	for (size_t i = 0; i < t->n && i < LP_MAX_OPS; i++) {
+		out[t->v[i].group] += per[i];
+		in_ops += per[i];
+	}
+	out[LP_G_SYNC] = sync;
+	out[LP_G_OUTSIDE] = total > sync + in_ops ? total - sync - in_ops : 0;
 }

@@ -4,6 +4,7 @@
 #ifndef LLMPROF_OPS_H
 #define LLMPROF_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,13 @@ int lp_op_name(const char *sym, char *out, size_t size);
 enum lp_op_group lp_op_group_of(const char *op);
 const char *lp_op_group_name(enum lp_op_group g);
 
+/* The API's and /metrics' keys for a process's samples: the op groups ("other_ops" for
+ * LP_G_OTHER), then "sync" (LP_G_SYNC) and "outside_ops" (LP_G_OUTSIDE). */
+#define LP_G_SYNC LP_G_NR
+#define LP_G_OUTSIDE (LP_G_NR + 1)
+#define LP_G_KEYS (LP_G_NR + 2)
+const char *lp_op_group_key(int key);
+
 /* One process's ops, by the index its sampling table gives them; append-only, so that the
  * kernel's counts keep their meaning when a library is loaded later. */
 struct lp_op_table {
@@ -43,5 +51,11 @@ struct lp_op_table {
 /* The index of op name (added with group g if new), or -ENOSPC past max, -ENOMEM. */
 int lp_op_table_index(struct lp_op_table *t, const char *name, enum lp_op_group g, size_t max);
 void lp_op_table_free(struct lp_op_table *t);
+
+struct lp_op_samples;
+
+/* A process's samples by key (LP_G_KEYS): over its life, or while generating (gen). */
+void lp_op_group_counts(const struct lp_op_table *t, const struct lp_op_samples *os, bool gen,
+			uint64_t out[LP_G_KEYS]);
 
 #endif

@@ -218,31 +218,6 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp)
 	return a;
 }
 
-/* Samples by op group, with sync and outside ops, over op_samples (all or generation). */
-static void group_counts(const struct lp_ggml_proc *gp, const struct lp_op_samples *os, bool gen,
-			 uint64_t out[LP_G_NR + 2])
-{
-	const __u64 *per = gen ? os->gen : os->all;
-	uint64_t total = gen ? os->gen_total : os->total, sync = gen ? os->gen_sync : os->sync;
-	uint64_t in_ops = 0;
-
-	memset(out, 0, sizeof(uint64_t) * (LP_G_NR + 2));
-	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
-		out[gp->ops.v[i].group] += per[i];
-		in_ops += per[i];
-	}
-	out[LP_G_NR] = sync;
-	out[LP_G_NR + 1] = total > sync + in_ops ? total - sync - in_ops : 0;
-}
-
-static const char *group_key(int g)
-{
-	return g == LP_G_OTHER	  ? "other_ops"
-	       : g == LP_G_NR	  ? "sync"
-	       : g == LP_G_NR + 1 ? "outside_ops"
-				  : lp_op_group_name((enum lp_op_group)g);
-}
-
 struct op_row {
 	size_t i;
 	uint64_t n;
@@ -262,7 +237,7 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 {
 	static const struct lp_op_samples none;
 	struct op_row *rows = calloc(gp->ops.n ? gp->ops.n : 1, sizeof(*rows));
-	uint64_t g[LP_G_NR + 2];
+	uint64_t g[LP_G_KEYS];
 	cJSON *a, *x, *y;
 	size_t n = 0;
 
@@ -291,9 +266,9 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 	x = cJSON_AddObjectToObject(o, "op_groups");
 	num(x, "samples", os->total);
 	y = cJSON_AddObjectToObject(x, "share");
-	group_counts(gp, os, false, g);
-	for (int i = 0; i < LP_G_NR + 2; i++)
-		cJSON_AddNumberToObject(y, group_key(i), ratio(g[i], os->total));
+	lp_op_group_counts(&gp->ops, os, false, g);
+	for (int i = 0; i < LP_G_KEYS; i++)
+		cJSON_AddNumberToObject(y, lp_op_group_key(i), ratio(g[i], os->total));
 
 	/* CPU time is summed over threads, so per token it can exceed the wall time. */
 	x = cJSON_AddObjectToObject(o, "per_token");
@@ -301,9 +276,9 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 	cJSON_AddNumberToObject(x, "wall_ms", gen_tokens ? (double)gen_ns / 1e6 / gen_tokens : 0);
 	num(x, "samples", os->gen_total);
 	y = cJSON_AddObjectToObject(x, "cpu_ms");
-	group_counts(gp, os, true, g);
-	for (int i = 0; i < LP_G_NR + 2; i++)
-		cJSON_AddNumberToObject(y, group_key(i),
+	lp_op_group_counts(&gp->ops, os, true, g);
+	for (int i = 0; i < LP_G_KEYS; i++)
+		cJSON_AddNumberToObject(y, lp_op_group_key(i),
 					gen_tokens && hz ? (double)g[i] * 1e3 / hz / gen_tokens
 							 : 0);
 }

@@ -137,9 +137,8 @@ static void stats_add(struct lp_proc_stats *dst, const struct lp_proc_stats *src
 }
 
 /* The op counts: the kernel's for a live process, the last read for an exited one. */
-static void read_ops(struct lp_proc_view *v, const struct lp_core *c)
+static void read_ops(struct lp_proc_view *v, struct lp_ggml_proc *gp, const struct lp_core *c)
 {
-	const struct lp_ggml_proc *gp = v->target->ggml;
 	__u32 key = (__u32)v->target->pid;
 
 	if (!gp || !(v->ops = malloc(sizeof(*v->ops))))
@@ -150,7 +149,9 @@ static void read_ops(struct lp_proc_view *v, const struct lp_core *c)
 		 bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.op_samples), &key, v->ops)) {
 		free(v->ops);
 		v->ops = NULL;
+		return;
 	}
+	lp_ggml_metrics_ops(gp, v->ops);
 }
 
 int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid)
@@ -198,7 +199,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 			bpf_map_lookup_elem(procs_fd, &key, &v->stats);
 			v->live = true;
 		}
-		read_ops(v, c);
+		read_ops(v, t->ggml, c);
 		/* Window deltas are of the kernel's counts: before the base is added. */
 		lp_ggml_window_totals(t, &v->stats, &v->precise);
 		if (t->base)

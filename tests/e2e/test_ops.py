@@ -74,17 +74,46 @@ def compare(name, g, data, pid, kernels=()):
     return counts
 
 
+def series(text, family, pid):
+    """{label set minus pid, comm and exe: value} of one family's series for pid."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(family + "{") and ('pid="%d"' % pid) in line:
+            labels, value = line[len(family) + 1:].rsplit("} ", 1)
+            keep = tuple(x for x in labels.split(",")
+                         if not x.startswith(("pid=", "comm=", "exe=")))
+            out[keep] = float(value)
+    return out
+
+
+def check_metrics(text, p):
+    g = p["ggml"]
+    hz, total = g["sampled"]["hz"], g["op_groups"]["samples"]
+    groups = series(text, "llmprof_op_group_cpu_seconds_total", p["pid"])
+    want = {('group="%s"' % k,): v * total / hz for k, v in g["op_groups"]["share"].items()}
+    t.check(set(groups) == set(want) and all(abs(groups[k] - want[k]) < 1e-6 for k in want),
+            "/metrics: CPU seconds by op group are the report's samples over hz: %s" % groups)
+    ops = series(text, "llmprof_op_cpu_seconds_total", p["pid"])
+    want = {('op="%s"' % o["op"],): o["samples"] / hz for o in g["ops"]}
+    want[('op="other"',)] = 0.0
+    t.check(ops == {k: round(v, 9) for k, v in want.items()} or
+            (set(ops) == set(want) and all(abs(ops[k] - want[k]) < 1e-6 for k in want)),
+            "/metrics: CPU seconds by op, the 4 ops by name and none left for other: %s" % ops)
+
+
 def fixture(work):
     print("--- lpops: fused op, kernel table, 6 KiB frames, no frame pointers")
-    dt = t.Daemon("--once", "--sample-hz", str(HZ), "--sampler", "thread")
+    dt = t.Daemon("--sample-hz", str(HZ), "--sampler", "thread")  # serves the API
     dc = t.Daemon("--once", "--sample-hz", str(HZ))
     dt.wait_ready()
     dc.wait_ready()
     data, pid, out = under_perf(work, [LPOPS, "--wait-go", "--tokens", str(TOKENS)],
                                 lambda p: t.read_json_line(p, "lpops", 30)["pid"], (dt, dc))
+    # The process has exited: its counts are final, in /metrics as in the API.
+    metrics, doc = dt.get("/metrics"), dt.get("/v1/processes/%d" % pid)
     t.check(dt.stop() == 0 and dc.stop() == 0, "both daemons exit 0")
-    for name, d in (("thread", dt), ("cpu", dc)):
-        g = t.proc_of(d.report(), pid)["ggml"]
+    check_metrics(metrics, doc)
+    for name, g in (("thread", doc["ggml"]), ("cpu", t.proc_of(dc.report(), pid)["ggml"])):
         ops = {o["op"]: o["group"] for o in g["ops"]}
         t.check(ops == {"mul_mat_up_gate": "matmul", "iqk_mul_mat": "matmul",
                         "rms_norm": "norm", "soft_max": "attention"},
