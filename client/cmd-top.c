@@ -20,7 +20,7 @@
 struct top_opts {
 	double delay;
 	long iterations; /* 0: until quit */
-	bool batch, all, threads, reverse;
+	bool batch, all, threads, ops, reverse;
 	enum top_col sort;
 	int pids[MAX_PIDS];
 	int npids;
@@ -136,6 +136,24 @@ static void title(const struct top_opts *o, const struct reading *r, bool first,
 	fit(l2, buf);
 }
 
+#define TOP_OPS 5
+
+/* With --ops: the leading ops of a row over its interval. */
+static void print_ops(const struct top_opts *o, const struct top_row *r)
+{
+	struct top_op_row *ops;
+	char line[TOP_LINE];
+	int n;
+
+	if (!o->ops || (n = top_ops(r, &ops, TOP_OPS)) < 0)
+		return;
+	for (int k = 0; k < n; k++) {
+		top_format_op(line, &ops[k]);
+		printf("%s\n", line);
+	}
+	free(ops);
+}
+
 static int batch(struct ctl *c, const struct top_opts *o)
 {
 	struct reading prev = {0}, cur;
@@ -169,6 +187,7 @@ static int batch(struct ctl *c, const struct top_opts *o)
 
 			top_format_row(line, &rows[j]);
 			printf("%s\n", line);
+			print_ops(o, &rows[j]);
 			if (!o->threads || (nt = top_threads(&rows[j], &t)) < 0)
 				continue;
 			for (int k = 0; k < nt; k++) {
@@ -242,6 +261,7 @@ static void draw_help(const struct screen *s)
 	mvaddstr(y++, 0, "llmprofctl top: keys");
 	mvaddstr(y++, 2, "q       quit                  h, ?   this help (any key returns)");
 	mvaddstr(y++, 2, "space   pause / resume        H      threads of the selected process");
+	mvaddstr(y++, 2, "O       its leading ggml ops, share of its samples in the interval");
 	mvaddstr(y++, 2,
 		 "< >     sort by the column to the left / right       R  reverse the order");
 	mvaddstr(y++, 2, "up/down, j/k  select a process");
@@ -264,7 +284,8 @@ static void draw(struct screen *s)
 	char l1[TOP_LINE], l2[TOP_LINE], line[TOP_LINE];
 	int sel = selected(s), y, rows_h = LINES - 4;
 	struct top_thread_row *t = NULL;
-	int nt = 0;
+	struct top_op_row *ops = NULL;
+	int nt = 0, no = 0;
 
 	if (s->help) {
 		draw_help(s);
@@ -283,7 +304,8 @@ static void draw(struct screen *s)
 		mvaddnstr(2, 0, s->msg, COLS);
 		attroff(A_BOLD);
 	} else {
-		mvaddnstr(2, 0, "h: help  q: quit  </>: sort  H: threads  space: pause", COLS);
+		mvaddnstr(2, 0, "h: help  q: quit  </>: sort  H: threads  O: ops  space: pause",
+			  COLS);
 	}
 	top_format_header(line);
 	attron(A_REVERSE);
@@ -293,7 +315,10 @@ static void draw(struct screen *s)
 		s->sel_pid = s->rows[sel].pid;
 		if (s->o->threads && (nt = top_threads(&s->rows[sel], &t)) < 0)
 			nt = 0;
+		if (s->o->ops && (no = top_ops(&s->rows[sel], &ops, TOP_OPS)) < 0)
+			no = 0;
 	}
+	nt += no; /* the selection's extra rows: its ops, then its threads */
 	/* Keep the selection (and its threads, when shown) on the screen. */
 	if (sel < s->top)
 		s->top = sel < 0 ? 0 : sel;
@@ -308,7 +333,10 @@ static void draw(struct screen *s)
 		if (i == sel)
 			attroff(A_REVERSE);
 		for (int k = 0; i == sel && k < nt && y < LINES; k++) {
-			top_format_thread(line, &t[k]);
+			if (k < no)
+				top_format_op(line, &ops[k]);
+			else
+				top_format_thread(line, &t[k - no]);
 			mvaddnstr(y++, 0, line, COLS);
 		}
 	}
@@ -316,6 +344,7 @@ static void draw(struct screen *s)
 		mvaddnstr(y, 0, "  no LLM processes tracked (llmprofctl list shows exited ones)",
 			  COLS);
 	free(t);
+	free(ops);
 	refresh();
 }
 
@@ -358,6 +387,9 @@ static bool key(struct screen *s, int ch)
 		break;
 	case 'H':
 		s->o->threads = !s->o->threads;
+		break;
+	case 'O':
+		s->o->ops = !s->o->ops;
 		break;
 	case KEY_UP:
 	case 'k':
@@ -442,6 +474,7 @@ static const struct option opts[] = {{"delay", required_argument, NULL, 'd'},
 				     {"sort", required_argument, NULL, 's'},
 				     {"all", no_argument, NULL, 'a'},
 				     {"threads", no_argument, NULL, 'H'},
+				     {"ops", no_argument, NULL, 'O'},
 				     {"pid", required_argument, NULL, 'p'},
 				     CTL_COMMON_OPTS};
 
@@ -494,6 +527,9 @@ static int exec(struct ctl *c, int argc, char **argv)
 		case 'H':
 			o.threads = true;
 			break;
+		case 'O':
+			o.ops = true;
+			break;
 		case 'p':
 			if (ctl_parse_pid(c, &ctl_cmd_top, optarg, &pid))
 				return CTL_USAGE;
@@ -526,8 +562,10 @@ const struct ctl_cmd ctl_cmd_top = {
 		"  -s, --sort COLUMN      sort by the column with this header (default CPU%)\n"
 		"  -a, --all              include exited processes, as [name]\n"
 		"  -H, --threads          per-thread rows (interactive: for the selected process)\n"
+		"  -O, --ops              the 5 leading ggml ops of each process, share of its\n"
+		"                         samples in the interval (interactive: the selected one)\n"
 		"  -p, --pid PID          only this process (repeatable)\n\n"
-		"Keys: q quit, h help, space pause, < > sort column, R reverse, H threads,\n"
+		"Keys: q quit, h help, space pause, < > sort column, R reverse, H threads, O ops,\n"
 		"      up/down select; p c t l m b f r g sort by PID CPU% TOK/S MS99 MM% SPIN%\n"
 		"      FTX/S RQ99 MAJ/S.\n\n"
 		"Columns:\n"
@@ -538,7 +576,7 @@ const struct ctl_cmd ctl_cmd_top = {
 		"Examples:\n"
 		"  llmprofctl top\n"
 		"  llmprofctl top -b -n 3 -d 5 -s RQ99 > top.txt\n",
-	.shortopt = "d:bn:s:aHp:",
+	.shortopt = "d:bn:s:aHOp:",
 	.longopts = opts,
 	.exec = exec,
 };

@@ -35,7 +35,7 @@ _llmprofctl() {
 	esac
 	case $cmd in
 	"") opts="top dump list status reset precise help $common --version" ;;
-	top) opts="--delay --batch --iterations --sort --all --threads --pid $common" ;;
+	top) opts="--delay --batch --iterations --sort --all --threads --ops --pid $common" ;;
 	dump) opts="--pid --json --fine $common" ;;
 	list) opts="--json --pids $common" ;;
 	status) opts="--json $common" ;;

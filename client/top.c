@@ -237,6 +237,55 @@ int top_threads(const struct top_row *r, struct top_thread_row **out)
 	return n;
 }
 
+static int cmp_ops(const void *a, const void *b)
+{
+	const struct top_op_row *x = a, *y = b;
+
+	return x->share < y->share ? 1 : x->share > y->share ? -1 : strcmp(x->op, y->op);
+}
+
+static const cJSON *ggml_item(const cJSON *doc, const char *key)
+{
+	return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "ggml"), key);
+}
+
+/* The samples of op in a process document's ggml.ops, 0 if absent. */
+static double op_samples(const cJSON *doc, const char *op)
+{
+	const cJSON *o;
+
+	cJSON_ArrayForEach(o, ggml_item(doc, "ops"))
+	{
+		if (!strcmp(ctl_str(o, "op", ""), op))
+			return ctl_num(o, "samples", 0);
+	}
+	return 0;
+}
+
+int top_ops(const struct top_row *r, struct top_op_row **out, int max)
+{
+	const cJSON *ops = ggml_item(r->doc, "ops"), *op;
+	double total = ctl_num(ggml_item(r->doc, "op_groups"), "samples", 0) -
+		       ctl_num(ggml_item(r->prev, "op_groups"), "samples", 0);
+	int n = 0;
+
+	*out = calloc((size_t)cJSON_GetArraySize(ops) + 1, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	cJSON_ArrayForEach(op, ops)
+	{
+		const char *name = ctl_str(op, "op", "?");
+		double d = ctl_num(op, "samples", 0) - (r->prev ? op_samples(r->prev, name) : 0);
+
+		if (d <= 0 || total <= 0)
+			continue;
+		snprintf((*out)[n].op, sizeof((*out)[n].op), "%s", name);
+		(*out)[n++].share = share(d, total);
+	}
+	qsort(*out, (size_t)n, sizeof(**out), cmp_ops);
+	return n < max ? n : max;
+}
+
 static char *pct(char *buf, size_t n, double v, int width)
 {
 	if (isnan(v))
@@ -282,6 +331,11 @@ void top_format_row(char *buf, const struct top_row *r)
 	ctl_fmt_num5(cell[TC_MAJS], 16, r->v[TC_MAJS]);
 	len = snprintf(buf, TOP_LINE, "%7d %-9.9s", r->pid, r->comm);
 	format_cells(buf, (size_t)len, cell);
+}
+
+void top_format_op(char *buf, const struct top_op_row *o)
+{
+	snprintf(buf, TOP_LINE, "          op %-40.40s %5.1f%%", o->op, o->share);
 }
 
 void top_format_thread(char *buf, const struct top_thread_row *t)

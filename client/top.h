@@ -55,6 +55,11 @@ struct top_thread_row {
 	double cpu, ftxs, majs;
 };
 
+struct top_op_row {
+	char op[48];
+	double share; /* percent of the process's samples in the interval */
+};
+
 /* Rows for cur against prev (NULL: since each process was tracked), exited processes only
  * with all. *rows is malloc'ed; 0 or -ENOMEM. */
 int top_rows(const struct top_snap *cur, const struct top_snap *prev, bool all,
@@ -64,10 +69,15 @@ void top_sort(struct top_row *rows, size_t n, enum top_col col, bool reverse);
 /* The live threads of a row, busiest first. *out is malloc'ed; the count, or -ENOMEM. */
 int top_threads(const struct top_row *r, struct top_thread_row **out);
 
+/* The ops of a row over its interval, the busiest first (at most max). *out is malloc'ed;
+ * the count, or -ENOMEM. */
+int top_ops(const struct top_row *r, struct top_op_row **out, int max);
+
 /* The lines of the table: at most 79 characters, so 80 columns never wrap. */
 #define TOP_LINE 80
 void top_format_header(char *buf);
 void top_format_row(char *buf, const struct top_row *r);
 void top_format_thread(char *buf, const struct top_thread_row *t);
+void top_format_op(char *buf, const struct top_op_row *o);
 
 #endif

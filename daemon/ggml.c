@@ -5,6 +5,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -380,6 +381,10 @@ static int sym_entry(struct lp_ggml_proc *gp, const struct lp_elf_sym *sym, uint
 		/* A matmul kernel by configuration: matmul whatever its name says. */
 		*kind = LP_K_KERNEL;
 		snprintf(op, sizeof(op), "%s", sym->name);
+		/* Its name as the op's: only characters a C++ symbol has, the rest as '?'. */
+		for (char *c = op; *c; c++)
+			if (!isalnum((unsigned char)*c) && !strchr("_.:<>,()~ ", *c))
+				*c = '?';
 		id = lp_op_table_index(&gp->ops, op, LP_G_MATMUL, LP_MAX_OPS);
 	} else {
 		return -1;

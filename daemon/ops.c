@@ -53,8 +53,13 @@ static size_t ident_len(const char *sym, const char *p)
 	while (d > sym && isdigit((unsigned char)d[-1]))
 		d--;
 	if (d < p) {
+		size_t k;
+
 		len = strtoul(d, NULL, 10);
-		if (len > 0 && len <= max)
+		/* Trusted only if all of it could be a C identifier: names reach terminals. */
+		for (k = 0; k < len && k < max && (isalnum((unsigned char)p[k]) || p[k] == '_'); k++)
+			;
+		if (len > 0 && len <= max && k == len)
 			return len;
 	}
 	for (len = 0; p[len] && (isalnum((unsigned char)p[len]) || p[len] == '_'); len++)

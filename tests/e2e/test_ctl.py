@@ -253,6 +253,14 @@ def test_batch(w):
     t.check(printed == sorted([w.f1.pid] + tids), "-H adds a row per thread: %s, tids %s"
             % (printed, tids))
 
+    rc, out, _ = ctl("top", "-b", "-n", "1", "-a", "-O", "-p", str(w.x_pid), env=w.env)
+    g = w.doc(w.x_pid)["ggml"]
+    want = ["          op %-40s %5.1f%%" % (o["op"], 100.0 * o["samples"] / g["op_groups"]["samples"])
+            for o in g["ops"]][:5]
+    got = [l for l in out.splitlines() if l.startswith("          op ")]
+    t.check(rc == 0 and want and got == want,
+            "-O: the leading ops under the process, shares of the API's op samples: %s" % got)
+
     print("--- top -b: the second table covers its interval only")
     f3 = t.Fixture("--futex-threads", "1", "--futex-waits", "20", "--futex-ms", "5", "--hold")
     t.poll("pid %d tracked" % f3.pid, lambda: w.tracked(f3.pid))
@@ -352,6 +360,20 @@ def test_dump(w):
     t.check(("generation %d" % doc["ggml"]["tokens"]["generation"]["tokens"]) in grouped,
             "tokens as the API counted them (%d)" % doc["ggml"]["tokens"]["generation"]["tokens"])
     t.check(" ".join(doc["ggml"]["missing"]) in grouped, "the configured names found nowhere")
+    g = doc["ggml"]
+    t.check(g["ops"] and all(
+        re.search(r"^    %-28s %-11s %5.1f%% %8d " % (re.escape(o["op"]), o["group"],
+                                                      100 * o["share"], o["samples"]),
+                  grouped, re.M) for o in g["ops"]),
+            "top operators: a row per op with the API's group, share and samples: %s"
+            % [(o["op"], o["samples"]) for o in g["ops"]])
+    shown = ", ".join("%s %.1f%%" % (k.replace("_", " "), 100 * v)
+                      for k, v in g["op_groups"]["share"].items() if v > 0)
+    t.check("  groups      " + shown + "\n" in grouped,
+            "the op groups with samples, as the API's: %s" % shown)
+    t.check(("      ops: %d op functions; attribution: %s" % (obj["op_functions"],
+                                                            obj["op_attribution"])) in grouped,
+            "each object's op functions and how they are attributed")
 
     rc, out, _ = ctl("dump", "--pid", str(w.f1.pid), env=w.env)
     fdoc = w.doc(w.f1.pid)

@@ -66,6 +66,8 @@ int main(void)
 	CHECK(!op("ggml_cpu_extra_compute_forward"), "the extra-buffer dispatcher is no op");
 	/* a length prefix past the end is not trusted: the identifier's characters are */
 	OP_IS("_Z99ggml_compute_forward_x", "x");
+	/* nor one that covers what no identifier has: the identifier's characters are taken */
+	OP_IS("_Z26ggml_compute_forward_a\x1b[2J", "a");
 	CHECK(lp_op_name("ggml_compute_forward_mul_mat", small, sizeof(small)) == -ENOENT,
 	      "a name longer than the buffer is refused, not cut");
 
