@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "snapshot.h"
+#include "report.h"
 
 /* Who is asking. */
 struct lp_peer {

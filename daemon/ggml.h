@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "attach.h"
+#include "core.h"
 #include "ops.h"
 #include "sampler.h"
 #include "elfsym.h"

@@ -15,16 +15,16 @@
 #include <unistd.h>
 
 #include "api.h"
-#include "attach.h"
+#include "core.h"
 #include "core.skel.h"
 #include "ggml.h"
 #include "log.h"
 #include "options.h"
-#include "probe.h"
+#include "feature.h"
 #include "procfs.h"
 #include "render.h"
 #include "server.h"
-#include "snapshot.h"
+#include "report.h"
 #include "state.h"
 #include "track.h"
 #include "webconfig.h"
@@ -632,6 +632,7 @@ static int run(struct daemon *d)
 			bpf_map__fd(d->core.skel->maps.futex_addrs),
 			bpf_map__fd(d->core.skel->maps.threads));
 	d->tracker.on_exit = on_target_exit;
+	d->tracker.free_ggml = lp_ggml_proc_free;
 	d->tracker.userdata = d;
 	lp_ggml_init(&d->ggml, &d->cfg, &d->core, &d->tracker);
 	d->rb = ring_buffer__new(bpf_map__fd(d->core.skel->maps.events), on_event, d, NULL);

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "snapshot.h"
+#include "report.h"
 
 struct lp_metrics_opts {
 	uint32_t max_processes; /* processes exported at most; running ones first */

@@ -7,7 +7,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "snapshot.h"
+#include "report.h"
 #include "track.h"
 
 #define LP_STATE_FILE "state.json"

@@ -33,7 +33,7 @@ void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int pro
 	tr->threads_fd = threads_fd;
 }
 
-void lp_target_free(struct lp_target *t)
+static void target_free(const struct lp_tracker *tr, struct lp_target *t)
 {
 	if (!t)
 		return;
@@ -41,14 +41,15 @@ void lp_target_free(struct lp_target *t)
 	free(t->final);
 	free(t->final_futex);
 	free(t->base);
-	lp_ggml_proc_free(t->ggml);
+	if (t->ggml && tr->free_ggml)
+		tr->free_ggml(t->ggml);
 	free(t);
 }
 
 void lp_tracker_free(struct lp_tracker *tr)
 {
 	for (size_t i = 0; i < tr->n; i++)
-		lp_target_free(tr->v[i]);
+		target_free(tr, tr->v[i]);
 	free(tr->v);
 	tr->v = NULL;
 	tr->n = tr->cap = 0;
@@ -91,7 +92,7 @@ static void forget(struct lp_tracker *tr, size_t i)
 {
 	if (tr->v[i]->exited)
 		tr->nexited--;
-	lp_target_free(tr->v[i]);
+	target_free(tr, tr->v[i]);
 	memmove(&tr->v[i], &tr->v[i + 1], (tr->n - i - 1) * sizeof(*tr->v));
 	tr->n--;
 }
@@ -257,7 +258,7 @@ fail_inserted:
 	bpf_map_delete_elem(tr->procs_fd, &key);
 fail:
 	free(zero);
-	lp_target_free(t);
+	target_free(tr, t);
 	return r;
 }
 
@@ -502,7 +503,7 @@ int lp_tracker_restore(struct lp_tracker *tr, struct lp_target *t)
 	int r = append(tr, t);
 
 	if (r < 0) {
-		lp_target_free(t);
+		target_free(tr, t);
 		return r;
 	}
 	if (t->exited) {

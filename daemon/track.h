@@ -27,9 +27,7 @@ struct lp_futex_top {
 	uint64_t naddrs; /* distinct addresses seen, listed or not */
 };
 
-struct lp_ggml_proc; /* ggml.h */
-
-void lp_ggml_proc_free(struct lp_ggml_proc *gp);
+struct lp_ggml_proc; /* ggml.h, which owns it: the tracker frees it through free_ggml */
 
 struct lp_target {
 	pid_t pid;
@@ -73,6 +71,7 @@ struct lp_tracker {
 	size_t nwaiting;
 	uint64_t exits_recovered; /* exits the hook missed, found by lp_tracker_sweep() */
 	void (*on_exit)(void *userdata, struct lp_target *t);
+	void (*free_ggml)(struct lp_ggml_proc *gp); /* set by whoever fills target->ggml */
 	void *userdata;
 };
 
@@ -116,8 +115,6 @@ int lp_tracker_restore(struct lp_tracker *tr, struct lp_target *t);
 
 /* Zeroes a target's counters and histograms, in the kernel and in user space. */
 int lp_tracker_reset(struct lp_tracker *tr, struct lp_target *t);
-
-void lp_target_free(struct lp_target *t);
 
 /* The newest target with this pid, or NULL. */
 struct lp_target *lp_tracker_find(struct lp_tracker *tr, pid_t pid);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Run-time feature probes: load a trivial program of each kind, open each kind of perf event. */
-#include "probe.h"
+#include "feature.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>

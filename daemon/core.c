@@ -3,7 +3,7 @@
  * maps, loads, and attaches: scheduler and lifecycle tracepoints, futex syscalls, and one
  * page-fault perf event per CPU. cpu-clock sampling is per CPU here, or per thread of each
  * LLM process (sampler.c). */
-#include "attach.h"
+#include "core.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>

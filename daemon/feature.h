@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* What this kernel offers to llmprofd, found by trying, never by version number. */
-#ifndef LLMPROF_PROBE_H
-#define LLMPROF_PROBE_H
+#ifndef LLMPROF_FEATURE_H
+#define LLMPROF_FEATURE_H
 
 #include <stdbool.h>
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Reading the kernel maps into a report: process stats, per-thread state, futex addresses,
  * map fill and loss counters. */
-#include "snapshot.h"
+#include "report.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>

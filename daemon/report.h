@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* A consistent read of everything collected, for one process or all: kernel maps for the
  * live ones, the stored final records for the exited ones. */
-#ifndef LLMPROF_SNAPSHOT_H
-#define LLMPROF_SNAPSHOT_H
+#ifndef LLMPROF_REPORT_H
+#define LLMPROF_REPORT_H
 
-#include "attach.h"
+#include "core.h"
 #include "ggml.h"
 #include "track.h"
 

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Loading and attaching the core BPF object: variant choice, map sizes, per-CPU perf events. */
-#ifndef LLMPROF_ATTACH_H
-#define LLMPROF_ATTACH_H
+#ifndef LLMPROF_CORE_H
+#define LLMPROF_CORE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
-#include "probe.h"
+#include "feature.h"
 
 struct core_bpf;
 struct bpf_link;
