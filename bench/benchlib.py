@@ -32,6 +32,15 @@ def machine():
         "includes it" % ",".join(others) if others else "")
 
 
+def model(shape):
+    """A random-weight GGUF model of that shape (tests/workload/gen_gguf.py), made once."""
+    path = os.path.join(tempfile.gettempdir(), "llmprofd-bench-%s.gguf" % shape)
+    if not os.path.exists(path):
+        subprocess.run(["python3", os.path.join(ROOT, "tests", "workload", "gen_gguf.py"),
+                        "--shape", shape, path], check=True)
+    return path
+
+
 def need(*tools):
     missing = [t for t in tools if not shutil.which(t) and not os.path.exists(t)]
     if missing:

@@ -13,8 +13,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
-import tempfile
 
 import benchlib as b
 
@@ -25,14 +23,6 @@ CONFIGS = [
     ("llmprofd, precise mode always on", ["--precise-duty", "1"]),
     ("llmprofd, precise, --no-fast-entry", ["--precise-duty", "1", "--no-fast-entry"]),
 ]
-
-
-def model_for(shape):
-    path = os.path.join(tempfile.gettempdir(), "llmprofd-bench-%s.gguf" % shape)
-    if not os.path.exists(path):
-        subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", shape,
-                        path], check=True)
-    return path
 
 
 def drive(model, a):
@@ -54,7 +44,7 @@ def main():
     b.need("node", b.LLMPROFD, b.LLMPROFCTL)
     rows, notes = [], []
     for shape in a.shapes.split(","):
-        model = model_for(shape)
+        model = b.model(shape)
         probed = {}
 
         def measure(args):

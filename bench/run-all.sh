@@ -13,9 +13,10 @@ if [[ ${1:-} == --quick ]]; then
 		"sched.py --rounds 1 --loops 20000"
 		"probes.py --rounds 1 --calls 20000"
 		"daemon_cost.py --sizes 1,20 --window 1 --repeat 2"
+		"ops.py --rounds 1 --tokens 30 --workloads lpops,omp"
 	)
 else
-	runs=("inference.py" "sched.py" "probes.py" "daemon_cost.py")
+	runs=("inference.py" "sched.py" "probes.py" "daemon_cost.py" "ops.py")
 fi
 for r in "${runs[@]}"; do
 	name=${r%%.py*}

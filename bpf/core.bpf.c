@@ -91,6 +91,24 @@ struct {
 	__type(value, struct lp_precise);
 } precise SEC(".maps");
 
+/* Entries are made as probed ops return, at most LP_PRECISE_OPS per process in precise
+ * mode: not preallocated. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192); /* resized by user space */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lp_op_key);
+	__type(value, struct lp_op_precise);
+} op_precise SEC(".maps");
+
+/* A zeroed op_precise value to insert from: too large for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_op_precise);
+} op_precise_init SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
@@ -369,10 +387,14 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		if (t->off_region == LP_R_BARRIER)
 			__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_OFF_EST_NS], d);
 		/* Precise mode: off-CPU time inside the innermost probed call. */
-		if (t->bar.depth)
+		if (t->bar.depth) {
 			t->bar.off_ns += d;
-		else if (t->mm.depth)
-			t->mm.off_ns += d;
+		} else {
+			if (t->mm.depth)
+				t->mm.off_ns += d;
+			if (t->op.depth)
+				t->op.off_ns += d;
+		}
 	}
 	cpu1 = bpf_get_smp_processor_id() + 1;
 	if (t->last_cpu && t->last_cpu != cpu1) {
@@ -949,6 +971,7 @@ static __always_inline struct lp_thread *precise_thread(__u32 *tgid_out)
 		t->pgen = pr->gen;
 		t->mm.depth = 0;
 		t->bar.depth = 0;
+		t->op.depth = 0;
 	}
 	*tgid_out = tgid;
 	return t;
@@ -1031,5 +1054,63 @@ int BPF_KRETPROBE(lp_barrier_exit)
 	hist_add(&p->hist[LP_H_BARRIER], d);
 	if (t->mm.depth)
 		t->mm.inner_ns += d;
+	if (t->op.depth)
+		t->op.inner_ns += d;
+	return 0;
+}
+
+/* An op function: which op comes from the sampling table, by the probe's address. */
+SEC("uprobe")
+int BPF_KPROBE(lp_op_enter)
+{
+	const struct lp_ranges *rg;
+	struct lp_thread *t;
+	__u32 tgid;
+	int i;
+
+	t = precise_thread(&tgid);
+	if (!t)
+		return 0;
+	if (t->op.depth == 0) {
+		rg = bpf_map_lookup_elem(&ranges, &tgid);
+		i = rg ? range_find(rg, PT_REGS_IP(ctx)) : -1;
+		if (i < 0 || rg->kind[i & (LP_MAX_RANGES - 1)] != LP_K_OP)
+			return 0;
+		t->op_idx = rg->op[i & (LP_MAX_RANGES - 1)];
+	}
+	call_enter(&t->op);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(lp_op_exit)
+{
+	struct lp_op_key key = {};
+	struct lp_op_precise *s;
+	struct lp_thread *t;
+	__u32 zero = 0;
+	__u64 d;
+
+	t = precise_thread(&key.tgid);
+	if (!t || !(d = call_exit(&t->op)))
+		return 0;
+	key.op = t->op_idx;
+	s = bpf_map_lookup_elem(&op_precise, &key);
+	if (!s) {
+		s = bpf_map_lookup_elem(&op_precise_init, &zero);
+		if (!s)
+			return 0;
+		/* Another thread may have made it meanwhile: either way, look it up. */
+		bpf_map_update_elem(&op_precise, &key, s, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&op_precise, &key);
+		if (!s)
+			return 0;
+	}
+	__sync_fetch_and_add(&s->calls, 1);
+	__sync_fetch_and_add(&s->ns, d);
+	__sync_fetch_and_add(&s->oncpu_ns, d > t->op.inner_ns + t->op.off_ns
+						   ? d - t->op.inner_ns - t->op.off_ns
+						   : 0);
+	hist_add(&s->hist, d);
 	return 0;
 }

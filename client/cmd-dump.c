@@ -225,7 +225,8 @@ static void print_ops(const cJSON *g, const cJSON *sm)
 		    *cm = cJSON_GetObjectItemCaseSensitive(pt, "cpu_ms"), *o;
 	double hz = ctl_num(sm, "hz", 0), gen = ctl_num(pt, "generated", 0);
 	int n = 0, total = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(g, "ops"));
-	char a[32];
+	const cJSON *pr;
+	char a[32], b[32], c[32];
 
 	printf("  top operators (%.0f samples; PER TOKEN: CPU time per generated token, %.0f "
 	       "tokens)\n    %-28s %-11s %6s %8s %9s\n",
@@ -241,6 +242,18 @@ static void print_ops(const cJSON *g, const cJSON *sm)
 			       ? ctl_fmt_dur(a, sizeof(a),
 					     ctl_num(o, "generation_samples", 0) * 1e9 / hz / gen)
 			       : "-");
+		pr = cJSON_GetObjectItemCaseSensitive(o, "precise");
+		if (cJSON_IsObject(pr)) {
+			const cJSON *h = cJSON_GetObjectItemCaseSensitive(pr, "histogram");
+			double calls = ctl_num(pr, "calls", 0);
+
+			printf("      precise: %.0f calls, %s per call (p99 %s), own on-CPU %s\n",
+			       calls,
+			       ctl_fmt_dur(a, sizeof(a),
+					   calls > 0 ? ctl_num(pr, "ns", 0) / calls : 0),
+			       ctl_fmt_dur(b, sizeof(b), ctl_num(h, "p99", 0)),
+			       ctl_fmt_dur(c, sizeof(c), ctl_num(pr, "oncpu_ns", 0)));
+		}
 	}
 	if (total > TOP_OPS)
 		printf("    (%d more ops; dump --json has them all)\n", total - TOP_OPS);

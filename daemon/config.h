@@ -53,6 +53,7 @@ struct lp_config {
 	bool stack_scan;		       /* classify samples by return addresses too */
 	bool fast_entry;		       /* uprobes on the first emulated instruction */
 	double precise_duty;		       /* share of time in precise mode, 0 to 1 */
+	const char *const *precise_ops;	       /* --precise-ops: NULL = those with samples */
 	double precise_period;		       /* seconds per duty cycle */
 
 	/* service */

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* ggml discovery, the sampling table, llama_decode probes and precise mode. */
+/* ggml discovery: object files and their functions, the sampling table, llama_decode
+ * probes. Precise mode is precise.c. */
 #include "ggml.h"
 
 #include <bpf/bpf.h>
@@ -21,40 +22,20 @@
 
 #include "core.skel.h"
 #include "log.h"
+#include "precise.h"
 #include "procfs.h"
+#include "uprobe.h"
 
 #define MAX_OBJS 4096
 #define PENDING_TRIES 10
 
 static const char *const class_names[LP_SYM_NR] = {"matmul", "barrier", "decode", "op"};
 
-static void links_destroy(struct bpf_link ***links, size_t *n)
-{
-	for (size_t i = 0; i < *n; i++)
-		bpf_link__destroy((*links)[i]);
-	free(*links);
-	*links = NULL;
-	*n = 0;
-}
-
-static int links_push(struct bpf_link ***links, size_t *n, struct bpf_link *l)
-{
-	struct bpf_link **v = realloc(*links, (*n + 1) * sizeof(*v));
-
-	if (!v) {
-		bpf_link__destroy(l);
-		return -ENOMEM;
-	}
-	v[(*n)++] = l;
-	*links = v;
-	return 0;
-}
-
 static void obj_free(struct lp_ggml_obj *o)
 {
 	if (!o)
 		return;
-	links_destroy(&o->decode_links, &o->ndecode_links);
+	lp_links_destroy(&o->decode_links, &o->ndecode_links);
 	lp_elf_result_free(&o->syms);
 	free(o->path);
 	free(o);
@@ -64,10 +45,12 @@ void lp_ggml_proc_free(struct lp_ggml_proc *gp)
 {
 	if (!gp)
 		return;
-	links_destroy(&gp->plinks, &gp->nplinks);
+	lp_links_destroy(&gp->plinks, &gp->nplinks);
 	lp_sampler_stop(&gp->sampler);
 	lp_op_table_free(&gp->ops);
 	free(gp->final_ops);
+	free(gp->final_op_precise);
+	free(gp->precise_ops_missing);
 	free(gp->objs);
 	free(gp);
 }
@@ -90,17 +73,9 @@ void lp_ggml_free(struct lp_ggml *g)
 	memset(g, 0, sizeof(*g));
 }
 
-static bool obj_has(const struct lp_ggml_obj *o, int cls)
-{
-	for (size_t i = 0; i < o->syms.nsyms; i++)
-		if (o->syms.syms[i].cls == cls)
-			return true;
-	return false;
-}
-
 static bool obj_is_omp_runtime(const struct lp_ggml_obj *o)
 {
-	if (obj_has(o, LP_SYM_MATMUL))
+	if (lp_ggml_obj_has(o, LP_SYM_MATMUL))
 		return false;
 	for (size_t i = 0; i < o->syms.nsyms; i++)
 		if (o->syms.syms[i].cls == LP_SYM_BARRIER &&
@@ -112,7 +87,7 @@ static bool obj_is_omp_runtime(const struct lp_ggml_obj *o)
 
 static uint32_t obj_verdict(const struct lp_ggml_obj *o)
 {
-	if (obj_has(o, LP_SYM_MATMUL))
+	if (lp_ggml_obj_has(o, LP_SYM_MATMUL))
 		return LP_OBJ_MATMUL;
 	if (o->syms.nsyms)
 		return LP_OBJ_HELPER;
@@ -175,29 +150,9 @@ static struct lp_ggml_obj *obj_find(struct lp_ggml *g, uint64_t dev, uint64_t in
 }
 
 /* Appends to a fixed buffer, truncating quietly: for log lines. */
-struct line {
-	char buf[1024];
-	size_t len;
-};
-
-static void __attribute__((format(printf, 2, 3))) line_add(struct line *l, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (l->len >= sizeof(l->buf) - 1)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(l->buf + l->len, sizeof(l->buf) - l->len, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		l->len += (size_t)n < sizeof(l->buf) - l->len ? (size_t)n
-							      : sizeof(l->buf) - l->len - 1;
-}
-
 static void log_obj(const struct lp_ggml_obj *o)
 {
-	struct line l = {.len = 0};
+	struct lp_line l = {.len = 0};
 
 	for (int c = 0; c < LP_SYM_NR; c++) {
 		bool first = true;
@@ -208,7 +163,7 @@ static void log_obj(const struct lp_ggml_obj *o)
 			nops += o->syms.syms[i].cls == c;
 		if (c == LP_SYM_OP) {
 			if (nops)
-				line_add(&l, "%s%zu op functions", l.len ? "; " : "", nops);
+				lp_line_add(&l, "%s%zu op functions", l.len ? "; " : "", nops);
 			continue;
 		}
 		for (size_t i = 0; i < o->syms.nsyms; i++) {
@@ -217,18 +172,18 @@ static void log_obj(const struct lp_ggml_obj *o)
 			if (sym->cls != c)
 				continue;
 			if (first)
-				line_add(&l, "%s%s ", l.len ? "; " : "", class_names[c]);
-			line_add(&l, "%s%s", first ? "" : ", ", sym->name);
+				lp_line_add(&l, "%s%s ", l.len ? "; " : "", class_names[c]);
+			lp_line_add(&l, "%s%s", first ? "" : ", ", sym->name);
 			if (sym->entry_skip)
-				line_add(&l, " (probe at +%u, a %s)", sym->entry_skip,
-					 lp_x86_site_names[sym->site]);
+				lp_line_add(&l, " (probe at +%u, a %s)", sym->entry_skip,
+					    lp_x86_site_names[sym->site]);
 			first = false;
 		}
 	}
 	log_info("%s: %s%s%s%s", o->path, l.buf,
 		 o->syms.has_symtab ? "" : " (no .symtab: stripped)",
 		 o->omp_runtime ? "; an OpenMP runtime: all of its code counts as barrier" : "",
-		 obj_has(o, LP_SYM_MATMUL) && !lp_ggml_obj_op_functions(o)
+		 lp_ggml_obj_has(o, LP_SYM_MATMUL) && !lp_ggml_obj_op_functions(o)
 			 ? "; no op functions in its symbols: its ops are unknown, their time "
 			   "counts as outside ops"
 			 : "");
@@ -518,32 +473,6 @@ out:
 	free(rg);
 }
 
-static bool same_file(const char *path, const struct lp_ggml_obj *o)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && st.st_ino == o->ino &&
-	       (((uint64_t)major(st.st_dev) << 20) | minor(st.st_dev)) == o->dev;
-}
-
-/* A path naming the object's inode, for attaching uprobes: its own path when that still
- * names it, else the path inside the process's root (another mount namespace). */
-static int attach_path(pid_t pid, const struct lp_ggml_obj *o, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s", o->path);
-	if (same_file(buf, o))
-		return 0;
-	snprintf(buf, len, "/proc/%d/root%s", (int)pid, o->path);
-	return same_file(buf, o) ? 0 : -ENOENT;
-}
-
-/* Where a function's uprobes go in the file: on its first emulated instruction
- * (elfsym.h, x86entry.h). */
-static size_t probe_offset(const struct lp_elf_sym *sym)
-{
-	return (size_t)(sym->file_off + sym->entry_skip);
-}
-
 /* llama_decode entry and return, for every process that maps this file. */
 static void attach_decode(struct lp_ggml *g, pid_t pid, struct lp_ggml_obj *o)
 {
@@ -551,9 +480,9 @@ static void attach_decode(struct lp_ggml *g, pid_t pid, struct lp_ggml_obj *o)
 	char path[PATH_MAX + 64];
 	int r = 0;
 
-	if (o->decode_tried || !obj_has(o, LP_SYM_DECODE))
+	if (o->decode_tried || !lp_ggml_obj_has(o, LP_SYM_DECODE))
 		return;
-	r = attach_path(pid, o, path, sizeof(path));
+	r = lp_uprobe_path(pid, o->path, o->dev, o->ino, path, sizeof(path));
 	if (r < 0)
 		return; /* the process is gone: try again with the next one mapping it */
 	o->decode_tried = true;
@@ -565,14 +494,14 @@ static void attach_decode(struct lp_ggml *g, pid_t pid, struct lp_ggml_obj *o)
 		for (int ret = 0; ret < 2 && r == 0; ret++) {
 			struct bpf_link *l = bpf_program__attach_uprobe(
 				ret ? s->progs.lp_decode_exit : s->progs.lp_decode_enter, ret, -1,
-				path, probe_offset(sym));
+				path, lp_uprobe_offset(sym));
 
-			r = l ? links_push(&o->decode_links, &o->ndecode_links, l) : -errno;
+			r = l ? lp_links_push(&o->decode_links, &o->ndecode_links, l) : -errno;
 		}
 	}
 	if (r < 0) {
 		o->decode_error = r;
-		links_destroy(&o->decode_links, &o->ndecode_links);
+		lp_links_destroy(&o->decode_links, &o->ndecode_links);
 		log_warning_errno(r,
 				  "attach llama_decode probes in %s: %m; tokens will not be "
 				  "counted for it",
@@ -609,22 +538,19 @@ static void attach_new_objects(struct lp_ggml *g, struct lp_target *t, const str
 static void log_found(const struct lp_ggml *g, const struct lp_target *t)
 {
 	const struct lp_ggml_proc *gp = t->ggml;
-	struct line found = {.len = 0}, missing = {.len = 0};
+	struct lp_line found = {.len = 0}, missing = {.len = 0};
 
 	for (size_t i = 0; i < gp->nobjs; i++)
-		if (obj_has(gp->objs[i], LP_SYM_MATMUL))
-			line_add(&found, "%s%s", found.len ? ", " : "", gp->objs[i]->path);
+		if (lp_ggml_obj_has(gp->objs[i], LP_SYM_MATMUL))
+			lp_line_add(&found, "%s%s", found.len ? ", " : "", gp->objs[i]->path);
 	for (int c = 0; c < LP_SYM_NR; c++)
 		for (const char *const *p = g->cfg->symbols[c]; p && *p; p++)
 			if (!lp_ggml_proc_has(gp, *p))
-				line_add(&missing, "%s%s", missing.len ? ", " : "", *p);
+				lp_line_add(&missing, "%s%s", missing.len ? ", " : "", *p);
 	log_info("pid %d (%s) runs ggml: matmul in %s; %zu functions in the sampling table; "
 		 "not found (stripped, inlined or not in this build): %s",
 		 (int)t->pid, t->comm, found.buf, gp->nranges, missing.len ? missing.buf : "none");
 }
-
-static int precise_attach(struct lp_ggml *g, struct lp_target *t);
-static void duty_apply(struct lp_ggml *g, struct lp_target *t, uint64_t now);
 
 /* Brings a process's ggml state up to date with its mappings; tracks it if it runs ggml. */
 static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want, bool *saw_key)
@@ -663,10 +589,10 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 			if (s.llm && first) {
 				t->ggml->found_ns = lp_now_ns();
 				log_found(g, t);
-				duty_apply(g, t, t->ggml->found_ns);
+				lp_precise_duty(g, t, t->ggml->found_ns);
 			}
 			if (t->ggml->precise_on)
-				precise_attach(g, t);
+				lp_precise_attach(g, t);
 		}
 	}
 	proc_scan_free(&s);
@@ -737,7 +663,7 @@ bool lp_ggml_process_pending(struct lp_ggml *g)
 		    !lp_tracker_find(g->tr, p->pid)) {
 			struct lp_ggml_obj *o = obj_find(g, p->key.dev, p->key.ino);
 
-			if (o && obj_has(o, LP_SYM_MATMUL))
+			if (o && lp_ggml_obj_has(o, LP_SYM_MATMUL))
 				g->tr->exited_untracked++;
 			continue;
 		}
@@ -750,192 +676,14 @@ bool lp_ggml_process_pending(struct lp_ggml *g)
 	return k > 0;
 }
 
-/* --- precise mode --- */
-
-/* The process's CPU time by the kernel's own account (sum_exec_runtime of every thread,
- * the exited ones included), read through its CPU-time clock. Summing the live threads'
- * schedstat instead lost the threads that exited within a window, and with them most of
- * a build that starts worker threads per graph. */
-static uint64_t proc_oncpu_ns(pid_t pid)
-{
-	struct timespec ts;
-	clockid_t cid;
-
-	if (clock_getcpuclockid(pid, &cid) != 0 || clock_gettime(cid, &ts) != 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static int read_stats(struct lp_ggml *g, pid_t pid, struct lp_proc_stats *st)
-{
-	__u32 key = (__u32)pid;
-
-	return bpf_map_lookup_elem(g->tr->procs_fd, &key, st) < 0 ? -errno : 0;
-}
-
-/* Uprobes on every matmul and barrier function in the process's mapped objects, for this
- * process only. Functions already probed stay probed. */
-/* The sample counters a window follows: all, in matmul, in barriers. */
-static const int sample_ctr[3] = {LP_C_SAMPLES, LP_C_SAMPLES_MATMUL, LP_C_SAMPLES_BARRIER};
-
-/* Adds the samples taken since the open window started to acc. */
-static void samples_since_start(const struct lp_ggml_proc *gp, const struct lp_proc_stats *st,
-				uint64_t acc[3])
-{
-	for (int i = 0; i < 3; i++)
-		acc[i] += st->ctr[sample_ctr[i]] - gp->samples_start[i];
-}
-
-/* Starts a window's accounting now: counters, on-CPU time and samples as of this moment,
- * and a new generation so that calls in flight from before are discarded. */
-static int window_mark(struct lp_ggml *g, struct lp_target *t)
-{
-	struct lp_ggml_proc *gp = t->ggml;
-	struct lp_precise pr = {.gen = ++gp->gen};
-	struct lp_proc_stats *st = malloc(sizeof(*st));
-	__u32 key = (__u32)t->pid;
-	int r;
-
-	if (!st)
-		return -ENOMEM;
-	r = read_stats(g, t->pid, st);
-	if (r == 0 &&
-	    bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr, BPF_ANY) < 0)
-		r = -errno;
-	if (r == 0) {
-		for (int i = 0; i < 3; i++)
-			gp->samples_start[i] = st->ctr[sample_ctr[i]];
-		gp->bpf_oncpu_start_ns = st->ctr[LP_C_ONCPU_NS];
-		gp->window_start_ns = lp_now_ns();
-		gp->oncpu_start_ns = proc_oncpu_ns(t->pid);
-	}
-	free(st);
-	return r;
-}
-
-static int precise_attach(struct lp_ggml *g, struct lp_target *t)
-{
-	struct lp_ggml_proc *gp = t->ggml;
-	struct core_bpf *s = g->core->skel;
-	struct line names = {.len = 0};
-	bool moved = gp->nplinks > 0;
-	int r = 0;
-
-	if (gp->nplinks && gp->probed_gen == gp->objs_gen)
-		return 0;
-	gp->probed_gen = gp->objs_gen;
-	/* The mappings changed (a dlopen): probe everything again. */
-	links_destroy(&gp->plinks, &gp->nplinks);
-	gp->nprobed = 0;
-	for (size_t i = 0; i < gp->nobjs && r == 0; i++) {
-		struct lp_ggml_obj *o = gp->objs[i];
-		char path[PATH_MAX + 64];
-
-		r = attach_path(t->pid, o, path, sizeof(path));
-		for (size_t k = 0; k < o->syms.nsyms && r == 0; k++) {
-			const struct lp_elf_sym *sym = &o->syms.syms[k];
-			bool mm = sym->cls == LP_SYM_MATMUL;
-
-			if (sym->cls == LP_SYM_DECODE || sym->cls == LP_SYM_OP)
-				continue;
-			for (int ret = 0; ret < 2 && r == 0; ret++) {
-				struct bpf_program *prog = mm ? (ret ? s->progs.lp_matmul_exit
-								     : s->progs.lp_matmul_enter)
-							      : (ret ? s->progs.lp_barrier_exit
-								     : s->progs.lp_barrier_enter);
-				struct bpf_link *l = bpf_program__attach_uprobe(
-					prog, ret, t->pid, path, probe_offset(sym));
-
-				r = l ? links_push(&gp->plinks, &gp->nplinks, l) : -errno;
-			}
-			gp->nprobed++;
-		}
-	}
-	if (r < 0) {
-		links_destroy(&gp->plinks, &gp->nplinks);
-		gp->nprobed = 0;
-		gp->precise_error = r;
-		return log_warning_errno(r, "pid %d: attach precise-mode probes: %m", (int)t->pid);
-	}
-	for (size_t i = 0; i < gp->nobjs; i++)
-		if (obj_has(gp->objs[i], LP_SYM_MATMUL) || obj_has(gp->objs[i], LP_SYM_BARRIER))
-			line_add(&names, "%s%s", names.len ? ", " : "", gp->objs[i]->path);
-	log_info("pid %d: precise probes on %zu functions in %s", (int)t->pid, gp->nprobed,
-		 names.buf);
-	/* The mappings changed under an open window (a dlopen): the time before the probes
-	 * moved was not measured, so the window starts again from here. */
-	if (moved && gp->precise_on)
-		return window_mark(g, t);
-	return 0;
-}
-
-static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp_proc_stats *st)
-{
-	struct lp_ggml_proc *gp = t->ggml;
-	__u32 key = (__u32)t->pid;
-	uint64_t oncpu;
-
-	if (!gp->precise_on)
-		return;
-	links_destroy(&gp->plinks, &gp->nplinks);
-	gp->nprobed = 0;
-	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
-	gp->windows++;
-	gp->window_ns += lp_now_ns() - gp->window_start_ns;
-	if (t->exited && st) {
-		gp->window_oncpu_ns += st->ctr[LP_C_ONCPU_NS] - gp->bpf_oncpu_start_ns;
-	} else {
-		oncpu = proc_oncpu_ns(t->pid);
-		if (oncpu > gp->oncpu_start_ns)
-			gp->window_oncpu_ns += oncpu - gp->oncpu_start_ns;
-	}
-	if (st) {
-		samples_since_start(gp, st, gp->window_samples);
-	}
-	gp->precise_on = false;
-	gp->window_until_ns = 0;
-	log_info("pid %d: precise mode off", (int)t->pid);
-}
-
-int lp_ggml_precise(struct lp_ggml *g, struct lp_target *t, bool on, double seconds)
-{
-	struct lp_ggml_proc *gp = t ? t->ggml : NULL;
-	int r;
-
-	if (!t || t->exited || !gp || !gp->found_ns)
-		return -ESRCH;
-	if (!on) {
-		struct lp_proc_stats *st = malloc(sizeof(*st));
-
-		window_close(g, t, st && read_stats(g, t->pid, st) == 0 ? st : NULL);
-		free(st);
-		return 0;
-	}
-	gp->window_until_ns = seconds > 0 ? lp_now_ns() + (uint64_t)(seconds * 1e9) : 0;
-	if (gp->precise_on)
-		return 0;
-	r = window_mark(g, t);
-	if (r < 0)
-		return r;
-	gp->precise_on = true;
-	gp->precise_error = 0;
-	r = precise_attach(g, t);
-	if (r < 0) {
-		window_close(g, t, NULL);
-		return r;
-	}
-	log_info("pid %d: precise mode on", (int)t->pid);
-	return 0;
-}
+/* --- lifecycle --- */
 
 void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
 {
 	__u32 key = (__u32)t->pid;
 
-	if (t->ggml && t->ggml->precise_on)
-		window_close(g, t, t->final);
+	lp_precise_on_exit(g, t);
 	if (t->ggml) {
-		links_destroy(&t->ggml->plinks, &t->ggml->nplinks);
 		lp_sampler_stop(&t->ggml->sampler);
 		/* The exit hook leaves the op counts for this last read. */
 		if (t->ggml->op_samples_made && !t->ggml->final_ops &&
@@ -946,7 +694,6 @@ void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key);
 	/* The exit hook deletes these; an exit it missed (lp_tracker_sweep) leaves them. */
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.ranges), &key);
-	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
 }
 
 /* Zeroes the op counts, all but the decodes in flight; samples counted between the read
@@ -981,65 +728,5 @@ void lp_ggml_reset(struct lp_ggml *g, struct lp_target *t)
 		return;
 	reset_op_samples(g, t);
 	gp->oncpu_at_table_ns = 0;
-	gp->windows = gp->window_ns = gp->window_oncpu_ns = 0;
-	memset(gp->window_samples, 0, sizeof(gp->window_samples));
-	/* An open window starts again from the zeroed counters. */
-	if (gp->precise_on && !t->exited && window_mark(g, t) < 0)
-		window_close(g, t, NULL);
-}
-
-/* The duty cycle, phased from when the process was found. */
-static void duty_apply(struct lp_ggml *g, struct lp_target *t, uint64_t now)
-{
-	double duty = g->cfg->precise_duty, period = g->cfg->precise_period;
-	struct lp_ggml_proc *gp = t->ggml;
-	bool want;
-
-	if (duty <= 0)
-		return;
-	want = duty >= 1 ||
-	       (double)((now - gp->found_ns) % (uint64_t)(period * 1e9)) < duty * period * 1e9;
-	if (want != gp->precise_on && !(want && gp->precise_error))
-		lp_ggml_precise(g, t, want, 0);
-}
-
-void lp_ggml_tick(struct lp_ggml *g)
-{
-	uint64_t now = lp_now_ns();
-
-	for (size_t i = 0; i < g->tr->n; i++) {
-		struct lp_target *t = g->tr->v[i];
-		struct lp_ggml_proc *gp = t->ggml;
-
-		if (t->exited || !gp || !gp->found_ns)
-			continue;
-		if (gp->precise_on && gp->window_until_ns) {
-			if (now >= gp->window_until_ns)
-				lp_ggml_precise(g, t, false, 0);
-			continue;
-		}
-		duty_apply(g, t, now);
-	}
-}
-
-void lp_ggml_window_totals(const struct lp_target *t, const struct lp_proc_stats *now,
-			   struct lp_ggml_window_totals *out)
-{
-	const struct lp_ggml_proc *gp = t->ggml;
-
-	memset(out, 0, sizeof(*out));
-	if (!gp)
-		return;
-	out->windows = gp->windows;
-	out->ns = gp->window_ns;
-	out->oncpu_ns = gp->window_oncpu_ns;
-	memcpy(out->samples, gp->window_samples, sizeof(out->samples));
-	if (!gp->precise_on)
-		return;
-	out->windows++;
-	out->ns += lp_now_ns() - gp->window_start_ns;
-	uint64_t oncpu = proc_oncpu_ns(t->pid);
-	if (oncpu >= gp->oncpu_start_ns)
-		out->oncpu_ns += oncpu - gp->oncpu_start_ns;
-	samples_since_start(gp, now, out->samples);
+	lp_precise_reset(g, t);
 }

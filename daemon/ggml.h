@@ -49,6 +49,11 @@ struct lp_ggml_proc {
 	size_t ops_dropped;	   /* op names past LP_MAX_OPS: their samples are outside ops */
 	bool op_samples_made;	   /* its op_samples entry exists in the kernel */
 	struct lp_op_samples *final_ops; /* the kernel's last counts, read at the exit */
+	/* precise mode per op */
+	uint8_t op_probed[LP_MAX_OPS]; /* 1: probed in some window: op_precise may hold it */
+	size_t nops_probed;	       /* in the current window */
+	char *precise_ops_missing;     /* --precise-ops names this process has no op of */
+	struct lp_op_precise *final_op_precise; /* [ops.n], read at the exit */
 	/* LP_C_ONCPU_NS when the sampling table was first written: samples count from then */
 	uint64_t oncpu_at_table_ns;
 	uint64_t table_ns; /* CLOCK_MONOTONIC then; 0: not written yet */
@@ -81,6 +86,14 @@ void lp_ggml_proc_free(struct lp_ggml_proc *gp);
 
 /* How many of an object's functions are op functions (ggml_compute_forward_*, whatever
  * class of symbol matched them first). */
+static inline bool lp_ggml_obj_has(const struct lp_ggml_obj *o, int cls)
+{
+	for (size_t i = 0; i < o->syms.nsyms; i++)
+		if (o->syms.syms[i].cls == cls)
+			return true;
+	return false;
+}
+
 static inline size_t lp_ggml_obj_op_functions(const struct lp_ggml_obj *o)
 {
 	char op[LP_OP_NAME_MAX];
@@ -134,51 +147,11 @@ bool lp_ggml_process_pending(struct lp_ggml *g);
 /* Looks at a process tracked some other way (--pid, --comm, --exe): it may run ggml. */
 void lp_ggml_check(struct lp_ggml *g, struct lp_target *t);
 
-/* Once a second: opens and closes precise windows (duty cycle, timed windows). */
-void lp_ggml_tick(struct lp_ggml *g);
-
-/* Precise mode for one process: on for seconds (0 = until switched off), or off.
- * Returns 0, -ESRCH when it is not a live ggml process, or -errno from attaching. */
-int lp_ggml_precise(struct lp_ggml *g, struct lp_target *t, bool on, double seconds);
-
-/* After lp_tracker_reset(): forgets the completed precise windows; an open one restarts. */
+/* After lp_tracker_reset(): zeroes the op counts and precise mode's figures. */
 void lp_ggml_reset(struct lp_ggml *g, struct lp_target *t);
 
-/* The tracker's exit hook: closes a precise window and drops the probes. */
+/* The tracker's exit hook: reads the op counts a last time, closes a precise window and
+ * drops the probes. */
 void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t);
-
-/* Precise-window totals including an open window, for reports. */
-struct lp_ggml_window_totals {
-	uint64_t windows;
-	uint64_t ns;
-	uint64_t oncpu_ns;
-	uint64_t samples[3]; /* samples, matmul, barrier inside the windows */
-};
-
-/* /metrics exports the LP_METRICS_OPS ops with most samples by name and sums the rest as
- * op="other". The choice is made once, when the process has LP_METRICS_OPS_AFTER samples
- * (enough to rank them): an op that joined later would take its past out of "other". */
-#define LP_METRICS_OPS 10
-#define LP_METRICS_OPS_AFTER 1000
-static inline void lp_ggml_metrics_ops(struct lp_ggml_proc *gp, const struct lp_op_samples *os)
-{
-	if (gp->metrics_ops_chosen || os->total < LP_METRICS_OPS_AFTER)
-		return;
-	for (int k = 0; k < LP_METRICS_OPS; k++) {
-		size_t best = LP_MAX_OPS;
-
-		for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++)
-			if (!gp->metrics_op[i] && os->all[i] &&
-			    (best == LP_MAX_OPS || os->all[i] > os->all[best]))
-				best = i;
-		if (best == LP_MAX_OPS)
-			break;
-		gp->metrics_op[best] = 1;
-	}
-	gp->metrics_ops_chosen = true;
-}
-
-void lp_ggml_window_totals(const struct lp_target *t, const struct lp_proc_stats *now,
-			   struct lp_ggml_window_totals *out);
 
 #endif

@@ -65,3 +65,18 @@ int lp_log_errno(int priority, int r, const char *fmt, ...)
 	va_end(ap);
 	return r;
 }
+
+void lp_line_add(struct lp_line *l, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (l->len >= sizeof(l->buf) - 1)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(l->buf + l->len, sizeof(l->buf) - l->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		l->len += (size_t)n < sizeof(l->buf) - l->len ? (size_t)n
+							      : sizeof(l->buf) - l->len - 1;
+}

@@ -6,7 +6,16 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <syslog.h>
+
+/* A bounded line built piece by piece for one log message; what does not fit is cut. */
+struct lp_line {
+	char buf[1024];
+	size_t len;
+};
+
+void lp_line_add(struct lp_line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void lp_log_init(const char *prog);
 void lp_log_set_level(int max_priority);

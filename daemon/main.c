@@ -18,6 +18,7 @@
 #include "core.h"
 #include "core.skel.h"
 #include "ggml.h"
+#include "precise.h"
 #include "log.h"
 #include "options.h"
 #include "feature.h"
@@ -133,7 +134,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	lp_ggml_tick(&d->ggml);
+	lp_precise_tick(&d->ggml);
 	/* Exit records in flight first, so that the sweep only finds exits the hook missed. */
 	ring_buffer__consume(d->rb);
 	lp_tracker_sweep(&d->tracker);
@@ -412,7 +413,7 @@ static int api_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
 		return -ENODATA;
 	if (!t->ggml || !t->ggml->found_ns)
 		return -ENOEXEC;
-	r = lp_ggml_precise(&d->ggml, t, on, seconds);
+	r = lp_precise_set(&d->ggml, t, on, seconds);
 	if (r < 0)
 		return r;
 	gp = t->ggml;
@@ -677,7 +678,7 @@ static int run(struct daemon *d)
 		r = log_error_errno(-ENOMEM, "set up event loop: %m");
 		goto out;
 	}
-	lp_ggml_tick(&d->ggml);
+	lp_precise_tick(&d->ggml);
 	ev_rb = event_new(d->base, ring_buffer__epoll_fd(d->rb), EV_READ | EV_PERSIST, on_ringbuf,
 			  d);
 	ev_int = evsignal_new(d->base, SIGINT, on_stop, d);

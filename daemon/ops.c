@@ -57,7 +57,8 @@ static size_t ident_len(const char *sym, const char *p)
 
 		len = strtoul(d, NULL, 10);
 		/* Trusted only if all of it could be a C identifier: names reach terminals. */
-		for (k = 0; k < len && k < max && (isalnum((unsigned char)p[k]) || p[k] == '_'); k++)
+		for (k = 0; k < len && k < max && (isalnum((unsigned char)p[k]) || p[k] == '_');
+		     k++)
 			;
 		if (len > 0 && len <= max && k == len)
 			return len;
@@ -152,13 +153,21 @@ const char *lp_op_group_name(enum lp_op_group g)
 	return (unsigned)g < LP_G_NR ? names[g] : "other";
 }
 
-int lp_op_table_index(struct lp_op_table *t, const char *name, enum lp_op_group g, size_t max)
+int lp_op_table_find(const struct lp_op_table *t, const char *name)
 {
-	struct lp_op_entry *v;
-
 	for (size_t i = 0; i < t->n; i++)
 		if (strcmp(t->v[i].name, name) == 0)
 			return (int)i;
+	return -1;
+}
+
+int lp_op_table_index(struct lp_op_table *t, const char *name, enum lp_op_group g, size_t max)
+{
+	struct lp_op_entry *v;
+	int i = lp_op_table_find(t, name);
+
+	if (i >= 0)
+		return i;
 	if (t->n >= max)
 		return -ENOSPC;
 	v = realloc(t->v, (t->n + 1) * sizeof(*v));

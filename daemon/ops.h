@@ -50,6 +50,8 @@ struct lp_op_table {
 
 /* The index of op name (added with group g if new), or -ENOSPC past max, -ENOMEM. */
 int lp_op_table_index(struct lp_op_table *t, const char *name, enum lp_op_group g, size_t max);
+/* The index of op name, or -1. */
+int lp_op_table_find(const struct lp_op_table *t, const char *name);
 void lp_op_table_free(struct lp_op_table *t);
 
 struct lp_op_samples;

@@ -70,6 +70,10 @@ static void usage(FILE *out)
 		"      --precise-duty SHARE share of time (0 to 1) with a uprobe on every matmul\n"
 		"                           and barrier call: exact, but each call costs about\n"
 		"                           1 us (default 0; 1 = always)\n"
+		"      --precise-ops LIST   ops whose every call precise mode times too (names as\n"
+		"                           in ggml.ops: mul_mat, flash_attn_ext, ...); default "
+		"the\n"
+		"                           32 with most samples\n"
 		"      --no-fast-entry      probe each function's first instruction, not the "
 		"first\n"
 		"                           one the kernel emulates (x86-64; about 10x the cost)\n"
@@ -234,6 +238,7 @@ enum {
 	OPT_SAMPLER,
 	OPT_NO_FAST_ENTRY,
 	OPT_PRECISE_DUTY,
+	OPT_PRECISE_OPS,
 	OPT_PRECISE_PERIOD,
 	OPT_CONFIG,
 	OPT_CHECK,
@@ -275,6 +280,7 @@ static const struct option opts[] = {
 	{"sampler", required_argument, NULL, OPT_SAMPLER},
 	{"no-fast-entry", no_argument, NULL, OPT_NO_FAST_ENTRY},
 	{"precise-duty", required_argument, NULL, OPT_PRECISE_DUTY},
+	{"precise-ops", required_argument, NULL, OPT_PRECISE_OPS},
 	{"precise-period", required_argument, NULL, OPT_PRECISE_PERIOD},
 	{"config", required_argument, NULL, OPT_CONFIG},
 	{"check", no_argument, NULL, OPT_CHECK},
@@ -439,6 +445,24 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 			return -EINVAL;
 		}
 		return 0;
+	case OPT_PRECISE_OPS: {
+		char **v = keep(st, split_list(arg));
+
+		if (!v)
+			return -ENOMEM;
+		for (char **p = v; *p; p++)
+			if (!**p ||
+			    strspn(*p, "abcdefghijklmnopqrstuvwxyz"
+				       "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(*p)) {
+				log_error("%s: '%s' is not an op name (letters, digits and '_', as "
+					  "in "
+					  "ggml.ops: mul_mat, flash_attn_ext)",
+					  name, *p);
+				return -EINVAL;
+			}
+		cfg->precise_ops = (const char *const *)v;
+		return 0;
+	}
 	case OPT_PRECISE_PERIOD:
 		if (parse_double(arg, 1, 86400, &cfg->precise_period) < 0) {
 			log_error("%s: '%s' is not a number of seconds from 1 to 86400", name, arg);
@@ -732,6 +756,8 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddStringToObject(o, "sampler", cfg->sample_per_thread ? "thread" : "cpu");
 	cJSON_AddBoolToObject(o, "fast-entry", cfg->fast_entry);
 	cJSON_AddNumberToObject(o, "precise-duty", cfg->precise_duty);
+	if (cfg->precise_ops)
+		add_list(o, "precise-ops", cfg->precise_ops, 0);
 	cJSON_AddNumberToObject(o, "precise-period", cfg->precise_period);
 	cJSON_AddNumberToObject(o, "max-processes", cfg->max_processes);
 	cJSON_AddNumberToObject(o, "max-threads", cfg->max_threads);

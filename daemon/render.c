@@ -233,7 +233,8 @@ static int compare_row(const void *a, const void *b)
 /* ggml.ops, ggml.op_groups and ggml.per_token: where the sampled CPU time goes by operator,
  * over the process's life and per generated token. */
 static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_op_samples *os,
-		       uint64_t gen_tokens, uint64_t gen_ns, uint32_t hz)
+		       const struct lp_op_precise *pr, uint64_t gen_tokens, uint64_t gen_ns,
+		       uint32_t hz)
 {
 	static const struct lp_op_samples none;
 	struct op_row *rows = calloc(gp->ops.n ? gp->ops.n : 1, sizeof(*rows));
@@ -245,12 +246,13 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 		os = &none;
 	a = cJSON_AddArrayToObject(o, "ops");
 	for (size_t i = 0; rows && i < gp->ops.n && i < LP_MAX_OPS; i++)
-		if (os->all[i])
+		if (os->all[i] || (pr && pr[i].calls))
 			rows[n++] = (struct op_row){i, os->all[i]};
 	if (rows)
 		qsort(rows, n, sizeof(*rows), compare_row);
 	for (size_t k = 0; k < n; k++) {
 		const struct lp_op_entry *e = &gp->ops.v[rows[k].i];
+		const struct lp_op_precise *p = pr ? &pr[rows[k].i] : NULL;
 
 		x = cJSON_CreateObject();
 		cJSON_AddStringToObject(x, "op", e->name);
@@ -258,6 +260,14 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 		num(x, "samples", rows[k].n);
 		cJSON_AddNumberToObject(x, "share", ratio(rows[k].n, os->total));
 		num(x, "generation_samples", os->gen[rows[k].i]);
+		/* Precise mode's figures, over its windows, for ops it probed. */
+		if (p && p->calls) {
+			y = cJSON_AddObjectToObject(x, "precise");
+			num(y, "calls", p->calls);
+			num(y, "ns", p->ns);
+			num(y, "oncpu_ns", p->oncpu_ns);
+			cJSON_AddItemToObject(y, "histogram", lp_render_hist(&p->hist));
+		}
 		cJSON_AddItemToArray(a, x);
 	}
 	free(rows);
@@ -300,7 +310,7 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 {
 	const struct lp_ggml_proc *gp = v->target->ggml;
 	const __u64 *ctr = v->stats.ctr;
-	const struct lp_ggml_window_totals *w = &v->precise;
+	const struct lp_precise_totals *w = &v->precise;
 	cJSON *o = cJSON_CreateObject(), *tk, *x, *y;
 	uint64_t spin;
 
@@ -319,7 +329,8 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 		     ctr[LP_C_DECODE_GEN_NS]);
 
 	/* Each sample stands for 1/hz seconds of CPU time. */
-	render_ops(o, gp, v->ops, ctr[LP_C_DECODE_GEN_CALLS], ctr[LP_C_DECODE_GEN_NS], sample_hz);
+	render_ops(o, gp, v->ops, v->op_precise, ctr[LP_C_DECODE_GEN_CALLS],
+		   ctr[LP_C_DECODE_GEN_NS], sample_hz);
 	x = cJSON_AddObjectToObject(o, "sampled");
 	num(x, "hz", sample_hz);
 	/* one per thread there when sampling started; later threads inherit theirs */
@@ -352,6 +363,9 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	cJSON_AddNumberToObject(x, "seconds", (double)w->ns / 1e9);
 	num(x, "oncpu_ns", w->oncpu_ns);
 	num(x, "functions_probed", gp->nprobed);
+	num(x, "op_functions_probed", gp->nops_probed);
+	if (gp->precise_ops_missing)
+		cJSON_AddStringToObject(x, "ops_not_found", gp->precise_ops_missing);
 	if (gp->precise_error)
 		cJSON_AddStringToObject(x, "error", strerror(-gp->precise_error));
 	y = cJSON_AddObjectToObject(x, "matmul");

@@ -200,8 +200,9 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 			v->live = true;
 		}
 		read_ops(v, t->ggml, c);
+		v->op_precise = lp_precise_ops(c, t);
 		/* Window deltas are of the kernel's counts: before the base is added. */
-		lp_ggml_window_totals(t, &v->stats, &v->precise);
+		lp_precise_totals(t, &v->stats, &v->precise);
 		if (t->base)
 			stats_add(&v->stats, t->base);
 		n++;
@@ -221,6 +222,7 @@ void lp_report_free(struct lp_report *r)
 	for (size_t i = 0; i < r->nprocs; i++) {
 		free(r->procs[i].threads);
 		free(r->procs[i].ops);
+		free(r->procs[i].op_precise);
 	}
 	free(r->procs);
 	r->procs = NULL;

@@ -6,6 +6,7 @@
 
 #include "core.h"
 #include "ggml.h"
+#include "precise.h"
 #include "track.h"
 
 struct lp_thread_view {
@@ -21,8 +22,9 @@ struct lp_proc_view {
 	struct lp_futex_top futex;
 	struct lp_thread_view *threads;
 	size_t nthreads;
-	struct lp_ggml_window_totals precise; /* precise-mode windows, the open one included */
-	struct lp_op_samples *ops;	      /* NULL: no op counts (yet) */
+	struct lp_precise_totals precise; /* precise-mode windows, the open one included */
+	struct lp_op_samples *ops;	  /* NULL: no op counts (yet) */
+	struct lp_op_precise *op_precise; /* [ggml->ops.n]; NULL: no op probed */
 };
 
 struct lp_report {

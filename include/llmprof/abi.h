@@ -117,6 +117,9 @@ struct lp_thread {
 	__u32 gen_in;	    /* counted in its process's op_samples.gen_depth */
 	struct lp_call mm;  /* inner_ns: wall time of barriers called from inside */
 	struct lp_call bar; /* inner_ns: unused */
+	struct lp_call op;  /* the outermost probed op in flight; inner_ns: its barriers */
+	__u32 op_idx;	    /* its index in the process's op table */
+	__u32 pad3;
 };
 
 /* What a piece of code is, for classifying samples and precise probes. */
@@ -172,6 +175,20 @@ struct lp_op_samples {
 	__u64 gen_total, gen_sync;
 	__u64 all[LP_MAX_OPS];
 	__u64 gen[LP_MAX_OPS];
+};
+
+/* Key and value of the "op_precise" map: precise mode's figures of one probed op of one
+ * process. Nested and fused calls count once, for the outermost op. */
+struct lp_op_key {
+	__u32 tgid;
+	__u32 op; /* index in the process's op table */
+};
+
+struct lp_op_precise {
+	__u64 calls;
+	__u64 ns;	/* wall time, entry to return */
+	__u64 oncpu_ns; /* its own on-CPU time: minus off-CPU time and barriers inside */
+	struct lp_hist hist; /* wall time per call */
 };
 
 /* Value of the "precise" map, keyed by tgid: present while precise probes are attached. */

@@ -19,8 +19,11 @@ error of 0.011 per sampler, 0.016 for the difference: 0.03 is about 2 of them, a
 runs here differed by at most 0.02."""
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
@@ -160,6 +163,76 @@ def fixture(work):
             "the rest is outside ops, the barrier still sync: %s" % sh)
 
 
+def precise(work):
+    print("--- precise mode per op on lpops, against bpftrace on the same functions")
+    tokens, threads = 200, 2
+    d = t.Daemon("--sample-hz", str(HZ), "--precise-duty", "1", "--precise-ops",
+                 "mul_mat_up_gate,rms_norm,soft_max,no_such_op")  # serves the API
+    d.wait_ready()
+    lpops = os.path.realpath(LPOPS)
+    proc = subprocess.Popen([lpops, "--wait-go", "--tokens", str(tokens), "--threads",
+                             str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    t._children.append(proc)
+    pid = t.read_json_line(proc, "lpops", 30)["pid"]
+    d.wait_log("pid %d: precise probes on " % pid)
+    t.check("pid %d: --precise-ops: no op named no_such_op" % pid in d.log(),
+            "an op name the process does not have is logged")
+    # The independent count: bpftrace's own uprobes on the same functions, and their time.
+    script = "".join(
+        'uprobe:%s:ggml_compute_forward_%s /pid == %d/ { @s[tid, "%s"] = nsecs; } '
+        'uretprobe:%s:ggml_compute_forward_%s /pid == %d && @s[tid, "%s"]/ '
+        '{ @n["%s"] = count(); @ns["%s"] = sum(nsecs - @s[tid, "%s"]); '
+        'delete(@s[tid, "%s"]); } '
+        % ((lpops, op, pid, op) * 2 + (op,) * 4)
+        for op in ("mul_mat_up_gate", "rms_norm", "soft_max"))
+    bt = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    t._children.append(bt)
+    seen = []
+    while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
+        seen.append(bt.stdout.readline())  # a warning about RLIMIT_MEMLOCK may come first
+    t.check(seen[-1].startswith("Attaching"), "bpftrace attached: %s" % seen)
+    time.sleep(1)  # bpftrace prints "Attaching" before the probes are in
+    proc.stdin.write(b"go\n")
+    proc.stdin.flush()
+    t.read_json_line(proc, "lpops", 120)
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    bt.send_signal(signal.SIGINT)
+    out, _ = bt.communicate(timeout=30)
+    ref = {}
+    for kind, op, v in re.findall(r'^@(n|ns)\[(\w+)\]: (\d+)', out, re.M):
+        ref.setdefault(op, {})[kind] = int(v)
+    d.wait_log("pid %d (lpops) exited" % pid)
+    g = d.get("/v1/processes/%d" % pid)["ggml"]
+    dump = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "dump", "--pid", str(pid)],
+                          capture_output=True, text=True, timeout=30).stdout
+    t.check(d.stop() == 0, "llmprofd exits 0")
+    t.check(g["precise"]["ops_not_found"] == "no_such_op", "and reported: %s"
+            % g["precise"].get("ops_not_found"))
+    t.check(all(re.search(r"^      precise: %d calls, " % o["precise"]["calls"], dump, re.M)
+                for o in g["ops"] if o.get("precise")),
+            "dump prints each probed op's calls under its row")
+    got = {o["op"]: o.get("precise") for o in g["ops"]}
+    for op in ("mul_mat_up_gate", "rms_norm", "soft_max"):
+        p = got.get(op) or {}
+        r = ref.get(op, {})
+        t.check(p.get("calls") == tokens * threads == r.get("n"),
+                "%s: %s calls, bpftrace %s, by construction %d (its helper counted once)"
+                % (op, p.get("calls"), r.get("n"), tokens * threads))
+        # Each side times from its own probe's entry to its own return probe: a probe
+        # hit is 1.6 us here, so per call they differ by a few us in either direction.
+        per = p.get("ns", 0) / max(1, p.get("calls", 1))
+        ref_per = r.get("ns", 0) / max(1, r.get("n", 1))
+        t.check(abs(per - ref_per) <= 10000 + 0.02 * ref_per,
+                "%s: %.1f us per call, bpftrace %.1f us" % (op, per / 1e3, ref_per / 1e3))
+        t.check(0 < p.get("oncpu_ns", 0) <= p.get("ns", 0)
+                and p["histogram"]["count"] == p["calls"],
+                "%s: own on-CPU time within the wall time, a histogram of every call" % op)
+    t.check("iqk_mul_mat" not in got or not got["iqk_mul_mat"],
+            "ops not asked for are not probed")
+
+
 def node(work):
     print("--- node-llama-cpp")
     if not os.path.isdir(os.path.join(WORKLOAD, "node_modules", "node-llama-cpp")):
@@ -185,6 +258,7 @@ def node(work):
 def main():
     work = t.tmpdir("llmprofd-ops-")
     fixture(work)
+    precise(work)
     node(work)
 
 

@@ -91,8 +91,11 @@ def record_args(data, hz, extra=()):
 
 def samples(data, pid, since=None, kernels=()):
     """Counter of attributions of pid's samples (at or after perf time `since`, seconds)."""
-    out = subprocess.run(["perf", "script", "-i", data, "-F", "pid,time,ip,sym,dso"],
-                         capture_output=True, text=True, errors="replace", timeout=600).stdout
+    # --no-inline: an op inlined into its caller is no function on either side, and
+    # resolving inlines runs addr2line over every binary (minutes on node).
+    out = subprocess.run(["perf", "script", "--no-inline", "-i", data, "-F",
+                          "pid,time,ip,sym,dso"], capture_output=True, text=True,
+                         errors="replace", timeout=600).stdout
     n = collections.Counter()
     for block in out.split("\n\n"):
         lines = block.strip().splitlines()

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""Operator attribution: accuracy against perf, and what it costs.
+
+1. Accuracy: for each workload, one run sampled at once by llmprofd with each sampler and
+   by `perf record --call-graph dwarf`, perf's samples attributed by the same rule
+   (tests/lib/perfref.py); every op group's share side by side.
+2. Cost per sample: the BPF program's own run time per sample (kernel.bpf_stats_enabled,
+   run_time_ns / run_cnt of lp_sample), with each sampler.
+3. Cost on decoding: tokens/s of llama.cpp's OpenMP build (llama-simple) with no llmprofd,
+   with the default sampler and with --sampler thread, in alternating rounds.
+
+    sudo bench/ops.py [--rounds 10] [--tokens 200] [--workloads omp,node,lpops]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import benchlib as b
+
+sys.path.insert(0, os.path.join(b.ROOT, "tests", "lib"))
+import perfref  # noqa: E402
+
+WORKLOAD = os.path.join(b.ROOT, "tests", "workload")
+LPOPS = os.environ.get("LPOPS", os.path.join(b.BUILD, "tests", "lpops"))
+HZ = 499
+
+
+def llama_simple():
+    return subprocess.run([os.path.join(WORKLOAD, "build-llama.sh")], check=True,
+                          capture_output=True, text=True).stdout.strip().splitlines()[-1]
+
+
+def argv_of(workload, tokens):
+    if workload == "omp":
+        return [llama_simple(), "-m", b.model("medium"), "-n", str(tokens), "Once upon a time"]
+    if workload == "node":
+        return ["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", b.model("medium"),
+                "--tokens", str(tokens), "--threads", "2", "--prompt", "32"]
+    return [LPOPS, "--tokens", str(tokens)]
+
+
+def prog_stats(pid, name):
+    """(run_cnt, run_time_ns) of the daemon's program named name."""
+    for fd in os.listdir("/proc/%d/fdinfo" % pid):
+        try:
+            info = open("/proc/%d/fdinfo/%s" % (pid, fd)).read()
+        except OSError:
+            continue
+        m = re.search(r"^prog_id:\s+(\d+)", info, re.M)
+        if not m:
+            continue
+        out = subprocess.run(["bpftool", "prog", "show", "id", m.group(1), "--json"],
+                             capture_output=True, text=True).stdout
+        p = json.loads(out) if out else {}
+        if p.get("name", "").startswith(name[:15]):
+            return p.get("run_cnt", 0), p.get("run_time_ns", 0)
+    return 0, 0
+
+
+def doc_of(d, pid):
+    return json.loads(subprocess.run([b.LLMPROFCTL, "--socket", d.socket, "dump", "--pid",
+                                      str(pid), "--json"], capture_output=True, text=True,
+                                     check=True).stdout)
+
+
+def accuracy(workload, tokens, rows, cost):
+    """One run under both samplers and perf; a row per source."""
+    daemons = {"thread": b.Daemon("--sample-hz", str(HZ), "--sampler", "thread"),
+               "cpu": b.Daemon("--sample-hz", str(HZ))}
+    data = os.path.join(tempfile.gettempdir(), "llmprofd-bench-ops.data")
+    wrapped = argv_of(workload, tokens)
+    try:
+        p = subprocess.run(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"]) +
+                           wrapped, capture_output=True, text=True, timeout=900)
+        if p.returncode:
+            raise SystemExit("%s failed: %s" % (workload, p.stderr[-500:]))
+        pid = None
+        for name, d in daemons.items():
+            m = re.findall(r"pid (\d+) \((?:llama-simple|node|lpops)\) runs ggml", d.text())
+            if not m:
+                raise SystemExit("%s: not found by llmprofd:\n%s" % (workload, d.text()))
+            pid = int(m[-1])
+            for _ in range(200):
+                if "pid %d (" % pid in d.text() and "exited" in d.text():
+                    break
+                time.sleep(0.05)
+            g = doc_of(d, pid)["ggml"]
+            runs, ns = prog_stats(d.proc.pid, "lp_sample")
+            cost.append((workload, name, runs, ns / runs if runs else 0))
+            sh = g["op_groups"]["share"]
+            rows.append([workload, "llmprofd --sampler " + name, g["op_groups"]["samples"],
+                         "%.3f" % g["sampled"]["coverage"]] +
+                        ["%.3f" % sh[k] for k in perfref.GROUPS])
+            since = g["sampled"]["since_ns"] / 1e9
+        theirs, n = perfref.group_shares(perfref.samples(data, pid, since=since,
+                                                         kernels=("iqk_mul_mat",)))
+        rows.append([workload, "perf record --call-graph dwarf", n, "-"] +
+                    ["%.3f" % theirs[k] for k in perfref.GROUPS])
+    finally:
+        for d in daemons.values():
+            d.stop()
+        if os.path.exists(data):
+            os.unlink(data)
+
+
+def tokens_per_s(argv):
+    err = subprocess.run(argv, capture_output=True, text=True, timeout=900).stderr
+    m = re.findall(r"([\d.]+) tokens per second", err)
+    if not m:
+        raise SystemExit("no tokens/s in llama-simple's output:\n" + err[-1000:])
+    return float(m[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--tokens", type=int, default=200)
+    ap.add_argument("--workloads", default="omp,node,lpops")
+    a = ap.parse_args()
+    b.need(b.LLMPROFD, b.LLMPROFCTL, "perf", "bpftool")
+    subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=1"], check=True)
+    rows, cost = [], []
+    try:
+        for w in a.workloads.split(","):
+            print("# accuracy: %s" % w, flush=True)
+            accuracy(w, a.tokens, rows, cost)
+    finally:
+        subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=0"])
+    b.table("Operator attribution against perf (share of the process's samples, one run each)",
+            ["workload", "source", "samples", "coverage"] + list(perfref.GROUPS), rows,
+            ["perf attributes each sample by its DWARF-unwound call chain under the rule of "
+             "tests/lib/perfref.py; llmprofd with both samplers on the same run, %d Hz" % HZ])
+    b.table("Cost of one sample (lp_sample: classification, 8 KiB stack scan, op counts)",
+            ["workload", "sampler", "samples", "ns per sample"],
+            [(w, s, n, "%.0f" % ns) for w, s, n, ns in cost],
+            ["kernel.bpf_stats_enabled=1: the program's own run time, the perf event's "
+             "interrupt not included"])
+
+    argv = argv_of("omp", a.tokens)
+    configs = [("no llmprofd", None), ("llmprofd, default (per-CPU sampler)", []),
+               ("llmprofd, --sampler thread", ["--sampler", "thread"])]
+
+    def measure(args):
+        if args is None:
+            return tokens_per_s(argv)
+        d = b.Daemon(*args)
+        try:
+            return tokens_per_s(argv)
+        finally:
+            d.stop()
+    res = b.alternate(configs, a.rounds, measure)
+    base = b.summary(res[configs[0][0]])[0]
+    b.table("Cost on decoding: llama.cpp's OpenMP build",
+            ["configuration", "median tokens/s", "min-max", "spread", "ratio"],
+            [(n, "%.2f" % b.summary(res[n])[0], "%.2f-%.2f" % b.summary(res[n])[1:],
+              "%.1f%%" % (100 * b.noise(res[n])), "%.3f" % (b.summary(res[n])[0] / base))
+             for n, _ in configs],
+            ["llama-simple from source (OpenMP, static), ~110 MB Q8_0 random weights, %d "
+             "tokens, default threads, %d alternating rounds" % (a.tokens, a.rounds)])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Precise mode: uprobes on every matmul and barrier function of one process, and on the op
+ * functions it spends its time in, for windows of time (on demand or a duty cycle). */
+#include "precise.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core.skel.h"
+#include "log.h"
+#include "ops.h"
+#include "uprobe.h"
+
+/* The process's CPU time by the kernel's own account (sum_exec_runtime of every thread,
+ * the exited ones included), read through its CPU-time clock. Summing the live threads'
+ * schedstat instead lost the threads that exited within a window, and with them most of
+ * a build that starts worker threads per graph. */
+static uint64_t proc_oncpu_ns(pid_t pid)
+{
+	struct timespec ts;
+	clockid_t cid;
+
+	if (clock_getcpuclockid(pid, &cid) != 0 || clock_gettime(cid, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int read_stats(struct lp_ggml *g, pid_t pid, struct lp_proc_stats *st)
+{
+	__u32 key = (__u32)pid;
+
+	return bpf_map_lookup_elem(g->tr->procs_fd, &key, st) < 0 ? -errno : 0;
+}
+
+/* The sample counters a window follows: all, in matmul, in barriers. */
+static const int sample_ctr[3] = {LP_C_SAMPLES, LP_C_SAMPLES_MATMUL, LP_C_SAMPLES_BARRIER};
+
+/* Adds the samples taken since the open window started to acc. */
+static void samples_since_start(const struct lp_ggml_proc *gp, const struct lp_proc_stats *st,
+				uint64_t acc[3])
+{
+	for (int i = 0; i < 3; i++)
+		acc[i] += st->ctr[sample_ctr[i]] - gp->samples_start[i];
+}
+
+/* Starts a window's accounting now: counters, on-CPU time and samples as of this moment,
+ * and a new generation so that calls in flight from before are discarded. */
+static int window_mark(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_precise pr = {.gen = ++gp->gen};
+	struct lp_proc_stats *st = malloc(sizeof(*st));
+	__u32 key = (__u32)t->pid;
+	int r;
+
+	if (!st)
+		return -ENOMEM;
+	r = read_stats(g, t->pid, st);
+	if (r == 0 &&
+	    bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr, BPF_ANY) < 0)
+		r = -errno;
+	if (r == 0) {
+		for (int i = 0; i < 3; i++)
+			gp->samples_start[i] = st->ctr[sample_ctr[i]];
+		gp->bpf_oncpu_start_ns = st->ctr[LP_C_ONCPU_NS];
+		gp->window_start_ns = lp_now_ns();
+		gp->oncpu_start_ns = proc_oncpu_ns(t->pid);
+	}
+	free(st);
+	return r;
+}
+
+/* The ops a window probes: those --precise-ops names, else the LP_PRECISE_OPS with most
+ * samples so far. Names the process has no op of are kept to be reported. */
+static void choose_ops(struct lp_ggml *g, struct lp_target *t, uint8_t want[LP_MAX_OPS])
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_op_samples *os;
+	__u32 key = (__u32)t->pid;
+
+	memset(want, 0, LP_MAX_OPS);
+	if (g->cfg->precise_ops) {
+		size_t len = 0;
+
+		free(gp->precise_ops_missing);
+		gp->precise_ops_missing = NULL;
+		for (const char *const *p = g->cfg->precise_ops; *p; p++) {
+			int i = lp_op_table_find(&gp->ops, *p);
+			char *v;
+
+			if (i >= 0) {
+				want[i] = 1;
+				continue;
+			}
+			v = realloc(gp->precise_ops_missing, len + strlen(*p) + 3);
+			if (!v)
+				continue;
+			len += (size_t)sprintf(v + len, "%s%s", len ? ", " : "", *p);
+			gp->precise_ops_missing = v;
+		}
+		if (gp->precise_ops_missing)
+			log_warning("pid %d: --precise-ops: no op named %s in its ggml objects; "
+				    "llmprofctl dump --pid %d lists its ops",
+				    (int)t->pid, gp->precise_ops_missing, (int)t->pid);
+		return;
+	}
+	os = malloc(sizeof(*os));
+	if (!os || bpf_map_lookup_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key, os)) {
+		free(os);
+		return;
+	}
+	for (int k = 0; k < LP_PRECISE_OPS; k++) {
+		size_t best = LP_MAX_OPS;
+
+		for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++)
+			if (!want[i] && os->all[i] &&
+			    (best == LP_MAX_OPS || os->all[i] > os->all[best]))
+				best = i;
+		if (best == LP_MAX_OPS)
+			break;
+		want[best] = 1;
+	}
+	free(os);
+}
+
+/* Uprobes on the chosen ops' functions: the one named ggml_compute_forward_<op> where the
+ * process has it (its helpers run inside it, many times per call), else every function
+ * of the op (C++ templates, type variants). */
+static int attach_ops(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	struct core_bpf *s = g->core->skel;
+	uint8_t want[LP_MAX_OPS], plain[LP_MAX_OPS] = {0};
+	char op[LP_OP_NAME_MAX], name[LP_OP_NAME_MAX + 32];
+	int r = 0, pass;
+
+	choose_ops(g, t, want);
+	gp->nops_probed = 0;
+	for (pass = 0; pass < 2 && r == 0; pass++)
+		for (size_t i = 0; i < gp->nobjs && r == 0; i++) {
+			struct lp_ggml_obj *o = gp->objs[i];
+			char path[PATH_MAX + 64];
+			bool have_path = false;
+
+			for (size_t k = 0; k < o->syms.nsyms && r == 0; k++) {
+				const struct lp_elf_sym *sym = &o->syms.syms[k];
+				int idx;
+
+				if (sym->cls == LP_SYM_BARRIER || sym->cls == LP_SYM_DECODE ||
+				    lp_op_name(sym->name, op, sizeof(op)) ||
+				    (idx = lp_op_table_find(&gp->ops, op)) < 0 || !want[idx])
+					continue;
+				snprintf(name, sizeof(name), "ggml_compute_forward_%s", op);
+				if (pass == 0) { /* which ops have their plain function */
+					plain[idx] |= !strcmp(sym->name, name);
+					continue;
+				}
+				if (plain[idx] && strcmp(sym->name, name))
+					continue;
+				if (!have_path) {
+					r = lp_uprobe_path(t->pid, o->path, o->dev, o->ino, path,
+							   sizeof(path));
+					have_path = true;
+				}
+				for (int ret = 0; ret < 2 && r == 0; ret++) {
+					struct bpf_link *l = bpf_program__attach_uprobe(
+						ret ? s->progs.lp_op_exit : s->progs.lp_op_enter,
+						ret, t->pid, path, lp_uprobe_offset(sym));
+
+					r = l ? lp_links_push(&gp->plinks, &gp->nplinks, l)
+					      : -errno;
+				}
+				gp->op_probed[idx] = 1;
+				gp->nops_probed++;
+			}
+		}
+	return r;
+}
+
+int lp_precise_attach(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	struct core_bpf *s = g->core->skel;
+	struct lp_line names = {.len = 0};
+	bool moved = gp->nplinks > 0;
+	int r = 0;
+
+	if (gp->nplinks && gp->probed_gen == gp->objs_gen)
+		return 0;
+	gp->probed_gen = gp->objs_gen;
+	/* The mappings changed (a dlopen): probe everything again. */
+	lp_links_destroy(&gp->plinks, &gp->nplinks);
+	gp->nprobed = 0;
+	for (size_t i = 0; i < gp->nobjs && r == 0; i++) {
+		struct lp_ggml_obj *o = gp->objs[i];
+		char path[PATH_MAX + 64];
+
+		r = lp_uprobe_path(t->pid, o->path, o->dev, o->ino, path, sizeof(path));
+		for (size_t k = 0; k < o->syms.nsyms && r == 0; k++) {
+			const struct lp_elf_sym *sym = &o->syms.syms[k];
+			bool mm = sym->cls == LP_SYM_MATMUL;
+
+			if (sym->cls == LP_SYM_DECODE || sym->cls == LP_SYM_OP)
+				continue;
+			for (int ret = 0; ret < 2 && r == 0; ret++) {
+				struct bpf_program *prog = mm ? (ret ? s->progs.lp_matmul_exit
+								     : s->progs.lp_matmul_enter)
+							      : (ret ? s->progs.lp_barrier_exit
+								     : s->progs.lp_barrier_enter);
+				struct bpf_link *l = bpf_program__attach_uprobe(
+					prog, ret, t->pid, path, lp_uprobe_offset(sym));
+
+				r = l ? lp_links_push(&gp->plinks, &gp->nplinks, l) : -errno;
+			}
+			gp->nprobed++;
+		}
+	}
+	if (r == 0)
+		r = attach_ops(g, t);
+	if (r < 0) {
+		lp_links_destroy(&gp->plinks, &gp->nplinks);
+		gp->nprobed = gp->nops_probed = 0;
+		gp->precise_error = r;
+		return log_warning_errno(r, "pid %d: attach precise-mode probes: %m", (int)t->pid);
+	}
+	for (size_t i = 0; i < gp->nobjs; i++)
+		if (lp_ggml_obj_has(gp->objs[i], LP_SYM_MATMUL) ||
+		    lp_ggml_obj_has(gp->objs[i], LP_SYM_BARRIER))
+			lp_line_add(&names, "%s%s", names.len ? ", " : "", gp->objs[i]->path);
+	log_info("pid %d: precise probes on %zu functions in %s, %zu of them op functions",
+		 (int)t->pid, gp->nprobed, names.buf, gp->nops_probed);
+	/* The mappings changed under an open window (a dlopen): the time before the probes
+	 * moved was not measured, so the window starts again from here. */
+	if (moved && gp->precise_on)
+		return window_mark(g, t);
+	return 0;
+}
+
+static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp_proc_stats *st)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	__u32 key = (__u32)t->pid;
+	uint64_t oncpu;
+
+	if (!gp->precise_on)
+		return;
+	lp_links_destroy(&gp->plinks, &gp->nplinks);
+	gp->nprobed = gp->nops_probed = 0;
+	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
+	gp->windows++;
+	gp->window_ns += lp_now_ns() - gp->window_start_ns;
+	if (t->exited && st) {
+		gp->window_oncpu_ns += st->ctr[LP_C_ONCPU_NS] - gp->bpf_oncpu_start_ns;
+	} else {
+		oncpu = proc_oncpu_ns(t->pid);
+		if (oncpu > gp->oncpu_start_ns)
+			gp->window_oncpu_ns += oncpu - gp->oncpu_start_ns;
+	}
+	if (st) {
+		samples_since_start(gp, st, gp->window_samples);
+	}
+	gp->precise_on = false;
+	gp->window_until_ns = 0;
+	log_info("pid %d: precise mode off", (int)t->pid);
+}
+
+int lp_precise_set(struct lp_ggml *g, struct lp_target *t, bool on, double seconds)
+{
+	struct lp_ggml_proc *gp = t ? t->ggml : NULL;
+	int r;
+
+	if (!t || t->exited || !gp || !gp->found_ns)
+		return -ESRCH;
+	if (!on) {
+		struct lp_proc_stats *st = malloc(sizeof(*st));
+
+		window_close(g, t, st && read_stats(g, t->pid, st) == 0 ? st : NULL);
+		free(st);
+		return 0;
+	}
+	gp->window_until_ns = seconds > 0 ? lp_now_ns() + (uint64_t)(seconds * 1e9) : 0;
+	if (gp->precise_on)
+		return 0;
+	r = window_mark(g, t);
+	if (r < 0)
+		return r;
+	gp->precise_on = true;
+	gp->precise_error = 0;
+	r = lp_precise_attach(g, t);
+	if (r < 0) {
+		window_close(g, t, NULL);
+		return r;
+	}
+	log_info("pid %d: precise mode on", (int)t->pid);
+	return 0;
+}
+
+/* The duty cycle, phased from when the process was found. */
+void lp_precise_duty(struct lp_ggml *g, struct lp_target *t, uint64_t now)
+{
+	double duty = g->cfg->precise_duty, period = g->cfg->precise_period;
+	struct lp_ggml_proc *gp = t->ggml;
+	bool want;
+
+	if (duty <= 0)
+		return;
+	want = duty >= 1 ||
+	       (double)((now - gp->found_ns) % (uint64_t)(period * 1e9)) < duty * period * 1e9;
+	if (want != gp->precise_on && !(want && gp->precise_error))
+		lp_precise_set(g, t, want, 0);
+}
+
+void lp_precise_tick(struct lp_ggml *g)
+{
+	uint64_t now = lp_now_ns();
+
+	for (size_t i = 0; i < g->tr->n; i++) {
+		struct lp_target *t = g->tr->v[i];
+		struct lp_ggml_proc *gp = t->ggml;
+
+		if (t->exited || !gp || !gp->found_ns)
+			continue;
+		if (gp->precise_on && gp->window_until_ns) {
+			if (now >= gp->window_until_ns)
+				lp_precise_set(g, t, false, 0);
+			continue;
+		}
+		lp_precise_duty(g, t, now);
+	}
+}
+
+void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *now,
+		       struct lp_precise_totals *out)
+{
+	const struct lp_ggml_proc *gp = t->ggml;
+
+	memset(out, 0, sizeof(*out));
+	if (!gp)
+		return;
+	out->windows = gp->windows;
+	out->ns = gp->window_ns;
+	out->oncpu_ns = gp->window_oncpu_ns;
+	memcpy(out->samples, gp->window_samples, sizeof(out->samples));
+	if (!gp->precise_on)
+		return;
+	out->windows++;
+	out->ns += lp_now_ns() - gp->window_start_ns;
+	uint64_t oncpu = proc_oncpu_ns(t->pid);
+	if (oncpu >= gp->oncpu_start_ns)
+		out->oncpu_ns += oncpu - gp->oncpu_start_ns;
+	samples_since_start(gp, now, out->samples);
+}
+
+struct lp_op_precise *lp_precise_ops(const struct lp_core *c, const struct lp_target *t)
+{
+	const struct lp_ggml_proc *gp = t->ggml;
+	int fd = bpf_map__fd(c->skel->maps.op_precise);
+	struct lp_op_precise *v;
+	bool any = false;
+
+	if (!gp || !gp->ops.n)
+		return NULL;
+	v = calloc(gp->ops.n, sizeof(*v));
+	if (!v)
+		return NULL;
+	if (gp->final_op_precise) {
+		memcpy(v, gp->final_op_precise, gp->ops.n * sizeof(*v));
+		return v;
+	}
+	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
+		struct lp_op_key key = {.tgid = (__u32)t->pid, .op = (__u32)i};
+
+		if (gp->op_probed[i] && bpf_map_lookup_elem(fd, &key, &v[i]) == 0)
+			any = true;
+	}
+	if (!any) {
+		free(v);
+		return NULL;
+	}
+	return v;
+}
+
+/* Deletes the process's op_precise entries, after copying them to keep if asked. */
+static void take_op_precise(struct lp_ggml *g, struct lp_target *t, bool keep)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	int fd = bpf_map__fd(g->core->skel->maps.op_precise);
+
+	if (keep && !gp->final_op_precise)
+		gp->final_op_precise = lp_precise_ops(g->core, t);
+	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
+		struct lp_op_key key = {.tgid = (__u32)t->pid, .op = (__u32)i};
+
+		if (gp->op_probed[i])
+			bpf_map_delete_elem(fd, &key);
+	}
+}
+
+void lp_precise_on_exit(struct lp_ggml *g, struct lp_target *t)
+{
+	__u32 key = (__u32)t->pid;
+
+	if (t->ggml) {
+		if (t->ggml->precise_on)
+			window_close(g, t, t->final);
+		lp_links_destroy(&t->ggml->plinks, &t->ggml->nplinks);
+		take_op_precise(g, t, true);
+	}
+	/* The exit hook deletes it; an exit it missed (lp_tracker_sweep) leaves it. */
+	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
+}
+
+void lp_precise_reset(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+
+	gp->windows = gp->window_ns = gp->window_oncpu_ns = 0;
+	memset(gp->window_samples, 0, sizeof(gp->window_samples));
+	if (gp->final_op_precise)
+		memset(gp->final_op_precise, 0, gp->ops.n * sizeof(*gp->final_op_precise));
+	else
+		take_op_precise(g, t, false);
+	/* An open window starts again from the zeroed counters. */
+	if (gp->precise_on && !t->exited && window_mark(g, t) < 0)
+		window_close(g, t, NULL);
+}

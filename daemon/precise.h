@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/* Precise mode: exact calls and times of matmul, barrier and op functions, one process at a
+ * time, in windows. */
+#ifndef LLMPROF_PRECISE_H
+#define LLMPROF_PRECISE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ggml.h"
+
+/* On for seconds (0 = until switched off), or off. Returns 0, -ESRCH when it is not a live
+ * ggml process, or -errno from attaching. */
+int lp_precise_set(struct lp_ggml *g, struct lp_target *t, bool on, double seconds);
+
+/* The process's objects changed (a dlopen) under an open window: probes follow. */
+int lp_precise_attach(struct lp_ggml *g, struct lp_target *t);
+
+/* The duty cycle (--precise-duty), phased from when the process was found. */
+void lp_precise_duty(struct lp_ggml *g, struct lp_target *t, uint64_t now);
+
+/* Once a second: opens and closes windows (duty cycle, timed windows). */
+void lp_precise_tick(struct lp_ggml *g);
+
+/* At the exit: closes an open window, drops the probes, keeps the ops' last figures. */
+void lp_precise_on_exit(struct lp_ggml *g, struct lp_target *t);
+
+/* Ops probed per window without --precise-ops: those with most samples. */
+#define LP_PRECISE_OPS 32
+
+/* Precise figures per op index ([ops.n], malloc'ed), or NULL when no op was probed. */
+struct lp_op_precise *lp_precise_ops(const struct lp_core *c, const struct lp_target *t);
+
+/* After a reset: forgets the completed windows and the ops' figures; an open window
+ * restarts. */
+void lp_precise_reset(struct lp_ggml *g, struct lp_target *t);
+
+/* Precise-window totals including an open window, for reports. */
+struct lp_precise_totals {
+	uint64_t windows;
+	uint64_t ns;
+	uint64_t oncpu_ns;
+	uint64_t samples[3]; /* samples, matmul, barrier inside the windows */
+};
+
+/* /metrics exports the LP_METRICS_OPS ops with most samples by name and sums the rest as
+ * op="other". The choice is made once, when the process has LP_METRICS_OPS_AFTER samples
+ * (enough to rank them): an op that joined later would take its past out of "other". */
+#define LP_METRICS_OPS 10
+#define LP_METRICS_OPS_AFTER 1000
+static inline void lp_ggml_metrics_ops(struct lp_ggml_proc *gp, const struct lp_op_samples *os)
+{
+	if (gp->metrics_ops_chosen || os->total < LP_METRICS_OPS_AFTER)
+		return;
+	for (int k = 0; k < LP_METRICS_OPS; k++) {
+		size_t best = LP_MAX_OPS;
+
+		for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++)
+			if (!gp->metrics_op[i] && os->all[i] &&
+			    (best == LP_MAX_OPS || os->all[i] > os->all[best]))
+				best = i;
+		if (best == LP_MAX_OPS)
+			break;
+		gp->metrics_op[best] = 1;
+	}
+	gp->metrics_ops_chosen = true;
+}
+
+void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *now,
+		       struct lp_precise_totals *out);
+
+#endif
