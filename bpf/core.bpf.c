@@ -888,8 +888,10 @@ int BPF_KPROBE(lp_decode_enter)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
+	struct lp_proc_stats *p;
 	struct lp_thread *t;
 	__s32 n_tokens = 0;
+	__u64 now, last;
 	void *batch;
 
 	if (!bpf_map_lookup_elem(&procs, &tgid))
@@ -906,6 +908,17 @@ int BPF_KPROBE(lp_decode_enter)
 	batch = (void *)PT_REGS_PARM2(ctx);
 #endif
 	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), batch);
+	/* The wall clock per generated token, from one generation decode to the next. */
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (p) {
+		now = bpf_ktime_get_ns();
+		last = p->gen_last_ns;
+		if (n_tokens == 1 && last && now - last < LP_GEN_GAP_NS) {
+			__sync_fetch_and_add(&p->ctr[LP_C_GEN_INTERVALS], 1);
+			__sync_fetch_and_add(&p->ctr[LP_C_GEN_INTERVAL_NS], now - last);
+		}
+		p->gen_last_ns = n_tokens == 1 ? now : 0;
+	}
 	/* A generation decode is in flight for the process's samples, once per thread. */
 	if (n_tokens == 1 && !t->gen_in)
 		t->gen_in = gen_depth_add(tgid, 1);

@@ -319,6 +319,11 @@ static void print_ggml(const cJSON *g)
 	       ctl_fmt_num5(s[1], 32, ctl_num(gt, "tokens_per_s", 0)),
 	       ctl_fmt_dur(s[2], 32, ctl_num(gt, "ms_per_token", 0) * 1e6),
 	       ctl_num(tok, "decode_errors", 0));
+	printf("              generation in llama_decode %s/s; by the wall clock, sampling "
+	       "included, %s/s (%s per token)\n",
+	       ctl_fmt_num5(s[0], 32, ctl_num(gt, "tokens_per_s", 0)),
+	       ctl_fmt_num5(s[1], 32, ctl_num(gt, "wall_tokens_per_s", 0)),
+	       ctl_fmt_dur(s[2], 32, ctl_num(gt, "wall_ms_per_token", 0) * 1e6));
 	printf("  sampled     %.0f samples at %.0f Hz per %s:", ctl_num(sm, "samples", 0),
 	       ctl_num(sm, "hz", 0),
 	       strcmp(ctl_str(sm, "sampler", ""), "thread") ? "CPU" : "thread");

@@ -50,6 +50,8 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_MATMUL_NS] = "precise_matmul_ns",
 	[LP_C_MATMUL_EXCL_ONCPU_NS] = "precise_matmul_exclusive_oncpu_ns",
 	[LP_C_BARRIER_CALLS] = "precise_barrier_calls",
+	[LP_C_GEN_INTERVALS] = "generation_intervals",
+	[LP_C_GEN_INTERVAL_NS] = "generation_interval_ns",
 	[LP_C_BARRIER_NS] = "precise_barrier_ns",
 	[LP_C_BARRIER_OFF_NS] = "precise_barrier_offcpu_ns",
 };
@@ -327,6 +329,18 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	/* Generation decodes one token per call. */
 	render_phase(tk, "generation", ctr[LP_C_DECODE_GEN_CALLS], ctr[LP_C_DECODE_GEN_CALLS],
 		     ctr[LP_C_DECODE_GEN_NS]);
+	/* tokens_per_s above is inside llama_decode; this is the wall clock from one token's
+	 * decode to the next, what the engine's own rate counts (sampling included). */
+	x = cJSON_GetObjectItemCaseSensitive(tk, "generation");
+	cJSON_AddNumberToObject(x, "wall_tokens_per_s",
+				ctr[LP_C_GEN_INTERVAL_NS]
+					? (double)ctr[LP_C_GEN_INTERVALS] * 1e9 /
+						  (double)ctr[LP_C_GEN_INTERVAL_NS]
+					: 0);
+	cJSON_AddNumberToObject(x, "wall_ms_per_token",
+				ctr[LP_C_GEN_INTERVALS] ? (double)ctr[LP_C_GEN_INTERVAL_NS] / 1e6 /
+								  (double)ctr[LP_C_GEN_INTERVALS]
+							: 0);
 
 	/* Each sample stands for 1/hz seconds of CPU time. */
 	render_ops(o, gp, v->ops, v->op_precise, ctr[LP_C_DECODE_GEN_CALLS],

@@ -60,6 +60,10 @@ enum lp_counter {
 	LP_C_BARRIER_CALLS,
 	LP_C_BARRIER_NS,     /* wall time, entry to return */
 	LP_C_BARRIER_OFF_NS, /* of which off-CPU: the rest is spinning */
+	/* the wall clock between the starts of two generation decodes of one stream (sampling
+	 * and the application's own work included), gaps of a second or more left out */
+	LP_C_GEN_INTERVALS,
+	LP_C_GEN_INTERVAL_NS,
 	LP_C_NR,
 };
 
@@ -69,6 +73,7 @@ enum lp_counter {
 struct lp_proc_stats {
 	__u64 tracked_since_ns; /* bpf_ktime_get_ns() clock, set by user space */
 	__u64 exit_ns;		/* set in the exit record only */
+	__u64 gen_last_ns;	/* when the last generation decode began; 0 after a prompt */
 	__u32 tgid;
 	__u32 pad;
 	__u64 ctr[LP_C_NR];
@@ -148,6 +153,8 @@ enum lp_range_kind {
 /* Value of the "ranges" map, keyed by tgid: the process's sampling table, sorted by start
  * and disjoint. User space writes it after reading the process's mappings. */
 #define LP_MAX_RANGES 512
+/* A longer wait between two generation decodes is a new request, not a slow token. */
+#define LP_GEN_GAP_NS 1000000000ULL
 #define LP_MAX_OPS 256 /* op indices: a byte */
 struct lp_range {
 	__u64 start;
@@ -186,8 +193,8 @@ struct lp_op_key {
 
 struct lp_op_precise {
 	__u64 calls;
-	__u64 ns;	/* wall time, entry to return */
-	__u64 oncpu_ns; /* its own on-CPU time: minus off-CPU time and barriers inside */
+	__u64 ns;	     /* wall time, entry to return */
+	__u64 oncpu_ns;	     /* its own on-CPU time: minus off-CPU time and barriers inside */
 	struct lp_hist hist; /* wall time per call */
 };
 

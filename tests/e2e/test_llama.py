@@ -104,6 +104,12 @@ def main():
     check(0.5 < gen_rate / res["tokens_per_s"] < 2,
           "generation rate %.1f tokens/s, the driver measured %.1f (with its own overheads)"
           % (gen_rate, res["tokens_per_s"]))
+    # The wall-clock rate counts what the driver's does, from one token to the next: the
+    # two clocks start a few microseconds apart per token (the driver's await, our probe).
+    wall = tk["generation"]["wall_tokens_per_s"]
+    check(abs(wall / res["tokens_per_s"] - 1) <= 0.03 and wall <= gen_rate,
+          "wall-clock rate %.2f tokens/s within 3 %% of the driver's %.2f, at most the "
+          "in-decode rate %.2f" % (wall, res["tokens_per_s"], gen_rate))
 
     pr = g["precise"]
     check(pr["matmul"]["calls"] > 0 and pr["barrier"]["calls"] > 0,
