@@ -312,6 +312,16 @@ static __always_inline struct where classify(const struct lp_ranges *rg, __u64 i
 	return c.w;
 }
 
+/* On-CPU time and run-queue delay by the kernel's own account, the figures of
+ * /proc/PID/task/TID/schedstat, where the kernel keeps sched_info (CONFIG_SCHED_INFO).
+ * Timed from the tracepoints instead, a thread that blocks and wakes thousands of times a
+ * second read 40 % low on CPU and 6 times high on the run queue on a VM: the same boundary
+ * falls microseconds apart in the two accounts, every slice. */
+static __always_inline bool kernel_accounting(struct task_struct *task)
+{
+	return bpf_core_field_exists(task->sched_info.run_delay);
+}
+
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, struct pt_regs *prev_regs)
 {
@@ -329,7 +339,19 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		tid = BPF_CORE_READ(prev, pid);
 		t = thread_get(tid, tgid);
 		if (t) {
-			if (t->on_since) {
+			if (kernel_accounting(prev)) {
+				/* The slice and the run-queue wait before it, as the kernel
+				 * counts them (schedstat): both final at this point. */
+				if (t->in_seen) {
+					d = BPF_CORE_READ(prev, se.sum_exec_runtime) - t->sum_at_in;
+					t->oncpu_ns += d;
+					__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], d);
+					d = BPF_CORE_READ(prev, sched_info.run_delay) - t->rd_at_in;
+					t->runq_ns += d;
+					hist_add(&p->hist[LP_H_RUNQ], d);
+				}
+				t->in_seen = 0;
+			} else if (t->on_since) {
 				d = now - t->on_since;
 				t->oncpu_ns += d;
 				__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], d);
@@ -370,7 +392,13 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	t = thread_get(tid, tgid);
 	if (!t)
 		return;
-	if (t->runnable_since) {
+	if (kernel_accounting(next)) {
+		/* run_delay takes this arrival's wait after the tracepoint (sched_info_switch):
+		 * the switch-out reads it. */
+		t->sum_at_in = BPF_CORE_READ(next, se.sum_exec_runtime);
+		t->rd_at_in = BPF_CORE_READ(next, sched_info.run_delay);
+		t->in_seen = 1;
+	} else if (t->runnable_since) {
 		d = now - t->runnable_since;
 		t->runq_ns += d;
 		hist_add(&p->hist[LP_H_RUNQ], d);

@@ -97,7 +97,13 @@ struct lp_thread {
 	__u64 on_since;	      /* switched in at; 0 while off-CPU */
 	__u64 off_since;      /* switched out at; 0 while on-CPU */
 	__u64 runnable_since; /* woken or preempted at; 0 when not waiting for a CPU */
-	__u64 futex_since;    /* in a futex wait since; 0 otherwise */
+	/* The kernel's own account (se.sum_exec_runtime, sched_info.run_delay) as of the
+	 * last switch-in; valid while in_seen */
+	__u64 sum_at_in;
+	__u64 rd_at_in;
+	__u32 in_seen;
+	__u32 pad4;
+	__u64 futex_since; /* in a futex wait since; 0 otherwise */
 	__u64 futex_uaddr;
 	__u32 futex_kind;    /* enum lp_futex_kind of the wait in flight */
 	__u32 off_preempted; /* 1 when the last switch-out left it runnable */
