@@ -722,8 +722,13 @@ static int run(struct daemon *d)
 
 	/* Totals that could not be saved are lost: the exit status says so. */
 	r = serve ? save_state(d, true) : 0;
-	if (d->cfg.once)
+	if (d->cfg.once) {
+		/* Exit records still in flight, then what the hooks left behind, before the
+		 * report counts the maps. */
+		ring_buffer__consume(d->rb);
+		lp_tracker_sweep(&d->tracker);
 		r = print_report(d);
+	}
 out:
 	event_free_safe(d->ev_checkpoint);
 	d->ev_checkpoint = NULL;

@@ -127,7 +127,10 @@ def main():
             "the leading ops are mul_mat then flash_attn_ext, as perf has them: %s, %s"
             % (top, ref))
     pt = g["per_token"]
-    t.check(pt["generated"] == TOKENS - 1 and pt["wall_ms"] > 0
+    # llama-simple cannot wait for the daemon: a slow one (sanitizers) attaches the decode
+    # probes a few tokens late. test_llama.py counts tokens exactly.
+    t.check(pt["generated"] == g["tokens"]["generation"]["tokens"]
+            and TOKENS * 0.9 <= pt["generated"] <= TOKENS - 1 and pt["wall_ms"] > 0
             and abs(sum(pt["cpu_ms"].values()) - pt["samples"] * 1e3 / HZ / pt["generated"]) < 0.01,
             "per-token CPU ms add up over %d generated tokens: %s"
             % (pt["generated"], json.dumps(pt)))
