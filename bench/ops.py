@@ -77,7 +77,8 @@ def accuracy(workload, tokens, rows, cost):
     wrapped = argv_of(workload, tokens)
     try:
         p = subprocess.run(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"]) +
-                           wrapped, capture_output=True, text=True, timeout=900)
+                           wrapped, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, errors="replace", timeout=900)
         if p.returncode:
             raise SystemExit("%s failed: %s" % (workload, p.stderr[-500:]))
         pid = None
@@ -110,7 +111,8 @@ def accuracy(workload, tokens, rows, cost):
 
 
 def tokens_per_s(argv):
-    err = subprocess.run(argv, capture_output=True, text=True, timeout=900).stderr
+    err = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         errors="replace", timeout=900).stderr
     m = re.findall(r"([\d.]+) tokens per second", err)
     if not m:
         raise SystemExit("no tokens/s in llama-simple's output:\n" + err[-1000:])
