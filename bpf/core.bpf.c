@@ -386,7 +386,9 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 
 	tgid = BPF_CORE_READ(next, tgid);
 	p = bpf_map_lookup_elem(&procs, &tgid);
-	if (!p)
+	/* A thread past its exit hook can still block and run again on its way out: its
+	 * entry is gone and must not come back. */
+	if (!p || (BPF_CORE_READ(next, flags) & PF_EXITING))
 		return;
 	tid = BPF_CORE_READ(next, pid);
 	t = thread_get(tid, tgid);
@@ -441,7 +443,7 @@ static __always_inline void on_wakeup(struct task_struct *task)
 	__u32 tid;
 	struct lp_thread *t;
 
-	if (!bpf_map_lookup_elem(&procs, &tgid))
+	if (!bpf_map_lookup_elem(&procs, &tgid) || (BPF_CORE_READ(task, flags) & PF_EXITING))
 		return;
 	tid = BPF_CORE_READ(task, pid);
 	t = thread_get(tid, tgid);

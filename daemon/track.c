@@ -417,27 +417,44 @@ static void exit_without_record(struct lp_tracker *tr, struct lp_target *t,
  * has its kernel entry lost its exit hook (exited between a check and an insert, however
  * the kernel orders it). Its entry becomes its final record and is removed, so that maps
  * return to their baseline and the process reads as exited with its data. */
-/* Futex words of processes that are neither tracked and running nor in the kernel's procs
- * map (a process found at its exec is there before the daemon adopts it): a wait that
- * ended between an exit's record and its reading (seen 3 times in 10,000 short-lived
- * processes) would otherwise stay in the map for good. */
-static void futex_gc(struct lp_tracker *tr)
+/* Whether entries of tgid in the per-thread and per-futex maps are orphans: the process is
+ * neither tracked and running nor in the kernel's procs map (a process found at its exec
+ * is there before the daemon adopts it). */
+static bool orphaned(struct lp_tracker *tr, __u32 tgid, struct lp_proc_stats *buf)
 {
-	struct lp_futex_key key, *prev = NULL, gone[64];
+	struct lp_target *t = lp_tracker_find(tr, (pid_t)tgid);
+
+	return (!t || t->exited) && bpf_map_lookup_elem(tr->procs_fd, &tgid, buf) < 0;
+}
+
+/* Entries the kernel hooks left behind for processes gone: a futex wait that ended between
+ * an exit's record and its reading (3 in 10,000 short-lived processes), a thread that ran
+ * again past its exit hook. Up to 64 of each per sweep. */
+static void maps_gc(struct lp_tracker *tr)
+{
 	struct lp_proc_stats *buf = malloc(sizeof(*buf));
-	size_t n = 0;
+	struct lp_futex_key fkey, *fprev = NULL, fgone[64];
+	__u32 tkey, *tprev = NULL, tgone[64];
+	struct lp_thread th;
+	size_t nf = 0, nt = 0;
 
-	while (buf && n < sizeof(gone) / sizeof(gone[0]) &&
-	       bpf_map_get_next_key(tr->futex_fd, prev, &key) == 0) {
-		struct lp_target *t = lp_tracker_find(tr, (pid_t)key.tgid);
-		__u32 tgid = key.tgid;
-
-		prev = &key;
-		if ((!t || t->exited) && bpf_map_lookup_elem(tr->procs_fd, &tgid, buf) < 0)
-			gone[n++] = key;
+	if (!buf)
+		return;
+	while (nf < 64 && bpf_map_get_next_key(tr->futex_fd, fprev, &fkey) == 0) {
+		fprev = &fkey;
+		if (orphaned(tr, fkey.tgid, buf))
+			fgone[nf++] = fkey;
 	}
-	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(tr->futex_fd, &gone[i]);
+	while (nt < 64 && bpf_map_get_next_key(tr->threads_fd, tprev, &tkey) == 0) {
+		tprev = &tkey;
+		if (bpf_map_lookup_elem(tr->threads_fd, &tkey, &th) == 0 &&
+		    orphaned(tr, th.tgid, buf))
+			tgone[nt++] = tkey;
+	}
+	for (size_t i = 0; i < nf; i++)
+		bpf_map_delete_elem(tr->futex_fd, &fgone[i]);
+	for (size_t i = 0; i < nt; i++)
+		bpf_map_delete_elem(tr->threads_fd, &tgone[i]);
 	free(buf);
 }
 
@@ -446,7 +463,7 @@ int lp_tracker_sweep(struct lp_tracker *tr)
 	struct lp_proc_stats *buf = NULL;
 	int n = 0;
 
-	futex_gc(tr);
+	maps_gc(tr);
 
 	/* Seen dead at two sweeps a second apart: an exit hook that was due has run. */
 	for (size_t i = 0; i < tr->n; i++) {
