@@ -95,8 +95,9 @@ def accuracy(workload, tokens, rows, cost):
             runs, ns = prog_stats(d.proc.pid, "lp_sample")
             cost.append((workload, name, runs, ns / runs if runs else 0))
             sh = g["op_groups"]["share"]
+            cov = g["sampled"]["coverage"]
             rows.append([workload, "llmprofd --sampler " + name, g["op_groups"]["samples"],
-                         "%.3f" % g["sampled"]["coverage"]] +
+                         "-" if cov is None else "%.3f" % cov] +
                         ["%.3f" % sh[k] for k in perfref.GROUPS])
             since = g["sampled"]["since_ns"] / 1e9
         theirs, n = perfref.group_shares(perfref.samples(data, pid, since=since,
@@ -141,8 +142,9 @@ def main():
     b.table("Cost of one sample (lp_sample: classification, 8 KiB stack scan, op counts)",
             ["workload", "sampler", "samples", "ns per sample"],
             [(w, s, n, "%.0f" % ns) for w, s, n, ns in cost],
-            ["kernel.bpf_stats_enabled=1: the program's own run time, the perf event's "
-             "interrupt not included"])
+            ["kernel.bpf_stats_enabled=1: the program's own run time per run, the perf "
+             "event's interrupt not included; per CPU it also runs, and returns at once, "
+             "for whatever else the CPU was running"])
 
     argv = argv_of("omp", a.tokens)
     configs = [("no llmprofd", None), ("llmprofd, default (per-CPU sampler)", []),
