@@ -80,6 +80,9 @@ struct lp_ggml_proc {
 	uint64_t window_ns;
 	uint64_t window_oncpu_ns;
 	uint64_t window_samples[3];
+	/* op samples at the open window's start, and summed over completed windows */
+	uint64_t op_start[LP_MAX_OPS], op_total_start;
+	uint64_t window_op[LP_MAX_OPS], window_op_total;
 };
 
 void lp_ggml_proc_free(struct lp_ggml_proc *gp);

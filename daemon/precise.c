@@ -50,6 +50,31 @@ static void samples_since_start(const struct lp_ggml_proc *gp, const struct lp_p
 		acc[i] += st->ctr[sample_ctr[i]] - gp->samples_start[i];
 }
 
+/* The process's op samples now, or NULL (heap; the caller frees). */
+static struct lp_op_samples *op_samples_now(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_op_samples *os = malloc(sizeof(*os));
+	__u32 key = (__u32)t->pid;
+
+	if (os && (!t->ggml->op_samples_made ||
+		   bpf_map_lookup_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key, os))) {
+		free(os);
+		os = NULL;
+	}
+	return os;
+}
+
+/* Adds the op samples taken since the open window started to acc and *total. */
+static void ops_since_start(const struct lp_ggml_proc *gp, const struct lp_op_samples *os,
+			    uint64_t acc[LP_MAX_OPS], uint64_t *total)
+{
+	if (!os)
+		return;
+	for (size_t i = 0; i < LP_MAX_OPS; i++)
+		acc[i] += os->all[i] >= gp->op_start[i] ? os->all[i] - gp->op_start[i] : 0;
+	*total += os->total >= gp->op_total_start ? os->total - gp->op_total_start : 0;
+}
+
 /* Starts a window's accounting now: counters, on-CPU time and samples as of this moment,
  * and a new generation so that calls in flight from before are discarded. */
 static int window_mark(struct lp_ggml *g, struct lp_target *t)
@@ -67,6 +92,12 @@ static int window_mark(struct lp_ggml *g, struct lp_target *t)
 	    bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr, BPF_ANY) < 0)
 		r = -errno;
 	if (r == 0) {
+		struct lp_op_samples *os = op_samples_now(g, t);
+
+		for (size_t i = 0; i < LP_MAX_OPS; i++)
+			gp->op_start[i] = os ? os->all[i] : 0;
+		gp->op_total_start = os ? os->total : 0;
+		free(os);
 		for (int i = 0; i < 3; i++)
 			gp->samples_start[i] = st->ctr[sample_ctr[i]];
 		gp->bpf_oncpu_start_ns = st->ctr[LP_C_ONCPU_NS];
@@ -264,7 +295,11 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 			gp->window_oncpu_ns += oncpu - gp->oncpu_start_ns;
 	}
 	if (st) {
+		struct lp_op_samples *os = op_samples_now(g, t);
+
 		samples_since_start(gp, st, gp->window_samples);
+		ops_since_start(gp, os, gp->window_op, &gp->window_op_total);
+		free(os);
 	}
 	gp->precise_on = false;
 	gp->window_until_ns = 0;
@@ -337,7 +372,7 @@ void lp_precise_tick(struct lp_ggml *g)
 }
 
 void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *now,
-		       struct lp_precise_totals *out)
+		       const struct lp_op_samples *ops_now, struct lp_precise_totals *out)
 {
 	const struct lp_ggml_proc *gp = t->ggml;
 
@@ -348,8 +383,11 @@ void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *no
 	out->ns = gp->window_ns;
 	out->oncpu_ns = gp->window_oncpu_ns;
 	memcpy(out->samples, gp->window_samples, sizeof(out->samples));
+	memcpy(out->op_samples, gp->window_op, sizeof(out->op_samples));
+	out->op_total = gp->window_op_total;
 	if (!gp->precise_on)
 		return;
+	ops_since_start(gp, ops_now, out->op_samples, &out->op_total);
 	out->windows++;
 	out->ns += lp_now_ns() - gp->window_start_ns;
 	uint64_t oncpu = proc_oncpu_ns(t->pid);
@@ -423,6 +461,8 @@ void lp_precise_reset(struct lp_ggml *g, struct lp_target *t)
 
 	gp->windows = gp->window_ns = gp->window_oncpu_ns = 0;
 	memset(gp->window_samples, 0, sizeof(gp->window_samples));
+	memset(gp->window_op, 0, sizeof(gp->window_op));
+	gp->window_op_total = 0;
 	if (gp->final_op_precise)
 		memset(gp->final_op_precise, 0, gp->ops.n * sizeof(*gp->final_op_precise));
 	else

@@ -40,7 +40,8 @@ struct lp_precise_totals {
 	uint64_t windows;
 	uint64_t ns;
 	uint64_t oncpu_ns;
-	uint64_t samples[3]; /* samples, matmul, barrier inside the windows */
+	uint64_t samples[3];			   /* samples, matmul, barrier inside the windows */
+	uint64_t op_samples[LP_MAX_OPS], op_total; /* per op, and in all, inside the windows */
 };
 
 /* /metrics exports the LP_METRICS_OPS ops with most samples by name and sums the rest as
@@ -67,6 +68,6 @@ static inline void lp_ggml_metrics_ops(struct lp_ggml_proc *gp, const struct lp_
 }
 
 void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *now,
-		       struct lp_precise_totals *out);
+		       const struct lp_op_samples *ops_now, struct lp_precise_totals *out);
 
 #endif

@@ -235,8 +235,8 @@ static int compare_row(const void *a, const void *b)
 /* ggml.ops, ggml.op_groups and ggml.per_token: where the sampled CPU time goes by operator,
  * over the process's life and per generated token. */
 static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_op_samples *os,
-		       const struct lp_op_precise *pr, uint64_t gen_tokens, uint64_t gen_ns,
-		       uint32_t hz)
+		       const struct lp_op_precise *pr, const struct lp_precise_totals *w,
+		       uint64_t gen_tokens, uint64_t gen_ns, uint32_t hz)
 {
 	static const struct lp_op_samples none;
 	struct op_row *rows = calloc(gp->ops.n ? gp->ops.n : 1, sizeof(*rows));
@@ -268,6 +268,11 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 			num(y, "calls", p->calls);
 			num(y, "ns", p->ns);
 			num(y, "oncpu_ns", p->oncpu_ns);
+			/* Over the same windows: its own on-CPU time over the process's, and its
+			 * samples over the process's. */
+			cJSON_AddNumberToObject(y, "share", ratio(p->oncpu_ns, w->oncpu_ns));
+			cJSON_AddNumberToObject(y, "sampled_share",
+						ratio(w->op_samples[rows[k].i], w->op_total));
 			cJSON_AddItemToObject(y, "histogram", lp_render_hist(&p->hist));
 		}
 		cJSON_AddItemToArray(a, x);
@@ -343,7 +348,7 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 							: 0);
 
 	/* Each sample stands for 1/hz seconds of CPU time. */
-	render_ops(o, gp, v->ops, v->op_precise, ctr[LP_C_DECODE_GEN_CALLS],
+	render_ops(o, gp, v->ops, v->op_precise, w, ctr[LP_C_DECODE_GEN_CALLS],
 		   ctr[LP_C_DECODE_GEN_NS], sample_hz);
 	x = cJSON_AddObjectToObject(o, "sampled");
 	num(x, "hz", sample_hz);

@@ -202,7 +202,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 		read_ops(v, t->ggml, c);
 		v->op_precise = lp_precise_ops(c, t);
 		/* Window deltas are of the kernel's counts: before the base is added. */
-		lp_precise_totals(t, &v->stats, &v->precise);
+		lp_precise_totals(t, &v->stats, v->ops, &v->precise);
 		if (t->base)
 			stats_add(&v->stats, t->base);
 		n++;

@@ -220,15 +220,21 @@ def precise(work):
         t.check(p.get("calls") == tokens * threads == r.get("n"),
                 "%s: %s calls, bpftrace %s, by construction %d (its helper counted once)"
                 % (op, p.get("calls"), r.get("n"), tokens * threads))
-        # Each side times from its own probe's entry to its own return probe: a probe
-        # hit is 1.6 us here, so per call they differ by a few us in either direction.
+        # Each side times from its own entry probe to its own return probe, and each
+        # window holds the other's handlers (four probe hits per call, 1.6 us each here,
+        # and bpftrace's string-keyed map updates): runs here differed by 0.1-3.4 %.
         per = p.get("ns", 0) / max(1, p.get("calls", 1))
         ref_per = r.get("ns", 0) / max(1, r.get("n", 1))
-        t.check(abs(per - ref_per) <= 10000 + 0.02 * ref_per,
+        t.check(abs(per - ref_per) <= 10000 + 0.05 * ref_per,
                 "%s: %.1f us per call, bpftrace %.1f us" % (op, per / 1e3, ref_per / 1e3))
         t.check(0 < p.get("oncpu_ns", 0) <= p.get("ns", 0)
                 and p["histogram"]["count"] == p["calls"],
                 "%s: own on-CPU time within the wall time, a histogram of every call" % op)
+        # Sampling against the exact figure over the same windows: about 1,500 samples
+        # in all, so a share near 0.5 has a standard error near 0.013.
+        t.check(abs(p.get("share", 0) - p.get("sampled_share", 1)) <= TOLERANCE,
+                "%s: sampled share %.3f within %.2f of precise mode's %.3f, same windows"
+                % (op, p.get("sampled_share", -1), TOLERANCE, p.get("share", -1)))
     t.check("iqk_mul_mat" not in got or not got["iqk_mul_mat"],
             "ops not asked for are not probed")
 
