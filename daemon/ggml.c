@@ -119,15 +119,9 @@ static void objs_trim(struct lp_ggml *g)
 	g->nobjs = k;
 }
 
-struct mapping {
-	uint64_t start, end, pgoff;
-	uint64_t dev, ino;
-	char path[PATH_MAX];
-};
-
 /* Opens the file behind a mapping: through map_files (right even when the file was
  * replaced or lives in another mount namespace), else through the process's root. */
-static int mapping_open(pid_t pid, const struct mapping *m, char *how, size_t howlen)
+static int mapping_open(pid_t pid, const struct lp_proc_mapping *m, char *how, size_t howlen)
 {
 	int fd;
 
@@ -190,7 +184,7 @@ static void log_obj(const struct lp_ggml_obj *o)
 }
 
 /* The object behind a mapping, read now if this (device, inode, mtime) is new. */
-static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct mapping *m)
+static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct lp_proc_mapping *m)
 {
 	/* --no-fast-entry: no sites are looked for, every probe goes on the first instruction. */
 	const struct lp_elf_patterns pat = {
@@ -247,27 +241,9 @@ static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct ma
 }
 
 /* "7f..-7f.. r-xp 0001c000 fd:01 1234 /usr/lib/x.so": executable file mappings only. */
-static int parse_maps_line(const char *line, struct mapping *m)
-{
-	unsigned int maj, min;
-	char perms[5];
-	int pos = 0;
-
-	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 " %n", &m->start,
-		   &m->end, perms, &m->pgoff, &maj, &min, &m->ino, &pos) < 7 ||
-	    pos == 0)
-		return -EINVAL;
-	if (perms[2] != 'x' || m->ino == 0 || line[pos] != '/')
-		return -ENOENT;
-	snprintf(m->path, sizeof(m->path), "%s", line + pos);
-	m->path[strcspn(m->path, "\n")] = '\0';
-	m->dev = ((uint64_t)maj << 20) | min;
-	return 0;
-}
-
 struct proc_scan {
 	struct scan_entry {
-		struct mapping m;
+		struct lp_proc_mapping m;
 		struct lp_ggml_obj *o;
 	} * v; /* executable mappings of objects with symbols */
 	size_t n;
@@ -285,7 +261,7 @@ static int read_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 		     struct proc_scan *s)
 {
 	char path[64], line[PATH_MAX + 128];
-	struct mapping m;
+	struct lp_proc_mapping m;
 	FILE *f;
 
 	memset(s, 0, sizeof(*s));
@@ -297,7 +273,7 @@ static int read_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 		struct scan_entry *v;
 		struct lp_ggml_obj *o;
 
-		if (parse_maps_line(line, &m) < 0)
+		if (lp_proc_parse_maps_line(line, &m) < 0)
 			continue;
 		if (want && m.dev == want->dev && m.ino == want->ino)
 			s->saw_key = true;
@@ -363,8 +339,8 @@ static int compare_entry(const void *a, const void *b)
 
 /* Collects the entries of one mapping: an OpenMP runtime's whole text, else its op,
  * kernel and barrier functions. Returns the new count. */
-static size_t collect(struct lp_ggml_proc *gp, const struct mapping *m, const struct lp_ggml_obj *o,
-		      struct table_entry *v, size_t n, size_t cap)
+static size_t collect(struct lp_ggml_proc *gp, const struct lp_proc_mapping *m,
+		      const struct lp_ggml_obj *o, struct table_entry *v, size_t n, size_t cap)
 {
 	if (o->omp_runtime) {
 		if (n < cap)

@@ -199,3 +199,21 @@ int lp_parse_pid(const char *s, pid_t *out)
 	*out = (pid_t)v;
 	return 0;
 }
+
+int lp_proc_parse_maps_line(const char *line, struct lp_proc_mapping *m)
+{
+	unsigned int maj, min;
+	char perms[5];
+	int pos = 0;
+
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 " %n", &m->start,
+		   &m->end, perms, &m->pgoff, &maj, &min, &m->ino, &pos) < 7 ||
+	    pos == 0)
+		return -EINVAL;
+	if (perms[2] != 'x' || m->ino == 0 || line[pos] != '/')
+		return -ENOENT;
+	snprintf(m->path, sizeof(m->path), "%s", line + pos);
+	m->path[strcspn(m->path, "\n")] = '\0';
+	m->dev = ((uint64_t)maj << 20) | min;
+	return 0;
+}

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -49,5 +50,17 @@ int lp_proc_read_uid(pid_t pid, uid_t *out);
 
 /* Parses a decimal pid (1 .. PID_MAX_LIMIT) with no trailing garbage. */
 int lp_parse_pid(const char *s, pid_t *out);
+
+/* An executable file mapping of /proc/PID/maps. */
+struct lp_proc_mapping {
+	uint64_t start, end, pgoff;
+	uint64_t dev, ino; /* dev as the kernel's (major << 20) | minor */
+	char path[PATH_MAX];
+};
+
+/* One line of /proc/PID/maps: 0 for an executable mapping of a file, -ENOENT for any other
+ * mapping (not executable, anonymous, [vdso], deleted...), -EINVAL for a line that does not
+ * parse. */
+int lp_proc_parse_maps_line(const char *line, struct lp_proc_mapping *m);
 
 #endif

@@ -64,8 +64,32 @@ static void test_uid(void)
 	CHECK(lp_proc_read_uid(getpid(), &u) == 0 && u == geteuid(), "own uid");
 }
 
+static void test_maps(void)
+{
+	struct lp_proc_mapping m;
+
+	CHECK(lp_proc_parse_maps_line("7f3a1c000000-7f3a1c400000 r-xp 00082000 fd:01 1234567 "
+				      "/usr/lib/x86_64-linux-gnu/libggml-cpu.so\n",
+				      &m) == 0 &&
+		      m.start == 0x7f3a1c000000 && m.end == 0x7f3a1c400000 && m.pgoff == 0x82000 &&
+		      m.dev == ((0xfdULL << 20) | 1) && m.ino == 1234567 &&
+		      !strcmp(m.path, "/usr/lib/x86_64-linux-gnu/libggml-cpu.so"),
+	      "an executable file mapping: %s", m.path);
+	CHECK(lp_proc_parse_maps_line("55d0-55e0 r-xp 00000000 08:02 42 /opt/my app (deleted)\n",
+				      &m) == 0 &&
+		      !strcmp(m.path, "/opt/my app (deleted)"),
+	      "a path with spaces is kept whole: %s", m.path);
+	CHECK(lp_proc_parse_maps_line("55d0-55e0 r--p 00000000 08:02 42 /usr/bin/x\n", &m) ==
+		      -ENOENT,
+	      "not executable");
+	CHECK(lp_proc_parse_maps_line("7ffd-7ffe r-xp 00000000 00:00 0 [vdso]\n", &m) == -ENOENT,
+	      "not a file");
+	CHECK(lp_proc_parse_maps_line("garbage\n", &m) == -EINVAL, "a line that does not parse");
+}
+
 int main(void)
 {
+	test_maps();
 	test_uid();
 	test_stat();
 	test_self();
