@@ -322,6 +322,31 @@ static __always_inline bool kernel_accounting(struct task_struct *task)
 	return bpf_core_field_exists(task->sched_info.run_delay);
 }
 
+/* Adds what the kernel's account grew by since the last look at this thread: on-CPU time,
+ * run-queue delay (a histogram sample per slice, at its switch-out). The first look only
+ * takes the starting point. Looking at both ends of every slice means an update the
+ * kernel makes late (after the switch-out tracepoint) still counts, at the next one. */
+static __always_inline void acct_take(struct lp_proc_stats *p, struct lp_thread *t,
+				      struct task_struct *task, bool out)
+{
+	__u64 sum = BPF_CORE_READ(task, se.sum_exec_runtime);
+	__u64 rd = BPF_CORE_READ(task, sched_info.run_delay);
+	__u64 d;
+
+	if (t->acct_seen) {
+		d = sum - t->sum_last;
+		t->oncpu_ns += d;
+		__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], d);
+		d = rd - t->rd_last;
+		t->runq_ns += d;
+		if (out)
+			hist_add(&p->hist[LP_H_RUNQ], d);
+	}
+	t->sum_last = sum;
+	t->rd_last = rd;
+	t->acct_seen = 1;
+}
+
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, struct pt_regs *prev_regs)
 {
@@ -340,17 +365,10 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		t = thread_get(tid, tgid);
 		if (t) {
 			if (kernel_accounting(prev)) {
-				/* The slice and the run-queue wait before it, as the kernel
-				 * counts them (schedstat): both final at this point. */
-				if (t->in_seen) {
-					d = BPF_CORE_READ(prev, se.sum_exec_runtime) - t->sum_at_in;
-					t->oncpu_ns += d;
-					__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], d);
-					d = BPF_CORE_READ(prev, sched_info.run_delay) - t->rd_at_in;
-					t->runq_ns += d;
-					hist_add(&p->hist[LP_H_RUNQ], d);
-				}
-				t->in_seen = 0;
+				/* The kernel's totals since the last look: this slice, and the
+				 * run-queue wait that preceded it (run_delay takes it after the
+				 * switch-in tracepoint). */
+				acct_take(p, t, prev, true);
 			} else if (t->on_since) {
 				d = now - t->on_since;
 				t->oncpu_ns += d;
@@ -395,11 +413,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	if (!t)
 		return;
 	if (kernel_accounting(next)) {
-		/* run_delay takes this arrival's wait after the tracepoint (sched_info_switch):
-		 * the switch-out reads it. */
-		t->sum_at_in = BPF_CORE_READ(next, se.sum_exec_runtime);
-		t->rd_at_in = BPF_CORE_READ(next, sched_info.run_delay);
-		t->in_seen = 1;
+		/* Updates the kernel made after the last switch-out are counted here. */
+		acct_take(p, t, next, false);
 	} else if (t->runnable_since) {
 		d = now - t->runnable_since;
 		t->runq_ns += d;

@@ -97,11 +97,11 @@ struct lp_thread {
 	__u64 on_since;	      /* switched in at; 0 while off-CPU */
 	__u64 off_since;      /* switched out at; 0 while on-CPU */
 	__u64 runnable_since; /* woken or preempted at; 0 when not waiting for a CPU */
-	/* The kernel's own account (se.sum_exec_runtime, sched_info.run_delay) as of the
-	 * last switch-in; valid while in_seen */
-	__u64 sum_at_in;
-	__u64 rd_at_in;
-	__u32 in_seen;
+	/* The kernel's own account (se.sum_exec_runtime, sched_info.run_delay) at the last
+	 * switch of this thread; valid once acct_seen */
+	__u64 sum_last;
+	__u64 rd_last;
+	__u32 acct_seen;
 	__u32 pad4;
 	__u64 futex_since; /* in a futex wait since; 0 otherwise */
 	__u64 futex_uaddr;

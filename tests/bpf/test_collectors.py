@@ -116,7 +116,8 @@ def against_schedstat():
     """Threads that block and wake thousands of times: on-CPU time and run-queue delay as
     the kernel counts them. Timed from the tracepoints, this workload read 40 % low on CPU
     and 6 times high on the run queue: the boundary between the two falls microseconds
-    apart in the two accounts, every slice."""
+    apart in the two accounts, every slice. Read at both ends of every slice, the kernel's
+    account is exact here, even where it updates a slice after the switch-out."""
     print("--- on-CPU and run-queue time against /proc/PID/task/TID/schedstat")
     fx = t.Fixture("--futex-threads", "2", "--futex-waits", "5000", "--futex-ms", "0",
                    "--hold")
@@ -140,8 +141,7 @@ def against_schedstat():
         t.check(abs(x["oncpu_ns"] - k[0]) <= 0.01 * k[0] + 50000,
                 "tid %d: on-CPU %.2f ms, the kernel's %.2f ms" % (x["tid"], x["oncpu_ns"] / 1e6,
                                                                     k[0] / 1e6))
-        # A wait in progress at either read is counted by one side only; a few of 5,000.
-        t.check(abs(x["runqueue_ns"] - k[1]) <= 0.25 * k[1] + 2000000,
+        t.check(abs(x["runqueue_ns"] - k[1]) <= 0.01 * k[1] + 50000,
                 "tid %d: run-queue %.2f ms, the kernel's %.2f ms"
                 % (x["tid"], x["runqueue_ns"] / 1e6, k[1] / 1e6))
 

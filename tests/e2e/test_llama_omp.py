@@ -115,9 +115,16 @@ def main():
                                          json.dumps({k: round(v, 3) for k, v in theirs.items()})))
     t.check(g["op_groups"]["samples"] > 1000 and nperf > 1000, "enough samples on both sides")
     t.check(ours["sync"] > 0.05, "the OpenMP sync share is there: %.3f" % ours["sync"])
+    # The kernel runs no BPF program at a sample while a tracepoint or uprobe program runs
+    # on that CPU (bpf_prog_active): ours, and any other BPF tool's (the quick start's
+    # service in CI), run in every futex call of a barrier, so the samples lost are sync
+    # samples. perf loses none: the shortfall against its count, measured, widens the
+    # tolerance (seen 1.6-6 %).
+    lost = max(0.0, 1 - g["op_groups"]["samples"] / nperf)
+    t.check(lost <= 0.10, "samples the kernel dropped, against perf's count: %.3f" % lost)
     for k in perfref.GROUPS:
-        t.check(abs(ours[k] - theirs[k]) <= TOLERANCE, "%s: %.3f within %.2f of perf's %.3f"
-                % (k, ours[k], TOLERANCE, theirs[k]))
+        t.check(abs(ours[k] - theirs[k]) <= TOLERANCE + lost,
+                "%s: %.3f within %.3f of perf's %.3f" % (k, ours[k], TOLERANCE + lost, theirs[k]))
     t.check(abs(g["sampled"]["share"]["barrier"] - ours["sync"]) < 1e-9
             and abs(g["sampled"]["share"]["matmul"] - ours["matmul"]) < 1e-9,
             "sampled.share's matmul and barrier are the op groups' matmul and sync")

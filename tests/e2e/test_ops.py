@@ -71,9 +71,14 @@ def compare(name, g, data, pid, kernels=(), tolerance=TOLERANCE):
     print("%s perf     (%d samples): %s" % (name, nperf,
                                             json.dumps({k: round(v, 3) for k, v in theirs.items()})))
     t.check(g["op_groups"]["samples"] > 500 and nperf > 500, "%s: enough samples" % name)
+    # Samples the kernel dropped while another BPF program ran on the CPU (see
+    # test_llama_omp.py): the measured shortfall against perf widens the tolerance.
+    lost = max(0.0, 1 - g["op_groups"]["samples"] / nperf)
+    t.check(lost <= 0.10, "%s: samples dropped, against perf's count: %.3f" % (name, lost))
     for k in perfref.GROUPS:
-        t.check(abs(ours[k] - theirs[k]) <= tolerance, "%s: %s %.3f within %.2f of perf's %.3f"
-                % (name, k, ours[k], tolerance, theirs[k]))
+        t.check(abs(ours[k] - theirs[k]) <= tolerance + lost,
+                "%s: %s %.3f within %.3f of perf's %.3f"
+                % (name, k, ours[k], tolerance + lost, theirs[k]))
     return counts
 
 
