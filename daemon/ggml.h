@@ -109,6 +109,19 @@ static inline size_t lp_ggml_obj_op_functions(const struct lp_ggml_obj *o)
 	return n;
 }
 
+/* /metrics exports the LP_METRICS_OPS ops with most samples by name and sums the rest as
+ * op="other". The choice is made once, when the process has LP_METRICS_OPS_AFTER samples
+ * (enough to rank them): an op that joined later would take its past out of "other". */
+#define LP_METRICS_OPS 10
+#define LP_METRICS_OPS_AFTER 1000
+static inline void lp_ggml_metrics_ops(struct lp_ggml_proc *gp, const struct lp_op_samples *os)
+{
+	if (gp->metrics_ops_chosen || os->total < LP_METRICS_OPS_AFTER)
+		return;
+	lp_op_mark_top(&gp->ops, os->all, LP_METRICS_OPS, gp->metrics_op);
+	gp->metrics_ops_chosen = true;
+}
+
 /* Whether any of the process's objects holds a function matching pattern. */
 static inline bool lp_ggml_proc_has(const struct lp_ggml_proc *gp, const char *pattern)
 {

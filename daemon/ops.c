@@ -209,3 +209,21 @@ void lp_op_group_counts(const struct lp_op_table *t, const struct lp_op_samples 
 	out[LP_G_SYNC] = sync;
 	out[LP_G_OUTSIDE] = total > sync + in_ops ? total - sync - in_ops : 0;
 }
+
+size_t lp_op_mark_top(const struct lp_op_table *t, const __u64 *samples, size_t k, uint8_t *mark)
+{
+	size_t n = 0;
+
+	for (; n < k; n++) {
+		size_t best = LP_MAX_OPS;
+
+		for (size_t i = 0; i < t->n && i < LP_MAX_OPS; i++)
+			if (!mark[i] && samples[i] &&
+			    (best == LP_MAX_OPS || samples[i] > samples[best]))
+				best = i;
+		if (best == LP_MAX_OPS)
+			break;
+		mark[best] = 1;
+	}
+	return n;
+}

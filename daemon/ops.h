@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <linux/types.h>
 #include <stdint.h>
 
 enum lp_op_group {
@@ -55,6 +56,10 @@ int lp_op_table_find(const struct lp_op_table *t, const char *name);
 void lp_op_table_free(struct lp_op_table *t);
 
 struct lp_op_samples;
+
+/* Marks in mark[] (one per op index) the k ops with most samples that are not marked yet;
+ * ops without samples never. Returns how many it marked. */
+size_t lp_op_mark_top(const struct lp_op_table *t, const __u64 *samples, size_t k, uint8_t *mark);
 
 /* A process's samples by key (LP_G_KEYS): over its life, or while generating (gen). */
 void lp_op_group_counts(const struct lp_op_table *t, const struct lp_op_samples *os, bool gen,

@@ -114,7 +114,6 @@ static void choose_ops(struct lp_ggml *g, struct lp_target *t, uint8_t want[LP_M
 {
 	struct lp_ggml_proc *gp = t->ggml;
 	struct lp_op_samples *os;
-	__u32 key = (__u32)t->pid;
 
 	memset(want, 0, LP_MAX_OPS);
 	if (g->cfg->precise_ops) {
@@ -142,22 +141,9 @@ static void choose_ops(struct lp_ggml *g, struct lp_target *t, uint8_t want[LP_M
 				    (int)t->pid, gp->precise_ops_missing, (int)t->pid);
 		return;
 	}
-	os = malloc(sizeof(*os));
-	if (!os || bpf_map_lookup_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key, os)) {
-		free(os);
-		return;
-	}
-	for (int k = 0; k < LP_PRECISE_OPS; k++) {
-		size_t best = LP_MAX_OPS;
-
-		for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++)
-			if (!want[i] && os->all[i] &&
-			    (best == LP_MAX_OPS || os->all[i] > os->all[best]))
-				best = i;
-		if (best == LP_MAX_OPS)
-			break;
-		want[best] = 1;
-	}
+	os = op_samples_now(g, t);
+	if (os)
+		lp_op_mark_top(&gp->ops, os->all, LP_PRECISE_OPS, want);
 	free(os);
 }
 

@@ -44,29 +44,6 @@ struct lp_precise_totals {
 	uint64_t op_samples[LP_MAX_OPS], op_total; /* per op, and in all, inside the windows */
 };
 
-/* /metrics exports the LP_METRICS_OPS ops with most samples by name and sums the rest as
- * op="other". The choice is made once, when the process has LP_METRICS_OPS_AFTER samples
- * (enough to rank them): an op that joined later would take its past out of "other". */
-#define LP_METRICS_OPS 10
-#define LP_METRICS_OPS_AFTER 1000
-static inline void lp_ggml_metrics_ops(struct lp_ggml_proc *gp, const struct lp_op_samples *os)
-{
-	if (gp->metrics_ops_chosen || os->total < LP_METRICS_OPS_AFTER)
-		return;
-	for (int k = 0; k < LP_METRICS_OPS; k++) {
-		size_t best = LP_MAX_OPS;
-
-		for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++)
-			if (!gp->metrics_op[i] && os->all[i] &&
-			    (best == LP_MAX_OPS || os->all[i] > os->all[best]))
-				best = i;
-		if (best == LP_MAX_OPS)
-			break;
-		gp->metrics_op[best] = 1;
-	}
-	gp->metrics_ops_chosen = true;
-}
-
 void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *now,
 		       const struct lp_op_samples *ops_now, struct lp_precise_totals *out);
 
