@@ -20,6 +20,7 @@
 #include "llmprof/abi.h"
 #include "log.h"
 #include "sampler.h"
+#include "uprobe.h"
 
 static int attach_one(struct bpf_program *prog, struct bpf_link **slot)
 {
@@ -336,9 +337,7 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 
 void lp_core_destroy(struct lp_core *c)
 {
-	for (size_t i = 0; i < c->nlinks; i++)
-		bpf_link__destroy(c->links[i]);
-	free(c->links);
+	lp_links_destroy(&c->links, &c->nlinks);
 	core_bpf__destroy(c->skel);
 	memset(c, 0, sizeof(*c));
 }

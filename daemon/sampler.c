@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "uprobe.h"
 
 static int open_thread_event(uint32_t hz, pid_t tid, bool inherit_thread)
 {
@@ -40,8 +41,8 @@ static int open_thread_event(uint32_t hz, pid_t tid, bool inherit_thread)
 
 static int attach_thread(struct lp_sampler *s, struct bpf_program *prog, uint32_t hz, pid_t tid)
 {
-	struct bpf_link *l, **v;
-	int fd = open_thread_event(hz, tid, s->inherit_thread);
+	struct bpf_link *l;
+	int fd = open_thread_event(hz, tid, s->inherit_thread), r;
 
 	if (fd == -EINVAL && s->inherit_thread) {
 		s->inherit_thread = false;
@@ -49,22 +50,17 @@ static int attach_thread(struct lp_sampler *s, struct bpf_program *prog, uint32_
 	}
 	if (fd < 0)
 		return fd;
-	v = realloc(s->links, (s->n + 1) * sizeof(*v));
-	if (!v) {
-		close(fd);
-		return -ENOMEM;
-	}
-	s->links = v;
 	l = bpf_program__attach_perf_event(prog, fd);
 	if (!l) {
-		int r = -errno;
-
+		r = -errno;
 		close(fd);
 		return r;
 	}
-	s->links[s->n++] = l;
-	s->opened++;
-	return 0;
+	/* The link owns the event's fd from here. */
+	r = lp_links_push(&s->links, &s->n, l);
+	if (r == 0)
+		s->opened++;
+	return r;
 }
 
 int lp_sampler_start(struct lp_sampler *s, struct bpf_program *prog, uint32_t hz, pid_t pid)
@@ -114,11 +110,7 @@ int lp_sampler_start(struct lp_sampler *s, struct bpf_program *prog, uint32_t hz
 
 void lp_sampler_stop(struct lp_sampler *s)
 {
-	for (size_t i = 0; i < s->n; i++)
-		bpf_link__destroy(s->links[i]);
-	free(s->links);
-	s->links = NULL;
-	s->n = 0;
+	lp_links_destroy(&s->links, &s->n);
 }
 
 int lp_sampler_probe(struct bpf_program *prog, uint32_t hz)

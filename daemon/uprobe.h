@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
-/* Uprobes on a process's object files: where they go, and the links that hold them. */
+/* Uprobes on a process's object files: where they go; and arrays of BPF links, which
+ * hold uprobes and perf events alike. */
 #ifndef LLMPROF_UPROBE_H
 #define LLMPROF_UPROBE_H
 
