@@ -939,7 +939,8 @@ int BPF_KPROBE(lp_decode_enter)
 	__u64 now, last;
 	void *batch;
 
-	if (!bpf_map_lookup_elem(&procs, &tgid))
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
 		return 0;
 	t = thread_get((__u32)id, tgid);
 	if (!t)
@@ -954,21 +955,18 @@ int BPF_KPROBE(lp_decode_enter)
 #endif
 	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), batch);
 	/* The wall clock per generated token, from one generation decode to the next. */
-	p = bpf_map_lookup_elem(&procs, &tgid);
-	if (p) {
-		now = bpf_ktime_get_ns();
-		last = p->gen_last_ns;
-		if (n_tokens == 1 && last && now - last < LP_GEN_GAP_NS) {
-			__sync_fetch_and_add(&p->ctr[LP_C_GEN_INTERVALS], 1);
-			__sync_fetch_and_add(&p->ctr[LP_C_GEN_INTERVAL_NS], now - last);
-		}
-		p->gen_last_ns = n_tokens == 1 ? now : 0;
+	now = bpf_ktime_get_ns();
+	last = p->gen_last_ns;
+	if (n_tokens == 1 && last && now - last < LP_GEN_GAP_NS) {
+		__sync_fetch_and_add(&p->ctr[LP_C_GEN_INTERVALS], 1);
+		__sync_fetch_and_add(&p->ctr[LP_C_GEN_INTERVAL_NS], now - last);
 	}
+	p->gen_last_ns = n_tokens == 1 ? now : 0;
 	/* A generation decode is in flight for the process's samples, once per thread. */
 	if (n_tokens == 1 && !t->gen_in)
 		t->gen_in = gen_depth_add(tgid, 1);
 	t->decode_tokens = n_tokens > 0 ? n_tokens : 0;
-	t->decode_since = bpf_ktime_get_ns();
+	t->decode_since = now;
 	return 0;
 }
 

@@ -146,21 +146,14 @@ static struct lp_ggml_obj *obj_find(struct lp_ggml *g, uint64_t dev, uint64_t in
 /* Appends to a fixed buffer, truncating quietly: for log lines. */
 static void log_obj(const struct lp_ggml_obj *o)
 {
+	size_t nops = lp_ggml_obj_op_functions(o);
 	struct lp_line l = {.len = 0};
 
+	/* Op functions are many (150 in llama.cpp's static build): counted, not named. */
 	for (int c = 0; c < LP_SYM_NR; c++) {
 		bool first = true;
 
-		size_t nops = 0;
-
-		for (size_t i = 0; i < o->syms.nsyms && c == LP_SYM_OP; i++)
-			nops += o->syms.syms[i].cls == c;
-		if (c == LP_SYM_OP) {
-			if (nops)
-				lp_line_add(&l, "%s%zu op functions", l.len ? "; " : "", nops);
-			continue;
-		}
-		for (size_t i = 0; i < o->syms.nsyms; i++) {
+		for (size_t i = 0; i < o->syms.nsyms && c != LP_SYM_OP; i++) {
 			const struct lp_elf_sym *sym = &o->syms.syms[i];
 
 			if (sym->cls != c)
@@ -174,10 +167,12 @@ static void log_obj(const struct lp_ggml_obj *o)
 			first = false;
 		}
 	}
+	if (nops)
+		lp_line_add(&l, "%s%zu op functions", l.len ? "; " : "", nops);
 	log_info("%s: %s%s%s%s", o->path, l.buf,
 		 o->syms.has_symtab ? "" : " (no .symtab: stripped)",
 		 o->omp_runtime ? "; an OpenMP runtime: all of its code counts as barrier" : "",
-		 lp_ggml_obj_has(o, LP_SYM_MATMUL) && !lp_ggml_obj_op_functions(o)
+		 lp_ggml_obj_has(o, LP_SYM_MATMUL) && !nops
 			 ? "; no op functions in its symbols: its ops are unknown, their time "
 			   "counts as outside ops"
 			 : "");
