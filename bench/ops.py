@@ -19,11 +19,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 
 import benchlib as b
 
 sys.path.insert(0, os.path.join(b.ROOT, "tests", "lib"))
+import lptest  # noqa: E402
 import perfref  # noqa: E402
 
 WORKLOAD = os.path.join(b.ROOT, "tests", "workload")
@@ -47,15 +47,8 @@ def argv_of(workload, tokens):
 
 def prog_stats(pid, name):
     """(run_cnt, run_time_ns) of the daemon's program named name."""
-    for fd in os.listdir("/proc/%d/fdinfo" % pid):
-        try:
-            info = open("/proc/%d/fdinfo/%s" % (pid, fd)).read()
-        except OSError:
-            continue
-        m = re.search(r"^prog_id:\s+(\d+)", info, re.M)
-        if not m:
-            continue
-        out = subprocess.run(["bpftool", "prog", "show", "id", m.group(1), "--json"],
+    for prog in sorted(lptest.prog_ids_of(pid)):
+        out = subprocess.run(["bpftool", "prog", "show", "id", str(prog), "--json"],
                              capture_output=True, text=True).stdout
         p = json.loads(out) if out else {}
         if p.get("name", "").startswith(name[:15]):
@@ -81,16 +74,12 @@ def accuracy(workload, tokens, rows, cost):
                            text=True, errors="replace", timeout=900)
         if p.returncode:
             raise SystemExit("%s failed: %s" % (workload, p.stderr[-500:]))
-        pid = None
         for name, d in daemons.items():
-            m = re.findall(r"pid (\d+) \((?:llama-simple|node|lpops)\) runs ggml", d.text())
+            m = re.findall(r"pid (\d+) \((llama-simple|node|lpops)\) runs ggml", d.text())
             if not m:
                 raise SystemExit("%s: not found by llmprofd:\n%s" % (workload, d.text()))
-            pid = int(m[-1])
-            for _ in range(200):
-                if "pid %d (" % pid in d.text() and "exited" in d.text():
-                    break
-                time.sleep(0.05)
+            pid = int(m[-1][0])
+            d.wait_log("pid %d (%s) exited" % (pid, m[-1][1]))
             g = doc_of(d, pid)["ggml"]
             runs, ns = prog_stats(d.proc.pid, "lp_sample")
             cost.append((workload, name, runs, ns / runs if runs else 0))

@@ -45,20 +45,17 @@ def under_perf(work, argv, pid_of, daemons):
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     t._children.append(proc)
     pid = pid_of(proc)
+    with open("/proc/%d/comm" % pid) as f:
+        comm = f.read().strip()
     for d in daemons:
-        d.wait_log("pid %d (" % pid, timeout=20)
-        t.poll("pid %d found as a ggml process" % pid,
-               lambda: "pid %d (" % pid in d.log() and " runs ggml" in d.log(), timeout=20)
+        d.wait_log("pid %d (%s) runs ggml" % (pid, comm), timeout=20)
     proc.stdin.write(b"go\n")
     proc.stdin.flush()
     out = t.read_json_line(proc, "the workload", 300)
     proc.stdin.close()
     t.check(proc.wait(timeout=120) == 0, "the workload and perf exit 0")
     for d in daemons:
-        d.wait_log("pid %d (" % pid, timeout=20)
-        t.poll("pid %d exited, in the log" % pid,
-               lambda: any(("pid %d (" % pid) in l and l.endswith("exited")
-                           for l in d.log().splitlines()), timeout=20)
+        d.wait_log("pid %d (%s) exited" % (pid, comm), timeout=20)
     return data, pid, out
 
 
