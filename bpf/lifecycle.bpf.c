@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* The lifecycle collector: a process's exec (discovery by executable and by --comm), its
+ * executable mappings (discovery of ggml objects dlopen'ed late: mmap with PROT_EXEC), and
+ * its threads' exits (the final record to user space, and cleanup). */
+#include "lp.bpf.h"
+
+#define PROT_EXEC 0x4
+
+static __always_inline void on_exit(struct task_struct *task)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	__u32 tid = BPF_CORE_READ(task, pid);
+	struct lp_proc_stats *p;
+	struct lp_ev_exit *e;
+	struct lp_thread *t;
+
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p) {
+		/* Its process's entry may have been taken by the daemon's sweep (an exit it saw
+		 * in /proc first): the thread's entry goes all the same. */
+		bpf_map_delete_elem(&threads, &tid);
+		return;
+	}
+	/* The thread is on CPU now and no switch-out will be seen for it: count to here. */
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (t && t->tgid == tgid && t->on_since)
+		__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], bpf_ktime_get_ns() - t->on_since);
+	if (t && t->tgid == tgid && t->gen_in)
+		gen_depth_add(tgid, -1);
+	bpf_map_delete_elem(&threads, &tid);
+	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (e) {
+		e->type = LP_EV_EXIT;
+		e->pad = 0;
+		bpf_probe_read_kernel(&e->stats, sizeof(e->stats), p);
+		e->stats.exit_ns = bpf_ktime_get_ns();
+		bpf_ringbuf_submit(e, 0);
+	} else {
+		drop(LP_D_EVENTS_LOST);
+	}
+	bpf_map_delete_elem(&procs, &tgid);
+	bpf_map_delete_elem(&ranges, &tgid);
+	bpf_map_delete_elem(&precise, &tgid);
+}
+
+/* inode->i_mtime moved twice: __i_mtime in 6.7, i_mtime_sec/_nsec in 6.11. */
+struct inode___v611 {
+	time64_t i_mtime_sec;
+	u32 i_mtime_nsec;
+} __attribute__((preserve_access_index));
+
+struct inode___v67 {
+	struct timespec64 __i_mtime;
+} __attribute__((preserve_access_index));
+
+struct inode___old {
+	struct timespec64 i_mtime;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 inode_mtime_ns(struct inode *inode)
+{
+	struct inode___v611 *n = (void *)inode;
+	struct inode___v67 *m = (void *)inode;
+	struct inode___old *o = (void *)inode;
+
+	if (bpf_core_field_exists(n->i_mtime_sec))
+		return BPF_CORE_READ(n, i_mtime_sec) * 1000000000ULL +
+		       BPF_CORE_READ(n, i_mtime_nsec);
+	if (bpf_core_field_exists(m->__i_mtime))
+		return BPF_CORE_READ(m, __i_mtime.tv_sec) * 1000000000ULL +
+		       BPF_CORE_READ(m, __i_mtime.tv_nsec);
+	return BPF_CORE_READ(o, i_mtime.tv_sec) * 1000000000ULL + BPF_CORE_READ(o, i_mtime.tv_nsec);
+}
+
+/* A process is mapping an executable file: tell user space unless it has read that file
+ * (same inode and mtime) and found nothing that matters for this process. */
+static __always_inline void exec_mapping(__u32 tgid, struct file *f)
+{
+	struct lp_obj_key key = {};
+	struct lp_obj_val *v;
+	struct lp_ev_map *e;
+	struct inode *inode;
+	__u64 mtime;
+
+	inode = BPF_CORE_READ(f, f_inode);
+	if (!inode)
+		return;
+	key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	key.ino = BPF_CORE_READ(inode, i_ino);
+	mtime = inode_mtime_ns(inode);
+	v = bpf_map_lookup_elem(&objs, &key);
+	if (v && v->mtime_ns == mtime) {
+		if (v->verdict == LP_OBJ_NONE)
+			return;
+		if (v->verdict == LP_OBJ_HELPER && !bpf_map_lookup_elem(&procs, &tgid))
+			return;
+	}
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		drop(LP_D_EVENTS_LOST);
+		return;
+	}
+	e->type = LP_EV_MAP;
+	e->tgid = tgid;
+	e->obj = key;
+	e->mtime_ns = mtime;
+	bpf_ringbuf_submit(e, 0);
+}
+
+__noinline __hidden int lp_mmap_exec(__u64 prot, __s64 fd)
+{
+	struct task_struct *task;
+	struct file **fds, *f = NULL;
+
+	if (!(prot & PROT_EXEC) || fd < 0)
+		return 0;
+	task = (struct task_struct *)bpf_get_current_task();
+	if (fd >= BPF_CORE_READ(task, files, fdt, max_fds))
+		return 0;
+	fds = BPF_CORE_READ(task, files, fdt, fd);
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return 0;
+	exec_mapping(bpf_get_current_pid_tgid() >> 32, f);
+	return 0;
+}
+
+static __always_inline void on_exec(struct task_struct *task)
+{
+	struct lp_ev_exec *e;
+	struct file *exe;
+
+	exe = BPF_CORE_READ(task, mm, exe_file);
+	if (exe)
+		exec_mapping(BPF_CORE_READ(task, tgid), exe);
+	if (!want_exec_events)
+		return;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		drop(LP_D_EVENTS_LOST);
+		return;
+	}
+	e->type = LP_EV_EXEC;
+	e->tgid = BPF_CORE_READ(task, tgid);
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	if (bpf_map_lookup_elem(&comms, e->comm)) {
+		__u32 zero = 0, tgid = e->tgid;
+		struct lp_proc_stats *init = bpf_map_lookup_elem(&proc_init, &zero);
+
+		if (init) {
+			init->tgid = tgid;
+			init->tracked_since_ns = bpf_ktime_get_ns();
+			bpf_map_update_elem(&procs, &tgid, init, BPF_NOEXIST);
+		}
+	}
+	bpf_ringbuf_submit(e, 0);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(lp_exit_btf, struct task_struct *p)
+{
+	on_exit(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(lp_exec_btf, struct task_struct *p)
+{
+	on_exec(p);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(lp_exit_raw, struct task_struct *p)
+{
+	on_exit(p);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(lp_exec_raw, struct task_struct *p)
+{
+	on_exec(p);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int lp_mmap_enter_tp(struct trace_event_raw_sys_enter *ctx)
+{
+	lp_mmap_exec(ctx->args[2], (__s64)ctx->args[4]);
+	return 0;
+}

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* What every collector shares: the maps (defined once, in maps.bpf.c; declared extern
+ * here for the others, and resolved when bpftool gen object links them into one object),
+ * the settings user space fills before load, and the helpers on them. Collectors are
+ * static inline in their own .bpf.c files, one per collector. */
+#ifndef LP_BPF_H
+#define LP_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "llmprof/abi.h"
+
+#define PF_EXITING 0x00000004
+
+#if defined(__TARGET_ARCH_x86)
+#define LP_NR_FUTEX 202
+#define LP_NR_MMAP 9
+#elif defined(__TARGET_ARCH_arm64)
+#define LP_NR_FUTEX 98
+#define LP_NR_MMAP 222
+#endif
+#define LP_NR_FUTEX_WAITV 449
+
+/* User stack scanned per sample: up to 8 KiB, for kernels with large frames (tinyBLAS
+ * tiles, a fork's GEMMs) between the instruction pointer and their op's return address. */
+#define LP_STACK_WORDS 1024
+/* At a switch-out only whether it stopped in a barrier matters: the instruction pointer in
+ * a runtime or ggml_barrier, or a libc call (sched_yield, futex) just below one. Switches
+ * are frequent (OpenMP threads sleep and wake thousands of times a second): 512 bytes. */
+#define SWITCH_WORDS 64
+
+#ifdef LP_MAPS_HERE
+#define LP_MAP
+#define LP_SETTING
+#else
+#define LP_MAP extern
+#define LP_SETTING extern
+#endif
+
+/* Set by user space before load. */
+LP_SETTING const volatile bool want_exec_events;
+/* Classify samples by return addresses on the user stack as well as by the instruction
+ * pointer, so that time in callees (ggml_vec_dot_*, sgemm kernels) counts for the matmul
+ * function that called them. */
+LP_SETTING const volatile bool stack_scan;
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_proc_stats);
+} procs SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_thread);
+} threads SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192); /* resized by user space */
+	__type(key, struct lp_futex_key);
+	__type(value, struct lp_futex_val);
+} futex_addrs SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_ranges);
+} ranges SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_op_samples);
+} op_samples SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_precise);
+} precise SEC(".maps");
+
+/* Entries are made as probed ops return, at most LP_PRECISE_OPS per process in precise
+ * mode: not preallocated. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192); /* resized by user space */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lp_op_key);
+	__type(value, struct lp_op_precise);
+} op_precise SEC(".maps");
+
+/* A zeroed op_precise value to insert from: too large for the BPF stack. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_op_precise);
+} op_precise_init SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct lp_obj_key);
+	__type(value, struct lp_obj_val);
+} objs SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64[LP_STACK_WORDS]);
+} stack_buf SEC(".maps");
+
+/* The --comm names, filled by user space before attach: a process that execs under one is
+ * tracked from the exec itself; the daemon adopts the entry when the event reaches it
+ * (before, the faults of its first milliseconds were lost). */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LP_MAX_COMMS);
+	__type(key, char[LP_COMM_LEN]);
+	__type(value, __u8);
+} comms SEC(".maps");
+
+/* A zeroed record to insert from: too large for the BPF stack. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_proc_stats);
+} proc_init SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LP_D_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20); /* resized by user space */
+} events SEC(".maps");
+
+/* A process mapped executable memory (mmap with PROT_EXEC of file fd): the discovery
+ * collector (lifecycle.bpf.c) decides whether user space hears of it. Called by the mmap
+ * tracepoint and by the raw syscall fallback in futex.bpf.c. */
+__hidden int lp_mmap_exec(__u64 prot, __s64 fd);
+
+struct task_struct___o {
+	volatile long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline long task_state(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return BPF_CORE_READ((struct task_struct___o *)t, state);
+}
+
+static __always_inline void drop(__u32 what)
+{
+	__u64 *c = bpf_map_lookup_elem(&drops, &what);
+
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
+static __always_inline void hist_add(struct lp_hist *h, __u64 v)
+{
+	__u32 idx = lp_hist_index(v);
+
+	if (idx >= LP_HIST_NBUCKETS)
+		return;
+	__sync_fetch_and_add(&h->buckets[idx], 1);
+	__sync_fetch_and_add(&h->sum_ns, v);
+	/* No atomic max in BPF: a lost race under-reports max by one concurrent sample. */
+	if (v > h->max_ns)
+		h->max_ns = v;
+}
+
+/* The thread's state, created on first sight. Only called for tracked processes. */
+static __always_inline struct lp_thread *thread_get(__u32 tid, __u32 tgid)
+{
+	struct lp_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct lp_thread zero = {};
+
+	if (t && t->tgid == tgid)
+		return t;
+	/* Absent, or left over from an earlier thread with a reused tid: start afresh. */
+	zero.tgid = tgid;
+	if (bpf_map_update_elem(&threads, &tid, &zero, BPF_ANY)) {
+		drop(LP_D_THREADS_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+static __always_inline bool gen_depth_add(__u32 tgid, int d)
+{
+	struct lp_op_samples *os = bpf_map_lookup_elem(&op_samples, &tgid);
+
+	if (!os)
+		return false;
+	__sync_fetch_and_add(&os->gen_depth, d);
+	return true;
+}
+
+/* Index of the range holding addr, or -1: binary search over at most 512 ranges. */
+static __always_inline int range_find(const struct lp_ranges *rg, __u64 addr)
+{
+	__u32 lo = 0, hi = rg->n, mid;
+
+	if (addr < rg->lo || addr >= rg->hi)
+		return -1;
+	for (int i = 0; i < 10 && lo < hi; i++) {
+		mid = ((lo + hi) / 2) & (LP_MAX_RANGES - 1);
+		if (addr < rg->r[mid].start)
+			hi = mid;
+		else if (addr >= rg->r[mid].end)
+			lo = mid + 1;
+		else
+			return (int)mid;
+	}
+	return -1;
+}
+#endif /* LP_BPF_H */

@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* The one definition of every map and setting the collectors share (lp.bpf.h). */
+#define LP_MAPS_HERE
+#include "lp.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const volatile bool want_exec_events = false;
+const volatile bool stack_scan = true;

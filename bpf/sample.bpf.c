@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* The sampler: cpu-clock samples of tracked processes, each classified once by where.bpf.h
+ * into sync, an op, or outside ops, counted per process and per op. */
+#include "lp.bpf.h"
+#include "where.bpf.h"
+
+SEC("perf_event")
+int lp_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	const struct lp_ranges *rg;
+	struct lp_op_samples *os;
+	struct lp_proc_stats *p;
+	struct pt_regs *regs;
+	struct where w;
+	__u64 ip, sp;
+	bool gen;
+
+	rg = bpf_map_lookup_elem(&ranges, &tgid);
+	if (!rg)
+		return 0;
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return 0;
+	/* In the kernel (a syscall, a fault): classify where it entered from user space. */
+	ip = PT_REGS_IP(&ctx->regs);
+	sp = PT_REGS_SP(&ctx->regs);
+	if ((__s64)ip < 0) {
+		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		ip = PT_REGS_IP_CORE(regs);
+		sp = PT_REGS_SP_CORE(regs);
+	}
+	__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES], 1);
+	w = classify(rg, ip, sp, LP_STACK_WORDS);
+	if (w.region == LP_R_MATMUL)
+		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_MATMUL], 1);
+	else if (w.region == LP_R_BARRIER)
+		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_BARRIER], 1);
+	os = bpf_map_lookup_elem(&op_samples, &tgid);
+	if (!os)
+		return 0;
+	gen = os->gen_depth > 0;
+	__sync_fetch_and_add(&os->total, 1);
+	if (gen)
+		__sync_fetch_and_add(&os->gen_total, 1);
+	if (w.region == LP_R_BARRIER) {
+		__sync_fetch_and_add(&os->sync, 1);
+		if (gen)
+			__sync_fetch_and_add(&os->gen_sync, 1);
+	} else if (w.op >= 0) {
+		__sync_fetch_and_add(&os->all[w.op & (LP_MAX_OPS - 1)], 1);
+		if (gen)
+			__sync_fetch_and_add(&os->gen[w.op & (LP_MAX_OPS - 1)], 1);
+	}
+	return 0;
+}
