@@ -378,6 +378,15 @@ static uint64_t count_entries(struct bpf_map *map)
 	return n;
 }
 
+int lp_core_op_samples(const struct lp_core *c, pid_t pid, struct lp_op_samples *out)
+{
+	__u32 key = (__u32)pid;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.op_samples), &key, out))
+		return -errno;
+	return 0;
+}
+
 size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size_t n)
 {
 	struct bpf_map *maps[] = {c->skel->maps.procs,	     c->skel->maps.threads,

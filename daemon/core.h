@@ -6,12 +6,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "config.h"
 #include "feature.h"
 
 struct core_bpf;
 struct bpf_link;
+struct lp_op_samples;
 
 struct lp_core {
 	struct core_bpf *skel;
@@ -41,6 +43,9 @@ struct lp_map_usage {
 	uint64_t memlock; /* bytes the kernel charges for the map */
 	uint64_t entries; /* entries in use; 0 for maps that are not hashes */
 };
+
+/* The kernel's op counts of process pid into *out; 0, or -errno (-ENOENT: none). */
+int lp_core_op_samples(const struct lp_core *c, pid_t pid, struct lp_op_samples *out);
 
 /* Fills up to n entries describing the core maps; returns how many. */
 size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size_t n);

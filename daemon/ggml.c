@@ -657,10 +657,8 @@ void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
 	if (t->ggml) {
 		lp_sampler_stop(&t->ggml->sampler);
 		/* The exit hook leaves the op counts for this last read. */
-		if (t->ggml->op_samples_made && !t->ggml->final_ops &&
-		    (t->ggml->final_ops = calloc(1, sizeof(*t->ggml->final_ops))))
-			bpf_map_lookup_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key,
-					    t->ggml->final_ops);
+		if (!t->ggml->final_ops)
+			t->ggml->final_ops = lp_ggml_op_samples(g->core, t->ggml, t->pid);
 	}
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key);
 	/* The exit hook deletes these; an exit it missed (lp_tracker_sweep) leaves them. */

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/types.h>
 
 #include "core.h"
@@ -120,6 +121,24 @@ static inline void lp_ggml_metrics_ops(struct lp_ggml_proc *gp, const struct lp_
 		return;
 	lp_op_mark_top(&gp->ops, os->all, LP_METRICS_OPS, gp->metrics_op);
 	gp->metrics_ops_chosen = true;
+}
+
+/* The process's op counts now, on the heap (the caller frees), or NULL: the kernel's while
+ * it runs, the last read once it has exited. The one place that reads them. */
+static inline struct lp_op_samples *lp_ggml_op_samples(const struct lp_core *c,
+						       const struct lp_ggml_proc *gp, pid_t pid)
+{
+	struct lp_op_samples *os;
+
+	if (!gp || !(gp->final_ops || gp->op_samples_made) || !(os = malloc(sizeof(*os))))
+		return NULL;
+	if (gp->final_ops)
+		*os = *gp->final_ops;
+	else if (lp_core_op_samples(c, pid, os)) {
+		free(os);
+		return NULL;
+	}
+	return os;
 }
 
 /* Whether any of the process's objects holds a function matching pattern. */

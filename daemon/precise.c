@@ -50,20 +50,6 @@ static void samples_since_start(const struct lp_ggml_proc *gp, const struct lp_p
 		acc[i] += st->ctr[sample_ctr[i]] - gp->samples_start[i];
 }
 
-/* The process's op samples now, or NULL (heap; the caller frees). */
-static struct lp_op_samples *op_samples_now(struct lp_ggml *g, struct lp_target *t)
-{
-	struct lp_op_samples *os = malloc(sizeof(*os));
-	__u32 key = (__u32)t->pid;
-
-	if (os && (!t->ggml->op_samples_made ||
-		   bpf_map_lookup_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key, os))) {
-		free(os);
-		os = NULL;
-	}
-	return os;
-}
-
 /* Adds the op samples taken since the open window started to acc and *total. */
 static void ops_since_start(const struct lp_ggml_proc *gp, const struct lp_op_samples *os,
 			    uint64_t acc[LP_MAX_OPS], uint64_t *total)
@@ -92,7 +78,7 @@ static int window_mark(struct lp_ggml *g, struct lp_target *t)
 	    bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr, BPF_ANY) < 0)
 		r = -errno;
 	if (r == 0) {
-		struct lp_op_samples *os = op_samples_now(g, t);
+		struct lp_op_samples *os = lp_ggml_op_samples(g->core, t->ggml, t->pid);
 
 		for (size_t i = 0; i < LP_MAX_OPS; i++)
 			gp->op_start[i] = os ? os->all[i] : 0;
@@ -141,7 +127,7 @@ static void choose_ops(struct lp_ggml *g, struct lp_target *t, uint8_t want[LP_M
 				    (int)t->pid, gp->precise_ops_missing, (int)t->pid);
 		return;
 	}
-	os = op_samples_now(g, t);
+	os = lp_ggml_op_samples(g->core, t->ggml, t->pid);
 	if (os)
 		lp_op_mark_top(&gp->ops, os->all, LP_PRECISE_OPS, want);
 	free(os);
@@ -281,7 +267,7 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 			gp->window_oncpu_ns += oncpu - gp->oncpu_start_ns;
 	}
 	if (st) {
-		struct lp_op_samples *os = op_samples_now(g, t);
+		struct lp_op_samples *os = lp_ggml_op_samples(g->core, t->ggml, t->pid);
 
 		samples_since_start(gp, st, gp->window_samples);
 		ops_since_start(gp, os, gp->window_op, &gp->window_op_total);

@@ -139,19 +139,9 @@ static void stats_add(struct lp_proc_stats *dst, const struct lp_proc_stats *src
 /* The op counts: the kernel's for a live process, the last read for an exited one. */
 static void read_ops(struct lp_proc_view *v, struct lp_ggml_proc *gp, const struct lp_core *c)
 {
-	__u32 key = (__u32)v->target->pid;
-
-	if (!gp || !(v->ops = malloc(sizeof(*v->ops))))
-		return;
-	if (gp->final_ops)
-		*v->ops = *gp->final_ops;
-	else if (!v->live || !gp->op_samples_made ||
-		 bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.op_samples), &key, v->ops)) {
-		free(v->ops);
-		v->ops = NULL;
-		return;
-	}
-	lp_ggml_metrics_ops(gp, v->ops);
+	v->ops = lp_ggml_op_samples(c, gp, v->target->pid);
+	if (v->ops)
+		lp_ggml_metrics_ops(gp, v->ops);
 }
 
 int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid)
