@@ -39,6 +39,8 @@ static void detach_one(struct bpf_link **slot)
 	*slot = NULL;
 }
 
+/* Scheduler and lifecycle programs, tp_btf or raw_tp; the wakeup programs only where the
+ * kernel keeps no run-queue delay of its own (every wakeup on the host would run them). */
 static int attach_sched(struct lp_core *c, bool btf)
 {
 	struct core_bpf *s = c->skel;
@@ -60,6 +62,8 @@ static int attach_sched(struct lp_core *c, bool btf)
 	int r;
 
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		if (!bpf_program__autoload(progs[i].prog))
+			continue;
 		r = attach_one(progs[i].prog, progs[i].slot);
 		if (r < 0)
 			return r;
@@ -234,18 +238,22 @@ static void attach_mmap(struct lp_core *c, bool tracefs)
 		    "neither syscalls:sys_enter_mmap nor raw_syscalls attach");
 }
 
-static void set_autoload_sched(struct core_bpf *s, bool btf)
+static void set_autoload_sched(struct core_bpf *s, bool btf, bool wakeups)
 {
-	struct bpf_program *b[] = {s->progs.lp_switch_btf, s->progs.lp_wakeup_btf,
-				   s->progs.lp_wakeup_new_btf, s->progs.lp_exit_btf,
-				   s->progs.lp_exec_btf};
-	struct bpf_program *r[] = {s->progs.lp_switch_raw, s->progs.lp_wakeup_raw,
-				   s->progs.lp_wakeup_new_raw, s->progs.lp_exit_raw,
-				   s->progs.lp_exec_raw};
+	struct {
+		struct bpf_program *btf, *raw;
+		bool on;
+	} progs[] = {
+		{s->progs.lp_switch_btf, s->progs.lp_switch_raw, true},
+		{s->progs.lp_wakeup_btf, s->progs.lp_wakeup_raw, wakeups},
+		{s->progs.lp_wakeup_new_btf, s->progs.lp_wakeup_new_raw, wakeups},
+		{s->progs.lp_exit_btf, s->progs.lp_exit_raw, true},
+		{s->progs.lp_exec_btf, s->progs.lp_exec_raw, true},
+	};
 
-	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++) {
-		bpf_program__set_autoload(b[i], btf);
-		bpf_program__set_autoload(r[i], !btf);
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		bpf_program__set_autoload(progs[i].btf, progs[i].on && btf);
+		bpf_program__set_autoload(progs[i].raw, progs[i].on && !btf);
 	}
 }
 
@@ -283,7 +291,8 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	s->rodata->want_exec_events = cfg->ncomms > 0 || cfg->nexes > 0;
 	s->rodata->stack_scan = cfg->stack_scan;
 
-	set_autoload_sched(s, btf);
+	c->wakeups = !f->sched_info;
+	set_autoload_sched(s, btf, c->wakeups);
 	bpf_program__set_autoload(s->progs.lp_futex_enter_tp, futex_tp);
 	bpf_program__set_autoload(s->progs.lp_futex_exit_tp, futex_tp);
 	bpf_program__set_autoload(s->progs.lp_futex_waitv_enter_tp, futex_tp);

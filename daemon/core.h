@@ -20,6 +20,7 @@ struct lp_core {
 	struct bpf_link **links;
 	size_t nlinks;
 	const char *sched_variant; /* "tp_btf" or "raw_tp" */
+	bool wakeups;		   /* sched_wakeup programs attached: no sched_info */
 	const char *futex_source;  /* "syscall tracepoints", "raw_syscalls" or NULL (off) */
 	bool faults;		   /* page fault perf events attached */
 	int nfault_cpus;

@@ -107,6 +107,9 @@ void lp_features_probe(struct lp_features *f, bool mount_tracefs)
 	f->pmu_err = probe_perf(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, 0, -1);
 	f->pmu = f->pmu_err == 0;
 	f->ringbuf = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) == 1;
+	/* The file exists exactly when the kernel keeps sched_info (CONFIG_SCHED_INFO); the
+	 * BPF side finds the same by its field in the kernel's BTF. */
+	f->sched_info = access("/proc/self/schedstat", R_OK) == 0;
 }
 
 static const char *yesno(bool b)
@@ -126,11 +129,11 @@ void lp_features_log(const struct lp_features *f)
 	}
 	log_info(
 		"kernel features: btf %s, tp_btf %s, raw_tp %s, fentry %s, kprobes %s, tracefs %s, "
-		"perf software events %s, hardware PMU %s, ring buffer %s",
+		"perf software events %s, hardware PMU %s, ring buffer %s, sched_info %s",
 		yesno(f->btf), yesno(f->tp_btf), yesno(f->raw_tp), yesno(f->fentry),
 		yesno(f->kprobes),
 		f->tracefs_mounted_here ? "mounted by llmprofd" : yesno(f->tracefs),
-		yesno(f->perf_sw), yesno(f->pmu), yesno(f->ringbuf));
+		yesno(f->perf_sw), yesno(f->pmu), yesno(f->ringbuf), yesno(f->sched_info));
 	if (!f->btf)
 		log_error("missing: kernel BTF (/sys/kernel/btf/vmlinux); llmprofd needs a kernel "
 			  "built with CONFIG_DEBUG_INFO_BTF=y");
@@ -152,6 +155,10 @@ void lp_features_log(const struct lp_features *f)
 		log_warning_errno(f->perf_sw_err,
 				  "missing: perf software events (%m); page faults will not be "
 				  "counted; check kernel.perf_event_paranoid and CAP_PERFMON");
+	if (!f->sched_info)
+		log_info("missing: the kernel's run-queue accounting (CONFIG_SCHED_INFO, "
+			 "/proc/PID/schedstat); run-queue latency is timed from sched_wakeup "
+			 "instead, which costs every wakeup on the host a program run");
 	if (!f->pmu)
 		log_info("missing: hardware PMU counters (%s); nothing needs them yet",
 			 strerror(-f->pmu_err));

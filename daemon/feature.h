@@ -22,6 +22,7 @@ struct lp_features {
 	bool pmu; /* hardware counters (cycles) exist */
 	int pmu_err;
 	bool ringbuf;
+	bool sched_info; /* the kernel keeps run-queue delay per task (CONFIG_SCHED_INFO) */
 };
 
 /* Probes everything; mounts tracefs at /sys/kernel/tracing when it is absent and

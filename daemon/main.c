@@ -609,9 +609,11 @@ static int run(struct daemon *d)
 	r = lp_core_load(&d->core, &d->cfg, &d->features);
 	if (r < 0)
 		return r;
-	log_info("collectors: scheduler via %s, futex via %s, page faults %s, new mappings via %s, "
-		 "sampling at %u Hz %s",
-		 d->core.sched_variant, d->core.futex_source ? d->core.futex_source : "off",
+	log_info("collectors: scheduler via %s, run-queue delay from %s, futex via %s, page faults "
+		 "%s, new mappings via %s, sampling at %u Hz %s",
+		 d->core.sched_variant,
+		 d->core.wakeups ? "sched_wakeup" : "the kernel's sched_info",
+		 d->core.futex_source ? d->core.futex_source : "off",
 		 d->core.faults ? "via perf software events" : "off",
 		 d->core.mmap_source ? d->core.mmap_source : "nothing (off)", d->core.sample_hz,
 		 d->core.sample_per_thread ? "per thread of each LLM process" : "per CPU");

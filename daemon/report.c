@@ -153,6 +153,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 	memset(r, 0, sizeof(*r));
 	r->now_ns = lp_now_ns();
 	r->sched_variant = c->sched_variant;
+	r->wakeups = c->wakeups;
 	r->futex_source = c->futex_source;
 	r->mmap_source = c->mmap_source;
 	r->sample_hz = c->sample_hz;

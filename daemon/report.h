@@ -30,6 +30,7 @@ struct lp_proc_view {
 struct lp_report {
 	const struct lp_features *features;
 	const char *sched_variant;
+	bool wakeups; /* run-queue delay timed from sched_wakeup, not the kernel's */
 	const char *futex_source;
 	const char *mmap_source;
 	uint32_t sample_hz;

@@ -169,6 +169,7 @@ class Daemon:
         r = self.wait_log("ready:", timeout)
         # What this daemon loaded, to judge later that it unloaded exactly that.
         self.prog_ids = prog_ids_of(self.proc.pid)
+        self.prog_names = sorted(n for i, n in loaded_programs().items() if i in self.prog_ids)
         return r
 
     def api(self, method, path, body=None, user=None, **kw):
