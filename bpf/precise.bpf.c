@@ -28,6 +28,15 @@ static __always_inline struct lp_thread *precise_thread(__u32 *tgid_out)
 	return t;
 }
 
+/* Whether a generation decode (one token) is in flight in the process: the calls that
+ * return then make the exact per-token split. */
+static __always_inline bool generating(__u32 tgid)
+{
+	struct lp_op_samples *os = bpf_map_lookup_elem(&op_samples, &tgid);
+
+	return os && os->gen_depth > 0;
+}
+
 static __always_inline void call_enter(struct lp_call *c)
 {
 	if (c->depth++ == 0) {
@@ -93,15 +102,18 @@ int BPF_KRETPROBE(lp_barrier_exit)
 {
 	struct lp_proc_stats *p;
 	struct lp_thread *t;
+	__u64 d, off;
 	__u32 tgid;
-	__u64 d;
 
 	t = precise_thread(&tgid);
 	if (!t || !(d = call_exit(&t->bar)) || !(p = bpf_map_lookup_elem(&procs, &tgid)))
 		return 0;
+	off = t->bar.off_ns < d ? t->bar.off_ns : d;
 	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_CALLS], 1);
 	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_NS], d);
-	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_OFF_NS], t->bar.off_ns < d ? t->bar.off_ns : d);
+	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_OFF_NS], off);
+	if (generating(tgid))
+		__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_GEN_ONCPU_NS], d - off);
 	hist_add(&p->hist[LP_H_BARRIER], d);
 	if (t->mm.depth)
 		t->mm.inner_ns += d;
@@ -140,7 +152,7 @@ int BPF_KRETPROBE(lp_op_exit)
 	struct lp_op_precise *s;
 	struct lp_thread *t;
 	__u32 zero = 0;
-	__u64 d;
+	__u64 d, own;
 
 	t = precise_thread(&key.tgid);
 	if (!t || !(d = call_exit(&t->op)))
@@ -157,11 +169,14 @@ int BPF_KRETPROBE(lp_op_exit)
 		if (!s)
 			return 0;
 	}
+	own = d > t->op.inner_ns + t->op.off_ns ? d - t->op.inner_ns - t->op.off_ns : 0;
 	__sync_fetch_and_add(&s->calls, 1);
 	__sync_fetch_and_add(&s->ns, d);
-	__sync_fetch_and_add(&s->oncpu_ns, d > t->op.inner_ns + t->op.off_ns
-						   ? d - t->op.inner_ns - t->op.off_ns
-						   : 0);
+	__sync_fetch_and_add(&s->oncpu_ns, own);
 	hist_add(&s->hist, d);
+	if (generating(key.tgid)) {
+		__sync_fetch_and_add(&s->gen_calls, 1);
+		__sync_fetch_and_add(&s->gen_oncpu_ns, own);
+	}
 	return 0;
 }

@@ -215,6 +215,18 @@ static const char *const groups[][2] = {
 
 #define TOP_OPS 15
 
+/* The rest of a line: each group's milliseconds, those above zero. */
+static void print_group_ms(const cJSON *ms)
+{
+	char a[32];
+
+	for (size_t i = 0, k = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+		if (ctl_num(ms, groups[i][0], 0) > 0)
+			printf("%s %s %s", k++ ? "," : "", groups[i][1],
+			       ctl_fmt_dur(a, sizeof(a), ctl_num(ms, groups[i][0], 0) * 1e6));
+	printf("\n");
+}
+
 /* "top operators": where the sampled CPU time goes, per op and per group, with the CPU
  * time per generated token (summed over threads, so it can exceed the wall time). */
 static void print_ops(const cJSON *g, const cJSON *sm)
@@ -267,12 +279,13 @@ static void print_ops(const cJSON *g, const cJSON *sm)
 	if (gen > 0) {
 		printf("  per token   %s wall; CPU:",
 		       ctl_fmt_dur(a, sizeof(a), ctl_num(pt, "wall_ms", 0) * 1e6));
-		for (size_t i = 0, k = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
-			if (ctl_num(cm, groups[i][0], 0) > 0)
-				printf("%s %s %s", k++ ? "," : "", groups[i][1],
-				       ctl_fmt_dur(a, sizeof(a),
-						   ctl_num(cm, groups[i][0], 0) * 1e6));
-		printf("\n");
+		print_group_ms(cm);
+	}
+	pr = cJSON_GetObjectItemCaseSensitive(pt, "precise");
+	if (cJSON_IsObject(pr)) {
+		printf("  per token, precise (%.0f tokens, %.0f ops probed; exact own CPU):",
+		       ctl_num(pr, "generated", 0), ctl_num(pr, "ops_probed", 0));
+		print_group_ms(cJSON_GetObjectItemCaseSensitive(pr, "cpu_ms"));
 	}
 }
 

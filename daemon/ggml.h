@@ -39,6 +39,17 @@ struct lp_ggml_obj {
 };
 
 /* ggml state of one tracked process; owned by its lp_target. */
+/* The process counters precise windows follow (their growth inside the windows): the
+ * samples, to compare with, and the tokens and barrier time of the per-token split. */
+enum lp_window_ctr {
+	LP_W_SAMPLES,
+	LP_W_SAMPLES_MATMUL,
+	LP_W_SAMPLES_BARRIER,
+	LP_W_GEN_TOKENS,
+	LP_W_BARRIER_GEN_ONCPU_NS,
+	LP_W_NR,
+};
+
 struct lp_ggml_proc {
 	struct lp_ggml_obj **objs; /* mapped objects that hold any symbol of interest */
 	size_t nobjs;
@@ -70,7 +81,7 @@ struct lp_ggml_proc {
 	uint64_t window_start_ns;
 	uint64_t oncpu_start_ns;     /* /proc/PID/task/STAR/schedstat sums: up to date */
 	uint64_t bpf_oncpu_start_ns; /* LP_C_ONCPU_NS: exact once every thread has exited */
-	uint64_t samples_start[3];   /* samples, matmul, barrier at window start */
+	uint64_t ctr_start[LP_W_NR]; /* the counters windows follow, at window start */
 	struct bpf_link **plinks;
 	size_t nplinks;
 	size_t nprobed;		       /* functions probed in the current window */
@@ -80,7 +91,7 @@ struct lp_ggml_proc {
 	uint64_t windows;
 	uint64_t window_ns;
 	uint64_t window_oncpu_ns;
-	uint64_t window_samples[3];
+	uint64_t window_ctr[LP_W_NR];
 	/* op samples at the open window's start, and summed over completed windows */
 	uint64_t op_start[LP_MAX_OPS], op_total_start;
 	uint64_t window_op[LP_MAX_OPS], window_op_total;

@@ -39,15 +39,21 @@ static int read_stats(struct lp_ggml *g, pid_t pid, struct lp_proc_stats *st)
 	return bpf_map_lookup_elem(g->tr->procs_fd, &key, st) < 0 ? -errno : 0;
 }
 
-/* The sample counters a window follows: all, in matmul, in barriers. */
-static const int sample_ctr[3] = {LP_C_SAMPLES, LP_C_SAMPLES_MATMUL, LP_C_SAMPLES_BARRIER};
+/* The process counter behind each of enum lp_window_ctr. */
+static const int window_ctr[LP_W_NR] = {
+	[LP_W_SAMPLES] = LP_C_SAMPLES,
+	[LP_W_SAMPLES_MATMUL] = LP_C_SAMPLES_MATMUL,
+	[LP_W_SAMPLES_BARRIER] = LP_C_SAMPLES_BARRIER,
+	[LP_W_GEN_TOKENS] = LP_C_DECODE_GEN_CALLS,
+	[LP_W_BARRIER_GEN_ONCPU_NS] = LP_C_BARRIER_GEN_ONCPU_NS,
+};
 
-/* Adds the samples taken since the open window started to acc. */
-static void samples_since_start(const struct lp_ggml_proc *gp, const struct lp_proc_stats *st,
-				uint64_t acc[3])
+/* Adds what the followed counters grew by since the open window started to acc. */
+static void ctr_since_start(const struct lp_ggml_proc *gp, const struct lp_proc_stats *st,
+			    uint64_t acc[LP_W_NR])
 {
-	for (int i = 0; i < 3; i++)
-		acc[i] += st->ctr[sample_ctr[i]] - gp->samples_start[i];
+	for (int i = 0; i < LP_W_NR; i++)
+		acc[i] += st->ctr[window_ctr[i]] - gp->ctr_start[i];
 }
 
 /* Adds the op samples taken since the open window started to acc and *total. */
@@ -84,8 +90,8 @@ static int window_mark(struct lp_ggml *g, struct lp_target *t)
 			gp->op_start[i] = os ? os->all[i] : 0;
 		gp->op_total_start = os ? os->total : 0;
 		free(os);
-		for (int i = 0; i < 3; i++)
-			gp->samples_start[i] = st->ctr[sample_ctr[i]];
+		for (int i = 0; i < LP_W_NR; i++)
+			gp->ctr_start[i] = st->ctr[window_ctr[i]];
 		gp->bpf_oncpu_start_ns = st->ctr[LP_C_ONCPU_NS];
 		gp->window_start_ns = lp_now_ns();
 		gp->oncpu_start_ns = proc_oncpu_ns(t->pid);
@@ -269,7 +275,7 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 	if (st) {
 		struct lp_op_samples *os = lp_ggml_op_samples(g->core, t->ggml, t->pid);
 
-		samples_since_start(gp, st, gp->window_samples);
+		ctr_since_start(gp, st, gp->window_ctr);
 		ops_since_start(gp, os, gp->window_op, &gp->window_op_total);
 		free(os);
 	}
@@ -354,7 +360,7 @@ void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *no
 	out->windows = gp->windows;
 	out->ns = gp->window_ns;
 	out->oncpu_ns = gp->window_oncpu_ns;
-	memcpy(out->samples, gp->window_samples, sizeof(out->samples));
+	memcpy(out->ctr, gp->window_ctr, sizeof(out->ctr));
 	memcpy(out->op_samples, gp->window_op, sizeof(out->op_samples));
 	out->op_total = gp->window_op_total;
 	if (!gp->precise_on)
@@ -365,7 +371,7 @@ void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *no
 	uint64_t oncpu = proc_oncpu_ns(t->pid);
 	if (oncpu >= gp->oncpu_start_ns)
 		out->oncpu_ns += oncpu - gp->oncpu_start_ns;
-	samples_since_start(gp, now, out->samples);
+	ctr_since_start(gp, now, out->ctr);
 }
 
 struct lp_op_precise *lp_precise_ops(const struct lp_core *c, const struct lp_target *t)
@@ -432,7 +438,7 @@ void lp_precise_reset(struct lp_ggml *g, struct lp_target *t)
 	struct lp_ggml_proc *gp = t->ggml;
 
 	gp->windows = gp->window_ns = gp->window_oncpu_ns = 0;
-	memset(gp->window_samples, 0, sizeof(gp->window_samples));
+	memset(gp->window_ctr, 0, sizeof(gp->window_ctr));
 	memset(gp->window_op, 0, sizeof(gp->window_op));
 	gp->window_op_total = 0;
 	if (gp->final_op_precise)

@@ -40,7 +40,7 @@ struct lp_precise_totals {
 	uint64_t windows;
 	uint64_t ns;
 	uint64_t oncpu_ns;
-	uint64_t samples[3];			   /* samples, matmul, barrier inside the windows */
+	uint64_t ctr[LP_W_NR];			   /* enum lp_window_ctr, inside the windows */
 	uint64_t op_samples[LP_MAX_OPS], op_total; /* per op, and in all, inside the windows */
 };
 

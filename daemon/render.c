@@ -52,6 +52,7 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_BARRIER_CALLS] = "precise_barrier_calls",
 	[LP_C_GEN_INTERVALS] = "generation_intervals",
 	[LP_C_GEN_INTERVAL_NS] = "generation_interval_ns",
+	[LP_C_BARRIER_GEN_ONCPU_NS] = "barrier_generation_oncpu_ns",
 	[LP_C_BARRIER_NS] = "precise_barrier_ns",
 	[LP_C_BARRIER_OFF_NS] = "precise_barrier_offcpu_ns",
 };
@@ -232,6 +233,32 @@ static int compare_row(const void *a, const void *b)
 	return x->n > y->n ? -1 : x->n < y->n;
 }
 
+/* per_token.precise: the exact split over precise windows, from the probed ops' own on-CPU
+ * time and the barriers' spinning in calls that returned while a generation decode was in
+ * flight, over the tokens generated in the windows. Ops not probed are not in it. */
+static void render_precise_per_token(cJSON *o, const struct lp_ggml_proc *gp,
+				     const struct lp_op_precise *pr,
+				     const struct lp_precise_totals *w)
+{
+	uint64_t tokens = w->ctr[LP_W_GEN_TOKENS], ns[LP_G_KEYS] = {0};
+	size_t probed = 0;
+	cJSON *x, *y;
+
+	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
+		ns[gp->ops.v[i].group] += pr[i].gen_oncpu_ns;
+		probed += pr[i].gen_calls > 0;
+	}
+	ns[LP_G_SYNC] = w->ctr[LP_W_BARRIER_GEN_ONCPU_NS];
+	x = cJSON_AddObjectToObject(o, "precise");
+	num(x, "generated", tokens);
+	num(x, "ops_probed", probed);
+	y = cJSON_AddObjectToObject(x, "cpu_ms");
+	for (int i = 0; i < LP_G_KEYS; i++)
+		if (i != LP_G_OUTSIDE)
+			cJSON_AddNumberToObject(y, lp_op_group_key(i),
+						(double)ns[i] / 1e6 / tokens);
+}
+
 /* ggml.ops, ggml.op_groups and ggml.per_token: where the sampled CPU time goes by operator,
  * over the process's life and per generated token. */
 static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_op_samples *os,
@@ -298,6 +325,8 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 		cJSON_AddNumberToObject(y, lp_op_group_key(i),
 					gen_tokens && hz ? (double)g[i] * 1e3 / hz / gen_tokens
 							 : 0);
+	if (pr && w->ctr[LP_W_GEN_TOKENS])
+		render_precise_per_token(x, gp, pr, w);
 }
 
 /* Configured names (not globs) that none of the process's objects holds. */
@@ -403,8 +432,9 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 			      render_share(ctr[LP_C_MATMUL_EXCL_ONCPU_NS], spin, w->oncpu_ns));
 	/* The estimate over the same windows, to judge it by. */
 	cJSON_AddItemToObject(x, "sampled_share",
-			      render_share(w->samples[1], w->samples[2], w->samples[0]));
-	num(x, "samples", w->samples[0]);
+			      render_share(w->ctr[LP_W_SAMPLES_MATMUL],
+					   w->ctr[LP_W_SAMPLES_BARRIER], w->ctr[LP_W_SAMPLES]));
+	num(x, "samples", w->ctr[LP_W_SAMPLES]);
 	return o;
 }
 
@@ -511,6 +541,7 @@ size_t lp_feature_flags(const struct lp_features *f, struct lp_feature_flag *out
 		{"perf_software_events", f->perf_sw},
 		{"hardware_pmu", f->pmu},
 		{"ring_buffer", f->ringbuf},
+		{"sched_info", f->sched_info},
 	};
 
 	memcpy(out, v, sizeof(v));
@@ -540,6 +571,7 @@ cJSON *lp_render_report(const struct lp_report *r)
 
 	col = cJSON_AddObjectToObject(root, "collectors");
 	cJSON_AddStringToObject(col, "scheduler", r->sched_variant ? r->sched_variant : "off");
+	cJSON_AddStringToObject(col, "runqueue", r->wakeups ? "sched_wakeup" : "sched_info");
 	cJSON_AddStringToObject(col, "futex", r->futex_source ? r->futex_source : "off");
 	cJSON_AddStringToObject(col, "page_faults", r->fault_cpus ? "perf software events" : "off");
 	cJSON_AddStringToObject(col, "new_mappings", r->mmap_source ? r->mmap_source : "off");

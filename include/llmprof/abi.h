@@ -64,6 +64,8 @@ enum lp_counter {
 	 * and the application's own work included), gaps of a second or more left out */
 	LP_C_GEN_INTERVALS,
 	LP_C_GEN_INTERVAL_NS,
+	/* precise mode: barrier time on CPU (spinning) while a generation decode is in flight */
+	LP_C_BARRIER_GEN_ONCPU_NS,
 	LP_C_NR,
 };
 
@@ -202,6 +204,9 @@ struct lp_op_precise {
 	__u64 ns;	     /* wall time, entry to return */
 	__u64 oncpu_ns;	     /* its own on-CPU time: minus off-CPU time and barriers inside */
 	struct lp_hist hist; /* wall time per call */
+	/* of the calls, those that returned while a generation decode was in flight */
+	__u64 gen_calls;
+	__u64 gen_oncpu_ns;
 };
 
 /* Value of the "precise" map, keyed by tgid: present while precise probes are attached. */

@@ -244,6 +244,32 @@ def precise(work):
     t.check("iqk_mul_mat" not in got or not got["iqk_mul_mat"],
             "ops not asked for are not probed")
 
+    # The exact per-token split: every call of lpops returns inside a generation decode,
+    # and the window covers all its tokens.
+    pt = g["per_token"].get("precise") or {}
+    ms = pt.get("cpu_ms", {})
+    t.check(pt.get("generated") == tokens and pt.get("ops_probed") == 3,
+            "per token, precise: %s tokens (exactly %d), %s ops probed (3)"
+            % (pt.get("generated"), tokens, pt.get("ops_probed")))
+    for op, group in (("mul_mat_up_gate", "matmul"), ("rms_norm", "norm"),
+                      ("soft_max", "attention")):
+        p, r = got.get(op) or {}, ref.get(op, {})
+        t.check(abs(ms.get(group, 0) * 1e6 * tokens - p.get("oncpu_ns", 0)) <= tokens,
+                "per token, precise: %s %.3f ms is %s's own on-CPU time over the tokens"
+                % (group, ms.get(group, 0), op))
+        # Own on-CPU time against bpftrace's wall time: they differ by the time the
+        # threads were preempted inside the op (two spinning threads on two vCPUs, beside
+        # bpftrace and the daemon): up to a few percent here.
+        ref_ms = r.get("ns", 0) / 1e6 / tokens
+        t.check(abs(ms.get(group, 0) - ref_ms) <= 0.10 * ref_ms,
+                "per token, precise: %s %.3f ms within 10%% of bpftrace's %.3f ms of %s"
+                % (group, ms.get(group, 0), ref_ms, op))
+    t.check(ms.get("sync", 0) > 0, "per token, precise: barrier spinning %.3f ms"
+            % ms.get("sync", 0))
+    t.check(re.search(r"^  per token, precise \(%d tokens, 3 ops probed; exact own CPU\): "
+                      r"matmul " % tokens, dump, re.M) is not None,
+            "dump prints the precise per-token line")
+
 
 def node(work):
     print("--- node-llama-cpp")
