@@ -68,6 +68,15 @@ cmake --build build-fuzz --target fuzz_http
 mkdir -p build-fuzz/corpus
 (cd build-fuzz && ./fuzz_http -max_total_time="${LLMPROF_FUZZ_SECONDS:-60}" -rss_limit_mb=4096 \
 	-print_final_stats=1 corpus ../tests/fuzz/seeds)
+# The .eh_frame parser (other users' binaries) for half that time, from real sections.
+echo "== libFuzzer: tests/fuzz/fuzz_cfi for $((${LLMPROF_FUZZ_SECONDS:-60} / 2)) s"
+cmake --build build-fuzz --target fuzz_cfi
+mkdir -p build-fuzz/cfi-corpus build-fuzz/cfi-seeds
+for f in build/tests/lpops build/tests/lpfixture "$(cc -print-file-name=libc.so.6)"; do
+	objcopy -O binary --only-section=.eh_frame "$f" "build-fuzz/cfi-seeds/$(basename "$f")"
+done
+(cd build-fuzz && ./fuzz_cfi -max_total_time="$((${LLMPROF_FUZZ_SECONDS:-60} / 2))" \
+	-rss_limit_mb=4096 -print_final_stats=1 cfi-corpus cfi-seeds)
 
 # Every benchmark in a reduced size, so that they keep working; the full sizes are run by
 # hand (bench/run-all.sh) and recorded in bench/RESULTS.md. Not timed assertions: they print.
