@@ -45,6 +45,9 @@ LP_SETTING const volatile bool want_exec_events;
  * pointer, so that time in callees (ggml_vec_dot_*, sgemm kernels) counts for the matmul
  * function that called them. */
 LP_SETTING const volatile bool stack_scan;
+/* Walk the stack by the objects' call frame information (unwind_rows) where they have it,
+ * before scanning it. */
+LP_SETTING const volatile bool unwind_cfi;
 
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -119,6 +122,16 @@ LP_MAP struct {
 	__type(key, __u32);
 	__type(value, __u64[LP_STACK_WORDS]);
 } stack_buf SEC(".maps");
+
+/* The unwind rows of every object with ops (abi.h), written by user space through a
+ * mapping of the array. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LP_UNWIND_ROWS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct lp_unwind_row);
+} unwind_rows SEC(".maps");
 
 /* The --comm names, filled by user space before attach: a process that execs under one is
  * tracked from the exec itself; the daemon adopts the entry when the event reaches it

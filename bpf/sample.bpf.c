@@ -14,7 +14,7 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	struct lp_proc_stats *p;
 	struct pt_regs *regs;
 	struct where w;
-	__u64 ip, sp;
+	__u64 ip, sp, bp;
 	bool gen;
 
 	rg = bpf_map_lookup_elem(&ranges, &tgid);
@@ -26,13 +26,15 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	/* In the kernel (a syscall, a fault): classify where it entered from user space. */
 	ip = PT_REGS_IP(&ctx->regs);
 	sp = PT_REGS_SP(&ctx->regs);
+	bp = PT_REGS_FP(&ctx->regs);
 	if ((__s64)ip < 0) {
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 		ip = PT_REGS_IP_CORE(regs);
 		sp = PT_REGS_SP_CORE(regs);
+		bp = PT_REGS_FP_CORE(regs);
 	}
 	__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES], 1);
-	w = classify(rg, ip, sp, LP_STACK_WORDS);
+	w = classify(rg, ip, sp, bp, LP_STACK_WORDS);
 	if (w.region == LP_R_MATMUL)
 		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_MATMUL], 1);
 	else if (w.region == LP_R_BARRIER)

@@ -79,7 +79,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				if (rg)
 					t->off_region =
 						classify(rg, PT_REGS_IP_CORE(prev_regs),
-							 PT_REGS_SP_CORE(prev_regs), SWITCH_WORDS)
+							 PT_REGS_SP_CORE(prev_regs),
+							 PT_REGS_FP_CORE(prev_regs), SWITCH_WORDS)
 							.region;
 			}
 			/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */

@@ -51,6 +51,7 @@ struct lp_config {
 	uint32_t sample_hz;		       /* cpu-clock sampling; 0 = off */
 	bool sample_per_thread;		       /* --sampler thread */
 	bool stack_scan;		       /* classify samples by return addresses too */
+	bool unwind;			       /* ... walking frames by .eh_frame where it can */
 	bool fast_entry;		       /* uprobes on the first emulated instruction */
 	double precise_duty;		       /* share of time in precise mode, 0 to 1 */
 	const char *const *precise_ops;	       /* --precise-ops: NULL = those with samples */

@@ -290,6 +290,7 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	bpf_map__set_max_entries(s->maps.op_samples, cfg->max_processes);
 	s->rodata->want_exec_events = cfg->ncomms > 0 || cfg->nexes > 0;
 	s->rodata->stack_scan = cfg->stack_scan;
+	s->rodata->unwind_cfi = cfg->unwind;
 
 	c->wakeups = !f->sched_info;
 	set_autoload_sched(s, btf, c->wakeups);
@@ -398,10 +399,11 @@ int lp_core_op_samples(const struct lp_core *c, pid_t pid, struct lp_op_samples 
 
 size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size_t n)
 {
-	struct bpf_map *maps[] = {c->skel->maps.procs,	     c->skel->maps.threads,
-				  c->skel->maps.futex_addrs, c->skel->maps.events,
-				  c->skel->maps.drops,	     c->skel->maps.ranges,
-				  c->skel->maps.precise,     c->skel->maps.objs};
+	struct bpf_map *maps[] = {
+		c->skel->maps.procs,	  c->skel->maps.threads,    c->skel->maps.futex_addrs,
+		c->skel->maps.events,	  c->skel->maps.drops,	    c->skel->maps.ranges,
+		c->skel->maps.precise,	  c->skel->maps.objs,	    c->skel->maps.op_samples,
+		c->skel->maps.op_precise, c->skel->maps.unwind_rows};
 	size_t k = 0;
 
 	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]) && k < n; i++, k++) {

@@ -31,10 +31,11 @@
 
 static const char *const class_names[LP_SYM_NR] = {"matmul", "barrier", "decode", "op"};
 
-static void obj_free(struct lp_ggml_obj *o)
+static void obj_free(struct lp_ggml *g, struct lp_ggml_obj *o)
 {
 	if (!o)
 		return;
+	lp_unwind_release(&g->unwind, o->uw_first, o->uw_n);
 	lp_links_destroy(&o->decode_links, &o->ndecode_links);
 	lp_elf_result_free(&o->syms);
 	free(o->path);
@@ -58,18 +59,28 @@ void lp_ggml_proc_free(struct lp_ggml_proc *gp)
 void lp_ggml_init(struct lp_ggml *g, const struct lp_config *cfg, struct lp_core *core,
 		  struct lp_tracker *tr)
 {
+	int r;
+
 	memset(g, 0, sizeof(*g));
 	g->cfg = cfg;
 	g->core = core;
 	g->tr = tr;
+	if (!cfg->unwind || !cfg->stack_scan)
+		return;
+	r = lp_unwind_init(&g->unwind, bpf_map__fd(core->skel->maps.unwind_rows), LP_UNWIND_ROWS);
+	if (r < 0)
+		log_warning_errno(r, "cannot map the unwind table (%m): ops are found by scanning "
+				     "the stack only, which can take a stale return address for a "
+				     "live frame");
 }
 
 void lp_ggml_free(struct lp_ggml *g)
 {
 	for (size_t i = 0; i < g->nobjs; i++)
-		obj_free(g->objs[i]);
+		obj_free(g, g->objs[i]);
 	free(g->objs);
 	free(g->pending);
+	lp_unwind_free(&g->unwind);
 	memset(g, 0, sizeof(*g));
 }
 
@@ -112,7 +123,7 @@ static void objs_trim(struct lp_ggml *g)
 		return;
 	for (size_t i = 0; i < g->nobjs; i++) {
 		if (g->objs[i]->verdict == LP_OBJ_NONE && !g->objs[i]->ndecode_links)
-			obj_free(g->objs[i]);
+			obj_free(g, g->objs[i]);
 		else
 			g->objs[k++] = g->objs[i];
 	}
@@ -169,6 +180,11 @@ static void log_obj(const struct lp_ggml_obj *o)
 	}
 	if (nops)
 		lp_line_add(&l, "%s%zu op functions", l.len ? "; " : "", nops);
+	if (o->uw_n)
+		lp_line_add(&l, "; callers found by walking frames by .eh_frame (%u rows)",
+			    o->uw_n);
+	else if (nops || lp_ggml_obj_has(o, LP_SYM_MATMUL))
+		lp_line_add(&l, "; callers found by %s", lp_ggml_obj_unwind(o));
 	log_info("%s: %s%s%s%s", o->path, l.buf,
 		 o->syms.has_symtab ? "" : " (no .symtab: stripped)",
 		 o->omp_runtime ? "; an OpenMP runtime: all of its code counts as barrier" : "",
@@ -176,6 +192,50 @@ static void log_obj(const struct lp_ggml_obj *o)
 			 ? "; no op functions in its symbols: its ops are unknown, their time "
 			   "counts as outside ops"
 			 : "");
+}
+
+/* The call frame rows of an object whose code holds ops (where samples are unwound from),
+ * into the unwind pool. */
+static void obj_load_unwind(struct lp_ggml *g, struct lp_ggml_obj *o, int fd)
+{
+	o->uw_error = -EOPNOTSUPP;
+	if (!g->unwind.rows || o->omp_runtime ||
+	    !(lp_ggml_obj_has(o, LP_SYM_MATMUL) || lp_ggml_obj_has(o, LP_SYM_OP)))
+		return;
+	o->uw_error = lp_unwind_load(&g->unwind, fd, &o->uw_first, &o->uw_n);
+	if (o->uw_error == -ENOSPC)
+		log_warning("%s: the unwind table is full (%zu of %zu rows used): its ops are "
+			    "found by scanning the stack",
+			    o->path, g->unwind.used, g->unwind.cap);
+	else if (o->uw_error && o->uw_error != -ENOENT && o->uw_error != -ENOEXEC)
+		log_warning_errno(o->uw_error,
+				  "%s: cannot read its .eh_frame (%m): its ops are "
+				  "found by scanning the stack",
+				  o->path);
+}
+
+/* Gives back the rows of objects replaced on disk that no running process maps any more. */
+static void unwind_gc(struct lp_ggml *g, const struct lp_target *gone)
+{
+	for (size_t i = 0; i < g->nobjs; i++) {
+		struct lp_ggml_obj *o = g->objs[i];
+		bool used = false;
+
+		if (!o->stale || !o->uw_n)
+			continue;
+		for (size_t k = 0; k < g->tr->n && !used; k++) {
+			const struct lp_target *t = g->tr->v[k];
+
+			for (size_t j = 0; t != gone && !t->exited && t->ggml && j < t->ggml->nobjs;
+			     j++)
+				used |= t->ggml->objs[j] == o;
+		}
+		if (!used) {
+			lp_unwind_release(&g->unwind, o->uw_first, o->uw_n);
+			o->uw_n = 0;
+			o->uw_error = -ESTALE;
+		}
+	}
 }
 
 /* The object behind a mapping, read now if this (device, inode, mtime) is new. */
@@ -223,9 +283,10 @@ static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct lp
 	o->mtime_ns = mtime;
 	o->path = strdup(m->path);
 	o->read_error = lp_elf_find(fd, &pat, &o->syms);
-	close(fd);
 	o->verdict = o->read_error ? LP_OBJ_NONE : obj_verdict(o);
 	o->omp_runtime = !o->read_error && obj_is_omp_runtime(o);
+	obj_load_unwind(g, o, fd);
+	close(fd);
 	g->objs[g->nobjs++] = o;
 	obj_publish(g, o);
 	if (o->read_error && o->read_error != -ENOEXEC)
@@ -413,6 +474,16 @@ static void write_ranges(struct lp_ggml *g, struct lp_target *t, const struct pr
 	}
 	for (size_t i = 0; i < gp->ops.n; i++)
 		rg->op_matmul[i] = gp->ops.v[i].group == LP_G_MATMUL;
+	/* The mappings the sampler can walk frames in. */
+	for (size_t i = 0; i < s->n && rg->nuw < LP_MAX_UNWIND; i++)
+		if (s->v[i].o->uw_n)
+			rg->uw[rg->nuw++] = (struct lp_unwind_obj){
+				.start = s->v[i].m.start,
+				.end = s->v[i].m.end,
+				.bias = s->v[i].m.start - s->v[i].m.pgoff,
+				.first = s->v[i].o->uw_first,
+				.n = s->v[i].o->uw_n,
+			};
 	if (rg->n) {
 		rg->lo = rg->r[0].start;
 		for (size_t i = 0; i < rg->n; i++)
@@ -654,6 +725,7 @@ void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
 	__u32 key = (__u32)t->pid;
 
 	lp_precise_on_exit(g, t);
+	unwind_gc(g, t);
 	if (t->ggml) {
 		lp_sampler_stop(&t->ggml->sampler);
 		/* The exit hook leaves the op counts for this last read. */

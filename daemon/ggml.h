@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/types.h>
@@ -16,6 +17,7 @@
 #include "sampler.h"
 #include "elfsym.h"
 #include "track.h"
+#include "unwind.h"
 
 /* One executable file, read once per (device, inode, mtime). */
 struct lp_ggml_obj {
@@ -31,6 +33,11 @@ struct lp_ggml_obj {
 	 * matmul. ggml's barrier tail-calls into it and it spins and sleeps in functions a
 	 * stripped build does not name, so all of its code is sync in the sampling table. */
 	bool omp_runtime;
+	/* its .eh_frame rows in the unwind pool (objects with op or matmul functions), or why
+	 * not: -ENOENT no .eh_frame, -ENOSPC the pool is full, -ENOEXEC not x86-64,
+	 * -EOPNOTSUPP unwinding is off */
+	uint32_t uw_first, uw_n;
+	int uw_error;
 	/* llama_decode probes, attached system-wide when first seen in an LLM process */
 	struct bpf_link **decode_links;
 	size_t ndecode_links;
@@ -152,6 +159,30 @@ static inline struct lp_op_samples *lp_ggml_op_samples(const struct lp_core *c,
 	return os;
 }
 
+/* How samples in the object's code find their callers: "eh_frame", or why not. */
+static inline const char *lp_ggml_obj_unwind(const struct lp_ggml_obj *o)
+{
+	if (o->uw_n)
+		return "eh_frame";
+	switch (o->uw_error) {
+	case -ENOENT:
+		return "stack scan: no .eh_frame";
+	case -ENOSPC:
+		return "stack scan: the unwind table is full";
+	case -ENOEXEC:
+		return "stack scan: not an x86-64 object";
+	case -ESTALE:
+		return "none: replaced on disk, no process maps it";
+	case -EOPNOTSUPP:
+		return o->omp_runtime || !(lp_ggml_obj_has(o, LP_SYM_MATMUL) ||
+					   lp_ggml_obj_has(o, LP_SYM_OP))
+			       ? "none: no ops in it"
+			       : "stack scan: unwinding is off";
+	default:
+		return "stack scan: its .eh_frame could not be read";
+	}
+}
+
 /* Whether any of the process's objects holds a function matching pattern. */
 static inline bool lp_ggml_proc_has(const struct lp_ggml_proc *gp, const char *pattern)
 {
@@ -174,6 +205,7 @@ struct lp_ggml {
 		int tries;
 	} * pending;
 	size_t npending;
+	struct lp_unwind unwind;
 };
 
 void lp_ggml_init(struct lp_ggml *g, const struct lp_config *cfg, struct lp_core *core,

@@ -371,6 +371,11 @@ static void api_status(void *ctx, cJSON *o)
 	cJSON_AddNumberToObject(x, "decode_links", (double)decode_links);
 	cJSON_AddNumberToObject(x, "precise_processes", (double)precise_procs);
 	cJSON_AddNumberToObject(x, "precise_links", (double)precise_links);
+	/* The .eh_frame rows the sampler walks frames by: the pool, and its use. */
+	x = cJSON_AddObjectToObject(o, "unwind");
+	cJSON_AddBoolToObject(x, "enabled", d->ggml.unwind.rows != NULL);
+	cJSON_AddNumberToObject(x, "rows", (double)d->ggml.unwind.cap);
+	cJSON_AddNumberToObject(x, "rows_used", (double)d->ggml.unwind.used);
 	if (d->server)
 		lp_server_stats(d->server, &st);
 	x = cJSON_AddObjectToObject(o, "server");

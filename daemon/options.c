@@ -61,6 +61,8 @@ static void usage(FILE *out)
 		"      --sample-hz N        cpu-clock samples per second and CPU for the matmul\n"
 		"                           and barrier shares (default 199; 0 = off)\n"
 		"      --no-stack-scan      classify samples by instruction pointer only\n"
+		"      --no-unwind          find a sample's op by scanning its stack only, not by\n"
+		"                           walking its frames by .eh_frame (for comparison)\n"
 		"      --sampler cpu|thread one cpu-clock event per CPU (default: cheapest), or\n"
 		"                           one per thread of each LLM process, as perf record\n"
 		"                           -p: exact to each thread's CPU time where the host's\n"
@@ -235,6 +237,7 @@ enum {
 	OPT_DECODE_SYMS,
 	OPT_SAMPLE_HZ,
 	OPT_NO_STACK_SCAN,
+	OPT_NO_UNWIND,
 	OPT_SAMPLER,
 	OPT_NO_FAST_ENTRY,
 	OPT_PRECISE_DUTY,
@@ -277,6 +280,7 @@ static const struct option opts[] = {
 	{"decode-symbols", required_argument, NULL, OPT_DECODE_SYMS},
 	{"sample-hz", required_argument, NULL, OPT_SAMPLE_HZ},
 	{"no-stack-scan", no_argument, NULL, OPT_NO_STACK_SCAN},
+	{"no-unwind", no_argument, NULL, OPT_NO_UNWIND},
 	{"sampler", required_argument, NULL, OPT_SAMPLER},
 	{"no-fast-entry", no_argument, NULL, OPT_NO_FAST_ENTRY},
 	{"precise-duty", required_argument, NULL, OPT_PRECISE_DUTY},
@@ -436,6 +440,9 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 	case OPT_NO_STACK_SCAN:
 		cfg->stack_scan = false;
 		return 0;
+	case OPT_NO_UNWIND:
+		cfg->unwind = false;
+		return 0;
 	case OPT_NO_FAST_ENTRY:
 		cfg->fast_entry = false;
 		return 0;
@@ -546,6 +553,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->symbols[LP_SYM_OP] = default_op;
 	cfg->sample_hz = 199;
 	cfg->stack_scan = true;
+	cfg->unwind = true;
 	cfg->fast_entry = true;
 	cfg->precise_period = 60;
 	cfg->socket_path = LP_SOCKET_PATH;
@@ -753,6 +761,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	add_list(o, "op-symbols", cfg->symbols[LP_SYM_OP], 0);
 	cJSON_AddNumberToObject(o, "sample-hz", cfg->sample_hz);
 	cJSON_AddBoolToObject(o, "stack-scan", cfg->stack_scan);
+	cJSON_AddBoolToObject(o, "unwind", cfg->unwind);
 	cJSON_AddStringToObject(o, "sampler", cfg->sample_per_thread ? "thread" : "cpu");
 	cJSON_AddBoolToObject(o, "fast-entry", cfg->fast_entry);
 	cJSON_AddNumberToObject(o, "precise-duty", cfg->precise_duty);

@@ -189,13 +189,18 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp)
 		/* Op functions are many (upstream has 130+): counted, not listed. Matmul
 		 * functions named ggml_compute_forward_* are ops too. */
 		num(e, "op_functions", nops);
-		cJSON_AddStringToObject(e, "op_attribution",
-					ob->omp_runtime ? "sync: an OpenMP runtime"
-					: nops ? "stack scan: instruction pointer, else innermost "
-						 "op return address in 8 KiB"
-					: ob->verdict == LP_OBJ_MATMUL
-						? "unknown: no op functions in its symbols"
-						: "none");
+		cJSON_AddStringToObject(
+			e, "op_attribution",
+			ob->omp_runtime	   ? "sync: an OpenMP runtime"
+			: nops && ob->uw_n ? "unwind: instruction pointer, else innermost op "
+					     "among the callers, frames walked by .eh_frame"
+			: nops		   ? "stack scan: instruction pointer, else innermost "
+					     "op return address in 8 KiB"
+			: ob->verdict == LP_OBJ_MATMUL ? "unknown: no op functions in its symbols"
+						       : "none");
+		/* How samples in its code find their callers, and why not by .eh_frame. */
+		cJSON_AddStringToObject(e, "unwind", lp_ggml_obj_unwind(ob));
+		num(e, "unwind_rows", ob->uw_n);
 		/* Where each function's uprobes go: bytes past its start, and the instruction. */
 		sites = cJSON_AddArrayToObject(e, "probe_sites");
 		for (size_t k = 0; k < ob->syms.nsyms; k++) {

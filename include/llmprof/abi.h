@@ -169,14 +169,40 @@ struct lp_range {
 	__u64 end; /* exclusive */
 };
 
+/* Unwinding by call frame information (daemon/cfi.c): the rows of every object with ops,
+ * in one pool (the "unwind_rows" array), each object's rows sorted by file offset. A row
+ * holds from its offset to the next row's. */
+#define LP_UNWIND_ROWS (1 << 18)
+#define LP_MAX_UNWIND 8 /* objects with rows per process */
+enum lp_unwind_reg {
+	LP_UW_NONE = 0, /* cannot be unwound here */
+	LP_UW_RSP,
+	LP_UW_RBP,
+};
+#define LP_UW_RBP_LOST (-128)
+struct lp_unwind_row {
+	__u32 off;     /* file offset of the first instruction it covers */
+	__u16 cfa_off; /* the CFA is the register plus this; the return address at CFA - 8 */
+	__u8 cfa_reg;  /* enum lp_unwind_reg */
+	__s8 rbp;      /* the caller's %rbp: saved at CFA + 8 * rbp; 0: unchanged; or LOST */
+};
+
+/* An executable mapping of an object with rows, in one process. */
+struct lp_unwind_obj {
+	__u64 start, end;
+	__u64 bias;	/* its start less its file offset: an address less bias is a file offset */
+	__u32 first, n; /* its rows in the pool */
+};
+
 struct lp_ranges {
 	__u32 n;
-	__u32 pad;
+	__u32 nuw;    /* unwind objects in uw */
 	__u64 lo, hi; /* start of the first range, end of the last */
 	struct lp_range r[LP_MAX_RANGES];
 	__u8 kind[LP_MAX_RANGES];   /* enum lp_range_kind */
 	__u8 op[LP_MAX_RANGES];	    /* LP_K_OP, LP_K_KERNEL: index in the process's op table */
 	__u8 op_matmul[LP_MAX_OPS]; /* 1: the op is in the matmul group */
+	struct lp_unwind_obj uw[LP_MAX_UNWIND];
 };
 
 /* Value of the "op_samples" map, keyed by tgid: the process's samples by op index, in all

@@ -13,6 +13,7 @@ attributed by the rule llmprofd documents:
 The op naming here is written again from the rule, not shared with the C code, so that a
 defect in one does not hide in both."""
 import collections
+import json
 import re
 import subprocess
 
@@ -126,3 +127,30 @@ def group_shares(counts):
     for k, v in counts.items():
         g[group_of(k[3:]) if k.startswith("op:") else k] += v
     return {k: (g[k] / total if total else 0.0) for k in GROUPS}, total
+
+
+def check_groups(t, name, g, data, pid, kernels=(), tolerance=0.03, enough=500):
+    """Checks (with lptest t) each op group's share in the report's ggml section g against
+    perf's on the same run, from the daemon's first sample on. Returns perf's attribution
+    counts and our shares.
+
+    The kernel runs no BPF program at a sample while a tracepoint or uprobe program runs on
+    that CPU (bpf_prog_active): ours, and any other BPF tool's (the quick start's service
+    in CI), run in every futex call of a barrier, so the samples lost are sync samples.
+    perf loses none: the shortfall against its count, measured, widens the tolerance
+    (seen 0.3-7 %)."""
+    counts = samples(data, pid, since=g["sampled"]["since_ns"] / 1e9, kernels=kernels)
+    theirs, nperf = group_shares(counts)
+    ours = g["op_groups"]["share"]
+    for who, n, x in (("llmprofd", g["op_groups"]["samples"], ours), ("perf    ", nperf, theirs)):
+        print("%s: %s (%d samples): %s" % (name, who, n,
+                                           json.dumps({k: round(v, 3) for k, v in x.items()})))
+    t.check(g["op_groups"]["samples"] > enough and nperf > enough,
+            "%s: enough samples on both sides" % name)
+    lost = max(0.0, 1 - g["op_groups"]["samples"] / nperf)
+    t.check(lost <= 0.10, "%s: samples dropped, against perf's count: %.3f" % (name, lost))
+    for k in GROUPS:
+        t.check(abs(ours[k] - theirs[k]) <= tolerance + lost,
+                "%s: %s %.3f within %.3f of perf's %.3f"
+                % (name, k, ours[k], tolerance + lost, theirs[k]))
+    return counts, ours
