@@ -8,6 +8,7 @@ how many matmul and barrier calls were probed per generated token: with the meas
 of one probe hit (bench/probes.py) that accounts for the loss.
 
     sudo bench/inference.py [--rounds 10] [--tokens 48] [--threads 2] [--shapes tinyllama,tiny]
+                            [--configs default]   (no llmprofd and the default only)
 """
 import argparse
 import json
@@ -40,7 +41,9 @@ def main():
     ap.add_argument("--prompt", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--shapes", default="tinyllama,tiny")
+    ap.add_argument("--configs", choices=("all", "default"), default="all")
     a = ap.parse_args()
+    configs = CONFIGS if a.configs == "all" else CONFIGS[:2]
     b.need("node", b.LLMPROFD, b.LLMPROFCTL)
     rows, notes = [], []
     for shape in a.shapes.split(","):
@@ -65,9 +68,9 @@ def main():
             finally:
                 d.stop()
         print("# %s model" % shape, flush=True)
-        res = b.alternate(CONFIGS, a.rounds, measure)
-        base = b.summary(res[CONFIGS[0][0]])[0]
-        for name, _ in CONFIGS:
+        res = b.alternate(configs, a.rounds, measure)
+        base = b.summary(res[configs[0][0]])[0]
+        for name, _ in configs:
             med, lo, hi = b.summary(res[name])
             rows.append((shape, name, "%.2f" % med, "%.2f-%.2f" % (lo, hi),
                          "%.1f%%" % (100 * b.noise(res[name])), "%.3f" % (med / base),

@@ -2,15 +2,18 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Operator attribution: accuracy against perf, and what it costs.
 
-1. Accuracy: for each workload, one run sampled at once by llmprofd with each sampler and
+1. Accuracy: for each workload, one run sampled at once by llmprofd with each sampler, by
+   llmprofd scanning the stack instead of walking frames by .eh_frame (--no-unwind), and
    by `perf record --call-graph dwarf`, perf's samples attributed by the same rule
-   (tests/lib/perfref.py); every op group's share side by side.
+   (tests/lib/perfref.py); every op group's share side by side. Workloads: omp (llama.cpp's
+   OpenMP build decoding), prompt (the same build on a 300-token prompt: tinyBLAS kernels),
+   node (node-llama-cpp), lpops (the fixture).
 2. Cost per sample: the BPF program's own run time per sample (kernel.bpf_stats_enabled,
-   run_time_ns / run_cnt of lp_sample), with each sampler.
+   run_time_ns / run_cnt of lp_sample), with each sampler, unwinding and scanning.
 3. Cost on decoding: tokens/s of llama.cpp's OpenMP build (llama-simple) with no llmprofd,
    with the default sampler and with --sampler thread, in alternating rounds.
 
-    sudo bench/ops.py [--rounds 10] [--tokens 200] [--workloads omp,node,lpops]
+    sudo bench/ops.py [--rounds 10] [--tokens 200] [--workloads omp,prompt,node,lpops]
 """
 import argparse
 import json
@@ -39,6 +42,9 @@ def llama_simple():
 def argv_of(workload, tokens):
     if workload == "omp":
         return [llama_simple(), "-m", b.model("medium"), "-n", str(tokens), "Once upon a time"]
+    if workload == "prompt":
+        return [llama_simple(), "-m", b.model("medium"), "-n", "4",
+                " ".join(["Once upon a time there was a small model that"] * 30)]
     if workload == "node":
         return ["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", b.model("medium"),
                 "--tokens", str(tokens), "--threads", "2", "--prompt", "32"]
@@ -65,7 +71,9 @@ def doc_of(d, pid):
 def accuracy(workload, tokens, rows, cost):
     """One run under both samplers and perf; a row per source."""
     daemons = {"thread": b.Daemon("--sample-hz", str(HZ), "--sampler", "thread"),
-               "cpu": b.Daemon("--sample-hz", str(HZ))}
+               "cpu": b.Daemon("--sample-hz", str(HZ)),
+               "thread --no-unwind": b.Daemon("--sample-hz", str(HZ), "--sampler", "thread",
+                                              "--no-unwind")}
     data = os.path.join(tempfile.gettempdir(), "llmprofd-bench-ops.data")
     wrapped = argv_of(workload, tokens)
     try:
@@ -113,7 +121,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--tokens", type=int, default=200)
-    ap.add_argument("--workloads", default="omp,node,lpops")
+    ap.add_argument("--workloads", default="omp,prompt,node,lpops")
     a = ap.parse_args()
     b.need(b.LLMPROFD, b.LLMPROFCTL, "perf", "bpftool")
     subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=1"], check=True)
@@ -128,7 +136,8 @@ def main():
             ["workload", "source", "samples", "coverage"] + list(perfref.GROUPS), rows,
             ["perf attributes each sample by its DWARF-unwound call chain under the rule of "
              "tests/lib/perfref.py; llmprofd with both samplers on the same run, %d Hz" % HZ])
-    b.table("Cost of one sample (lp_sample: classification, 8 KiB stack scan, op counts)",
+    b.table("Cost of one sample (lp_sample: classification by unwinding or by the 8 KiB "
+            "stack scan, op counts)",
             ["workload", "sampler", "samples", "ns per sample"],
             [(w, s, n, "%.0f" % ns) for w, s, n, ns in cost],
             ["kernel.bpf_stats_enabled=1: the program's own run time per run, the perf "
