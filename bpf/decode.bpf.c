@@ -42,6 +42,7 @@ int BPF_KPROBE(lp_decode_enter)
 		t->gen_in = gen_depth_add(tgid, 1);
 	t->decode_tokens = n_tokens > 0 ? n_tokens : 0;
 	t->decode_since = now;
+	rec_emit(tgid, (__u32)id, LP_REC_DECODE_BEGIN, t->decode_tokens);
 	return 0;
 }
 
@@ -59,6 +60,7 @@ int BPF_KRETPROBE(lp_decode_exit, int ret)
 		return 0;
 	d = bpf_ktime_get_ns() - t->decode_since;
 	t->decode_since = 0;
+	rec_emit(tgid, tid, LP_REC_DECODE_END, (__u64)(__s64)ret);
 	if (t->gen_in)
 		t->gen_in = !gen_depth_add(tgid, -1);
 	p = bpf_map_lookup_elem(&procs, &tgid);

@@ -16,10 +16,12 @@ static __always_inline void fault(__u32 ctr)
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || t->tgid != tgid)
 		return;
-	if (ctr == LP_C_FAULTS_MAJ)
+	if (ctr == LP_C_FAULTS_MAJ) {
 		t->faults_maj++;
-	else
+		rec_emit(tgid, tid, LP_REC_FAULT_MAJ, 0);
+	} else {
 		t->faults_min++;
+	}
 }
 
 SEC("perf_event")

@@ -133,6 +133,20 @@ LP_MAP struct {
 	__type(value, struct lp_unwind_row);
 } unwind_rows SEC(".maps");
 
+/* Timelines being recorded (llmprofctl record), by tgid, and their events: a ring buffer of
+ * its own, so that a record never crowds out the exit records in "events". */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LP_MAX_RECORDINGS);
+	__type(key, __u32);
+	__type(value, struct lp_recording);
+} recording SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} rec_ring SEC(".maps");
+
 /* The --comm names, filled by user space before attach: a process that execs under one is
  * tracked from the exec itself; the daemon adopts the entry when the event reaches it
  * (before, the faults of its first milliseconds were lost). */
@@ -245,4 +259,49 @@ static __always_inline int range_find(const struct lp_ranges *rg, __u64 addr)
 	}
 	return -1;
 }
+/* A timeline event of thread tid of process tgid, zeroed but for its header, when the
+ * process is being recorded; NULL otherwise (and counted when the ring is full). The caller
+ * fills the rest and submits it. */
+static __always_inline struct lp_rec_ev *rec_reserve(__u32 tgid, __u32 tid, __u8 type)
+{
+	struct lp_recording *r = bpf_map_lookup_elem(&recording, &tgid);
+	struct lp_rec_ev *e;
+
+	if (!r)
+		return NULL;
+	e = bpf_ringbuf_reserve(&rec_ring, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&r->lost, 1);
+		return NULL;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts = bpf_ktime_get_ns();
+	e->tgid = tgid;
+	e->tid = tid;
+	e->type = type;
+	e->cpu = (__u16)bpf_get_smp_processor_id();
+	return e;
+}
+
+/* Submits a timeline event without waking the daemon, unless a quarter of the ring waits:
+ * a wakeup per event would have the daemon preempt the recorded threads at every switch.
+ * The daemon also reads the ring every 100 ms while it records. */
+static __always_inline void rec_submit(struct lp_rec_ev *e)
+{
+	__u64 waiting = bpf_ringbuf_query(&rec_ring, BPF_RB_AVAIL_DATA);
+
+	bpf_ringbuf_submit(e, waiting > (1 << 20) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+/* An event with one value, if the process is being recorded. */
+static __always_inline void rec_emit(__u32 tgid, __u32 tid, __u8 type, __u64 a)
+{
+	struct lp_rec_ev *e = rec_reserve(tgid, tid, type);
+
+	if (e) {
+		e->a = a;
+		rec_submit(e);
+	}
+}
+
 #endif /* LP_BPF_H */

@@ -92,8 +92,11 @@ int BPF_KPROBE(lp_barrier_enter)
 	__u32 tgid;
 
 	t = precise_thread(&tgid);
-	if (t)
-		call_enter(&t->bar);
+	if (!t)
+		return 0;
+	call_enter(&t->bar);
+	if (t->bar.depth == 1)
+		rec_emit(tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_BARRIER_BEGIN, 0);
 	return 0;
 }
 
@@ -109,6 +112,7 @@ int BPF_KRETPROBE(lp_barrier_exit)
 	if (!t || !(d = call_exit(&t->bar)) || !(p = bpf_map_lookup_elem(&procs, &tgid)))
 		return 0;
 	off = t->bar.off_ns < d ? t->bar.off_ns : d;
+	rec_emit(tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_BARRIER_END, 0);
 	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_CALLS], 1);
 	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_NS], d);
 	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_OFF_NS], off);
@@ -142,6 +146,8 @@ int BPF_KPROBE(lp_op_enter)
 		t->op_idx = rg->op[i & (LP_MAX_RANGES - 1)];
 	}
 	call_enter(&t->op);
+	if (t->op.depth == 1)
+		rec_emit(tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_OP_BEGIN, t->op_idx);
 	return 0;
 }
 
@@ -158,6 +164,7 @@ int BPF_KRETPROBE(lp_op_exit)
 	if (!t || !(d = call_exit(&t->op)))
 		return 0;
 	key.op = t->op_idx;
+	rec_emit(key.tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_OP_END, key.op);
 	s = bpf_map_lookup_elem(&op_precise, &key);
 	if (!s) {
 		s = bpf_map_lookup_elem(&op_precise_init, &zero);

@@ -20,35 +20,38 @@ static __always_inline bool kernel_accounting(struct task_struct *task)
 /* Adds what the kernel's account grew by since the last look at this thread: on-CPU time,
  * run-queue delay (a histogram sample per slice, at its switch-out). The first look only
  * takes the starting point. Looking at both ends of every slice means an update the
- * kernel makes late (after the switch-out tracepoint) still counts, at the next one. */
-static __always_inline void acct_take(struct lp_proc_stats *p, struct lp_thread *t,
-				      struct task_struct *task, bool out)
+ * kernel makes late (after the switch-out tracepoint) still counts, at the next one.
+ * Returns the run-queue delay it added. */
+static __always_inline __u64 acct_take(struct lp_proc_stats *p, struct lp_thread *t,
+				       struct task_struct *task, bool out)
 {
 	__u64 sum = BPF_CORE_READ(task, se.sum_exec_runtime);
 	__u64 rd = BPF_CORE_READ(task, sched_info.run_delay);
-	__u64 d;
+	__u64 d, runq = 0;
 
 	if (t->acct_seen) {
 		d = sum - t->sum_last;
 		t->oncpu_ns += d;
 		__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], d);
-		d = rd - t->rd_last;
-		t->runq_ns += d;
+		runq = rd - t->rd_last;
+		t->runq_ns += runq;
 		if (out)
-			hist_add(&p->hist[LP_H_RUNQ], d);
+			hist_add(&p->hist[LP_H_RUNQ], runq);
 	}
 	t->sum_last = sum;
 	t->rd_last = rd;
 	t->acct_seen = 1;
+	return runq;
 }
 
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, struct pt_regs *prev_regs)
 {
 	const struct lp_ranges *rg;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns(), runq = 0;
 	__u32 tgid, tid, cpu1;
 	struct lp_proc_stats *p;
+	struct lp_rec_ev *e;
 	struct lp_thread *t;
 	__u64 d;
 
@@ -63,7 +66,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				/* The kernel's totals since the last look: this slice, and the
 				 * run-queue wait that preceded it (run_delay takes it after the
 				 * switch-in tracepoint). */
-				acct_take(p, t, prev, true);
+				runq = acct_take(p, t, prev, true);
 			} else if (t->on_since) {
 				d = now - t->on_since;
 				t->oncpu_ns += d;
@@ -94,6 +97,22 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				t->runnable_since = 0;
 				t->nvcsw++;
 				__sync_fetch_and_add(&p->ctr[LP_C_NVCSW], 1);
+			}
+			/* A timeline being recorded: why it stopped, and who took the CPU. */
+			if ((e = rec_reserve(tgid, tid, LP_REC_OFF))) {
+				e->runq = runq;
+				if (t->off_preempted) {
+					e->reason = LP_OFF_PREEMPTED;
+					e->other = BPF_CORE_READ(next, pid);
+					bpf_probe_read_kernel_str(e->comm, sizeof(e->comm),
+								  &next->comm);
+				} else if (t->futex_since) {
+					e->reason = LP_OFF_FUTEX;
+					e->a = t->futex_uaddr;
+				} else {
+					e->reason = LP_OFF_BLOCKED;
+				}
+				rec_submit(e);
 			}
 		}
 	}
@@ -143,6 +162,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		__sync_fetch_and_add(&p->ctr[LP_C_MIGRATIONS], 1);
 	}
 	t->last_cpu = cpu1;
+	rec_emit(tgid, tid, LP_REC_ON, 0);
 	t->on_since = now;
 	t->off_since = 0;
 	t->runnable_since = 0;

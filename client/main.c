@@ -13,8 +13,8 @@
 #include "llmprofctl.h"
 
 static const struct ctl_cmd *const commands[] = {
-	&ctl_cmd_top,	 &ctl_cmd_dump,	 &ctl_cmd_list,
-	&ctl_cmd_status, &ctl_cmd_reset, &ctl_cmd_precise,
+	&ctl_cmd_top,	&ctl_cmd_dump,	  &ctl_cmd_list,   &ctl_cmd_status,
+	&ctl_cmd_reset, &ctl_cmd_precise, &ctl_cmd_record,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

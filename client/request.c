@@ -121,7 +121,8 @@ int ctl_request_quiet(const struct ctl *c, const char *method, const char *path,
 	*doc = NULL;
 	if (r < 0)
 		return transport_error(c, -r, msg, msglen);
-	if (res.status != 200) {
+	/* 202: accepted, still at work (a timeline being recorded). */
+	if (res.status != 200 && res.status != 202) {
 		status = api_error(&res, msg, msglen);
 		ctl_response_free(&res);
 		return status;

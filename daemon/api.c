@@ -320,15 +320,15 @@ static cJSON *parse_body(const char *body, size_t len)
 	return doc;
 }
 
-/* {"enable": bool, "seconds": number}, both optional: enable for 60 s by default. */
-static int parse_precise(const struct lp_api_request *req, bool *on, double *seconds,
-			 struct lp_api_response *res)
+/* A body of two optional members: a boolean named flag and "seconds" (a number from 0, or
+ * above 0 unless zero_ok, to max). *on and *seconds keep their defaults when absent. */
+static int parse_flag_seconds(const struct lp_api_request *req, const char *flag, bool *on,
+			      double *seconds, double max, bool zero_ok,
+			      struct lp_api_response *res)
 {
 	cJSON *doc, *item;
 	unsigned seen = 0;
 
-	*on = true;
-	*seconds = 60;
 	if (req->body_len == 0)
 		return 0;
 	doc = parse_body(req->body, req->body_len);
@@ -336,14 +336,15 @@ static int parse_precise(const struct lp_api_request *req, bool *on, double *sec
 		cJSON_Delete(doc);
 		lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
 			     "the body is not one JSON object (nothing after it, no NUL in a "
-			     "string); send {\"seconds\": S} or {\"enable\": false}");
+			     "string); send {\"seconds\": S} or {\"%s\": true or false}",
+			     flag);
 		return -EINVAL;
 	}
 	cJSON_ArrayForEach(item, doc)
 	{
-		bool is_enable = item->string && strcmp(item->string, "enable") == 0;
+		bool is_flag = item->string && strcmp(item->string, flag) == 0;
 		bool is_seconds = item->string && strcmp(item->string, "seconds") == 0;
-		unsigned bit = is_enable ? 1 : is_seconds ? 2 : 0;
+		unsigned bit = is_flag ? 1 : is_seconds ? 2 : 0;
 
 		if (bit && (seen & bit)) {
 			lp_api_error(res, 400, LP_ERR_BAD_REQUEST, "'%s' is given twice",
@@ -352,16 +353,18 @@ static int parse_precise(const struct lp_api_request *req, bool *on, double *sec
 			return -EINVAL;
 		}
 		seen |= bit;
-		if (is_enable && cJSON_IsBool(item)) {
+		if (is_flag && cJSON_IsBool(item)) {
 			*on = cJSON_IsTrue(item);
-		} else if (is_seconds && cJSON_IsNumber(item) && item->valuedouble >= 0 &&
-			   item->valuedouble <= LP_PRECISE_MAX_SECONDS) {
+		} else if (is_seconds && cJSON_IsNumber(item) && item->valuedouble <= max &&
+			   (item->valuedouble > 0 || (zero_ok && item->valuedouble == 0))) {
 			*seconds = item->valuedouble;
 		} else {
 			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
-				     "'%s': expected \"enable\" (true or false) or \"seconds\" "
-				     "(0 to %d; 0 = until switched off)",
-				     item->string ? item->string : "?", LP_PRECISE_MAX_SECONDS);
+				     "'%s': expected \"%s\" (true or false) or \"seconds\" "
+				     "(%s to %g%s)",
+				     item->string ? item->string : "?", flag,
+				     zero_ok ? "0" : "above 0", max,
+				     zero_ok ? "; 0 = until switched off" : "");
 			cJSON_Delete(doc);
 			return -EINVAL;
 		}
@@ -378,8 +381,10 @@ static void post_precise(const struct lp_api_backend *b, const struct lp_api_req
 	bool on;
 	int ret;
 
+	on = true;
+	seconds = 60;
 	if (!need_privilege(b, req->peer, "precise mode", res) ||
-	    parse_precise(req, &on, &seconds, res) < 0)
+	    parse_flag_seconds(req, "enable", &on, &seconds, LP_PRECISE_MAX_SECONDS, true, res) < 0)
 		return;
 	doc = cJSON_CreateObject();
 	cJSON_AddNumberToObject(doc, "pid", pid);
@@ -400,6 +405,78 @@ static void post_precise(const struct lp_api_backend *b, const struct lp_api_req
 	else
 		lp_api_error(res, 500, LP_ERR_INTERNAL, "precise mode for pid %d: %s", (int)pid,
 			     strerror(-ret));
+}
+
+/* A timeline record: started by POST, fetched by GET (202 while it records). */
+static void post_record(const struct lp_api_backend *b, const struct lp_api_request *req, pid_t pid,
+			struct lp_api_response *res)
+{
+	double seconds = LP_RECORD_DEFAULT_SECONDS;
+	bool ops = true;
+	cJSON *doc;
+	int ret;
+
+	if (!need_privilege(b, req->peer, "recording a timeline", res) ||
+	    parse_flag_seconds(req, "ops", &ops, &seconds, LP_RECORD_MAX_SECONDS, false, res) < 0)
+		return;
+	ret = b->record_start(b->ctx, pid, seconds, ops);
+	if (ret == 0) {
+		doc = cJSON_CreateObject();
+		cJSON_AddNumberToObject(doc, "pid", pid);
+		cJSON_AddBoolToObject(doc, "recording", true);
+		cJSON_AddNumberToObject(doc, "seconds", seconds);
+		cJSON_AddBoolToObject(doc, "ops", ops);
+		respond_json(res, 202, doc);
+	} else if (ret == -ESRCH) {
+		not_tracked(res, pid);
+	} else if (ret == -ENODATA) {
+		lp_api_error(res, 409, LP_ERR_EXITED, "pid %d has exited", (int)pid);
+	} else if (ret == -EBUSY) {
+		lp_api_error(res, 409, LP_ERR_BUSY,
+			     "a timeline of pid %d is being recorded; fetch it with GET when done",
+			     (int)pid);
+	} else if (ret == -ENOSPC) {
+		lp_api_error(res, 409, LP_ERR_BUSY,
+			     "%d timelines are being recorded, the most at once; try again later",
+			     LP_MAX_RECORDINGS);
+	} else {
+		lp_api_error(res, 500, LP_ERR_INTERNAL, "recording pid %d: %s", (int)pid,
+			     strerror(-ret));
+	}
+}
+
+static void get_record(const struct lp_api_backend *b, const struct lp_peer *p, pid_t pid,
+		       struct lp_api_response *res)
+{
+	double remaining = 0;
+	char *body = NULL;
+	size_t len = 0;
+	cJSON *doc;
+	int ret;
+
+	if (!need_privilege(b, p, "recording a timeline", res))
+		return;
+	ret = b->record_fetch(b->ctx, pid, &body, &len, &remaining);
+	if (ret == 0) {
+		res->status = 200;
+		res->reason = "OK";
+		res->content_type = "application/json";
+		res->body = body;
+		res->len = len;
+	} else if (ret == 1) {
+		doc = cJSON_CreateObject();
+		cJSON_AddNumberToObject(doc, "pid", pid);
+		cJSON_AddBoolToObject(doc, "recording", true);
+		cJSON_AddNumberToObject(doc, "remaining_seconds", remaining);
+		respond_json(res, 202, doc);
+	} else if (ret == -ENOENT) {
+		lp_api_error(res, 404, LP_ERR_NOT_FOUND,
+			     "no timeline of pid %d: start one with POST %s/%d/%s", (int)pid,
+			     LP_ROUTE_PROCESSES, (int)pid, LP_ROUTE_RECORD);
+	} else {
+		lp_api_error(res, 500, LP_ERR_INTERNAL, "the timeline of pid %d: %s", (int)pid,
+			     strerror(-ret));
+	}
 }
 
 static void get_metrics(const struct lp_api_backend *b, const struct lp_peer *p,
@@ -528,10 +605,17 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 			wrong_method(res, m, "POST", req->uri);
 		else
 			post_precise(b, req, pid, res);
+	} else if (strcmp(rest, LP_ROUTE_RECORD) == 0) {
+		if (strcmp(m, "POST") == 0)
+			post_record(b, req, pid, res);
+		else if (method_is(m, "GET"))
+			get_record(b, p, pid, res);
+		else
+			wrong_method(res, m, "GET, POST", req->uri);
 	} else {
 		lp_api_error(res, 404, LP_ERR_NOT_FOUND,
-			     "no route %s; a process has %s/{pid}/%s and %s/{pid}/%s", req->uri,
-			     LP_ROUTE_PROCESSES, LP_ROUTE_RESET, LP_ROUTE_PROCESSES,
-			     LP_ROUTE_PRECISE);
+			     "no route %s; a process has %s/{pid}/%s, %s/{pid}/%s and %s/{pid}/%s",
+			     req->uri, LP_ROUTE_PROCESSES, LP_ROUTE_RESET, LP_ROUTE_PROCESSES,
+			     LP_ROUTE_PRECISE, LP_ROUTE_PROCESSES, LP_ROUTE_RECORD);
 	}
 }

@@ -38,6 +38,9 @@ struct lp_api_backend {
 	/* -ESRCH: not tracked; -ENODATA: exited; -ENOEXEC: not a ggml process. On success
 	 * (and only then) adds the precise-mode state to o. */
 	int (*precise)(void *ctx, pid_t pid, bool on, double seconds, cJSON *o);
+	/* A timeline record: lp_record_start's and lp_record_fetch's returns. */
+	int (*record_start)(void *ctx, pid_t pid, double seconds, bool ops);
+	int (*record_fetch)(void *ctx, pid_t pid, char **body, size_t *len, double *remaining);
 	const char *group; /* the group whose members are privileged, for messages */
 	/* Options of /metrics. */
 	uint32_t metrics_max_processes;

@@ -23,6 +23,7 @@
 #include "options.h"
 #include "feature.h"
 #include "procfs.h"
+#include "record.h"
 #include "render.h"
 #include "server.h"
 #include "report.h"
@@ -39,9 +40,11 @@ struct daemon {
 	struct lp_core core;
 	struct lp_tracker tracker;
 	struct lp_ggml ggml;
+	struct lp_recorder recorder;
 	struct ring_buffer *rb;
 	struct event_base *base;
 	struct event *ev_pending;
+	struct event *ev_record; /* reads timeline events every 100 ms while records run */
 	struct event *ev_checkpoint;
 	char *web_config; /* the live --web-config-file, kept across reloads */
 	struct lp_server *server;
@@ -115,6 +118,19 @@ static int on_event(void *arg, void *data, size_t size)
 	return 0;
 }
 
+static void on_record(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+
+	(void)fd;
+	(void)what;
+	ring_buffer__consume(d->rb);
+	lp_record_tick(&d->recorder);
+	if (lp_record_running(&d->recorder))
+		evtimer_add(d->ev_record, &tv);
+}
+
 static void on_pending(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
@@ -135,8 +151,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	lp_precise_tick(&d->ggml);
-	/* Exit records in flight first, so that the sweep only finds exits the hook missed. */
+	/* Exit records in flight first, so that the sweep only finds exits the hook missed;
+	 * timeline events before the records whose window ended are finished. */
 	ring_buffer__consume(d->rb);
+	lp_record_tick(&d->recorder);
 	lp_tracker_sweep(&d->tracker);
 	if (d->tracker.nwaiting) {
 		size_t from = d->tracker.n;
@@ -404,6 +422,24 @@ static int api_reset(void *ctx, pid_t pid)
 	return r;
 }
 
+static int api_record_start(void *ctx, pid_t pid, double seconds, bool ops)
+{
+	struct daemon *d = ctx;
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+	int r = lp_record_start(&d->recorder, pid, seconds, ops);
+
+	if (r == 0 && !evtimer_pending(d->ev_record, NULL))
+		evtimer_add(d->ev_record, &tv);
+	return r;
+}
+
+static int api_record_fetch(void *ctx, pid_t pid, char **body, size_t *len, double *remaining)
+{
+	struct daemon *d = ctx;
+
+	return lp_record_fetch(&d->recorder, pid, body, len, remaining);
+}
+
 static int api_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
 {
 	struct daemon *d = ctx;
@@ -568,6 +604,8 @@ static int serve_setup(struct daemon *d, struct event **ev_hup, struct event **e
 		.status = api_status,
 		.reset = api_reset,
 		.precise = api_precise,
+		.record_start = api_record_start,
+		.record_fetch = api_record_fetch,
 		.group = d->cfg.socket_group,
 		.metrics_max_processes = d->cfg.metrics_max_processes,
 		.start_time = d->start_realtime,
@@ -643,8 +681,12 @@ static int run(struct daemon *d)
 	d->tracker.free_ggml = lp_ggml_proc_free;
 	d->tracker.userdata = d;
 	lp_ggml_init(&d->ggml, &d->cfg, &d->core, &d->tracker);
+	lp_recorder_init(&d->recorder, &d->core, &d->ggml, &d->tracker, LLMPROF_VERSION);
 	d->rb = ring_buffer__new(bpf_map__fd(d->core.skel->maps.events), on_event, d, NULL);
 	if (!d->rb)
+		return log_error_errno(-errno, "create ring buffer reader: %m");
+	if (ring_buffer__add(d->rb, bpf_map__fd(d->core.skel->maps.rec_ring), lp_record_on_event,
+			     &d->recorder) < 0)
 		return log_error_errno(-errno, "create ring buffer reader: %m");
 
 	if (serve && *d->cfg.state_dir) {
@@ -679,8 +721,9 @@ static int run(struct daemon *d)
 	if (!d->base)
 		return log_error_errno(-ENOMEM, "create event loop: %m");
 	d->ev_pending = evtimer_new(d->base, on_pending, d);
+	d->ev_record = evtimer_new(d->base, on_record, d);
 	ev_tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
-	if (!d->ev_pending || !ev_tick ||
+	if (!d->ev_pending || !d->ev_record || !ev_tick ||
 	    event_add(ev_tick, &(struct timeval){.tv_sec = 1, .tv_usec = 0})) {
 		r = log_error_errno(-ENOMEM, "set up event loop: %m");
 		goto out;
@@ -746,6 +789,8 @@ out:
 	event_free_safe(ev_tick);
 	event_free_safe(d->ev_pending);
 	d->ev_pending = NULL;
+	event_free_safe(d->ev_record);
+	d->ev_record = NULL;
 	event_free_safe(ev_timer);
 	event_free_safe(ev_term);
 	event_free_safe(ev_int);
@@ -778,6 +823,7 @@ int main(int argc, char **argv)
 	ring_buffer__free(d.rb);
 	/* Targets hold probe links: free them before the BPF object. */
 	lp_tracker_free(&d.tracker);
+	lp_recorder_free(&d.recorder);
 	lp_ggml_free(&d.ggml);
 	lp_core_destroy(&d.core);
 out:

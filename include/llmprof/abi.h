@@ -235,6 +235,48 @@ struct lp_op_precise {
 	__u64 gen_oncpu_ns;
 };
 
+/* Value of the "recording" map, keyed by tgid: present while a timeline of the process is
+ * recorded (llmprofctl record); its events go to the "rec_ring" ring buffer. */
+#define LP_MAX_RECORDINGS 8
+struct lp_recording {
+	__u64 lost; /* events the ring buffer had no room for */
+};
+
+enum lp_rec_type {
+	LP_REC_OFF = 1,	     /* a thread switched out */
+	LP_REC_ON,	     /* ... and in */
+	LP_REC_DECODE_BEGIN, /* llama_decode */
+	LP_REC_DECODE_END,
+	LP_REC_OP_BEGIN, /* precise mode: an op call, outermost */
+	LP_REC_OP_END,
+	LP_REC_BARRIER_BEGIN,
+	LP_REC_BARRIER_END,
+	LP_REC_FAULT_MAJ, /* a major page fault, at its end */
+};
+
+/* Why a thread switched out. */
+enum lp_rec_off {
+	LP_OFF_PREEMPTED = 0, /* runnable: another task took the CPU */
+	LP_OFF_FUTEX,	      /* blocked in a futex wait */
+	LP_OFF_BLOCKED,	      /* blocked otherwise (I/O, sleep, a lock in the kernel) */
+};
+
+struct lp_rec_ev {
+	__u64 ts; /* CLOCK_MONOTONIC, ns */
+	__u32 tgid, tid;
+	__u8 type;   /* enum lp_rec_type */
+	__u8 reason; /* LP_REC_OFF: enum lp_rec_off */
+	__u16 cpu;
+	__u32 other; /* LP_REC_OFF preempted: the task that took the CPU */
+	/* LP_REC_OFF futex: the futex word; LP_REC_DECODE_BEGIN: the batch's tokens;
+	 * LP_REC_DECODE_END: its return value; LP_REC_OP_*: the op index */
+	__u64 a;
+	/* LP_REC_OFF: the run-queue wait before the slice it ends (ns; the kernel accounts it
+	 * only after the switch-in) */
+	__u64 runq;
+	char comm[LP_COMM_LEN]; /* LP_REC_OFF preempted: the comm of the task that took the CPU */
+};
+
 /* Value of the "precise" map, keyed by tgid: present while precise probes are attached. */
 struct lp_precise {
 	__u32 gen; /* bumped per window, so state left by the last one is discarded */

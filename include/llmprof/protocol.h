@@ -24,15 +24,21 @@
 #define LP_ROUTE_PROCESSES "/v1/processes" /* GET: every visible process, summary figures */
 /* GET /v1/processes/{pid}: one process in full (the document of `llmprofd --once`)
  * POST /v1/processes/{pid}/reset: zero its counters and histograms
- * POST /v1/processes/{pid}/precise: body {"seconds": S} (default 60) or {"enable": false} */
+ * POST /v1/processes/{pid}/precise: body {"seconds": S} (default 60) or {"enable": false}
+ * POST /v1/processes/{pid}/record: body {"seconds": S, "ops": B} (default 5 s, op spans on):
+ *   records a timeline, 202; GET /v1/processes/{pid}/record: 202 while it records, then
+ *   200 and the Chrome Trace Event Format document (ui.perfetto.dev opens it) */
 #define LP_ROUTE_RESET "reset"
 #define LP_ROUTE_PRECISE "precise"
+#define LP_ROUTE_RECORD "record"
 #define LP_ROUTE_METRICS "/metrics" /* GET: Prometheus text exposition format 0.0.4 */
 
 /* Request limits: beyond them the request is refused with the status below. */
 #define LP_MAX_HEADERS_BYTES 8192 /* 431 (evhttp says 413; the error code tells them apart) */
 #define LP_MAX_BODY_BYTES 4096	  /* 413 */
 #define LP_PRECISE_MAX_SECONDS 86400
+#define LP_RECORD_MAX_SECONDS 60
+#define LP_RECORD_DEFAULT_SECONDS 5
 
 /* Every error is {"error": {"code": CODE, "message": "..."}} with one of these codes. */
 #define LP_ERR_BAD_REQUEST "bad_request"		   /* 400: malformed request or body */
@@ -44,6 +50,7 @@
 #define LP_ERR_TOO_LARGE "too_large"			   /* 413: body or headers too large */
 #define LP_ERR_NOT_LLM "not_an_llm_process"		   /* 409: precise mode needs ggml */
 #define LP_ERR_EXITED "process_exited"			   /* 409: the process has exited */
+#define LP_ERR_BUSY "busy"				   /* 409: a record of it is running */
 #define LP_ERR_TOO_MANY_CONNECTIONS "too_many_connections" /* 503 */
 #define LP_ERR_INTERNAL "internal"			   /* 500 */
 #define LP_ERR_NOT_IMPLEMENTED "not_implemented"	   /* 501: a transfer coding */

@@ -70,6 +70,26 @@ static int fake_reset(void *ctx, pid_t pid)
 	return pid == 100 || pid == 200 ? 0 : -ESRCH;
 }
 
+/* pid 100 records (202), then has a trace; 200 has exited; others are not tracked. */
+static int fake_record_start(void *ctx, pid_t pid, double seconds, bool ops)
+{
+	(void)ctx;
+	(void)seconds;
+	(void)ops;
+	return pid == 100 ? 0 : pid == 200 ? -ENODATA : -ESRCH;
+}
+
+static int fake_record_fetch(void *ctx, pid_t pid, char **body, size_t *len, double *remaining)
+{
+	(void)ctx;
+	*remaining = 1;
+	if (pid != 100)
+		return -ENOENT;
+	*body = strdup("{\"traceEvents\":[]}");
+	*len = *body ? strlen(*body) : 0;
+	return *body ? 0 : -ENOMEM;
+}
+
 static int fake_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
 {
 	(void)ctx;
@@ -118,6 +138,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 					  .status = fake_status,
 					  .reset = fake_reset,
 					  .precise = fake_precise,
+					  .record_start = fake_record_start,
+					  .record_fetch = fake_record_fetch,
 					  .metrics_max_processes = 1};
 	snprintf(sock_path, sizeof(sock_path), "/tmp/fuzz_http.%d.sock", (int)getpid());
 	atexit(remove_socket);

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* llmprofctl record: a timeline of one process, written as a Chrome trace for Perfetto. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+#include "llmprof/protocol.h"
+#include "llmprofctl.h"
+
+static const struct option opts[] = {{"pid", required_argument, NULL, 'p'},
+				     {"seconds", required_argument, NULL, 's'},
+				     {"output", required_argument, NULL, 'o'},
+				     {"no-ops", no_argument, NULL, 'n'},
+				     CTL_COMMON_OPTS};
+
+static void nap(double s)
+{
+	struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - floor(s)) * 1e9)};
+
+	nanosleep(&ts, NULL);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The trace into path, gzip'ed when it ends in .gz (Perfetto opens both). */
+static int write_trace(const char *path, const char *body, size_t len)
+{
+	if (ends_with(path, ".gz")) {
+		gzFile g = gzopen(path, "wb9");
+		int ok = g && gzwrite(g, body, (unsigned)len) == (int)len;
+
+		if (g && gzclose(g) != Z_OK)
+			ok = 0;
+		return ok ? 0 : -EIO;
+	}
+	FILE *f = fopen(path, "we");
+	int ok = f && fwrite(body, 1, len, f) == len;
+
+	if (f && fclose(f) != 0)
+		ok = 0;
+	return ok ? 0 : -errno;
+}
+
+static int exec(struct ctl *c, int argc, char **argv)
+{
+	char path[96], body[96], out_default[64];
+	double seconds = LP_RECORD_DEFAULT_SECONDS, left;
+	const char *out = NULL;
+	int pid = 0, opt, status = CTL_OK;
+	struct ctl_response raw;
+	bool ops = true;
+	const cJSON *o;
+	cJSON *doc;
+
+	while ((opt = ctl_getopt(c, &ctl_cmd_record, argc, argv, &status)) != -1) {
+		if (opt == -2)
+			return status;
+		if (opt == 'p' && ctl_parse_pid(c, &ctl_cmd_record, optarg, &pid))
+			return CTL_USAGE;
+		if (opt == 's' && (ctl_parse_seconds(c, &ctl_cmd_record, "--seconds", optarg, 0,
+						     LP_RECORD_MAX_SECONDS, &seconds) ||
+				   seconds <= 0))
+			return ctl_usage_error(c, &ctl_cmd_record,
+					       "--seconds: above 0 and at most %d",
+					       LP_RECORD_MAX_SECONDS);
+		if (opt == 'o')
+			out = optarg;
+		if (opt == 'n')
+			ops = false;
+	}
+	if (ctl_process_path(c, &ctl_cmd_record, pid, LP_ROUTE_RECORD, path, sizeof(path)))
+		return CTL_USAGE;
+	if (!out) {
+		snprintf(out_default, sizeof(out_default), "llmprof-%d.json.gz", pid);
+		out = out_default;
+	}
+	snprintf(body, sizeof(body), "{\"seconds\":%.17g,\"ops\":%s}", seconds,
+		 ops ? "true" : "false");
+	status = ctl_request(c, "POST", path, body, &doc, NULL);
+	if (status)
+		return status;
+	cJSON_Delete(doc);
+	fprintf(stderr, "pid %d: recording a timeline for %g s%s...\n", pid, seconds,
+		ops ? " with op spans (precise mode, for the window)" : "");
+	/* The daemon finishes the window within a second of its end. */
+	nap(seconds);
+	for (;;) {
+		status = ctl_request(c, "GET", path, NULL, &doc, &raw);
+		if (status)
+			return status;
+		if (raw.status == 200)
+			break;
+		left = ctl_num(doc, "remaining_seconds", 0);
+		cJSON_Delete(doc);
+		ctl_response_free(&raw);
+		nap(fmax(0.2, fmin(left, 1)));
+	}
+	o = cJSON_GetObjectItemCaseSensitive(doc, "otherData");
+	if (write_trace(out, raw.body, raw.len) < 0) {
+		fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, out, strerror(errno));
+		status = CTL_DAEMON;
+	} else {
+		printf("wrote %s: %.0f events (%.0f lost, %.0f dropped), %zu bytes of JSON; open "
+		       "it "
+		       "at https://ui.perfetto.dev (Open trace file) or chrome://tracing\n",
+		       out, ctl_num(o, "events", 0), ctl_num(o, "events_lost", 0),
+		       ctl_num(o, "events_dropped", 0), raw.len);
+	}
+	cJSON_Delete(doc);
+	ctl_response_free(&raw);
+	return status;
+}
+
+const struct ctl_cmd ctl_cmd_record = {
+	.name = "record",
+	.usage = "--pid PID [--seconds S] [-o FILE] [--no-ops]",
+	.summary = "a timeline of one process, for Perfetto",
+	.help = "Records what every thread of the process did for S seconds: running, runnable, "
+		"preempted (by\nwhom, on which CPU), blocked in a futex wait (on which word) or "
+		"otherwise, llama_decode\ncalls (prompt or generation, tokens), major faults, and "
+		"with precise mode's probes each op\nand barrier call; counters of threads on CPU "
+		"and tokens/s. Writes the Chrome Trace Event\nFormat, which ui.perfetto.dev and "
+		"chrome://tracing open as it is (gzip'ed when FILE ends\nin .gz). Precise mode "
+		"is switched on for the window (about 1.6 us per probed call) unless\n--no-ops, "
+		"and left as it was after. Needs root or group '" LP_GROUP "'.\n\n"
+		"Options:\n"
+		"  -p, --pid PID      the process\n"
+		"  -s, --seconds S    for S seconds (default 5, at most 60)\n"
+		"  -o, --output FILE  where to write it (default llmprof-PID.json.gz)\n"
+		"  -n, --no-ops       no op and barrier spans: no probes\n\n"
+		"Examples:\n"
+		"  llmprofctl record --pid 4242 --seconds 3\n"
+		"  llmprofctl record --pid 4242 -o decode.json --no-ops\n",
+	.shortopt = "p:s:o:n",
+	.longopts = opts,
+	.exec = exec,
+};

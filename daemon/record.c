@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Timeline records (record.h). */
+#include "record.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core.skel.h"
+#include "log.h"
+#include "precise.h"
+
+void lp_recorder_init(struct lp_recorder *r, struct lp_core *core, struct lp_ggml *g,
+		      struct lp_tracker *tr, const char *version)
+{
+	memset(r, 0, sizeof(*r));
+	r->core = core;
+	r->g = g;
+	r->tr = tr;
+	r->version = version;
+}
+
+static void record_free(struct lp_record *rec)
+{
+	if (!rec)
+		return;
+	for (size_t i = 0; i < rec->nthreads; i++)
+		free((char *)rec->threads[i].name);
+	free(rec->threads);
+	free(rec->ev);
+	free(rec->trace);
+	free(rec);
+}
+
+static void forget(struct lp_recorder *r, size_t i)
+{
+	record_free(r->v[i]);
+	r->v[i] = r->v[--r->n];
+	r->v[r->n] = NULL;
+}
+
+static int map_fd(const struct lp_recorder *r)
+{
+	return bpf_map__fd(r->core->skel->maps.recording);
+}
+
+void lp_recorder_free(struct lp_recorder *r)
+{
+	while (r->n) {
+		__u32 key = (__u32)r->v[r->n - 1]->pid;
+
+		if (r->core && r->core->skel)
+			bpf_map_delete_elem(map_fd(r), &key);
+		forget(r, r->n - 1);
+	}
+}
+
+static struct lp_record *find(struct lp_recorder *r, pid_t pid, size_t *at)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (r->v[i]->pid == pid) {
+			if (at)
+				*at = i;
+			return r->v[i];
+		}
+	return NULL;
+}
+
+/* The names of the process's threads now, added to those known. */
+static void read_threads(struct lp_record *rec)
+{
+	char path[64], name[32];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)rec->pid);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		struct lp_trace_thread *v;
+		unsigned long tid;
+		char *end, *nl;
+		bool known = false;
+		FILE *f;
+
+		tid = strtoul(de->d_name, &end, 10);
+		if (!isdigit((unsigned char)de->d_name[0]) || *end || tid > UINT32_MAX)
+			continue;
+		for (size_t i = 0; i < rec->nthreads && !known; i++)
+			known = rec->threads[i].tid == tid;
+		snprintf(path, sizeof(path), "/proc/%d/task/%lu/comm", (int)rec->pid, tid);
+		if (known || !(f = fopen(path, "re")))
+			continue;
+		if (!fgets(name, sizeof(name), f))
+			name[0] = '\0';
+		fclose(f);
+		if ((nl = strchr(name, '\n')))
+			*nl = '\0';
+		v = realloc(rec->threads, (rec->nthreads + 1) * sizeof(*v));
+		if (!v)
+			break;
+		rec->threads = v;
+		v[rec->nthreads].tid = (uint32_t)tid;
+		v[rec->nthreads].name = strdup(name);
+		rec->nthreads++;
+	}
+	closedir(d);
+}
+
+int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops)
+{
+	struct lp_target *t = lp_tracker_find(r->tr, pid);
+	struct lp_recording zero = {0};
+	struct lp_record *rec;
+	__u32 key = (__u32)pid;
+	size_t at;
+
+	if (!t)
+		return -ESRCH;
+	if (t->exited)
+		return -ENODATA;
+	rec = find(r, pid, &at);
+	if (rec && !rec->done)
+		return -EBUSY;
+	if (rec)
+		forget(r, at); /* the last trace gives way to the new record */
+	if (r->n == LP_MAX_RECORDINGS)
+		return -ENOSPC;
+	rec = calloc(1, sizeof(*rec));
+	if (!rec)
+		return -ENOMEM;
+	rec->pid = pid;
+	rec->ops = ops;
+	rec->start_ns = lp_now_ns();
+	rec->until_ns = rec->start_ns + (uint64_t)(seconds * 1e9);
+	read_threads(rec);
+	/* Op and barrier spans come from precise mode's probes: on for the window, unless
+	 * they are on already (then they stay as they were). */
+	if (ops && t->ggml && !t->ggml->precise_on) {
+		int e = lp_precise_set(r->g, t, true, seconds);
+
+		if (e == 0)
+			rec->precise_ours = true;
+		else
+			log_warning_errno(e, "pid %d: record without op spans: precise mode: %m",
+					  (int)pid);
+	}
+	if (bpf_map_update_elem(map_fd(r), &key, &zero, BPF_ANY) < 0) {
+		int e = -errno;
+
+		if (rec->precise_ours)
+			lp_precise_set(r->g, t, false, 0);
+		record_free(rec);
+		return e;
+	}
+	r->v[r->n++] = rec;
+	log_info("pid %d: recording a timeline for %.1f s%s", (int)pid, seconds,
+		 rec->precise_ours ? ", with op spans" : "");
+	return 0;
+}
+
+bool lp_record_running(const struct lp_recorder *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (!r->v[i]->done)
+			return true;
+	return false;
+}
+
+int lp_record_on_event(void *ctx, void *data, size_t size)
+{
+	struct lp_recorder *r = ctx;
+	const struct lp_rec_ev *e = data;
+	struct lp_record *rec;
+
+	if (size < sizeof(*e))
+		return 0;
+	rec = find(r, (pid_t)e->tgid, NULL);
+	if (!rec || rec->done || e->ts < rec->start_ns || e->ts > rec->until_ns)
+		return 0;
+	if (rec->n == rec->cap) {
+		size_t cap = rec->cap ? rec->cap * 2 : 4096;
+		struct lp_rec_ev *v;
+
+		if (cap > LP_RECORD_MAX_EVENTS)
+			cap = LP_RECORD_MAX_EVENTS;
+		if (rec->n == cap || !(v = realloc(rec->ev, cap * sizeof(*v)))) {
+			rec->dropped++;
+			return 0;
+		}
+		rec->ev = v;
+		rec->cap = cap;
+	}
+	rec->ev[rec->n++] = *e;
+	return 0;
+}
+
+static void finish(struct lp_recorder *r, struct lp_record *rec)
+{
+	struct lp_target *t = lp_tracker_find(r->tr, rec->pid);
+	const char **names = NULL;
+	struct lp_recording st = {0};
+	__u32 key = (__u32)rec->pid;
+	size_t nops = 0;
+
+	if (bpf_map_lookup_elem(map_fd(r), &key, &st) == 0)
+		rec->lost = st.lost;
+	bpf_map_delete_elem(map_fd(r), &key);
+	if (t && rec->precise_ours && t->ggml && t->ggml->precise_on && !t->exited)
+		lp_precise_set(r->g, t, false, 0);
+	read_threads(rec);
+	if (t && t->ggml && (nops = t->ggml->ops.n) && (names = calloc(nops, sizeof(*names))))
+		for (size_t i = 0; i < nops; i++)
+			names[i] = t->ggml->ops.v[i].name;
+	struct lp_trace_in in = {
+		.pid = rec->pid,
+		.comm = t ? t->comm : NULL,
+		.start_ns = rec->start_ns,
+		.end_ns = rec->until_ns,
+		.ev = rec->ev,
+		.n = rec->n,
+		.threads = rec->threads,
+		.nthreads = rec->nthreads,
+		.op_names = names,
+		.nops = names ? nops : 0,
+		.lost = rec->lost,
+		.dropped = rec->dropped,
+		.version = r->version,
+	};
+	rec->error = lp_trace_render(&in, &rec->trace, &rec->len);
+	free(names);
+	free(rec->ev);
+	rec->ev = NULL;
+	rec->n = rec->cap = 0;
+	rec->done = true;
+	rec->done_ns = lp_now_ns();
+	if (rec->error)
+		log_warning_errno(rec->error, "pid %d: the timeline could not be written: %m",
+				  (int)rec->pid);
+	else
+		log_info(
+			"pid %d: timeline recorded: %zu events, %zu bytes, %llu lost, %llu dropped",
+			(int)rec->pid, in.n, rec->len, (unsigned long long)rec->lost,
+			(unsigned long long)rec->dropped);
+}
+
+void lp_record_tick(struct lp_recorder *r)
+{
+	uint64_t now = lp_now_ns();
+
+	for (size_t i = 0; i < r->n;) {
+		struct lp_record *rec = r->v[i];
+
+		if (!rec->done && now >= rec->until_ns)
+			finish(r, rec);
+		if (rec->done && now > rec->done_ns + LP_RECORD_KEEP_NS) {
+			forget(r, i);
+			continue;
+		}
+		i++;
+	}
+}
+
+int lp_record_fetch(struct lp_recorder *r, pid_t pid, char **body, size_t *len, double *remaining)
+{
+	struct lp_record *rec = find(r, pid, NULL);
+	uint64_t now = lp_now_ns();
+
+	if (!rec)
+		return -ENOENT;
+	if (!rec->done) {
+		*remaining = rec->until_ns > now ? (double)(rec->until_ns - now) / 1e9 : 0;
+		return 1;
+	}
+	if (rec->error)
+		return rec->error;
+	*body = malloc(rec->len + 1);
+	if (!*body)
+		return -ENOMEM;
+	memcpy(*body, rec->trace, rec->len + 1);
+	*len = rec->len;
+	return 0;
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/* Recording a timeline of one process for a window (llmprofctl record): its entry in the
+ * "recording" map switches its events on in the kernel, the "rec_ring" ring buffer brings
+ * them, precise mode gives op and barrier spans for the window (unless asked not to, and
+ * left as it was after). At the window's end the events become a Chrome trace (trace.h),
+ * kept until fetched again or replaced. One record per process at a time. */
+#ifndef LLMPROF_RECORD_H
+#define LLMPROF_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core.h"
+#include "llmprof/protocol.h"
+#include "ggml.h"
+#include "trace.h"
+#include "track.h"
+
+/* Events kept per record: 56 bytes each, 56 MiB at most; more are counted as dropped. */
+#define LP_RECORD_MAX_EVENTS (1u << 20)
+/* A finished trace is kept this long for its client to fetch. */
+#define LP_RECORD_KEEP_NS (600ULL * 1000000000ULL)
+
+struct lp_record {
+	pid_t pid;
+	uint64_t start_ns, until_ns; /* CLOCK_MONOTONIC */
+	bool ops, precise_ours, done;
+	uint64_t done_ns;
+	struct lp_rec_ev *ev;
+	size_t n, cap;
+	uint64_t dropped; /* past LP_RECORD_MAX_EVENTS */
+	uint64_t lost;	  /* the kernel's ring buffer was full */
+	struct lp_trace_thread *threads;
+	size_t nthreads;
+	char *trace;
+	size_t len;
+	int error; /* rendering failed */
+};
+
+struct lp_recorder {
+	struct lp_record *v[LP_MAX_RECORDINGS];
+	size_t n;
+	struct lp_core *core;
+	struct lp_ggml *g;
+	struct lp_tracker *tr;
+	const char *version;
+};
+
+void lp_recorder_init(struct lp_recorder *r, struct lp_core *core, struct lp_ggml *g,
+		      struct lp_tracker *tr, const char *version);
+void lp_recorder_free(struct lp_recorder *r);
+
+/* Starts recording process pid for seconds, with op spans if ops. Returns 0, -ESRCH (not
+ * tracked), -ENODATA (exited), -EBUSY (a record of it is running), -ENOSPC (as many records
+ * as the kernel side holds are running), or -errno. */
+int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops);
+
+/* The finished trace of pid: 0 and a copy in *body (malloc'd, *len bytes); 1 while it
+ * records (*remaining seconds left); -ENOENT: no record of it; or the rendering's error. */
+int lp_record_fetch(struct lp_recorder *r, pid_t pid, char **body, size_t *len, double *remaining);
+
+/* Whether a record is running (its events want reading). */
+bool lp_record_running(const struct lp_recorder *r);
+
+/* The "rec_ring" ring buffer's callback (ctx: the recorder). */
+int lp_record_on_event(void *ctx, void *data, size_t size);
+
+/* Finishes the records whose window has passed (call after consuming the ring buffer) and
+ * forgets traces kept past LP_RECORD_KEEP_NS. */
+void lp_record_tick(struct lp_recorder *r);
+
+#endif
