@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from lptest import (Daemon, _children, check, poll, proc_of, read_json_line,  # noqa: E402
                     run)
 import lptest as t  # noqa: E402
+import tracefmt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, "..", "workload")
@@ -67,12 +68,47 @@ def decode(model, *daemon_args):
     return proc_of(d.report(), pid), res
 
 
+def record(model):
+    """A timeline of node-llama-cpp for 3 s, the whole of a short decoding inside it."""
+    print("--- llmprofctl record on node-llama-cpp")
+    tokens = 40
+    d = Daemon("--sample-hz", "99")
+    d.wait_ready()
+    drv = subprocess.Popen(["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model,
+                            "--tokens", str(tokens), "--threads", str(THREADS), "--prompt",
+                            str(PROMPT), "--wait-go"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    _children.append(drv)
+    pid = read_json_line(drv, "the driver", 60)["pid"]
+    d.wait_log("pid %d (node) runs ggml: matmul in " % pid, timeout=10)
+    out = os.path.join(t.tmpdir("llmprof-record-"), "node.json.gz")
+    rec = tracefmt.record(t, d, pid, out, "--seconds", "3", "--no-ops")
+    drv.stdin.write(b"go\n")
+    drv.stdin.flush()
+    res = read_json_line(drv, "the driver", 120)
+    drv.stdin.close()
+    drv.wait(timeout=30)
+    text, err = rec.communicate(timeout=30)
+    check(rec.returncode == 0, "llmprofctl record exits 0: %r %r" % (text, err))
+    check(d.stop() == 0, "llmprofd exits 0")
+    ev = tracefmt.valid(t, tracefmt.load(out), "node-llama-cpp")
+    threads = {e["tid"] for e in ev if e["ph"] == "X" and e["tid"] < tracefmt.CPU_TRACK}
+    gen = [s for tid in threads for s in tracefmt.decodes(ev, tid)[0]]
+    prompt = [s for tid in threads for s in tracefmt.decodes(ev, tid)[1]]
+    check(len(gen) == res["generated_tokens"] - 1
+          and sum(s["args"]["tokens"] for s in prompt) == PROMPT,
+          "token spans are the tokens decoded: %d generation (driver: %d generated, one "
+          "decode each but the last), prompt %s"
+          % (len(gen), res["generated_tokens"], [s["args"]["tokens"] for s in prompt]))
+
+
 def main():
     if not os.path.isdir(os.path.join(WORKLOAD, "node_modules", "node-llama-cpp")):
         raise AssertionError("node-llama-cpp is not installed: run npm ci in tests/workload")
     model = os.path.join(t.tmpdir("llmprofd-model-"), "small.gguf")
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "small",
                     model], check=True, timeout=60)
+    record(model)
     p, res = decode(model)
 
     g = p["ggml"]

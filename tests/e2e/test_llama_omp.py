@@ -24,6 +24,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
 import perfref  # noqa: E402
+import tracefmt  # noqa: E402
 
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
 TOKENS = 400
@@ -131,6 +132,43 @@ def main():
             "per-token CPU ms add up over %d generated tokens: %s"
             % (pt["generated"], json.dumps(pt)))
     prompt(binary, model, work)
+    record(binary, model, work)
+
+
+def record(binary, model, work):
+    """A timeline of the OpenMP build for 3 s in the middle of decoding: a valid trace,
+    every worker's CPU track, and generation spans at the rate the trace's own tokens/s
+    counter gives."""
+    d = t.Daemon("--sample-hz", "99")
+    d.wait_ready()
+    proc = subprocess.Popen([binary, "-m", model, "-n", "600", "Once upon a time"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t._children.append(proc)
+    d.wait_log("pid %d (llama-simple) runs ggml" % proc.pid)
+    out = os.path.join(work, "omp.json.gz")
+    rec = tracefmt.record(t, d, proc.pid, out, "--seconds", "3")
+    text, err = rec.communicate(timeout=60)
+    t.check(rec.returncode == 0, "record: llmprofctl record exits 0: %r %r" % (text, err))
+    proc.kill()
+    proc.wait(timeout=30)
+    t.check(d.stop() == 0, "record: the daemon exits 0")
+    doc = tracefmt.load(out)
+    ev = tracefmt.valid(t, doc, "record")
+    gen = tracefmt.decodes(ev, proc.pid)[0]
+    rates = sorted(e["args"]["value"] for e in ev if e["ph"] == "C" and e["name"] == "tokens/s")
+    t.check(len(gen) > 30 and len(rates) >= len(gen) - 2,
+            "record: %d generation spans on the main thread, %d tokens/s points"
+            % (len(gen), len(rates)))
+    inside = sum(min(e["ts"] + e["dur"], 3e6) - e["ts"] for e in gen)
+    median = rates[len(rates) // 2] if rates else 0
+    t.check(abs(len(gen) - 3 * median) <= 0.15 * 3 * median,
+            "record: %d tokens in 3 s at the median %.1f tokens/s (%.2f s inside decode)"
+            % (len(gen), median, inside / 1e6))
+    cpu = {e["tid"] for e in ev if e["ph"] == "X" and e["tid"] >= tracefmt.CPU_TRACK}
+    sync = [e for e in ev if e["ph"] == "X" and e["name"].startswith("futex wait")]
+    t.check(len(cpu) >= 2 and sync, "record: %d threads' CPU tracks, %d futex waits (libgomp)"
+            % (len(cpu), len(sync)))
+    t.check(doc["otherData"]["events_lost"] == 0, "record: no event lost: %s" % doc["otherData"])
 
 
 def prompt(binary, model, work):

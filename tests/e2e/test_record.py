@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""e2e tier: `llmprofctl record`, a timeline in the Chrome Trace Event Format, read back.
+
+- lpfixture with a schedule the test controls: two threads sleeping 20 ms futex waits on
+  words whose addresses it prints, two threads pinned to CPU 0 with a shell busy loop the
+  test pins there too. The file must be a valid trace (every slice with its fields, slices
+  properly nested on each track, timestamps increasing per track), every futex wait a
+  slice naming its word and lasting 20 ms within 5 % (the timer's slack is 50 us), the
+  pinned threads' preemptions naming the shell and its pid, the threads named.
+- lpops (a ggml-like process, llama_decode per token, precise probes on its ops): every
+  generated token is one llama_decode span on the main thread, every op call one span,
+  nested in the decode on that thread (counts exact: the window holds the whole run).
+- The API around it: a second record of a running one is 409, a pid without one 404,
+  bad bodies 400, an unprivileged peer 403."""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import lptest as t  # noqa: E402
+import tracefmt  # noqa: E402
+
+LPOPS = os.environ.get("LPOPS", "build/tests/lpops")
+EPS = tracefmt.EPS
+
+
+def fixture(work):
+    print("--- lpfixture: futex waits of 20 ms, two threads pinned with a busy loop")
+    hog = subprocess.Popen(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
+    t._children.append(hog)
+    fx = t.Fixture("--futex-threads", "2", "--futex-waits", "10", "--futex-ms", "20",
+                   "--contend-ms", "400", "--hold")
+    d = t.Daemon("--pid", str(fx.pid), "--socket-mode", "0666")  # others may connect
+    d.wait_ready()
+    out = os.path.join(work, "fixture.json.gz")
+    rec = tracefmt.record(t, d, fx.pid, out, "--seconds", "3", "--no-ops")
+
+    # The API around a running record.
+    st, doc, _ = t.curl(d.socket, "POST", "/v1/processes/%d/record" % fx.pid, "{}")
+    t.check(st == 409 and doc["error"]["code"] == "busy", "a second record is refused: %d %s"
+            % (st, doc))
+    st, doc, _ = t.curl(d.socket, "GET", "/v1/processes/%d/record" % fx.pid)
+    t.check(st == 202 and doc["recording"] and 0 < doc["remaining_seconds"] <= 3,
+            "GET while it records: 202, %s s left" % doc.get("remaining_seconds"))
+    for body in ('{"seconds": 0}', '{"seconds": 61}', '{"ops": 1}', '{"seconds": 1, "x": 2}',
+                 "[]"):
+        st, doc, _ = t.curl(d.socket, "POST", "/v1/processes/%d/record" % t.unused_pid(), body)
+        t.check(st == 400, "bad body %s: 400 (%s)" % (body, doc["error"]["message"]))
+    st, doc, _ = t.curl(d.socket, "GET", "/v1/processes/%d/record" % t.unused_pid())
+    t.check(st == 404, "no record of a pid: 404")
+    st, doc, _ = t.curl(d.socket, "POST", "/v1/processes/%d/record" % fx.pid, "{}",
+                        user=t.as_user(65534))
+    t.check(st == 403, "an unprivileged peer: 403 (%s)" % doc["error"]["message"])
+
+    fx.go()
+    res = fx.result()
+    out_text, err = rec.communicate(timeout=30)
+    t.check(rec.returncode == 0 and "wrote " + out in out_text,
+            "llmprofctl record exits 0 and says where: %r %r" % (out_text, err))
+    hog.kill()
+    hog.wait()
+    doc = tracefmt.load(out)
+    t.check(doc["otherData"]["events_lost"] == 0 and doc["otherData"]["events_dropped"] == 0,
+            "nothing lost: %s" % doc["otherData"])
+    ev = tracefmt.valid(t, doc, "fixture")
+
+    # Every futex wait: a slice naming its word, 20 ms within 5 %.
+    for addr in res["futex_addrs"]:
+        waits = [e for e in ev if e["ph"] == "X" and e["name"] == "futex wait " + addr]
+        durs = sorted(round(e["dur"] / 1e3, 3) for e in waits)
+        t.check(len(waits) == res["futex_waits"] and all(19.0 <= x <= 21.0 for x in durs),
+                "futex word %s: %d waits of 20 ms within 5 %%: %s"
+                % (addr, len(waits), durs))
+    # The pinned threads were preempted by the shell, and the slices say so.
+    names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M"
+             and e["name"] == "thread_name"}
+    for tid in res["spin_tids"]:
+        if not names.get(tid, "").startswith("contend"):
+            continue
+        by = [e for e in ev if e["ph"] == "X" and e["tid"] == tid + tracefmt.CPU_TRACK
+              and e["name"].startswith("preempted by ")]
+        hogs = [e for e in by if e["name"] == "preempted by sh %d" % hog.pid
+                and e["args"]["by_pid"] == hog.pid and e["args"]["cpu"] == 0]
+        t.check(hogs, "contend %d: preempted by sh %d on CPU 0, %d times (of %d preemptions)"
+                % (tid, hog.pid, len(hogs), len(by)))
+        t.check(names.get(tid + tracefmt.CPU_TRACK) == "contend %d CPU" % tid,
+                "its CPU track is named: %s" % names.get(tid + tracefmt.CPU_TRACK))
+    fx.release()
+    t.check(d.stop() == 0, "llmprofd exits 0")
+
+
+def ops(work):
+    print("--- lpops: llama_decode, op and barrier spans")
+    tokens = 150
+    # The ops to probe by name: precise mode otherwise picks those with samples, and lpops
+    # has none before "go".
+    d = t.Daemon("--sample-hz", "99", "--precise-ops", "mul_mat_up_gate,rms_norm,soft_max")
+    d.wait_ready()
+    proc = subprocess.Popen([os.path.realpath(LPOPS), "--wait-go", "--tokens", str(tokens)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    t._children.append(proc)
+    pid = t.read_json_line(proc, "lpops", 30)["pid"]
+    d.wait_log("pid %d (lpops) runs ggml" % pid)
+    out = os.path.join(work, "lpops.json")
+    rec = tracefmt.record(t, d, pid, out, "--seconds", "6")
+    d.wait_log("pid %d: precise probes on " % pid)
+    proc.stdin.write(b"go\n")
+    proc.stdin.flush()
+    t.read_json_line(proc, "lpops", 60)
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    out_text, err = rec.communicate(timeout=30)
+    t.check(rec.returncode == 0, "llmprofctl record exits 0: %r %r" % (out_text, err))
+    t.check("pid %d: precise mode off" % pid in d.log(),
+            "precise mode, switched on for the window, is off again")
+    doc = tracefmt.load(out)
+    ev = tracefmt.valid(t, doc, "lpops")
+    spans = [e for e in ev if e["ph"] == "X" and e["tid"] < tracefmt.CPU_TRACK]
+    gen = [e for e in spans if e["name"] == "llama_decode: generation" and e["tid"] == pid]
+    t.check(len(gen) == tokens and all(e["args"]["tokens"] == 1 for e in gen),
+            "every generated token is one llama_decode span on the main thread: %d of %d"
+            % (len(gen), tokens))
+    for op in ("mul_mat_up_gate", "rms_norm", "soft_max"):
+        calls = [e for e in spans if e["name"] == op]
+        t.check(len(calls) == 2 * tokens and {e["tid"] for e in calls} == {
+            e["tid"] for e in spans if e["name"] == "barrier"} and len({e["tid"] for e in calls}) == 2,
+            "%s: a span per call on each of the 2 threads: %d of %d" % (op, len(calls), 2 * tokens))
+    main_ops = [e for e in spans if e["tid"] == pid and e["name"] == "mul_mat_up_gate"]
+    inside = [e for e in main_ops if any(g["ts"] <= e["ts"] + EPS and
+                                         e["ts"] + e["dur"] <= g["ts"] + g["dur"] + EPS
+                                         for g in gen)]
+    t.check(len(inside) == len(main_ops), "the main thread's op spans lie inside its decode spans")
+    tps = [e for e in ev if e["ph"] == "C" and e["name"] == "tokens/s"]
+    t.check(len(tps) == tokens - 1 and all(50 < e["args"]["value"] < 200 for e in tps),
+            "a tokens/s point per token after the first: %d, %s..."
+            % (len(tps), [round(e["args"]["value"]) for e in tps[:5]]))
+    t.check(re.search(r"pid %d: timeline recorded: \d+ events" % pid, d.log()) is not None,
+            "the log says what was recorded")
+    t.check(d.stop() == 0, "llmprofd exits 0")
+
+
+def main():
+    work = t.tmpdir("llmprof-record-")
+    fixture(work)
+    ops(work)
+
+
+t.run(main, timeout=240)
