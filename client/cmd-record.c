@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zlib.h>
@@ -11,11 +12,10 @@
 #include "llmprof/protocol.h"
 #include "llmprofctl.h"
 
-static const struct option opts[] = {{"pid", required_argument, NULL, 'p'},
-				     {"seconds", required_argument, NULL, 's'},
-				     {"output", required_argument, NULL, 'o'},
-				     {"no-ops", no_argument, NULL, 'n'},
-				     CTL_COMMON_OPTS};
+static const struct option opts[] = {
+	{"pid", required_argument, NULL, 'p'},	  {"seconds", required_argument, NULL, 's'},
+	{"output", required_argument, NULL, 'o'}, {"no-ops", no_argument, NULL, 'n'},
+	{"summary", no_argument, NULL, 'S'},	  CTL_COMMON_OPTS};
 
 static void nap(double s)
 {
@@ -50,6 +50,118 @@ static int write_trace(const char *path, const char *body, size_t len)
 	return ok ? 0 : -errno;
 }
 
+/* The per-token table: for each generation llama_decode in the trace, its wall time and,
+ * summed over the process's threads within it, CPU time in each op group (op spans,
+ * precise mode), in barriers, and time off CPU by reason. */
+enum { K_BARRIER = 7, K_PREEMPTED, K_FUTEX, K_BLOCKED, K_RUNNABLE, K_NR };
+static const char *const kind_names[K_NR] = {"matmul",	    "attention", "norm",      "rope",
+					     "elementwise", "copy",	 "other_ops", "barrier",
+					     "preempted",   "futex",	 "blocked",   "runnable"};
+static const char *const kind_heads[K_NR] = {"MATMUL",	"ATTN",	 "NORM",    "ROPE",
+					     "ELEM",	"COPY",	 "OTHER",   "BARRIER",
+					     "PREEMPT", "FUTEX", "BLOCKED", "RUNQ"};
+
+struct sp {
+	double ts, end;
+	int kind;
+};
+
+static int kind_of(const cJSON *e)
+{
+	const char *cat = ctl_str(e, "cat", ""), *name = ctl_str(e, "name", "");
+
+	if (!strcmp(cat, "op")) {
+		const char *g = ctl_str(cJSON_GetObjectItemCaseSensitive(e, "args"), "group", "");
+
+		for (int k = 0; k < K_BARRIER; k++)
+			if (!strcmp(g, kind_names[k]))
+				return k;
+		return K_BARRIER - 1;
+	}
+	if (!strcmp(cat, "barrier"))
+		return K_BARRIER;
+	if (strcmp(cat, "sched"))
+		return -1;
+	if (!strncmp(name, "preempted", 9))
+		return K_PREEMPTED;
+	if (!strncmp(name, "futex wait", 10))
+		return K_FUTEX;
+	if (!strcmp(name, "blocked"))
+		return K_BLOCKED;
+	if (!strcmp(name, "runnable"))
+		return K_RUNNABLE;
+	return -1;
+}
+
+static int by_ts(const void *a, const void *b)
+{
+	const struct sp *x = a, *y = b;
+
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+static void summary(const cJSON *doc)
+{
+	const cJSON *e, *ev = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
+	int n = cJSON_GetArraySize(ev), ntok = 0, nsp = 0;
+	struct sp *tok = calloc((size_t)n + 1, sizeof(*tok)),
+		  *sp = calloc((size_t)n + 1, sizeof(*sp));
+	double total[K_NR] = {0}, longest = 0;
+
+	if (!tok || !sp)
+		goto out;
+	cJSON_ArrayForEach(e, ev)
+	{
+		double ts = ctl_num(e, "ts", 0), end = ts + ctl_num(e, "dur", 0);
+		int k;
+
+		if (strcmp(ctl_str(e, "ph", ""), "X"))
+			continue;
+		if (!strcmp(ctl_str(e, "name", ""), "llama_decode: generation"))
+			tok[ntok++] = (struct sp){ts, end, -1};
+		else if ((k = kind_of(e)) >= 0)
+			sp[nsp++] = (struct sp){ts, end, k};
+	}
+	qsort(tok, (size_t)ntok, sizeof(*tok), by_ts);
+	qsort(sp, (size_t)nsp, sizeof(*sp), by_ts);
+	/* Which columns have anything, over the whole window. */
+	for (int i = 0; i < nsp; i++) {
+		total[sp[i].kind] += sp[i].end - sp[i].ts;
+		longest = fmax(longest, sp[i].end - sp[i].ts);
+	}
+	printf("\nper generated token (ms; CPU and off-CPU time summed over threads, within the "
+	       "token's llama_decode)\n%6s %8s",
+	       "TOKEN", "MS");
+	for (int k = 0; k < K_NR; k++)
+		if (total[k] > 0)
+			printf(" %8s", kind_heads[k]);
+	printf("\n");
+	for (int t = 0, first = 0; t < ntok; t++) {
+		double in[K_NR] = {0};
+
+		/* Spans are sorted by start: those that start a longest span's length before
+		 * this token cannot reach it. */
+		while (first < nsp && sp[first].ts + longest < tok[t].ts)
+			first++;
+		for (int i = first; i < nsp && sp[i].ts < tok[t].end; i++) {
+			double a = fmax(sp[i].ts, tok[t].ts), b = fmin(sp[i].end, tok[t].end);
+
+			if (b > a)
+				in[sp[i].kind] += b - a;
+		}
+		printf("%6d %8.2f", t + 1, (tok[t].end - tok[t].ts) / 1e3);
+		for (int k = 0; k < K_NR; k++)
+			if (total[k] > 0)
+				printf(" %8.2f", in[k] / 1e3);
+		printf("\n");
+	}
+	if (!ntok)
+		printf("(no generated token in the window)\n");
+out:
+	free(tok);
+	free(sp);
+}
+
 static int exec(struct ctl *c, int argc, char **argv)
 {
 	char path[96], body[96], out_default[64];
@@ -57,7 +169,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 	const char *out = NULL;
 	int pid = 0, opt, status = CTL_OK;
 	struct ctl_response raw;
-	bool ops = true;
+	bool ops = true, table = false;
 	const cJSON *o;
 	cJSON *doc;
 
@@ -76,6 +188,8 @@ static int exec(struct ctl *c, int argc, char **argv)
 			out = optarg;
 		if (opt == 'n')
 			ops = false;
+		if (opt == 'S')
+			table = true;
 	}
 	if (ctl_process_path(c, &ctl_cmd_record, pid, LP_ROUTE_RECORD, path, sizeof(path)))
 		return CTL_USAGE;
@@ -114,6 +228,8 @@ static int exec(struct ctl *c, int argc, char **argv)
 		       "at https://ui.perfetto.dev (Open trace file) or chrome://tracing\n",
 		       out, ctl_num(o, "events", 0), ctl_num(o, "events_lost", 0),
 		       ctl_num(o, "events_dropped", 0), raw.len);
+		if (table)
+			summary(doc);
 	}
 	cJSON_Delete(doc);
 	ctl_response_free(&raw);
@@ -122,7 +238,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 
 const struct ctl_cmd ctl_cmd_record = {
 	.name = "record",
-	.usage = "--pid PID [--seconds S] [-o FILE] [--no-ops]",
+	.usage = "--pid PID [--seconds S] [-o FILE] [--no-ops] [--summary]",
 	.summary = "a timeline of one process, for Perfetto",
 	.help = "Records what every thread of the process did for S seconds: running, runnable, "
 		"preempted (by\nwhom, on which CPU), blocked in a futex wait (on which word) or "
@@ -136,11 +252,15 @@ const struct ctl_cmd ctl_cmd_record = {
 		"  -p, --pid PID      the process\n"
 		"  -s, --seconds S    for S seconds (default 5, at most 60)\n"
 		"  -o, --output FILE  where to write it (default llmprof-PID.json.gz)\n"
-		"  -n, --no-ops       no op and barrier spans: no probes\n\n"
+		"  -n, --no-ops       no op and barrier spans: no probes\n"
+		"  -S, --summary      then print a table per generated token: its time, CPU time "
+		"by\n"
+		"                     op group and in barriers, time off CPU by reason\n\n"
 		"Examples:\n"
 		"  llmprofctl record --pid 4242 --seconds 3\n"
-		"  llmprofctl record --pid 4242 -o decode.json --no-ops\n",
-	.shortopt = "p:s:o:n",
+		"  llmprofctl record --pid 4242 -o decode.json --no-ops\n"
+		"  llmprofctl record --pid 4242 --seconds 2 --summary\n",
+	.shortopt = "p:s:o:nS",
 	.longopts = opts,
 	.exec = exec,
 };

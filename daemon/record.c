@@ -206,7 +206,7 @@ int lp_record_on_event(void *ctx, void *data, size_t size)
 static void finish(struct lp_recorder *r, struct lp_record *rec)
 {
 	struct lp_target *t = lp_tracker_find(r->tr, rec->pid);
-	const char **names = NULL;
+	const char **names = NULL, **groups = NULL;
 	struct lp_recording st = {0};
 	__u32 key = (__u32)rec->pid;
 	size_t nops = 0;
@@ -217,9 +217,12 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 	if (t && rec->precise_ours && t->ggml && t->ggml->precise_on && !t->exited)
 		lp_precise_set(r->g, t, false, 0);
 	read_threads(rec);
-	if (t && t->ggml && (nops = t->ggml->ops.n) && (names = calloc(nops, sizeof(*names))))
-		for (size_t i = 0; i < nops; i++)
+	if (t && t->ggml && (nops = t->ggml->ops.n) && (names = calloc(nops, sizeof(*names))) &&
+	    (groups = calloc(nops, sizeof(*groups))))
+		for (size_t i = 0; i < nops; i++) {
 			names[i] = t->ggml->ops.v[i].name;
+			groups[i] = lp_op_group_key((int)t->ggml->ops.v[i].group);
+		}
 	struct lp_trace_in in = {
 		.pid = rec->pid,
 		.comm = t ? t->comm : NULL,
@@ -230,13 +233,15 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 		.threads = rec->threads,
 		.nthreads = rec->nthreads,
 		.op_names = names,
-		.nops = names ? nops : 0,
+		.op_groups = groups,
+		.nops = names && groups ? nops : 0,
 		.lost = rec->lost,
 		.dropped = rec->dropped,
 		.version = r->version,
 	};
 	rec->error = lp_trace_render(&in, &rec->trace, &rec->len);
 	free(names);
+	free(groups);
 	free(rec->ev);
 	rec->ev = NULL;
 	rec->n = rec->cap = 0;

@@ -133,10 +133,9 @@ static void off_slices(struct sb *b, const struct lp_trace_in *in, const struct 
 	char name[96], args[160];
 
 	if (o->ev->reason == LP_OFF_PREEMPTED) {
-		char by[LP_ESCAPE_SIZE(LP_COMM_LEN)];
-
-		lp_escape(by, sizeof(by), o->ev->comm, strnlen(o->ev->comm, LP_COMM_LEN));
-		snprintf(name, sizeof(name), "preempted by %s %" PRIu32, by, o->ev->other);
+		/* Raw here: slice() escapes the whole name once. */
+		snprintf(name, sizeof(name), "preempted by %.*s %" PRIu32,
+			 (int)strnlen(o->ev->comm, LP_COMM_LEN), o->ev->comm, o->ev->other);
 		snprintf(args, sizeof(args), "\"cpu\":%u,\"by_pid\":%" PRIu32, o->ev->cpu,
 			 o->ev->other);
 		slice(b, in, tid, "sched", o->from, o->to, name, args);
@@ -183,7 +182,10 @@ static void span(struct sb *b, const struct lp_trace_in *in, uint32_t tid, uint8
 		snprintf(args, sizeof(args), "\"tokens\":%" PRIu64, began ? a : 0);
 		slice(b, in, tid, "decode", from, to, name, args);
 	} else if (type == LP_REC_OP_BEGIN) {
-		slice(b, in, tid, "op", from, to, op_name(in, a, buf, sizeof(buf)), NULL);
+		snprintf(args, sizeof(args), "\"group\":\"%s\"",
+			 a < in->nops && in->op_groups && in->op_groups[a] ? in->op_groups[a]
+									   : "other_ops");
+		slice(b, in, tid, "op", from, to, op_name(in, a, buf, sizeof(buf)), args);
 	} else {
 		slice(b, in, tid, "barrier", from, to, "barrier", NULL);
 	}

@@ -104,7 +104,7 @@ def ops(work):
     pid = t.read_json_line(proc, "lpops", 30)["pid"]
     d.wait_log("pid %d (lpops) runs ggml" % pid)
     out = os.path.join(work, "lpops.json")
-    rec = tracefmt.record(t, d, pid, out, "--seconds", "6")
+    rec = tracefmt.record(t, d, pid, out, "--seconds", "6", "--summary")
     d.wait_log("pid %d: precise probes on " % pid)
     proc.stdin.write(b"go\n")
     proc.stdin.flush()
@@ -138,6 +138,19 @@ def ops(work):
             % (len(tps), [round(e["args"]["value"]) for e in tps[:5]]))
     t.check(re.search(r"pid %d: timeline recorded: \d+ events" % pid, d.log()) is not None,
             "the log says what was recorded")
+    # --summary: a row per generated token; lpops' ops take known times on each of its two
+    # threads (4, 0.8, 0.6 and 0.5 ms), so per token 8, 1.6, 1.2 and 1.0 ms of CPU.
+    lines = out_text.splitlines()
+    head = next((i for i, l in enumerate(lines) if l.split()[:2] == ["TOKEN", "MS"]), None)
+    t.check(head is not None, "--summary prints the per-token table:\n%s" % out_text[-600:])
+    cols = lines[head].split()
+    rows = [dict(zip(cols, map(float, l.split()))) for l in lines[head + 1:] if l.strip()]
+    t.check(len(rows) == tokens, "a row per generated token: %d" % len(rows))
+    for col, want in (("MATMUL", 8.0), ("ATTN", 1.6), ("NORM", 1.2), ("BARRIER", 1.0)):
+        got = sorted(r.get(col, 0) for r in rows)
+        med = got[len(got) // 2] if got else 0
+        t.check(abs(med - want) <= 0.1 * want, "--summary: %s %.2f ms per token, by "
+                "construction %.1f" % (col, med, want))
     t.check(d.stop() == 0, "llmprofd exits 0")
 
 

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* daemon/trace.c on events made up to the microsecond: each slice where the events put it
+ * (running, preempted by whom, a futex wait then runnable, blocked), spans closed at the
+ * window's edges, hostile names escaped into valid JSON, counters. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "trace.h"
+
+#define T0 1000000000ULL /* the window's start, ns */
+#define US 1000ULL
+
+static struct lp_rec_ev ev(uint64_t us, uint32_t tid, uint8_t type, uint8_t reason, uint64_t a)
+{
+	return (struct lp_rec_ev){.ts = T0 + us * US,
+				  .tgid = 100,
+				  .tid = tid,
+				  .type = type,
+				  .reason = reason,
+				  .cpu = 1,
+				  .a = a};
+}
+
+/* The "X" event named name on track tid, or NULL. */
+static const cJSON *slice(const cJSON *events, unsigned tid, const char *name)
+{
+	const cJSON *e;
+
+	cJSON_ArrayForEach(e, events)
+	{
+		const cJSON *ph = cJSON_GetObjectItem(e, "ph"), *n = cJSON_GetObjectItem(e, "name"),
+			    *t = cJSON_GetObjectItem(e, "tid");
+
+		if (cJSON_IsString(ph) && !strcmp(ph->valuestring, "X") && cJSON_IsString(n) &&
+		    !strcmp(n->valuestring, name) && cJSON_IsNumber(t) && t->valuedouble == tid)
+			return e;
+	}
+	return NULL;
+}
+
+static bool at(const cJSON *e, double ts, double dur)
+{
+	return e && fabs(cJSON_GetObjectItem(e, "ts")->valuedouble - ts) < 0.001 &&
+	       fabs(cJSON_GetObjectItem(e, "dur")->valuedouble - dur) < 0.001;
+}
+
+int main(void)
+{
+	/* Thread 101: runs from the window's start to 100 us, preempted by "hog\"\n\e[31m"
+	 * 7 until 150 (run-queue wait 50, known at its next switch-out), runs to 300, futex
+	 * wait on 0x1234 until 500 of which the last 20 us runnable, runs to 600, blocked to
+	 * the window's end (1000). Thread 102: a decode span of 1 token from 10 to 900 with an
+	 * op (index 0) from 20 to 400 inside, and a barrier begun before the window. */
+	struct lp_rec_ev v[] = {
+		ev(100, 101, LP_REC_OFF, LP_OFF_PREEMPTED, 0),
+		ev(150, 101, LP_REC_ON, 0, 0),
+		ev(300, 101, LP_REC_OFF, LP_OFF_FUTEX, 0x1234),
+		ev(500, 101, LP_REC_ON, 0, 0),
+		ev(600, 101, LP_REC_OFF, LP_OFF_BLOCKED, 0),
+		ev(10, 102, LP_REC_DECODE_BEGIN, 0, 1),
+		ev(20, 102, LP_REC_OP_BEGIN, 0, 0),
+		ev(400, 102, LP_REC_OP_END, 0, 0),
+		ev(900, 102, LP_REC_DECODE_END, 0, 0),
+		ev(950, 102, LP_REC_BARRIER_END, 0, 0),
+		ev(960, 102, LP_REC_FAULT_MAJ, 0, 0),
+	};
+	const char *ops[] = {"mul_mat"}, *groups[] = {"matmul"};
+	struct lp_trace_thread th[] = {{101, "worker\x1b[2J"}, {102, "main"}};
+	struct lp_trace_in in = {.pid = 100,
+				 .comm = "llama\"simple",
+				 .start_ns = T0,
+				 .end_ns = T0 + 1000 * US,
+				 .ev = v,
+				 .n = sizeof(v) / sizeof(v[0]),
+				 .threads = th,
+				 .nthreads = 2,
+				 .op_names = ops,
+				 .op_groups = groups,
+				 .nops = 1,
+				 .lost = 3,
+				 .version = "test"};
+	const cJSON *events, *e;
+	char *out = NULL;
+	size_t len = 0;
+	cJSON *doc;
+
+	/* The preemptor's comm, as another user may set it. */
+	v[0].other = 7;
+	memcpy(v[0].comm, "hog\"\n\x1b[31m", 10);
+	v[2].runq = 50 * US; /* ends the preempted stretch: all of it runnable anyway */
+	v[4].runq = 20 * US; /* the wait before the 500-600 slice: the futex stretch's tail */
+
+	CHECK(lp_trace_render(&in, &out, &len) == 0 && len == strlen(out), "rendered");
+	doc = cJSON_Parse(out);
+	CHECK(doc != NULL, "valid JSON:\n%s", out);
+	if (!doc)
+		return check_done();
+	events = cJSON_GetObjectItem(doc, "traceEvents");
+	CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "otherData"), "events_lost")
+			      ->valuedouble == 3,
+	      "lost events in the metadata");
+	CHECK(!strchr(out, '\x1b') && strstr(out, "\\\\x1b"),
+	      "no terminal escape reaches the file");
+
+	unsigned cpu = 101 + LP_TRACE_CPU_TRACK;
+	CHECK(at(slice(events, cpu, "running"), 0, 100), "running from the window's start to 100");
+	e = slice(events, cpu, "preempted by hog\"\\x0a\\x1b[31m 7");
+	CHECK(at(e, 100, 50), "preempted by the escaped comm and pid, 100 to 150");
+	CHECK(e && cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "by_pid")->valuedouble == 7,
+	      "by_pid in its args");
+	CHECK(at(slice(events, cpu, "futex wait 0x1234"), 300, 180),
+	      "the futex wait, 300 to 480: the last 20 us were spent runnable");
+	CHECK(at(slice(events, cpu, "runnable"), 480, 20), "runnable from 480 to 500");
+	CHECK(at(slice(events, cpu, "blocked"), 600, 400), "blocked to the window's end");
+
+	e = slice(events, 102, "llama_decode: generation");
+	CHECK(at(e, 10, 890), "the decode span");
+	e = slice(events, 102, "mul_mat");
+	CHECK(at(e, 20, 380) && !strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "group")
+						->valuestring,
+					"matmul"),
+	      "the op span, named and grouped");
+	CHECK(at(slice(events, 102, "barrier"), 0, 950), "a barrier begun before the window");
+
+	/* Names: escaped, with each thread's CPU track named after it. */
+	CHECK(strstr(out, "\"llama\\\"simple\"") != NULL, "the process name, quote escaped");
+	CHECK(strstr(out, "\"worker\\\\x1b[2J 101 CPU\"") != NULL, "the CPU track's name");
+
+	/* Counters: the major fault, and threads on CPU (1 at the start: 101 was running). */
+	int faults = 0, first_on = -1;
+
+	cJSON_ArrayForEach(e, events)
+	{
+		const char *ph = cJSON_GetObjectItem(e, "ph")->valuestring,
+			   *n = cJSON_GetObjectItem(e, "name")->valuestring;
+
+		if (strcmp(ph, "C"))
+			continue;
+		if (!strcmp(n, "major faults"))
+			faults++;
+		if (!strcmp(n, "threads on CPU") && first_on < 0)
+			first_on = (int)cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "value")
+					   ->valuedouble;
+	}
+	CHECK(faults == 1 && first_on == 1, "counters: %d fault, %d on CPU at the start", faults,
+	      first_on);
+	cJSON_Delete(doc);
+	free(out);
+
+	/* No events at all: still a document. */
+	in.n = 0;
+	CHECK(lp_trace_render(&in, &out, &len) == 0 && (doc = cJSON_Parse(out)),
+	      "an empty window renders");
+	cJSON_Delete(doc);
+	free(out);
+	return check_done();
+}
