@@ -34,7 +34,7 @@ struct lp_trace_in {
 	size_t n;
 	const struct lp_trace_thread *threads;
 	size_t nthreads;
-	const char *const *op_names; /* by op index; NULL entries print as "op N" */
+	const char *const *op_names;  /* by op index; NULL entries print as "op N" */
 	const char *const *op_groups; /* by op index: the op's group (matmul, ...), or NULL */
 	size_t nops;
 	uint64_t lost;	  /* events the kernel's ring buffer had no room for */
