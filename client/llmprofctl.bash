@@ -34,14 +34,15 @@ _llmprofctl() {
 		;;
 	esac
 	case $cmd in
-	"") opts="top dump list status reset precise help $common --version" ;;
+	"") opts="top dump list status reset precise record help $common --version" ;;
 	top) opts="--delay --batch --iterations --sort --all --threads --ops --pid $common" ;;
 	dump) opts="--pid --json --fine $common" ;;
 	list) opts="--json --pids $common" ;;
 	status) opts="--json $common" ;;
 	reset) opts="--pid $common" ;;
 	precise) opts="--pid --seconds --off $common" ;;
-	help) opts="top dump list status reset precise" ;;
+	record) opts="--pid --seconds --output --no-ops --summary $common" ;;
+	help) opts="top dump list status reset precise record" ;;
 	esac
 	COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 }

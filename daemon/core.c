@@ -400,10 +400,10 @@ int lp_core_op_samples(const struct lp_core *c, pid_t pid, struct lp_op_samples 
 size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size_t n)
 {
 	struct bpf_map *maps[] = {
-		c->skel->maps.procs,	  c->skel->maps.threads,    c->skel->maps.futex_addrs,
-		c->skel->maps.events,	  c->skel->maps.drops,	    c->skel->maps.ranges,
-		c->skel->maps.precise,	  c->skel->maps.objs,	    c->skel->maps.op_samples,
-		c->skel->maps.op_precise, c->skel->maps.unwind_rows};
+		c->skel->maps.procs,	  c->skel->maps.threads,     c->skel->maps.futex_addrs,
+		c->skel->maps.events,	  c->skel->maps.drops,	     c->skel->maps.ranges,
+		c->skel->maps.precise,	  c->skel->maps.objs,	     c->skel->maps.op_samples,
+		c->skel->maps.op_precise, c->skel->maps.unwind_rows, c->skel->maps.rec_ring};
 	size_t k = 0;
 
 	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]) && k < n; i++, k++) {

@@ -78,9 +78,9 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 
 static void log_memory(const struct lp_core *c)
 {
-	struct lp_map_usage u[12];
-	size_t n = lp_core_map_usage(c, u, 12);
-	char line[512];
+	struct lp_map_usage u[16];
+	size_t n = lp_core_map_usage(c, u, 16);
+	char line[640];
 	uint64_t total = 0;
 	int len = 0;
 
