@@ -34,6 +34,9 @@ static void record_free(struct lp_record *rec)
 	for (size_t i = 0; i < rec->nthreads; i++)
 		free((char *)rec->threads[i].name);
 	free(rec->threads);
+	for (size_t i = 0; i < rec->nmaps; i++)
+		free((char *)rec->maps[i].name);
+	free(rec->maps);
 	free(rec->ev);
 	free(rec->trace);
 	free(rec);
@@ -115,6 +118,51 @@ static void read_threads(struct lp_record *rec)
 	closedir(d);
 }
 
+/* The process's mappings now (at most 65,536), replacing what was read before. */
+static void read_maps(struct lp_record *rec)
+{
+	struct lp_trace_map *v = NULL;
+	char path[64], line[4200];
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)rec->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (n < 65536 && fgets(line, sizeof(line), f)) {
+		unsigned long long start, end;
+		struct lp_trace_map *p;
+		char *name = NULL, *nl;
+		int off = 0;
+
+		if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &start, &end, &off) < 2 || !off)
+			continue;
+		if ((nl = strchr(line + off, '\n')))
+			*nl = '\0';
+		name = strdup(line[off] ? line + off : "[anon]");
+		p = realloc(v, (n + 1) * sizeof(*v));
+		if (!name || !p) {
+			free(name);
+			if (p)
+				v = p;
+			break;
+		}
+		v = p;
+		v[n++] = (struct lp_trace_map){start, end, name};
+	}
+	fclose(f);
+	if (!n) {
+		free(v);
+		return;
+	}
+	for (size_t i = 0; i < rec->nmaps; i++)
+		free((char *)rec->maps[i].name);
+	free(rec->maps);
+	rec->maps = v;
+	rec->nmaps = n;
+}
+
 int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops)
 {
 	struct lp_target *t = lp_tracker_find(r->tr, pid);
@@ -142,6 +190,7 @@ int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops)
 	rec->start_ns = lp_now_ns();
 	rec->until_ns = rec->start_ns + (uint64_t)(seconds * 1e9);
 	read_threads(rec);
+	read_maps(rec);
 	/* Op and barrier spans come from precise mode's probes: on for the window, unless
 	 * they are on already (then they stay as they were). */
 	if (ops && t->ggml && !t->ggml->precise_on) {
@@ -217,6 +266,7 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 	if (t && rec->precise_ours && t->ggml && t->ggml->precise_on && !t->exited)
 		lp_precise_set(r->g, t, false, 0);
 	read_threads(rec);
+	read_maps(rec);
 	if (t && t->ggml && (nops = t->ggml->ops.n) && (names = calloc(nops, sizeof(*names))) &&
 	    (groups = calloc(nops, sizeof(*groups))))
 		for (size_t i = 0; i < nops; i++) {
@@ -232,6 +282,8 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 		.n = rec->n,
 		.threads = rec->threads,
 		.nthreads = rec->nthreads,
+		.maps = rec->maps,
+		.nmaps = rec->nmaps,
 		.op_names = names,
 		.op_groups = groups,
 		.nops = names && groups ? nops : 0,

@@ -34,6 +34,8 @@ struct lp_record {
 	uint64_t lost;	  /* the kernel's ring buffer was full */
 	struct lp_trace_thread *threads;
 	size_t nthreads;
+	struct lp_trace_map *maps; /* its mappings, for what futex words lie in */
+	size_t nmaps;
 	char *trace;
 	size_t len;
 	int error; /* rendering failed */

@@ -93,9 +93,11 @@ static double us(const struct lp_trace_in *in, uint64_t ts)
 	return (double)(ts - in->start_ns) / 1e3;
 }
 
-/* A complete event ("X"); args is a JSON object's members, or NULL. */
+/* A complete event ("X"); args is a JSON object's members, or NULL, and key/text one more,
+ * text escaped (another user's name), or NULL. */
 static void slice(struct sb *b, const struct lp_trace_in *in, uint32_t tid, const char *cat,
-		  uint64_t from, uint64_t to, const char *name, const char *args)
+		  uint64_t from, uint64_t to, const char *name, const char *args, const char *key,
+		  const char *text)
 {
 	if (to < from)
 		to = from;
@@ -105,8 +107,14 @@ static void slice(struct sb *b, const struct lp_trace_in *in, uint32_t tid, cons
 	       ",\"ts\":%.3f,\"dur\":%.3f,\"name\":",
 	       cat, (int)in->pid, tid, us(in, from), us(in, to) - us(in, from));
 	sb_str(b, name, 256);
-	if (args)
-		sb_add(b, ",\"args\":{%s}", args);
+	if (args || key) {
+		sb_add(b, ",\"args\":{%s", args ? args : "");
+		if (key) {
+			sb_add(b, "%s\"%s\":", args ? "," : "", key);
+			sb_str(b, text, 4096);
+		}
+		sb_add(b, "}");
+	}
 	sb_add(b, "}");
 }
 
@@ -118,15 +126,75 @@ static void counter(struct sb *b, const struct lp_trace_in *in, const char *name
 	       (int)in->pid, us(in, ts), name, v);
 }
 
+struct delta {
+	uint64_t ts;
+	int d;
+};
+
+struct trace_state {
+	struct delta *on, *rq; /* threads on CPU, threads runnable (on CPU or waiting): +1, -1 */
+	size_t non, nrq;
+	uint64_t *gen, *faults; /* generation decode starts, major faults */
+	size_t ngen, nfaults;
+};
+
+static int push_u64(uint64_t **v, size_t *n, uint64_t x)
+{
+	uint64_t *p = realloc(*v, (*n + 1) * sizeof(**v));
+
+	if (!p)
+		return -ENOMEM;
+	p[(*n)++] = x;
+	*v = p;
+	return 0;
+}
+
+static int push_delta(struct delta **v, size_t *n, uint64_t ts, int d)
+{
+	struct delta *p = realloc(*v, (*n + 1) * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p[(*n)++] = (struct delta){ts, d};
+	*v = p;
+	return 0;
+}
+
+/* A thread on CPU from, or off it from: both counters. */
+static int on_cpu(struct trace_state *s, uint64_t ts, int d)
+{
+	int r = push_delta(&s->on, &s->non, ts, d);
+
+	return r ? r : push_delta(&s->rq, &s->nrq, ts, d);
+}
+
+/* A thread waiting for a CPU over [from, to). */
+static int waiting(struct trace_state *s, uint64_t from, uint64_t to)
+{
+	int r = push_delta(&s->rq, &s->nrq, from, 1);
+
+	return r ? r : push_delta(&s->rq, &s->nrq, to, -1);
+}
+
 struct off {
 	uint64_t from, to;
 	const struct lp_rec_ev *ev; /* the switch-out */
+	bool fault;		    /* a major fault ended as it ran again: it was paging in */
 };
+
+/* The mapping holding addr, or NULL. */
+static const struct lp_trace_map *map_of(const struct lp_trace_in *in, uint64_t addr)
+{
+	for (size_t i = 0; i < in->nmaps; i++)
+		if (addr >= in->maps[i].start && addr < in->maps[i].end)
+			return &in->maps[i];
+	return NULL;
+}
 
 /* An off-CPU stretch, with the run-queue wait that ended it (known at the next
  * switch-out): preempted is runnable throughout; a blocked wait ends runnable. */
-static void off_slices(struct sb *b, const struct lp_trace_in *in, const struct off *o,
-		       uint64_t runq)
+static int off_slices(struct sb *b, const struct lp_trace_in *in, const struct off *o,
+		      uint64_t runq, struct trace_state *s)
 {
 	uint32_t tid = o->ev->tid + LP_TRACE_CPU_TRACK;
 	uint64_t woke = o->to - (runq < o->to - o->from ? runq : o->to - o->from);
@@ -138,18 +206,24 @@ static void off_slices(struct sb *b, const struct lp_trace_in *in, const struct 
 			 (int)strnlen(o->ev->comm, LP_COMM_LEN), o->ev->comm, o->ev->other);
 		snprintf(args, sizeof(args), "\"cpu\":%u,\"by_pid\":%" PRIu32, o->ev->cpu,
 			 o->ev->other);
-		slice(b, in, tid, "sched", o->from, o->to, name, args);
-		return;
+		slice(b, in, tid, "sched", o->from, o->to, name, args, NULL, NULL);
+		return waiting(s, o->from, o->to);
 	}
 	if (o->ev->reason == LP_OFF_FUTEX) {
+		const struct lp_trace_map *m = map_of(in, o->ev->a);
+
 		snprintf(name, sizeof(name), "futex wait 0x%" PRIx64, (uint64_t)o->ev->a);
 		snprintf(args, sizeof(args), "\"uaddr\":\"0x%" PRIx64 "\"", (uint64_t)o->ev->a);
-		slice(b, in, tid, "sched", o->from, woke, name, args);
+		slice(b, in, tid, "sched", o->from, woke, name, args, m ? "object" : NULL,
+		      m ? m->name : NULL);
 	} else {
-		slice(b, in, tid, "sched", o->from, woke, "blocked", NULL);
+		slice(b, in, tid, "sched", o->from, woke,
+		      o->fault ? "blocked: major fault" : "blocked", NULL, NULL, NULL);
 	}
-	if (woke < o->to)
-		slice(b, in, tid, "sched", woke, o->to, "runnable", NULL);
+	if (woke >= o->to)
+		return 0;
+	slice(b, in, tid, "sched", woke, o->to, "runnable", NULL, NULL, NULL);
+	return waiting(s, woke, o->to);
 }
 
 struct span {
@@ -180,49 +254,16 @@ static void span(struct sb *b, const struct lp_trace_in *in, uint32_t tid, uint8
 			snprintf(name, sizeof(name), "llama_decode: prompt (%" PRIu64 " tokens)",
 				 a);
 		snprintf(args, sizeof(args), "\"tokens\":%" PRIu64, began ? a : 0);
-		slice(b, in, tid, "decode", from, to, name, args);
+		slice(b, in, tid, "decode", from, to, name, args, NULL, NULL);
 	} else if (type == LP_REC_OP_BEGIN) {
 		snprintf(args, sizeof(args), "\"group\":\"%s\"",
 			 a < in->nops && in->op_groups && in->op_groups[a] ? in->op_groups[a]
 									   : "other_ops");
-		slice(b, in, tid, "op", from, to, op_name(in, a, buf, sizeof(buf)), args);
+		slice(b, in, tid, "op", from, to, op_name(in, a, buf, sizeof(buf)), args, NULL,
+		      NULL);
 	} else {
-		slice(b, in, tid, "barrier", from, to, "barrier", NULL);
+		slice(b, in, tid, "barrier", from, to, "barrier", NULL, NULL, NULL);
 	}
-}
-
-struct delta {
-	uint64_t ts;
-	int d;
-};
-
-struct trace_state {
-	struct delta *on; /* threads on CPU: +1, -1 */
-	size_t non;
-	uint64_t *gen, *faults; /* generation decode starts, major faults */
-	size_t ngen, nfaults;
-};
-
-static int push_u64(uint64_t **v, size_t *n, uint64_t x)
-{
-	uint64_t *p = realloc(*v, (*n + 1) * sizeof(**v));
-
-	if (!p)
-		return -ENOMEM;
-	p[(*n)++] = x;
-	*v = p;
-	return 0;
-}
-
-static int push_delta(struct trace_state *s, uint64_t ts, int d)
-{
-	struct delta *p = realloc(s->on, (s->non + 1) * sizeof(*p));
-
-	if (!p)
-		return -ENOMEM;
-	p[s->non++] = (struct delta){ts, d};
-	s->on = p;
-	return 0;
 }
 
 /* One thread's events, in time order. */
@@ -246,15 +287,15 @@ static int thread_events(struct sb *b, const struct lp_trace_in *in,
 		switch (e->type) {
 		case LP_REC_OFF:
 			if (have_pending)
-				off_slices(b, in, &pending, e->runq);
+				r = off_slices(b, in, &pending, e->runq, s);
 			have_pending = false;
 			if (state == UNKNOWN)
-				r = push_delta(s, in->start_ns, 1);
+				r = r ? r : on_cpu(s, in->start_ns, 1);
 			if (state != OFF) {
 				snprintf(args, sizeof(args), "\"cpu\":%u", e->cpu);
 				slice(b, in, tid + LP_TRACE_CPU_TRACK, "sched", since, e->ts,
-				      "running", args);
-				r = r ? r : push_delta(s, e->ts, -1);
+				      "running", args, NULL, NULL);
+				r = r ? r : on_cpu(s, e->ts, -1);
 			}
 			state = OFF;
 			since = e->ts;
@@ -262,11 +303,11 @@ static int thread_events(struct sb *b, const struct lp_trace_in *in,
 			break;
 		case LP_REC_ON:
 			if (state == OFF && off) {
-				pending = (struct off){since, e->ts, off};
+				pending = (struct off){since, e->ts, off, false};
 				have_pending = true;
 			}
 			if (state != ON)
-				r = push_delta(s, e->ts, 1);
+				r = on_cpu(s, e->ts, 1);
 			state = ON;
 			since = e->ts;
 			break;
@@ -300,17 +341,23 @@ static int thread_events(struct sb *b, const struct lp_trace_in *in,
 			       "%" PRIu32 ",\"ts\":%.3f,\"name\":\"major fault\"}",
 			       (int)in->pid, tid, us(in, e->ts));
 			r = push_u64(&s->faults, &s->nfaults, e->ts);
+			/* Counted as the faulting thread runs again: the stretch it was blocked
+			 * just before was the page coming in. */
+			if (have_pending && pending.ev->reason == LP_OFF_BLOCKED &&
+			    e->ts - pending.to < 1000000)
+				pending.fault = true;
 			break;
 		}
 	}
 	/* The window's end closes what is open. */
 	if (have_pending)
-		off_slices(b, in, &pending, 0);
+		r = r ? r : off_slices(b, in, &pending, 0, s);
 	if (state == ON) {
-		slice(b, in, tid + LP_TRACE_CPU_TRACK, "sched", since, in->end_ns, "running", NULL);
+		slice(b, in, tid + LP_TRACE_CPU_TRACK, "sched", since, in->end_ns, "running", NULL,
+		      NULL, NULL);
 	} else if (state == OFF && off) {
-		pending = (struct off){since, in->end_ns, off};
-		off_slices(b, in, &pending, 0);
+		pending = (struct off){since, in->end_ns, off, false};
+		r = r ? r : off_slices(b, in, &pending, 0, s);
 	}
 	while (depth) {
 		depth--;
@@ -397,6 +444,14 @@ static void counters(struct sb *b, const struct lp_trace_in *in, struct trace_st
 			continue;
 		counter(b, in, "threads on CPU", s->on[i].ts, on < 0 ? 0 : on);
 	}
+	qsort(s->rq, s->nrq, sizeof(*s->rq), by_ts);
+	on = 0;
+	for (size_t i = 0; i < s->nrq; i++) {
+		on += s->rq[i].d;
+		if (i + 1 < s->nrq && s->rq[i + 1].ts == s->rq[i].ts)
+			continue;
+		counter(b, in, "threads runnable", s->rq[i].ts, on < 0 ? 0 : on);
+	}
 	qsort(s->gen, s->ngen, sizeof(*s->gen), by_u64);
 	for (size_t i = 1; i < s->ngen; i++)
 		if (s->gen[i] > s->gen[i - 1])
@@ -444,6 +499,7 @@ int lp_trace_render(const struct lp_trace_in *in, char **out, size_t *len)
 	sb_add(&b, "\n]}\n");
 	free(ev);
 	free(s.on);
+	free(s.rq);
 	free(s.gen);
 	free(s.faults);
 	if (r || b.err) {

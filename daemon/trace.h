@@ -26,6 +26,12 @@ struct lp_trace_thread {
 	const char *name; /* its comm; NULL: unknown (it exited) */
 };
 
+/* A mapping of the process, to name what a futex word lies in. */
+struct lp_trace_map {
+	uint64_t start, end;
+	const char *name; /* its file, or [heap], [stack], [anon] */
+};
+
 struct lp_trace_in {
 	pid_t pid;
 	const char *comm;
@@ -37,6 +43,8 @@ struct lp_trace_in {
 	const char *const *op_names;  /* by op index; NULL entries print as "op N" */
 	const char *const *op_groups; /* by op index: the op's group (matmul, ...), or NULL */
 	size_t nops;
+	const struct lp_trace_map *maps; /* sorted or not; NULL: none known */
+	size_t nmaps;
 	uint64_t lost;	  /* events the kernel's ring buffer had no room for */
 	uint64_t dropped; /* events past the daemon's bound */
 	const char *version;

@@ -28,7 +28,10 @@ EPS = tracefmt.EPS
 
 def fixture(work):
     print("--- lpfixture: futex waits of 20 ms, two threads pinned with a busy loop")
-    hog = subprocess.Popen(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
+    # The hog has a larger share of CPU 0 (nice -10) than the pinned threads: it takes the
+    # CPU from each of them many times over their 400 ms, not only from one.
+    hog = subprocess.Popen(["nice", "-n", "-10", "taskset", "-c", "0", "sh", "-c",
+                            "while :; do :; done"])
     t._children.append(hog)
     fx = t.Fixture("--futex-threads", "2", "--futex-waits", "10", "--futex-ms", "20",
                    "--contend-ms", "400", "--hold")

@@ -63,6 +63,10 @@ int main(void)
 		ev(300, 101, LP_REC_OFF, LP_OFF_FUTEX, 0x1234),
 		ev(500, 101, LP_REC_ON, 0, 0),
 		ev(600, 101, LP_REC_OFF, LP_OFF_BLOCKED, 0),
+		ev(700, 103, LP_REC_OFF, LP_OFF_BLOCKED, 0),
+		ev(800, 103, LP_REC_ON, 0, 0),
+		ev(800, 103, LP_REC_FAULT_MAJ, 0, 0),
+		ev(850, 103, LP_REC_OFF, LP_OFF_BLOCKED, 0),
 		ev(10, 102, LP_REC_DECODE_BEGIN, 0, 1),
 		ev(20, 102, LP_REC_OP_BEGIN, 0, 0),
 		ev(400, 102, LP_REC_OP_END, 0, 0),
@@ -71,6 +75,7 @@ int main(void)
 		ev(960, 102, LP_REC_FAULT_MAJ, 0, 0),
 	};
 	const char *ops[] = {"mul_mat"}, *groups[] = {"matmul"};
+	struct lp_trace_map maps[] = {{0x1000, 0x2000, "/usr/lib/libgomp\n.so"}};
 	struct lp_trace_thread th[] = {{101, "worker\x1b[2J"}, {102, "main"}};
 	struct lp_trace_in in = {.pid = 100,
 				 .comm = "llama\"simple",
@@ -83,6 +88,8 @@ int main(void)
 				 .op_names = ops,
 				 .op_groups = groups,
 				 .nops = 1,
+				 .maps = maps,
+				 .nmaps = 1,
 				 .lost = 3,
 				 .version = "test"};
 	const cJSON *events, *e;
@@ -114,8 +121,16 @@ int main(void)
 	CHECK(at(e, 100, 50), "preempted by the escaped comm and pid, 100 to 150");
 	CHECK(e && cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "by_pid")->valuedouble == 7,
 	      "by_pid in its args");
-	CHECK(at(slice(events, cpu, "futex wait 0x1234"), 300, 180),
-	      "the futex wait, 300 to 480: the last 20 us were spent runnable");
+	e = slice(events, cpu, "futex wait 0x1234");
+	CHECK(at(e, 300, 180), "the futex wait, 300 to 480: the last 20 us were spent runnable");
+	CHECK(e && !strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "object")
+				   ->valuestring,
+			   "/usr/lib/libgomp\\x0a.so"),
+	      "the futex word's mapping, escaped");
+	CHECK(at(slice(events, 103 + LP_TRACE_CPU_TRACK, "blocked: major fault"), 700, 100),
+	      "a blocked stretch that a major fault ended says so");
+	CHECK(at(slice(events, 103 + LP_TRACE_CPU_TRACK, "blocked"), 850, 150),
+	      "the next one does not");
 	CHECK(at(slice(events, cpu, "runnable"), 480, 20), "runnable from 480 to 500");
 	CHECK(at(slice(events, cpu, "blocked"), 600, 400), "blocked to the window's end");
 
@@ -133,7 +148,7 @@ int main(void)
 	CHECK(strstr(out, "\"worker\\\\x1b[2J 101 CPU\"") != NULL, "the CPU track's name");
 
 	/* Counters: the major fault, and threads on CPU (1 at the start: 101 was running). */
-	int faults = 0, first_on = -1;
+	int faults = 0, first_on = -1, max_runnable = 0;
 
 	cJSON_ArrayForEach(e, events)
 	{
@@ -144,12 +159,19 @@ int main(void)
 			continue;
 		if (!strcmp(n, "major faults"))
 			faults++;
+		if (!strcmp(n, "threads runnable"))
+			max_runnable =
+				fmax(max_runnable,
+				     cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "value")
+					     ->valuedouble);
 		if (!strcmp(n, "threads on CPU") && first_on < 0)
 			first_on = (int)cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "value")
 					   ->valuedouble;
 	}
-	CHECK(faults == 1 && first_on == 1, "counters: %d fault, %d on CPU at the start", faults,
+	CHECK(faults == 2 && first_on == 2, "counters: %d faults, %d on CPU at the start", faults,
 	      first_on);
+	CHECK(max_runnable == 2, "threads runnable at most 2 (101 and 103 from the start): %d",
+	      max_runnable);
 	cJSON_Delete(doc);
 	free(out);
 
