@@ -117,6 +117,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		}
 	}
 
+	runq = 0;
 	tgid = BPF_CORE_READ(next, tgid);
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	/* A thread past its exit hook can still block and run again on its way out: its
@@ -129,7 +130,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		return;
 	if (kernel_accounting(next)) {
 		/* Updates the kernel made after the last switch-out are counted here. */
-		acct_take(p, t, next, false);
+		runq = acct_take(p, t, next, false);
 	} else if (t->runnable_since) {
 		d = now - t->runnable_since;
 		t->runq_ns += d;
@@ -162,7 +163,10 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		__sync_fetch_and_add(&p->ctr[LP_C_MIGRATIONS], 1);
 	}
 	t->last_cpu = cpu1;
-	rec_emit(tgid, tid, LP_REC_ON, 0);
+	if ((e = rec_reserve(tgid, tid, LP_REC_ON))) {
+		e->runq = runq;
+		rec_submit(e);
+	}
 	t->on_since = now;
 	t->off_since = 0;
 	t->runnable_since = 0;

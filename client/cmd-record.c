@@ -64,7 +64,10 @@ static const char *const kind_heads[K_NR] = {"MATMUL",	"ATTN",	 "NORM",    "ROPE
 struct sp {
 	double ts, end;
 	int kind;
+	double tid; /* the thread (its CPU track's slices: the thread's) */
 };
+
+#define CPU_TRACK 1e9 /* the CPU track of thread tid is tid + this (daemon/trace.h) */
 
 static int kind_of(const cJSON *e)
 {
@@ -100,28 +103,66 @@ static int by_ts(const void *a, const void *b)
 	return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
+static int by_tid_ts(const void *a, const void *b)
+{
+	const struct sp *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return by_ts(a, b);
+}
+
+/* Time thread tid spent off CPU within [a, b): off holds each thread's off-CPU slices,
+ * sorted by thread and time (a thread's do not overlap). */
+static double off_within(const struct sp *off, int noff, double tid, double a, double b)
+{
+	int lo = 0, hi = noff;
+	double sum = 0;
+
+	/* The first slice of the thread that ends after a. */
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (off[mid].tid < tid || (off[mid].tid == tid && off[mid].end <= a))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (int i = lo; i < noff && off[i].tid == tid && off[i].ts < b; i++)
+		sum += fmin(off[i].end, b) - fmax(off[i].ts, a);
+	return sum;
+}
+
 static void summary(const cJSON *doc)
 {
 	const cJSON *e, *ev = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
 	int n = cJSON_GetArraySize(ev), ntok = 0, nsp = 0;
 	struct sp *tok = calloc((size_t)n + 1, sizeof(*tok)),
-		  *sp = calloc((size_t)n + 1, sizeof(*sp));
+		  *sp = calloc((size_t)n + 1, sizeof(*sp)),
+		  *off = calloc((size_t)n + 1, sizeof(*off));
+	int noff = 0;
 	double total[K_NR] = {0}, longest = 0;
 
-	if (!tok || !sp)
+	if (!tok || !sp || !off)
 		goto out;
 	cJSON_ArrayForEach(e, ev)
 	{
 		double ts = ctl_num(e, "ts", 0), end = ts + ctl_num(e, "dur", 0);
-		int k;
+		int k = -1;
 
 		if (strcmp(ctl_str(e, "ph", ""), "X"))
 			continue;
+		double tid = ctl_num(e, "tid", 0);
+
 		if (!strcmp(ctl_str(e, "name", ""), "llama_decode: generation"))
-			tok[ntok++] = (struct sp){ts, end, -1};
+			tok[ntok++] = (struct sp){ts, end, -1, tid};
 		else if ((k = kind_of(e)) >= 0)
-			sp[nsp++] = (struct sp){ts, end, k};
+			sp[nsp++] =
+				(struct sp){ts, end, k, tid >= CPU_TRACK ? tid - CPU_TRACK : tid};
+		if (k > K_BARRIER)
+			off[noff++] = sp[nsp - 1];
 	}
+	qsort(off, (size_t)noff, sizeof(*off), by_tid_ts);
 	qsort(tok, (size_t)ntok, sizeof(*tok), by_ts);
 	qsort(sp, (size_t)nsp, sizeof(*sp), by_ts);
 	/* Which columns have anything, over the whole window. */
@@ -146,8 +187,12 @@ static void summary(const cJSON *doc)
 		for (int i = first; i < nsp && sp[i].ts < tok[t].end; i++) {
 			double a = fmax(sp[i].ts, tok[t].ts), b = fmin(sp[i].end, tok[t].end);
 
+			/* An op's or a barrier's own CPU time: less its thread's time off CPU. */
 			if (b > a)
-				in[sp[i].kind] += b - a;
+				in[sp[i].kind] += b - a -
+						  (sp[i].kind <= K_BARRIER
+							   ? off_within(off, noff, sp[i].tid, a, b)
+							   : 0);
 		}
 		printf("%6d %8.2f", t + 1, (tok[t].end - tok[t].ts) / 1e3);
 		for (int k = 0; k < K_NR; k++)
@@ -160,6 +205,7 @@ static void summary(const cJSON *doc)
 out:
 	free(tok);
 	free(sp);
+	free(off);
 }
 
 static int exec(struct ctl *c, int argc, char **argv)

@@ -98,6 +98,15 @@ static void log_memory(const struct lp_core *c)
 	log_info("kernel maps: %s; %.1f MiB locked in all", line, (double)total / (1 << 20));
 }
 
+/* Reads both ring buffers: exit and mapping records, then timeline events, at most
+ * LP_RECORD_BUDGET of those per call (a record of a busy process can bring them faster than
+ * a slow daemon reads them, and the event loop must go on: the next call reads on). */
+static void consume(struct daemon *d)
+{
+	d->recorder.budget = LP_RECORD_BUDGET;
+	ring_buffer__consume(d->rb);
+}
+
 static int on_event(void *arg, void *data, size_t size)
 {
 	struct daemon *d = arg;
@@ -125,7 +134,7 @@ static void on_record(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	ring_buffer__consume(d->rb);
+	consume(d);
 	lp_record_tick(&d->recorder);
 	if (lp_record_running(&d->recorder))
 		evtimer_add(d->ev_record, &tv);
@@ -153,7 +162,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	lp_precise_tick(&d->ggml);
 	/* Exit records in flight first, so that the sweep only finds exits the hook missed;
 	 * timeline events before the records whose window ended are finished. */
-	ring_buffer__consume(d->rb);
+	consume(d);
 	lp_record_tick(&d->recorder);
 	lp_tracker_sweep(&d->tracker);
 	if (d->tracker.nwaiting) {
@@ -276,7 +285,7 @@ static void on_ringbuf(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	ring_buffer__consume(d->rb);
+	consume(d);
 }
 
 static void on_stop(evutil_socket_t fd, short what, void *arg)
@@ -317,7 +326,7 @@ static int api_report(void *ctx, pid_t pid, struct lp_report *r)
 
 	/* Exit records waiting in the ring buffer first: a process that just exited is
 	 * reported with its final numbers. */
-	ring_buffer__consume(d->rb);
+	consume(d);
 	lp_tracker_reap(&d->tracker, pid);
 	ret = lp_report_build(r, &d->core, &d->tracker, pid);
 	r->features = &d->features;
@@ -775,7 +784,7 @@ static int run(struct daemon *d)
 	if (d->cfg.once) {
 		/* Exit records still in flight, then what the hooks left behind, before the
 		 * report counts the maps. */
-		ring_buffer__consume(d->rb);
+		consume(d);
 		lp_tracker_sweep(&d->tracker);
 		r = print_report(d);
 	}

@@ -31,6 +31,14 @@ static void record_free(struct lp_record *rec)
 {
 	if (!rec)
 		return;
+	if (rec->rendering)
+		pthread_join(rec->thread, NULL);
+	for (size_t i = 0; i < rec->nops; i++) {
+		free(rec->op_names[i]);
+		free(rec->op_groups[i]);
+	}
+	free(rec->op_names);
+	free(rec->op_groups);
 	for (size_t i = 0; i < rec->nthreads; i++)
 		free((char *)rec->threads[i].name);
 	free(rec->threads);
@@ -230,11 +238,14 @@ int lp_record_on_event(void *ctx, void *data, size_t size)
 	const struct lp_rec_ev *e = data;
 	struct lp_record *rec;
 
+	/* This one is read either way; past the budget the call stops after it. */
+	if (r->budget)
+		r->budget--;
 	if (size < sizeof(*e))
-		return 0;
+		return r->budget ? 0 : -EAGAIN;
 	rec = find(r, (pid_t)e->tgid, NULL);
-	if (!rec || rec->done || e->ts < rec->start_ns || e->ts > rec->until_ns)
-		return 0;
+	if (!rec || rec->done || rec->rendering || e->ts < rec->start_ns || e->ts > rec->until_ns)
+		return r->budget ? 0 : -EAGAIN;
 	if (rec->n == rec->cap) {
 		size_t cap = rec->cap ? rec->cap * 2 : 4096;
 		struct lp_rec_ev *v;
@@ -243,39 +254,21 @@ int lp_record_on_event(void *ctx, void *data, size_t size)
 			cap = LP_RECORD_MAX_EVENTS;
 		if (rec->n == cap || !(v = realloc(rec->ev, cap * sizeof(*v)))) {
 			rec->dropped++;
-			return 0;
+			return r->budget ? 0 : -EAGAIN;
 		}
 		rec->ev = v;
 		rec->cap = cap;
 	}
 	rec->ev[rec->n++] = *e;
-	return 0;
+	return r->budget ? 0 : -EAGAIN;
 }
 
-static void finish(struct lp_recorder *r, struct lp_record *rec)
+static void *render(void *arg)
 {
-	struct lp_target *t = lp_tracker_find(r->tr, rec->pid);
-	const char **names = NULL, **groups = NULL;
-	struct lp_recording st = {0};
-	__u32 key = (__u32)rec->pid;
-	size_t nops = 0;
-
-	if (bpf_map_lookup_elem(map_fd(r), &key, &st) == 0)
-		rec->lost = st.lost;
-	bpf_map_delete_elem(map_fd(r), &key);
-	if (t && rec->precise_ours && t->ggml && t->ggml->precise_on && !t->exited)
-		lp_precise_set(r->g, t, false, 0);
-	read_threads(rec);
-	read_maps(rec);
-	if (t && t->ggml && (nops = t->ggml->ops.n) && (names = calloc(nops, sizeof(*names))) &&
-	    (groups = calloc(nops, sizeof(*groups))))
-		for (size_t i = 0; i < nops; i++) {
-			names[i] = t->ggml->ops.v[i].name;
-			groups[i] = lp_op_group_key((int)t->ggml->ops.v[i].group);
-		}
+	struct lp_record *rec = arg;
 	struct lp_trace_in in = {
 		.pid = rec->pid,
-		.comm = t ? t->comm : NULL,
+		.comm = rec->comm[0] ? rec->comm : NULL,
 		.start_ns = rec->start_ns,
 		.end_ns = rec->until_ns,
 		.ev = rec->ev,
@@ -284,19 +277,70 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 		.nthreads = rec->nthreads,
 		.maps = rec->maps,
 		.nmaps = rec->nmaps,
-		.op_names = names,
-		.op_groups = groups,
-		.nops = names && groups ? nops : 0,
+		.op_names = (const char *const *)rec->op_names,
+		.op_groups = (const char *const *)rec->op_groups,
+		.nops = rec->nops,
 		.lost = rec->lost,
 		.dropped = rec->dropped,
-		.version = r->version,
+		.version = rec->version,
 	};
+
 	rec->error = lp_trace_render(&in, &rec->trace, &rec->len);
-	free(names);
-	free(groups);
+	atomic_store(&rec->rendered, true);
+	return NULL;
+}
+
+/* The window is over: the kernel stops, precise mode goes back as it was, and the events
+ * are rendered (by a thread; done() when it is over). */
+static void finish(struct lp_recorder *r, struct lp_record *rec)
+{
+	struct lp_target *t = lp_tracker_find(r->tr, rec->pid);
+	struct lp_recording st = {0};
+	__u32 key = (__u32)rec->pid;
+
+	if (bpf_map_lookup_elem(map_fd(r), &key, &st) == 0)
+		rec->lost = st.lost;
+	bpf_map_delete_elem(map_fd(r), &key);
+	if (t && rec->precise_ours && t->ggml && t->ggml->precise_on && !t->exited)
+		lp_precise_set(r->g, t, false, 0);
+	read_threads(rec);
+	read_maps(rec);
+	if (t)
+		memcpy(rec->comm, t->comm, sizeof(rec->comm));
+	/* The op table may grow while the thread renders: copies of the names. */
+	if (t && t->ggml && t->ggml->ops.n &&
+	    (rec->op_names = calloc(t->ggml->ops.n, sizeof(char *))) &&
+	    (rec->op_groups = calloc(t->ggml->ops.n, sizeof(char *)))) {
+		rec->nops = t->ggml->ops.n;
+		for (size_t i = 0; i < rec->nops; i++) {
+			rec->op_names[i] = strdup(t->ggml->ops.v[i].name);
+			rec->op_groups[i] = strdup(lp_op_group_key((int)t->ggml->ops.v[i].group));
+		}
+	}
+	rec->version = r->version;
+	rec->rendering = true;
+	if (pthread_create(&rec->thread, NULL, render, rec) != 0) {
+		render(rec); /* no thread: here and now */
+		rec->rendering = false;
+	}
+}
+
+/* The rendering is over: what it took is freed, and the log says what came of it. */
+static void done(struct lp_record *rec)
+{
+	if (rec->rendering)
+		pthread_join(rec->thread, NULL);
+	rec->rendering = false;
+	for (size_t i = 0; i < rec->nops; i++) {
+		free(rec->op_names[i]);
+		free(rec->op_groups[i]);
+	}
+	free(rec->op_names);
+	free(rec->op_groups);
+	rec->op_names = rec->op_groups = NULL;
+	rec->nops = 0;
 	free(rec->ev);
 	rec->ev = NULL;
-	rec->n = rec->cap = 0;
 	rec->done = true;
 	rec->done_ns = lp_now_ns();
 	if (rec->error)
@@ -305,8 +349,9 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 	else
 		log_info(
 			"pid %d: timeline recorded: %zu events, %zu bytes, %llu lost, %llu dropped",
-			(int)rec->pid, in.n, rec->len, (unsigned long long)rec->lost,
+			(int)rec->pid, rec->n, rec->len, (unsigned long long)rec->lost,
 			(unsigned long long)rec->dropped);
+	rec->n = rec->cap = 0;
 }
 
 void lp_record_tick(struct lp_recorder *r)
@@ -316,8 +361,11 @@ void lp_record_tick(struct lp_recorder *r)
 	for (size_t i = 0; i < r->n;) {
 		struct lp_record *rec = r->v[i];
 
-		if (!rec->done && now >= rec->until_ns)
+		if (!rec->done && !rec->rendering && now >= rec->until_ns)
 			finish(r, rec);
+		if (!rec->done && (!rec->rendering || atomic_load(&rec->rendered)))
+			if (now >= rec->until_ns)
+				done(rec);
 		if (rec->done && now > rec->done_ns + LP_RECORD_KEEP_NS) {
 			forget(r, i);
 			continue;
@@ -334,6 +382,7 @@ int lp_record_fetch(struct lp_recorder *r, pid_t pid, char **body, size_t *len, 
 	if (!rec)
 		return -ENOENT;
 	if (!rec->done) {
+		/* Recording, or rendering (0 s left). */
 		*remaining = rec->until_ns > now ? (double)(rec->until_ns - now) / 1e9 : 0;
 		return 1;
 	}

@@ -7,6 +7,8 @@
 #ifndef LLMPROF_RECORD_H
 #define LLMPROF_RECORD_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +29,16 @@ struct lp_record {
 	pid_t pid;
 	uint64_t start_ns, until_ns; /* CLOCK_MONOTONIC */
 	bool ops, precise_ours, done;
+	/* Rendered by a thread of its own, so that the daemon keeps serving (a 3 s record of
+	 * the OpenMP build is 500,000 events): the thread owns everything below until it
+	 * sets rendered. */
+	bool rendering;
+	pthread_t thread;
+	atomic_bool rendered;
+	char comm[16];
+	char **op_names, **op_groups;
+	size_t nops;
+	const char *version;
 	uint64_t done_ns;
 	struct lp_rec_ev *ev;
 	size_t n, cap;
@@ -41,9 +53,13 @@ struct lp_record {
 	int error; /* rendering failed */
 };
 
+/* Timeline events read per call of ring_buffer__consume (lp_record_on_event then stops it). */
+#define LP_RECORD_BUDGET 65536
+
 struct lp_recorder {
 	struct lp_record *v[LP_MAX_RECORDINGS];
 	size_t n;
+	size_t budget; /* events still to read in this call */
 	struct lp_core *core;
 	struct lp_ggml *g;
 	struct lp_tracker *tr;

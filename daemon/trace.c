@@ -60,23 +60,52 @@ static __attribute__((format(printf, 2, 3))) void sb_add(struct sb *b, const cha
 	va_end(ap);
 }
 
+/* Room for extra more bytes and the NUL; false when there is none. */
+static bool sb_reserve(struct sb *b, size_t extra)
+{
+	size_t cap = b->cap ? b->cap : 1 << 16;
+	char *p;
+
+	if (b->err)
+		return false;
+	if (b->p && b->cap - b->len > extra)
+		return true;
+	while (cap - b->len <= extra)
+		cap *= 2;
+	p = realloc(b->p, cap);
+	if (!p) {
+		b->err = -ENOMEM;
+		return false;
+	}
+	b->p = p;
+	b->cap = cap;
+	return true;
+}
+
 /* A JSON string: the text escaped as for a terminal first (other users' names: no control
  * character, valid UTF-8 only), then its quotes and backslashes for JSON. */
 static void sb_str(struct sb *b, const char *s, size_t max)
 {
-	size_t n = strnlen(s ? s : "", max);
-	char *e = malloc(LP_ESCAPE_SIZE(n));
+	size_t n = strnlen(s ? s : "", max), len;
+	char small[LP_ESCAPE_SIZE(256)], *e = n <= 256 ? small : malloc(LP_ESCAPE_SIZE(n));
 
 	if (!e) {
 		b->err = -ENOMEM;
 		return;
 	}
-	lp_escape(e, LP_ESCAPE_SIZE(n), s ? s : "", n);
-	sb_add(b, "\"");
-	for (const char *c = e; *c; c++)
-		sb_add(b, (*c == '"' || *c == '\\') ? "\\%c" : "%c", *c);
-	sb_add(b, "\"");
-	free(e);
+	len = lp_escape(e, n <= 256 ? sizeof(small) : LP_ESCAPE_SIZE(n), s ? s : "", n);
+	if (sb_reserve(b, 2 * len + 2)) {
+		b->p[b->len++] = '"';
+		for (size_t i = 0; i < len; i++) {
+			if (e[i] == '"' || e[i] == '\\')
+				b->p[b->len++] = '\\';
+			b->p[b->len++] = e[i];
+		}
+		b->p[b->len++] = '"';
+		b->p[b->len] = '\0';
+	}
+	if (e != small)
+		free(e);
 }
 
 static void sb_event(struct sb *b)
@@ -131,54 +160,71 @@ struct delta {
 	int d;
 };
 
-struct trace_state {
-	struct delta *on, *rq; /* threads on CPU, threads runnable (on CPU or waiting): +1, -1 */
-	size_t non, nrq;
-	uint64_t *gen, *faults; /* generation decode starts, major faults */
-	size_t ngen, nfaults;
+/* A growing array (doubling: a record has up to a million events). */
+struct vec {
+	void *v;
+	size_t n, cap;
 };
 
-static int push_u64(uint64_t **v, size_t *n, uint64_t x)
+static void *vec_push(struct vec *x, size_t size)
 {
-	uint64_t *p = realloc(*v, (*n + 1) * sizeof(**v));
+	if (x->n == x->cap) {
+		size_t cap = x->cap ? 2 * x->cap : 1024;
+		void *v = realloc(x->v, cap * size);
+
+		if (!v)
+			return NULL;
+		x->v = v;
+		x->cap = cap;
+	}
+	return (char *)x->v + size * x->n++;
+}
+
+struct trace_state {
+	struct vec on, rq;	/* struct delta: threads on CPU, runnable (on CPU or waiting) */
+	struct vec gen, faults; /* uint64_t: generation decode starts, major faults */
+};
+
+static int push_u64(struct vec *x, uint64_t v)
+{
+	uint64_t *p = vec_push(x, sizeof(v));
 
 	if (!p)
 		return -ENOMEM;
-	p[(*n)++] = x;
-	*v = p;
+	*p = v;
 	return 0;
 }
 
-static int push_delta(struct delta **v, size_t *n, uint64_t ts, int d)
+static int push_delta(struct vec *x, uint64_t ts, int d)
 {
-	struct delta *p = realloc(*v, (*n + 1) * sizeof(*p));
+	struct delta *p = vec_push(x, sizeof(*p));
 
 	if (!p)
 		return -ENOMEM;
-	p[(*n)++] = (struct delta){ts, d};
-	*v = p;
+	*p = (struct delta){ts, d};
 	return 0;
 }
 
 /* A thread on CPU from, or off it from: both counters. */
 static int on_cpu(struct trace_state *s, uint64_t ts, int d)
 {
-	int r = push_delta(&s->on, &s->non, ts, d);
+	int r = push_delta(&s->on, ts, d);
 
-	return r ? r : push_delta(&s->rq, &s->nrq, ts, d);
+	return r ? r : push_delta(&s->rq, ts, d);
 }
 
 /* A thread waiting for a CPU over [from, to). */
 static int waiting(struct trace_state *s, uint64_t from, uint64_t to)
 {
-	int r = push_delta(&s->rq, &s->nrq, from, 1);
+	int r = push_delta(&s->rq, from, 1);
 
-	return r ? r : push_delta(&s->rq, &s->nrq, to, -1);
+	return r ? r : push_delta(&s->rq, to, -1);
 }
 
 struct off {
 	uint64_t from, to;
 	const struct lp_rec_ev *ev; /* the switch-out */
+	uint64_t runq;		    /* run-queue wait the kernel had accounted at the switch-in */
 	bool fault;		    /* a major fault ended as it ran again: it was paging in */
 };
 
@@ -287,7 +333,7 @@ static int thread_events(struct sb *b, const struct lp_trace_in *in,
 		switch (e->type) {
 		case LP_REC_OFF:
 			if (have_pending)
-				r = off_slices(b, in, &pending, e->runq, s);
+				r = off_slices(b, in, &pending, pending.runq + e->runq, s);
 			have_pending = false;
 			if (state == UNKNOWN)
 				r = r ? r : on_cpu(s, in->start_ns, 1);
@@ -303,7 +349,7 @@ static int thread_events(struct sb *b, const struct lp_trace_in *in,
 			break;
 		case LP_REC_ON:
 			if (state == OFF && off) {
-				pending = (struct off){since, e->ts, off, false};
+				pending = (struct off){since, e->ts, off, e->runq, false};
 				have_pending = true;
 			}
 			if (state != ON)
@@ -315,7 +361,7 @@ static int thread_events(struct sb *b, const struct lp_trace_in *in,
 		case LP_REC_OP_BEGIN:
 		case LP_REC_BARRIER_BEGIN:
 			if (e->type == LP_REC_DECODE_BEGIN && e->a == 1)
-				r = push_u64(&s->gen, &s->ngen, e->ts);
+				r = push_u64(&s->gen, e->ts);
 			if (depth < MAX_DEPTH)
 				stack[depth++] = (struct span){e->type, e->ts, e->a};
 			break;
@@ -340,7 +386,7 @@ static int thread_events(struct sb *b, const struct lp_trace_in *in,
 			       "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"fault\",\"pid\":%d,\"tid\":"
 			       "%" PRIu32 ",\"ts\":%.3f,\"name\":\"major fault\"}",
 			       (int)in->pid, tid, us(in, e->ts));
-			r = push_u64(&s->faults, &s->nfaults, e->ts);
+			r = push_u64(&s->faults, e->ts);
 			/* Counted as the faulting thread runs again: the stretch it was blocked
 			 * just before was the page coming in. */
 			if (have_pending && pending.ev->reason == LP_OFF_BLOCKED &&
@@ -351,12 +397,12 @@ static int thread_events(struct sb *b, const struct lp_trace_in *in,
 	}
 	/* The window's end closes what is open. */
 	if (have_pending)
-		r = r ? r : off_slices(b, in, &pending, 0, s);
+		r = r ? r : off_slices(b, in, &pending, pending.runq, s);
 	if (state == ON) {
 		slice(b, in, tid + LP_TRACE_CPU_TRACK, "sched", since, in->end_ns, "running", NULL,
 		      NULL, NULL);
 	} else if (state == OFF && off) {
-		pending = (struct off){since, in->end_ns, off, false};
+		pending = (struct off){since, in->end_ns, off, 0, false};
 		r = r ? r : off_slices(b, in, &pending, 0, s);
 	}
 	while (depth) {
@@ -433,33 +479,37 @@ static void metadata(struct sb *b, const struct lp_trace_in *in, uint32_t tid)
 	}
 }
 
+/* A counter from +1/-1 steps, one point per distinct time. */
+static void steps(struct sb *b, const struct lp_trace_in *in, const char *name, struct vec *x)
+{
+	struct delta *d = x->v;
+	int level = 0;
+
+	if (x->n)
+		qsort(d, x->n, sizeof(*d), by_ts);
+	for (size_t i = 0; i < x->n; i++) {
+		level += d[i].d;
+		if (i + 1 < x->n && d[i + 1].ts == d[i].ts)
+			continue;
+		counter(b, in, name, d[i].ts, level < 0 ? 0 : level);
+	}
+}
+
 static void counters(struct sb *b, const struct lp_trace_in *in, struct trace_state *s)
 {
-	int on = 0;
+	uint64_t *gen = s->gen.v, *faults = s->faults.v;
 
-	qsort(s->on, s->non, sizeof(*s->on), by_ts);
-	for (size_t i = 0; i < s->non; i++) {
-		on += s->on[i].d;
-		if (i + 1 < s->non && s->on[i + 1].ts == s->on[i].ts)
-			continue;
-		counter(b, in, "threads on CPU", s->on[i].ts, on < 0 ? 0 : on);
-	}
-	qsort(s->rq, s->nrq, sizeof(*s->rq), by_ts);
-	on = 0;
-	for (size_t i = 0; i < s->nrq; i++) {
-		on += s->rq[i].d;
-		if (i + 1 < s->nrq && s->rq[i + 1].ts == s->rq[i].ts)
-			continue;
-		counter(b, in, "threads runnable", s->rq[i].ts, on < 0 ? 0 : on);
-	}
-	qsort(s->gen, s->ngen, sizeof(*s->gen), by_u64);
-	for (size_t i = 1; i < s->ngen; i++)
-		if (s->gen[i] > s->gen[i - 1])
-			counter(b, in, "tokens/s", s->gen[i],
-				1e9 / (double)(s->gen[i] - s->gen[i - 1]));
-	qsort(s->faults, s->nfaults, sizeof(*s->faults), by_u64);
-	for (size_t i = 0; i < s->nfaults; i++)
-		counter(b, in, "major faults", s->faults[i], (double)(i + 1));
+	steps(b, in, "threads on CPU", &s->on);
+	steps(b, in, "threads runnable", &s->rq);
+	if (s->gen.n)
+		qsort(gen, s->gen.n, sizeof(*gen), by_u64);
+	for (size_t i = 1; i < s->gen.n; i++)
+		if (gen[i] > gen[i - 1])
+			counter(b, in, "tokens/s", gen[i], 1e9 / (double)(gen[i] - gen[i - 1]));
+	if (s->faults.n)
+		qsort(faults, s->faults.n, sizeof(*faults), by_u64);
+	for (size_t i = 0; i < s->faults.n; i++)
+		counter(b, in, "major faults", faults[i], (double)(i + 1));
 }
 
 int lp_trace_render(const struct lp_trace_in *in, char **out, size_t *len)
@@ -498,10 +548,10 @@ int lp_trace_render(const struct lp_trace_in *in, char **out, size_t *len)
 		counters(&b, in, &s);
 	sb_add(&b, "\n]}\n");
 	free(ev);
-	free(s.on);
-	free(s.rq);
-	free(s.gen);
-	free(s.faults);
+	free(s.on.v);
+	free(s.rq.v);
+	free(s.gen.v);
+	free(s.faults.v);
 	if (r || b.err) {
 		free(b.p);
 		return r ? r : b.err;

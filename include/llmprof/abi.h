@@ -271,8 +271,9 @@ struct lp_rec_ev {
 	/* LP_REC_OFF futex: the futex word; LP_REC_DECODE_BEGIN: the batch's tokens;
 	 * LP_REC_DECODE_END: its return value; LP_REC_OP_*: the op index */
 	__u64 a;
-	/* LP_REC_OFF: the run-queue wait before the slice it ends (ns; the kernel accounts it
-	 * only after the switch-in) */
+	/* Run-queue wait the kernel accounted since the thread's last switch (ns): at
+	 * LP_REC_OFF, that before the slice it ends (the kernel adds it after the switch-in);
+	 * at LP_REC_ON, any it added before (a task that migrated while it waited) */
 	__u64 runq;
 	char comm[LP_COMM_LEN]; /* LP_REC_OFF preempted: the comm of the task that took the CPU */
 };

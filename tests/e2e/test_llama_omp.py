@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
@@ -137,7 +138,9 @@ def main():
 
 def record(binary, model, work):
     """A timeline of the OpenMP build for 3 s in the middle of decoding: a valid trace,
-    every worker's CPU track, and generation spans at the rate the trace's own tokens/s
+    every worker's CPU track, and as many generation spans as the daemon's own counter
+    of generation decodes grew by over the window (read as it began and as it ended: the
+    reads fall within a token or two of its edges), at the rate the trace's tokens/s
     counter gives."""
     d = t.Daemon("--sample-hz", "99")
     d.wait_ready()
@@ -147,6 +150,17 @@ def record(binary, model, work):
     d.wait_log("pid %d (llama-simple) runs ggml" % proc.pid)
     out = os.path.join(work, "omp.json.gz")
     rec = tracefmt.record(t, d, proc.pid, out, "--seconds", "3")
+    began = time.monotonic()
+
+    def decodes_now():
+        """The daemon's count of generation decodes, and how long the read took."""
+        t0 = time.monotonic()
+        n = d.get("/v1/processes/%d" % proc.pid)["counters"]["decode_generation_tokens"]
+        return n, time.monotonic() - t0
+    before, read0 = decodes_now()
+    time.sleep(max(0.0, began + 3 - time.monotonic()))
+    after, read1 = decodes_now()
+    during = after - before
     text, err = rec.communicate(timeout=60)
     t.check(rec.returncode == 0, "record: llmprofctl record exits 0: %r %r" % (text, err))
     proc.kill()
@@ -159,6 +173,15 @@ def record(binary, model, work):
     t.check(len(gen) > 30 and len(rates) >= len(gen) - 2,
             "record: %d generation spans on the main thread, %d tokens/s points"
             % (len(gen), len(rates)))
+    # The reads bracket the window only as closely as they are quick (a daemon under the
+    # sanitizers answers slowly): the tokens of that slack, at the trace's own rate, and
+    # one at each edge.
+    median = rates[len(rates) // 2] if rates else 0
+    slack = abs(began - doc["otherData"]["window_start_ns"] / 1e9) + read0 + read1
+    t.check(abs(len(gen) - during) <= 2 + median * slack,
+            "record: %d generation spans, the daemon counted %d generation decodes over the "
+            "window (reads %.3f s and %.3f s: %.1f tokens of slack)"
+            % (len(gen), during, read0, read1, median * slack))
     inside = sum(min(e["ts"] + e["dur"], 3e6) - e["ts"] for e in gen)
     median = rates[len(rates) // 2] if rates else 0
     t.check(abs(len(gen) - 3 * median) <= 0.15 * 3 * median,

@@ -136,24 +136,50 @@ def ops(work):
                                          for g in gen)]
     t.check(len(inside) == len(main_ops), "the main thread's op spans lie inside its decode spans")
     tps = [e for e in ev if e["ph"] == "C" and e["name"] == "tokens/s"]
-    t.check(len(tps) == tokens - 1 and all(50 < e["args"]["value"] < 200 for e in tps),
-            "a tokens/s point per token after the first: %d, %s..."
-            % (len(tps), [round(e["args"]["value"]) for e in tps[:5]]))
+    rates = sorted(e["args"]["value"] for e in tps)
+    t.check(len(tps) == tokens - 1 and 30 < rates[len(rates) // 2] < 200,
+            "a tokens/s point per token after the first: %d, median %.1f"
+            % (len(tps), rates[len(rates) // 2] if rates else 0))
     t.check(re.search(r"pid %d: timeline recorded: \d+ events" % pid, d.log()) is not None,
             "the log says what was recorded")
-    # --summary: a row per generated token; lpops' ops take known times on each of its two
-    # threads (4, 0.8, 0.6 and 0.5 ms), so per token 8, 1.6, 1.2 and 1.0 ms of CPU.
+    # --summary: a row per generated token, an op's own CPU time (its span less its
+    # thread's time off CPU within it), computed again here from the file. lpops spins
+    # each op for a known wall time on each of its two threads (4, 0.8, 0.6 and 0.5 ms):
+    # per token 8, 1.6, 1.2 and 1.0 ms of span, of which the CPU time is all but what
+    # others took (most of it on an idle machine; less beside a slow daemon).
     lines = out_text.splitlines()
     head = next((i for i, l in enumerate(lines) if l.split()[:2] == ["TOKEN", "MS"]), None)
     t.check(head is not None, "--summary prints the per-token table:\n%s" % out_text[-600:])
     cols = lines[head].split()
     rows = [dict(zip(cols, map(float, l.split()))) for l in lines[head + 1:] if l.strip()]
     t.check(len(rows) == tokens, "a row per generated token: %d" % len(rows))
-    for col, want in (("MATMUL", 8.0), ("ATTN", 1.6), ("NORM", 1.2), ("BARRIER", 1.0)):
-        got = sorted(r.get(col, 0) for r in rows)
-        med = got[len(got) // 2] if got else 0
-        t.check(abs(med - want) <= 0.1 * want, "--summary: %s %.2f ms per token, by "
-                "construction %.1f" % (col, med, want))
+    gen.sort(key=lambda e: e["ts"])
+    off = {}
+    for e in ev:
+        if e["ph"] == "X" and e["tid"] >= tracefmt.CPU_TRACK and e["name"] != "running":
+            off.setdefault(e["tid"] - tracefmt.CPU_TRACK, []).append(e)
+
+    def within(e, a, b):
+        return max(0.0, min(e["ts"] + e["dur"], b) - max(e["ts"], a))
+    for col, op, want in (("MATMUL", "mul_mat_up_gate", 8.0), ("ATTN", "soft_max", 1.6),
+                          ("NORM", "rms_norm", 1.2), ("BARRIER", "barrier", 1.0)):
+        calls = [e for e in spans if e["name"] == op]
+        wall, own = [], []
+        for g in gen:
+            a, b = g["ts"], g["ts"] + g["dur"]
+            inside = [e for e in calls if e["ts"] < b and e["ts"] + e["dur"] > a]
+            wall.append(sum(within(e, a, b) for e in inside) / 1e3)
+            own.append(sum(within(e, a, b) - sum(within(o, max(a, e["ts"]),
+                                                        min(b, e["ts"] + e["dur"]))
+                                                 for o in off.get(e["tid"], []))
+                           for e in inside) / 1e3)
+        bad = [(i, r.get(col), round(x, 2)) for i, (r, x) in enumerate(zip(rows, own))
+               if abs(r.get(col, 0) - x) > 0.01 + 0.005 * x]
+        t.check(not bad, "--summary: %s per token is the op's own CPU time in the file: %s"
+                % (col, bad[:3]))
+        med = sorted(wall)[len(wall) // 2]
+        t.check(abs(med - want) <= 0.1 * want, "%s: %.2f ms of span per token, by "
+                "construction %.1f" % (op, med, want))
     t.check(d.stop() == 0, "llmprofd exits 0")
 
 
