@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Overhead on the scheduler path: a context-switch-heavy load (`perf bench sched pipe`:
 two processes passing a token through a pipe, two switches per round trip) with no tracer,
-with llmprofd (the load not tracked, as on a host where it is not an LLM process, and
-tracked, the worst case), with `runqlat -P` from libbpf-tools, and with a bpftrace script
-doing the same histograms (bench/sched.bt), in alternating rounds.
+with empty tp_btf and raw_tp programs on the same tracepoints (the floor: what any
+in-kernel scheduler collector costs at least), with llmprofd (the load not tracked, as on
+a host where it is not an LLM process, and tracked, the worst case), with `runqlat -P`
+from libbpf-tools, and with a bpftrace script doing the same histograms (bench/sched.bt),
+in alternating rounds.
 
     sudo bench/sched.py [--rounds 10] [--loops 200000]
 """
@@ -16,6 +18,7 @@ import subprocess
 import benchlib as b
 
 BT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sched.bt")
+FLOOR = os.path.join(b.BUILD, "floor")
 
 
 def load(loops, cpu):
@@ -33,10 +36,12 @@ def main():
     ap.add_argument("--loops", type=int, default=300000)
     ap.add_argument("--cpu", default="0", help="CPU to pin the load to, or 'any'")
     a = ap.parse_args()
-    b.need("perf", "/usr/sbin/runqlat", "bpftrace", b.LLMPROFD)
+    b.need("perf", "/usr/sbin/runqlat", "bpftrace", b.LLMPROFD, FLOOR)
     b.mount_tracefs()
     configs = [
         ("no tracer", ("none",)),
+        ("empty tp_btf programs (the floor)", ("tool", [FLOOR], "attached")),
+        ("empty raw_tp programs", ("tool", [FLOOR, "--raw"], "attached")),
         ("llmprofd (load not tracked)", ("llmprofd",)),
         ("llmprofd (load tracked: --comm perf)", ("llmprofd", "--comm", "perf")),
         ("runqlat -P (libbpf-tools)", ("tool", ["stdbuf", "-oL", "/usr/sbin/runqlat", "-P"], "Tracing")),

@@ -44,11 +44,15 @@ static __always_inline __u64 acct_take(struct lp_proc_stats *p, struct lp_thread
 	return runq;
 }
 
+/* with_regs: the program may read prev's user registers (tp_btf: a trusted task). */
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
-				      struct task_struct *next, struct pt_regs *prev_regs)
+				      struct task_struct *next, bool with_regs)
 {
+	struct pt_regs *prev_regs;
 	const struct lp_ranges *rg;
-	__u64 now = bpf_ktime_get_ns(), runq = 0;
+	/* The clock is read once, and only when a tracked thread is involved: most switches on
+	 * a host are not ours. */
+	__u64 now = 0, runq = 0;
 	__u32 tgid, tid, cpu1;
 	struct lp_proc_stats *p;
 	struct lp_rec_ev *e;
@@ -59,6 +63,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	/* An exiting thread's entry is gone already; do not create it again. */
 	if (p && !(BPF_CORE_READ(prev, flags) & PF_EXITING)) {
+		now = bpf_ktime_get_ns();
 		tid = BPF_CORE_READ(prev, pid);
 		t = thread_get(tid, tgid);
 		if (t) {
@@ -77,7 +82,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			t->off_region = LP_R_OTHER;
 			/* Where in user code it stopped: a barrier's sleeping is estimated
 			 * from this without per-call probes. Current is still prev here. */
-			if (prev_regs) {
+			if (with_regs) {
+				prev_regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 				rg = bpf_map_lookup_elem(&ranges, &tgid);
 				if (rg)
 					t->off_region =
@@ -128,6 +134,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	t = thread_get(tid, tgid);
 	if (!t)
 		return;
+	if (!now)
+		now = bpf_ktime_get_ns();
 	if (kernel_accounting(next)) {
 		/* Updates the kernel made after the last switch-out are counted here. */
 		runq = acct_take(p, t, next, false);
@@ -191,7 +199,7 @@ static __always_inline void on_wakeup(struct task_struct *task)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(lp_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(preempt, prev, next, (struct pt_regs *)bpf_task_pt_regs(prev));
+	on_switch(preempt, prev, next, true);
 	return 0;
 }
 
@@ -214,7 +222,7 @@ int BPF_PROG(lp_wakeup_new_btf, struct task_struct *p)
 SEC("raw_tp/sched_switch")
 int BPF_PROG(lp_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(preempt, prev, next, NULL);
+	on_switch(preempt, prev, next, false);
 	return 0;
 }
 
