@@ -48,6 +48,9 @@ LP_SETTING const volatile bool stack_scan;
 /* Walk the stack by the objects' call frame information (unwind_rows) where they have it,
  * before scanning it. */
 LP_SETTING const volatile bool unwind_cfi;
+/* Processes being recorded (the "recording" map's entries), kept by user space: while
+ * none is, timeline events cost no map lookup. */
+LP_SETTING volatile __u32 recordings;
 
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -264,10 +267,10 @@ static __always_inline int range_find(const struct lp_ranges *rg, __u64 addr)
  * fills the rest and submits it. */
 static __always_inline struct lp_rec_ev *rec_reserve(__u32 tgid, __u32 tid, __u8 type)
 {
-	struct lp_recording *r = bpf_map_lookup_elem(&recording, &tgid);
+	struct lp_recording *r;
 	struct lp_rec_ev *e;
 
-	if (!r)
+	if (!recordings || !(r = bpf_map_lookup_elem(&recording, &tgid)))
 		return NULL;
 	e = bpf_ringbuf_reserve(&rec_ring, sizeof(*e), 0);
 	if (!e) {

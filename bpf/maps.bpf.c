@@ -8,3 +8,4 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile bool want_exec_events = false;
 const volatile bool stack_scan = true;
 const volatile bool unwind_cfi = true;
+volatile __u32 recordings = 0;

@@ -27,18 +27,26 @@ void lp_recorder_init(struct lp_recorder *r, struct lp_core *core, struct lp_ggm
 	r->version = version;
 }
 
+/* What rendering needed beyond the record: its thread, and the op names. */
+static void render_free(struct lp_record *rec)
+{
+	if (rec->threaded)
+		pthread_join(rec->thread, NULL);
+	rec->threaded = false;
+	for (size_t i = 0; i < rec->nops; i++)
+		free(rec->op_names[i]);
+	free(rec->op_names);
+	free(rec->op_groups);
+	rec->op_names = NULL;
+	rec->op_groups = NULL;
+	rec->nops = 0;
+}
+
 static void record_free(struct lp_record *rec)
 {
 	if (!rec)
 		return;
-	if (rec->rendering)
-		pthread_join(rec->thread, NULL);
-	for (size_t i = 0; i < rec->nops; i++) {
-		free(rec->op_names[i]);
-		free(rec->op_groups[i]);
-	}
-	free(rec->op_names);
-	free(rec->op_groups);
+	render_free(rec);
 	for (size_t i = 0; i < rec->nthreads; i++)
 		free((char *)rec->threads[i].name);
 	free(rec->threads);
@@ -62,6 +70,17 @@ static int map_fd(const struct lp_recorder *r)
 	return bpf_map__fd(r->core->skel->maps.recording);
 }
 
+/* Tells the kernel side how many processes are being recorded: none, no lookups. */
+static void count_recordings(struct lp_recorder *r)
+{
+	__u32 n = 0;
+
+	for (size_t i = 0; i < r->n; i++)
+		n += !r->v[i]->finished;
+	if (r->core && r->core->skel && r->core->skel->bss)
+		r->core->skel->bss->recordings = n;
+}
+
 void lp_recorder_free(struct lp_recorder *r)
 {
 	while (r->n) {
@@ -71,6 +90,7 @@ void lp_recorder_free(struct lp_recorder *r)
 			bpf_map_delete_elem(map_fd(r), &key);
 		forget(r, r->n - 1);
 	}
+	count_recordings(r);
 }
 
 static struct lp_record *find(struct lp_recorder *r, pid_t pid, size_t *at)
@@ -131,7 +151,7 @@ static void read_maps(struct lp_record *rec)
 {
 	struct lp_trace_map *v = NULL;
 	char path[64], line[4200];
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)rec->pid);
@@ -149,14 +169,14 @@ static void read_maps(struct lp_record *rec)
 		if ((nl = strchr(line + off, '\n')))
 			*nl = '\0';
 		name = strdup(line[off] ? line + off : "[anon]");
-		p = realloc(v, (n + 1) * sizeof(*v));
+		/* Doubling: a process may have tens of thousands of mappings. */
+		p = n < cap ? v : realloc(v, (cap = cap ? 2 * cap : 256) * sizeof(*v));
+		if (p)
+			v = p;
 		if (!name || !p) {
 			free(name);
-			if (p)
-				v = p;
 			break;
 		}
-		v = p;
 		v[n++] = (struct lp_trace_map){start, end, name};
 	}
 	fclose(f);
@@ -219,6 +239,7 @@ int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops)
 		return e;
 	}
 	r->v[r->n++] = rec;
+	count_recordings(r);
 	log_info("pid %d: recording a timeline for %.1f s%s", (int)pid, seconds,
 		 rec->precise_ours ? ", with op spans" : "");
 	return 0;
@@ -232,34 +253,38 @@ bool lp_record_running(const struct lp_recorder *r)
 	return false;
 }
 
-int lp_record_on_event(void *ctx, void *data, size_t size)
+/* Keeps an event of a record's window, within the record's bound. */
+static void keep(struct lp_recorder *r, const struct lp_rec_ev *e)
 {
-	struct lp_recorder *r = ctx;
-	const struct lp_rec_ev *e = data;
-	struct lp_record *rec;
+	struct lp_record *rec = find(r, (pid_t)e->tgid, NULL);
+	struct lp_rec_ev *v;
+	size_t cap;
 
-	/* This one is read either way; past the budget the call stops after it. */
-	if (r->budget)
-		r->budget--;
-	if (size < sizeof(*e))
-		return r->budget ? 0 : -EAGAIN;
-	rec = find(r, (pid_t)e->tgid, NULL);
-	if (!rec || rec->done || rec->rendering || e->ts < rec->start_ns || e->ts > rec->until_ns)
-		return r->budget ? 0 : -EAGAIN;
+	if (!rec || rec->finished || e->ts < rec->start_ns || e->ts > rec->until_ns)
+		return;
 	if (rec->n == rec->cap) {
-		size_t cap = rec->cap ? rec->cap * 2 : 4096;
-		struct lp_rec_ev *v;
-
+		cap = rec->cap ? rec->cap * 2 : 4096;
 		if (cap > LP_RECORD_MAX_EVENTS)
 			cap = LP_RECORD_MAX_EVENTS;
 		if (rec->n == cap || !(v = realloc(rec->ev, cap * sizeof(*v)))) {
 			rec->dropped++;
-			return r->budget ? 0 : -EAGAIN;
+			return;
 		}
 		rec->ev = v;
 		rec->cap = cap;
 	}
 	rec->ev[rec->n++] = *e;
+}
+
+int lp_record_on_event(void *ctx, void *data, size_t size)
+{
+	struct lp_recorder *r = ctx;
+
+	if (size >= sizeof(struct lp_rec_ev))
+		keep(r, data);
+	/* This one is read either way; past the budget the call stops after it. */
+	if (r->budget)
+		r->budget--;
 	return r->budget ? 0 : -EAGAIN;
 }
 
@@ -314,31 +339,21 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 		rec->nops = t->ggml->ops.n;
 		for (size_t i = 0; i < rec->nops; i++) {
 			rec->op_names[i] = strdup(t->ggml->ops.v[i].name);
-			rec->op_groups[i] = strdup(lp_op_group_key((int)t->ggml->ops.v[i].group));
+			rec->op_groups[i] = lp_op_group_key((int)t->ggml->ops.v[i].group);
 		}
 	}
 	rec->version = r->version;
-	rec->rendering = true;
-	if (pthread_create(&rec->thread, NULL, render, rec) != 0) {
+	rec->finished = true;
+	count_recordings(r);
+	rec->threaded = pthread_create(&rec->thread, NULL, render, rec) == 0;
+	if (!rec->threaded)
 		render(rec); /* no thread: here and now */
-		rec->rendering = false;
-	}
 }
 
 /* The rendering is over: what it took is freed, and the log says what came of it. */
 static void done(struct lp_record *rec)
 {
-	if (rec->rendering)
-		pthread_join(rec->thread, NULL);
-	rec->rendering = false;
-	for (size_t i = 0; i < rec->nops; i++) {
-		free(rec->op_names[i]);
-		free(rec->op_groups[i]);
-	}
-	free(rec->op_names);
-	free(rec->op_groups);
-	rec->op_names = rec->op_groups = NULL;
-	rec->nops = 0;
+	render_free(rec);
 	free(rec->ev);
 	rec->ev = NULL;
 	rec->done = true;
@@ -361,11 +376,10 @@ void lp_record_tick(struct lp_recorder *r)
 	for (size_t i = 0; i < r->n;) {
 		struct lp_record *rec = r->v[i];
 
-		if (!rec->done && !rec->rendering && now >= rec->until_ns)
+		if (!rec->finished && now >= rec->until_ns)
 			finish(r, rec);
-		if (!rec->done && (!rec->rendering || atomic_load(&rec->rendered)))
-			if (now >= rec->until_ns)
-				done(rec);
+		if (rec->finished && !rec->done && atomic_load(&rec->rendered))
+			done(rec);
 		if (rec->done && now > rec->done_ns + LP_RECORD_KEEP_NS) {
 			forget(r, i);
 			continue;

@@ -28,15 +28,18 @@
 struct lp_record {
 	pid_t pid;
 	uint64_t start_ns, until_ns; /* CLOCK_MONOTONIC */
-	bool ops, precise_ours, done;
-	/* Rendered by a thread of its own, so that the daemon keeps serving (a 3 s record of
-	 * the OpenMP build is 500,000 events): the thread owns everything below until it
-	 * sets rendered. */
-	bool rendering;
-	pthread_t thread;
+	bool ops, precise_ours;
+	/* Then: finished (the window is over, the kernel stopped), rendered (the trace is
+	 * written), done (what rendering took is freed: the trace can be fetched). The trace
+	 * is rendered by a thread of its own (threaded), so that the daemon keeps serving (a
+	 * 3 s record of the OpenMP build is 500,000 events); until it sets rendered the
+	 * thread owns everything below. */
+	bool finished, threaded, done;
 	atomic_bool rendered;
+	pthread_t thread;
 	char comm[16];
-	char **op_names, **op_groups;
+	char **op_names;	/* copies: the op table may grow meanwhile */
+	const char **op_groups; /* static names (lp_op_group_key) */
 	size_t nops;
 	const char *version;
 	uint64_t done_ns;
