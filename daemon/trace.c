@@ -21,45 +21,6 @@ struct sb {
 	int err;
 };
 
-static void sb_vadd(struct sb *b, const char *fmt, va_list ap)
-{
-	va_list again;
-	int n;
-
-	if (b->err)
-		return;
-	va_copy(again, ap);
-	n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-	if (n >= 0 && (size_t)n >= (b->p ? b->cap - b->len : 0)) {
-		size_t cap = b->cap ? b->cap : 1 << 16;
-		char *p;
-
-		while (cap - b->len <= (size_t)n)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->err = -ENOMEM;
-			va_end(again);
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, again);
-	}
-	va_end(again);
-	if (n > 0)
-		b->len += (size_t)n;
-}
-
-static __attribute__((format(printf, 2, 3))) void sb_add(struct sb *b, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	sb_vadd(b, fmt, ap);
-	va_end(ap);
-}
-
 /* Room for extra more bytes and the NUL; false when there is none. */
 static bool sb_reserve(struct sb *b, size_t extra)
 {
@@ -80,6 +41,32 @@ static bool sb_reserve(struct sb *b, size_t extra)
 	b->p = p;
 	b->cap = cap;
 	return true;
+}
+
+static void sb_vadd(struct sb *b, const char *fmt, va_list ap)
+{
+	va_list again;
+	int n;
+
+	if (b->err)
+		return;
+	va_copy(again, ap);
+	n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+	if (n >= 0 && (size_t)n >= (b->p ? b->cap - b->len : 0))
+		n = sb_reserve(b, (size_t)n) ? vsnprintf(b->p + b->len, b->cap - b->len, fmt, again)
+					     : -1;
+	va_end(again);
+	if (n > 0)
+		b->len += (size_t)n;
+}
+
+static __attribute__((format(printf, 2, 3))) void sb_add(struct sb *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sb_vadd(b, fmt, ap);
+	va_end(ap);
 }
 
 /* A JSON string: the text escaped as for a terminal first (other users' names: no control
