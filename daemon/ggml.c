@@ -183,7 +183,7 @@ static void log_obj(const struct lp_ggml_obj *o)
 	if (o->uw_n)
 		lp_line_add(&l, "; callers found by walking frames by .eh_frame (%u rows)",
 			    o->uw_n);
-	else if (nops || lp_ggml_obj_has(o, LP_SYM_MATMUL))
+	else if (lp_ggml_obj_unwinds(o))
 		lp_line_add(&l, "; callers found by %s", lp_ggml_obj_unwind(o));
 	log_info("%s: %s%s%s%s", o->path, l.buf,
 		 o->syms.has_symtab ? "" : " (no .symtab: stripped)",
@@ -199,8 +199,7 @@ static void log_obj(const struct lp_ggml_obj *o)
 static void obj_load_unwind(struct lp_ggml *g, struct lp_ggml_obj *o, int fd)
 {
 	o->uw_error = -EOPNOTSUPP;
-	if (!g->unwind.rows || o->omp_runtime ||
-	    !(lp_ggml_obj_has(o, LP_SYM_MATMUL) || lp_ggml_obj_has(o, LP_SYM_OP)))
+	if (!g->unwind.rows || !lp_ggml_obj_unwinds(o))
 		return;
 	o->uw_error = lp_unwind_load(&g->unwind, fd, &o->uw_first, &o->uw_n);
 	if (o->uw_error == -ENOSPC)

@@ -159,6 +159,14 @@ static inline struct lp_op_samples *lp_ggml_op_samples(const struct lp_core *c,
 	return os;
 }
 
+/* Whether samples in the object's code may be an op's: its frames are worth walking (an
+ * OpenMP runtime's time is sync wherever it is called from). */
+static inline bool lp_ggml_obj_unwinds(const struct lp_ggml_obj *o)
+{
+	return !o->omp_runtime &&
+	       (lp_ggml_obj_has(o, LP_SYM_MATMUL) || lp_ggml_obj_has(o, LP_SYM_OP));
+}
+
 /* How samples in the object's code find their callers: "eh_frame", or why not. */
 static inline const char *lp_ggml_obj_unwind(const struct lp_ggml_obj *o)
 {
@@ -174,10 +182,8 @@ static inline const char *lp_ggml_obj_unwind(const struct lp_ggml_obj *o)
 	case -ESTALE:
 		return "none: replaced on disk, no process maps it";
 	case -EOPNOTSUPP:
-		return o->omp_runtime || !(lp_ggml_obj_has(o, LP_SYM_MATMUL) ||
-					   lp_ggml_obj_has(o, LP_SYM_OP))
-			       ? "none: no ops in it"
-			       : "stack scan: unwinding is off";
+		return lp_ggml_obj_unwinds(o) ? "stack scan: unwinding is off"
+					      : "none: no ops in it";
 	default:
 		return "stack scan: its .eh_frame could not be read";
 	}
