@@ -30,18 +30,23 @@ SHARE_TOLERANCE = 0.15
 PROMPT, TOKENS, THREADS = 64, 300, 2
 
 
+def driver(model, tokens, d):
+    """The driver, loaded and waiting for "go", once daemon d has found it: (proc, pid)."""
+    drv = subprocess.Popen(["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model,
+                            "--tokens", str(tokens), "--threads", str(THREADS), "--prompt",
+                            str(PROMPT), "--wait-go"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    _children.append(drv)
+    pid = read_json_line(drv, "the driver", 60)["pid"]
+    d.wait_log("pid %d (node) runs ggml: matmul in " % pid, timeout=10)
+    return drv, pid
+
+
 def decode(model, *daemon_args):
     """One run of the driver under a daemon in precise mode; its report and the driver's."""
     d = Daemon("--once", "--precise-duty", "1", "--sample-hz", "499", *daemon_args)
     d.wait_ready()
-    drv = subprocess.Popen(["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model,
-                            "--tokens", str(TOKENS), "--threads", str(THREADS), "--prompt",
-                            str(PROMPT), "--wait-go"],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    _children.append(drv)
-    ready = read_json_line(drv, "the driver", 60)
-    pid = ready["pid"]
-    d.wait_log("pid %d (node) runs ggml: matmul in " % pid, timeout=10)
+    drv, pid = driver(model, TOKENS, d)
     d.wait_log("pid %d: precise mode on" % pid, timeout=10)
     # The backend the driver kept (it dlopens every variant to pick one): precise probes
     # must be on it before decoding starts, or the window would not be comparable.
@@ -74,13 +79,7 @@ def record(model):
     tokens = 40
     d = Daemon("--sample-hz", "99")
     d.wait_ready()
-    drv = subprocess.Popen(["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model,
-                            "--tokens", str(tokens), "--threads", str(THREADS), "--prompt",
-                            str(PROMPT), "--wait-go"],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    _children.append(drv)
-    pid = read_json_line(drv, "the driver", 60)["pid"]
-    d.wait_log("pid %d (node) runs ggml: matmul in " % pid, timeout=10)
+    drv, pid = driver(model, tokens, d)
     out = os.path.join(t.tmpdir("llmprof-record-"), "node.json.gz")
     rec = tracefmt.record(t, d, pid, out, "--seconds", "3", "--no-ops")
     drv.stdin.write(b"go\n")
