@@ -75,6 +75,13 @@ LP_MAP struct {
 
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096); /* resized by user space */
+	__type(key, struct lp_preempt_key);
+	__type(value, struct lp_preempt_val);
+} preemptors SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 256); /* resized by user space */
 	__type(key, __u32);
 	__type(value, struct lp_ranges);

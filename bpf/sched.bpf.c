@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* The scheduler collector: on-CPU time, run-queue delay, off-CPU time (preempted or
  * blocked, and in a barrier or not), context switches and migrations of tracked threads,
- * from sched_switch, sched_wakeup and sched_wakeup_new. Each exists as a tp_btf and a
+ * and who preempted them, from sched_switch, sched_wakeup and sched_wakeup_new. Each exists as a tp_btf and a
  * raw_tp program with the same body; user space autoloads one set after probing. Untracked tasks cost one
  * hash lookup by tgid per task involved. */
 #include "lp.bpf.h"
@@ -42,6 +42,34 @@ static __always_inline __u64 acct_take(struct lp_proc_stats *p, struct lp_thread
 	t->rd_last = rd;
 	t->acct_seen = 1;
 	return runq;
+}
+
+/* Counts a preemption of a thread of tgid by next, under next's process. */
+static __always_inline void preemptor_count(__u32 tgid, struct task_struct *next)
+{
+	struct lp_preempt_key k = {.tgid = tgid, .by_tgid = BPF_CORE_READ(next, tgid)};
+	struct lp_preempt_val *v = bpf_map_lookup_elem(&preemptors, &k), init = {};
+
+	if (v) {
+		__sync_fetch_and_add(&v->count, 1);
+		return;
+	}
+	init.count = 1;
+	bpf_probe_read_kernel_str(init.comm, sizeof(init.comm), &next->comm);
+	/* Two CPUs may insert the same key at once: one count is lost, not the entry. */
+	if (bpf_map_update_elem(&preemptors, &k, &init, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&preemptors, &k))
+		drop(LP_D_PREEMPTORS_FULL);
+}
+
+/* Adds a preempted thread's wait until it ran again to the one that preempted it. */
+static __always_inline void preemptor_wait(__u32 tgid, struct lp_thread *t, __u64 d)
+{
+	struct lp_preempt_key k = {.tgid = tgid, .by_tgid = t->preempted_by};
+	struct lp_preempt_val *v = bpf_map_lookup_elem(&preemptors, &k);
+
+	if (v)
+		__sync_fetch_and_add(&v->wait_ns, d);
 }
 
 /* with_regs: the program may read prev's user registers (tp_btf: a trusted task). */
@@ -95,7 +123,9 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */
 			if (preempt || task_state(prev) == 0) {
 				t->off_preempted = 1;
+				t->preempted_by = BPF_CORE_READ(next, tgid);
 				t->runnable_since = now;
+				preemptor_count(tgid, next);
 				t->nivcsw++;
 				__sync_fetch_and_add(&p->ctr[LP_C_NIVCSW], 1);
 			} else {
@@ -149,6 +179,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		if (t->off_preempted) {
 			t->off_preempted_ns += d;
 			hist_add(&p->hist[LP_H_OFF_PREEMPTED], d);
+			preemptor_wait(tgid, t, d);
 		} else {
 			t->off_blocked_ns += d;
 			hist_add(&p->hist[LP_H_OFF_BLOCKED], d);

@@ -227,8 +227,10 @@ static const char *group_of(const struct lp_api_backend *b)
 	return b->group && *b->group ? b->group : LP_GROUP;
 }
 
+/* GET of a process's document, or of a part of it (render). */
 static void get_process(const struct lp_api_backend *b, const struct lp_peer *p, pid_t pid,
-			struct lp_api_response *res)
+			struct lp_api_response *res,
+			cJSON *(*render)(const struct lp_report *, const struct lp_proc_view *))
 {
 	const struct lp_proc_view *v = NULL;
 	struct lp_report r;
@@ -248,7 +250,7 @@ static void get_process(const struct lp_api_backend *b, const struct lp_peer *p,
 	if (!v || !visible(p, v->target))
 		not_tracked(res, pid);
 	else {
-		cJSON *doc = lp_render_proc(&r, v);
+		cJSON *doc = render(&r, v);
 
 		/* The clock of the counters, for rates between two reads (as in the list). */
 		if (doc)
@@ -267,6 +269,23 @@ static bool need_privilege(const struct lp_api_backend *b, const struct lp_peer 
 		     "%s needs root or membership of group '%s' (you are uid %u)", what,
 		     group_of(b), (unsigned)p->uid);
 	return false;
+}
+
+/* The host's memory bandwidth: GET reads it, POST measures it (again), 202. */
+static void bandwidth(const struct lp_api_backend *b, const struct lp_peer *p, bool measure,
+		      struct lp_api_response *res)
+{
+	cJSON *doc;
+
+	if (measure && !need_privilege(b, p, "measuring the memory bandwidth", res))
+		return;
+	if (!b->bandwidth) {
+		lp_api_error(res, 404, LP_ERR_NOT_FOUND, "this daemon does not measure bandwidth");
+		return;
+	}
+	doc = cJSON_CreateObject();
+	b->bandwidth(b->ctx, measure, doc);
+	respond_json(res, measure ? 202 : 200, doc);
 }
 
 static void post_reset(const struct lp_api_backend *b, const struct lp_peer *p, pid_t pid,
@@ -565,6 +584,15 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 			get_status(b, p, res);
 		return;
 	}
+	if (strcmp(path, LP_ROUTE_BANDWIDTH) == 0) {
+		if (method_is(m, "GET"))
+			bandwidth(b, p, false, res);
+		else if (strcmp(m, "POST") == 0)
+			bandwidth(b, p, true, res);
+		else
+			wrong_method(res, m, "GET, POST", path);
+		return;
+	}
 	if (strcmp(path, LP_ROUTE_PROCESSES) == 0) {
 		if (!method_is(m, "GET"))
 			wrong_method(res, m, "GET", path);
@@ -575,11 +603,13 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 	n = strlen(LP_ROUTE_PROCESSES);
 	if (strncmp(path, LP_ROUTE_PROCESSES "/", n + 1) != 0) {
 		lp_api_error(res, 404, LP_ERR_NOT_FOUND,
-			     "no route %s; the routes are %s, %s, %s/{pid}, %s/{pid}/%s, "
-			     "%s/{pid}/%s and %s",
-			     path, LP_ROUTE_STATUS, LP_ROUTE_PROCESSES, LP_ROUTE_PROCESSES,
+			     "no route %s; the routes are %s, %s, %s, %s/{pid}, %s/{pid}/%s, "
+			     "%s/{pid}/%s, %s/{pid}/%s, %s/{pid}/%s and %s",
+			     path, LP_ROUTE_STATUS, LP_ROUTE_BANDWIDTH, LP_ROUTE_PROCESSES,
+			     LP_ROUTE_PROCESSES, LP_ROUTE_PROCESSES, LP_ROUTE_FINDINGS,
 			     LP_ROUTE_PROCESSES, LP_ROUTE_RESET, LP_ROUTE_PROCESSES,
-			     LP_ROUTE_PRECISE, LP_ROUTE_METRICS);
+			     LP_ROUTE_PRECISE, LP_ROUTE_PROCESSES, LP_ROUTE_RECORD,
+			     LP_ROUTE_METRICS);
 		return;
 	}
 	rest = strchr(path + n + 1, '/');
@@ -594,7 +624,12 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 		if (!method_is(m, "GET"))
 			wrong_method(res, m, "GET", req->uri);
 		else
-			get_process(b, p, pid, res);
+			get_process(b, p, pid, res, lp_render_proc);
+	} else if (strcmp(rest, LP_ROUTE_FINDINGS) == 0) {
+		if (!method_is(m, "GET"))
+			wrong_method(res, m, "GET", req->uri);
+		else
+			get_process(b, p, pid, res, lp_render_proc_findings);
 	} else if (strcmp(rest, LP_ROUTE_RESET) == 0) {
 		if (strcmp(m, "POST") != 0)
 			wrong_method(res, m, "POST", req->uri);
@@ -614,8 +649,10 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 			wrong_method(res, m, "GET, POST", req->uri);
 	} else {
 		lp_api_error(res, 404, LP_ERR_NOT_FOUND,
-			     "no route %s; a process has %s/{pid}/%s, %s/{pid}/%s and %s/{pid}/%s",
-			     req->uri, LP_ROUTE_PROCESSES, LP_ROUTE_RESET, LP_ROUTE_PROCESSES,
-			     LP_ROUTE_PRECISE, LP_ROUTE_PROCESSES, LP_ROUTE_RECORD);
+			     "no route %s; a process has %s/{pid}/%s, %s/{pid}/%s, %s/{pid}/%s "
+			     "and %s/{pid}/%s",
+			     req->uri, LP_ROUTE_PROCESSES, LP_ROUTE_FINDINGS, LP_ROUTE_PROCESSES,
+			     LP_ROUTE_RESET, LP_ROUTE_PROCESSES, LP_ROUTE_PRECISE,
+			     LP_ROUTE_PROCESSES, LP_ROUTE_RECORD);
 	}
 }

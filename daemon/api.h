@@ -41,6 +41,8 @@ struct lp_api_backend {
 	/* A timeline record: lp_record_start's and lp_record_fetch's returns. */
 	int (*record_start)(void *ctx, pid_t pid, double seconds, bool ops);
 	int (*record_fetch)(void *ctx, pid_t pid, char **body, size_t *len, double *remaining);
+	/* The host's memory bandwidth into o; with measure, a measurement is started first. */
+	void (*bandwidth)(void *ctx, bool measure, cJSON *o);
 	const char *group; /* the group whose members are privileged, for messages */
 	/* Options of /metrics. */
 	uint32_t metrics_max_processes;

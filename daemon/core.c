@@ -284,6 +284,8 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	bpf_map__set_max_entries(s->maps.procs, cfg->max_processes);
 	bpf_map__set_max_entries(s->maps.threads, cfg->max_threads);
 	bpf_map__set_max_entries(s->maps.futex_addrs, cfg->max_futex_addrs);
+	/* A few preempting processes each is the rule; a busy host's many are counted lost. */
+	bpf_map__set_max_entries(s->maps.preemptors, cfg->max_processes * 16);
 	bpf_map__set_max_entries(s->maps.events, cfg->ringbuf_bytes);
 	bpf_map__set_max_entries(s->maps.ranges, cfg->max_processes);
 	bpf_map__set_max_entries(s->maps.precise, cfg->max_processes);
@@ -403,7 +405,8 @@ size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size
 		c->skel->maps.procs,	  c->skel->maps.threads,     c->skel->maps.futex_addrs,
 		c->skel->maps.events,	  c->skel->maps.drops,	     c->skel->maps.ranges,
 		c->skel->maps.precise,	  c->skel->maps.objs,	     c->skel->maps.op_samples,
-		c->skel->maps.op_precise, c->skel->maps.unwind_rows, c->skel->maps.rec_ring};
+		c->skel->maps.op_precise, c->skel->maps.unwind_rows, c->skel->maps.rec_ring,
+		c->skel->maps.preemptors};
 	size_t k = 0;
 
 	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]) && k < n; i++, k++) {

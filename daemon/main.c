@@ -16,6 +16,7 @@
 
 #include "api.h"
 #include "core.h"
+#include "diagnose.h"
 #include "core.skel.h"
 #include "ggml.h"
 #include "precise.h"
@@ -41,6 +42,8 @@ struct daemon {
 	struct lp_tracker tracker;
 	struct lp_ggml ggml;
 	struct lp_recorder recorder;
+	struct lp_diagnose diagnose;
+	uint64_t diagnose_ns; /* its last tick */
 	struct ring_buffer *rb;
 	struct event_base *base;
 	struct event *ev_pending;
@@ -153,6 +156,23 @@ static void on_pending(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* The findings' windows: a snapshot of each live process every LP_DIAGNOSE_WINDOW_NS. */
+static void diagnose_tick(struct daemon *d)
+{
+	struct lp_report r;
+	uint64_t now = lp_now_ns();
+	bool live = false;
+
+	for (size_t i = 0; i < d->tracker.n && !live; i++)
+		live = !d->tracker.v[i]->exited;
+	if (now - d->diagnose_ns < LP_DIAGNOSE_WINDOW_NS / 4 || (!live && !d->diagnose.n))
+		return;
+	d->diagnose_ns = now;
+	if (lp_report_build(&r, &d->core, &d->tracker, 0) == 0)
+		lp_diagnose_tick(&d->diagnose, &r);
+	lp_report_free(&r);
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
@@ -174,6 +194,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!d->cfg.once)
 		lp_tracker_expire(&d->tracker, lp_now_ns(), (uint64_t)(d->cfg.retention * 1e9));
+	diagnose_tick(d);
 }
 
 static void on_watchdog(evutil_socket_t fd, short what, void *arg)
@@ -330,6 +351,8 @@ static int api_report(void *ctx, pid_t pid, struct lp_report *r)
 	lp_tracker_reap(&d->tracker, pid);
 	ret = lp_report_build(r, &d->core, &d->tracker, pid);
 	r->features = &d->features;
+	if (ret == 0)
+		lp_diagnose_report(&d->diagnose, r);
 	return ret;
 }
 
@@ -358,6 +381,15 @@ static int print_report(struct daemon *d)
 	return text ? 0 : log_error_errno(-ENOMEM, "render report: %m");
 }
 
+static void api_bandwidth(void *ctx, bool measure, cJSON *o)
+{
+	struct daemon *d = ctx;
+
+	if (measure)
+		lp_membw_again(&d->diagnose.membw);
+	lp_membw_render(&d->diagnose.membw, o);
+}
+
 static void api_report_free(void *ctx, struct lp_report *r)
 {
 	(void)ctx;
@@ -376,6 +408,7 @@ static void api_status(void *ctx, cJSON *o)
 	cJSON_AddNumberToObject(o, "pid", getpid());
 	cJSON_AddNumberToObject(o, "uptime_seconds", (double)(lp_now_ns() - d->start_ns) / 1e9);
 	cJSON_AddNumberToObject(o, "started_at", d->start_realtime);
+	lp_membw_render(&d->diagnose.membw, cJSON_AddObjectToObject(o, "bandwidth"));
 	x = cJSON_AddObjectToObject(o, "kernel_features");
 	found = cJSON_AddArrayToObject(x, "found");
 	missing = cJSON_AddArrayToObject(x, "missing");
@@ -610,6 +643,7 @@ static int serve_setup(struct daemon *d, struct event **ev_hup, struct event **e
 		.ctx = d,
 		.report = api_report,
 		.report_free = api_report_free,
+		.bandwidth = api_bandwidth,
 		.status = api_status,
 		.reset = api_reset,
 		.precise = api_precise,
@@ -686,11 +720,13 @@ static int run(struct daemon *d)
 	lp_tracker_init(&d->tracker, &d->cfg, bpf_map__fd(d->core.skel->maps.procs),
 			bpf_map__fd(d->core.skel->maps.futex_addrs),
 			bpf_map__fd(d->core.skel->maps.threads));
+	d->tracker.preempt_fd = bpf_map__fd(d->core.skel->maps.preemptors);
 	d->tracker.on_exit = on_target_exit;
 	d->tracker.free_ggml = lp_ggml_proc_free;
 	d->tracker.userdata = d;
 	lp_ggml_init(&d->ggml, &d->cfg, &d->core, &d->tracker);
 	lp_recorder_init(&d->recorder, &d->core, &d->ggml, &d->tracker, LLMPROF_VERSION);
+	lp_diagnose_init(&d->diagnose, d->cfg.state_dir);
 	d->rb = ring_buffer__new(bpf_map__fd(d->core.skel->maps.events), on_event, d, NULL);
 	if (!d->rb)
 		return log_error_errno(-errno, "create ring buffer reader: %m");
@@ -834,6 +870,7 @@ int main(int argc, char **argv)
 	lp_tracker_free(&d.tracker);
 	lp_recorder_free(&d.recorder);
 	lp_ggml_free(&d.ggml);
+	lp_diagnose_free(&d.diagnose);
 	lp_core_destroy(&d.core);
 out:
 	lp_config_store_free(&d.store);

@@ -280,11 +280,29 @@ static void put_processes(FILE *f, const struct lp_proc_view *const *v, size_t n
 	}
 }
 
+/* One series per rule, whatever the number of processes: how many running processes it
+ * fires for (`llmprofctl doctor` says which and why). */
+static void put_findings(FILE *f, const struct lp_report *r)
+{
+	size_t count[LP_RULE_NR] = {0};
+
+	for (size_t i = 0; i < r->nprocs; i++) {
+		const struct lp_findings *x = r->procs[i].findings;
+
+		for (size_t k = 0; x && !r->procs[i].target->exited && k < x->n; k++)
+			count[x->f[k].rule]++;
+	}
+	put_family(f, "llmprofd_finding", "gauge",
+		   "Running processes for which a finding's rule fires, by rule");
+	for (int k = 0; k < LP_RULE_NR; k++)
+		fprintf(f, "llmprofd_finding{rule=\"%s\"} %zu\n", lp_rule_names[k], count[k]);
+}
+
 static void put_daemon(FILE *f, const struct lp_report *r, const struct lp_metrics_opts *o,
 		       size_t exported)
 {
 	static const char *const lost_names[] = {"threads_map_full", "futex_addrs_map_full",
-						 "ring_buffer_full"};
+						 "ring_buffer_full", "preemptors_map_full"};
 	struct lp_feature_flag feat[LP_FEATURE_FLAGS_MAX];
 	size_t nfeat = r->features ? lp_feature_flags(r->features, feat) : 0;
 	size_t running = 0;
@@ -343,6 +361,7 @@ static void put_daemon(FILE *f, const struct lp_report *r, const struct lp_metri
 	put_family(f, "llmprofd_sample_hz", "gauge",
 		   "cpu-clock samples per second and CPU (0: sampling off)");
 	fprintf(f, "llmprofd_sample_hz %u\n", r->sample_hz);
+	put_findings(f, r);
 }
 
 int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o, char **out,

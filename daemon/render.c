@@ -3,6 +3,8 @@
  * futex addresses and threads, plus collector state, map fill and every loss counter. */
 #include "render.h"
 
+#include "llmprof/protocol.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +112,31 @@ static cJSON *render_futex(const struct lp_futex_top *f)
 		num(e, "waits", v->v.waits);
 		num(e, "wait_ns", v->v.wait_ns);
 		num(e, "max_ns", v->v.max_ns);
+		cJSON_AddItemToArray(a, e);
+	}
+	return o;
+}
+
+/* Who took the CPU from the process's threads while they could run; "own": one of its
+ * own threads (more threads than CPUs). */
+static cJSON *render_preempt(const struct lp_preempt_top *p, pid_t self)
+{
+	cJSON *o = cJSON_CreateObject(), *a;
+
+	num(o, "processes", p->npreemptors);
+	a = cJSON_AddArrayToObject(o, "top");
+	for (size_t i = 0; i < p->ntop; i++) {
+		const struct lp_preempt_view *v = &p->top[i];
+		cJSON *e = cJSON_CreateObject();
+		char comm[LP_COMM_LEN + 1];
+
+		memcpy(comm, v->v.comm, LP_COMM_LEN);
+		comm[LP_COMM_LEN] = '\0';
+		num(e, "pid", v->by_tgid);
+		cJSON_AddStringToObject(e, "comm", comm);
+		cJSON_AddBoolToObject(e, "own", (pid_t)v->by_tgid == self);
+		num(e, "preemptions", v->v.count);
+		num(e, "wait_ns", v->v.wait_ns);
 		cJSON_AddItemToArray(a, e);
 	}
 	return o;
@@ -443,6 +470,70 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	return o;
 }
 
+static cJSON *render_context(const struct lp_context *x)
+{
+	cJSON *o = cJSON_CreateObject(), *w;
+
+	num(o, "cpus_allowed", x->ncpus);
+	num(o, "cores_allowed", x->ncores);
+	if (x->quota_cpus > 0)
+		cJSON_AddNumberToObject(o, "quota_cpus", x->quota_cpus);
+	else
+		cJSON_AddNullToObject(o, "quota_cpus");
+	if (x->env_read) {
+		cJSON *e = cJSON_AddObjectToObject(o, "openmp_environment");
+
+		cJSON_AddStringToObject(e, "OMP_WAIT_POLICY", x->omp_wait_policy);
+		cJSON_AddStringToObject(e, "GOMP_SPINCOUNT", x->gomp_spincount);
+		cJSON_AddStringToObject(e, "OMP_NUM_THREADS", x->omp_num_threads);
+		cJSON_AddStringToObject(e, "OMP_THREAD_LIMIT", x->omp_thread_limit);
+	} else {
+		cJSON_AddNullToObject(o, "openmp_environment");
+	}
+	w = cJSON_AddObjectToObject(o, "weights");
+	num(w, "mappings", x->weights_mappings);
+	num(w, "bytes", x->weights_bytes);
+	num(w, "resident_bytes", x->weights_rss);
+	num(w, "huge_page_bytes", x->weights_huge);
+	/* read per generated token, from the model's header: 0 when it is not readable */
+	num(w, "per_token_bytes", x->weights_per_token);
+	num(w, "experts", x->experts);
+	num(w, "experts_used", x->experts_used);
+	if (x->weights_mappings)
+		cJSON_AddStringToObject(w, "file", x->weights_path);
+	return o;
+}
+
+/* GET /v1/processes/{pid}/findings, and "findings" in the process's document. */
+cJSON *lp_render_findings(const struct lp_proc_view *v)
+{
+	cJSON *o;
+
+	if (!v->findings)
+		return cJSON_CreateNull();
+	o = lp_findings_render(v->findings);
+	if (v->has_context)
+		cJSON_AddItemToObject(o, "context", render_context(&v->context));
+	else
+		cJSON_AddNullToObject(o, "context");
+	return o;
+}
+
+static cJSON *render_identity(const struct lp_report *r, const struct lp_proc_view *v);
+
+cJSON *lp_render_proc_findings(const struct lp_report *r, const struct lp_proc_view *v)
+{
+	cJSON *o = render_identity(r, v), *f = lp_render_findings(v), *e;
+
+	/* The findings' fields after the identity's, as one object. */
+	while (f && f->child) {
+		e = cJSON_DetachItemViaPointer(f, f->child);
+		cJSON_AddItemToObject(o, e->string, e);
+	}
+	cJSON_Delete(f);
+	return o;
+}
+
 /* What both the summary and the full document start with. */
 static cJSON *render_identity(const struct lp_report *r, const struct lp_proc_view *v)
 {
@@ -505,6 +596,14 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 			      render_share(ctr[LP_C_SAMPLES_MATMUL], ctr[LP_C_SAMPLES_BARRIER],
 					   ctr[LP_C_SAMPLES]));
 	cJSON_AddBoolToObject(o, "precise_active", v->target->ggml && v->target->ggml->precise_on);
+	/* How many rules fired and the worst severity, for a table to mark the process. */
+	c = cJSON_AddObjectToObject(o, "findings");
+	num(c, "count", v->findings ? v->findings->n : 0);
+	if (v->findings && v->findings->n)
+		cJSON_AddStringToObject(c, "worst",
+					lp_severity_names[lp_findings_worst(v->findings)]);
+	else
+		cJSON_AddNullToObject(c, "worst");
 	return o;
 }
 
@@ -514,6 +613,7 @@ cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v)
 	const struct lp_proc_stats *s = &v->stats;
 	cJSON *o = render_identity(r, v), *c, *h, *th;
 
+	num(o, "report_format", LP_REPORT_FORMAT);
 	c = cJSON_AddObjectToObject(o, "counters");
 	for (int i = 0; i < LP_C_NR; i++)
 		num(c, lp_counter_names[i], s->ctr[i]);
@@ -524,6 +624,8 @@ cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v)
 		cJSON_AddItemToObject(h, lp_hist_names[i], lp_render_hist(&s->hist[i]));
 
 	cJSON_AddItemToObject(o, "futex", render_futex(&v->futex));
+	cJSON_AddItemToObject(o, "preemptors", render_preempt(&v->preempt, t->pid));
+	cJSON_AddItemToObject(o, "findings", lp_render_findings(v));
 	if (t->ggml && t->ggml->found_ns)
 		cJSON_AddItemToObject(o, "ggml", render_ggml(v, r->cfg, r->sample_hz));
 	else
@@ -570,6 +672,7 @@ cJSON *lp_render_report(const struct lp_report *r)
 	uint64_t memlock = 0;
 
 	cJSON_AddStringToObject(root, "version", LLMPROF_VERSION);
+	num(root, "report_format", LP_REPORT_FORMAT);
 	num(root, "abi", LP_ABI_VERSION);
 	if (r->features)
 		cJSON_AddItemToObject(root, "features", render_features(r->features));
@@ -601,6 +704,7 @@ cJSON *lp_render_report(const struct lp_report *r)
 	num(lost, "threads_map_full", r->drops[LP_D_THREADS_FULL]);
 	num(lost, "futex_addrs_map_full", r->drops[LP_D_FUTEX_ADDRS_FULL]);
 	num(lost, "ring_buffer_full", r->drops[LP_D_EVENTS_LOST]);
+	num(lost, "preemptors_map_full", r->drops[LP_D_PREEMPTORS_FULL]);
 	num(lost, "procs_map_full", r->procs_full);
 	num(lost, "exited_evicted", r->exited_evicted);
 	num(lost, "exited_before_tracking", r->exited_untracked);

@@ -20,6 +20,11 @@ cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v);
 /* One process in brief: identity and the figures a table of processes shows. */
 cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v);
 
+/* A process's findings, with the context they were judged in. */
+cJSON *lp_render_findings(const struct lp_proc_view *v);
+/* The process's identity and its findings: GET /v1/processes/{pid}/findings. */
+cJSON *lp_render_proc_findings(const struct lp_report *r, const struct lp_proc_view *v);
+
 /* The kernel features by name, as the report, the status and /metrics list them. */
 #define LP_FEATURE_FLAGS_MAX 16
 struct lp_feature_flag {

@@ -184,11 +184,14 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 				v->stats = *t->final;
 			if (t->final_futex)
 				v->futex = *t->final_futex;
+			if (t->final_preempt)
+				v->preempt = *t->final_preempt;
 		} else {
 			/* A failed lookup means the process exited after lp_tracker_reap(): it is
 			 * reported as live with zeroes rather than hidden. */
 			bpf_map_lookup_elem(procs_fd, &key, &v->stats);
 			v->live = true;
+			lp_preempt_read(tr->preempt_fd, key, false, &v->preempt);
 		}
 		read_ops(v, t->ggml, c);
 		v->op_precise = lp_precise_ops(c, t);
@@ -214,6 +217,9 @@ void lp_report_free(struct lp_report *r)
 		free(r->procs[i].threads);
 		free(r->procs[i].ops);
 		free(r->procs[i].op_precise);
+		if (r->procs[i].findings)
+			lp_findings_clear(r->procs[i].findings);
+		free(r->procs[i].findings);
 	}
 	free(r->procs);
 	r->procs = NULL;

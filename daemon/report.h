@@ -4,7 +4,9 @@
 #ifndef LLMPROF_REPORT_H
 #define LLMPROF_REPORT_H
 
+#include "context.h"
 #include "core.h"
+#include "findings.h"
 #include "ggml.h"
 #include "precise.h"
 #include "track.h"
@@ -20,11 +22,15 @@ struct lp_proc_view {
 	bool live;
 	struct lp_proc_stats stats;
 	struct lp_futex_top futex;
+	struct lp_preempt_top preempt;
 	struct lp_thread_view *threads;
 	size_t nthreads;
 	struct lp_precise_totals precise; /* precise-mode windows, the open one included */
 	struct lp_op_samples *ops;	  /* NULL: no op counts (yet) */
 	struct lp_op_precise *op_precise; /* [ggml->ops.n]; NULL: no op probed */
+	struct lp_findings *findings;	  /* NULL: not evaluated (diagnose.h) */
+	bool has_context;		  /* context below was read */
+	struct lp_context context;
 };
 
 struct lp_report {
@@ -36,7 +42,7 @@ struct lp_report {
 	uint32_t sample_hz;
 	const struct lp_config *cfg;
 	int fault_cpus; /* 0: page faults are not collected */
-	struct lp_map_usage maps[12];
+	struct lp_map_usage maps[13];
 	size_t nmaps;
 	uint64_t drops[LP_D_NR];
 	uint64_t procs_full;

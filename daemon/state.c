@@ -105,6 +105,11 @@ cJSON *lp_state_render(const struct lp_report *r, const char *boot_id, double re
 
 int lp_state_write(const char *dir, const cJSON *doc)
 {
+	return lp_state_write_file(dir, LP_STATE_FILE, doc);
+}
+
+int lp_state_write_file(const char *dir, const char *name, const cJSON *doc)
+{
 	char path[4096], tmp[4096];
 	char *text = cJSON_PrintUnformatted(doc);
 	size_t len = text ? strlen(text) : 0, off = 0;
@@ -112,8 +117,8 @@ int lp_state_write(const char *dir, const cJSON *doc)
 
 	if (!text)
 		return -ENOMEM;
-	snprintf(path, sizeof(path), "%s/%s", dir, LP_STATE_FILE);
-	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, LP_STATE_FILE);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		r = -errno;
 		goto out;

@@ -27,6 +27,8 @@ cJSON *lp_state_render(const struct lp_report *r, const char *boot_id, double re
 
 /* Writes the document to dir/state.json atomically (temporary file, fsync, rename). */
 int lp_state_write(const char *dir, const cJSON *doc);
+/* Writes doc to dir/name at once (a temporary file renamed over it), mode 0600. */
+int lp_state_write_file(const char *dir, const char *name, const cJSON *doc);
 
 /* Reads dir/state.json into the tracker. Returns how many processes came back, 0 when there
  * is no file, -errno on a file that cannot be read (logged; the daemon starts empty). */

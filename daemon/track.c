@@ -31,6 +31,7 @@ void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int pro
 	tr->procs_fd = procs_fd;
 	tr->futex_fd = futex_fd;
 	tr->threads_fd = threads_fd;
+	tr->preempt_fd = -1;
 }
 
 static void target_free(const struct lp_tracker *tr, struct lp_target *t)
@@ -40,6 +41,7 @@ static void target_free(const struct lp_tracker *tr, struct lp_target *t)
 	free(t->exe);
 	free(t->final);
 	free(t->final_futex);
+	free(t->final_preempt);
 	free(t->base);
 	if (t->ggml && tr->free_ggml)
 		tr->free_ggml(t->ggml);
@@ -382,6 +384,62 @@ static int futex_take(int futex_fd, uint32_t tgid, struct lp_futex_top *top)
 	return r;
 }
 
+static int compare_preempt_wait(const void *a, const void *b)
+{
+	const struct lp_preempt_view *x = a, *y = b;
+
+	return x->v.wait_ns < y->v.wait_ns ? 1 : x->v.wait_ns > y->v.wait_ns ? -1 : 0;
+}
+
+int lp_preempt_read(int fd, uint32_t tgid, bool take, struct lp_preempt_top *top)
+{
+	struct lp_preempt_key key, *prev = NULL;
+	struct lp_preempt_view *all = NULL, *a;
+	size_t n = 0, cap = 0;
+	int r = 0;
+
+	memset(top, 0, sizeof(*top));
+	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		if (key.tgid != tgid)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			a = realloc(all, cap * sizeof(*a));
+			if (!a) {
+				r = -ENOMEM;
+				break;
+			}
+			all = a;
+		}
+		all[n].by_tgid = key.by_tgid;
+		if (bpf_map_lookup_elem(fd, &key, &all[n].v) == 0)
+			n++;
+	}
+	/* Deleting while iterating would restart get_next_key from the first key each time. */
+	for (size_t i = 0; take && i < n; i++) {
+		struct lp_preempt_key k = {.tgid = tgid, .by_tgid = all[i].by_tgid};
+
+		bpf_map_delete_elem(fd, &k);
+	}
+	if (n)
+		qsort(all, n, sizeof(*all), compare_preempt_wait);
+	top->npreemptors = n;
+	top->ntop = n < LP_PREEMPT_TOP ? n : LP_PREEMPT_TOP;
+	if (n)
+		memcpy(top->top, all, top->ntop * sizeof(*all));
+	free(all);
+	return r;
+}
+
+/* The process's preemptors, taken out of the kernel map as it exits. */
+static void preempt_final(struct lp_tracker *tr, struct lp_target *t)
+{
+	t->final_preempt = malloc(sizeof(*t->final_preempt));
+	if (t->final_preempt)
+		lp_preempt_read(tr->preempt_fd, (uint32_t)t->pid, true, t->final_preempt);
+}
+
 /* Deletes the thread entries of tgid that an exit hook left (it only runs for threads of
  * processes in the procs map). */
 static void threads_drop(struct lp_tracker *tr, __u32 tgid)
@@ -410,6 +468,7 @@ static void exit_without_record(struct lp_tracker *tr, struct lp_target *t,
 	t->final_futex = malloc(sizeof(*t->final_futex));
 	if (t->final_futex)
 		futex_take(tr->futex_fd, (__u32)t->pid, t->final_futex);
+	preempt_final(tr, t);
 	mark_exited(tr, t);
 }
 
@@ -434,9 +493,10 @@ static void maps_gc(struct lp_tracker *tr)
 {
 	struct lp_proc_stats *buf = malloc(sizeof(*buf));
 	struct lp_futex_key fkey, *fprev = NULL, fgone[64];
+	struct lp_preempt_key pkey, *pprev = NULL, pgone[64];
 	__u32 tkey, *tprev = NULL, tgone[64];
 	struct lp_thread th;
-	size_t nf = 0, nt = 0;
+	size_t nf = 0, nt = 0, np = 0;
 
 	if (!buf)
 		return;
@@ -451,8 +511,16 @@ static void maps_gc(struct lp_tracker *tr)
 		    orphaned(tr, th.tgid, buf))
 			tgone[nt++] = tkey;
 	}
+	while (tr->preempt_fd >= 0 && np < 64 &&
+	       bpf_map_get_next_key(tr->preempt_fd, pprev, &pkey) == 0) {
+		pprev = &pkey;
+		if (orphaned(tr, pkey.tgid, buf))
+			pgone[np++] = pkey;
+	}
 	for (size_t i = 0; i < nf; i++)
 		bpf_map_delete_elem(tr->futex_fd, &fgone[i]);
+	for (size_t i = 0; i < np; i++)
+		bpf_map_delete_elem(tr->preempt_fd, &pgone[i]);
 	for (size_t i = 0; i < nt; i++)
 		bpf_map_delete_elem(tr->threads_fd, &tgone[i]);
 	free(buf);
@@ -534,6 +602,7 @@ static void on_exit_record(struct lp_tracker *tr, const struct lp_ev_exit *e)
 	if (t->final && t->final_futex) {
 		memcpy(t->final, &e->stats, sizeof(*t->final));
 		futex_take(tr->futex_fd, e->stats.tgid, t->final_futex);
+		preempt_final(tr, t);
 	} else {
 		t->exit_lost = true;
 	}
@@ -570,6 +639,7 @@ static void reset_kernel(struct lp_tracker *tr, struct lp_target *t, int threads
 {
 	struct lp_proc_stats *zero = calloc(1, sizeof(*zero));
 	struct lp_futex_top drop;
+	struct lp_preempt_top pdrop;
 	__u32 key = (__u32)t->pid, tid, *prev = NULL;
 	struct lp_thread th;
 
@@ -581,6 +651,7 @@ static void reset_kernel(struct lp_tracker *tr, struct lp_target *t, int threads
 		free(zero);
 	}
 	futex_take(tr->futex_fd, key, &drop);
+	lp_preempt_read(tr->preempt_fd, key, true, &pdrop);
 	while (threads_fd >= 0 && bpf_map_get_next_key(threads_fd, prev, &tid) == 0) {
 		prev = &tid;
 		if (bpf_map_lookup_elem(threads_fd, &tid, &th) < 0 || th.tgid != key)
@@ -603,6 +674,8 @@ int lp_tracker_reset(struct lp_tracker *tr, struct lp_target *t)
 		}
 		if (t->final_futex)
 			memset(t->final_futex, 0, sizeof(*t->final_futex));
+		if (t->final_preempt)
+			memset(t->final_preempt, 0, sizeof(*t->final_preempt));
 	} else {
 		reset_kernel(tr, t, tr->threads_fd);
 	}

@@ -27,6 +27,22 @@ struct lp_futex_top {
 	uint64_t naddrs; /* distinct addresses seen, listed or not */
 };
 
+#define LP_PREEMPT_TOP 8
+struct lp_preempt_view {
+	uint32_t by_tgid;
+	struct lp_preempt_val v;
+};
+/* Who preempted one process's threads, the LP_PREEMPT_TOP longest-waited-for first. */
+struct lp_preempt_top {
+	struct lp_preempt_view top[LP_PREEMPT_TOP];
+	size_t ntop;
+	uint64_t npreemptors; /* distinct preempting processes seen, listed or not */
+};
+
+/* The preemptors of tgid from the "preemptors" map into top; with take, their entries are
+ * deleted (the process exited or was reset). 0 or -errno. */
+int lp_preempt_read(int fd, uint32_t tgid, bool take, struct lp_preempt_top *top);
+
 struct lp_ggml_proc; /* ggml.h, which owns it: the tracker frees it through free_ggml */
 
 struct lp_target {
@@ -44,6 +60,7 @@ struct lp_target {
 	unsigned dead_sweeps;	     /* sweeps in a row that found it gone (lp_tracker_sweep) */
 	struct lp_proc_stats *final; /* the kernel's last word, once exited */
 	struct lp_futex_top *final_futex;
+	struct lp_preempt_top *final_preempt;
 	struct lp_ggml_proc *ggml; /* set once it is seen to map a ggml symbol */
 	/* Totals from before a restart of the daemon (read from the state file), added to
 	 * what the kernel counts now; NULL when none. */
@@ -55,6 +72,7 @@ struct lp_tracker {
 	int procs_fd;
 	int futex_fd;
 	int threads_fd;
+	int preempt_fd; /* -1: no preemptor map */
 	struct lp_target **v;
 	size_t n, cap;
 	size_t nexited;

@@ -11,7 +11,7 @@
 
 #include "hist.h"
 
-#define LP_ABI_VERSION 3
+#define LP_ABI_VERSION 4
 
 #define LP_COMM_LEN 16
 #define LP_MAX_COMMS 64 /* --comm names the kernel side matches at exec */
@@ -132,7 +132,7 @@ struct lp_thread {
 	struct lp_call bar; /* inner_ns: unused */
 	struct lp_call op;  /* the outermost probed op in flight; inner_ns: its barriers */
 	__u32 op_idx;	    /* its index in the process's op table */
-	__u32 pad3;
+	__u32 preempted_by; /* tgid of the task that took its CPU at the last preemption */
 };
 
 /* What a piece of code is, for classifying samples and precise probes. */
@@ -323,11 +323,26 @@ struct lp_futex_val {
 	__u64 max_ns;
 };
 
+/* Key and value of the "preemptors" map: who took the CPU from a tracked process's threads
+ * while they could still run, and how long they then waited to run again. A preemptor of
+ * the same tgid is the process's own thread: it has more threads than CPUs. */
+struct lp_preempt_key {
+	__u32 tgid;    /* the tracked process */
+	__u32 by_tgid; /* the preemptor's process (a kernel thread's own pid) */
+};
+
+struct lp_preempt_val {
+	__u64 count;		/* preemptions */
+	__u64 wait_ns;		/* off-CPU time of the preempted threads until they ran again */
+	char comm[LP_COMM_LEN]; /* the preempting thread's name, at its first preemption */
+};
+
 /* Index into the "drops" array map: every place where data is lost is counted. */
 enum lp_drop {
 	LP_D_THREADS_FULL = 0, /* a thread of a tracked process found "threads" full */
 	LP_D_FUTEX_ADDRS_FULL, /* a new futex address found "futex_addrs" full */
 	LP_D_EVENTS_LOST,      /* a ring buffer record could not be reserved */
+	LP_D_PREEMPTORS_FULL,  /* a new preemptor found "preemptors" full */
 	LP_D_NR,
 };
 

@@ -28,10 +28,18 @@
  * POST /v1/processes/{pid}/record: body {"seconds": S, "ops": B} (default 5 s, op spans on):
  *   records a timeline, 202; GET /v1/processes/{pid}/record: 202 while it records, then
  *   200 and the Chrome Trace Event Format document (ui.perfetto.dev opens it) */
+/* GET /v1/processes/{pid}/findings: why its tokens/s is low (docs/API.md, "Findings") */
+#define LP_ROUTE_FINDINGS "findings"
 #define LP_ROUTE_RESET "reset"
 #define LP_ROUTE_PRECISE "precise"
 #define LP_ROUTE_RECORD "record"
+/* GET: the host's measured memory read bandwidth; POST: measure it (again), 202 */
+#define LP_ROUTE_BANDWIDTH "/v1/bandwidth"
 #define LP_ROUTE_METRICS "/metrics" /* GET: Prometheus text exposition format 0.0.4 */
+
+/* "report_format" of a process's document and of `llmprofd --once`'s report: bump it when
+ * a figure that `llmprofctl diff` compares changes meaning. */
+#define LP_REPORT_FORMAT 1
 
 /* Request limits: beyond them the request is refused with the status below. */
 #define LP_MAX_HEADERS_BYTES 8192 /* 431 (evhttp says 413; the error code tells them apart) */

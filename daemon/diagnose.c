@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Windows, context and bandwidth for the findings (diagnose.h). */
+#include "diagnose.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml.h"
+#include "track.h"
+
+/* The host's CPUs change rarely (hotplug, a governor switched): read again each minute. */
+#define HOST_REFRESH_NS (60ULL * 1000000000ULL)
+
+void lp_diagnose_init(struct lp_diagnose *dg, const char *state_dir)
+{
+	memset(dg, 0, sizeof(*dg));
+	lp_membw_init(&dg->membw, state_dir);
+}
+
+static void snap_free(struct lp_snap *s)
+{
+	free(s->threads);
+	memset(s, 0, sizeof(*s));
+}
+
+void lp_diagnose_free(struct lp_diagnose *dg)
+{
+	for (size_t i = 0; i < dg->n; i++)
+		for (unsigned k = 0; k < dg->w[i].nsnap; k++)
+			snap_free(&dg->w[i].s[k]);
+	free(dg->w);
+	free(dg->host);
+	lp_membw_free(&dg->membw);
+	memset(dg, 0, sizeof(*dg));
+}
+
+static const struct lp_host_cpus *host(struct lp_diagnose *dg, uint64_t now)
+{
+	if (!dg->host && !(dg->host = calloc(1, sizeof(*dg->host))))
+		return NULL;
+	if (!dg->host_read_ns || now - dg->host_read_ns >= HOST_REFRESH_NS) {
+		if (lp_host_cpus_read(dg->host, "/sys") < 0)
+			return NULL;
+		dg->host_read_ns = now;
+	}
+	return dg->host;
+}
+
+static struct lp_watch *watch_of(struct lp_diagnose *dg, const struct lp_target *t)
+{
+	for (size_t i = 0; i < dg->n; i++)
+		if (dg->w[i].pid == t->pid)
+			return &dg->w[i];
+	return NULL;
+}
+
+static void snap_take(struct lp_snap *s, const struct lp_proc_view *v, uint64_t now,
+		      const struct lp_context *ctx)
+{
+	memset(s, 0, sizeof(*s));
+	s->at_ns = now;
+	memcpy(s->ctr, v->stats.ctr, sizeof(s->ctr));
+	s->runq_ns = v->stats.hist[LP_H_RUNQ].sum_ns;
+	if (v->ops) {
+		s->samples = v->ops->total;
+		s->sync = v->ops->sync;
+	}
+	s->preempt = v->preempt;
+	s->threads = calloc(v->nthreads ? v->nthreads : 1, sizeof(*s->threads));
+	for (size_t i = 0; s->threads && i < v->nthreads; i++) {
+		const struct lp_thread *t = &v->threads[i].t;
+
+		s->threads[i] = (struct lp_snap_thread){v->threads[i].tid, t->oncpu_ns, t->runq_ns,
+							t->faults_maj, t->migrations};
+		s->nthreads++;
+	}
+	if (ctx) {
+		s->throttled_usec = ctx->throttled_usec;
+		s->nr_throttled = ctx->nr_throttled;
+	}
+}
+
+void lp_diagnose_tick(struct lp_diagnose *dg, const struct lp_report *r)
+{
+	const struct lp_host_cpus *h = host(dg, r->now_ns);
+	size_t keep = 0;
+
+	/* Forget the watches of processes gone from the report, or exited, or reset. */
+	for (size_t i = 0; i < dg->n; i++) {
+		struct lp_watch *w = &dg->w[i];
+		bool live = false;
+
+		for (size_t k = 0; k < r->nprocs; k++) {
+			const struct lp_target *t = r->procs[k].target;
+
+			live |= t->pid == w->pid && r->procs[k].live &&
+				t->tracked_since_ns == w->tracked_since_ns;
+		}
+		if (!live) {
+			for (unsigned k = 0; k < w->nsnap; k++)
+				snap_free(&w->s[k]);
+			continue;
+		}
+		dg->w[keep++] = *w;
+	}
+	dg->n = keep;
+	for (size_t k = 0; k < r->nprocs; k++) {
+		const struct lp_proc_view *v = &r->procs[k];
+		struct lp_context ctx;
+		struct lp_watch *w;
+
+		if (!v->live)
+			continue;
+		w = watch_of(dg, v->target);
+		if (!w) {
+			if (dg->n == dg->cap) {
+				size_t cap = dg->cap ? 2 * dg->cap : 16;
+				struct lp_watch *a = realloc(dg->w, cap * sizeof(*a));
+
+				if (!a)
+					return;
+				dg->w = a;
+				dg->cap = cap;
+			}
+			w = &dg->w[dg->n++];
+			memset(w, 0, sizeof(*w));
+			w->pid = v->target->pid;
+			w->tracked_since_ns = v->target->tracked_since_ns;
+		}
+		if (w->nsnap && r->now_ns - w->s[w->nsnap - 1].at_ns < LP_DIAGNOSE_WINDOW_NS)
+			continue;
+		if (w->nsnap == 2) {
+			snap_free(&w->s[0]);
+			w->s[0] = w->s[1];
+			w->nsnap = 1;
+		}
+		snap_take(&w->s[w->nsnap++], v, r->now_ns,
+			  h && lp_context_read(&ctx, v->target->pid, h, "/proc", "/sys") == 0
+				  ? &ctx
+				  : NULL);
+	}
+}
+
+static uint64_t sub(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+static const struct lp_snap_thread *snap_thread(const struct lp_snap *s, uint32_t tid)
+{
+	for (size_t i = 0; s && i < s->nthreads; i++)
+		if (s->threads[i].tid == tid)
+			return &s->threads[i];
+	return NULL;
+}
+
+static const struct lp_preempt_view *snap_preempt(const struct lp_snap *s, uint32_t by)
+{
+	for (size_t i = 0; s && i < s->preempt.ntop; i++)
+		if (s->preempt.top[i].by_tgid == by)
+			return &s->preempt.top[i];
+	return NULL;
+}
+
+/* The base of the window: the older of two snapshots, or none (since tracked) while there
+ * is one only: the process is younger than two windows. A counter that went back (reset)
+ * makes the snapshot useless. */
+static const struct lp_snap *base_of(const struct lp_watch *w, const struct lp_proc_view *v)
+{
+	const struct lp_snap *s = w && w->nsnap == 2 ? &w->s[0] : NULL;
+
+	for (int i = 0; s && i < LP_C_NR; i++)
+		if (v->stats.ctr[i] < s->ctr[i])
+			return NULL;
+	return s;
+}
+
+static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, struct lp_proc_view *v,
+			 const struct lp_host_cpus *h)
+{
+	const struct lp_target *t = v->target;
+	const struct lp_snap *s = base_of(watch_of(dg, t), v);
+	uint64_t end = t->exited && t->exited_at_ns ? t->exited_at_ns : r->now_ns;
+	uint64_t ctr[LP_C_NR];
+	struct lp_find_thread *th = NULL;
+	struct lp_preempt_view pre[LP_PREEMPT_TOP];
+	struct lp_find_input in = {.pid = t->pid, .ctr = ctr};
+	struct lp_context ctx;
+	size_t np = 0;
+
+	v->findings = calloc(1, sizeof(*v->findings));
+	if (!v->findings)
+		return;
+	in.window_s = (double)sub(end, s ? s->at_ns : t->tracked_since_ns) / 1e9;
+	for (int i = 0; i < LP_C_NR; i++)
+		ctr[i] = sub(v->stats.ctr[i], s ? s->ctr[i] : 0);
+	in.runq_ns = sub(v->stats.hist[LP_H_RUNQ].sum_ns, s ? s->runq_ns : 0);
+	if (v->ops) {
+		in.samples = sub(v->ops->total, s ? s->samples : 0);
+		in.sync = sub(v->ops->sync, s ? s->sync : 0);
+	}
+	if (v->live && (th = calloc(v->nthreads ? v->nthreads : 1, sizeof(*th)))) {
+		for (size_t i = 0; i < v->nthreads; i++) {
+			const struct lp_thread *x = &v->threads[i].t;
+			const struct lp_snap_thread *o = snap_thread(s, v->threads[i].tid);
+
+			th[i].tid = v->threads[i].tid;
+			memcpy(th[i].comm, v->threads[i].comm, sizeof(th[i].comm));
+			th[i].oncpu_ns = sub(x->oncpu_ns, o ? o->oncpu_ns : 0);
+			th[i].runq_ns = sub(x->runq_ns, o ? o->runq_ns : 0);
+			th[i].faults_maj = sub(x->faults_maj, o ? o->faults_maj : 0);
+			th[i].migrations = sub(x->migrations, o ? o->migrations : 0);
+			th[i].cpu = x->last_cpu ? x->last_cpu - 1 : 0;
+		}
+		in.threads = th;
+		in.nthreads = v->nthreads;
+	}
+	for (size_t i = 0; i < v->preempt.ntop; i++) {
+		const struct lp_preempt_view *p = &v->preempt.top[i];
+		const struct lp_preempt_view *o = snap_preempt(s, p->by_tgid);
+
+		pre[np] = *p;
+		pre[np].v.count = sub(p->v.count, o ? o->v.count : 0);
+		pre[np].v.wait_ns = sub(p->v.wait_ns, o ? o->v.wait_ns : 0);
+		if (pre[np].v.count || pre[np].v.wait_ns)
+			np++;
+	}
+	in.preempt = pre;
+	in.npreempt = np;
+	in.openmp = false;
+	for (size_t i = 0; t->ggml && i < t->ggml->nobjs; i++)
+		in.openmp |= t->ggml->objs[i]->omp_runtime;
+	if (v->live && h && lp_context_read(&ctx, t->pid, h, "/proc", "/sys") == 0) {
+		in.ctx = &ctx;
+		in.host = h;
+		in.throttled_usec = sub(ctx.throttled_usec, s ? s->throttled_usec : 0);
+		in.nr_throttled = sub(ctx.nr_throttled, s ? s->nr_throttled : 0);
+		/* First need of the host's bandwidth: a process generating from mapped weights. */
+		if (ctx.weights_bytes && ctr[LP_C_GEN_INTERVALS])
+			lp_membw_want(&dg->membw);
+	}
+	lp_membw_get(&dg->membw, &in.membw);
+	lp_findings_eval(&in, v->findings);
+	if (in.ctx)
+		v->context = ctx;
+	v->has_context = in.ctx != NULL;
+	free(th);
+}
+
+void lp_diagnose_report(struct lp_diagnose *dg, struct lp_report *r)
+{
+	const struct lp_host_cpus *h = host(dg, r->now_ns);
+
+	for (size_t i = 0; i < r->nprocs; i++)
+		diagnose_one(dg, r, &r->procs[i], h);
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/* Feeding the findings (findings.h): a snapshot of every live process's figures each
+ * window, so that rules judge the last 10-20 seconds rather than a process's whole life;
+ * its context read from /proc and /sys; the host's CPUs and memory bandwidth. */
+#ifndef LLMPROF_DIAGNOSE_H
+#define LLMPROF_DIAGNOSE_H
+
+#include <stdint.h>
+
+#include "context.h"
+#include "findings.h"
+#include "membw.h"
+#include "report.h"
+
+/* Rules judge the figures since a snapshot at least this old (and less than twice). */
+#define LP_DIAGNOSE_WINDOW_NS (10ULL * 1000000000ULL)
+
+struct lp_snap_thread {
+	uint32_t tid;
+	uint64_t oncpu_ns, runq_ns, faults_maj, migrations;
+};
+
+struct lp_snap {
+	uint64_t at_ns;
+	uint64_t ctr[LP_C_NR];
+	uint64_t runq_ns;
+	uint64_t samples, sync;
+	struct lp_snap_thread *threads;
+	size_t nthreads;
+	struct lp_preempt_top preempt;
+	uint64_t throttled_usec, nr_throttled;
+};
+
+struct lp_watch {
+	pid_t pid;
+	uint64_t tracked_since_ns; /* tells a reset or a reused pid apart */
+	struct lp_snap s[2];	   /* s[0] the older */
+	unsigned nsnap;
+};
+
+struct lp_diagnose {
+	struct lp_watch *w;
+	size_t n, cap;
+	struct lp_host_cpus *host;
+	uint64_t host_read_ns;
+	struct lp_membw membw;
+};
+
+void lp_diagnose_init(struct lp_diagnose *dg, const char *state_dir);
+void lp_diagnose_free(struct lp_diagnose *dg);
+/* Takes a snapshot of each live process of r whose last one is a window old; forgets the
+ * processes r no longer has. */
+void lp_diagnose_tick(struct lp_diagnose *dg, const struct lp_report *r);
+/* Evaluates the findings of every process of r into its view (v->findings). */
+void lp_diagnose_report(struct lp_diagnose *dg, struct lp_report *r);
+
+#endif

@@ -1,0 +1,697 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* The rules behind `llmprofctl doctor` (findings.h). Thresholds are chosen so that an idle
+ * machine running one inference process with as many threads as CPUs fires none: each is
+ * named here with the reason for its value. */
+#include "findings.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const char *const lp_rule_names[LP_RULE_NR] = {
+	[LP_RULE_OVERSUBSCRIBED] = "oversubscribed",
+	[LP_RULE_PREEMPTED] = "preempted",
+	[LP_RULE_LATE_THREAD] = "late_thread",
+	[LP_RULE_SMT] = "smt",
+	[LP_RULE_OMP_WAIT_POLICY] = "omp_wait_policy",
+	[LP_RULE_WEIGHTS_NOT_RESIDENT] = "weights_not_resident",
+	[LP_RULE_NUMA] = "numa",
+	[LP_RULE_CPU_FREQUENCY] = "cpu_frequency",
+	[LP_RULE_MEMORY_BOUND] = "memory_bound",
+};
+
+const char *const lp_severity_names[3] = {"info", "warning", "critical"};
+
+/* A thread that wants a CPU for a tenth of the window computes; one that wants less is the
+ * application's own (an HTTP loop, a logger), whatever its count. */
+#define COMPUTE_SHARE 0.10
+/* Waiting for a CPU a tenth of the time costs a tenth of the throughput at a barrier per
+ * op; an idle machine's kernel threads take well under 1 %. */
+#define RUNQ_SHARE 0.10
+/* Behind other processes for 5 % of the time: the usual noise of an idle host is < 1 %. */
+#define OTHERS_SHARE 0.05
+/* Sync (barrier) share of the samples above which a late thread matters. */
+#define SYNC_SHARE 0.15
+/* A thread that ran 20 % less than the median of its peers holds them at barriers. */
+#define LATE_RATIO 0.80
+/* Decode that streams the weights at 60 % of the measured peak is memory-bound: reads by
+ * one process's matmul rarely get closer to the peak of a bandwidth test. */
+#define MEMBOUND_FRACTION 0.60
+
+struct ctx {
+	const struct lp_find_input *in;
+	struct lp_findings *out;
+	double T; /* the window, ns */
+	uint64_t oncpu, runq;
+	unsigned nactive;
+	double cpus; /* CPUs it may use: affinity, online, quota */
+	bool oversubscribed;
+};
+
+static struct lp_finding *add(struct ctx *c, enum lp_rule rule, enum lp_severity sev)
+{
+	struct lp_finding *f = &c->out->f[c->out->n++];
+
+	memset(f, 0, sizeof(*f));
+	f->rule = rule;
+	f->severity = sev;
+	f->evidence = cJSON_CreateObject();
+	return f;
+}
+
+static void title(struct lp_finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void title(struct lp_finding *f, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(f->title, sizeof(f->title), fmt, ap);
+	va_end(ap);
+}
+
+static void action(struct lp_finding *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void action(struct lp_finding *f, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(f->action, sizeof(f->action), fmt, ap);
+	va_end(ap);
+}
+
+static void ev(struct lp_finding *f, const char *key, double v)
+{
+	cJSON_AddNumberToObject(f->evidence, key, v);
+}
+
+static void ev_str(struct lp_finding *f, const char *key, const char *v)
+{
+	cJSON_AddStringToObject(f->evidence, key, v);
+}
+
+static double share(double part, double whole)
+{
+	return whole > 0 ? part / whole : 0;
+}
+
+static void not_evaluated(struct ctx *c, enum lp_rule r, const char *why)
+{
+	if (!c->out->not_evaluated[r])
+		c->out->not_evaluated[r] = why;
+}
+
+static void comm_of(const struct lp_preempt_view *p, char out[LP_COMM_LEN + 1])
+{
+	memcpy(out, p->v.comm, LP_COMM_LEN);
+	out[LP_COMM_LEN] = '\0';
+}
+
+/* Preemption wait behind other processes, and the largest of them. */
+static uint64_t others_wait(const struct lp_find_input *in, const struct lp_preempt_view **top)
+{
+	uint64_t w = 0;
+
+	*top = NULL;
+	for (size_t i = 0; i < in->npreempt; i++) {
+		const struct lp_preempt_view *p = &in->preempt[i];
+
+		if ((pid_t)p->by_tgid == in->pid)
+			continue;
+		w += p->v.wait_ns;
+		if (!*top || p->v.wait_ns > (*top)->v.wait_ns)
+			*top = p;
+	}
+	return w;
+}
+
+static uint64_t own_wait(const struct lp_find_input *in)
+{
+	for (size_t i = 0; i < in->npreempt; i++)
+		if ((pid_t)in->preempt[i].by_tgid == in->pid)
+			return in->preempt[i].v.wait_ns;
+	return 0;
+}
+
+static void rule_oversubscribed(struct ctx *c)
+{
+	const struct lp_find_input *in = c->in;
+	const struct lp_context *x = in->ctx;
+	double rq = share((double)c->runq, (double)(c->oncpu + c->runq));
+	double thr = share((double)in->throttled_usec * 1e3, c->T);
+	bool quota = x->quota_cpus > 0 && x->quota_cpus < x->ncpus;
+	uint64_t own = own_wait(in), all = 0;
+	struct lp_finding *f;
+
+	if (!in->threads) {
+		not_evaluated(c, LP_RULE_OVERSUBSCRIBED, "its threads are not known");
+		return;
+	}
+	if (!(c->nactive > c->cpus + 0.01 && (rq >= RUNQ_SHARE || thr >= RUNQ_SHARE)))
+		return;
+	c->oversubscribed = true;
+	f = add(c, LP_RULE_OVERSUBSCRIBED,
+		rq >= 0.3 || thr >= 0.3 ? LP_SEV_CRITICAL : LP_SEV_WARNING);
+	for (size_t i = 0; i < in->npreempt; i++)
+		all += in->preempt[i].v.wait_ns;
+	if (quota)
+		title(f,
+		      "%u compute threads under a CPU quota of %.2f CPUs (cgroup): throttled "
+		      "%.0f%% "
+		      "of the time, %u times; each thread waits for a CPU %.0f%% of its time",
+		      c->nactive, x->quota_cpus, 100 * thr, (unsigned)in->nr_throttled, 100 * rq);
+	else
+		title(f,
+		      "%u compute threads on %u CPU%s: each waits for a CPU %.0f%% of its time%s",
+		      c->nactive, x->ncpus, x->ncpus == 1 ? "" : "s", 100 * rq,
+		      share((double)own, (double)all) >= 0.5 ? ", mostly behind its own threads"
+							     : "");
+	ev(f, "compute_threads", c->nactive);
+	ev(f, "cpus_allowed", x->ncpus);
+	ev(f, "cores_allowed", x->ncores);
+	if (quota)
+		ev(f, "quota_cpus", x->quota_cpus);
+	ev(f, "runqueue_share", rq);
+	ev(f, "own_preemption_share", share((double)own, (double)all));
+	if (x->cgroup_read) {
+		ev(f, "throttled_share", thr);
+		ev(f, "throttled_periods", (double)in->nr_throttled);
+	}
+	action(f, "run at most %u threads (-t %u), or give it more CPUs (%s)",
+	       (unsigned)(c->cpus >= 1 ? c->cpus : 1), (unsigned)(c->cpus >= 1 ? c->cpus : 1),
+	       quota ? "raise the cgroup's cpu.max" : "its CPU affinity, cpuset or the host");
+}
+
+static void rule_preempted(struct ctx *c)
+{
+	const struct lp_find_input *in = c->in;
+	const struct lp_preempt_view *top;
+	uint64_t others = others_wait(in, &top);
+	double sh = share((double)others, (double)(c->oncpu + c->runq));
+	char comm[LP_COMM_LEN + 1];
+	struct lp_finding *f;
+	cJSON *a;
+
+	if (sh < OTHERS_SHARE || !top)
+		return;
+	f = add(c, LP_RULE_PREEMPTED, sh >= 0.25 ? LP_SEV_CRITICAL : LP_SEV_WARNING);
+	comm_of(top, comm);
+	title(f,
+	      "other processes took its CPUs: its threads waited %.0f%% of their time behind "
+	      "them, most behind %s (pid %u, %.0f ms over %.0f s)",
+	      100 * sh, comm, top->by_tgid, (double)top->v.wait_ns / 1e6, in->window_s);
+	ev(f, "waited_behind_others_share", sh);
+	ev(f, "runqueue_share", share((double)c->runq, (double)(c->oncpu + c->runq)));
+	a = cJSON_AddArrayToObject(f->evidence, "preemptors");
+	for (size_t i = 0; i < in->npreempt; i++) {
+		const struct lp_preempt_view *p = &in->preempt[i];
+		cJSON *e;
+
+		if ((pid_t)p->by_tgid == in->pid || p->v.wait_ns * 100 < others)
+			continue;
+		e = cJSON_CreateObject();
+		comm_of(p, comm);
+		cJSON_AddNumberToObject(e, "pid", p->by_tgid);
+		cJSON_AddStringToObject(e, "comm", comm);
+		cJSON_AddNumberToObject(e, "preemptions", (double)p->v.count);
+		cJSON_AddNumberToObject(e, "wait_ns", (double)p->v.wait_ns);
+		cJSON_AddItemToArray(a, e);
+	}
+	action(f, "keep other work off the CPUs it uses (taskset, cpusets, isolcpus), or lower "
+		  "the other work's priority (nice) below the inference's");
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t median(uint64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+	return n ? v[n / 2] : 0;
+}
+
+static void rule_late_thread(struct ctx *c)
+{
+	const struct lp_find_input *in = c->in;
+	const struct lp_find_thread *late = NULL, *t;
+	uint64_t on[64], rq[64], maj[64], mig[64], mon, mrq, mmaj, mmig;
+	double sync = share((double)in->sync, (double)in->samples);
+	const struct lp_preempt_view *top;
+	const char *cause = NULL;
+	char comm[LP_COMM_LEN + 1];
+	struct lp_finding *f;
+	size_t n = 0;
+
+	if (!in->threads) {
+		not_evaluated(c, LP_RULE_LATE_THREAD, "its threads are not known");
+		return;
+	}
+	if (in->samples < 50) {
+		not_evaluated(c, LP_RULE_LATE_THREAD, "too few samples of its ops in the window");
+		return;
+	}
+	if (sync < SYNC_SHARE || c->nactive < 2)
+		return;
+	for (size_t i = 0; i < in->nthreads; i++) {
+		t = &in->threads[i];
+		if ((double)(t->oncpu_ns + t->runq_ns) < COMPUTE_SHARE * c->T)
+			continue;
+		if (!late || t->oncpu_ns < late->oncpu_ns)
+			late = t;
+	}
+	for (size_t i = 0; i < in->nthreads && n < 64; i++) {
+		t = &in->threads[i];
+		if (t == late || (double)(t->oncpu_ns + t->runq_ns) < COMPUTE_SHARE * c->T)
+			continue;
+		on[n] = t->oncpu_ns;
+		rq[n] = t->runq_ns;
+		maj[n] = t->faults_maj;
+		mig[n] = t->migrations;
+		n++;
+	}
+	if (!late || !n)
+		return;
+	mon = median(on, n);
+	mrq = median(rq, n);
+	mmaj = median(maj, n);
+	mmig = median(mig, n);
+	if ((double)late->oncpu_ns >= LATE_RATIO * (double)mon)
+		return;
+	/* The cause must account for at least half of what it lacks. */
+	if (late->runq_ns > mrq && late->runq_ns - mrq >= (mon - late->oncpu_ns) / 2)
+		cause = "preempted";
+	else if (late->faults_maj >= 10 && late->faults_maj >= 3 * mmaj)
+		cause = "faulting";
+	else if (late->migrations >= 3 * mmig + 10)
+		cause = "migrated";
+	if (!cause)
+		return;
+	f = add(c, LP_RULE_LATE_THREAD, LP_SEV_WARNING);
+	others_wait(in, &top);
+	if (!strcmp(cause, "preempted") && top)
+		comm_of(top, comm);
+	else
+		snprintf(comm, sizeof(comm), "its own threads");
+	title(f,
+	      "thread %u (%s) ran %.0f%% less than its peers, which wait for it at barriers (sync "
+	      "is %.0f%% of the samples): %s",
+	      late->tid, late->comm, 100 * (1 - share((double)late->oncpu_ns, (double)mon)),
+	      100 * sync,
+	      !strcmp(cause, "preempted")  ? "it waits for a CPU more than they do"
+	      : !strcmp(cause, "faulting") ? "it takes major page faults"
+					   : "it moves between CPUs");
+	ev(f, "tid", late->tid);
+	ev_str(f, "comm", late->comm);
+	ev_str(f, "cause", cause);
+	ev(f, "cpu", late->cpu);
+	ev(f, "oncpu_ns", (double)late->oncpu_ns);
+	ev(f, "peers_median_oncpu_ns", (double)mon);
+	ev(f, "runqueue_ns", (double)late->runq_ns);
+	ev(f, "peers_median_runqueue_ns", (double)mrq);
+	ev(f, "major_faults", (double)late->faults_maj);
+	ev(f, "migrations", (double)late->migrations);
+	ev(f, "sync_share", sync);
+	if (!strcmp(cause, "preempted")) {
+		ev_str(f, "preempted_by", comm);
+		if (top)
+			ev(f, "preempted_by_pid", top->by_tgid);
+		action(f,
+		       "free CPU %u for it: move %s elsewhere, or pin the threads one per "
+		       "free CPU",
+		       late->cpu, comm);
+	} else if (!strcmp(cause, "faulting")) {
+		action(f, "keep the weights in memory (--mlock, more memory)");
+	} else {
+		action(f, "pin the threads (OMP_PROC_BIND=true, or llama.cpp's --cpu-mask with "
+			  "--cpu-strict 1)");
+	}
+}
+
+static void rule_smt(struct ctx *c)
+{
+	const struct lp_context *x = c->in->ctx;
+	struct lp_finding *f;
+
+	if (c->oversubscribed || x->ncores >= x->ncpus || c->nactive <= x->ncores ||
+	    !c->in->threads)
+		return;
+	f = add(c, LP_RULE_SMT, LP_SEV_WARNING);
+	title(f,
+	      "%u compute threads on %u cores (%u hardware threads): SMT siblings share a core's "
+	      "execution units and caches, which matmul keeps busy from one thread",
+	      c->nactive, x->ncores, x->ncpus);
+	ev(f, "compute_threads", c->nactive);
+	ev(f, "cores_allowed", x->ncores);
+	ev(f, "cpus_allowed", x->ncpus);
+	action(f, "try one thread per core (-t %u) and compare tokens/s", x->ncores);
+}
+
+static bool env_is(const char *v, const char *what)
+{
+	return !strcasecmp(v, what);
+}
+
+static void rule_omp(struct ctx *c)
+{
+	const struct lp_find_input *in = c->in;
+	const struct lp_context *x = in->ctx;
+	bool passive = env_is(x->omp_wait_policy, "passive") || !strcmp(x->gomp_spincount, "0");
+	bool active = env_is(x->omp_wait_policy, "active");
+	double sleeps = in->window_s > 0 ? (double)in->ctr[LP_C_NVCSW] / in->window_s : 0;
+	double asleep = share((double)in->ctr[LP_C_BARRIER_OFF_EST_NS],
+			      (double)(c->nactive ? c->nactive : 1) * c->T);
+	struct lp_finding *f;
+
+	if (!in->openmp)
+		return;
+	if (!x->env_read) {
+		not_evaluated(c, LP_RULE_OMP_WAIT_POLICY, "its environment is not readable");
+		return;
+	}
+	if (passive && (sleeps >= 500 || asleep >= 0.05)) {
+		f = add(c, LP_RULE_OMP_WAIT_POLICY, LP_SEV_WARNING);
+		title(f,
+		      "%s: its threads sleep at barriers instead of spinning (%.0f sleeps/s; "
+		      "%.0f%% "
+		      "of their time asleep in barriers), and each wake-up costs every op its "
+		      "latency",
+		      x->omp_wait_policy[0] ? "OMP_WAIT_POLICY=passive" : "GOMP_SPINCOUNT=0",
+		      sleeps, 100 * asleep);
+		action(f, "unset OMP_WAIT_POLICY and GOMP_SPINCOUNT (libgomp then spins before it "
+			  "sleeps) or set OMP_WAIT_POLICY=active, where these CPUs serve inference "
+			  "only");
+	} else if ((active || !x->omp_wait_policy[0]) && c->oversubscribed) {
+		f = add(c, LP_RULE_OMP_WAIT_POLICY, active ? LP_SEV_CRITICAL : LP_SEV_WARNING);
+		title(f,
+		      "%s with more threads than CPUs: threads spin at barriers on the CPUs the "
+		      "threads they wait for need",
+		      active ? "OMP_WAIT_POLICY=active" : "OpenMP's default spinning");
+		action(f, "use as many threads as CPUs%s",
+		       active ? ", or unset OMP_WAIT_POLICY" : "");
+	} else {
+		return;
+	}
+	ev_str(f, "OMP_WAIT_POLICY", x->omp_wait_policy);
+	ev_str(f, "GOMP_SPINCOUNT", x->gomp_spincount);
+	ev_str(f, "OMP_NUM_THREADS", x->omp_num_threads);
+	ev_str(f, "OMP_THREAD_LIMIT", x->omp_thread_limit);
+	ev(f, "sleeps_per_s", sleeps);
+	ev(f, "barrier_asleep_share", asleep);
+	ev(f, "sync_share", share((double)in->sync, (double)in->samples));
+}
+
+static void rule_weights(struct ctx *c)
+{
+	const struct lp_find_input *in = c->in;
+	const struct lp_context *x = in->ctx;
+	uint64_t maj = in->ctr[LP_C_FAULTS_MAJ], tok = in->ctr[LP_C_DECODE_GEN_CALLS];
+	double per_s = in->window_s > 0 ? (double)maj / in->window_s : 0;
+	struct lp_finding *f;
+
+	/* A handful of major faults is a library page read once; 16 in a window of
+	 * generation is the weights being read again. */
+	if (maj < 16 || !tok)
+		return;
+	f = add(c, LP_RULE_WEIGHTS_NOT_RESIDENT,
+		(double)maj >= (double)tok ? LP_SEV_CRITICAL : LP_SEV_WARNING);
+	title(f,
+	      "%.0f major page faults/s while generating (%.1f per token): the weights are read "
+	      "from disk again%s",
+	      per_s, (double)maj / (double)tok,
+	      x && x->weights_bytes ? "" : " (no mapped GGUF file found)");
+	ev(f, "major_faults", (double)maj);
+	ev(f, "major_faults_per_s", per_s);
+	ev(f, "major_faults_per_token", (double)maj / (double)tok);
+	if (x && x->weights_bytes) {
+		ev(f, "weights_bytes", (double)x->weights_bytes);
+		ev(f, "weights_resident_share",
+		   share((double)x->weights_rss, (double)x->weights_bytes));
+		ev(f, "weights_huge_page_bytes", (double)x->weights_huge);
+		ev_str(f, "weights_file", x->weights_path);
+	}
+	if (in->host && in->host->thp[0])
+		ev_str(f, "transparent_hugepage", in->host->thp);
+	action(f,
+	       "keep the model in memory: --mlock, or more memory (or a higher cgroup memory "
+	       "limit) than its %.1f GiB plus what else runs; find what evicts the page cache",
+	       x ? (double)x->weights_bytes / (1 << 30) : 0.0);
+}
+
+static void rule_numa(struct ctx *c)
+{
+	const struct lp_find_input *in = c->in;
+	const struct lp_context *x = in->ctx;
+	const struct lp_host_cpus *h = in->host;
+	bool used[LP_CTX_MAX_NODES] = {false};
+	uint64_t total = 0, remote = 0;
+	char nodes[64] = "";
+	struct lp_finding *f;
+
+	if (!h || h->nnodes < 2 || !in->threads)
+		return;
+	for (size_t i = 0; i < in->nthreads; i++) {
+		int nd = in->threads[i].cpu < LP_CTX_MAX_CPUS ? h->node[in->threads[i].cpu] : -1;
+
+		if ((double)(in->threads[i].oncpu_ns + in->threads[i].runq_ns) >=
+			    COMPUTE_SHARE * c->T &&
+		    nd >= 0 && nd < LP_CTX_MAX_NODES)
+			used[nd] = true;
+	}
+	for (unsigned nd = 0; nd < LP_CTX_MAX_NODES; nd++) {
+		total += x->weights_node_pages[nd];
+		if (!used[nd])
+			remote += x->weights_node_pages[nd];
+		else
+			snprintf(nodes + strlen(nodes), sizeof(nodes) - strlen(nodes), "%s%u",
+				 nodes[0] ? "," : "", nd);
+	}
+	if (!total || !nodes[0] || share((double)remote, (double)total) < 0.3)
+		return;
+	f = add(c, LP_RULE_NUMA, LP_SEV_WARNING);
+	title(f,
+	      "its compute threads run on NUMA node %s, but %.0f%% of the weights' pages are on "
+	      "other nodes: each token reads them across the interconnect",
+	      nodes, 100 * share((double)remote, (double)total));
+	ev_str(f, "thread_nodes", nodes);
+	ev(f, "weights_pages", (double)total);
+	ev(f, "remote_share", share((double)remote, (double)total));
+	action(f, "bind threads and memory to one node (numactl --cpunodebind=N --membind=N) or "
+		  "spread both (llama.cpp --numa distribute), after dropping the page cache");
+}
+
+static bool governor_slow(const struct lp_host_cpus *h, unsigned cpu)
+{
+	/* intel_pstate and amd-pstate in active mode call their dynamic policy "powersave";
+	 * with acpi-cpufreq it holds the lowest frequency. */
+	bool pstate = !strcmp(h->driver, "intel_pstate") || !strncmp(h->driver, "amd-pstate", 10);
+
+	return !strcmp(h->governor[cpu], "powersave") && !pstate;
+}
+
+static void rule_cpu_frequency(struct ctx *c)
+{
+	const struct lp_context *x = c->in->ctx;
+	const struct lp_host_cpus *h = c->in->host;
+	unsigned slow = 0, capped = 0, epp = 0, with = 0, first = LP_CTX_MAX_CPUS;
+	uint32_t max = 0, hw = 0;
+	struct lp_finding *f;
+
+	if (!h)
+		return;
+	for (unsigned cpu = 0; cpu < LP_CTX_MAX_CPUS; cpu++) {
+		bool bad = false;
+
+		if (!lp_cpuset_has(&x->allowed, cpu) || !h->freq[cpu])
+			continue;
+		with++;
+		if (governor_slow(h, cpu))
+			slow++, bad = true;
+		if (h->max_khz[cpu] && h->cpuinfo_max_khz[cpu] &&
+		    h->max_khz[cpu] < 0.9 * h->cpuinfo_max_khz[cpu]) {
+			capped++, bad = true;
+			max = h->max_khz[cpu];
+			hw = h->cpuinfo_max_khz[cpu];
+		}
+		if (!strcmp(h->epp[cpu], "power") || !strcmp(h->epp[cpu], "balance_power"))
+			epp++, bad = true;
+		if (bad && first == LP_CTX_MAX_CPUS)
+			first = cpu;
+	}
+	if (first == LP_CTX_MAX_CPUS)
+		return;
+	f = add(c, LP_RULE_CPU_FREQUENCY, LP_SEV_WARNING);
+	title(f,
+	      "the frequency policy holds back %u of the %u CPUs it may use: governor %s (driver "
+	      "%s)%s%s",
+	      slow > capped && slow > epp ? slow
+	      : capped > epp		  ? capped
+					  : epp,
+	      with, h->governor[first], h->driver[0] ? h->driver : "unknown",
+	      capped ? ", maximum frequency capped below the hardware's" : "",
+	      epp ? ", energy preference for power" : "");
+	ev_str(f, "governor", h->governor[first]);
+	ev_str(f, "driver", h->driver);
+	ev_str(f, "energy_performance_preference", h->epp[first]);
+	ev(f, "cpus_powersave", slow);
+	ev(f, "cpus_capped", capped);
+	ev(f, "cpus_power_preference", epp);
+	if (capped) {
+		ev(f, "scaling_max_khz", max);
+		ev(f, "cpuinfo_max_khz", hw);
+	}
+	action(f, "cpupower frequency-set -g performance (or energy preference performance), and "
+		  "raise scaling_max_freq to cpuinfo_max_freq");
+}
+
+static void bandwidth(struct ctx *c)
+{
+	const struct lp_find_input *in = c->in;
+	struct lp_findings *o = c->out;
+	struct lp_finding *f;
+	double frac;
+
+	if (in->ctr[LP_C_GEN_INTERVAL_NS])
+		o->gen_tokens_per_s = (double)in->ctr[LP_C_GEN_INTERVALS] * 1e9 /
+				      (double)in->ctr[LP_C_GEN_INTERVAL_NS];
+	o->weights_bytes = in->ctx ? in->ctx->weights_bytes : 0;
+	/* What a token reads, from the model's header; the whole mapping when it is unknown. */
+	o->per_token_bytes = in->ctx ? in->ctx->weights_per_token : 0;
+	if (!o->per_token_bytes)
+		o->per_token_bytes = o->weights_bytes;
+	o->stream_bytes_per_s = (double)o->per_token_bytes * o->gen_tokens_per_s;
+	o->membw = in->membw;
+	if (!o->weights_bytes || !o->gen_tokens_per_s) {
+		not_evaluated(c, LP_RULE_MEMORY_BOUND,
+			      !in->ctx		  ? "its mappings are not readable"
+			      : !o->weights_bytes ? "no mapped GGUF file (weights read into memory)"
+						  : "no generation in the window");
+		return;
+	}
+	if (!in->membw) {
+		not_evaluated(c, LP_RULE_MEMORY_BOUND, "the host's bandwidth is being measured");
+		return;
+	}
+	frac = o->stream_bytes_per_s / in->membw;
+	if (frac < MEMBOUND_FRACTION)
+		return;
+	f = add(c, LP_RULE_MEMORY_BOUND, LP_SEV_INFO);
+	title(f,
+	      "decode streams %.1f GB/s of weights of a measured %.1f GB/s (%.0f%%): memory-bound; "
+	      "more threads won't help",
+	      o->stream_bytes_per_s / 1e9, in->membw / 1e9, 100 * frac);
+	ev(f, "weights_bytes", (double)o->weights_bytes);
+	ev(f, "bytes_per_token", (double)o->per_token_bytes);
+	ev(f, "tokens_per_s", o->gen_tokens_per_s);
+	ev(f, "stream_bytes_per_s", o->stream_bytes_per_s);
+	ev(f, "peak_bytes_per_s", in->membw);
+	ev(f, "fraction", frac);
+	action(f, "fewer bytes per token raise tokens/s: a smaller quantisation or model, or "
+		  "faster memory; threads beyond those that saturate it only spin");
+}
+
+static int by_severity(const void *a, const void *b)
+{
+	const struct lp_finding *x = a, *y = b;
+
+	return (int)y->severity - (int)x->severity;
+}
+
+void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out)
+{
+	struct ctx c = {.in = in, .out = out, .T = in->window_s * 1e9};
+
+	memset(out, 0, sizeof(*out));
+	out->window_s = in->window_s;
+	c.oncpu = in->ctr[LP_C_ONCPU_NS];
+	c.runq = in->runq_ns;
+	for (size_t i = 0; in->threads && i < in->nthreads; i++)
+		if ((double)(in->threads[i].oncpu_ns + in->threads[i].runq_ns) >=
+		    COMPUTE_SHARE * c.T)
+			c.nactive++;
+	if (in->ctx) {
+		c.cpus = in->ctx->ncpus;
+		if (in->ctx->quota_cpus > 0 && in->ctx->quota_cpus < c.cpus)
+			c.cpus = in->ctx->quota_cpus;
+		rule_oversubscribed(&c);
+	} else {
+		for (int r = 0; r < LP_RULE_NR; r++)
+			if (r != LP_RULE_PREEMPTED && r != LP_RULE_LATE_THREAD &&
+			    r != LP_RULE_WEIGHTS_NOT_RESIDENT)
+				not_evaluated(&c, (enum lp_rule)r,
+					      "the process is gone: its CPUs and mappings are not "
+					      "readable");
+	}
+	rule_preempted(&c);
+	rule_late_thread(&c);
+	if (in->ctx) {
+		rule_smt(&c);
+		rule_omp(&c);
+		rule_numa(&c);
+		rule_cpu_frequency(&c);
+	}
+	rule_weights(&c);
+	if (in->ctx)
+		bandwidth(&c);
+	/* Stable: rules of one severity keep the order above, causes before consequences. */
+	for (size_t i = 1; i < out->n; i++)
+		for (size_t j = i; j > 0 && by_severity(&out->f[j - 1], &out->f[j]) > 0; j--) {
+			struct lp_finding tmp = out->f[j];
+
+			out->f[j] = out->f[j - 1];
+			out->f[j - 1] = tmp;
+		}
+}
+
+void lp_findings_clear(struct lp_findings *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		cJSON_Delete(f->f[i].evidence);
+	f->n = 0;
+}
+
+int lp_findings_worst(const struct lp_findings *f)
+{
+	return f->n ? (int)f->f[0].severity : -1;
+}
+
+cJSON *lp_findings_render(const struct lp_findings *f)
+{
+	cJSON *o = cJSON_CreateObject(), *a, *ne, *bw;
+
+	cJSON_AddNumberToObject(o, "window_seconds", f->window_s);
+	a = cJSON_AddArrayToObject(o, "findings");
+	for (size_t i = 0; i < f->n; i++) {
+		const struct lp_finding *x = &f->f[i];
+		cJSON *e = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(e, "rule", lp_rule_names[x->rule]);
+		cJSON_AddStringToObject(e, "severity", lp_severity_names[x->severity]);
+		cJSON_AddStringToObject(e, "title", x->title);
+		cJSON_AddItemToObject(e, "evidence", cJSON_Duplicate(x->evidence, true));
+		cJSON_AddStringToObject(e, "action", x->action);
+		cJSON_AddItemToArray(a, e);
+	}
+	ne = cJSON_AddObjectToObject(o, "not_evaluated");
+	for (int r = 0; r < LP_RULE_NR; r++)
+		if (f->not_evaluated[r])
+			cJSON_AddStringToObject(ne, lp_rule_names[r], f->not_evaluated[r]);
+	bw = cJSON_AddObjectToObject(o, "bandwidth");
+	cJSON_AddNumberToObject(bw, "weights_bytes", (double)f->weights_bytes);
+	cJSON_AddNumberToObject(bw, "bytes_per_token", (double)f->per_token_bytes);
+	cJSON_AddNumberToObject(bw, "tokens_per_s", f->gen_tokens_per_s);
+	cJSON_AddNumberToObject(bw, "stream_bytes_per_s", f->stream_bytes_per_s);
+	if (f->membw > 0) {
+		cJSON_AddNumberToObject(bw, "peak_bytes_per_s", f->membw);
+		cJSON_AddNumberToObject(bw, "fraction", f->stream_bytes_per_s / f->membw);
+	} else {
+		cJSON_AddNullToObject(bw, "peak_bytes_per_s");
+		cJSON_AddNullToObject(bw, "fraction");
+	}
+	return o;
+}

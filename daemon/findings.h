@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/* The rules that say why tokens/s is low: each reads a process's figures over a recent
+ * window with its context (context.h) and the host's measured memory bandwidth, and when
+ * it fires gives a severity, a sentence with the numbers, the evidence and an action.
+ * Pure: no I/O, so that every rule is unit-tested on figures made to provoke it. */
+#ifndef LLMPROF_FINDINGS_H
+#define LLMPROF_FINDINGS_H
+
+#include <cjson/cJSON.h>
+#include <linux/types.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "context.h"
+#include "llmprof/abi.h"
+#include "track.h"
+
+enum lp_severity {
+	LP_SEV_INFO = 0,
+	LP_SEV_WARNING,
+	LP_SEV_CRITICAL,
+};
+
+enum lp_rule {
+	LP_RULE_OVERSUBSCRIBED = 0,
+	LP_RULE_PREEMPTED,
+	LP_RULE_LATE_THREAD,
+	LP_RULE_SMT,
+	LP_RULE_OMP_WAIT_POLICY,
+	LP_RULE_WEIGHTS_NOT_RESIDENT,
+	LP_RULE_NUMA,
+	LP_RULE_CPU_FREQUENCY,
+	LP_RULE_MEMORY_BOUND,
+	LP_RULE_NR,
+};
+
+extern const char *const lp_rule_names[LP_RULE_NR];
+extern const char *const lp_severity_names[3];
+
+/* One thread's figures over the window. */
+struct lp_find_thread {
+	uint32_t tid;
+	char comm[16];
+	uint64_t oncpu_ns, runq_ns, faults_maj, migrations;
+	uint32_t cpu; /* where it last ran */
+};
+
+struct lp_find_input {
+	pid_t pid;
+	double window_s;	/* what the figures below cover */
+	const uint64_t *ctr;	/* [LP_C_NR], over the window */
+	uint64_t runq_ns;	/* run-queue time of all its threads, over the window */
+	uint64_t samples, sync; /* sampled op counts over the window: all, in sync */
+	const struct lp_find_thread *threads; /* NULL: not known (exited) */
+	size_t nthreads;
+	const struct lp_preempt_view *preempt; /* over the window */
+	size_t npreempt;
+	bool openmp;			 /* maps an OpenMP runtime */
+	const struct lp_context *ctx;	 /* NULL: not readable (exited) */
+	const struct lp_host_cpus *host; /* NULL with ctx */
+	uint64_t throttled_usec;	 /* the cgroup's, over the window */
+	uint64_t nr_throttled;
+	double membw; /* the host's read bandwidth, bytes/s; 0: not known (yet) */
+};
+
+struct lp_finding {
+	enum lp_rule rule;
+	enum lp_severity severity;
+	char title[384];
+	char action[384];
+	cJSON *evidence;
+};
+
+struct lp_findings {
+	struct lp_finding f[LP_RULE_NR]; /* most severe first */
+	size_t n;
+	const char *not_evaluated[LP_RULE_NR]; /* why a rule could not be, or NULL */
+	/* memory-bound or not, answered whenever it can be */
+	uint64_t weights_bytes;
+	uint64_t per_token_bytes; /* of them, what one token reads */
+	double gen_tokens_per_s, stream_bytes_per_s, membw;
+	double window_s;
+};
+
+/* Evaluates every rule; out holds what fired. Free with lp_findings_clear. */
+void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out);
+void lp_findings_clear(struct lp_findings *f);
+/* The most severe finding's severity, or -1 when none fired. */
+int lp_findings_worst(const struct lp_findings *f);
+/* {"window_seconds", "findings": [...], "not_evaluated": {...}, "bandwidth": {...}} */
+cJSON *lp_findings_render(const struct lp_findings *f);
+
+#endif

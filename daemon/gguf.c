@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* The GGUF header reader (gguf.h): the format of ggml's docs/gguf.md, versions 2 and 3. */
+#include "gguf.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+	T_U8 = 0,
+	T_I8,
+	T_U16,
+	T_I16,
+	T_U32,
+	T_I32,
+	T_F32,
+	T_BOOL,
+	T_STRING,
+	T_ARRAY,
+	T_U64,
+	T_I64,
+	T_F64,
+	T_NR,
+};
+static const uint8_t scalar_size[T_NR] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+
+#define MAX_TENSORS (1U << 20)
+#define MAX_DIMS 4
+
+struct rd {
+	const uint8_t *p;
+	size_t len, off;
+	bool short_read; /* ran past len: the header is longer than what was given */
+};
+
+static bool take(struct rd *r, void *out, size_t n)
+{
+	if (n > r->len - r->off) {
+		r->short_read = true;
+		return false;
+	}
+	if (out)
+		memcpy(out, r->p + r->off, n);
+	r->off += n;
+	return true;
+}
+
+static bool u32(struct rd *r, uint32_t *v)
+{
+	return take(r, v, 4);
+}
+
+static bool u64(struct rd *r, uint64_t *v)
+{
+	return take(r, v, 8);
+}
+
+/* A string: its length, and where it is (not terminated). */
+static bool str(struct rd *r, const char **s, uint64_t *n)
+{
+	if (!u64(r, n))
+		return false;
+	if (*n > r->len - r->off) {
+		r->short_read = true;
+		return false;
+	}
+	*s = (const char *)r->p + r->off;
+	r->off += *n;
+	return true;
+}
+
+static bool str_is(const char *s, uint64_t n, const char *what)
+{
+	return n == strlen(what) && !memcmp(s, what, n);
+}
+
+static bool ends_with(const char *s, uint64_t n, const char *what)
+{
+	size_t w = strlen(what);
+
+	return n >= w && !memcmp(s + n - w, what, w);
+}
+
+/* Skips a value of type t; a u32 value is kept in *v (for the expert counts). */
+static bool skip_value(struct rd *r, uint32_t t, uint64_t *v, bool in_array)
+{
+	const char *s;
+	uint64_t n, count;
+	uint32_t et;
+
+	*v = 0;
+	if (t < T_NR && scalar_size[t]) {
+		if (t == T_U32 || t == T_I32) {
+			uint32_t x;
+
+			if (!u32(r, &x))
+				return false;
+			*v = x;
+			return true;
+		}
+		return take(r, NULL, scalar_size[t]);
+	}
+	if (t == T_STRING)
+		return str(r, &s, &n);
+	if (t != T_ARRAY || in_array) /* arrays of arrays: not written by ggml */
+		return false;
+	if (!u32(r, &et) || !u64(r, &count))
+		return false;
+	if (et < T_NR && scalar_size[et]) {
+		if (count > (r->len - r->off) / scalar_size[et]) {
+			r->short_read = true;
+			return false;
+		}
+		return take(r, NULL, count * scalar_size[et]);
+	}
+	if (et != T_STRING)
+		return false;
+	for (uint64_t i = 0; i < count; i++)
+		if (!str(r, &s, &n))
+			return false;
+	return true;
+}
+
+struct tinfo {
+	uint64_t off;
+	uint8_t kind; /* 0 other, 1 token_embd, 2 expert */
+};
+
+static int by_off(const void *a, const void *b)
+{
+	const struct tinfo *x = a, *y = b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+int lp_gguf_parse(const void *buf, size_t len, uint64_t file_size, struct lp_gguf *out)
+{
+	struct rd r = {.p = buf, .len = len};
+	uint64_t nkv, align = 32, data, v;
+	struct tinfo *ti = NULL;
+	uint32_t magic, t;
+	bool output = false;
+	int ret = -EINVAL;
+
+	memset(out, 0, sizeof(*out));
+	if (!u32(&r, &magic) || memcmp(&magic, "GGUF", 4) || !u32(&r, &out->version) ||
+	    out->version < 2 || out->version > 3 || !u64(&r, &out->tensors) || !u64(&r, &nkv) ||
+	    out->tensors > MAX_TENSORS)
+		goto out;
+	for (uint64_t i = 0; i < nkv; i++) {
+		const char *k;
+		uint64_t kn;
+
+		if (!str(&r, &k, &kn) || !u32(&r, &t) || !skip_value(&r, t, &v, false))
+			goto out;
+		if (ends_with(k, kn, ".expert_count") && (t == T_U32 || t == T_I32))
+			out->experts = (uint32_t)v;
+		else if (ends_with(k, kn, ".expert_used_count") && (t == T_U32 || t == T_I32))
+			out->experts_used = (uint32_t)v;
+		else if (str_is(k, kn, "general.alignment") && t == T_U32 && v && !(v & (v - 1)))
+			align = v;
+	}
+	ti = calloc(out->tensors ? out->tensors : 1, sizeof(*ti));
+	if (!ti) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t i = 0; i < out->tensors; i++) {
+		const char *name;
+		uint64_t nn, dim;
+		uint32_t ndims;
+
+		if (!str(&r, &name, &nn) || !u32(&r, &ndims) || ndims > MAX_DIMS)
+			goto out;
+		for (uint32_t d = 0; d < ndims; d++)
+			if (!u64(&r, &dim))
+				goto out;
+		if (!u32(&r, &t) || !u64(&r, &ti[i].off) || ti[i].off % align)
+			goto out;
+		if (str_is(name, nn, "token_embd.weight"))
+			ti[i].kind = 1;
+		else if (str_is(name, nn, "output.weight"))
+			output = true;
+		else if (ends_with(name, nn, "_exps.weight"))
+			ti[i].kind = 2;
+	}
+	data = (r.off + align - 1) / align * align;
+	if (data > file_size)
+		goto out;
+	/* Each tensor's bytes are its extent: to the next tensor, the last to the file's end
+	 * (ggml pads to the alignment). No table of types needed, new types included. */
+	qsort(ti, out->tensors, sizeof(*ti), by_off);
+	for (uint64_t i = 0; i < out->tensors; i++) {
+		uint64_t end = i + 1 < out->tensors ? ti[i + 1].off : file_size - data;
+
+		if (end < ti[i].off || end > file_size - data)
+			goto out;
+		out->tensor_bytes += end - ti[i].off;
+		if (ti[i].kind == 1)
+			out->token_embd_bytes += end - ti[i].off;
+		else if (ti[i].kind == 2)
+			out->expert_bytes += end - ti[i].off;
+	}
+	out->tied = !output;
+	out->per_token_bytes = out->tensor_bytes - (output ? out->token_embd_bytes : 0);
+	if (out->experts && out->experts_used && out->experts_used < out->experts)
+		out->per_token_bytes -=
+			out->expert_bytes - out->expert_bytes / out->experts * out->experts_used;
+	ret = 0;
+out:
+	if (ret == -EINVAL && r.short_read)
+		ret = -ENODATA;
+	free(ti);
+	return ret;
+}

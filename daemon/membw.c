@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Measuring the host's memory read bandwidth (membw.h). */
+#include "membw.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "state.h"
+
+#define LP_MEMBW_FILE "membw.json"
+#define LP_MEMBW_FORMAT 1
+
+static double mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct reader {
+	const uint64_t *p;
+	size_t words;
+	double seconds;
+	pthread_barrier_t *start;
+	uint64_t bytes;
+	double elapsed;
+	uint64_t sink;
+};
+
+/* Reads its part again and again for the round's time. Sanitizers would time their own
+ * checks instead of the memory. */
+__attribute__((no_sanitize("address", "undefined"))) static void *read_part(void *arg)
+{
+	struct reader *r = arg;
+	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+	double t0;
+
+	pthread_barrier_wait(r->start);
+	t0 = mono();
+	do {
+		const uint64_t *p = r->p, *end = r->p + r->words;
+
+		for (; p < end; p += 8) {
+			s0 += p[0] + p[4];
+			s1 += p[1] + p[5];
+			s2 += p[2] + p[6];
+			s3 += p[3] + p[7];
+		}
+		r->bytes += r->words * 8;
+		r->elapsed = mono() - t0;
+	} while (r->elapsed < r->seconds);
+	r->sink = s0 ^ s1 ^ s2 ^ s3;
+	return NULL;
+}
+
+double lp_membw_measure(unsigned threads, uint64_t bytes, double seconds, int rounds)
+{
+	size_t per = (size_t)(bytes / threads) & ~(size_t)4095;
+	struct reader *rd = calloc(threads, sizeof(*rd));
+	pthread_t *tid = calloc(threads, sizeof(*tid));
+	double best = -ENOMEM;
+	pthread_barrier_t start;
+	uint64_t *buf;
+
+	if (!rd || !tid || per < 4096)
+		goto out;
+	buf = mmap(NULL, per * threads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED)
+		goto out;
+	/* Every page written first: reads of untouched pages would read the zero page. */
+	memset(buf, 1, per * threads);
+	for (int round = 0; round < rounds; round++) {
+		unsigned started = 0;
+		uint64_t total = 0;
+		double longest = 0;
+
+		pthread_barrier_init(&start, NULL, threads);
+		for (unsigned i = 0; i < threads; i++) {
+			rd[i] = (struct reader){.p = buf + i * (per / 8),
+						.words = per / 8,
+						.seconds = seconds,
+						.start = &start};
+			if (pthread_create(&tid[i], NULL, read_part, &rd[i]))
+				break;
+			started++;
+		}
+		if (started < threads) {
+			/* The barrier never opens: nothing can be measured. */
+			munmap(buf, per * threads);
+			free(rd);
+			free(tid);
+			return -EAGAIN;
+		}
+		for (unsigned i = 0; i < threads; i++) {
+			pthread_join(tid[i], NULL);
+			total += rd[i].bytes;
+			if (rd[i].elapsed > longest)
+				longest = rd[i].elapsed;
+		}
+		pthread_barrier_destroy(&start);
+		if (longest > 0 && (double)total / longest > best)
+			best = (double)total / longest;
+	}
+	munmap(buf, per * threads);
+out:
+	free(rd);
+	free(tid);
+	return best;
+}
+
+/* What identifies this machine's memory system well enough to reuse a measurement. */
+static void host_id(char *out, size_t size)
+{
+	char line[256], model[128] = "unknown";
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	struct sysinfo si;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+			snprintf(model, sizeof(model), "%s", strchr(line, ':') + 2);
+			model[strcspn(model, "\n")] = '\0';
+			break;
+		}
+	if (f)
+		fclose(f);
+	if (sysinfo(&si) < 0)
+		si.totalram = 0, si.mem_unit = 1;
+	snprintf(out, size, "%s; %ld CPUs; %llu MiB", model, sysconf(_SC_NPROCESSORS_ONLN),
+		 (unsigned long long)si.totalram * si.mem_unit >> 20);
+}
+
+static void load_cache(struct lp_membw *m)
+{
+	char *text = NULL;
+	cJSON *doc = NULL, *bps, *host, *fmt, *at;
+	FILE *f = fopen(m->cache_path, "re");
+	long n;
+
+	if (!f)
+		return;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < 4096 &&
+	    fseek(f, 0, SEEK_SET) == 0 && (text = calloc(1, (size_t)n + 1)) &&
+	    fread(text, 1, (size_t)n, f) == (size_t)n)
+		doc = cJSON_Parse(text);
+	fclose(f);
+	free(text);
+	fmt = cJSON_GetObjectItemCaseSensitive(doc, "format");
+	bps = cJSON_GetObjectItemCaseSensitive(doc, "bytes_per_s");
+	host = cJSON_GetObjectItemCaseSensitive(doc, "host");
+	at = cJSON_GetObjectItemCaseSensitive(doc, "measured_at");
+	if (!cJSON_IsNumber(fmt) || fmt->valuedouble != LP_MEMBW_FORMAT || !cJSON_IsNumber(bps) ||
+	    !(bps->valuedouble > 0 && bps->valuedouble < 1e14) || !cJSON_IsString(host)) {
+		log_warning("%s: not a bandwidth measurement of this version, ignoring",
+			    m->cache_path);
+	} else if (strcmp(host->valuestring, m->host)) {
+		log_info("%s: measured on other hardware, measuring again when needed",
+			 m->cache_path);
+	} else {
+		m->state = LP_MEMBW_DONE;
+		m->cached = true;
+		m->bytes_per_s = bps->valuedouble;
+		m->measured_at = cJSON_IsNumber(at) ? at->valuedouble : 0;
+	}
+	cJSON_Delete(doc);
+}
+
+void lp_membw_init(struct lp_membw *m, const char *state_dir)
+{
+	memset(m, 0, sizeof(*m));
+	pthread_mutex_init(&m->lock, NULL);
+	host_id(m->host, sizeof(m->host));
+	if (state_dir && *state_dir && (m->dir = strdup(state_dir)) &&
+	    asprintf(&m->cache_path, "%s/%s", state_dir, LP_MEMBW_FILE) > 0)
+		load_cache(m);
+}
+
+/* The buffer: several times any last-level cache, within a quarter of free memory. */
+static uint64_t buffer_size(void)
+{
+	uint64_t b = 512ULL << 20, llc = 0;
+	char buf[64];
+	FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "re");
+	struct sysinfo si;
+
+	if (f && fgets(buf, sizeof(buf), f))
+		llc = strtoull(buf, NULL, 10) << (strchr(buf, 'M') ? 20 : 10);
+	if (f)
+		fclose(f);
+	if (8 * llc > b)
+		b = 8 * llc;
+	if (b > (2ULL << 30))
+		b = 2ULL << 30;
+	if (sysinfo(&si) == 0 && (uint64_t)si.freeram * si.mem_unit / 4 < b)
+		b = (uint64_t)si.freeram * si.mem_unit / 4;
+	return b;
+}
+
+static void *measure_thread(void *arg)
+{
+	struct lp_membw *m = arg;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned threads = ncpu > 0 ? (unsigned)ncpu : 1;
+	uint64_t bytes = buffer_size();
+	double bps = lp_membw_measure(threads, bytes, 0.25, 4);
+	cJSON *doc;
+	int r;
+
+	pthread_mutex_lock(&m->lock);
+	m->threads = threads;
+	m->buffer_bytes = bytes;
+	m->cached = false;
+	if (bps > 0) {
+		m->state = LP_MEMBW_DONE;
+		m->bytes_per_s = bps;
+		m->measured_at = (double)time(NULL);
+	} else {
+		m->state = LP_MEMBW_FAILED;
+		snprintf(m->error, sizeof(m->error), "%s", strerror((int)-bps));
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (bps <= 0) {
+		log_warning("memory bandwidth: cannot measure: %s", m->error);
+		return NULL;
+	}
+	log_info("memory bandwidth: %.1f GB/s read by %u threads over %llu MiB", bps / 1e9, threads,
+		 (unsigned long long)(bytes >> 20));
+	if (!m->dir)
+		return NULL;
+	doc = cJSON_CreateObject();
+	cJSON_AddNumberToObject(doc, "format", LP_MEMBW_FORMAT);
+	cJSON_AddNumberToObject(doc, "bytes_per_s", bps);
+	cJSON_AddStringToObject(doc, "host", m->host);
+	cJSON_AddNumberToObject(doc, "measured_at", m->measured_at);
+	cJSON_AddNumberToObject(doc, "threads", threads);
+	if ((r = lp_state_write_file(m->dir, LP_MEMBW_FILE, doc)) < 0)
+		log_warning("memory bandwidth: cannot keep it in %s: %s, ignoring", m->dir,
+			    strerror(-r));
+	cJSON_Delete(doc);
+	return NULL;
+}
+
+static void start(struct lp_membw *m, bool again)
+{
+	pthread_mutex_lock(&m->lock);
+	if (m->state == LP_MEMBW_NONE || (again && m->state != LP_MEMBW_MEASURING)) {
+		m->state = LP_MEMBW_MEASURING;
+		if (m->joinable) {
+			pthread_join(m->thread, NULL);
+			m->joinable = false;
+		}
+		if (pthread_create(&m->thread, NULL, measure_thread, m) == 0) {
+			m->joinable = true;
+		} else {
+			m->state = LP_MEMBW_FAILED;
+			snprintf(m->error, sizeof(m->error), "cannot start a thread");
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void lp_membw_want(struct lp_membw *m)
+{
+	start(m, false);
+}
+
+void lp_membw_again(struct lp_membw *m)
+{
+	start(m, true);
+}
+
+void lp_membw_render(struct lp_membw *m, cJSON *o)
+{
+	static const char *const states[] = {"not_measured", "measuring", "measured", "failed"};
+
+	pthread_mutex_lock(&m->lock);
+	cJSON_AddStringToObject(o, "state", states[m->state]);
+	if (m->state == LP_MEMBW_DONE) {
+		cJSON_AddNumberToObject(o, "bytes_per_s", m->bytes_per_s);
+		cJSON_AddNumberToObject(o, "measured_at", m->measured_at);
+		cJSON_AddBoolToObject(o, "cached", m->cached);
+	} else {
+		cJSON_AddNullToObject(o, "bytes_per_s");
+	}
+	if (m->threads) {
+		cJSON_AddNumberToObject(o, "threads", m->threads);
+		cJSON_AddNumberToObject(o, "buffer_bytes", (double)m->buffer_bytes);
+	}
+	if (m->state == LP_MEMBW_FAILED)
+		cJSON_AddStringToObject(o, "error", m->error);
+	cJSON_AddStringToObject(o, "host", m->host);
+	pthread_mutex_unlock(&m->lock);
+}
+
+enum lp_membw_state lp_membw_get(struct lp_membw *m, double *bytes_per_s)
+{
+	enum lp_membw_state s;
+
+	pthread_mutex_lock(&m->lock);
+	s = m->state;
+	*bytes_per_s = s == LP_MEMBW_DONE ? m->bytes_per_s : 0;
+	pthread_mutex_unlock(&m->lock);
+	return s;
+}
+
+void lp_membw_free(struct lp_membw *m)
+{
+	if (m->joinable)
+		pthread_join(m->thread, NULL);
+	free(m->cache_path);
+	free(m->dir);
+	pthread_mutex_destroy(&m->lock);
+}
