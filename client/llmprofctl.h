@@ -34,11 +34,12 @@ struct ctl_cmd {
 	const char *help;     /* options and examples, for `llmprofctl NAME --help` */
 	const char *shortopt; /* getopt short options besides the common ones */
 	const void *longopts; /* struct option[], ending with the common ones (CTL_COMMON_OPTS) */
+	int operands;	      /* arguments after the options it takes at most (diff: 2) */
 	int (*exec)(struct ctl *c, int argc, char **argv);
 };
 
 extern const struct ctl_cmd ctl_cmd_top, ctl_cmd_dump, ctl_cmd_list, ctl_cmd_status, ctl_cmd_reset,
-	ctl_cmd_precise, ctl_cmd_record;
+	ctl_cmd_precise, ctl_cmd_record, ctl_cmd_doctor, ctl_cmd_diff;
 
 /* Options every command takes; their getopt values are above the printable range. */
 enum { CTL_OPT_SOCKET = 0x100, CTL_OPT_TIMEOUT, CTL_OPT_HELP };

@@ -13,15 +13,16 @@
 #include "llmprofctl.h"
 
 static const struct ctl_cmd *const commands[] = {
-	&ctl_cmd_top,	&ctl_cmd_dump,	  &ctl_cmd_list,   &ctl_cmd_status,
-	&ctl_cmd_reset, &ctl_cmd_precise, &ctl_cmd_record,
+	&ctl_cmd_top,	  &ctl_cmd_dump,   &ctl_cmd_list,   &ctl_cmd_status, &ctl_cmd_reset,
+	&ctl_cmd_precise, &ctl_cmd_record, &ctl_cmd_doctor, &ctl_cmd_diff,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 static const char exit_statuses[] =
 	"Exit status:\n"
 	"  0  success\n"
-	"  1  the pid is not tracked by llmprofd, has exited, or is not an LLM process\n"
+	"  1  the pid is not tracked by llmprofd, has exited, or is not an LLM process;\n"
+	"     diff: the current report is slower beyond the threshold\n"
 	"  2  bad command line\n"
 	"  3  llmprofd cannot be reached: not running, another socket, or no answer in time\n"
 	"  4  permission denied: only root and members of group '" LP_GROUP "' may connect, "
@@ -164,9 +165,10 @@ int ctl_getopt(struct ctl *c, const struct ctl_cmd *cmd, int argc, char **argv, 
 		int opt = getopt_long(argc, argv, shortopt, cmd->longopts, NULL), r;
 
 		if (opt == -1) {
-			if (optind < argc) {
+			/* getopt moved the operands to the end. */
+			if (argc - optind > cmd->operands) {
 				*status = ctl_usage_error(c, cmd, "unexpected argument '%s'",
-							  argv[optind]);
+							  argv[optind + cmd->operands]);
 				return -2;
 			}
 			return -1;

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* llmprofctl doctor: why tokens/s is low, for one process or every running one: the
+ * daemon's findings, most severe first, each with its numbers and what to do. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmprof/protocol.h"
+#include "llmprofctl.h"
+
+static const struct option opts[] = {{"pid", required_argument, NULL, 'p'},
+				     {"json", no_argument, NULL, 'j'},
+				     {"all", no_argument, NULL, 'a'},
+				     CTL_COMMON_OPTS};
+
+static bool ends(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* One evidence value, in the unit its name says. */
+static void print_value(const char *key, const cJSON *v)
+{
+	char buf[32];
+
+	if (cJSON_IsString(v)) {
+		printf("%s", v->valuestring[0] ? v->valuestring : "(unset)");
+	} else if (!cJSON_IsNumber(v)) {
+		printf("?");
+	} else if (ends(key, "_share") || !strcmp(key, "fraction")) {
+		printf("%.1f%%", 100 * v->valuedouble);
+	} else if (ends(key, "_ns")) {
+		printf("%s", ctl_fmt_dur(buf, sizeof(buf), v->valuedouble));
+	} else if (ends(key, "bytes") || ends(key, "_bytes_per_s")) {
+		printf("%s%s", ctl_fmt_bytes(buf, sizeof(buf), v->valuedouble),
+		       ends(key, "_per_s") ? "/s" : "");
+	} else {
+		printf("%.4g", v->valuedouble);
+	}
+}
+
+static void print_evidence(const cJSON *ev)
+{
+	const cJSON *e, *p;
+	int col = 0;
+
+	printf("      evidence:");
+	cJSON_ArrayForEach(e, ev)
+	{
+		if (cJSON_IsArray(e)) {
+			/* the preemptors: who, how often, for how long */
+			printf("\n      %s:", e->string);
+			cJSON_ArrayForEach(p, e)
+			{
+				char d[32];
+
+				printf(" %s (pid %.0f) %s in %.0f,", ctl_str(p, "comm", "?"),
+				       ctl_num(p, "pid", 0),
+				       ctl_fmt_dur(d, sizeof(d), ctl_num(p, "wait_ns", 0)),
+				       ctl_num(p, "preemptions", 0));
+			}
+			col = 0;
+			printf("\n               ");
+			continue;
+		}
+		if (col++ && col % 4 == 1)
+			printf("\n               ");
+		printf(" %s ", e->string);
+		print_value(e->string, e);
+		printf(";");
+	}
+	printf("\n");
+}
+
+static void print_bandwidth(const cJSON *bw)
+{
+	char a[32], b[32], c[32];
+	double peak = ctl_num(bw, "peak_bytes_per_s", 0), frac = ctl_num(bw, "fraction", 0);
+	double stream = ctl_num(bw, "stream_bytes_per_s", 0);
+
+	if (!ctl_num(bw, "weights_bytes", 0) || !ctl_num(bw, "tokens_per_s", 0))
+		return;
+	printf("  memory: decode reads %s per token x %.1f tokens/s = %s/s",
+	       ctl_fmt_bytes(a, sizeof(a), ctl_num(bw, "bytes_per_token", 0)),
+	       ctl_num(bw, "tokens_per_s", 0), ctl_fmt_bytes(b, sizeof(b), stream));
+	if (peak > 0)
+		printf(" of a measured %s/s (%.0f%%): %s\n", ctl_fmt_bytes(c, sizeof(c), peak),
+		       100 * frac,
+		       frac >= 0.6 ? "memory-bound" : "not memory-bound: compute, sync or waiting");
+	else
+		printf("; the host's peak is not measured yet\n");
+}
+
+static void print_context(const cJSON *x)
+{
+	const cJSON *w = cJSON_GetObjectItemCaseSensitive(x, "weights");
+	const cJSON *env = cJSON_GetObjectItemCaseSensitive(x, "openmp_environment");
+	char a[32];
+
+	if (!cJSON_IsObject(x))
+		return;
+	printf("  context: %.0f CPUs allowed (%.0f cores)", ctl_num(x, "cpus_allowed", 0),
+	       ctl_num(x, "cores_allowed", 0));
+	if (ctl_num(x, "quota_cpus", 0) > 0)
+		printf(", CPU quota %.2f", ctl_num(x, "quota_cpus", 0));
+	if (env && *ctl_str(env, "OMP_WAIT_POLICY", ""))
+		printf(", OMP_WAIT_POLICY=%s", ctl_str(env, "OMP_WAIT_POLICY", ""));
+	if (ctl_num(w, "mappings", 0) > 0)
+		printf(", weights %s mapped, %.0f%% resident",
+		       ctl_fmt_bytes(a, sizeof(a), ctl_num(w, "bytes", 0)),
+		       100 * ctl_num(w, "resident_bytes", 0) / ctl_num(w, "bytes", 1));
+	printf("\n");
+}
+
+static void print_findings(const struct ctl *c, const cJSON *doc, void *arg)
+{
+	const cJSON *fs = cJSON_GetObjectItemCaseSensitive(doc, "findings"), *f, *ne, *e;
+	int n = cJSON_GetArraySize(fs);
+
+	(void)c;
+	(void)arg;
+	printf("pid %.0f (%s, %s): ", ctl_num(doc, "pid", 0), ctl_str(doc, "comm", "?"),
+	       ctl_str(doc, "state", "?"));
+	if (n)
+		printf("%d finding%s over the last %.0f s\n", n, n == 1 ? "" : "s",
+		       ctl_num(doc, "window_seconds", 0));
+	else
+		printf("nothing found over the last %.0f s\n", ctl_num(doc, "window_seconds", 0));
+	cJSON_ArrayForEach(f, fs)
+	{
+		char sev[16];
+		size_t i;
+
+		snprintf(sev, sizeof(sev), "%s", ctl_str(f, "severity", "?"));
+		for (i = 0; sev[i]; i++)
+			sev[i] = (char)(sev[i] >= 'a' && sev[i] <= 'z' ? sev[i] - 32 : sev[i]);
+		printf("  %-8s %s: %s\n", sev, ctl_str(f, "rule", "?"), ctl_str(f, "title", ""));
+		print_evidence(cJSON_GetObjectItemCaseSensitive(f, "evidence"));
+		printf("      action:   %s\n", ctl_str(f, "action", ""));
+	}
+	print_bandwidth(cJSON_GetObjectItemCaseSensitive(doc, "bandwidth"));
+	print_context(cJSON_GetObjectItemCaseSensitive(doc, "context"));
+	/* The rules that could not be judged, grouped by why. */
+	ne = cJSON_GetObjectItemCaseSensitive(doc, "not_evaluated");
+	cJSON_ArrayForEach(e, ne)
+	{
+		const cJSON *g;
+		bool first = true;
+
+		for (g = ne->child; g != e; g = g->next)
+			if (!strcmp(ctl_str(ne, g->string, ""), ctl_str(ne, e->string, "")))
+				break;
+		if (g != e)
+			continue; /* printed with an earlier rule of the same reason */
+		printf("  not evaluated (%s):", cJSON_IsString(e) ? e->valuestring : "?");
+		for (g = e; g; g = g->next)
+			if (!strcmp(ctl_str(ne, g->string, ""), ctl_str(ne, e->string, ""))) {
+				printf("%s %s", first ? "" : ",", g->string);
+				first = false;
+			}
+		printf("\n");
+	}
+}
+
+static int severity_rank(const cJSON *summary)
+{
+	const char *w = ctl_str(cJSON_GetObjectItemCaseSensitive(summary, "findings"), "worst", "");
+
+	return !strcmp(w, "critical") ? 3 : !strcmp(w, "warning") ? 2 : !strcmp(w, "info") ? 1 : 0;
+}
+
+static int by_severity(const void *a, const void *b)
+{
+	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+
+	return severity_rank(y) - severity_rank(x);
+}
+
+/* Every running process (with --all, exited ones too), the most severe first. */
+static int doctor_all(struct ctl *c, bool json, bool all)
+{
+	const cJSON **v = NULL, *p;
+	size_t n = 0;
+	int status, worst = CTL_OK;
+	cJSON *doc;
+
+	status = ctl_request(c, "GET", LP_ROUTE_PROCESSES, NULL, &doc, NULL);
+	if (status)
+		return status;
+	v = calloc((size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(doc, "processes")) +
+			   1,
+		   sizeof(*v));
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(
+				      doc, "processes")) if (v &&
+							     (all || strcmp(ctl_str(p, "state", ""),
+									    "exited"))) v[n++] = p;
+	if (v)
+		qsort(v, n, sizeof(*v), by_severity);
+	if (!n)
+		printf("no %sLLM processes to examine\n", all ? "" : "running ");
+	if (json)
+		printf("[");
+	for (size_t i = 0; i < n; i++) {
+		char path[96];
+
+		snprintf(path, sizeof(path), "%s/%.0f/%s", LP_ROUTE_PROCESSES,
+			 ctl_num(v[i], "pid", 0), LP_ROUTE_FINDINGS);
+		if (json && i)
+			printf(",");
+		/* A process that exits meanwhile is still reported (it is kept); one forgotten
+		 * meanwhile is skipped. */
+		status = ctl_show(c, path, json, print_findings, NULL);
+		if (status && status != CTL_NOT_TRACKED)
+			worst = status;
+		if (!json && i + 1 < n)
+			printf("\n");
+	}
+	if (json)
+		printf("]\n");
+	free(v);
+	cJSON_Delete(doc);
+	return worst;
+}
+
+static int exec(struct ctl *c, int argc, char **argv)
+{
+	int opt, status = CTL_OK, pid = 0;
+	bool json = false, all = false;
+	char path[96];
+
+	while ((opt = ctl_getopt(c, &ctl_cmd_doctor, argc, argv, &status)) != -1) {
+		if (opt == -2)
+			return status;
+		if (opt == 'p' && ctl_parse_pid(c, &ctl_cmd_doctor, optarg, &pid))
+			return CTL_USAGE;
+		json |= opt == 'j';
+		all |= opt == 'a';
+	}
+	if (!pid)
+		return doctor_all(c, json, all);
+	if ((status = ctl_process_path(c, &ctl_cmd_doctor, pid, LP_ROUTE_FINDINGS, path,
+				       sizeof(path))))
+		return status;
+	return ctl_show(c, path, json, print_findings, NULL);
+}
+
+const struct ctl_cmd ctl_cmd_doctor = {
+	.name = "doctor",
+	.usage = "[--pid N] [--all] [--json]",
+	.summary = "why tokens/s is low: findings with their evidence and what to do",
+	.help = "The daemon's findings for one process, or for every running one (the most "
+		"severe first),\njudged over the last 10 to 20 seconds (an exited process: over "
+		"its life). Each names the\ncause with the numbers that show it and an action:\n"
+		"  oversubscribed        more compute threads than the CPUs it may use (affinity, "
+		"cgroup quota)\n"
+		"  preempted             other processes take its CPUs, by name and pid\n"
+		"  late_thread           one thread runs less and the others wait for it at "
+		"barriers\n"
+		"  smt                   more threads than physical cores\n"
+		"  omp_wait_policy       OpenMP's wait policy against the sleeping or spinning "
+		"seen\n"
+		"  weights_not_resident  major page faults while generating: weights read from "
+		"disk\n"
+		"  numa                  threads on other NUMA nodes than the weights' pages\n"
+		"  cpu_frequency         a powersave governor or a capped maximum frequency\n"
+		"  memory_bound          decode streams its weights near the host's measured "
+		"bandwidth\n"
+		"Every process also gets the memory line (memory-bound or not) and its context.\n\n"
+		"Options:\n"
+		"  -p, --pid N   one process\n"
+		"  -a, --all     exited processes too\n"
+		"  -j, --json    the API documents GET " LP_ROUTE_PROCESSES
+		"/{pid}/" LP_ROUTE_FINDINGS " (a list without --pid)\n\n"
+		"Examples:\n"
+		"  llmprofctl doctor\n"
+		"  llmprofctl doctor --pid 4242 --json | jq '.findings[].rule'\n",
+	.shortopt = "p:ja",
+	.longopts = opts,
+	.exec = exec,
+};
