@@ -3,6 +3,7 @@
 #include "context.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -234,6 +235,22 @@ bool lp_context_numa_line(const char *line, uint64_t start, uint64_t pages[LP_CT
 	return true;
 }
 
+void lp_context_read_throttled(struct lp_context *ctx)
+{
+	char st[1024], *l, *save = NULL;
+
+	ctx->cgroup_read = ctx->cpu_stat[0] && read_small(st, sizeof(st), "%s", ctx->cpu_stat) > 0;
+	if (!ctx->cgroup_read)
+		return;
+	for (l = strtok_r(st, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+		if (!strncmp(l, "nr_throttled ", 13))
+			ctx->nr_throttled = strtoull(l + 13, NULL, 10);
+		else if (!strncmp(l, "throttled_usec ", 15))
+			ctx->throttled_usec = strtoull(l + 15, NULL, 10);
+		else if (!strncmp(l, "throttled_time ", 15)) /* v1: ns */
+			ctx->throttled_usec = strtoull(l + 15, NULL, 10) / 1000;
+}
+
 /* Whether the comma-separated list holds word. */
 static bool has_token(const char *list, const char *word)
 {
@@ -265,7 +282,7 @@ static void read_cgroup(struct lp_context *ctx, pid_t pid, const char *proc, con
 
 		if (!c2)
 			continue;
-		*c2 = '\0';
+		*c1 = *c2 = '\0';
 		ctrl = c1 + 1;
 		if (!strcmp(line, "0") && !*ctrl && !mount) {
 			/* The unified hierarchy, if it is mounted where cgroup v2 lives. */
@@ -312,22 +329,8 @@ static void read_cgroup(struct lp_context *ctx, pid_t pid, const char *proc, con
 			}
 		}
 		if (first) {
-			char st[1024];
-
-			ctx->cgroup_read = read_small(st, sizeof(st), "%s/cpu.stat", dir) > 0;
-			if (ctx->cgroup_read) {
-				char *l2, *s3 = NULL;
-
-				for (l2 = strtok_r(st, "\n", &s3); l2;
-				     l2 = strtok_r(NULL, "\n", &s3))
-					if (!strncmp(l2, "nr_throttled ", 13))
-						ctx->nr_throttled = strtoull(l2 + 13, NULL, 10);
-					else if (!strncmp(l2, "throttled_usec ", 15))
-						ctx->throttled_usec = strtoull(l2 + 15, NULL, 10);
-					else if (!strncmp(l2, "throttled_time ", 15)) /* v1: ns */
-						ctx->throttled_usec =
-							strtoull(l2 + 15, NULL, 10) / 1000;
-			}
+			snprintf(ctx->cpu_stat, sizeof(ctx->cpu_stat), "%s/cpu.stat", dir);
+			lp_context_read_throttled(ctx);
 		}
 		if (cpus > 0 && (ctx->quota_cpus == 0 || cpus < ctx->quota_cpus))
 			ctx->quota_cpus = cpus;
@@ -520,31 +523,56 @@ static void read_weights(struct lp_context *ctx, pid_t pid, const char *proc, un
 	fclose(f);
 }
 
+/* The CPUs any of its threads may run on: threads bound one per CPU (OMP_PROC_BIND,
+ * --cpu-mask) each allow one, the process all of them. */
+static int read_affinity(pid_t pid, const char *proc, struct lp_cpuset *out)
+{
+	char path[256], *status = malloc(8192), *l;
+	struct lp_cpuset one;
+	struct dirent *e;
+	bool any = false;
+	DIR *d;
+
+	memset(out, 0, sizeof(*out));
+	if (!status)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s/%d/task", proc, (int)pid);
+	d = opendir(path);
+	if (!d) {
+		free(status);
+		return errno == ENOENT ? -ESRCH : -errno;
+	}
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' ||
+		    read_small(status, 8192, "%s/%d/task/%s/status", proc, (int)pid, e->d_name) < 0)
+			continue;
+		l = strstr(status, "Cpus_allowed_list:");
+		if (l && lp_cpuset_parse(l + 18 + strspn(l + 18, " \t"), &one) == 0) {
+			for (int i = 0; i < LP_CTX_WORDS; i++)
+				out->w[i] |= one.w[i];
+			any = true;
+		}
+	}
+	closedir(d);
+	free(status);
+	return any ? 0 : -ESRCH;
+}
+
 int lp_context_read(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus *h,
 		    const char *proc, const char *sys)
 {
-	char *status = malloc(8192), *l;
-	struct lp_cpuset aff;
 	bool seen[LP_CTX_MAX_CPUS] = {false};
-	ssize_t n;
+	struct lp_cpuset aff;
+	int r;
 
 	memset(ctx, 0, sizeof(*ctx));
-	if (!status)
-		return -ENOMEM;
-	n = read_small(status, 8192, "%s/%d/status", proc, (int)pid);
-	if (n < 0) {
-		free(status);
-		ctx->error = n == -ENOENT ? -ESRCH : (int)n;
-		return ctx->error == -ESRCH ? -ESRCH : 0;
+	r = read_affinity(pid, proc, &aff);
+	if (r < 0) {
+		ctx->error = r;
+		return r == -ESRCH ? -ESRCH : 0;
 	}
-	l = strstr(status, "Cpus_allowed_list:");
-	if (l && lp_cpuset_parse(l + 18 + strspn(l + 18, " \t"), &aff) == 0) {
-		for (int i = 0; i < LP_CTX_WORDS; i++)
-			ctx->allowed.w[i] = aff.w[i] & h->online.w[i];
-	} else {
-		ctx->allowed = h->online;
-	}
-	free(status);
+	for (int i = 0; i < LP_CTX_WORDS; i++)
+		ctx->allowed.w[i] = aff.w[i] & h->online.w[i];
 	ctx->ncpus = lp_cpuset_count(&ctx->allowed);
 	for (unsigned c = 0; c < LP_CTX_MAX_CPUS; c++) {
 		int core;

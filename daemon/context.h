@@ -55,7 +55,8 @@ struct lp_context {
 	double quota_cpus;     /* cgroup CPU quota in CPUs (cpu.max); 0: none */
 	uint64_t nr_throttled; /* the cgroup's cpu.stat, cumulative */
 	uint64_t throttled_usec;
-	bool cgroup_read; /* found the process's CPU cgroup */
+	bool cgroup_read;    /* found the process's CPU cgroup */
+	char cpu_stat[1280]; /* its cpu.stat */
 	/* the OpenMP environment; "" when unset; env_read false when environ was unreadable */
 	bool env_read;
 	char omp_wait_policy[16];
@@ -80,6 +81,10 @@ struct lp_context {
  * in ctx->error. Returns 0, or -ESRCH when the process is gone. */
 int lp_context_read(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus *h,
 		    const char *proc_root, const char *sys_root);
+
+/* Reads the cgroup's throttling counters again (ctx from lp_context_read): they move every
+ * period, the rest of a context rarely. */
+void lp_context_read_throttled(struct lp_context *ctx);
 
 /* Parsers, for the tests. */
 /* cgroup v2 cpu.max ("max 100000" or "50000 100000") or v1 quota and period: CPUs, 0 none */

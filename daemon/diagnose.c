@@ -54,6 +54,27 @@ static struct lp_watch *watch_of(struct lp_diagnose *dg, const struct lp_target 
 	return NULL;
 }
 
+/* The process's context: kept for LP_DIAGNOSE_CONTEXT_NS in its watch, its throttling read
+ * anew. NULL when it cannot be read (gone). */
+static const struct lp_context *context_of(struct lp_watch *w, pid_t pid,
+					   const struct lp_host_cpus *h, uint64_t now,
+					   struct lp_context *buf)
+{
+	if (!h)
+		return NULL;
+	if (w && w->ctx_ns && now - w->ctx_ns < LP_DIAGNOSE_CONTEXT_NS) {
+		lp_context_read_throttled(&w->ctx);
+		return &w->ctx;
+	}
+	if (lp_context_read(buf, pid, h, "/proc", "/sys") < 0)
+		return NULL;
+	if (w) {
+		w->ctx = *buf;
+		w->ctx_ns = now;
+	}
+	return buf;
+}
+
 static void snap_take(struct lp_snap *s, const struct lp_proc_view *v, uint64_t now,
 		      const struct lp_context *ctx)
 {
@@ -179,13 +200,15 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 			 const struct lp_host_cpus *h)
 {
 	const struct lp_target *t = v->target;
-	const struct lp_snap *s = base_of(watch_of(dg, t), v);
+	struct lp_watch *w = v->live ? watch_of(dg, t) : NULL;
+	const struct lp_snap *s = base_of(w, v);
 	uint64_t end = t->exited && t->exited_at_ns ? t->exited_at_ns : r->now_ns;
 	uint64_t ctr[LP_C_NR];
 	struct lp_find_thread *th = NULL;
 	struct lp_preempt_view pre[LP_PREEMPT_TOP];
 	struct lp_find_input in = {.pid = t->pid, .ctr = ctr};
-	struct lp_context ctx;
+	const struct lp_context *ctx = NULL;
+	struct lp_context buf;
 	size_t np = 0;
 
 	v->findings = calloc(1, sizeof(*v->findings));
@@ -230,19 +253,33 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	in.openmp = false;
 	for (size_t i = 0; t->ggml && i < t->ggml->nobjs; i++)
 		in.openmp |= t->ggml->objs[i]->omp_runtime;
-	if (v->live && h && lp_context_read(&ctx, t->pid, h, "/proc", "/sys") == 0) {
-		in.ctx = &ctx;
+	if (v->live && (ctx = context_of(w, t->pid, h, r->now_ns, &buf))) {
+		in.ctx = ctx;
 		in.host = h;
-		in.throttled_usec = sub(ctx.throttled_usec, s ? s->throttled_usec : 0);
-		in.nr_throttled = sub(ctx.nr_throttled, s ? s->nr_throttled : 0);
+		in.throttled_usec = sub(ctx->throttled_usec, s ? s->throttled_usec : 0);
+		in.nr_throttled = sub(ctx->nr_throttled, s ? s->nr_throttled : 0);
 		/* First need of the host's bandwidth: a process generating from mapped weights. */
-		if (ctx.weights_bytes && ctr[LP_C_GEN_INTERVALS])
+		if (ctx->weights_bytes && ctr[LP_C_GEN_INTERVALS])
 			lp_membw_want(&dg->membw);
 	}
-	lp_membw_get(&dg->membw, &in.membw);
+	switch (lp_membw_get(&dg->membw, &in.membw)) {
+	case LP_MEMBW_CONTENDED:
+		in.membw_why = "the host's bandwidth was measured while other work ran; it is "
+			       "measured again when the CPUs are quiet (or POST /v1/bandwidth)";
+		break;
+	case LP_MEMBW_WAITING:
+		in.membw_why = "the host's bandwidth is measured once its CPUs are quiet (or POST "
+			       "/v1/bandwidth, llmprofctl doctor --measure-bandwidth)";
+		break;
+	case LP_MEMBW_FAILED:
+		in.membw_why = "the host's bandwidth could not be measured (see the log)";
+		break;
+	default:
+		break;
+	}
 	lp_findings_eval(&in, v->findings);
 	if (in.ctx)
-		v->context = ctx;
+		v->context = *in.ctx;
 	v->has_context = in.ctx != NULL;
 	free(th);
 }

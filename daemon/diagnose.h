@@ -12,7 +12,6 @@
 #include "membw.h"
 #include "report.h"
 
-/* Rules judge the figures since a snapshot at least this old (and less than twice). */
 #define LP_DIAGNOSE_WINDOW_NS (10ULL * 1000000000ULL)
 
 struct lp_snap_thread {
@@ -31,11 +30,18 @@ struct lp_snap {
 	uint64_t throttled_usec, nr_throttled;
 };
 
+/* Rules judge the figures since a snapshot at least LP_DIAGNOSE_WINDOW_NS old; a process's
+ * context is read again after LP_DIAGNOSE_CONTEXT_NS (affinity, environment and mappings
+ * rarely change; the cgroup's throttling is read at each use). */
+#define LP_DIAGNOSE_CONTEXT_NS (30ULL * 1000000000ULL)
+
 struct lp_watch {
 	pid_t pid;
 	uint64_t tracked_since_ns; /* tells a reset or a reused pid apart */
 	struct lp_snap s[2];	   /* s[0] the older */
 	unsigned nsnap;
+	struct lp_context ctx; /* read at ctx_ns; 0: never */
+	uint64_t ctx_ns;
 };
 
 struct lp_diagnose {

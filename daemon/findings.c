@@ -39,13 +39,18 @@ const char *const lp_severity_names[3] = {"info", "warning", "critical"};
 /* Decode that streams the weights at 60 % of the measured peak is memory-bound: reads by
  * one process's matmul rarely get closer to the peak of a bandwidth test. */
 #define MEMBOUND_FRACTION 0.60
+/* Rules wait for this much of a window. */
+#define MIN_WINDOW_S 3.0
 
 struct ctx {
 	const struct lp_find_input *in;
 	struct lp_findings *out;
 	double T; /* the window, ns */
 	uint64_t oncpu, runq;
-	unsigned nactive;
+	unsigned nactive; /* threads that wanted a CPU for COMPUTE_SHARE of the window */
+	/* CPUs wanted on average: on-CPU plus run-queue time over the window. Work that moves
+	 * between the threads of a pool (node's libuv workers) is counted once. */
+	double demand;
 	double cpus; /* CPUs it may use: affinity, online, quota */
 	bool oversubscribed;
 };
@@ -118,7 +123,9 @@ static uint64_t others_wait(const struct lp_find_input *in, const struct lp_pree
 	for (size_t i = 0; i < in->npreempt; i++) {
 		const struct lp_preempt_view *p = &in->preempt[i];
 
-		if ((pid_t)p->by_tgid == in->pid)
+		/* Its own threads; or the idle task: a throttled group's threads leave the CPU
+		 * runnable, to nobody (the quota, judged by rule_oversubscribed). */
+		if ((pid_t)p->by_tgid == in->pid || !p->by_tgid)
 			continue;
 		w += p->v.wait_ns;
 		if (!*top || p->v.wait_ns > (*top)->v.wait_ns)
@@ -140,7 +147,8 @@ static void rule_oversubscribed(struct ctx *c)
 	const struct lp_find_input *in = c->in;
 	const struct lp_context *x = in->ctx;
 	double rq = share((double)c->runq, (double)(c->oncpu + c->runq));
-	double thr = share((double)in->throttled_usec * 1e3, c->T);
+	/* The cgroup's throttled time adds up its CPUs' run queues: a share of its CPUs' time. */
+	double thr = share((double)in->throttled_usec * 1e3, c->T * (x->ncpus ? x->ncpus : 1));
 	bool quota = x->quota_cpus > 0 && x->quota_cpus < x->ncpus;
 	uint64_t own = own_wait(in), all = 0;
 	struct lp_finding *f;
@@ -149,7 +157,10 @@ static void rule_oversubscribed(struct ctx *c)
 		not_evaluated(c, LP_RULE_OVERSUBSCRIBED, "its threads are not known");
 		return;
 	}
-	if (!(c->nactive > c->cpus + 0.01 && (rq >= RUNQ_SHARE || thr >= RUNQ_SHARE)))
+	/* More CPU wanted than there is, and the threads wait for it: a thread pool larger
+	 * than the CPUs whose threads take turns is not oversubscribed. */
+	if (!(c->demand > c->cpus + 0.05 && c->nactive > c->cpus &&
+	      (rq >= RUNQ_SHARE || thr >= RUNQ_SHARE)))
 		return;
 	c->oversubscribed = true;
 	f = add(c, LP_RULE_OVERSUBSCRIBED,
@@ -158,17 +169,20 @@ static void rule_oversubscribed(struct ctx *c)
 		all += in->preempt[i].v.wait_ns;
 	if (quota)
 		title(f,
-		      "%u compute threads under a CPU quota of %.2f CPUs (cgroup): throttled "
-		      "%.0f%% "
-		      "of the time, %u times; each thread waits for a CPU %.0f%% of its time",
-		      c->nactive, x->quota_cpus, 100 * thr, (unsigned)in->nr_throttled, 100 * rq);
+		      "%u compute threads want %.1f CPUs under a CPU quota of %.2f (cgroup): "
+		      "throttled %.0f%% of its CPUs' time, %u times; each thread waits for a CPU "
+		      "%.0f%% of its time",
+		      c->nactive, c->demand, x->quota_cpus, 100 * thr, (unsigned)in->nr_throttled,
+		      100 * rq);
 	else
 		title(f,
-		      "%u compute threads on %u CPU%s: each waits for a CPU %.0f%% of its time%s",
-		      c->nactive, x->ncpus, x->ncpus == 1 ? "" : "s", 100 * rq,
+		      "%u compute threads want %.1f CPUs of the %u it may use: each waits for a "
+		      "CPU %.0f%% of its time%s",
+		      c->nactive, c->demand, x->ncpus, 100 * rq,
 		      share((double)own, (double)all) >= 0.5 ? ", mostly behind its own threads"
 							     : "");
 	ev(f, "compute_threads", c->nactive);
+	ev(f, "cpus_wanted", c->demand);
 	ev(f, "cpus_allowed", x->ncpus);
 	ev(f, "cores_allowed", x->ncores);
 	if (quota)
@@ -209,7 +223,7 @@ static void rule_preempted(struct ctx *c)
 		const struct lp_preempt_view *p = &in->preempt[i];
 		cJSON *e;
 
-		if ((pid_t)p->by_tgid == in->pid || p->v.wait_ns * 100 < others)
+		if ((pid_t)p->by_tgid == in->pid || !p->by_tgid || p->v.wait_ns * 100 < others)
 			continue;
 		e = cJSON_CreateObject();
 		comm_of(p, comm);
@@ -339,7 +353,7 @@ static void rule_smt(struct ctx *c)
 	struct lp_finding *f;
 
 	if (c->oversubscribed || x->ncores >= x->ncpus || c->nactive <= x->ncores ||
-	    !c->in->threads)
+	    c->demand <= x->ncores + 0.05 || !c->in->threads)
 		return;
 	f = add(c, LP_RULE_SMT, LP_SEV_WARNING);
 	title(f,
@@ -347,6 +361,7 @@ static void rule_smt(struct ctx *c)
 	      "execution units and caches, which matmul keeps busy from one thread",
 	      c->nactive, x->ncores, x->ncpus);
 	ev(f, "compute_threads", c->nactive);
+	ev(f, "cpus_wanted", c->demand);
 	ev(f, "cores_allowed", x->ncores);
 	ev(f, "cpus_allowed", x->ncpus);
 	action(f, "try one thread per core (-t %u) and compare tokens/s", x->ncores);
@@ -392,6 +407,9 @@ static void rule_omp(struct ctx *c)
 		      "%s with more threads than CPUs: threads spin at barriers on the CPUs the "
 		      "threads they wait for need",
 		      active ? "OMP_WAIT_POLICY=active" : "OpenMP's default spinning");
+		if (x->quota_cpus > 0 && x->quota_cpus < x->ncpus)
+			snprintf(f->title + strlen(f->title), sizeof(f->title) - strlen(f->title),
+				 "; under a CPU quota, spinning spends the quota too");
 		action(f, "use as many threads as CPUs%s",
 		       active ? ", or unset OMP_WAIT_POLICY" : "");
 	} else {
@@ -574,7 +592,9 @@ static void bandwidth(struct ctx *c)
 		return;
 	}
 	if (!in->membw) {
-		not_evaluated(c, LP_RULE_MEMORY_BOUND, "the host's bandwidth is being measured");
+		not_evaluated(c, LP_RULE_MEMORY_BOUND,
+			      in->membw_why ? in->membw_why
+					    : "the host's bandwidth is being measured");
 		return;
 	}
 	frac = o->stream_bytes_per_s / in->membw;
@@ -614,6 +634,14 @@ void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out)
 		if ((double)(in->threads[i].oncpu_ns + in->threads[i].runq_ns) >=
 		    COMPUTE_SHARE * c.T)
 			c.nactive++;
+	c.demand = c.T > 0 ? (double)(c.oncpu + c.runq) / c.T : 0;
+	/* A few seconds of figures say nothing of a steady state: the first reads after a
+	 * process is found (or reset) wait for MIN_WINDOW_S of them. */
+	if (in->window_s < MIN_WINDOW_S) {
+		for (int r = 0; r < LP_RULE_NR; r++)
+			not_evaluated(&c, (enum lp_rule)r, "less than 3 s of figures");
+		return;
+	}
 	if (in->ctx) {
 		c.cpus = in->ctx->ncpus;
 		if (in->ctx->quota_cpus > 0 && in->ctx->quota_cpus < c.cpus)

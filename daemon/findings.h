@@ -62,7 +62,8 @@ struct lp_find_input {
 	const struct lp_host_cpus *host; /* NULL with ctx */
 	uint64_t throttled_usec;	 /* the cgroup's, over the window */
 	uint64_t nr_throttled;
-	double membw; /* the host's read bandwidth, bytes/s; 0: not known (yet) */
+	double membw;	       /* the host's read bandwidth, bytes/s; 0: not known (yet) */
+	const char *membw_why; /* membw 0: why, when not merely measuring now */
 };
 
 struct lp_finding {

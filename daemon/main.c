@@ -165,9 +165,12 @@ static void diagnose_tick(struct daemon *d)
 
 	for (size_t i = 0; i < d->tracker.n && !live; i++)
 		live = !d->tracker.v[i]->exited;
-	if (now - d->diagnose_ns < LP_DIAGNOSE_WINDOW_NS / 4 || (!live && !d->diagnose.n))
+	if (now - d->diagnose_ns < LP_DIAGNOSE_WINDOW_NS / 2)
 		return;
 	d->diagnose_ns = now;
+	lp_membw_tick(&d->diagnose.membw);
+	if (!live && !d->diagnose.n)
+		return;
 	if (lp_report_build(&r, &d->core, &d->tracker, 0) == 0)
 		lp_diagnose_tick(&d->diagnose, &r);
 	lp_report_free(&r);
