@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "llmprof/protocol.h"
 #include "llmprofctl.h"
@@ -12,6 +13,7 @@
 static const struct option opts[] = {{"pid", required_argument, NULL, 'p'},
 				     {"json", no_argument, NULL, 'j'},
 				     {"all", no_argument, NULL, 'a'},
+				     {"measure-bandwidth", no_argument, NULL, 'm'},
 				     CTL_COMMON_OPTS};
 
 static bool ends(const char *s, const char *suffix)
@@ -225,10 +227,43 @@ static int doctor_all(struct ctl *c, bool json, bool all)
 	return worst;
 }
 
+/* Measures the host's memory bandwidth now (it takes the CPUs for a second or two) and
+ * waits for the figure, so that the findings can say whether decode is memory-bound. */
+static int measure(struct ctl *c)
+{
+	struct timespec pause = {.tv_sec = 0, .tv_nsec = 200000000};
+	int status;
+	cJSON *doc;
+
+	status = ctl_request(c, "POST", LP_ROUTE_BANDWIDTH, NULL, &doc, NULL);
+	for (int i = 0; status == CTL_OK && i < 150; i++) {
+		const char *state = ctl_str(doc, "state", "?");
+
+		if (strcmp(state, "measuring")) {
+			if (!strcmp(state, "measured"))
+				fprintf(stderr, "memory bandwidth: %.1f GB/s%s\n",
+					ctl_num(doc, "bytes_per_s", 0) / 1e9,
+					ctl_true(doc, "contended")
+						? " (other work ran meanwhile: a lower bound)"
+						: "");
+			else
+				fprintf(stderr, "memory bandwidth: %s %s\n", state,
+					ctl_str(doc, "error", ""));
+			break;
+		}
+		cJSON_Delete(doc);
+		doc = NULL;
+		nanosleep(&pause, NULL);
+		status = ctl_request(c, "GET", LP_ROUTE_BANDWIDTH, NULL, &doc, NULL);
+	}
+	cJSON_Delete(doc);
+	return status;
+}
+
 static int exec(struct ctl *c, int argc, char **argv)
 {
 	int opt, status = CTL_OK, pid = 0;
-	bool json = false, all = false;
+	bool json = false, all = false, bw = false;
 	char path[96];
 
 	while ((opt = ctl_getopt(c, &ctl_cmd_doctor, argc, argv, &status)) != -1) {
@@ -238,7 +273,10 @@ static int exec(struct ctl *c, int argc, char **argv)
 			return CTL_USAGE;
 		json |= opt == 'j';
 		all |= opt == 'a';
+		bw |= opt == 'm';
 	}
+	if (bw && (status = measure(c)))
+		return status;
 	if (!pid)
 		return doctor_all(c, json, all);
 	if ((status = ctl_process_path(c, &ctl_cmd_doctor, pid, LP_ROUTE_FINDINGS, path,
@@ -249,7 +287,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 
 const struct ctl_cmd ctl_cmd_doctor = {
 	.name = "doctor",
-	.usage = "[--pid N] [--all] [--json]",
+	.usage = "[--pid N] [--all] [--json] [--measure-bandwidth]",
 	.summary = "why tokens/s is low: findings with their evidence and what to do",
 	.help = "The daemon's findings for one process, or for every running one (the most "
 		"severe first),\njudged over the last 10 to 20 seconds (an exited process: over "
@@ -272,12 +310,15 @@ const struct ctl_cmd ctl_cmd_doctor = {
 		"Options:\n"
 		"  -p, --pid N   one process\n"
 		"  -a, --all     exited processes too\n"
+		"  -m, --measure-bandwidth  measure the host's memory read bandwidth first (takes\n"
+		"                its CPUs for a second or two; llmprofd otherwise waits for quiet\n"
+		"                CPUs, and keeps the figure in its state directory)\n"
 		"  -j, --json    the API documents GET " LP_ROUTE_PROCESSES
 		"/{pid}/" LP_ROUTE_FINDINGS " (a list without --pid)\n\n"
 		"Examples:\n"
 		"  llmprofctl doctor\n"
 		"  llmprofctl doctor --pid 4242 --json | jq '.findings[].rule'\n",
-	.shortopt = "p:ja",
+	.shortopt = "p:jam",
 	.longopts = opts,
 	.exec = exec,
 };

@@ -265,6 +265,8 @@ static void draw_help(const struct screen *s)
 	mvaddstr(y++, 2,
 		 "< >     sort by the column to the left / right       R  reverse the order");
 	mvaddstr(y++, 2, "up/down, j/k  select a process");
+	mvaddstr(y++, 2,
+		 "! * + after a PID: a critical, warning or info finding (llmprofctl doctor)");
 	y++;
 	mvaddstr(y++, 0, "columns (over the last interval; the first screen: since tracked)");
 	for (int c = 0; c < TC_NR && y < LINES; c++) {
@@ -573,7 +575,9 @@ const struct ctl_cmd ctl_cmd_top = {
 		"  llama_decode (dump has the wall-clock rate, sampling between tokens included);\n"
 		"  MS50 MS99 ms per generated token, median and p99; MM% SPIN% CPU samples in\n"
 		"  matmul and in barrier functions; FTX/S futex waits per second and FTX99 their\n"
-		"  p99; RQ99 run-queue latency p99; MAJ/S major page faults per second.\n\n"
+		"  p99; RQ99 run-queue latency p99; MAJ/S major page faults per second.\n"
+		"  A mark between PID and COMMAND flags the worst finding: ! critical, * warning,\n"
+		"  + info (`llmprofctl doctor --pid PID` says what and why).\n\n"
 		"Examples:\n"
 		"  llmprofctl top\n"
 		"  llmprofctl top -b -n 3 -d 5 -s RQ99 > top.txt\n",

@@ -29,12 +29,12 @@ _llmprofctl() {
 		COMPREPLY=($(compgen -W "PID COMMAND THR CPU% TOK/S MS50 MS99 MM% SPIN% FTX/S FTX99 RQ99 MAJ/S" -- "$cur"))
 		return
 		;;
-	--timeout | --delay | -d | --iterations | -n | --seconds)
+	--timeout | --delay | -d | --iterations | -n | --seconds | --threshold | -t)
 		return
 		;;
 	esac
 	case $cmd in
-	"") opts="top dump list status reset precise record help $common --version" ;;
+	"") opts="top dump doctor diff list status reset precise record help $common --version" ;;
 	top) opts="--delay --batch --iterations --sort --all --threads --ops --pid $common" ;;
 	dump) opts="--pid --json --fine $common" ;;
 	list) opts="--json --pids $common" ;;
@@ -42,7 +42,13 @@ _llmprofctl() {
 	reset) opts="--pid $common" ;;
 	precise) opts="--pid --seconds --off $common" ;;
 	record) opts="--pid --seconds --output --no-ops --summary $common" ;;
-	help) opts="top dump list status reset precise record" ;;
+	doctor) opts="--pid --all --json --measure-bandwidth $common" ;;
+	diff)
+		# two saved reports, then options
+		COMPREPLY=($(compgen -f -- "$cur") $(compgen -W "--threshold --json $common" -- "$cur"))
+		return
+		;;
+	help) opts="top dump doctor diff list status reset precise record" ;;
 	esac
 	COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 }

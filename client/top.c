@@ -105,6 +105,21 @@ static double share(double part, double whole)
 	return whole > 0 ? 100 * part / whole : NAN;
 }
 
+/* The worst finding of a process's document: '!' critical, '*' warning, '+' info. */
+static char finding_mark(const cJSON *d)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(d, "findings");
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(f, "findings");
+	const char *worst = cJSON_IsArray(list)
+				    ? ctl_str(cJSON_GetArrayItem(list, 0), "severity", "")
+				    : ctl_str(f, "worst", "");
+
+	return !strcmp(worst, "critical")  ? '!'
+	       : !strcmp(worst, "warning") ? '*'
+	       : !strcmp(worst, "info")	   ? '+'
+					   : ' ';
+}
+
 static void fill(struct top_row *r)
 {
 	double *v = r->v, samples = delta(r, "samples"), gen = delta(r, "decode_generation_tokens");
@@ -145,6 +160,7 @@ int top_rows(const struct top_snap *cur, const struct top_snap *prev, bool all,
 		r->pid = (int)ctl_num(d, "pid", 0);
 		snprintf(r->comm, sizeof(r->comm), r->exited ? "[%s]" : "%s",
 			 ctl_str(d, "comm", "?"));
+		r->mark = finding_mark(d);
 		r->doc = d;
 		r->prev = top_snap_find(prev, r->pid);
 		if (!comparable(d, r->prev))
@@ -329,7 +345,7 @@ void top_format_row(char *buf, const struct top_row *r)
 	ctl_fmt_dur5(cell[TC_FTX99], 16, r->v[TC_FTX99]);
 	ctl_fmt_dur5(cell[TC_RQ99], 16, r->v[TC_RQ99]);
 	ctl_fmt_num5(cell[TC_MAJS], 16, r->v[TC_MAJS]);
-	len = snprintf(buf, TOP_LINE, "%7d %-9.9s", r->pid, r->comm);
+	len = snprintf(buf, TOP_LINE, "%7d%c%-9.9s", r->pid, r->mark ? r->mark : ' ', r->comm);
 	format_cells(buf, (size_t)len, cell);
 }
 

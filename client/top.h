@@ -43,6 +43,7 @@ struct top_row {
 	int pid;
 	bool exited;
 	char comm[20];
+	char mark;	   /* its worst finding: '!' critical, '*' warning, '+' info, ' ' none */
 	double v[TC_NR];   /* NAN where there is nothing to show */
 	const cJSON *doc;  /* the current document (owned by the snapshot) */
 	const cJSON *prev; /* the one of the previous read, NULL for the first or after a reset */
