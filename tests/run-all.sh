@@ -77,6 +77,13 @@ for f in build/tests/lpops build/tests/lpfixture "$(cc -print-file-name=libc.so.
 done
 (cd build-fuzz && ./fuzz_cfi -max_total_time="$((${LLMPROF_FUZZ_SECONDS:-60} / 2))" \
 	-rss_limit_mb=4096 -print_final_stats=1 cfi-corpus cfi-seeds)
+# The GGUF header reader (other users' model files) for half that time, from small models.
+echo "== libFuzzer: tests/fuzz/fuzz_gguf for $((${LLMPROF_FUZZ_SECONDS:-60} / 2)) s"
+cmake --build build-fuzz --target fuzz_gguf
+mkdir -p build-fuzz/gguf-corpus build-fuzz/gguf-seeds
+python3 tests/workload/gen_gguf.py --shape tiny build-fuzz/gguf-seeds/tiny.gguf
+(cd build-fuzz && ./fuzz_gguf -max_total_time="$((${LLMPROF_FUZZ_SECONDS:-60} / 2))" \
+	-rss_limit_mb=4096 -max_len=1048576 -print_final_stats=1 gguf-corpus gguf-seeds)
 
 # Every benchmark in a reduced size, so that they keep working; the full sizes are run by
 # hand (bench/run-all.sh) and recorded in bench/RESULTS.md. Not timed assertions: they print.

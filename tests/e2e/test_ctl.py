@@ -521,9 +521,10 @@ def test_errors(w):
     expect(["list", "stray"], 2, "unexpected argument 'stray'")
     rc, out, _ = ctl("--help")
     t.check(rc == 0 and "Examples:" in out and "Exit status:" in out and
-            all(c in out for c in ("top", "dump", "list", "status", "reset", "precise")),
+            all(c in out for c in ("top", "dump", "list", "status", "reset", "precise", "record",
+                                   "doctor", "diff")),
             "--help: commands, examples, exit statuses")
-    for cmd in ("top", "dump", "list", "status", "reset", "precise"):
+    for cmd in ("top", "dump", "list", "status", "reset", "precise", "record", "doctor", "diff"):
         rc, out, _ = ctl(cmd, "--help")
         rc2, out2, _ = ctl("help", cmd)
         t.check(rc == 0 and rc2 == 0 and out == out2 and "Examples:" in out and
@@ -667,7 +668,7 @@ def test_docs_and_install():
             % [o for o in daemon_opts if o not in page])
     page = open(os.path.join(ROOT, "man", "llmprofctl.1")).read().replace("\\-", "-")
     completion = os.path.join(ROOT, "client", "llmprofctl.bash")
-    for cmd in ("top", "dump", "list", "status", "reset", "precise"):
+    for cmd in ("top", "dump", "list", "status", "reset", "precise", "record", "doctor", "diff"):
         opts = set(re.findall(r"^\s+(?:-\w, )?(--[a-z-]+)", ctl(cmd, "--help")[1], re.M))
         got = complete([t.LLMPROFCTL, cmd, "--"], completion)
         t.check(opts <= set(got) and not [o for o in opts if o not in page],
@@ -686,7 +687,7 @@ def complete(words, completion, env=None):
 
 def test_completion_live(w, completion):
     got = complete([t.LLMPROFCTL, "d"], completion)
-    t.check(got == ["dump"], "completion of a command: %s" % got)
+    t.check(got == ["dump", "doctor", "diff"], "completion of a command: %s" % got)
     got = complete([t.LLMPROFCTL, "--socket", w.d.socket, "dump", "--pid", ""], completion)
     want = sorted(str(p["pid"]) for p in w.d.get("/v1/processes")["processes"])
     t.check(sorted(got) == want, "--pid completes the pids the daemon tracks: %s" % got)

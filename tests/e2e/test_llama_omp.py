@@ -49,11 +49,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 
 
 def main():
-    llama = subprocess.run([os.path.join(WORKLOAD, "build-llama.sh")], capture_output=True,
-                           text=True, timeout=1200)
-    if llama.returncode != 0:
-        raise AssertionError("building llama.cpp failed:\n" + llama.stderr[-2000:])
-    binary = llama.stdout.strip().splitlines()[-1]
+    binary = t.llama_simple()
     work = t.tmpdir("llmprofd-omp-")
     model = os.path.join(work, "medium.gguf")
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",

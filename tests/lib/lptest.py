@@ -26,6 +26,19 @@ _checks = {"passed": 0, "failed": 0}
 _scratch = []  # directories and files removed at the end when the test passed
 
 
+WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
+
+
+def llama_simple():
+    """llama.cpp's llama-simple built from source with its defaults (OpenMP), cached by
+    tests/workload/build-llama.sh: its path."""
+    p = subprocess.run([os.path.join(WORKLOAD, "build-llama.sh")], capture_output=True,
+                       text=True, timeout=1200)
+    if p.returncode != 0:
+        raise AssertionError("building llama.cpp failed:\n" + p.stderr[-2000:])
+    return p.stdout.strip().splitlines()[-1]
+
+
 class Timeout(Exception):
     pass
 

@@ -1,0 +1,497 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""e2e tier: the findings (`llmprofctl doctor`), each provoked for real on llama.cpp built
+from source (OpenMP, llama-simple) and judged against what the kernel says of the same
+window (schedstat, /proc/PID/stat, /proc/PID/status, the cgroup's cpu.stat):
+
+- two compute threads pinned to one CPU (taskset): oversubscribed, by its own threads;
+- a CPU hog on the CPU of one of two bound threads: preempted (by the hog, by pid and
+  name), and that thread late at the barriers, preempted;
+- OMP_WAIT_POLICY=passive: the wait-policy finding, with the sleeps the kernel counted;
+  OMP_WAIT_POLICY=active on free CPUs: none;
+- the model's pages paged out while it generates (process_madvise MADV_PAGEOUT, what
+  memory pressure does): weights not resident, with the major faults the kernel counted;
+- a cgroup CPU quota of one CPU for two threads: oversubscribed under the quota;
+- clean runs (the OpenMP build with as many threads as CPUs, node-llama-cpp): nothing.
+
+Then the host's memory bandwidth against a reader written apart (tests/fixtures/lpmemread:
+glibc's memchr), in alternating rounds, within 15 %; the bytes a token reads against the
+model file read here (tests/lib/ggufref.py); `llmprofctl diff` on runs slowed on purpose
+and on two clean runs; and bad input."""
+import ctypes
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import ggufref  # noqa: E402
+import lptest as t  # noqa: E402
+
+WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
+LPMEMREAD = os.environ.get("LPMEMREAD", "build/tests/lpmemread")
+CPUS = os.cpu_count()
+# A window is 10-20 s; a provoked finding must show within two of them.
+FIRE_TIMEOUT = 60
+# Window edges: the test samples /proc every 0.25 s and the daemon's window starts at a
+# snapshot taken on its own tick, so shares may differ by the activity of ~0.5 s in 10 s.
+SHARE_TOL = 0.10
+
+
+class History:
+    """What the kernel says of a process over time: per thread CPU time and run-queue wait
+    (schedstat), major faults, voluntary switches; sampled as the test polls."""
+
+    def __init__(self, pid):
+        self.pid, self.samples = pid, []
+
+    def sample(self):
+        s = {"t": time.monotonic(), "threads": {}, "majflt": 0, "nvcsw": 0}
+        try:
+            for tid in os.listdir("/proc/%d/task" % self.pid):
+                with open("/proc/%d/task/%s/schedstat" % (self.pid, tid)) as f:
+                    on, rq = (int(x) for x in f.read().split()[:2])
+                with open("/proc/%d/task/%s/status" % (self.pid, tid)) as f:
+                    st = f.read()
+                s["threads"][int(tid)] = (on, rq)
+                s["nvcsw"] += int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", st, re.M)[1])
+            with open("/proc/%d/stat" % self.pid) as f:
+                s["majflt"] = int(f.read().rsplit(")", 1)[1].split()[9])
+        except (OSError, TypeError):
+            return
+        self.samples.append(s)
+
+    def window(self, seconds):
+        """The first and last samples of the last `seconds`."""
+        end = self.samples[-1]
+        start = min(self.samples, key=lambda s: abs(s["t"] - (end["t"] - seconds)))
+        return start, end
+
+    def runq_share(self, seconds):
+        a, b = self.window(seconds)
+        on = sum(b["threads"][k][0] - a["threads"].get(k, (0, 0))[0] for k in b["threads"])
+        rq = sum(b["threads"][k][1] - a["threads"].get(k, (0, 0))[1] for k in b["threads"])
+        return rq / (on + rq) if on + rq else 0
+
+
+def llama(binary, model, env=None, tokens=4000, wrap=(), prompt="Once upon a time"):
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.Popen(list(wrap) + [binary, "-m", model, "-n", str(tokens), prompt],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=e)
+    t._children.append(p)
+    return p
+
+
+def stop(p):
+    if p.poll() is None:
+        p.kill()
+    p.wait(timeout=20)
+
+
+def findings(d, pid):
+    return d.get("/v1/processes/%d/findings" % pid)
+
+
+def rules(doc):
+    return [f["rule"] for f in doc["findings"]]
+
+
+def finding(doc, rule):
+    return next((f for f in doc["findings"] if f["rule"] == rule), None)
+
+
+def wait_generating(d, pid, hist):
+    def gen():
+        hist.sample()
+        status, doc, _ = d.api("GET", "/v1/processes/%d" % pid)
+        # 404 until the daemon has found it
+        return status == 200 and ((doc.get("ggml") or {}).get("tokens", {}).get("generation", {})
+                                  .get("tokens", 0) > 20)
+    t.poll("pid %d to generate" % pid, gen, timeout=120, interval=0.25)
+
+
+def wait_fired(d, pid, rule, hist, timeout=FIRE_TIMEOUT):
+    """Polls the findings, sampling /proc meanwhile, until rule fires: (doc, finding)."""
+    found = {}
+
+    def fired():
+        hist.sample()
+        status, doc, _ = d.api("GET", "/v1/processes/%d/findings" % pid)
+        hist.sample()
+        f = finding(doc, rule) if status == 200 else None
+        if f:
+            found["doc"], found["f"] = doc, f
+        return f
+    t.poll("%s to fire for pid %d" % (rule, pid), fired, timeout=timeout, interval=0.25)
+    return found["doc"], found["f"]
+
+
+def assert_clean(d, pid, hist, what, polls=4):
+    """Once the window holds 10 s of generation, polls the findings for 10 s: none may
+    fire. Returns the last document."""
+    wait_generating(d, pid, hist)
+    t.poll("a 10 s window of %s" % what, lambda: findings(d, pid)["window_seconds"] >= 10,
+           timeout=60, interval=0.5)
+    seen = set()
+    doc = None
+    for _ in range(polls):
+        doc = findings(d, pid)
+        seen |= set(rules(doc))
+        time.sleep(10 / polls)
+    t.check(not seen, "%s: no finding over its windows (%s)" % (what, sorted(seen) or "none"))
+    return doc
+
+
+def cpus_allowed(pid, tid=None):
+    path = "/proc/%d/task/%d/status" % (pid, tid) if tid else "/proc/%d/status" % pid
+    with open(path) as f:
+        return re.search(r"^Cpus_allowed_list:\s+(\S+)", f.read(), re.M)[1]
+
+
+def count_cpus(lst):
+    n = 0
+    for part in lst.split(","):
+        a, _, b = part.partition("-")
+        n += int(b or a) - int(a) + 1
+    return n
+
+
+def ctl(d, *args):
+    return subprocess.run([t.LLMPROFCTL, "--socket", d.socket] + list(args),
+                          capture_output=True, text=True, timeout=60)
+
+
+def hog_on(cpu):
+    """A busy loop named lphog on one CPU; returns it once its name is set."""
+    p = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c",
+                          "import ctypes\nctypes.CDLL(None).prctl(15, b'lphog', 0, 0, 0)\n"
+                          "while True: pass"])
+    t._children.append(p)
+    t.poll("the hog's name", lambda: open("/proc/%d/comm" % p.pid).read().strip() == "lphog")
+    return p
+
+
+def bandwidth(d, work):
+    """The daemon's measurement against lpmemread's, three rounds each, alternating; the
+    best of each (a peak is what both measure)."""
+    ours, ref = [], []
+    for _ in range(3):
+        status, doc, _ = d.api("POST", "/v1/bandwidth")
+        t.check(status == 202, "POST /v1/bandwidth: %d" % status)
+        doc = t.poll("the measurement", lambda: (lambda x: x if x["state"] == "measured"
+                                                 else None)(d.get("/v1/bandwidth")),
+                     timeout=60, interval=0.2)
+        ours.append(doc["bytes_per_s"])
+        r = subprocess.run([LPMEMREAD, str(CPUS), "256", "1"], capture_output=True, text=True,
+                           timeout=60, check=True)
+        ref.append(json.loads(r.stdout)["bytes_per_s"])
+    print("bandwidth: llmprofd %s GB/s, lpmemread %s GB/s"
+          % ([round(x / 1e9, 1) for x in ours], [round(x / 1e9, 1) for x in ref]))
+    t.check(abs(max(ours) - max(ref)) <= 0.15 * max(ref),
+            "the host's read bandwidth %.1f GB/s within 15 %% of lpmemread's %.1f GB/s"
+            % (max(ours) / 1e9, max(ref) / 1e9))
+    t.check(not doc["contended"] and doc["others_cpu_share"] < 0.05,
+            "measured on quiet CPUs: others took %.3f of them" % doc["others_cpu_share"])
+    with open(os.path.join(d.state_dir, "membw.json")) as f:
+        kept = json.load(f)
+    t.check(kept["bytes_per_s"] == doc["bytes_per_s"], "kept in the state directory")
+
+
+def oversubscribed(d, binary, model):
+    """Two OpenMP threads on one CPU."""
+    p = llama(binary, model, {"OMP_THREAD_LIMIT": "2"}, wrap=("taskset", "-c", "0"))
+    hist = History(p.pid)
+    doc, f = wait_fired(d, p.pid, "oversubscribed", hist)
+    ev, ref = f["evidence"], hist.runq_share(doc["window_seconds"])
+    t.check(ev["compute_threads"] == 2 and ev["cpus_allowed"] == 1 ==
+            count_cpus(cpus_allowed(p.pid)) and ev["own_preemption_share"] > 0.9,
+            "oversubscribed: 2 threads on the 1 CPU its affinity allows, behind its own "
+            "threads: %s" % f["title"])
+    t.check(abs(ev["runqueue_share"] - ref) <= SHARE_TOL,
+            "run-queue share %.3f, schedstat's over the window %.3f" % (ev["runqueue_share"], ref))
+    omp = finding(doc, "omp_wait_policy")
+    t.check(omp is not None and "more threads than CPUs" in omp["title"],
+            "and OpenMP's spinning with more threads than CPUs: %s" % (omp or {}).get("title"))
+    out = ctl(d, "doctor", "--pid", str(p.pid))
+    t.check(out.returncode == 0 and re.search(r"(CRITICAL|WARNING) +oversubscribed: 2 compute "
+                                              r"threads want [\d.]+ CPUs of the 1 it may use",
+                                              out.stdout),
+            "doctor prints it:\n" + out.stdout[:600])
+    top = ctl(d, "top", "-b", "-n", "1")
+    row = next((ln for ln in top.stdout.splitlines() if ln[:7].strip() == str(p.pid)), "")
+    t.check(row[7:8] in "!*" and row[7:8] != "", "top marks the process: %r" % row)
+    _, metrics, _ = d.api("GET", "/metrics")
+    t.check(re.search(r'^llmprofd_finding\{rule="oversubscribed"\} 1$', metrics, re.M)
+            is not None, "llmprofd_finding counts it")
+    stop(p)
+
+
+def hog(d, binary, model):
+    """Threads bound one per CPU; a hog on CPU 1."""
+    h = hog_on(1)
+    p = llama(binary, model, {"OMP_THREAD_LIMIT": "2", "OMP_PROC_BIND": "true",
+                              "OMP_PLACES": "cores"})
+    hist = History(p.pid)
+    doc, f = wait_fired(d, p.pid, "preempted", hist)
+    top = f["evidence"]["preemptors"][0]
+    t.check(top["pid"] == h.pid and top["comm"] == "lphog",
+            "preempted: most behind the hog, pid %d: %s" % (h.pid, f["title"]))
+    doc, late = wait_fired(d, p.pid, "late_thread", hist)
+    ev = late["evidence"]
+    t.check(ev["cause"] == "preempted" and ev["preempted_by_pid"] == h.pid and ev["cpu"] == 1
+            and cpus_allowed(p.pid, ev["tid"]) == "1",
+            "late thread %d, bound to CPU 1 with the hog, preempted by it: %s"
+            % (ev["tid"], late["title"]))
+    a, b = hist.window(doc["window_seconds"])
+    ref = b["threads"][ev["tid"]][1] - a["threads"].get(ev["tid"], (0, 0))[1]
+    t.check(abs(ev["runqueue_ns"] - ref) <= 0.15 * ref + 0.5e9,
+            "its run-queue wait %.2f s, schedstat's over the window %.2f s"
+            % (ev["runqueue_ns"] / 1e9, ref / 1e9))
+    t.check("oversubscribed" not in rules(doc), "two bound threads on two CPUs are not "
+            "oversubscribed: %s" % rules(doc))
+    stop(p)
+    stop(h)
+
+
+def wait_policy(d, binary, model):
+    p = llama(binary, model, {"OMP_THREAD_LIMIT": "2", "OMP_WAIT_POLICY": "passive"})
+    hist = History(p.pid)
+    doc, f = wait_fired(d, p.pid, "omp_wait_policy", hist)
+    a, b = hist.window(doc["window_seconds"])
+    ref = (b["nvcsw"] - a["nvcsw"]) / (b["t"] - a["t"])
+    t.check("OMP_WAIT_POLICY=passive" in f["title"] and f["evidence"]["OMP_WAIT_POLICY"] ==
+            "passive", "passive: %s" % f["title"])
+    t.check(abs(f["evidence"]["sleeps_per_s"] - ref) <= 0.2 * ref,
+            "%.0f sleeps/s, the kernel's voluntary switches %.0f/s"
+            % (f["evidence"]["sleeps_per_s"], ref))
+    stop(p)
+    p = llama(binary, model, {"OMP_THREAD_LIMIT": "2", "OMP_WAIT_POLICY": "active"})
+    assert_clean(d, p.pid, History(p.pid), "OMP_WAIT_POLICY=active on 2 CPUs")
+    stop(p)
+
+
+def paged_out(d, binary, model):
+    """The model's pages paged out every 200 ms while it generates."""
+    p = llama(binary, model, {"OMP_THREAD_LIMIT": "2"})
+    hist = History(p.pid)
+    wait_generating(d, p.pid, hist)
+    done = threading.Event()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class Iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+    def pageout():
+        fd = os.pidfd_open(p.pid)
+        while not done.is_set():
+            for line in open("/proc/%d/maps" % p.pid):
+                f = line.split()
+                if len(f) >= 6 and f[5] == model:
+                    lo, hi = (int(x, 16) for x in f[0].split("-"))
+                    iov = Iovec(lo, hi - lo)
+                    # process_madvise(2), MADV_PAGEOUT
+                    libc.syscall(440, fd, ctypes.byref(iov), 1, 21, 0)
+            done.wait(0.2)
+        os.close(fd)
+    th = threading.Thread(target=pageout)
+    th.start()
+    try:
+        doc, f = wait_fired(d, p.pid, "weights_not_resident", hist)
+    finally:
+        done.set()
+        th.join()
+    a, b = hist.window(doc["window_seconds"])
+    ref = b["majflt"] - a["majflt"]
+    ev = f["evidence"]
+    t.check(abs(ev["major_faults"] - ref) <= 0.2 * ref + 8,
+            "%d major faults in the window, /proc/PID/stat's %d: %s"
+            % (ev["major_faults"], ref, f["title"]))
+    t.check(ev["weights_file"] == model and ev["weights_resident_share"] < 1,
+            "the weights' file and residency: %s, %.2f" % (ev["weights_file"],
+                                                          ev["weights_resident_share"]))
+    stop(p)
+
+
+def cgroup_dir():
+    """A new CPU cgroup and how to set its quota: cgroup v2 where the cpu controller is
+    there, else v1's cpu hierarchy."""
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        with open("/sys/fs/cgroup/cgroup.controllers") as f:
+            if "cpu" in f.read().split():
+                with open("/sys/fs/cgroup/cgroup.subtree_control", "w") as f:
+                    f.write("+cpu")
+                d = "/sys/fs/cgroup/lptest-%d" % os.getpid()
+                os.mkdir(d)
+                with open(d + "/cpu.max", "w") as f:
+                    f.write("100000 100000")
+                return d
+    for base in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"):
+        if os.path.exists(base + "/cpu.cfs_quota_us"):
+            d = "%s/lptest-%d" % (base, os.getpid())
+            os.mkdir(d)
+            with open(d + "/cpu.cfs_period_us", "w") as f:
+                f.write("100000")
+            with open(d + "/cpu.cfs_quota_us", "w") as f:
+                f.write("100000")
+            return d
+    return None
+
+
+def quota(d, binary, model):
+    cg = cgroup_dir()
+    if not cg:
+        t.check(False, "no CPU cgroup controller to set a quota with")
+        return
+    try:
+        p = llama(binary, model, {"OMP_THREAD_LIMIT": "2"},
+                  wrap=("sh", "-c", 'echo $$ > %s/cgroup.procs && exec "$@"' % cg, "sh"))
+        hist = History(p.pid)
+        doc, f = wait_fired(d, p.pid, "oversubscribed", hist)
+        ev = f["evidence"]
+        t.check(ev["quota_cpus"] == 1 and ev["compute_threads"] == 2 and
+                ev["throttled_periods"] > 0 and "quota of 1.00" in f["title"],
+                "under a quota of 1 CPU (%s): %s" % (cg, f["title"]))
+        t.check("preempted" not in rules(doc), "throttling is not another process: %s"
+                % rules(doc))
+        stop(p)
+    finally:
+        for _ in range(50):
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def clean_omp(d, binary, model):
+    p = llama(binary, model, {"OMP_THREAD_LIMIT": str(CPUS)})
+    doc = assert_clean(d, p.pid, History(p.pid), "the OpenMP build, %d threads" % CPUS)
+    bw = doc["bandwidth"]
+    ref = ggufref.per_token_bytes(model)
+    t.check(bw["bytes_per_token"] == ref and doc["context"]["weights"]["file"] == model,
+            "a token reads %d bytes of the model, as its file says: %d" % (bw["bytes_per_token"], ref))
+    t.check(abs(bw["stream_bytes_per_s"] - ref * bw["tokens_per_s"]) < 1 and bw["fraction"] > 0,
+            "decode streams %.2f GB/s, %.0f %% of the host's %.1f GB/s"
+            % (bw["stream_bytes_per_s"] / 1e9, 100 * bw["fraction"], bw["peak_bytes_per_s"] / 1e9))
+    out = ctl(d, "doctor", "--pid", str(p.pid))
+    t.check(out.returncode == 0 and "nothing found" in out.stdout and "memory:" in out.stdout,
+            "doctor says nothing was found, and whether it is memory-bound:\n" + out.stdout)
+    stop(p)
+
+
+def clean_node(d, model):
+    drv = subprocess.Popen(["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model,
+                            "--tokens", "400", "--threads", str(CPUS), "--prompt", "16",
+                            "--wait-go", "--hold"], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    t._children.append(drv)
+    pid = t.read_json_line(drv, "the driver", 120)["pid"]
+    d.wait_log("pid %d (node) runs ggml" % pid, 60)
+    drv.stdin.write("go\n")
+    drv.stdin.flush()
+    t.read_json_line(drv, "the driver", 300)
+    doc = findings(d, pid)
+    t.check(not doc["findings"] and doc["bandwidth"]["tokens_per_s"] > 0,
+            "node-llama-cpp, %d threads: nothing found over %.0f s of generation: %s"
+            % (CPUS, doc["window_seconds"], rules(doc)))
+    drv.stdin.close()
+    drv.wait(timeout=30)
+
+
+def diff(d, binary, model, work):
+    """Two clean runs of one configuration, and slower ones: 1 thread, and a hog."""
+    def run(name, env=None, wrap=()):
+        p = llama(binary, model, dict({"OMP_THREAD_LIMIT": str(CPUS)}, **(env or {})),
+                  tokens=300, wrap=wrap)
+        p.wait(timeout=300)
+        d.wait_log("pid %d (llama-simple) exited" % p.pid)
+        path = os.path.join(work, name + ".json")
+        with open(path, "w") as f:
+            f.write(ctl(d, "dump", "--pid", str(p.pid), "--json").stdout)
+        return path
+    base, again = run("base"), run("again")
+    slow = run("one-thread", {"OMP_THREAD_LIMIT": "1"})
+    h = hog_on(1)
+    hogged = run("hog", {"OMP_PROC_BIND": "true", "OMP_PLACES": "cores"})
+    stop(h)
+    same = ctl(d, "diff", base, again)
+    t.check(same.returncode == 0 and "no regression" in same.stdout,
+            "diff of two clean runs exits 0:\n" + same.stdout)
+    for name, path in (("one thread", slow), ("a hog", hogged)):
+        r = ctl(d, "diff", base, path)
+        t.check(r.returncode == 1 and "REGRESSION" in r.stdout,
+                "diff exits 1 on the run with %s:\n%s" % (name, r.stdout))
+    r = ctl(d, "diff", base, slow, "--json")
+    doc = json.loads(r.stdout)
+    t.check(r.returncode == 1 and doc["regression"] and
+            any(f["figure"].startswith("tokens/s") and f["verdict"] == "REGRESSION"
+                for f in doc["figures"]), "diff --json says which figure regressed")
+    # Bad input: another format, not JSON, not a report, missing.
+    other = os.path.join(work, "other.json")
+    with open(base) as f:
+        doc = json.load(f)
+    doc["report_format"] = 99
+    with open(other, "w") as f:
+        json.dump(doc, f)
+    garbage = t.tmpfile("{not json")
+    for args, want in (((base, other), "report format 99"), ((garbage, base), "not JSON"),
+                       (("/etc/hostname", base), "not"), ((base, "/nonexistent"), "cannot read"),
+                       ((base,), "two reports")):
+        r = ctl(d, "diff", *args)
+        t.check(r.returncode == 2 and want in r.stderr, "diff %s: exit 2, %r: %s"
+                % (" ".join(os.path.basename(a) for a in args), want, r.stderr.strip()))
+
+
+def bad_input(d, binary, model):
+    pid = t.unused_pid()
+    status, doc, _ = d.api("GET", "/v1/processes/%d/findings" % pid)
+    t.check(status == 404 and doc["error"]["code"] == "no_such_process",
+            "findings of an unknown pid: 404")
+    r = ctl(d, "doctor", "--pid", str(pid))
+    t.check(r.returncode == 1, "doctor --pid of an unknown pid exits 1: %s" % r.stderr.strip())
+    status, _, _ = d.api("PUT", "/v1/processes/%d/findings" % pid)
+    t.check(status == 405, "PUT findings: 405")
+    # Processes that exit while their findings are read: every answer is 200 or 404.
+    codes = set()
+    for _ in range(5):
+        p = llama(binary, model, {"OMP_THREAD_LIMIT": "2"}, tokens=3)
+        while p.poll() is None:
+            codes.add(d.api("GET", "/v1/processes/%d/findings" % p.pid)[0])
+        codes.add(d.api("GET", "/v1/processes/%d/findings" % p.pid)[0])
+    t.check(codes <= {200, 404}, "findings of processes exiting meanwhile: %s" % codes)
+    exited = next(x for x in d.get("/v1/processes")["processes"] if x["state"] == "exited")
+    r = ctl(d, "doctor", "--pid", str(exited["pid"]))
+    t.check(r.returncode == 0 and "not evaluated (the process is gone" in r.stdout,
+            "doctor of an exited process says what it cannot judge:\n" + r.stdout)
+    t.check(d.proc.poll() is None, "the daemon keeps serving")
+
+
+def main():
+    binary = t.llama_simple()
+    # On disk, not tmpfs: paged-out pages must be read back from a file.
+    work = t.tmpdir("llmprofd-findings-", dir="/var/tmp")
+    model = os.path.join(work, "medium.gguf")
+    subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",
+                    model], check=True, timeout=120)
+    d = t.Daemon("--sample-hz", "99")
+    d.wait_ready()
+    # First: a measurement on quiet CPUs, which the later phases then use.
+    bandwidth(d, work)
+    clean_omp(d, binary, model)
+    oversubscribed(d, binary, model)
+    hog(d, binary, model)
+    wait_policy(d, binary, model)
+    paged_out(d, binary, model)
+    quota(d, binary, model)
+    clean_node(d, model)
+    diff(d, binary, model, work)
+    bad_input(d, binary, model)
+    d.stop()
+
+
+if __name__ == "__main__":
+    t.run(main, timeout=850)

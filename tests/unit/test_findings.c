@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Unit tests of daemon/findings.c: each rule on figures made to provoke it, and on the same
+ * figures one step short of it; a clean process fires nothing; an exited one says which
+ * rules it cannot judge. The e2e tier (test_findings.py) provokes them for real. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "findings.h"
+
+#define S 1000000000ULL /* a second in ns */
+
+struct fx {
+	uint64_t ctr[LP_C_NR];
+	struct lp_find_thread th[8];
+	struct lp_preempt_view pre[4];
+	struct lp_context ctx;
+	struct lp_host_cpus *host;
+	struct lp_find_input in;
+};
+
+/* A clean process: two threads on two CPUs, busy 95 % of a 10 s window, sync 10 %. */
+static void clean(struct fx *f)
+{
+	static struct lp_host_cpus host;
+
+	memset(f, 0, sizeof(*f));
+	memset(&host, 0, sizeof(host));
+	host.nnodes = 1;
+	host.online.w[0] = 0xf;
+	for (int c = 0; c < 4; c++)
+		host.core[c] = (int16_t)c;
+	f->host = &host;
+	f->ctx.allowed.w[0] = 3;
+	f->ctx.ncpus = 2;
+	f->ctx.ncores = 2;
+	f->ctx.env_read = true;
+	for (int i = 0; i < 2; i++) {
+		f->th[i] = (struct lp_find_thread){.tid = 100 + (uint32_t)i,
+						   .oncpu_ns = 95 * S / 10,
+						   .runq_ns = S / 100,
+						   .cpu = (uint32_t)i};
+		strcpy(f->th[i].comm, "llama");
+	}
+	f->ctr[LP_C_ONCPU_NS] = 19 * S;
+	f->ctr[LP_C_DECODE_GEN_CALLS] = 200;
+	f->ctr[LP_C_GEN_INTERVALS] = 200;
+	f->ctr[LP_C_GEN_INTERVAL_NS] = 10 * S;
+	f->ctr[LP_C_NVCSW] = 50;
+	f->in = (struct lp_find_input){.pid = 42,
+				       .window_s = 10,
+				       .ctr = f->ctr,
+				       .runq_ns = 2 * S / 100,
+				       .samples = 1000,
+				       .sync = 100,
+				       .threads = f->th,
+				       .nthreads = 2,
+				       .preempt = f->pre,
+				       .npreempt = 0,
+				       .ctx = &f->ctx,
+				       .host = f->host};
+}
+
+/* n threads like the first, each with this on-CPU and run-queue time. */
+static void threads(struct fx *f, int n, uint64_t on, uint64_t rq)
+{
+	for (int i = 0; i < n; i++) {
+		f->th[i] = f->th[0];
+		f->th[i].tid = 100 + (uint32_t)i;
+		f->th[i].oncpu_ns = on;
+		f->th[i].runq_ns = rq;
+	}
+	f->in.nthreads = (size_t)n;
+}
+
+static const struct lp_finding *fired(const struct lp_findings *o, enum lp_rule r)
+{
+	for (size_t i = 0; i < o->n; i++)
+		if (o->f[i].rule == r)
+			return &o->f[i];
+	return NULL;
+}
+
+static double ev(const struct lp_finding *f, const char *key)
+{
+	const cJSON *v = f ? cJSON_GetObjectItemCaseSensitive(f->evidence, key) : NULL;
+
+	return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static const char *ev_str(const struct lp_finding *f, const char *key)
+{
+	const cJSON *v = f ? cJSON_GetObjectItemCaseSensitive(f->evidence, key) : NULL;
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static void set_preempt(struct fx *f, size_t i, uint32_t by, const char *comm, uint64_t wait)
+{
+	f->pre[i].by_tgid = by;
+	f->pre[i].v.count = 100;
+	f->pre[i].v.wait_ns = wait;
+	strncpy(f->pre[i].v.comm, comm, sizeof(f->pre[i].v.comm));
+	if (f->in.npreempt <= i)
+		f->in.npreempt = i + 1;
+}
+
+static void test_clean(void)
+{
+	struct lp_findings o;
+	struct fx f;
+
+	clean(&f);
+	f.in.window_s = 2;
+	lp_findings_eval(&f.in, &o);
+	CHECK(o.n == 0 && o.not_evaluated[LP_RULE_PREEMPTED], "2 s of figures judge nothing");
+	lp_findings_clear(&o);
+	f.in.window_s = 10;
+	lp_findings_eval(&f.in, &o);
+	CHECK(o.n == 0, "a clean process fires nothing, got %zu (%s)", o.n,
+	      o.n ? o.f[0].title : "");
+	CHECK(o.not_evaluated[LP_RULE_MEMORY_BOUND] && !o.not_evaluated[LP_RULE_OVERSUBSCRIBED],
+	      "without mapped weights, memory-bound is not judged, the rest is");
+	lp_findings_clear(&o);
+}
+
+static void test_oversubscribed(void)
+{
+	const struct lp_finding *x;
+	struct lp_findings o;
+	struct fx f;
+
+	/* Four threads on two CPUs, each waiting 40 % of its time behind the others. */
+	clean(&f);
+	threads(&f, 4, 5 * S, 4 * S);
+	f.ctr[LP_C_ONCPU_NS] = 20 * S;
+	f.in.runq_ns = 16 * S;
+	set_preempt(&f, 0, 42, "llama", 15 * S);
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_OVERSUBSCRIBED);
+	CHECK(x && x->severity == LP_SEV_CRITICAL && ev(x, "compute_threads") == 4 &&
+		      ev(x, "cpus_allowed") == 2 &&
+		      fabs(ev(x, "runqueue_share") - 16.0 / 36) < 1e-9 &&
+		      ev(x, "own_preemption_share") == 1 && strstr(x->title, "its own threads"),
+	      "4 threads on 2 CPUs: %s", x ? x->title : "(none)");
+	CHECK(!fired(&o, LP_RULE_PREEMPTED), "its own threads are not other processes");
+	CHECK(o.n && o.f[0].severity == LP_SEV_CRITICAL, "the most severe comes first");
+	lp_findings_clear(&o);
+
+	/* A pool of four threads taking turns: they want 1.2 CPUs of 2. */
+	f.ctr[LP_C_ONCPU_NS] = 10 * S;
+	f.in.runq_ns = 2 * S;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_OVERSUBSCRIBED), "threads taking turns want 1.2 CPUs of 2");
+	lp_findings_clear(&o);
+
+	/* The same threads, waiting 5 %: more threads than CPUs, but they hardly wait. */
+	f.ctr[LP_C_ONCPU_NS] = 20 * S;
+	f.in.runq_ns = S;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_OVERSUBSCRIBED), "a run-queue share of 5 %% does not fire");
+	lp_findings_clear(&o);
+
+	/* Two threads under a quota of one CPU: throttled half of its CPUs' time. */
+	clean(&f);
+	f.ctx.quota_cpus = 1;
+	f.th[0].oncpu_ns = f.th[1].oncpu_ns = 5 * S;
+	f.th[0].runq_ns = f.th[1].runq_ns = 4 * S;
+	f.ctr[LP_C_ONCPU_NS] = 10 * S;
+	f.in.runq_ns = 8 * S;
+	f.ctx.cgroup_read = true;
+	f.in.throttled_usec = 10 * 1000000;
+	f.in.nr_throttled = 90;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_OVERSUBSCRIBED);
+	CHECK(x && ev(x, "quota_cpus") == 1 && fabs(ev(x, "throttled_share") - 0.5) < 1e-9 &&
+		      ev(x, "throttled_periods") == 90 && strstr(x->title, "quota of 1.00"),
+	      "a quota of 1 CPU for 2 threads: %s", x ? x->title : "(none)");
+	lp_findings_clear(&o);
+}
+
+static void test_preempted_and_late(void)
+{
+	const struct lp_finding *x;
+	struct lp_findings o;
+	struct fx f;
+
+	/* A hog on CPU 1: thread 101 runs half the time, waiting behind it; the other spins
+	 * at barriers for it (sync 40 %). */
+	clean(&f);
+	f.th[1].oncpu_ns = 5 * S;
+	f.th[1].runq_ns = 45 * S / 10;
+	f.in.runq_ns = 46 * S / 10;
+	f.in.sync = 400;
+	set_preempt(&f, 0, 999, "lphog", 45 * S / 10);
+	set_preempt(&f, 1, 0, "swapper/1", S);
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_PREEMPTED);
+	CHECK(x && strstr(x->title, "lphog (pid 999") &&
+		      fabs(ev(x, "waited_behind_others_share") - 4.5 / (19 + 4.6)) < 1e-9,
+	      "preempted by the hog: %s", x ? x->title : "(none)");
+	CHECK(x && cJSON_GetArraySize(
+			   cJSON_GetObjectItemCaseSensitive(x->evidence, "preemptors")) == 1,
+	      "the idle task (a throttled quota) is not listed as a preemptor");
+	x = fired(&o, LP_RULE_LATE_THREAD);
+	CHECK(x && ev(x, "tid") == 101 && !strcmp(ev_str(x, "cause"), "preempted") &&
+		      !strcmp(ev_str(x, "preempted_by"), "lphog") && ev(x, "cpu") == 1 &&
+		      strstr(x->action, "CPU 1"),
+	      "the late thread is 101, preempted by lphog on CPU 1: %s", x ? x->title : "(none)");
+	lp_findings_clear(&o);
+
+	/* The same imbalance with sync at 10 %: nobody waits for it. */
+	f.in.sync = 100;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_LATE_THREAD), "no late thread while sync is low");
+	lp_findings_clear(&o);
+
+	/* The late thread faults instead: major faults, no run-queue wait. */
+	clean(&f);
+	f.in.sync = 400;
+	f.th[1].oncpu_ns = 5 * S;
+	f.th[1].faults_maj = 300;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_LATE_THREAD);
+	CHECK(x && !strcmp(ev_str(x, "cause"), "faulting"), "a faulting late thread");
+	lp_findings_clear(&o);
+
+	/* Less CPU and no cause to name: not a finding. */
+	f.th[1].faults_maj = 0;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_LATE_THREAD), "an imbalance without a cause is not named");
+	lp_findings_clear(&o);
+
+	/* Only the idle task "preempted" it: throttling, not another process. */
+	clean(&f);
+	set_preempt(&f, 0, 0, "swapper/0", 5 * S);
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_PREEMPTED), "the idle task is nobody");
+	lp_findings_clear(&o);
+}
+
+static void test_smt(void)
+{
+	const struct lp_finding *x;
+	struct lp_findings o;
+	struct fx f;
+
+	/* Four threads on four hardware threads of two cores. */
+	clean(&f);
+	threads(&f, 4, 95 * S / 10, S / 100);
+	f.ctr[LP_C_ONCPU_NS] = 38 * S;
+	f.ctx.allowed.w[0] = 0xf;
+	f.ctx.ncpus = 4;
+	f.ctx.ncores = 2;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_SMT);
+	CHECK(x && ev(x, "cores_allowed") == 2 && strstr(x->action, "-t 2"), "SMT: %s",
+	      x ? x->title : "(none)");
+	CHECK(!fired(&o, LP_RULE_OVERSUBSCRIBED), "not oversubscribed: 4 threads, 4 CPUs");
+	lp_findings_clear(&o);
+	f.in.nthreads = 2;
+	f.ctr[LP_C_ONCPU_NS] = 19 * S;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_SMT), "two threads on two cores: no SMT finding");
+	lp_findings_clear(&o);
+}
+
+static void test_omp(void)
+{
+	const struct lp_finding *x;
+	struct lp_findings o;
+	struct fx f;
+
+	clean(&f);
+	f.in.openmp = true;
+	strcpy(f.ctx.omp_wait_policy, "PASSIVE");
+	f.ctr[LP_C_NVCSW] = 20000;
+	f.ctr[LP_C_BARRIER_OFF_EST_NS] = 3 * S;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_OMP_WAIT_POLICY);
+	CHECK(x && ev(x, "sleeps_per_s") == 2000 &&
+		      fabs(ev(x, "barrier_asleep_share") - 0.15) < 1e-9 &&
+		      strstr(x->title, "OMP_WAIT_POLICY=passive"),
+	      "passive: %s", x ? x->title : "(none)");
+	lp_findings_clear(&o);
+
+	f.in.openmp = false;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_OMP_WAIT_POLICY), "no OpenMP runtime, no OpenMP finding");
+	lp_findings_clear(&o);
+
+	f.in.openmp = true;
+	f.ctx.omp_wait_policy[0] = '\0';
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_OMP_WAIT_POLICY), "the default policy on free CPUs is fine");
+	lp_findings_clear(&o);
+
+	strcpy(f.ctx.gomp_spincount, "0");
+	lp_findings_eval(&f.in, &o);
+	CHECK(fired(&o, LP_RULE_OMP_WAIT_POLICY), "GOMP_SPINCOUNT=0 is passive too");
+	lp_findings_clear(&o);
+
+	/* Active with more threads than CPUs: critical. */
+	clean(&f);
+	f.in.openmp = true;
+	strcpy(f.ctx.omp_wait_policy, "active");
+	f.ctx.ncpus = 1;
+	f.th[0].oncpu_ns = f.th[1].oncpu_ns = 5 * S;
+	f.th[0].runq_ns = f.th[1].runq_ns = 5 * S;
+	f.in.runq_ns = 10 * S;
+	f.ctr[LP_C_ONCPU_NS] = 10 * S;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_OMP_WAIT_POLICY);
+	CHECK(x && x->severity == LP_SEV_CRITICAL && fired(&o, LP_RULE_OVERSUBSCRIBED),
+	      "active and oversubscribed: %s", x ? x->title : "(none)");
+	lp_findings_clear(&o);
+
+	f.ctx.env_read = false;
+	lp_findings_eval(&f.in, &o);
+	CHECK(o.not_evaluated[LP_RULE_OMP_WAIT_POLICY] && !fired(&o, LP_RULE_OMP_WAIT_POLICY),
+	      "an unreadable environment is said, not guessed");
+	lp_findings_clear(&o);
+}
+
+static void test_weights(void)
+{
+	const struct lp_finding *x;
+	struct lp_findings o;
+	struct fx f;
+
+	clean(&f);
+	f.ctx.weights_bytes = 1 << 30;
+	f.ctx.weights_rss = 1 << 29;
+	f.ctr[LP_C_FAULTS_MAJ] = 100;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_WEIGHTS_NOT_RESIDENT);
+	CHECK(x && x->severity == LP_SEV_WARNING && ev(x, "major_faults_per_s") == 10 &&
+		      ev(x, "major_faults_per_token") == 0.5 &&
+		      ev(x, "weights_resident_share") == 0.5,
+	      "100 major faults in 200 tokens: %s", x ? x->title : "(none)");
+	lp_findings_clear(&o);
+	f.ctr[LP_C_FAULTS_MAJ] = 400;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_WEIGHTS_NOT_RESIDENT);
+	CHECK(x && x->severity == LP_SEV_CRITICAL, "2 per token is critical");
+	lp_findings_clear(&o);
+	f.ctr[LP_C_FAULTS_MAJ] = 15;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_WEIGHTS_NOT_RESIDENT), "15 faults are a library read once");
+	lp_findings_clear(&o);
+	f.ctr[LP_C_FAULTS_MAJ] = 400;
+	f.ctr[LP_C_DECODE_GEN_CALLS] = 0;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_WEIGHTS_NOT_RESIDENT), "faults while loading, no generation");
+	lp_findings_clear(&o);
+}
+
+static void test_numa_and_frequency(void)
+{
+	const struct lp_finding *x;
+	struct lp_findings o;
+	struct fx f;
+
+	/* Two nodes; both threads on node 0; 90 % of the weights on node 1. */
+	clean(&f);
+	f.host->nnodes = 2;
+	f.host->node[0] = 0;
+	f.host->node[1] = 0;
+	f.host->node[2] = 1;
+	f.host->node[3] = 1;
+	f.ctx.weights_node_pages[0] = 100;
+	f.ctx.weights_node_pages[1] = 900;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_NUMA);
+	CHECK(x && !strcmp(ev_str(x, "thread_nodes"), "0") && ev(x, "remote_share") == 0.9,
+	      "weights on the other node: %s", x ? x->title : "(none)");
+	lp_findings_clear(&o);
+	f.ctx.weights_node_pages[0] = 900;
+	f.ctx.weights_node_pages[1] = 100;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_NUMA), "weights local to the threads");
+	lp_findings_clear(&o);
+
+	/* powersave under acpi-cpufreq holds the lowest frequency; under intel_pstate it is
+	 * the dynamic policy. */
+	clean(&f);
+	for (int c = 0; c < 2; c++) {
+		f.host->freq[c] = true;
+		strcpy(f.host->governor[c], "powersave");
+	}
+	strcpy(f.host->driver, "acpi-cpufreq");
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_CPU_FREQUENCY);
+	CHECK(x && ev(x, "cpus_powersave") == 2, "powersave: %s", x ? x->title : "(none)");
+	lp_findings_clear(&o);
+	strcpy(f.host->driver, "intel_pstate");
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_CPU_FREQUENCY), "intel_pstate's powersave is dynamic");
+	lp_findings_clear(&o);
+	f.host->max_khz[1] = 2000000;
+	f.host->cpuinfo_max_khz[1] = 3500000;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_CPU_FREQUENCY);
+	CHECK(x && ev(x, "cpus_capped") == 1 && ev(x, "scaling_max_khz") == 2000000,
+	      "a capped maximum: %s", x ? x->title : "(none)");
+	lp_findings_clear(&o);
+	f.host->max_khz[1] = 0;
+	strcpy(f.host->epp[0], "power");
+	lp_findings_eval(&f.in, &o);
+	CHECK(fired(&o, LP_RULE_CPU_FREQUENCY), "an energy preference for power");
+	lp_findings_clear(&o);
+}
+
+static void test_memory_bound(void)
+{
+	const struct lp_finding *x;
+	struct lp_findings o;
+	struct fx f;
+
+	/* 1 GB read per token at 20 tokens/s: 20 GB/s of a measured 25. */
+	clean(&f);
+	f.ctx.weights_bytes = 1200000000;
+	f.ctx.weights_per_token = 1000000000;
+	f.in.membw = 25e9;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_MEMORY_BOUND);
+	CHECK(x && x->severity == LP_SEV_INFO && ev(x, "fraction") == 0.8 &&
+		      ev(x, "stream_bytes_per_s") == 20e9 && strstr(x->title, "memory-bound"),
+	      "memory-bound: %s", x ? x->title : "(none)");
+	CHECK(o.stream_bytes_per_s == 20e9 && o.per_token_bytes == 1000000000,
+	      "the answer is there for every process");
+	lp_findings_clear(&o);
+	f.in.membw = 50e9;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_MEMORY_BOUND) && o.stream_bytes_per_s == 20e9,
+	      "40 %% of the peak is not memory-bound, and says so by its numbers");
+	lp_findings_clear(&o);
+	f.in.membw = 0;
+	f.in.membw_why = "measured while other work ran";
+	lp_findings_eval(&f.in, &o);
+	CHECK(o.not_evaluated[LP_RULE_MEMORY_BOUND] &&
+		      strstr(o.not_evaluated[LP_RULE_MEMORY_BOUND], "other work"),
+	      "a bandwidth measured under load is not used");
+	lp_findings_clear(&o);
+	/* Without a header, the whole mapping counts. */
+	f.in.membw = 25e9;
+	f.ctx.weights_per_token = 0;
+	lp_findings_eval(&f.in, &o);
+	CHECK(o.per_token_bytes == 1200000000, "no header: the mapping's size");
+	lp_findings_clear(&o);
+}
+
+static void test_exited(void)
+{
+	struct lp_findings o;
+	struct fx f;
+	cJSON *doc;
+
+	clean(&f);
+	f.in.ctx = NULL;
+	f.in.host = NULL;
+	f.in.threads = NULL;
+	f.ctr[LP_C_FAULTS_MAJ] = 400;
+	lp_findings_eval(&f.in, &o);
+	CHECK(o.not_evaluated[LP_RULE_OVERSUBSCRIBED] && o.not_evaluated[LP_RULE_LATE_THREAD] &&
+		      o.not_evaluated[LP_RULE_NUMA] && !o.not_evaluated[LP_RULE_PREEMPTED] &&
+		      fired(&o, LP_RULE_WEIGHTS_NOT_RESIDENT),
+	      "an exited process: the rules that need /proc say so; its counts still judge");
+	doc = lp_findings_render(&o);
+	CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(doc, "findings")) == 1 &&
+		      cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "not_evaluated")) &&
+		      cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(
+			      cJSON_GetObjectItemCaseSensitive(doc, "bandwidth"),
+			      "peak_bytes_per_s")),
+	      "rendered");
+	cJSON_Delete(doc);
+	lp_findings_clear(&o);
+}
+
+int main(void)
+{
+	test_clean();
+	test_oversubscribed();
+	test_preempted_and_late();
+	test_smt();
+	test_omp();
+	test_weights();
+	test_numa_and_frequency();
+	test_memory_bound();
+	test_exited();
+	return check_done();
+}
