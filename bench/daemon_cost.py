@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """The daemon itself: resident memory and kernel map memory with 1, 100 and 1,000 tracked
 processes; its CPU use while idle and while Prometheus scrapes /metrics every second; and
-the time of `llmprofctl dump`, `llmprofctl list`, `llmprofctl top -b -n 1` and /metrics at
-those sizes. The tracked processes are idle copies of sleep(1) found by --comm.
+the time of `llmprofctl dump`, `llmprofctl list`, `llmprofctl top -b -n 1`, `llmprofctl
+doctor` (every process's findings: their context read from /proc) and /metrics at those
+sizes. The tracked processes are idle copies of sleep(1) found by --comm.
 
     sudo bench/daemon_cost.py [--sizes 1,100,1000] [--window 10] [--repeat 10]
 """
@@ -96,6 +97,7 @@ def main():
                          "%.1f" % timed(lambda: ctl(d, "list"), a.repeat),
                          "%.1f" % timed(lambda: ctl(d, "top", "-b", "-n", "1"),
                                         max(1, a.repeat // 5)),
+                         "%.1f" % timed(lambda: ctl(d, "doctor"), max(1, a.repeat // 5)),
                          "%.1f" % timed(scrape, a.repeat), "%.0f" % (size / 1024)))
             print("size %d done" % n, flush=True)
         finally:
@@ -107,11 +109,12 @@ def main():
     shutil.rmtree(tmp, ignore_errors=True)
     b.table("The daemon itself", ["tracked processes", "daemon RSS MiB", "kernel maps MiB",
                                   "CPU idle", "CPU, 1 scrape/s", "dump ms", "list ms",
-                                  "top -b -n 1 ms", "/metrics ms", "/metrics KiB"], rows,
+                                  "top -b -n 1 ms", "doctor ms", "/metrics ms", "/metrics KiB"],
+            rows,
             ["tracked: idle processes found by --comm (no ggml: their documents have every "
              "histogram and counter, but no ggml objects); --max-processes raised to fit; "
              "/metrics exports every process (--metrics-max-processes = size); CPU from "
-             "/proc/PID/stat over %g s; times are medians of %d runs (top: %d)"
+             "/proc/PID/stat over %g s; times are medians of %d runs (top, doctor: %d)"
              % (a.window, a.repeat, max(1, a.repeat // 5))])
 
 
