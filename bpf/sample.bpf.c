@@ -12,6 +12,7 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	const struct lp_ranges *rg;
 	struct lp_op_samples *os;
 	struct lp_proc_stats *p;
+	struct lp_thread *t;
 	struct pt_regs *regs;
 	struct where w;
 	__u64 ip, sp, bp;
@@ -39,6 +40,16 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_MATMUL], 1);
 	else if (w.region == LP_R_BARRIER)
 		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_BARRIER], 1);
+	/* Per thread: which threads wait at barriers and which one they wait for. Only a
+	 * thread the scheduler hook has seen (its entry is made there). */
+	t = bpf_map_lookup_elem(&threads, &(__u32){(__u32)id});
+	if (t && t->tgid == tgid) {
+		t->samples++;
+		if (w.region == LP_R_BARRIER)
+			t->samples_sync++;
+		if (w.region == LP_R_BARRIER || w.op >= 0)
+			t->samples_ggml++;
+	}
 	os = bpf_map_lookup_elem(&op_samples, &tgid);
 	if (!os)
 		return 0;

@@ -240,12 +240,17 @@ static int measure(struct ctl *c)
 		const char *state = ctl_str(doc, "state", "?");
 
 		if (strcmp(state, "measuring")) {
+			const cJSON *last =
+				cJSON_GetObjectItemCaseSensitive(doc, "last_measurement");
+
 			if (!strcmp(state, "measured"))
-				fprintf(stderr, "memory bandwidth: %.1f GB/s%s\n",
-					ctl_num(doc, "bytes_per_s", 0) / 1e9,
-					ctl_true(doc, "contended")
-						? " (other work ran meanwhile: a lower bound)"
-						: "");
+				fprintf(stderr,
+					"memory bandwidth: %.1f GB/s%s; in use: %.1f GB/s\n",
+					ctl_num(last, "bytes_per_s", 0) / 1e9,
+					ctl_true(last, "contended")
+						? " while other work ran (a lower bound)"
+						: "",
+					ctl_num(doc, "bytes_per_s", 0) / 1e9);
 			else
 				fprintf(stderr, "memory bandwidth: %s %s\n", state,
 					ctl_str(doc, "error", ""));

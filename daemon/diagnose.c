@@ -91,8 +91,9 @@ static void snap_take(struct lp_snap *s, const struct lp_proc_view *v, uint64_t 
 	for (size_t i = 0; s->threads && i < v->nthreads; i++) {
 		const struct lp_thread *t = &v->threads[i].t;
 
-		s->threads[i] = (struct lp_snap_thread){v->threads[i].tid, t->oncpu_ns, t->runq_ns,
-							t->faults_maj, t->migrations};
+		s->threads[i] = (struct lp_snap_thread){
+			v->threads[i].tid, t->oncpu_ns, t->runq_ns,	 t->faults_maj,
+			t->migrations,	   t->samples,	t->samples_sync, t->samples_ggml};
 		s->nthreads++;
 	}
 	if (ctx) {
@@ -233,6 +234,9 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 			th[i].runq_ns = sub(x->runq_ns, o ? o->runq_ns : 0);
 			th[i].faults_maj = sub(x->faults_maj, o ? o->faults_maj : 0);
 			th[i].migrations = sub(x->migrations, o ? o->migrations : 0);
+			th[i].samples = sub(x->samples, o ? o->samples : 0);
+			th[i].sync = sub(x->samples_sync, o ? o->sync : 0);
+			th[i].ggml = sub(x->samples_ggml, o ? o->ggml : 0);
 			th[i].cpu = x->last_cpu ? x->last_cpu - 1 : 0;
 		}
 		in.threads = th;
@@ -268,7 +272,8 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 			       "measured again when the CPUs are quiet (or POST /v1/bandwidth)";
 		break;
 	case LP_MEMBW_WAITING:
-		in.membw_why = "the host's bandwidth is measured once its CPUs are quiet (or POST "
+		in.membw_why = "the host's bandwidth is measured once its CPUs were quiet for 30 s "
+			       "(or POST "
 			       "/v1/bandwidth, llmprofctl doctor --measure-bandwidth)";
 		break;
 	case LP_MEMBW_FAILED:

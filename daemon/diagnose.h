@@ -16,7 +16,7 @@
 
 struct lp_snap_thread {
 	uint32_t tid;
-	uint64_t oncpu_ns, runq_ns, faults_maj, migrations;
+	uint64_t oncpu_ns, runq_ns, faults_maj, migrations, samples, sync, ggml;
 };
 
 struct lp_snap {

@@ -35,6 +35,8 @@ const char *const lp_severity_names[3] = {"info", "warning", "critical"};
 /* Sync (barrier) share of the samples above which a late thread matters. */
 #define SYNC_SHARE 0.15
 /* A thread that ran 20 % less than the median of its peers holds them at barriers. */
+/* Samples a thread needs in the window for its own sync share to count. */
+#define THREAD_SAMPLES 10
 #define LATE_RATIO 0.80
 /* Decode that streams the weights at 60 % of the measured peak is memory-bound: reads by
  * one process's matmul rarely get closer to the peak of a bandwidth test. */
@@ -250,11 +252,20 @@ static uint64_t median(uint64_t *v, size_t n)
 	return n ? v[n / 2] : 0;
 }
 
+/* A thread of ggml's compute: busy in the window, and sampled mostly in ops and barriers
+ * (not the application's own threads: node's event loop, an HTTP server). */
+static bool ggml_thread(const struct ctx *c, const struct lp_find_thread *t)
+{
+	return (double)(t->oncpu_ns + t->runq_ns) >= COMPUTE_SHARE * c->T &&
+	       t->samples >= THREAD_SAMPLES && 2 * t->ggml >= t->samples;
+}
+
 static void rule_late_thread(struct ctx *c)
 {
 	const struct lp_find_input *in = c->in;
 	const struct lp_find_thread *late = NULL, *t;
-	uint64_t on[64], rq[64], maj[64], mig[64], mon, mrq, mmaj, mmig;
+	uint64_t on[64], rq[64], maj[64], mig[64], ts[64], mon, mrq, mmaj, mmig;
+	double late_sync, peers_sync;
 	double sync = share((double)in->sync, (double)in->samples);
 	const struct lp_preempt_view *top;
 	const char *cause = NULL;
@@ -274,22 +285,29 @@ static void rule_late_thread(struct ctx *c)
 		return;
 	for (size_t i = 0; i < in->nthreads; i++) {
 		t = &in->threads[i];
-		if ((double)(t->oncpu_ns + t->runq_ns) < COMPUTE_SHARE * c->T)
+		if (!ggml_thread(c, t))
 			continue;
 		if (!late || t->oncpu_ns < late->oncpu_ns)
 			late = t;
 	}
 	for (size_t i = 0; i < in->nthreads && n < 64; i++) {
 		t = &in->threads[i];
-		if (t == late || (double)(t->oncpu_ns + t->runq_ns) < COMPUTE_SHARE * c->T)
+		if (t == late || !ggml_thread(c, t))
 			continue;
 		on[n] = t->oncpu_ns;
 		rq[n] = t->runq_ns;
 		maj[n] = t->faults_maj;
 		mig[n] = t->migrations;
 		n++;
+		ts[n - 1] = t->sync * 1000 / t->samples; /* per mille, for the median */
 	}
 	if (!late || !n)
+		return;
+	/* The others wait for it: they sample in barriers, it does not. A pool whose threads
+	 * take turns (node's libuv workers) has threads of one kind, not a late one. */
+	late_sync = share((double)late->sync, (double)late->samples);
+	peers_sync = (double)median(ts, n) / 1000;
+	if (peers_sync - late_sync < SYNC_SHARE)
 		return;
 	mon = median(on, n);
 	mrq = median(rq, n);
@@ -331,6 +349,8 @@ static void rule_late_thread(struct ctx *c)
 	ev(f, "major_faults", (double)late->faults_maj);
 	ev(f, "migrations", (double)late->migrations);
 	ev(f, "sync_share", sync);
+	ev(f, "thread_sync_share", late_sync);
+	ev(f, "peers_median_sync_share", peers_sync);
 	if (!strcmp(cause, "preempted")) {
 		ev_str(f, "preempted_by", comm);
 		if (top)

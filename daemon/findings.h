@@ -44,7 +44,8 @@ struct lp_find_thread {
 	uint32_t tid;
 	char comm[16];
 	uint64_t oncpu_ns, runq_ns, faults_maj, migrations;
-	uint32_t cpu; /* where it last ran */
+	uint64_t samples, sync, ggml; /* its cpu-clock samples: all, in a barrier, in ggml */
+	uint32_t cpu;		      /* where it last ran */
 };
 
 struct lp_find_input {

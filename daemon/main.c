@@ -343,9 +343,9 @@ static void on_target_exit(void *userdata, struct lp_target *t)
 
 /* --- the API's view of the daemon --- */
 
-static int api_report(void *ctx, pid_t pid, struct lp_report *r)
+/* The collected data of one process or all, read fresh; with findings, judged too. */
+static int read_report(struct daemon *d, pid_t pid, struct lp_report *r, bool findings)
 {
-	struct daemon *d = ctx;
 	int ret;
 
 	/* Exit records waiting in the ring buffer first: a process that just exited is
@@ -354,9 +354,14 @@ static int api_report(void *ctx, pid_t pid, struct lp_report *r)
 	lp_tracker_reap(&d->tracker, pid);
 	ret = lp_report_build(r, &d->core, &d->tracker, pid);
 	r->features = &d->features;
-	if (ret == 0)
+	if (ret == 0 && findings)
 		lp_diagnose_report(&d->diagnose, r);
 	return ret;
+}
+
+static int api_report(void *ctx, pid_t pid, struct lp_report *r)
+{
+	return read_report(ctx, pid, r, true);
 }
 
 static int print_report(struct daemon *d)
@@ -524,7 +529,8 @@ static int save_state(struct daemon *d, bool at_exit)
 
 	if (!*d->cfg.state_dir)
 		return 0;
-	ret = api_report(d, 0, &r);
+	/* Totals only: the findings are not kept. */
+	ret = read_report(d, 0, &r, false);
 	doc = ret == 0 ? lp_state_render(&r, d->boot_id, realtime_now()) : NULL;
 	lp_report_free(&r);
 	ret = doc ? lp_state_write(d->cfg.state_dir, doc) : ret < 0 ? ret : -ENOMEM;

@@ -153,6 +153,9 @@ static cJSON *render_thread(const struct lp_thread_view *tv)
 	num(o, "runqueue_ns", t->runq_ns);
 	num(o, "offcpu_blocked_ns", t->off_blocked_ns);
 	num(o, "offcpu_preempted_ns", t->off_preempted_ns);
+	num(o, "samples", t->samples);
+	num(o, "samples_sync", t->samples_sync);
+	num(o, "samples_ggml", t->samples_ggml);
 	num(o, "voluntary_switches", t->nvcsw);
 	num(o, "involuntary_switches", t->nivcsw);
 	num(o, "migrations", t->migrations);

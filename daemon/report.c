@@ -119,6 +119,27 @@ static int read_futex(struct lp_report *r, const struct lp_core *c)
 	return ret;
 }
 
+/* Hands each view its preemptors still in the kernel map, from one pass over
+ * "preemptors": a live process's, and one that exited since the last sweep moved them to
+ * its final record (lp_tracker_sweep). */
+static void read_preempt(struct lp_report *r, int fd)
+{
+	struct lp_preempt_key key, *prev = NULL;
+	struct lp_preempt_val val;
+	struct lp_proc_view *v;
+
+	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		v = live_view(r, key.tgid);
+		for (size_t i = 0; !v && i < r->nprocs; i++)
+			if (!r->procs[i].live && !r->procs[i].target->final_preempt &&
+			    (__u32)r->procs[i].target->pid == key.tgid)
+				v = &r->procs[i];
+		if (v && bpf_map_lookup_elem(fd, &key, &val) == 0)
+			lp_preempt_top_add(&v->preempt, key.by_tgid, &val);
+	}
+}
+
 /* dst += src: counters and bucket counts add, maxima take the larger. */
 static void stats_add(struct lp_proc_stats *dst, const struct lp_proc_stats *src)
 {
@@ -191,7 +212,6 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 			 * reported as live with zeroes rather than hidden. */
 			bpf_map_lookup_elem(procs_fd, &key, &v->stats);
 			v->live = true;
-			lp_preempt_read(tr->preempt_fd, key, false, &v->preempt);
 		}
 		read_ops(v, t->ggml, c);
 		v->op_precise = lp_precise_ops(c, t);
@@ -202,6 +222,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 		n++;
 	}
 	r->nprocs = n;
+	read_preempt(r, tr->preempt_fd);
 	ret = read_futex(r, c);
 	if (ret < 0 || !pid)
 		return ret < 0 ? ret : read_threads(r, c);

@@ -384,60 +384,55 @@ static int futex_take(int futex_fd, uint32_t tgid, struct lp_futex_top *top)
 	return r;
 }
 
-static int compare_preempt_wait(const void *a, const void *b)
+void lp_preempt_top_add(struct lp_preempt_top *top, uint32_t by_tgid,
+			const struct lp_preempt_val *v)
 {
-	const struct lp_preempt_view *x = a, *y = b;
+	size_t i = top->ntop < LP_PREEMPT_TOP ? top->ntop++ : LP_PREEMPT_TOP;
 
-	return x->v.wait_ns < y->v.wait_ns ? 1 : x->v.wait_ns > y->v.wait_ns ? -1 : 0;
+	top->npreemptors++;
+	/* Kept sorted by wait, longest first: insertion into at most 8. */
+	while (i > 0 && top->top[i - 1].v.wait_ns < v->wait_ns) {
+		if (i < LP_PREEMPT_TOP)
+			top->top[i] = top->top[i - 1];
+		i--;
+	}
+	if (i < LP_PREEMPT_TOP) {
+		top->top[i].by_tgid = by_tgid;
+		top->top[i].v = *v;
+	}
 }
 
 int lp_preempt_read(int fd, uint32_t tgid, bool take, struct lp_preempt_top *top)
 {
-	struct lp_preempt_key key, *prev = NULL;
-	struct lp_preempt_view *all = NULL, *a;
+	struct lp_preempt_key key, *prev = NULL, *gone = NULL, *g;
+	struct lp_preempt_val val;
 	size_t n = 0, cap = 0;
 	int r = 0;
 
 	memset(top, 0, sizeof(*top));
 	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &key) == 0) {
 		prev = &key;
-		if (key.tgid != tgid)
+		if (key.tgid != tgid || bpf_map_lookup_elem(fd, &key, &val) < 0)
+			continue;
+		lp_preempt_top_add(top, key.by_tgid, &val);
+		if (!take)
 			continue;
 		if (n == cap) {
 			cap = cap ? 2 * cap : 16;
-			a = realloc(all, cap * sizeof(*a));
-			if (!a) {
+			g = realloc(gone, cap * sizeof(*g));
+			if (!g) {
 				r = -ENOMEM;
 				break;
 			}
-			all = a;
+			gone = g;
 		}
-		all[n].by_tgid = key.by_tgid;
-		if (bpf_map_lookup_elem(fd, &key, &all[n].v) == 0)
-			n++;
+		gone[n++] = key;
 	}
 	/* Deleting while iterating would restart get_next_key from the first key each time. */
-	for (size_t i = 0; take && i < n; i++) {
-		struct lp_preempt_key k = {.tgid = tgid, .by_tgid = all[i].by_tgid};
-
-		bpf_map_delete_elem(fd, &k);
-	}
-	if (n)
-		qsort(all, n, sizeof(*all), compare_preempt_wait);
-	top->npreemptors = n;
-	top->ntop = n < LP_PREEMPT_TOP ? n : LP_PREEMPT_TOP;
-	if (n)
-		memcpy(top->top, all, top->ntop * sizeof(*all));
-	free(all);
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(fd, &gone[i]);
+	free(gone);
 	return r;
-}
-
-/* The process's preemptors, taken out of the kernel map as it exits. */
-static void preempt_final(struct lp_tracker *tr, struct lp_target *t)
-{
-	t->final_preempt = malloc(sizeof(*t->final_preempt));
-	if (t->final_preempt)
-		lp_preempt_read(tr->preempt_fd, (uint32_t)t->pid, true, t->final_preempt);
 }
 
 /* Deletes the thread entries of tgid that an exit hook left (it only runs for threads of
@@ -468,7 +463,6 @@ static void exit_without_record(struct lp_tracker *tr, struct lp_target *t,
 	t->final_futex = malloc(sizeof(*t->final_futex));
 	if (t->final_futex)
 		futex_take(tr->futex_fd, (__u32)t->pid, t->final_futex);
-	preempt_final(tr, t);
 	mark_exited(tr, t);
 }
 
@@ -486,6 +480,44 @@ static bool orphaned(struct lp_tracker *tr, __u32 tgid, struct lp_proc_stats *bu
 	return (!t || t->exited) && bpf_map_lookup_elem(tr->procs_fd, &tgid, buf) < 0;
 }
 
+/* Exited processes' preemptors, out of the kernel map into their final records, and the
+ * entries of processes neither tracked nor in "procs" deleted: one pass per sweep for all
+ * of them (a pass per exit would cost the map's size for each of thousands of short-lived
+ * processes, and the daemon fell behind their exits). */
+static void preempt_collect(struct lp_tracker *tr, struct lp_proc_stats *buf)
+{
+	struct lp_preempt_key key, *prev = NULL, *gone = NULL, *g;
+	struct lp_preempt_val val;
+	size_t n = 0, cap = 0;
+
+	while (tr->preempt_fd >= 0 && bpf_map_get_next_key(tr->preempt_fd, prev, &key) == 0) {
+		struct lp_target *t = lp_tracker_find(tr, (pid_t)key.tgid);
+
+		prev = &key;
+		if (t && t->exited && !t->exit_lost) {
+			if (!t->final_preempt)
+				t->final_preempt = calloc(1, sizeof(*t->final_preempt));
+			if (t->final_preempt &&
+			    bpf_map_lookup_elem(tr->preempt_fd, &key, &val) == 0)
+				lp_preempt_top_add(t->final_preempt, key.by_tgid, &val);
+		} else if (!orphaned(tr, key.tgid, buf)) {
+			continue;
+		}
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			g = realloc(gone, cap * sizeof(*g));
+			if (!g)
+				break;
+			gone = g;
+		}
+		gone[n++] = key;
+	}
+	/* Deleting while iterating would restart get_next_key from the first key each time. */
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(tr->preempt_fd, &gone[i]);
+	free(gone);
+}
+
 /* Entries the kernel hooks left behind for processes gone: a futex wait that ended between
  * an exit's record and its reading (3 in 10,000 short-lived processes), a thread that ran
  * again past its exit hook. Up to 64 of each per sweep. */
@@ -493,10 +525,9 @@ static void maps_gc(struct lp_tracker *tr)
 {
 	struct lp_proc_stats *buf = malloc(sizeof(*buf));
 	struct lp_futex_key fkey, *fprev = NULL, fgone[64];
-	struct lp_preempt_key pkey, *pprev = NULL, pgone[64];
 	__u32 tkey, *tprev = NULL, tgone[64];
 	struct lp_thread th;
-	size_t nf = 0, nt = 0, np = 0;
+	size_t nf = 0, nt = 0;
 
 	if (!buf)
 		return;
@@ -511,16 +542,9 @@ static void maps_gc(struct lp_tracker *tr)
 		    orphaned(tr, th.tgid, buf))
 			tgone[nt++] = tkey;
 	}
-	while (tr->preempt_fd >= 0 && np < 64 &&
-	       bpf_map_get_next_key(tr->preempt_fd, pprev, &pkey) == 0) {
-		pprev = &pkey;
-		if (orphaned(tr, pkey.tgid, buf))
-			pgone[np++] = pkey;
-	}
+	preempt_collect(tr, buf);
 	for (size_t i = 0; i < nf; i++)
 		bpf_map_delete_elem(tr->futex_fd, &fgone[i]);
-	for (size_t i = 0; i < np; i++)
-		bpf_map_delete_elem(tr->preempt_fd, &pgone[i]);
 	for (size_t i = 0; i < nt; i++)
 		bpf_map_delete_elem(tr->threads_fd, &tgone[i]);
 	free(buf);
@@ -602,7 +626,6 @@ static void on_exit_record(struct lp_tracker *tr, const struct lp_ev_exit *e)
 	if (t->final && t->final_futex) {
 		memcpy(t->final, &e->stats, sizeof(*t->final));
 		futex_take(tr->futex_fd, e->stats.tgid, t->final_futex);
-		preempt_final(tr, t);
 	} else {
 		t->exit_lost = true;
 	}
@@ -633,6 +656,7 @@ static void thread_zero_counters(struct lp_thread *th)
 	th->oncpu_ns = th->runq_ns = th->off_blocked_ns = th->off_preempted_ns = 0;
 	th->futex_ns = th->futex_waits = th->nvcsw = th->nivcsw = th->migrations = 0;
 	th->faults_min = th->faults_maj = 0;
+	th->samples = th->samples_sync = th->samples_ggml = 0;
 }
 
 static void reset_kernel(struct lp_tracker *tr, struct lp_target *t, int threads_fd)

@@ -42,6 +42,9 @@ struct lp_preempt_top {
 /* The preemptors of tgid from the "preemptors" map into top; with take, their entries are
  * deleted (the process exited or was reset). 0 or -errno. */
 int lp_preempt_read(int fd, uint32_t tgid, bool take, struct lp_preempt_top *top);
+/* Counts one more preemptor into top, which keeps the LP_PREEMPT_TOP longest waited for. */
+void lp_preempt_top_add(struct lp_preempt_top *top, uint32_t by_tgid,
+			const struct lp_preempt_val *v);
 
 struct lp_ggml_proc; /* ggml.h, which owns it: the tracker frees it through free_ggml */
 

@@ -133,6 +133,11 @@ struct lp_thread {
 	struct lp_call op;  /* the outermost probed op in flight; inner_ns: its barriers */
 	__u32 op_idx;	    /* its index in the process's op table */
 	__u32 preempted_by; /* tgid of the task that took its CPU at the last preemption */
+	/* cpu-clock samples of this thread: in all, in sync (a barrier), in ggml's compute (an
+	 * op or sync) */
+	__u64 samples;
+	__u64 samples_sync;
+	__u64 samples_ggml;
 };
 
 /* What a piece of code is, for classifying samples and precise probes. */

@@ -176,29 +176,36 @@ def hog_on(cpu):
 
 
 def bandwidth(d, work):
-    """The daemon's measurement against lpmemread's, three rounds each, alternating; the
-    best of each (a peak is what both measure)."""
+    """The daemon's measurement against lpmemread's, five rounds each, alternating; the
+    best of each (a peak is what both measure), of the daemon's those taken on quiet CPUs
+    (it flags the others itself)."""
     ours, ref = [], []
-    for _ in range(3):
+    for _ in range(5):
         status, doc, _ = d.api("POST", "/v1/bandwidth")
         t.check(status == 202, "POST /v1/bandwidth: %d" % status)
+        # Polled slowly: each poll's curl is other work on the CPUs being measured.
+        time.sleep(1.5)
         doc = t.poll("the measurement", lambda: (lambda x: x if x["state"] == "measured"
                                                  else None)(d.get("/v1/bandwidth")),
-                     timeout=60, interval=0.2)
-        ours.append(doc["bytes_per_s"])
+                     timeout=60, interval=0.5)
+        last = doc["last_measurement"]
+        if not last["contended"]:
+            ours.append(last["bytes_per_s"])
         r = subprocess.run([LPMEMREAD, str(CPUS), "256", "1"], capture_output=True, text=True,
                            timeout=60, check=True)
         ref.append(json.loads(r.stdout)["bytes_per_s"])
     print("bandwidth: llmprofd %s GB/s, lpmemread %s GB/s"
           % ([round(x / 1e9, 1) for x in ours], [round(x / 1e9, 1) for x in ref]))
-    t.check(abs(max(ours) - max(ref)) <= 0.15 * max(ref),
+    best = max(ours) if ours else 0
+    t.check(abs(best - max(ref)) <= 0.15 * max(ref),
             "the host's read bandwidth %.1f GB/s within 15 %% of lpmemread's %.1f GB/s"
-            % (max(ours) / 1e9, max(ref) / 1e9))
-    t.check(not doc["contended"] and doc["others_cpu_share"] < 0.05,
-            "measured on quiet CPUs: others took %.3f of them" % doc["others_cpu_share"])
+            % (best / 1e9, max(ref) / 1e9))
+    t.check(len(ours) >= 3, "%d of 5 measurements on quiet CPUs" % len(ours))
+    t.check(not doc["contended"] and doc["bytes_per_s"] in ours,
+            "the figure in use was measured on quiet CPUs")
     with open(os.path.join(d.state_dir, "membw.json")) as f:
         kept = json.load(f)
-    t.check(kept["bytes_per_s"] == doc["bytes_per_s"], "kept in the state directory")
+    t.check(kept["bytes_per_s"] == doc["bytes_per_s"], "and is kept in the state directory")
 
 
 def oversubscribed(d, binary, model):
@@ -243,9 +250,11 @@ def hog(d, binary, model):
     doc, late = wait_fired(d, p.pid, "late_thread", hist)
     ev = late["evidence"]
     t.check(ev["cause"] == "preempted" and ev["preempted_by_pid"] == h.pid and ev["cpu"] == 1
-            and cpus_allowed(p.pid, ev["tid"]) == "1",
-            "late thread %d, bound to CPU 1 with the hog, preempted by it: %s"
-            % (ev["tid"], late["title"]))
+            and cpus_allowed(p.pid, ev["tid"]) == "1" and
+            ev["peers_median_sync_share"] - ev["thread_sync_share"] > 0.15,
+            "late thread %d, bound to CPU 1 with the hog, preempted by it, waited for (its "
+            "samples %.2f in sync, its peer's %.2f): %s"
+            % (ev["tid"], ev["thread_sync_share"], ev["peers_median_sync_share"], late["title"]))
     a, b = hist.window(doc["window_seconds"])
     ref = b["threads"][ev["tid"]][1] - a["threads"].get(ev["tid"], (0, 0))[1]
     t.check(abs(ev["runqueue_ns"] - ref) <= 0.15 * ref + 0.5e9,

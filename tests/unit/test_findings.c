@@ -40,6 +40,9 @@ static void clean(struct fx *f)
 		f->th[i] = (struct lp_find_thread){.tid = 100 + (uint32_t)i,
 						   .oncpu_ns = 95 * S / 10,
 						   .runq_ns = S / 100,
+						   .samples = 500,
+						   .sync = 50,
+						   .ggml = 480,
 						   .cpu = (uint32_t)i};
 		strcpy(f->th[i].comm, "llama");
 	}
@@ -193,6 +196,10 @@ static void test_preempted_and_late(void)
 	f.th[1].runq_ns = 45 * S / 10;
 	f.in.runq_ns = 46 * S / 10;
 	f.in.sync = 400;
+	f.th[0].sync = 390; /* the one that waits */
+	f.th[1].samples = 250;
+	f.th[1].ggml = 240;
+	f.th[1].sync = 10; /* the one it waits for */
 	set_preempt(&f, 0, 999, "lphog", 45 * S / 10);
 	set_preempt(&f, 1, 0, "swapper/1", S);
 	lp_findings_eval(&f.in, &o);
@@ -210,15 +217,35 @@ static void test_preempted_and_late(void)
 	      "the late thread is 101, preempted by lphog on CPU 1: %s", x ? x->title : "(none)");
 	lp_findings_clear(&o);
 
+	/* The same imbalance, but the threads sample in barriers alike: threads of a pool
+	 * that take turns, none of them waited for. */
+	f.th[1].sync = 180; /* 72 %, its peer 78 % */
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_LATE_THREAD), "no late thread among threads that wait alike");
+	lp_findings_clear(&o);
+	f.th[1].sync = 10;
+
 	/* The same imbalance with sync at 10 %: nobody waits for it. */
 	f.in.sync = 100;
 	lp_findings_eval(&f.in, &o);
 	CHECK(!fired(&o, LP_RULE_LATE_THREAD), "no late thread while sync is low");
 	lp_findings_clear(&o);
 
+	/* The thread with less CPU is the application's own (node's event loop): outside
+	 * ggml, whatever its migrations. */
+	f.th[1].ggml = 20;
+	f.th[1].migrations = 500;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_LATE_THREAD), "a thread outside ggml is no late thread");
+	lp_findings_clear(&o);
+	f.th[1].ggml = 240;
+	f.th[1].migrations = 0;
+
 	/* The late thread faults instead: major faults, no run-queue wait. */
 	clean(&f);
 	f.in.sync = 400;
+	f.th[0].sync = 390;
+	f.th[1].sync = 10;
 	f.th[1].oncpu_ns = 5 * S;
 	f.th[1].faults_maj = 300;
 	lp_findings_eval(&f.in, &o);
