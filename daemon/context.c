@@ -17,33 +17,20 @@
 #include <unistd.h>
 
 #include "gguf.h"
+#include "procfs.h"
 
-/* Reads a small file into buf (NUL-terminated); returns its length or -errno. */
+/* lp_read_small of a path made from a format (the roots are parameters). */
 static ssize_t read_small(char *buf, size_t size, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static ssize_t read_small(char *buf, size_t size, const char *fmt, ...)
 {
 	char path[512];
 	va_list ap;
-	ssize_t n, got = 0;
-	int fd;
 
 	va_start(ap, fmt);
 	vsnprintf(path, sizeof(path), fmt, ap);
 	va_end(ap);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	while ((size_t)got < size - 1 && (n = read(fd, buf + got, size - 1 - (size_t)got)) > 0)
-		got += n;
-	if (n < 0 && got == 0) {
-		n = -errno;
-		close(fd);
-		return n;
-	}
-	close(fd);
-	buf[got] = '\0';
-	return got;
+	return lp_read_small(path, buf, size);
 }
 
 /* The first size - 1 bytes of src, terminated. */

@@ -15,24 +15,14 @@
 
 #include "log.h"
 #include "state.h"
+#include "track.h"
 
 #define LP_MEMBW_FILE "membw.json"
 #define LP_MEMBW_FORMAT 1
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static double mono(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)lp_now_ns() / 1e9;
 }
 
 struct reader {
@@ -270,7 +260,7 @@ static void *measure_thread(void *arg)
 	pthread_mutex_lock(&m->lock);
 	m->threads = threads;
 	m->buffer_bytes = bytes;
-	m->attempted_ns = mono_ns();
+	m->attempted_ns = lp_now_ns();
 	m->running = false;
 	m->failed = bps <= 0;
 	if (bps > 0) {
@@ -350,7 +340,7 @@ void lp_membw_again(struct lp_membw *m)
 void lp_membw_tick(struct lp_membw *m)
 {
 	double busy, all, prev_busy = m->tick_busy, prev_all = m->tick_all;
-	uint64_t now = mono_ns();
+	uint64_t now = lp_now_ns();
 	bool due;
 
 	if (!host_cpu(&busy, &all))

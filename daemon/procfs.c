@@ -50,29 +50,31 @@ int lp_proc_parse_stat(const char *buf, struct lp_proc_stat *out)
 	return 0;
 }
 
-static int read_small(const char *path, char *buf, size_t size)
+int lp_read_small(const char *path, char *buf, size_t size)
 {
-	ssize_t n;
+	ssize_t n = 0, got = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
-	n = read(fd, buf, size - 1);
-	if (n < 0) {
+	/* /proc and /sys files may come in more than one read. */
+	while ((size_t)got < size - 1 && (n = read(fd, buf + got, size - 1 - (size_t)got)) > 0)
+		got += n;
+	if (n < 0 && got == 0) {
 		int r = -errno;
 
 		close(fd);
 		return r;
 	}
 	close(fd);
-	buf[n] = '\0';
-	return (int)n;
+	buf[got] = '\0';
+	return (int)got;
 }
 
 static int read_stat_path(const char *path, struct lp_proc_stat *out)
 {
 	char buf[1024];
-	int r = read_small(path, buf, sizeof(buf));
+	int r = lp_read_small(path, buf, sizeof(buf));
 
 	if (r < 0)
 		return r == -ENOENT || r == -ESRCH ? -ESRCH : r;
@@ -132,7 +134,7 @@ int lp_proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t size)
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
 	else
 		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	r = read_small(path, buf, size);
+	r = lp_read_small(path, buf, size);
 	if (r < 0)
 		return r == -ENOENT ? -ESRCH : r;
 	buf[strcspn(buf, "\n")] = '\0';
@@ -179,7 +181,7 @@ int lp_proc_read_uid(pid_t pid, uid_t *out)
 	int r;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	r = read_small(path, buf, sizeof(buf));
+	r = lp_read_small(path, buf, sizeof(buf));
 	if (r < 0)
 		return r == -ENOENT ? -ESRCH : r;
 	return lp_proc_parse_uid(buf, out);

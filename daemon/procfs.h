@@ -35,6 +35,10 @@ int lp_proc_alive(pid_t pid, uint64_t starttime);
 /* Parses the contents of /proc/PID/stat. comm may hold spaces and parentheses. */
 int lp_proc_parse_stat(const char *buf, struct lp_proc_stat *out);
 
+/* Reads a small file whole into buf (NUL-terminated, at most size - 1 bytes): its length,
+ * or -errno. */
+int lp_read_small(const char *path, char *buf, size_t size);
+
 /* Reads /proc/PID/stat; -ESRCH when the process is gone or a zombie. */
 int lp_proc_read_stat(pid_t pid, struct lp_proc_stat *out);
 
