@@ -46,12 +46,24 @@ static const struct lp_host_cpus *host(struct lp_diagnose *dg, uint64_t now)
 	return dg->host;
 }
 
+static int by_pid(const void *a, const void *b)
+{
+	const struct lp_watch *x = a, *y = b;
+
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* The watch of t among the first n (kept sorted by pid), or NULL. */
+static struct lp_watch *watch_in(struct lp_diagnose *dg, size_t n, const struct lp_target *t)
+{
+	struct lp_watch key = {.pid = t->pid};
+
+	return n ? bsearch(&key, dg->w, n, sizeof(*dg->w), by_pid) : NULL;
+}
+
 static struct lp_watch *watch_of(struct lp_diagnose *dg, const struct lp_target *t)
 {
-	for (size_t i = 0; i < dg->n; i++)
-		if (dg->w[i].pid == t->pid)
-			return &dg->w[i];
-	return NULL;
+	return watch_in(dg, dg->n, t);
 }
 
 /* The process's context: kept for LP_DIAGNOSE_CONTEXT_NS in its watch, its throttling read
@@ -105,35 +117,35 @@ static void snap_take(struct lp_snap *s, const struct lp_proc_view *v, uint64_t 
 void lp_diagnose_tick(struct lp_diagnose *dg, const struct lp_report *r)
 {
 	const struct lp_host_cpus *h = host(dg, r->now_ns);
-	size_t keep = 0;
+	size_t keep = 0, sorted;
+	struct lp_watch *w;
 
-	/* Forget the watches of processes gone from the report, or exited, or reset. */
+	/* Forget the watches of processes gone from the report, or exited, or reset: each live
+	 * process marks its own, by a binary search of the watches, sorted by pid. */
+	for (size_t i = 0; i < dg->n; i++)
+		dg->w[i].seen = false;
+	for (size_t k = 0; k < r->nprocs; k++)
+		if (r->procs[k].live && (w = watch_of(dg, r->procs[k].target)) &&
+		    w->tracked_since_ns == r->procs[k].target->tracked_since_ns)
+			w->seen = true;
 	for (size_t i = 0; i < dg->n; i++) {
-		struct lp_watch *w = &dg->w[i];
-		bool live = false;
-
-		for (size_t k = 0; k < r->nprocs; k++) {
-			const struct lp_target *t = r->procs[k].target;
-
-			live |= t->pid == w->pid && r->procs[k].live &&
-				t->tracked_since_ns == w->tracked_since_ns;
-		}
-		if (!live) {
+		w = &dg->w[i];
+		if (!w->seen) {
 			for (unsigned k = 0; k < w->nsnap; k++)
 				snap_free(&w->s[k]);
 			continue;
 		}
 		dg->w[keep++] = *w;
 	}
-	dg->n = keep;
+	dg->n = sorted = keep;
 	for (size_t k = 0; k < r->nprocs; k++) {
 		const struct lp_proc_view *v = &r->procs[k];
 		struct lp_context ctx;
-		struct lp_watch *w;
 
 		if (!v->live)
 			continue;
-		w = watch_of(dg, v->target);
+		/* New watches go after the sorted ones until the end of the tick. */
+		w = watch_in(dg, sorted, v->target);
 		if (!w) {
 			if (dg->n == dg->cap) {
 				size_t cap = dg->cap ? 2 * dg->cap : 16;
@@ -157,10 +169,9 @@ void lp_diagnose_tick(struct lp_diagnose *dg, const struct lp_report *r)
 			w->nsnap = 1;
 		}
 		snap_take(&w->s[w->nsnap++], v, r->now_ns,
-			  h && lp_context_read(&ctx, v->target->pid, h, "/proc", "/sys") == 0
-				  ? &ctx
-				  : NULL);
+			  context_of(w, v->target->pid, h, r->now_ns, &ctx));
 	}
+	qsort(dg->w, dg->n, sizeof(*dg->w), by_pid);
 }
 
 static uint64_t sub(uint64_t a, uint64_t b)
