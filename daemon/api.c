@@ -502,6 +502,7 @@ static void get_metrics(const struct lp_api_backend *b, const struct lp_peer *p,
 			struct lp_api_response *res)
 {
 	struct lp_metrics_opts o = {.max_processes = b->metrics_max_processes,
+				    .by_workload = b->metrics_by_workload,
 				    .start_time = b->start_time,
 				    .hide_fill = !p->privileged};
 	struct lp_report r;

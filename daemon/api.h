@@ -46,6 +46,7 @@ struct lp_api_backend {
 	const char *group; /* the group whose members are privileged, for messages */
 	/* Options of /metrics. */
 	uint32_t metrics_max_processes;
+	bool metrics_by_workload;
 	double start_time;
 };
 

@@ -418,8 +418,10 @@ static bool is_gguf(pid_t pid, const char *proc, uint64_t start, uint64_t end, s
 	if (fd < 0)
 		return false;
 	yes = pread(fd, magic, 4, 0) == 4 && !memcmp(magic, "GGUF", 4) && fstat(fd, st) == 0;
-	if (yes && gguf_of(fd, st, g) < 0)
+	if (yes && gguf_of(fd, st, g) < 0) {
 		memset(g, 0, sizeof(*g));
+		g->file_type = -1;
+	}
 	close(fd);
 	return yes;
 }
@@ -466,6 +468,9 @@ static void read_weights(struct lp_context *ctx, pid_t pid, const char *proc, un
 		starts[n++] = start;
 		ctx->weights_bytes += end - start;
 		if (!ctx->weights_path[0]) {
+			ctx->weights_file_bytes = (uint64_t)seen[n - 1].st_size;
+			ctx->weights_file_type = g.file_type;
+			memcpy(ctx->weights_arch, g.arch, sizeof(ctx->weights_arch));
 			chomp(line + pos);
 			snprintf(ctx->weights_path, sizeof(ctx->weights_path), "%s", line + pos);
 		}

@@ -73,7 +73,10 @@ struct lp_context {
 	uint64_t weights_per_token;
 	uint32_t experts, experts_used;
 	uint64_t weights_node_pages[LP_CTX_MAX_NODES]; /* from numa_maps */
-	char weights_path[256];
+	char weights_path[256];			       /* the first GGUF file mapped: the model */
+	uint64_t weights_file_bytes;		       /* its size */
+	char weights_arch[32];			       /* its general.architecture; "" unknown */
+	int32_t weights_file_type;		       /* its general.file_type; -1 unknown */
 	int error; /* -errno of the first read that failed (the process exited: -ESRCH) */
 };
 

@@ -66,6 +66,13 @@ static struct lp_watch *watch_of(struct lp_diagnose *dg, const struct lp_target 
 	return watch_in(dg, dg->n, t);
 }
 
+const struct lp_context *lp_diagnose_context(struct lp_diagnose *dg, const struct lp_target *t)
+{
+	const struct lp_watch *w = watch_of(dg, t);
+
+	return w && w->ctx_ns && w->tracked_since_ns == t->tracked_since_ns ? &w->ctx : NULL;
+}
+
 /* The process's context: kept for LP_DIAGNOSE_CONTEXT_NS in its watch, its throttling read
  * anew. NULL when it cannot be read (gone). */
 static const struct lp_context *context_of(struct lp_watch *w, pid_t pid,
@@ -74,7 +81,10 @@ static const struct lp_context *context_of(struct lp_watch *w, pid_t pid,
 {
 	if (!h)
 		return NULL;
-	if (w && w->ctx_ns && now - w->ctx_ns < LP_DIAGNOSE_CONTEXT_NS) {
+	/* Until a model is mapped, each window: a server loads it after it starts. */
+	if (w && w->ctx_ns &&
+	    now - w->ctx_ns <
+		    (w->ctx.weights_mappings ? LP_DIAGNOSE_CONTEXT_NS : LP_DIAGNOSE_WINDOW_NS)) {
 		lp_context_read_throttled(&w->ctx);
 		return &w->ctx;
 	}

@@ -58,6 +58,8 @@ void lp_diagnose_free(struct lp_diagnose *dg);
 /* Takes a snapshot of each live process of r whose last one is a window old; forgets the
  * processes r no longer has. */
 void lp_diagnose_tick(struct lp_diagnose *dg, const struct lp_report *r);
+/* The context last read of a live process, NULL when none was. */
+const struct lp_context *lp_diagnose_context(struct lp_diagnose *dg, const struct lp_target *t);
 /* Evaluates the findings of every process of r into its view (v->findings). */
 void lp_diagnose_report(struct lp_diagnose *dg, struct lp_report *r);
 

@@ -122,6 +122,41 @@ static bool skip_value(struct rd *r, uint32_t t, uint64_t *v, bool in_array)
 	return true;
 }
 
+/* A name from the file, kept only as letters, digits, '_', '-' and '.': it is another user's
+ * text, shown in terminals and used as a label. Anything else ends it. */
+static void copy_name(char *out, size_t size, const uint8_t *s, size_t n)
+{
+	size_t i = 0;
+
+	for (; i < n && i + 1 < size; i++) {
+		char c = (char)s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-' || c == '.'))
+			break;
+		out[i] = c;
+	}
+	out[i] = '\0';
+}
+
+/* llama.cpp's enum llama_ftype: what most of the weights are stored as. */
+static const char *const file_types[] = {
+	[0] = "F32",	  [1] = "F16",	    [2] = "Q4_0",    [3] = "Q4_1",    [7] = "Q8_0",
+	[8] = "Q5_0",	  [9] = "Q5_1",	    [10] = "Q2_K",   [11] = "Q3_K_S", [12] = "Q3_K_M",
+	[13] = "Q3_K_L",  [14] = "Q4_K_S",  [15] = "Q4_K_M", [16] = "Q5_K_S", [17] = "Q5_K_M",
+	[18] = "Q6_K",	  [19] = "IQ2_XXS", [20] = "IQ2_XS", [21] = "Q2_K_S", [22] = "IQ3_XS",
+	[23] = "IQ3_XXS", [24] = "IQ1_S",   [25] = "IQ4_NL", [26] = "IQ3_S",  [27] = "IQ3_M",
+	[28] = "IQ2_S",	  [29] = "IQ2_M",   [30] = "IQ4_XS", [31] = "IQ1_M",  [32] = "BF16",
+	[36] = "TQ1_0",	  [37] = "TQ2_0",
+};
+
+const char *lp_gguf_file_type_name(int32_t t)
+{
+	if (t < 0 || (size_t)t >= sizeof(file_types) / sizeof(file_types[0]) || !file_types[t])
+		return NULL;
+	return file_types[t];
+}
+
 struct tinfo {
 	uint64_t off;
 	uint8_t kind; /* 0 other, 1 token_embd, 2 expert */
@@ -144,6 +179,7 @@ int lp_gguf_parse(const void *buf, size_t len, uint64_t file_size, struct lp_ggu
 	int ret = -EINVAL;
 
 	memset(out, 0, sizeof(*out));
+	out->file_type = -1;
 	if (!u32(&r, &magic) || memcmp(&magic, "GGUF", 4) || !u32(&r, &out->version) ||
 	    out->version < 2 || out->version > 3 || !u64(&r, &out->tensors) || !u64(&r, &nkv) ||
 	    out->tensors > MAX_TENSORS)
@@ -152,8 +188,17 @@ int lp_gguf_parse(const void *buf, size_t len, uint64_t file_size, struct lp_ggu
 		const char *k;
 		uint64_t kn;
 
-		if (!str(&r, &k, &kn) || !u32(&r, &t) || !skip_value(&r, t, &v, false))
+		size_t at;
+
+		if (!str(&r, &k, &kn) || !u32(&r, &t))
 			goto out;
+		at = r.off;
+		if (!skip_value(&r, t, &v, false))
+			goto out;
+		if (str_is(k, kn, "general.architecture") && t == T_STRING)
+			copy_name(out->arch, sizeof(out->arch), r.p + at + 8, r.off - at - 8);
+		else if (str_is(k, kn, "general.file_type") && (t == T_U32 || t == T_I32))
+			out->file_type = (int32_t)v;
 		if (ends_with(k, kn, ".expert_count") && (t == T_U32 || t == T_I32))
 			out->experts = (uint32_t)v;
 		else if (ends_with(k, kn, ".expert_used_count") && (t == T_U32 || t == T_I32))

@@ -18,7 +18,12 @@ struct lp_gguf {
 	uint32_t experts, experts_used;
 	int tied;		  /* no output.weight: the output layer reads token_embd */
 	uint64_t per_token_bytes; /* what generating one token reads */
+	char arch[32];		  /* general.architecture ("llama"); "" when absent */
+	int32_t file_type;	  /* general.file_type (llama_ftype); -1 when absent */
 };
+
+/* The name of a llama_ftype ("Q8_0"), or NULL when unknown. */
+const char *lp_gguf_file_type_name(int32_t t);
 
 /* Parses the header in buf (the file's first len bytes; file_size its whole size).
  * 0, -EINVAL (not GGUF, malformed, or a header that does not fit in len: -ENODATA). */

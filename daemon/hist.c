@@ -4,6 +4,23 @@
 
 #include <math.h>
 
+void lp_hist_add(struct lp_hist *dst, const struct lp_hist *src)
+{
+	dst->sum_ns += src->sum_ns;
+	if (src->max_ns > dst->max_ns)
+		dst->max_ns = src->max_ns;
+	for (unsigned b = 0; b < LP_HIST_NBUCKETS; b++)
+		dst->buckets[b] += src->buckets[b];
+}
+
+void lp_stats_add(struct lp_proc_stats *dst, const struct lp_proc_stats *src)
+{
+	for (int i = 0; i < LP_C_NR; i++)
+		dst->ctr[i] += src->ctr[i];
+	for (int i = 0; i < LP_H_NR; i++)
+		lp_hist_add(&dst->hist[i], &src->hist[i]);
+}
+
 uint64_t lp_hist_total(const struct lp_hist *h)
 {
 	uint64_t n = 0;

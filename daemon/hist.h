@@ -6,11 +6,18 @@
 #include <linux/types.h>
 #include <stdint.h>
 
+#include "llmprof/abi.h"
 #include "llmprof/hist.h"
 
 /* Worst-case relative error of lp_hist_quantile() for values >= LP_HIST_SUB ns (exact
  * below): half a bucket's width over its lower bound. */
 #define LP_HIST_QUANTILE_REL_ERROR (1.0 / (2.0 * LP_HIST_SUB))
+
+/* dst += src: bucket counts and sums add, the maximum is the larger. */
+void lp_hist_add(struct lp_hist *dst, const struct lp_hist *src);
+
+/* dst += src for a process's figures: counters and histograms. */
+void lp_stats_add(struct lp_proc_stats *dst, const struct lp_proc_stats *src);
 
 /* Number of samples: the sum of the bucket counts. */
 uint64_t lp_hist_total(const struct lp_hist *h);

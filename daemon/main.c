@@ -19,6 +19,7 @@
 #include "diagnose.h"
 #include "core.skel.h"
 #include "ggml.h"
+#include "identity.h"
 #include "precise.h"
 #include "log.h"
 #include "options.h"
@@ -174,6 +175,15 @@ static void diagnose_tick(struct daemon *d)
 	if (lp_report_build(&r, &d->core, &d->tracker, 0) == 0)
 		lp_diagnose_tick(&d->diagnose, &r);
 	lp_report_free(&r);
+	/* The model a process maps is part of who it is (identity.h). */
+	for (size_t i = 0; i < d->tracker.n; i++) {
+		struct lp_target *t = d->tracker.v[i];
+		const struct lp_context *ctx =
+			t->exited ? NULL : lp_diagnose_context(&d->diagnose, t);
+
+		if (ctx && lp_identity_set_model(&t->ident, ctx))
+			log_info("pid %d maps the model %s", (int)t->pid, t->ident.model);
+	}
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -289,6 +299,7 @@ static void on_reload(evutil_socket_t fd, short what, void *arg)
 		log_error("reload: keeping the current web configuration");
 	lp_log_set_level(cfg.verbose ? LOG_DEBUG : LOG_INFO);
 	d->api.metrics_max_processes = cfg.metrics_max_processes;
+	d->api.metrics_by_workload = cfg.metrics_by_workload;
 	if (d->server) {
 		struct lp_server_opts so = {.max_connections = cfg.max_connections,
 					    .max_per_uid = cfg.max_per_uid,
@@ -660,6 +671,7 @@ static int serve_setup(struct daemon *d, struct event **ev_hup, struct event **e
 		.record_fetch = api_record_fetch,
 		.group = d->cfg.socket_group,
 		.metrics_max_processes = d->cfg.metrics_max_processes,
+		.metrics_by_workload = d->cfg.metrics_by_workload,
 		.start_time = d->start_realtime,
 	};
 	sd_notify(0, "STATUS=Opening the API socket");

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hist.h"
+#include "identity.h"
 #include "render.h"
 
 #ifndef LLMPROF_VERSION
@@ -113,15 +114,57 @@ static void put_escaped(FILE *f, const char *s)
 	}
 }
 
-static void put_labels(FILE *f, const struct lp_proc_view *v)
-{
-	const struct lp_target *t = v->target;
+/* One set of series: a process (pid, comm, exe), or with by_workload every process of a
+ * workload running a model, summed. */
+struct series {
+	char *labels; /* the label pairs, escaped, without braces */
+	const struct lp_proc_stats *stats;
+	struct lp_proc_stats *sum;    /* owned, by workload only */
+	const struct lp_proc_view *v; /* by process only */
+	size_t nthreads, running, processes, precise;
+};
 
-	fprintf(f, "pid=\"%d\",comm=\"", (int)t->pid);
-	put_escaped(f, t->comm);
-	fputs("\",exe=\"", f);
-	put_escaped(f, t->exe);
-	fputc('"', f);
+static char *label_text(const char *const *kv, size_t n)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	if (!f)
+		return NULL;
+	for (size_t i = 0; i < n; i += 2) {
+		fprintf(f, "%s%s=\"", i ? "," : "", kv[i]);
+		put_escaped(f, kv[i + 1]);
+		fputc('"', f);
+	}
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static char *process_labels(const struct lp_target *t)
+{
+	char pid[16];
+	const char *kv[] = {"pid", pid, "comm", t->comm, "exe", t->exe ? t->exe : ""};
+
+	snprintf(pid, sizeof(pid), "%d", (int)t->pid);
+	return label_text(kv, sizeof(kv) / sizeof(kv[0]));
+}
+
+static void workload_key(const struct lp_target *t, char *out, size_t size)
+{
+	lp_identity_workload(&t->ident, t->comm, out, size);
+}
+
+static char *workload_labels(const struct lp_target *t)
+{
+	char w[160];
+	const char *kv[] = {"workload", w, "model", lp_identity_model_name(&t->ident)};
+
+	workload_key(t, w, sizeof(w));
+	return label_text(kv, sizeof(kv) / sizeof(kv[0]));
 }
 
 static void put_family(FILE *f, const char *name, const char *type, const char *help)
@@ -129,29 +172,29 @@ static void put_family(FILE *f, const char *name, const char *type, const char *
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void put_hist(FILE *f, const char *name, const struct lp_proc_view *v,
-		     const struct lp_hist *h)
+/* The le bounds: every power of two from 2^LP_METRICS_LE_MIN_EXP ns, and the bound between
+ * two kernel buckets (8 per doubling) once either has counted. So the bucket that holds a percentile always has both its bounds,
+ * and histogram_quantile() lands in the same kernel bucket as the API's percentile. */
+static void put_hist(FILE *f, const char *name, const struct series *s, const struct lp_hist *h)
 {
+	unsigned lo = lp_hist_index(1ULL << LP_METRICS_LE_MIN_EXP);
+	unsigned hi = lp_hist_index(1ULL << LP_METRICS_LE_MAX_EXP);
 	uint64_t cum = 0, total = lp_hist_total(h);
-	unsigned b = 0;
 
-	for (int e = LP_METRICS_LE_MIN_EXP; e <= LP_METRICS_LE_MAX_EXP; e++) {
-		uint64_t bound = 1ULL << e;
+	for (unsigned b = 0; b < lo; b++)
+		cum += h->buckets[b];
+	for (unsigned b = lo; b <= hi; b++) {
+		uint64_t bound = lp_hist_lower(b);
 
-		/* 2^e ns is a bucket boundary: everything below it, exactly. */
-		while (b < LP_HIST_NBUCKETS && lp_hist_upper(b) <= bound)
-			cum += h->buckets[b++];
-		fprintf(f, "%s_bucket{", name);
-		put_labels(f, v);
-		fprintf(f, ",le=\"%.12g\"} %llu\n", (double)bound * 1e-9, (unsigned long long)cum);
+		/* cum: everything below bound, exactly (bound is a bucket boundary). */
+		if (!(bound & (bound - 1)) || h->buckets[b] || h->buckets[b - 1])
+			fprintf(f, "%s_bucket{%s,le=\"%.12g\"} %llu\n", name, s->labels,
+				(double)bound * 1e-9, (unsigned long long)cum);
+		cum += h->buckets[b];
 	}
-	fprintf(f, "%s_bucket{", name);
-	put_labels(f, v);
-	fprintf(f, ",le=\"+Inf\"} %llu\n%s_sum{", (unsigned long long)total, name);
-	put_labels(f, v);
-	fprintf(f, "} %.9g\n%s_count{", (double)h->sum_ns * 1e-9, name);
-	put_labels(f, v);
-	fprintf(f, "} %llu\n", (unsigned long long)total);
+	fprintf(f, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, s->labels, (unsigned long long)total);
+	fprintf(f, "%s_sum{%s} %.9g\n", name, s->labels, (double)h->sum_ns * 1e-9);
+	fprintf(f, "%s_count{%s} %llu\n", name, s->labels, (unsigned long long)total);
 }
 
 static int compare_views(const void *a, const void *b)
@@ -165,9 +208,22 @@ static int compare_views(const void *a, const void *b)
 	return cx < cy ? 1 : cx > cy ? -1 : x->target->pid - y->target->pid;
 }
 
-static uint64_t counter_value(const struct lp_proc_view *v, int ctr)
+static int compare_workloads(const void *a, const void *b)
 {
-	const __u64 *c = v->stats.ctr;
+	const struct lp_target *x = (*(const struct lp_proc_view *const *)a)->target;
+	const struct lp_target *y = (*(const struct lp_proc_view *const *)b)->target;
+	char kx[160], ky[160];
+	int c;
+
+	workload_key(x, kx, sizeof(kx));
+	workload_key(y, ky, sizeof(ky));
+	c = strcmp(kx, ky);
+	return c ? c : strcmp(lp_identity_model_name(&x->ident), lp_identity_model_name(&y->ident));
+}
+
+static uint64_t counter_value(const struct lp_proc_stats *st, int ctr)
+{
+	const __u64 *c = st->ctr;
 
 	if (ctr >= 0)
 		return c[ctr];
@@ -177,10 +233,69 @@ static uint64_t counter_value(const struct lp_proc_view *v, int ctr)
 		       : 0;
 }
 
+static void series_add(struct series *s, const struct lp_proc_view *v)
+{
+	s->nthreads += v->nthreads;
+	s->running += !v->target->exited;
+	s->processes++;
+	s->precise += v->target->ggml && v->target->ggml->precise_on;
+}
+
+static void series_free(struct series *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(s[i].labels);
+		free(s[i].sum);
+	}
+	free(s);
+}
+
+/* The series of the views v[0..n): one per process, or one per workload and model. */
+static struct series *series_of(const struct lp_proc_view **v, size_t n, bool by_workload,
+				size_t *count)
+{
+	struct series *s = calloc(n ? n : 1, sizeof(*s));
+	size_t k = 0;
+
+	if (!s)
+		return NULL;
+	if (by_workload)
+		qsort(v, n, sizeof(*v), compare_workloads);
+	for (size_t i = 0; i < n; i++) {
+		struct series *x = &s[k];
+
+		if (by_workload && k && !compare_workloads(&v[i], &v[i - 1])) {
+			lp_stats_add(s[k - 1].sum, &v[i]->stats);
+			series_add(&s[k - 1], v[i]);
+			continue;
+		}
+		k++;
+		if (by_workload) {
+			x->labels = workload_labels(v[i]->target);
+			x->sum = malloc(sizeof(*x->sum));
+			if (x->sum)
+				*x->sum = v[i]->stats;
+			x->stats = x->sum;
+		} else {
+			x->labels = process_labels(v[i]->target);
+			x->stats = &v[i]->stats;
+			x->v = v[i];
+		}
+		series_add(x, v[i]);
+		if (!x->labels || !x->stats) {
+			series_free(s, k);
+			return NULL;
+		}
+	}
+	*count = k;
+	return s;
+}
+
 /* CPU time by op group and by op, estimated from samples (each stands for 1/hz s). Per op:
  * the LP_METRICS_OPS ops chosen once per process (lp_ggml_metrics_ops), the rest summed as
- * op="other"; so at most 11 series per process, each only growing. */
-static void put_ops(FILE *f, const struct lp_proc_view *const *v, size_t n, uint32_t hz)
+ * op="other"; so at most 11 series per process, each only growing. By process only: ops
+ * are named per process. */
+static void put_ops(FILE *f, const struct series *s, size_t n, uint32_t hz)
 {
 	uint64_t g[LP_G_KEYS];
 
@@ -190,77 +305,105 @@ static void put_ops(FILE *f, const struct lp_proc_view *const *v, size_t n, uint
 		   "Sampled CPU time by ggml op group; sync: in barriers (ggml's, OpenMP's); "
 		   "outside_ops: the rest of the process");
 	for (size_t i = 0; i < n; i++) {
-		const struct lp_ggml_proc *gp = v[i]->target->ggml;
+		const struct lp_proc_view *v = s[i].v;
+		const struct lp_ggml_proc *gp = v ? v->target->ggml : NULL;
 
-		if (!gp || !v[i]->ops)
+		if (!gp || !v->ops)
 			continue;
-		lp_op_group_counts(&gp->ops, v[i]->ops, false, g);
-		for (int k = 0; k < LP_G_KEYS; k++) {
-			fputs("llmprof_op_group_cpu_seconds_total{", f);
-			put_labels(f, v[i]);
-			fprintf(f, ",group=\"%s\"} %.9g\n", lp_op_group_key(k), (double)g[k] / hz);
-		}
+		lp_op_group_counts(&gp->ops, v->ops, false, g);
+		for (int k = 0; k < LP_G_KEYS; k++)
+			fprintf(f, "llmprof_op_group_cpu_seconds_total{%s,group=\"%s\"} %.9g\n",
+				s[i].labels, lp_op_group_key(k), (double)g[k] / hz);
 	}
 	put_family(f, "llmprof_op_cpu_seconds_total", "counter",
 		   "Sampled CPU time by ggml op: the 10 leading ops of the process by name, "
 		   "chosen once it has 1000 samples, the rest as op=\"other\"");
 	for (size_t i = 0; i < n; i++) {
-		const struct lp_ggml_proc *gp = v[i]->target->ggml;
+		const struct lp_proc_view *v = s[i].v;
+		const struct lp_ggml_proc *gp = v ? v->target->ggml : NULL;
 		uint64_t rest = 0;
 
-		if (!gp || !v[i]->ops || !gp->metrics_ops_chosen)
+		if (!gp || !v->ops || !gp->metrics_ops_chosen)
 			continue;
 		for (size_t k = 0; k < gp->ops.n && k < LP_MAX_OPS; k++) {
 			if (!gp->metrics_op[k]) {
-				rest += v[i]->ops->all[k];
+				rest += v->ops->all[k];
 				continue;
 			}
-			fputs("llmprof_op_cpu_seconds_total{", f);
-			put_labels(f, v[i]);
-			fputs(",op=\"", f);
+			fprintf(f, "llmprof_op_cpu_seconds_total{%s,op=\"", s[i].labels);
 			put_escaped(f, gp->ops.v[k].name);
-			fprintf(f, "\"} %.9g\n", (double)v[i]->ops->all[k] / hz);
+			fprintf(f, "\"} %.9g\n", (double)v->ops->all[k] / hz);
 		}
-		fputs("llmprof_op_cpu_seconds_total{", f);
-		put_labels(f, v[i]);
-		fprintf(f, ",op=\"other\"} %.9g\n", (double)rest / hz);
+		fprintf(f, "llmprof_op_cpu_seconds_total{%s,op=\"other\"} %.9g\n", s[i].labels,
+			(double)rest / hz);
 	}
 }
 
-static void put_processes(FILE *f, const struct lp_proc_view *const *v, size_t n)
+/* Who each process is, as labels of a series of value 1 to join on pid (by process), or how
+ * many processes each workload has (by workload). */
+static void put_info(FILE *f, const struct lp_proc_view *const *v, size_t nv,
+		     const struct series *s, size_t n, bool by_workload)
+{
+	if (by_workload) {
+		put_family(f, "llmprof_workload_processes", "gauge",
+			   "Running processes of the workload with the model");
+		for (size_t i = 0; i < n; i++)
+			fprintf(f, "llmprof_workload_processes{%s} %zu\n", s[i].labels,
+				s[i].running);
+		return;
+	}
+	put_family(f, "llmprof_process_info", "gauge",
+		   "Who the process is: command line, cgroup, systemd unit, container, pod and "
+		   "model; always 1 (join on pid)");
+	for (size_t i = 0; i < nv; i++) {
+		const struct lp_target *t = v[i]->target;
+		const struct lp_identity *id = &t->ident;
+		char w[160];
+		const char *kv[] = {"workload",	  w,
+				    "model",	  lp_identity_model_name(id),
+				    "model_type", id->model_type,
+				    "model_arch", id->model_arch,
+				    "unit",	  id->unit,
+				    "container",  id->container,
+				    "pod",	  id->pod,
+				    "cmdline",	  id->cmdline};
+		char *extra;
+
+		workload_key(t, w, sizeof(w));
+		extra = label_text(kv, sizeof(kv) / sizeof(kv[0]));
+		if (extra)
+			fprintf(f, "llmprof_process_info{%s,%s} 1\n", s[i].labels, extra);
+		free(extra);
+	}
+}
+
+static void put_processes(FILE *f, const struct series *s, size_t n, bool by_workload)
 {
 	char name[128];
 
-	put_family(
-		f, "llmprof_process_running", "gauge",
-		"1 while the process runs, 0 once it has exited (kept for the retention period)");
-	for (size_t i = 0; i < n; i++) {
-		fputs("llmprof_process_running{", f);
-		put_labels(f, v[i]);
-		fprintf(f, "} %d\n", !v[i]->target->exited);
+	if (!by_workload) {
+		put_family(f, "llmprof_process_running", "gauge",
+			   "1 while the process runs, 0 once it has exited (kept for the "
+			   "retention period)");
+		for (size_t i = 0; i < n; i++)
+			fprintf(f, "llmprof_process_running{%s} %zu\n", s[i].labels, s[i].running);
 	}
 	put_family(f, "llmprof_process_threads", "gauge", "Live threads of the process");
-	for (size_t i = 0; i < n; i++) {
-		fputs("llmprof_process_threads{", f);
-		put_labels(f, v[i]);
-		fprintf(f, "} %zu\n", v[i]->nthreads);
-	}
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "llmprof_process_threads{%s} %zu\n", s[i].labels, s[i].nthreads);
 	put_family(f, "llmprof_precise_active", "gauge",
 		   "1 while precise mode probes every matmul and barrier call of the process");
-	for (size_t i = 0; i < n; i++) {
-		fputs("llmprof_precise_active{", f);
-		put_labels(f, v[i]);
-		fprintf(f, "} %d\n", v[i]->target->ggml && v[i]->target->ggml->precise_on);
-	}
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "llmprof_precise_active{%s} %d\n", s[i].labels, s[i].precise > 0);
 
 	for (int k = 0; k < LP_H_NR; k++) {
 		snprintf(name, sizeof(name), "llmprof_%s_seconds", lp_hist_names[k]);
 		put_family(f, name, "histogram", hist_help[k]);
 		for (size_t i = 0; i < n; i++) {
-			const struct lp_hist *h = &v[i]->stats.hist[k];
+			const struct lp_hist *h = &s[i].stats->hist[k];
 
 			if (hist_always(k) || lp_hist_total(h))
-				put_hist(f, name, v[i], h);
+				put_hist(f, name, &s[i], h);
 		}
 	}
 
@@ -271,11 +414,11 @@ static void put_processes(FILE *f, const struct lp_proc_view *const *v, size_t n
 		if (row->help)
 			put_family(f, name, "counter", row->help);
 		for (size_t i = 0; i < n; i++) {
-			fprintf(f, "%s{", name);
-			put_labels(f, v[i]);
+			fprintf(f, "%s{%s", name, s[i].labels);
 			if (row->label)
 				fprintf(f, ",%s=\"%s\"", row->label, row->value);
-			fprintf(f, "} %.9g\n", (double)counter_value(v[i], row->ctr) * row->scale);
+			fprintf(f, "} %.9g\n",
+				(double)counter_value(s[i].stats, row->ctr) * row->scale);
 		}
 	}
 }
@@ -358,9 +501,9 @@ static void put_daemon(FILE *f, const struct lp_report *r, const struct lp_metri
 	for (size_t i = 0; i < nfeat; i++)
 		fprintf(f, "llmprofd_kernel_feature{feature=\"%s\"} %d\n", feat[i].name,
 			feat[i].on);
-	put_family(f, "llmprofd_sample_hz", "gauge",
+	put_family(f, "llmprofd_sample_hertz", "gauge",
 		   "cpu-clock samples per second and CPU (0: sampling off)");
-	fprintf(f, "llmprofd_sample_hz %u\n", r->sample_hz);
+	fprintf(f, "llmprofd_sample_hertz %u\n", r->sample_hz);
 	put_findings(f, r);
 }
 
@@ -368,8 +511,9 @@ int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o
 		      size_t *len)
 {
 	const struct lp_proc_view **v = calloc(r->nprocs ? r->nprocs : 1, sizeof(*v));
-	size_t n = r->nprocs;
-	FILE *f;
+	struct series *s = NULL;
+	size_t n = r->nprocs, ns = 0;
+	FILE *f = NULL;
 
 	*out = NULL;
 	*len = 0;
@@ -381,16 +525,23 @@ int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o
 	qsort(v, n, sizeof(*v), compare_views);
 	if (o->max_processes && n > o->max_processes)
 		n = o->max_processes;
-	f = open_memstream(out, len);
-	if (!f) {
-		free(v);
-		return -ENOMEM;
+	if (!o->by_workload)
+		s = series_of(v, n, false, &ns);
+	f = s || o->by_workload ? open_memstream(out, len) : NULL;
+	if (f && !o->by_workload)
+		put_info(f, v, n, s, ns, false);
+	/* By workload: the cap's processes, regrouped (series_of sorts them). */
+	if (f && o->by_workload && (s = series_of(v, n, true, &ns)))
+		put_info(f, v, n, s, ns, true);
+	if (f && s) {
+		put_processes(f, s, ns, o->by_workload);
+		put_ops(f, s, ns, r->sample_hz);
+		put_daemon(f, r, o, n);
 	}
-	put_processes(f, v, n);
-	put_ops(f, v, n, r->sample_hz);
-	put_daemon(f, r, o, n);
+	if (s)
+		series_free(s, ns);
 	free(v);
-	if (fclose(f) != 0 || !*out) {
+	if (!f || fclose(f) != 0 || !*out || !s) {
 		free(*out);
 		*out = NULL;
 		return -ENOMEM;

@@ -13,7 +13,8 @@
 struct lp_metrics_opts {
 	uint32_t max_processes; /* processes exported at most; running ones first */
 	double start_time;	/* the daemon's start, seconds since the Unix epoch */
-	bool hide_fill; /* leave out map fill: it counts every user's processes and threads */
+	bool hide_fill;	  /* leave out map fill: it counts every user's processes and threads */
+	bool by_workload; /* series by workload and model (identity.h), not by process */
 };
 
 /* Histogram bucket bounds: le = 2^k ns for k in [LP_METRICS_LE_MIN_EXP, LP_METRICS_LE_MAX_EXP],

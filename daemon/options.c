@@ -91,6 +91,9 @@ static void usage(FILE *out)
 		"      --metrics-address HOST:PORT  TCP listener for /metrics only (default\n"
 		"                           " LP_METRICS_ADDRESS "; 'off' for none)\n"
 		"      --metrics-max-processes N  processes in /metrics at most (default 100)\n"
+		"      --metrics-labels pid|workload  series per process (pid, comm, exe), or\n"
+		"                           per workload and model, summed over its processes\n"
+		"                           and stable across restarts (default pid)\n"
 		"      --web-config-file FILE  TLS and basic authentication for the TCP listener,\n"
 		"                           in exporter-toolkit's format (also --web.config.file)\n"
 		"      --max-connections N  open API connections at most (default 1024)\n"
@@ -250,6 +253,7 @@ enum {
 	OPT_SOCKET_GROUP,
 	OPT_METRICS_ADDRESS,
 	OPT_METRICS_MAX,
+	OPT_METRICS_LABELS,
 	OPT_MAX_CONNECTIONS,
 	OPT_HTTP_TIMEOUT,
 	OPT_RETENTION,
@@ -293,6 +297,7 @@ static const struct option opts[] = {
 	{"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
 	{"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
 	{"metrics-max-processes", required_argument, NULL, OPT_METRICS_MAX},
+	{"metrics-labels", required_argument, NULL, OPT_METRICS_LABELS},
 	{"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
 	{"max-connections-per-uid", required_argument, NULL, OPT_MAX_PER_UID},
 	{"web-config-file", required_argument, NULL, OPT_WEB_CONFIG},
@@ -430,6 +435,13 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 		cfg->symbols[cls] = (const char *const *)v;
 		return 0;
 	}
+	case OPT_METRICS_LABELS:
+		if (strcmp(arg, "pid") && strcmp(arg, "workload")) {
+			log_error("--metrics-labels: '%s' is neither pid nor workload", arg);
+			return -EINVAL;
+		}
+		cfg->metrics_by_workload = strcmp(arg, "workload") == 0;
+		return 0;
 	case OPT_SAMPLER:
 		if (strcmp(arg, "cpu") && strcmp(arg, "thread")) {
 			log_error("--sampler: '%s' is neither cpu nor thread", arg);
@@ -783,6 +795,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddStringToObject(o, "metrics-address",
 				*cfg->metrics_address ? cfg->metrics_address : "off");
 	cJSON_AddNumberToObject(o, "metrics-max-processes", cfg->metrics_max_processes);
+	cJSON_AddStringToObject(o, "metrics-labels", cfg->metrics_by_workload ? "workload" : "pid");
 	cJSON_AddStringToObject(o, "web-config-file", *cfg->web_config ? cfg->web_config : "off");
 	cJSON_AddNumberToObject(o, "max-connections", cfg->max_connections);
 	cJSON_AddNumberToObject(o, "max-connections-per-uid", cfg->max_per_uid);
@@ -799,6 +812,7 @@ void lp_config_reload(struct lp_config *live, const struct lp_config *next)
 	live->precise_duty = next->precise_duty;
 	live->precise_period = next->precise_period;
 	live->metrics_max_processes = next->metrics_max_processes;
+	live->metrics_by_workload = next->metrics_by_workload;
 	live->max_connections = next->max_connections;
 	live->max_per_uid = next->max_per_uid;
 	live->http_timeout = next->http_timeout;
@@ -812,6 +826,7 @@ bool lp_option_reloadable(const char *name)
 	static const char *const live[] = {"precise-duty",
 					   "precise-period",
 					   "metrics-max-processes",
+					   "metrics-labels",
 					   "max-connections",
 					   "http-timeout",
 					   "retention",

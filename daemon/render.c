@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hist.h"
+#include "identity.h"
 
 #ifndef LLMPROF_VERSION
 #define LLMPROF_VERSION "0"
@@ -537,6 +538,40 @@ cJSON *lp_render_proc_findings(const struct lp_report *r, const struct lp_proc_v
 	return o;
 }
 
+static void str_or_null(cJSON *o, const char *k, const char *v)
+{
+	if (v && *v)
+		cJSON_AddStringToObject(o, k, v);
+	else
+		cJSON_AddNullToObject(o, k);
+}
+
+/* Who the process is beyond pid and comm (identity.h); text escaped already. */
+static void render_who(cJSON *o, const struct lp_target *t)
+{
+	const struct lp_identity *id = &t->ident;
+	char workload[160];
+	cJSON *m;
+
+	str_or_null(o, "cmdline", id->cmdline);
+	lp_identity_workload(id, t->comm, workload, sizeof(workload));
+	cJSON_AddStringToObject(o, "workload", workload);
+	str_or_null(o, "cgroup", id->cgroup);
+	str_or_null(o, "unit", id->unit);
+	str_or_null(o, "container", id->container);
+	str_or_null(o, "pod", id->pod);
+	if (!id->model[0]) {
+		cJSON_AddNullToObject(o, "model");
+		return;
+	}
+	m = cJSON_AddObjectToObject(o, "model");
+	cJSON_AddStringToObject(m, "name", lp_identity_model_name(id));
+	cJSON_AddStringToObject(m, "path", id->model);
+	num(m, "bytes", id->model_bytes);
+	str_or_null(m, "architecture", id->model_arch);
+	str_or_null(m, "type", id->model_type);
+}
+
 /* What both the summary and the full document start with. */
 static cJSON *render_identity(const struct lp_report *r, const struct lp_proc_view *v)
 {
@@ -555,6 +590,7 @@ static cJSON *render_identity(const struct lp_report *r, const struct lp_proc_vi
 	else
 		num(o, "uid", t->uid);
 	cJSON_AddStringToObject(o, "matched_by", t->matched_by);
+	render_who(o, t);
 	cJSON_AddStringToObject(o, "state", t->exited ? "exited" : "running");
 	cJSON_AddBoolToObject(o, "data_lost", t->exit_lost);
 	cJSON_AddNumberToObject(

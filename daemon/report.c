@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "core.skel.h"
+#include "hist.h"
 #include "procfs.h"
 
 static void read_maps(struct lp_report *r, const struct lp_core *c)
@@ -140,23 +141,6 @@ static void read_preempt(struct lp_report *r, int fd)
 	}
 }
 
-/* dst += src: counters and bucket counts add, maxima take the larger. */
-static void stats_add(struct lp_proc_stats *dst, const struct lp_proc_stats *src)
-{
-	for (int i = 0; i < LP_C_NR; i++)
-		dst->ctr[i] += src->ctr[i];
-	for (int i = 0; i < LP_H_NR; i++) {
-		struct lp_hist *d = &dst->hist[i];
-		const struct lp_hist *s = &src->hist[i];
-
-		d->sum_ns += s->sum_ns;
-		if (s->max_ns > d->max_ns)
-			d->max_ns = s->max_ns;
-		for (unsigned b = 0; b < LP_HIST_NBUCKETS; b++)
-			d->buckets[b] += s->buckets[b];
-	}
-}
-
 /* The op counts: the kernel's for a live process, the last read for an exited one. */
 static void read_ops(struct lp_proc_view *v, struct lp_ggml_proc *gp, const struct lp_core *c)
 {
@@ -218,7 +202,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 		/* Window deltas are of the kernel's counts: before the base is added. */
 		lp_precise_totals(t, &v->stats, v->ops, &v->precise);
 		if (t->base)
-			stats_add(&v->stats, t->base);
+			lp_stats_add(&v->stats, t->base);
 		n++;
 	}
 	r->nprocs = n;

@@ -245,6 +245,7 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 	memcpy(t->comm, st.comm, sizeof(t->comm));
 	if (lp_proc_read_exe(pid, exe, sizeof(exe)) == 0)
 		t->exe = strdup(exe);
+	lp_identity_read(&t->ident, pid, "/proc");
 	if (lp_proc_read_uid(pid, &t->uid) < 0)
 		t->uid = (uid_t)-1;
 	t->matched_by = matched_by;

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "identity.h"
 #include "llmprof/abi.h"
 
 #define LP_FUTEX_TOP 16
@@ -65,6 +66,7 @@ struct lp_target {
 	struct lp_futex_top *final_futex;
 	struct lp_preempt_top *final_preempt;
 	struct lp_ggml_proc *ggml; /* set once it is seen to map a ggml symbol */
+	struct lp_identity ident;  /* command line, cgroup, model (identity.h) */
 	/* Totals from before a restart of the daemon (read from the state file), added to
 	 * what the kernel counts now; NULL when none. */
 	struct lp_proc_stats *base;

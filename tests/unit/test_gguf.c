@@ -62,10 +62,10 @@ static struct buf model(const struct tensor *t, size_t nt, uint32_t experts, uin
 	put(&b, "GGUF", 4);
 	u32(&b, 3);
 	u64(&b, nt);
-	u64(&b, experts ? 6 : 4);
+	u64(&b, experts ? 7 : 4);
 	str(&b, "general.architecture");
 	u32(&b, 8);
-	str(&b, "llama");
+	str(&b, experts ? "qwen3moe\033[2J" : "llama"); /* a name with a terminal escape */
 	str(&b, "llama.attention.layer_norm_rms_epsilon");
 	u32(&b, 6);
 	put(&b, &f, 4);
@@ -89,6 +89,9 @@ static struct buf model(const struct tensor *t, size_t nt, uint32_t experts, uin
 		str(&b, "llama.expert_used_count");
 		u32(&b, 4);
 		u32(&b, used);
+		str(&b, "general.file_type");
+		u32(&b, 4);
+		u32(&b, 15);
 	}
 	for (size_t i = 0; i < nt; i++) {
 		str(&b, t[i].name);
@@ -138,6 +141,8 @@ int main(void)
 		      !g.tied && g.per_token_bytes == 64 + 4000 + 1024 + 2048,
 	      "dense: %llu bytes, %llu per token", (unsigned long long)g.tensor_bytes,
 	      (unsigned long long)g.per_token_bytes);
+	CHECK(!strcmp(g.arch, "llama") && g.file_type == -1 && !lp_gguf_file_type_name(-1),
+	      "dense: architecture %s, no file type", g.arch);
 	/* Every truncation of the header fails as too short, none crashes; once the tensor
 	 * infos are whole, the data is not needed. */
 	for (size_t n = 0; n < b.n; n++) {
@@ -169,6 +174,9 @@ int main(void)
 	CHECK(lp_gguf_parse(b.p, b.n, b.n, &g) == 0 && g.experts == 8 && g.experts_used == 2 &&
 		      g.expert_bytes == 8192 && g.per_token_bytes == 1024 + 512 + 2048 + 256,
 	      "moe: %llu per token", (unsigned long long)g.per_token_bytes);
+	CHECK(!strcmp(g.arch, "qwen3moe") && g.file_type == 15 &&
+		      !strcmp(lp_gguf_file_type_name(g.file_type), "Q4_K_M"),
+	      "moe: architecture cut at the escape (%s), file type %d", g.arch, g.file_type);
 	free(b.p);
 	return check_done();
 }

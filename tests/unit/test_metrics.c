@@ -47,6 +47,13 @@ int main(void)
 	size_t len;
 
 	a.exe = "/opt/llama\\bin/llama-cli\nx";
+	for (struct lp_target *t = &a; t != &c; t = t == &a ? &b : &c) {
+		strcpy(t->ident.unit, "llama.service");
+		strcpy(t->ident.model, "/srv/q.gguf");
+		strcpy(t->ident.model_type, "Q8_0");
+		strcpy(t->ident.model_arch, "llama");
+		strcpy(t->ident.cmdline, "llama -m q.gguf");
+	}
 	views[0].target = &a;
 	views[1].target = &b;
 	views[2].target = &c;
@@ -83,6 +90,43 @@ int main(void)
 	      "one HELP and TYPE per family");
 	CHECK(strstr(text, "llmprof_decode_prompt_seconds_bucket") == NULL,
 	      "ggml histograms stay out until they count");
+	/* Between powers of two, the kernel's bounds (8 per doubling) around buckets that
+	 * counted: where a percentile falls, Prometheus interpolates in the API's bucket. */
+	static const struct {
+		const char *le;
+		int count;
+	} fine[] = {{"1.152e-06", 4}, {"1.92e-06", 4}, {"4.608e-06", 5}, {"5.12e-06", 6}};
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+		snprintf(line, sizeof(line), "%s%s\"}", bucket, fine[i].le);
+		CHECK(sample(text, line) == fine[i].count, "fine le=%s: %d values", fine[i].le,
+		      fine[i].count);
+	}
+	CHECK(count_lines(text, bucket) == 27 + 4 + 1, "27 powers of two, 4 fine bounds, +Inf: %d",
+	      count_lines(text, bucket));
+	CHECK(count_lines(text,
+			  "llmprof_process_info{pid=\"10\",comm=\"llama\\\"cli\","
+			  "exe=\"/opt/llama\\\\bin/llama-cli\\nx\",workload=\"llama.service\","
+			  "model=\"q.gguf\",model_type=\"Q8_0\",model_arch=\"llama\","
+			  "unit=\"llama.service\",container=\"\",pod=\"\",cmdline=\"llama -m "
+			  "q.gguf\"} 1") == 1,
+	      "process_info names its workload, model and command line");
+	CHECK(sample(text, "llmprofd_sample_hertz") == 199, "sample rate in hertz");
+	free(text);
+
+	/* By workload: the two processes of llama.service with q.gguf sum into one series. */
+	o.by_workload = true;
+	views[1].stats.hist[LP_H_RUNQ].buckets[lp_hist_index(1025)] = 2;
+	views[1].stats.ctr[LP_C_NVCSW] = 5;
+	views[0].stats.ctr[LP_C_NVCSW] = 7;
+	CHECK(lp_metrics_render(&r, &o, &text, &len) == 0, "rendered by workload");
+	CHECK(sample(text, "llmprof_runqueue_latency_seconds_count{workload=\"llama.service\","
+			   "model=\"q.gguf\"}") == 9 &&
+		      sample(text, "llmprof_context_switches_total{workload=\"llama.service\","
+				   "model=\"q.gguf\",kind=\"voluntary\"}") == 12 &&
+		      sample(text, "llmprof_workload_processes{workload=\"llama.service\","
+				   "model=\"q.gguf\"}") == 2,
+	      "histograms and counters of a workload's processes add up");
+	CHECK(strstr(text, "pid=") == NULL, "no pid label by workload");
 	free(text);
 	return check_done();
 }
