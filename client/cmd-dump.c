@@ -410,6 +410,28 @@ static void print_threads(const cJSON *threads)
 	}
 }
 
+/* Who it is: command line, workload, cgroup and the model it maps. */
+static void print_who(const cJSON *d)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(d, "model");
+
+	printf("cmdline %s\nworkload %s", ctl_str(d, "cmdline", "(unknown)"),
+	       ctl_str(d, "workload", "?"));
+	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "unit")))
+		printf(", unit %s", ctl_str(d, "unit", ""));
+	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "container")))
+		printf(", container %.12s", ctl_str(d, "container", ""));
+	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "pod")))
+		printf(", pod %s", ctl_str(d, "pod", ""));
+	printf(", cgroup %s\n", ctl_str(d, "cgroup", "(unknown)"));
+	if (cJSON_IsObject(m))
+		printf("model %s (%s, %s, %.0f MB) %s\n", ctl_str(m, "name", "?"),
+		       ctl_str(m, "architecture", "?"), ctl_str(m, "type", "?"),
+		       ctl_num(m, "bytes", 0) / 1e6, ctl_str(m, "path", ""));
+	else
+		printf("model none mapped yet\n");
+}
+
 static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 {
 	bool fine = *(const bool *)arg;
@@ -432,6 +454,7 @@ static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 	printf("%s\nexe %s\n",
 	       ctl_true(d, "data_lost") ? ", SOME DATA LOST (its exit record was dropped)" : "",
 	       ctl_str(d, "exe", "(unknown)"));
+	print_who(d);
 	print_ggml(cJSON_GetObjectItemCaseSensitive(d, "ggml"));
 	print_counters(cJSON_GetObjectItemCaseSensitive(d, "counters"));
 	print_histograms(cJSON_GetObjectItemCaseSensitive(d, "histograms"), fine);

@@ -21,6 +21,8 @@ struct top_opts {
 	double delay;
 	long iterations; /* 0: until quit */
 	bool batch, all, threads, ops, reverse;
+	bool columns; /* -o chose the layout */
+	struct top_layout layout;
 	enum top_col sort;
 	int pids[MAX_PIDS];
 	int npids;
@@ -30,7 +32,33 @@ struct top_opts {
 struct reading {
 	struct top_snap snap;
 	cJSON *status;
+	struct top_host host;
+	bool have_host;
 };
+
+/* A small file whole, NUL-terminated: its length, or -1. */
+static int read_text(const char *path, char *buf, size_t size)
+{
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		return -1;
+	n = fread(buf, 1, size - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return (int)n;
+}
+
+/* The host's load and CPU time, read here: the socket is local, so is the daemon's host. */
+static void read_host(struct reading *r)
+{
+	char stat[8192], load[256];
+
+	r->have_host = read_text("/proc/stat", stat, sizeof(stat)) >= 0 &&
+		       read_text("/proc/loadavg", load, sizeof(load)) >= 0 &&
+		       top_host_parse(stat, load, &r->host) == 0;
+}
 
 static void reading_free(struct reading *r)
 {
@@ -92,13 +120,14 @@ static int fetch(struct ctl *c, const struct top_opts *o, struct reading *out, c
 		out->snap.docs[out->snap.n++] = doc;
 	}
 	cJSON_Delete(list);
+	read_host(out);
 	return CTL_OK;
 }
 
-/* src cut to a line of the table's width. */
+/* src cut to 79 characters: the lines above the table fit 80 columns. */
 static void fit(char *dst, const char *src)
 {
-	size_t n = strnlen(src, TOP_LINE - 1);
+	size_t n = strnlen(src, 79);
 
 	memcpy(dst, src, n);
 	dst[n] = '\0';
@@ -154,10 +183,21 @@ static void print_ops(const struct top_opts *o, const struct top_row *r)
 	free(ops);
 }
 
-static int batch(struct ctl *c, const struct top_opts *o)
+/* The host line: load, CPUs, and the busy CPU split into LLM processes and the rest. */
+static void host_line(const struct reading *cur, const struct reading *prev,
+		      const struct top_row *rows, size_t n, char *buf)
+{
+	if (!cur->have_host) {
+		snprintf(buf, TOP_LINE, "host  (/proc/stat unreadable)");
+		return;
+	}
+	top_format_host(buf, &cur->host, prev && prev->have_host ? &prev->host : NULL, rows, n);
+}
+
+static int batch(struct ctl *c, struct top_opts *o)
 {
 	struct reading prev = {0}, cur;
-	char msg[1024], l1[TOP_LINE], l2[TOP_LINE], line[TOP_LINE];
+	char msg[1024], l1[TOP_LINE], l2[TOP_LINE], l3[TOP_LINE], line[TOP_LINE];
 
 	for (long i = 0; !o->iterations || i < o->iterations; i++) {
 		struct top_row *rows;
@@ -179,19 +219,20 @@ static int batch(struct ctl *c, const struct top_opts *o)
 		}
 		top_sort(rows, n, o->sort, o->reverse);
 		title(o, &cur, i == 0, false, l1, l2);
-		top_format_header(line);
-		printf("%s%s\n%s\n\n%s\n", i ? "\n" : "", l1, l2, line);
+		host_line(&cur, i ? &prev : NULL, rows, n, l3);
+		top_format_header(line, &o->layout);
+		printf("%s%s\n%s\n%s\n\n%s\n", i ? "\n" : "", l1, l3, l2, line);
 		for (size_t j = 0; j < n; j++) {
 			struct top_thread_row *t;
 			int nt;
 
-			top_format_row(line, &rows[j]);
+			top_format_row(line, &rows[j], &o->layout);
 			printf("%s\n", line);
 			print_ops(o, &rows[j]);
 			if (!o->threads || (nt = top_threads(&rows[j], &t)) < 0)
 				continue;
 			for (int k = 0; k < nt; k++) {
-				top_format_thread(line, &t[k]);
+				top_format_thread(line, &t[k], &o->layout);
 				printf("%s\n", line);
 			}
 			free(t);
@@ -211,7 +252,7 @@ struct screen {
 	struct ctl *c;
 	struct top_opts *o;
 	struct reading prev, cur;
-	bool have, first, paused, help;
+	bool have, first, paused, help, colour;
 	struct top_row *rows;
 	size_t nrows;
 	int sel_pid, top; /* the selected process, and the first row shown */
@@ -264,7 +305,7 @@ static void draw_help(const struct screen *s)
 	mvaddstr(y++, 2, "O       its leading ggml ops, share of its samples in the interval");
 	mvaddstr(y++, 2,
 		 "< >     sort by the column to the left / right       R  reverse the order");
-	mvaddstr(y++, 2, "up/down, j/k  select a process");
+	mvaddstr(y++, 2, "up/down, j/k  select a process    a letter below: sort by its column");
 	mvaddstr(y++, 2,
 		 "! * + after a PID: a critical, warning or info finding (llmprofctl doctor)");
 	y++;
@@ -281,10 +322,23 @@ static void draw_help(const struct screen *s)
 	refresh();
 }
 
+/* Colour pairs, where the terminal has colours and NO_COLOR is unset. */
+enum { PAIR_HEADER = 1, PAIR_CRITICAL, PAIR_WARNING, PAIR_MESSAGE };
+
+static void colour_on(const struct screen *s, int pair, attr_t fallback)
+{
+	attron(s->colour ? COLOR_PAIR(pair) : fallback);
+}
+
+static void colour_off(const struct screen *s, int pair, attr_t fallback)
+{
+	attroff(s->colour ? COLOR_PAIR(pair) : fallback);
+}
+
 static void draw(struct screen *s)
 {
-	char l1[TOP_LINE], l2[TOP_LINE], line[TOP_LINE];
-	int sel = selected(s), y, rows_h = LINES - 4;
+	char l1[TOP_LINE], l2[TOP_LINE], l3[TOP_LINE], line[TOP_LINE];
+	int sel = selected(s), y, rows_h = LINES - 5;
 	struct top_thread_row *t = NULL;
 	struct top_op_row *ops = NULL;
 	int nt = 0, no = 0;
@@ -296,23 +350,31 @@ static void draw(struct screen *s)
 	erase();
 	if (s->have) {
 		title(s->o, &s->cur, s->first, s->paused, l1, l2);
+		host_line(&s->cur, s->first ? NULL : &s->prev, s->rows, s->nrows, l3);
 		mvaddnstr(0, 0, l1, COLS);
-		mvaddnstr(1, 0, l2, COLS);
+		mvaddnstr(1, 0, l3, COLS);
+		mvaddnstr(2, 0, l2, COLS);
 	} else {
 		mvaddnstr(0, 0, "llmprofctl top", COLS);
 	}
+	if (!s->o->columns)
+		top_layout_fit(&s->o->layout, COLS);
+	mvaddnstr(3, 0, "h: help  q: quit  </>: sort  H: threads  O: ops  space: pause", COLS);
 	if (s->msg[0]) {
-		attron(A_BOLD);
-		mvaddnstr(2, 0, s->msg, COLS);
-		attroff(A_BOLD);
-	} else {
-		mvaddnstr(2, 0, "h: help  q: quit  </>: sort  H: threads  O: ops  space: pause",
-			  COLS);
+		/* The whole message at the bottom, over as many lines as it takes (at most 3). */
+		int lines = ((int)strlen(s->msg) + COLS - 1) / (COLS > 0 ? COLS : 1);
+
+		lines = lines < 1 ? 1 : lines > 3 ? 3 : lines;
+		rows_h -= lines;
+		colour_on(s, PAIR_MESSAGE, A_BOLD);
+		mvaddnstr(LINES - lines, 0, s->msg, lines * COLS);
+		colour_off(s, PAIR_MESSAGE, A_BOLD);
 	}
-	top_format_header(line);
-	attron(A_REVERSE);
-	mvaddnstr(3, 0, line, COLS);
-	attroff(A_REVERSE);
+	top_format_header(line, &s->o->layout);
+	/* The header apart from the selection: bold (or coloured) rather than reversed. */
+	colour_on(s, PAIR_HEADER, A_BOLD | A_UNDERLINE);
+	mvaddnstr(4, 0, line, COLS);
+	colour_off(s, PAIR_HEADER, A_BOLD | A_UNDERLINE);
 	if (sel >= 0) {
 		s->sel_pid = s->rows[sel].pid;
 		if (s->o->threads && (nt = top_threads(&s->rows[sel], &t)) < 0)
@@ -326,23 +388,27 @@ static void draw(struct screen *s)
 		s->top = sel < 0 ? 0 : sel;
 	else if (rows_h > 0 && sel + 1 + (nt < rows_h - 1 ? nt : 0) > s->top + rows_h)
 		s->top = sel + 1 + (nt < rows_h - 1 ? nt : 0) - rows_h;
-	y = 4;
-	for (int i = s->top; i < (int)s->nrows && y < LINES; i++) {
-		top_format_row(line, &s->rows[i]);
+	y = 5;
+	for (int i = s->top; i < (int)s->nrows && y < 5 + rows_h; i++) {
+		char mark = s->rows[i].mark;
+		int pair = mark == '!' ? PAIR_CRITICAL : mark == '*' ? PAIR_WARNING : 0;
+
+		top_format_row(line, &s->rows[i], &s->o->layout);
+		if (pair && s->colour)
+			attron(COLOR_PAIR(pair));
 		if (i == sel)
 			attron(A_REVERSE);
 		mvaddnstr(y++, 0, line, COLS);
-		if (i == sel)
-			attroff(A_REVERSE);
-		for (int k = 0; i == sel && k < nt && y < LINES; k++) {
+		attroff(A_REVERSE | (pair && s->colour ? COLOR_PAIR(pair) : 0));
+		for (int k = 0; i == sel && k < nt && y < 5 + rows_h; k++) {
 			if (k < no)
 				top_format_op(line, &ops[k]);
 			else
-				top_format_thread(line, &t[k - no]);
+				top_format_thread(line, &t[k - no], &s->o->layout);
 			mvaddnstr(y++, 0, line, COLS);
 		}
 	}
-	if (s->have && !s->nrows && y < LINES)
+	if (s->have && !s->nrows && y < 5 + rows_h)
 		mvaddnstr(y, 0, "  no LLM processes tracked (llmprofctl list shows exited ones)",
 			  COLS);
 	free(t);
@@ -439,6 +505,16 @@ static int interactive(struct ctl *c, struct top_opts *o)
 		free(s.rows);
 		return CTL_USAGE;
 	}
+	/* Colour where the terminal has it, unless NO_COLOR (no-color.org) is set. */
+	s.colour = has_colors() && !(getenv("NO_COLOR") && *getenv("NO_COLOR"));
+	if (s.colour) {
+		start_color();
+		use_default_colors();
+		init_pair(PAIR_HEADER, COLOR_BLACK, COLOR_CYAN);
+		init_pair(PAIR_CRITICAL, COLOR_RED, -1);
+		init_pair(PAIR_WARNING, COLOR_YELLOW, -1);
+		init_pair(PAIR_MESSAGE, COLOR_RED, -1);
+	}
 	cbreak();
 	noecho();
 	keypad(stdscr, TRUE);
@@ -478,6 +554,7 @@ static const struct option opts[] = {{"delay", required_argument, NULL, 'd'},
 				     {"threads", no_argument, NULL, 'H'},
 				     {"ops", no_argument, NULL, 'O'},
 				     {"pid", required_argument, NULL, 'p'},
+				     {"columns", required_argument, NULL, 'o'},
 				     CTL_COMMON_OPTS};
 
 static int parse_sort(struct ctl *c, const char *s, enum top_col *out)
@@ -497,6 +574,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 {
 	struct top_opts o = {.delay = 2, .sort = TC_CPU};
 	int opt, status = CTL_OK, pid;
+	char bad[40];
 	double n;
 
 	while ((opt = ctl_getopt(c, &ctl_cmd_top, argc, argv, &status)) != -1) {
@@ -532,6 +610,16 @@ static int exec(struct ctl *c, int argc, char **argv)
 		case 'O':
 			o.ops = true;
 			break;
+		case 'o':
+			if (top_layout_parse(optarg, &o.layout, bad, sizeof(bad)) < 0)
+				return ctl_usage_error(
+					c, &ctl_cmd_top,
+					"-o: unknown column '%s' (pid, comm, thr, cpu, toks, "
+					"wtoks, ms50, ms99, mm, spin, ftxs, ftx99, rq99, majs, "
+					"model, workload)",
+					bad);
+			o.columns = true;
+			break;
 		case 'p':
 			if (ctl_parse_pid(c, &ctl_cmd_top, optarg, &pid))
 				return CTL_USAGE;
@@ -542,20 +630,27 @@ static int exec(struct ctl *c, int argc, char **argv)
 			break;
 		}
 	}
-	/* Like top: without a terminal, plain text. */
-	if (o.batch || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))
+	/* Like top: without a terminal, plain text, 80 columns unless $COLUMNS says more. */
+	if (o.batch || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
+		const char *cols = getenv("COLUMNS");
+
+		if (!o.columns)
+			top_layout_fit(&o.layout, cols && atoi(cols) > 80 ? atoi(cols) : 80);
 		return batch(c, &o);
+	}
 	return interactive(c, &o);
 }
 
 const struct ctl_cmd ctl_cmd_top = {
 	.name = "top",
-	.usage = "[-b] [-n N] [-d SECONDS] [-s COLUMN] [-a] [-H] [-p PID]...",
+	.usage = "[-b] [-n N] [-d SECONDS] [-s COLUMN] [-o COLUMNS] [-a] [-H] [-p PID]...",
 	.summary = "live view of every LLM process (plain text with -b)",
 	.help = "One row per LLM process: CPU, tokens/s and ms per token, the share of matmul and "
 		"of barrier\nspinning, futex waits, run-queue latency and major faults, over the "
 		"last interval (the\nfirst screen: since each process was tracked). Fits 80 "
-		"columns.\n\n"
+		"columns; a wider terminal\n(or $COLUMNS with -b) adds WTOK/S, MODEL and "
+		"WORKLOAD. Above the table: the host's\nload, CPUs, and its busy CPU split into "
+		"the LLM processes' and everything else's.\n\n"
 		"Options:\n"
 		"  -d, --delay SECONDS    refresh interval (default 2)\n"
 		"  -b, --batch            plain text, one table per refresh (also when output is "
@@ -566,22 +661,31 @@ const struct ctl_cmd ctl_cmd_top = {
 		"  -H, --threads          per-thread rows (interactive: for the selected process)\n"
 		"  -O, --ops              the 5 leading ggml ops of each process, share of its\n"
 		"                         samples in the interval (interactive: the selected one)\n"
-		"  -p, --pid PID          only this process (repeatable)\n\n"
+		"  -p, --pid PID          only this process (repeatable)\n"
+		"  -o, --columns LIST     these columns, in this order, as ps -o: pid, comm, thr,\n"
+		"                         cpu, toks, wtoks, ms50, ms99, mm, spin, ftxs, ftx99, "
+		"rq99,\n"
+		"                         majs, model, workload\n\n"
 		"Keys: q quit, h help, space pause, < > sort column, R reverse, H threads, O ops,\n"
-		"      up/down select; p c t l m b f r g sort by PID CPU% TOK/S MS99 MM% SPIN%\n"
-		"      FTX/S RQ99 MAJ/S.\n\n"
+		"      up/down select; p n c t l m b f r g w M W sort by PID COMMAND CPU% TOK/S\n"
+		"      MS99 MM% SPIN% FTX/S RQ99 MAJ/S WTOK/S MODEL WORKLOAD.\n\n"
 		"Columns:\n"
-		"  THR threads; CPU% of one CPU; TOK/S generated tokens per second inside\n"
-		"  llama_decode (dump has the wall-clock rate, sampling between tokens included);\n"
+		"  THR threads; CPU% of one CPU; TOK/S decode tokens/s: generated tokens per\n"
+		"  second inside llama_decode; WTOK/S wall tokens/s: per second of elapsed time,\n"
+		"  sampling and the application's own work between tokens included;\n"
 		"  MS50 MS99 ms per generated token, median and p99; MM% SPIN% CPU samples in\n"
 		"  matmul and in barrier functions; FTX/S futex waits per second and FTX99 their\n"
 		"  p99; RQ99 run-queue latency p99; MAJ/S major page faults per second.\n"
 		"  A mark between PID and COMMAND flags the worst finding: ! critical, * warning,\n"
-		"  + info (`llmprofctl doctor --pid PID` says what and why).\n\n"
+		"  + info (`llmprofctl doctor --pid PID` says what and why).\n"
+		"  Thread rows (-H) show what a thread has: CPU%, SPIN% (its samples in sync),\n"
+		"  FTX/S and MAJ/S; a row '- (exited)' holds what threads that exited during the\n"
+		"  interval took, so that the rows add up to the process.\n"
+		"  Colour where the terminal has it; NO_COLOR=1 turns it off.\n\n"
 		"Examples:\n"
 		"  llmprofctl top\n"
 		"  llmprofctl top -b -n 3 -d 5 -s RQ99 > top.txt\n",
-	.shortopt = "d:bn:s:aHOp:",
+	.shortopt = "d:bn:s:aHOp:o:",
 	.longopts = opts,
 	.exec = exec,
 };

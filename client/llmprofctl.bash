@@ -26,7 +26,11 @@ _llmprofctl() {
 		return
 		;;
 	--sort | -s)
-		COMPREPLY=($(compgen -W "PID COMMAND THR CPU% TOK/S MS50 MS99 MM% SPIN% FTX/S FTX99 RQ99 MAJ/S" -- "$cur"))
+		COMPREPLY=($(compgen -W "PID COMMAND THR CPU% TOK/S MS50 MS99 MM% SPIN% FTX/S FTX99 RQ99 MAJ/S WTOK/S MODEL WORKLOAD" -- "$cur"))
+		return
+		;;
+	--columns | -o)
+		COMPREPLY=($(compgen -W "pid comm thr cpu toks wtoks ms50 ms99 mm spin ftxs ftx99 rq99 majs model workload" -- "${cur##*,}"))
 		return
 		;;
 	--timeout | --delay | -d | --iterations | -n | --seconds | --threshold | -t)
@@ -35,7 +39,7 @@ _llmprofctl() {
 	esac
 	case $cmd in
 	"") opts="top dump doctor diff list status reset precise record help $common --version" ;;
-	top) opts="--delay --batch --iterations --sort --all --threads --ops --pid $common" ;;
+	top) opts="--delay --batch --iterations --sort --columns --all --threads --ops --pid $common" ;;
 	dump) opts="--pid --json --fine $common" ;;
 	list) opts="--json --pids $common" ;;
 	status) opts="--json $common" ;;

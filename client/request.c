@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "llmprof/protocol.h"
 #include "llmprofctl.h"
@@ -37,9 +38,14 @@ static void socket_group(const char *path, char *out, size_t n)
 
 static int transport_error(const struct ctl *c, int err, char *msg, size_t n)
 {
-	static const char start[] =
-		"is llmprofd running? Start it with 'systemctl start llmprofd', "
-		"or point --socket or $" LP_SOCKET_ENV " at its socket";
+	/* How to start it depends on the init system: systemd when it runs (sd_booted's test). */
+	const char *start =
+		access("/run/systemd/system", F_OK) == 0
+			? "is llmprofd running? Start it with 'systemctl start "
+			  "llmprofd', or point --socket or $" LP_SOCKET_ENV " at its socket"
+			: "is llmprofd running? Start it as root with 'llmprofd &' (this "
+			  "host has no systemd), or point --socket or $" LP_SOCKET_ENV
+			  " at its socket";
 	char group[64];
 
 	switch (err) {

@@ -8,22 +8,75 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 const struct top_column top_columns[TC_NR] = {
-	[TC_PID] = {"PID", 7, 'p', "process id"},
-	[TC_COMM] = {"COMMAND", 9, 'n', "command name; [name] once exited (with -a)"},
-	[TC_THR] = {"THR", 3, 0, "live threads"},
-	[TC_CPU] = {"CPU%", 5, 'c', "CPU time, % of one CPU"},
-	[TC_TOKS] = {"TOK/S", 5, 't', "generated tokens per second of llama_decode time"},
-	[TC_MS50] = {"MS50", 5, 0, "milliseconds per generated token, median"},
-	[TC_MS99] = {"MS99", 5, 'l', "milliseconds per generated token, 99th percentile"},
-	[TC_MM] = {"MM%", 3, 'm', "CPU samples in matmul functions, % of the process's"},
-	[TC_SPIN] = {"SPIN%", 5, 'b', "CPU samples in barrier functions (spinning), %"},
-	[TC_FTXS] = {"FTX/S", 5, 'f', "futex waits per second"},
-	[TC_FTX99] = {"FTX99", 5, 0, "futex wait time, 99th percentile"},
-	[TC_RQ99] = {"RQ99", 5, 'r', "run-queue latency (runnable until running), p99"},
-	[TC_MAJS] = {"MAJ/S", 5, 'g', "major page faults (read from disk) per second"},
+	[TC_PID] = {"PID", "pid", 7, 'p', "process id (thread id in thread rows)"},
+	[TC_COMM] = {"COMMAND", "comm", -9, 'n', "command name; [name] once exited (with -a)"},
+	[TC_THR] = {"THR", "thr", 3, 0, "live threads"},
+	[TC_CPU] = {"CPU%", "cpu", 5, 'c', "CPU time, % of one CPU"},
+	[TC_TOKS] = {"TOK/S", "toks", 5, 't',
+		     "decode tokens/s: generated tokens per second inside llama_decode"},
+	[TC_MS50] = {"MS50", "ms50", 5, 0, "milliseconds per generated token, median"},
+	[TC_MS99] = {"MS99", "ms99", 5, 'l', "milliseconds per generated token, 99th percentile"},
+	[TC_MM] = {"MM%", "mm", 3, 'm', "CPU samples in matmul functions, % of the process's"},
+	[TC_SPIN] = {"SPIN%", "spin", 5, 'b',
+		     "CPU samples in barrier functions (spinning), %; threads: in sync"},
+	[TC_FTXS] = {"FTX/S", "ftxs", 5, 'f', "futex waits per second"},
+	[TC_FTX99] = {"FTX99", "ftx99", 5, 0, "futex wait time, 99th percentile"},
+	[TC_RQ99] = {"RQ99", "rq99", 5, 'r', "run-queue latency (runnable until running), p99"},
+	[TC_MAJS] = {"MAJ/S", "majs", 5, 'g', "major page faults (read from disk) per second"},
+	[TC_WTOKS] = {"WTOK/S", "wtoks", 6, 'w',
+		      "wall tokens/s: generated tokens per second of elapsed time"},
+	[TC_MODEL] = {"MODEL", "model", -24, 'M', "the model file it maps"},
+	[TC_WORKLOAD] = {"WORKLOAD", "workload", -24, 'W',
+			 "its service unit or container, else its command name"},
 };
+
+int top_layout_parse(const char *list, struct top_layout *l, char *err, size_t errlen)
+{
+	const char *p = list;
+
+	l->n = 0;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		int c;
+
+		for (c = 0; c < TC_NR; c++)
+			if (strlen(top_columns[c].id) == len &&
+			    !strncasecmp(p, top_columns[c].id, len))
+				break;
+		if (c == TC_NR || l->n == TC_NR) {
+			snprintf(err, errlen, "%.*s", (int)(len < 32 ? len : 32), p);
+			return -EINVAL;
+		}
+		l->col[l->n++] = (enum top_col)c;
+		p += len + (p[len] == ',');
+	}
+	if (!l->n) {
+		snprintf(err, errlen, "(empty list)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int col_width(enum top_col c)
+{
+	return abs(top_columns[c].width);
+}
+
+void top_layout_fit(struct top_layout *l, int width)
+{
+	int len = -1;
+
+	l->n = 0;
+	for (int c = 0; c < TC_NR; c++) {
+		if (c >= TC_DEFAULT_NR && len + 1 + col_width(c) >= width)
+			break;
+		l->col[l->n++] = (enum top_col)c;
+		len += 1 + col_width(c);
+	}
+}
 
 void top_snap_free(struct top_snap *s)
 {
@@ -120,6 +173,11 @@ static char finding_mark(const cJSON *d)
 					   : ' ';
 }
 
+static void copy_text(char *dst, size_t size, const char *src)
+{
+	snprintf(dst, size, "%s", src && *src ? src : "-");
+}
+
 static void fill(struct top_row *r)
 {
 	double *v = r->v, samples = delta(r, "samples"), gen = delta(r, "decode_generation_tokens");
@@ -140,6 +198,10 @@ static void fill(struct top_row *r)
 	v[TC_FTX99] = interval_quantile(r, "futex_wait", 0.99);
 	v[TC_RQ99] = interval_quantile(r, "runqueue_latency", 0.99);
 	v[TC_MAJS] = per_s(delta(r, "page_faults_major"), r->dt_ns);
+	v[TC_WTOKS] = gen > 0 ? per_s(gen, r->dt_ns) : NAN;
+	copy_text(r->model, sizeof(r->model),
+		  ctl_str(cJSON_GetObjectItemCaseSensitive(r->doc, "model"), "name", ""));
+	copy_text(r->workload, sizeof(r->workload), ctl_str(r->doc, "workload", ""));
 }
 
 int top_rows(const struct top_snap *cur, const struct top_snap *prev, bool all,
@@ -186,6 +248,10 @@ static int cmp_rows(const void *a, const void *b, void *arg)
 
 	if (by->col == TC_COMM)
 		c = strcmp(x->comm + x->exited, y->comm + y->exited);
+	else if (by->col == TC_MODEL)
+		c = strcmp(x->model, y->model);
+	else if (by->col == TC_WORKLOAD)
+		c = strcmp(x->workload, y->workload);
 	else if (by->col == TC_PID)
 		c = (x->pid > y->pid) - (x->pid < y->pid);
 	else if (isnan(vx) || isnan(vy))
@@ -207,9 +273,10 @@ void top_sort(struct top_row *rows, size_t n, enum top_col col, bool reverse)
 static int cmp_threads(const void *a, const void *b)
 {
 	const struct top_thread_row *x = a, *y = b;
+	double cx = x->v[TC_CPU], cy = y->v[TC_CPU];
 
-	if (x->cpu != y->cpu)
-		return isnan(x->cpu) ? 1 : isnan(y->cpu) ? -1 : x->cpu < y->cpu ? 1 : -1;
+	if (cx != cy)
+		return isnan(cx) ? 1 : isnan(cy) ? -1 : cx < cy ? 1 : -1;
 	return (x->tid > y->tid) - (x->tid < y->tid);
 }
 
@@ -225,31 +292,66 @@ static const cJSON *thread_of(const cJSON *doc, int tid)
 	return NULL;
 }
 
+/* A thread's figures over the interval: grown since the previous read (a thread born in the
+ * interval counts from zero). */
+static double thread_delta(const cJSON *t, const cJSON *p, const char *name)
+{
+	return ctl_num(t, name, 0) - ctl_num(p, name, 0);
+}
+
+static void thread_empty(struct top_thread_row *o)
+{
+	for (int c = 0; c < TC_NR; c++)
+		o->v[c] = NAN;
+}
+
 int top_threads(const struct top_row *r, struct top_thread_row **out)
 {
 	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(r->doc, "threads"), *t;
+	double cpu_ns = 0, waits = 0, majs = 0;
+	struct top_thread_row *x;
 	int n = 0;
 
-	*out = calloc((size_t)cJSON_GetArraySize(ts) + 1, sizeof(**out));
+	*out = calloc((size_t)cJSON_GetArraySize(ts) + 2, sizeof(**out));
 	if (!*out)
 		return -ENOMEM;
 	cJSON_ArrayForEach(t, ts)
 	{
 		struct top_thread_row *o = &(*out)[n++];
 		const cJSON *p;
+		double samples;
 
 		o->tid = (int)ctl_num(t, "tid", 0);
 		p = r->prev ? thread_of(r->prev, o->tid) : NULL;
 		snprintf(o->comm, sizeof(o->comm), "%s", ctl_str(t, "comm", "?"));
-		/* A thread born in the interval counts from zero. */
-		o->cpu = share(ctl_num(t, "oncpu_ns", 0) - ctl_num(p, "oncpu_ns", 0), r->dt_ns);
-		o->ftxs = per_s(ctl_num(t, "futex_waits", 0) - ctl_num(p, "futex_waits", 0),
-				r->dt_ns);
-		o->majs = per_s(ctl_num(t, "page_faults_major", 0) -
-					ctl_num(p, "page_faults_major", 0),
-				r->dt_ns);
+		thread_empty(o);
+		o->v[TC_PID] = o->tid;
+		cpu_ns += thread_delta(t, p, "oncpu_ns");
+		waits += thread_delta(t, p, "futex_waits");
+		majs += thread_delta(t, p, "page_faults_major");
+		o->v[TC_CPU] = share(thread_delta(t, p, "oncpu_ns"), r->dt_ns);
+		o->v[TC_FTXS] = per_s(thread_delta(t, p, "futex_waits"), r->dt_ns);
+		o->v[TC_MAJS] = per_s(thread_delta(t, p, "page_faults_major"), r->dt_ns);
+		samples = thread_delta(t, p, "samples");
+		if (!isnan(r->v[TC_SPIN]))
+			o->v[TC_SPIN] = share(thread_delta(t, p, "samples_sync"), samples);
 	}
 	qsort(*out, (size_t)n, sizeof(**out), cmp_threads);
+	/* What the process did that its live threads did not: threads that exited. */
+	if (!r->prev)
+		return n;
+	cpu_ns = delta(r, "oncpu_ns") - cpu_ns;
+	waits = delta(r, "futex_waits") - waits;
+	majs = delta(r, "page_faults_major") - majs;
+	if (cpu_ns <= 0 && waits <= 0 && majs <= 0)
+		return n;
+	x = &(*out)[n++];
+	x->tid = 0;
+	snprintf(x->comm, sizeof(x->comm), "(exited)");
+	thread_empty(x);
+	x->v[TC_CPU] = share(cpu_ns > 0 ? cpu_ns : 0, r->dt_ns);
+	x->v[TC_FTXS] = per_s(waits > 0 ? waits : 0, r->dt_ns);
+	x->v[TC_MAJS] = per_s(majs > 0 ? majs : 0, r->dt_ns);
 	return n;
 }
 
@@ -311,42 +413,61 @@ static char *pct(char *buf, size_t n, double v, int width)
 	return buf;
 }
 
-void top_format_header(char *buf)
+/* The cells of a line in the layout's order, each cut to its width; after PID the mark. */
+static void format_line(char *buf, const struct top_layout *l, char cell[TC_NR][64], char mark)
 {
 	size_t len = 0;
 
+	buf[0] = '\0';
+	for (int i = 0; i < l->n && len < TOP_LINE; i++) {
+		enum top_col c = l->col[i];
+		int w = top_columns[c].width;
+		char sep = i && l->col[i - 1] == TC_PID ? mark : ' ';
+
+		len += (size_t)snprintf(buf + len, TOP_LINE - len, w < 0 ? "%s%-*.*s" : "%s%*.*s",
+					i ? (char[]){sep, 0} : "", abs(w), abs(w), cell[c]);
+	}
+	/* Left-aligned text at the end leaves trailing blanks. */
+	while (len && len < TOP_LINE && buf[len - 1] == ' ')
+		buf[--len] = '\0';
+}
+
+void top_format_header(char *buf, const struct top_layout *l)
+{
+	char cell[TC_NR][64];
+
 	for (int c = 0; c < TC_NR; c++)
-		len += (size_t)snprintf(buf + len, TOP_LINE - len,
-					c == TC_COMM ? "%s%-*s" : "%s%*s", c ? " " : "",
-					top_columns[c].width, top_columns[c].name);
+		snprintf(cell[c], sizeof(cell[c]), "%s", top_columns[c].name);
+	format_line(buf, l, cell, ' ');
 }
 
-/* Columns from TC_THR on, each right-aligned in its width; empty strings stay blank. */
-static void format_cells(char *buf, size_t len, char cell[TC_NR][16])
+/* The figures' cells; text columns are the caller's. */
+static void number_cells(char cell[TC_NR][64], const double *v)
 {
-	for (int c = TC_THR; c < TC_NR; c++)
-		len += (size_t)snprintf(buf + len, TOP_LINE - len, " %*.*s", top_columns[c].width,
-					top_columns[c].width, cell[c]);
+	pct(cell[TC_CPU], 64, v[TC_CPU], 5);
+	ctl_fmt_num5(cell[TC_TOKS], 64, v[TC_TOKS]);
+	ctl_fmt_num5(cell[TC_MS50], 64, v[TC_MS50]);
+	ctl_fmt_num5(cell[TC_MS99], 64, v[TC_MS99]);
+	pct(cell[TC_MM], 64, v[TC_MM], 3);
+	pct(cell[TC_SPIN], 64, v[TC_SPIN], 5);
+	ctl_fmt_num5(cell[TC_FTXS], 64, v[TC_FTXS]);
+	ctl_fmt_dur5(cell[TC_FTX99], 64, v[TC_FTX99]);
+	ctl_fmt_dur5(cell[TC_RQ99], 64, v[TC_RQ99]);
+	ctl_fmt_num5(cell[TC_MAJS], 64, v[TC_MAJS]);
+	ctl_fmt_num5(cell[TC_WTOKS], 64, v[TC_WTOKS]);
 }
 
-void top_format_row(char *buf, const struct top_row *r)
+void top_format_row(char *buf, const struct top_row *r, const struct top_layout *l)
 {
-	char cell[TC_NR][16];
-	int len;
+	char cell[TC_NR][64];
 
-	snprintf(cell[TC_THR], 16, "%.0f", r->v[TC_THR]);
-	pct(cell[TC_CPU], 16, r->v[TC_CPU], 5);
-	ctl_fmt_num5(cell[TC_TOKS], 16, r->v[TC_TOKS]);
-	ctl_fmt_num5(cell[TC_MS50], 16, r->v[TC_MS50]);
-	ctl_fmt_num5(cell[TC_MS99], 16, r->v[TC_MS99]);
-	pct(cell[TC_MM], 16, r->v[TC_MM], 3);
-	pct(cell[TC_SPIN], 16, r->v[TC_SPIN], 5);
-	ctl_fmt_num5(cell[TC_FTXS], 16, r->v[TC_FTXS]);
-	ctl_fmt_dur5(cell[TC_FTX99], 16, r->v[TC_FTX99]);
-	ctl_fmt_dur5(cell[TC_RQ99], 16, r->v[TC_RQ99]);
-	ctl_fmt_num5(cell[TC_MAJS], 16, r->v[TC_MAJS]);
-	len = snprintf(buf, TOP_LINE, "%7d%c%-9.9s", r->pid, r->mark ? r->mark : ' ', r->comm);
-	format_cells(buf, (size_t)len, cell);
+	number_cells(cell, r->v);
+	snprintf(cell[TC_PID], 64, "%d", r->pid);
+	snprintf(cell[TC_COMM], 64, "%s", r->comm);
+	snprintf(cell[TC_THR], 64, "%.0f", r->v[TC_THR]);
+	snprintf(cell[TC_MODEL], 64, "%s", r->model);
+	snprintf(cell[TC_WORKLOAD], 64, "%s", r->workload);
+	format_line(buf, l, cell, r->mark ? r->mark : ' ');
 }
 
 void top_format_op(char *buf, const struct top_op_row *o)
@@ -354,14 +475,56 @@ void top_format_op(char *buf, const struct top_op_row *o)
 	snprintf(buf, TOP_LINE, "          op %-40.40s %5.1f%%", o->op, o->share);
 }
 
-void top_format_thread(char *buf, const struct top_thread_row *t)
+void top_format_thread(char *buf, const struct top_thread_row *t, const struct top_layout *l)
 {
-	char cell[TC_NR][16] = {{0}};
+	char cell[TC_NR][64];
+
+	number_cells(cell, t->v);
+	/* A thread shows what it has; blank where only a process has a figure. */
+	for (int c = 0; c < TC_NR; c++)
+		if (c != TC_PID && c != TC_COMM && isnan(t->v[c]))
+			cell[c][0] = '\0';
+	if (t->tid)
+		snprintf(cell[TC_PID], 64, "%d", t->tid);
+	else
+		snprintf(cell[TC_PID], 64, "-");
+	snprintf(cell[TC_COMM], 64, t->tid ? "  %s" : "%s", t->comm);
+	format_line(buf, l, cell, ' ');
+}
+
+int top_host_parse(const char *stat, const char *loadavg, struct top_host *h)
+{
+	unsigned long long f[8] = {0};
+	const char *p;
+
+	memset(h, 0, sizeof(*h));
+	if (sscanf(stat, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1], &f[2], &f[3],
+		   &f[4], &f[5], &f[6], &f[7]) < 4 ||
+	    sscanf(loadavg, "%lf %lf %lf", &h->load[0], &h->load[1], &h->load[2]) != 3)
+		return -EINVAL;
+	/* user nice system idle iowait irq softirq steal: busy is all but idle and iowait */
+	h->busy = (double)(f[0] + f[1] + f[2] + f[5] + f[6] + f[7]);
+	h->total = h->busy + (double)(f[3] + f[4]);
+	for (p = stat; (p = strstr(p, "\ncpu")); p++)
+		h->cpus += p[4] >= '0' && p[4] <= '9';
+	return h->cpus ? 0 : -EINVAL;
+}
+
+void top_format_host(char *buf, const struct top_host *now, const struct top_host *prev,
+		     const struct top_row *rows, size_t n)
+{
+	double busy, llm = 0;
 	int len;
 
-	pct(cell[TC_CPU], 16, t->cpu, 5);
-	ctl_fmt_num5(cell[TC_FTXS], 16, t->ftxs);
-	ctl_fmt_num5(cell[TC_MAJS], 16, t->majs);
-	len = snprintf(buf, TOP_LINE, "%7d   %-7.7s", t->tid, t->comm);
-	format_cells(buf, (size_t)len, cell);
+	len = snprintf(buf, TOP_LINE, "host  load %.2f %.2f %.2f  %d CPU%s", now->load[0],
+		       now->load[1], now->load[2], now->cpus, now->cpus == 1 ? "" : "s");
+	if (!prev || now->total <= prev->total || len < 0 || len >= TOP_LINE)
+		return;
+	/* In % of one CPU, as the CPU% column: the busy share of all CPUs' time, times them. */
+	busy = 100.0 * now->cpus * (now->busy - prev->busy) / (now->total - prev->total);
+	for (size_t i = 0; i < n; i++)
+		if (!rows[i].exited && !isnan(rows[i].v[TC_CPU]))
+			llm += rows[i].v[TC_CPU];
+	snprintf(buf + len, TOP_LINE - (size_t)len, "  busy %.0f%% = LLM %.0f%% + other %.0f%%",
+		 busy, llm, busy > llm ? busy - llm : 0);
 }

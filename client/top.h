@@ -20,12 +20,18 @@ enum top_col {
 	TC_FTX99, /* futex wait p99, ns */
 	TC_RQ99,  /* run-queue latency p99, ns */
 	TC_MAJS,  /* major page faults per second */
+	/* Shown where the terminal is wider than 80 columns, or chosen with -o: */
+	TC_WTOKS,    /* generated tokens per second of wall-clock time */
+	TC_MODEL,    /* the model file's name */
+	TC_WORKLOAD, /* the service unit or container, else the command name */
 	TC_NR,
 };
+#define TC_DEFAULT_NR TC_WTOKS /* the columns that fit 80: PID to MAJ/S */
 
 struct top_column {
 	const char *name; /* header */
-	int width;
+	const char *id;	  /* its name for -o */
+	int width;	  /* a negative width: left-aligned text */
 	char key;	  /* the key that sorts by it in the interactive view, or 0 */
 	const char *help; /* one line for the help screen and the man page */
 };
@@ -43,6 +49,8 @@ struct top_row {
 	int pid;
 	bool exited;
 	char comm[20];
+	char model[64];
+	char workload[64];
 	char mark;	   /* its worst finding: '!' critical, '*' warning, '+' info, ' ' none */
 	double v[TC_NR];   /* NAN where there is nothing to show */
 	const cJSON *doc;  /* the current document (owned by the snapshot) */
@@ -50,10 +58,12 @@ struct top_row {
 	double dt_ns;	   /* the interval: between the reads, else since tracked */
 };
 
+/* A thread, or (tid 0) what the threads that exited in the interval took: the process's
+ * figures less its live threads', so that the rows add up to the process's. */
 struct top_thread_row {
 	int tid;
 	char comm[20];
-	double cpu, ftxs, majs;
+	double v[TC_NR]; /* NAN where a thread has no such figure */
 };
 
 struct top_op_row {
@@ -67,18 +77,44 @@ int top_rows(const struct top_snap *cur, const struct top_snap *prev, bool all,
 	     struct top_row **rows, size_t *n);
 /* Busiest first for numbers, ascending for PID and COMMAND; reverse flips; ties by pid. */
 void top_sort(struct top_row *rows, size_t n, enum top_col col, bool reverse);
-/* The live threads of a row, busiest first. *out is malloc'ed; the count, or -ENOMEM. */
+/* The live threads of a row, busiest first, then the exited threads' row when the interval
+ * has one (a previous read) and they took anything. *out is malloc'ed; the count, or
+ * -ENOMEM. */
 int top_threads(const struct top_row *r, struct top_thread_row **out);
 
 /* The ops of a row over its interval, the busiest first (at most max). *out is malloc'ed;
  * the count, or -ENOMEM. */
 int top_ops(const struct top_row *r, struct top_op_row **out, int max);
 
-/* The lines of the table: at most 79 characters, so 80 columns never wrap. */
-#define TOP_LINE 80
-void top_format_header(char *buf);
-void top_format_row(char *buf, const struct top_row *r);
-void top_format_thread(char *buf, const struct top_thread_row *t);
+/* Which columns, in which order: -o's list, or the default ones and as many more as fit. */
+struct top_layout {
+	int n;
+	enum top_col col[TC_NR];
+};
+/* "pid,comm,model,cpu": 0, or -EINVAL with the unknown name in err. */
+int top_layout_parse(const char *list, struct top_layout *l, char *err, size_t errlen);
+/* The default columns (79 characters), then TC_WTOKS, TC_MODEL, TC_WORKLOAD while the line
+ * stays shorter than width. */
+void top_layout_fit(struct top_layout *l, int width);
+
+/* The lines of the table; the default layout makes 79 characters, so 80 columns never wrap. */
+#define TOP_LINE 512
+void top_format_header(char *buf, const struct top_layout *l);
+void top_format_row(char *buf, const struct top_row *r, const struct top_layout *l);
+void top_format_thread(char *buf, const struct top_thread_row *t, const struct top_layout *l);
 void top_format_op(char *buf, const struct top_op_row *o);
+
+/* The host, from /proc/stat and /proc/loadavg (read by the caller). */
+struct top_host {
+	double load[3];
+	int cpus;
+	double busy, total; /* ticks busy and in all, summed over the CPUs */
+};
+/* Parses /proc/stat's first line and count of cpuN lines, and /proc/loadavg: 0 or -EINVAL. */
+int top_host_parse(const char *stat, const char *loadavg, struct top_host *h);
+/* "host  load 1.20 0.80 0.50  2 CPUs  busy 180% = LLM 150% + other 30%", CPU in % of one
+ * CPU over the interval; the busy part only with a previous read. */
+void top_format_host(char *buf, const struct top_host *now, const struct top_host *prev,
+		     const struct top_row *rows, size_t n);
 
 #endif

@@ -3,6 +3,7 @@
  * peers that are neither root nor in LP_GROUP see their own uid's processes only. */
 #include "api.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -190,12 +191,140 @@ static void get_status(const struct lp_api_backend *b, const struct lp_peer *p,
 	respond_json(res, 200, doc);
 }
 
-static void get_processes(const struct lp_api_backend *b, const struct lp_peer *p,
-			  struct lp_api_response *res)
+/* What GET /v1/processes?... selects: every given key must match (pid and state may
+ * repeat: any of them). */
+#define LP_FILTER_MAX 16
+struct proc_filter {
+	pid_t pid[LP_FILTER_MAX];
+	size_t npid;
+	const char *state, *comm, *model, *workload;
+	char buf[512]; /* the decoded values */
+};
+
+/* %XX and + decoded in place; false on a bad escape. */
+static bool url_decode(char *s)
 {
+	char *o = s;
+
+	for (; *s; s++) {
+		unsigned x;
+
+		if (*s == '+') {
+			*o++ = ' ';
+		} else if (*s == '%') {
+			if (!isxdigit((unsigned char)s[1]) || !isxdigit((unsigned char)s[2]) ||
+			    sscanf(s + 1, "%2x", &x) != 1 || !x)
+				return false;
+			*o++ = (char)x;
+			s += 2;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+	return true;
+}
+
+static int parse_filter(const char *query, struct proc_filter *f, struct lp_api_response *res)
+{
+	char *save = NULL, *kv;
+
+	memset(f, 0, sizeof(*f));
+	if (strlen(query) >= sizeof(f->buf)) {
+		lp_api_error(res, 400, LP_ERR_BAD_REQUEST, "the query is longer than %zu bytes",
+			     sizeof(f->buf) - 1);
+		return -1;
+	}
+	strcpy(f->buf, query);
+	for (kv = strtok_r(f->buf, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
+		char *v = strchr(kv, '=');
+
+		if (!v || !url_decode(v + 1)) {
+			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+				     "the query wants key=value pairs (pid=N, state=running or "
+				     "exited, comm=, model=, workload=)");
+			return -1;
+		}
+		*v++ = '\0';
+		if (!strcmp(kv, "pid")) {
+			if (f->npid == LP_FILTER_MAX || lp_parse_pid(v, &f->pid[f->npid]) < 0) {
+				lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+					     "pid= wants a process id (at most %d of them)",
+					     LP_FILTER_MAX);
+				return -1;
+			}
+			f->npid++;
+		} else if (!strcmp(kv, "state")) {
+			if (strcmp(v, "running") && strcmp(v, "exited")) {
+				lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+					     "state= wants running or exited");
+				return -1;
+			}
+			f->state = v;
+		} else if (!strcmp(kv, "comm")) {
+			f->comm = v;
+		} else if (!strcmp(kv, "model")) {
+			f->model = v;
+		} else if (!strcmp(kv, "workload")) {
+			f->workload = v;
+		} else {
+			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+				     "unknown query parameter '%.32s'; %s takes pid=N, "
+				     "state=running|exited, comm=NAME, model=FILE, workload=NAME",
+				     kv, LP_ROUTE_PROCESSES);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static bool text_is(const cJSON *o, const char *key, const char *want)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return !want || (cJSON_IsString(x) && !strcmp(x->valuestring, want));
+}
+
+static bool selected(const struct proc_filter *f, const cJSON *s)
+{
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(s, "model");
+	pid_t pid = (pid_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s, "pid"));
+	bool any = !f->npid;
+
+	for (size_t i = 0; i < f->npid; i++)
+		any |= f->pid[i] == pid;
+	return any && text_is(s, "state", f->state) && text_is(s, "comm", f->comm) &&
+	       text_is(s, "workload", f->workload) &&
+	       (!f->model || text_is(model, "name", f->model) || text_is(model, "path", f->model));
+}
+
+/* What a client checks first: which API this daemon speaks. Cheap, and open to anyone who
+ * may connect (as Docker's /_ping and /version). */
+static void get_version(struct lp_api_response *res)
+{
+	cJSON *doc = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(doc, "api", LP_API_VERSION);
+	cJSON_AddNumberToObject(doc, "min_api", LP_API_MIN_VERSION);
+	cJSON_AddStringToObject(doc, "version", LLMPROF_VERSION);
+	cJSON_AddNumberToObject(doc, "abi", LP_ABI_VERSION);
+	cJSON_AddNumberToObject(doc, "report_format", LP_REPORT_FORMAT);
+	respond_json(res, 200, doc);
+}
+
+static void get_processes(const struct lp_api_backend *b, const struct lp_peer *p,
+			  const char *query, struct lp_api_response *res)
+{
+	struct proc_filter f;
 	struct lp_report r;
 	cJSON *doc, *a;
-	int ret = b->report(b->ctx, 0, &r);
+	int ret;
+
+	if (query && parse_filter(query, &f, res) < 0)
+		return;
+	if (!query)
+		memset(&f, 0, sizeof(f));
+	ret = b->report(b->ctx, 0, &r);
 
 	if (ret < 0) {
 		b->report_free(b->ctx, &r);
@@ -208,8 +337,14 @@ static void get_processes(const struct lp_api_backend *b, const struct lp_peer *
 	cJSON_AddNumberToObject(doc, "now_ns", (double)r.now_ns);
 	cJSON_AddNumberToObject(doc, "sample_hz", r.sample_hz);
 	a = cJSON_AddArrayToObject(doc, "processes");
-	for (size_t i = 0; i < r.nprocs; i++)
-		cJSON_AddItemToArray(a, lp_render_summary(&r, &r.procs[i]));
+	for (size_t i = 0; i < r.nprocs; i++) {
+		cJSON *s = lp_render_summary(&r, &r.procs[i]);
+
+		if (s && selected(&f, s))
+			cJSON_AddItemToArray(a, s);
+		else
+			cJSON_Delete(s);
+	}
 	b->report_free(b->ctx, &r);
 	respond_json(res, 200, doc);
 }
@@ -252,9 +387,12 @@ static void get_process(const struct lp_api_backend *b, const struct lp_peer *p,
 	else {
 		cJSON *doc = render(&r, v);
 
-		/* The clock of the counters, for rates between two reads (as in the list). */
-		if (doc)
+		/* The clock of the counters, for rates between two reads (as in the list), and
+		 * the API version every document carries. */
+		if (doc) {
 			cJSON_AddNumberToObject(doc, "now_ns", (double)r.now_ns);
+			cJSON_AddNumberToObject(doc, "api", LP_API_VERSION);
+		}
 		respond_json(res, 200, doc);
 	}
 	b->report_free(b->ctx, &r);
@@ -546,7 +684,7 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 {
 	const struct lp_peer *p = req->peer;
 	const char *m = req->method ? req->method : "";
-	char path[256], *rest, *q;
+	char path[256], *rest, *q, *query = NULL;
 	size_t n;
 	pid_t pid;
 
@@ -559,12 +697,18 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 	}
 	strcpy(path, req->uri);
 	q = strpbrk(path, "?#");
-	if (q)
+	if (q) {
+		/* The query: its own string (a fragment never reaches a server, but cut it). */
+		query = *q == '?' && q[1] ? q + 1 : NULL;
 		*q = '\0';
+		if (query)
+			query[strcspn(query, "#")] = '\0';
+	}
 	n = strlen(path);
 	if (n > 1 && path[n - 1] == '/')
 		path[n - 1] = '\0';
 
+	/* A scraper's params (Prometheus' params:) are ignored, as exporters do. */
 	if (strcmp(path, LP_ROUTE_METRICS) == 0) {
 		if (!method_is(m, "GET"))
 			wrong_method(res, m, "GET", path);
@@ -576,6 +720,21 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 		lp_api_error(res, 404, LP_ERR_NOT_FOUND,
 			     "this listener serves %s only; the API is on the Unix socket",
 			     LP_ROUTE_METRICS);
+		return;
+	}
+	/* Only the list takes a query: elsewhere one would be silently ignored. */
+	if (query && strcmp(path, LP_ROUTE_PROCESSES) != 0) {
+		lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+			     "%s takes no query parameters (only %s does: pid=, state=, comm=, "
+			     "model=, workload=)",
+			     path, LP_ROUTE_PROCESSES);
+		return;
+	}
+	if (strcmp(path, LP_ROUTE_VERSION) == 0) {
+		if (!method_is(m, "GET"))
+			wrong_method(res, m, "GET", path);
+		else
+			get_version(res);
 		return;
 	}
 	if (strcmp(path, LP_ROUTE_STATUS) == 0) {
@@ -598,19 +757,19 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 		if (!method_is(m, "GET"))
 			wrong_method(res, m, "GET", path);
 		else
-			get_processes(b, p, res);
+			get_processes(b, p, query, res);
 		return;
 	}
 	n = strlen(LP_ROUTE_PROCESSES);
 	if (strncmp(path, LP_ROUTE_PROCESSES "/", n + 1) != 0) {
 		lp_api_error(res, 404, LP_ERR_NOT_FOUND,
-			     "no route %s; the routes are %s, %s, %s, %s/{pid}, %s/{pid}/%s, "
+			     "no route %s; the routes are %s, %s, %s, %s, %s/{pid}, %s/{pid}/%s, "
 			     "%s/{pid}/%s, %s/{pid}/%s, %s/{pid}/%s and %s",
-			     path, LP_ROUTE_STATUS, LP_ROUTE_BANDWIDTH, LP_ROUTE_PROCESSES,
-			     LP_ROUTE_PROCESSES, LP_ROUTE_PROCESSES, LP_ROUTE_FINDINGS,
-			     LP_ROUTE_PROCESSES, LP_ROUTE_RESET, LP_ROUTE_PROCESSES,
-			     LP_ROUTE_PRECISE, LP_ROUTE_PROCESSES, LP_ROUTE_RECORD,
-			     LP_ROUTE_METRICS);
+			     path, LP_ROUTE_VERSION, LP_ROUTE_STATUS, LP_ROUTE_BANDWIDTH,
+			     LP_ROUTE_PROCESSES, LP_ROUTE_PROCESSES, LP_ROUTE_PROCESSES,
+			     LP_ROUTE_FINDINGS, LP_ROUTE_PROCESSES, LP_ROUTE_RESET,
+			     LP_ROUTE_PROCESSES, LP_ROUTE_PRECISE, LP_ROUTE_PROCESSES,
+			     LP_ROUTE_RECORD, LP_ROUTE_METRICS);
 		return;
 	}
 	rest = strchr(path + n + 1, '/');

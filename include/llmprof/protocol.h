@@ -2,13 +2,20 @@
 /* The daemon <-> client contract: HTTP/1.1 with JSON bodies over a Unix socket.
  *
  * Only the daemon's API layer (daemon/api.c, daemon/server.c) and client/ include this file;
- * docs/API.md describes every route with examples. Bump LP_API_VERSION if any route, field
- * or error code below changes meaning; adding fields to a document does not need a bump.
+ * docs/API.md describes every route with examples.
+ *
+ * Compatibility: documents only gain fields within an API version, and readers ignore fields
+ * they do not know. Request bodies are checked strictly (an unknown field is a 400, so a
+ * typo is never silently ignored); so a new request field, route or error code, or a field
+ * whose meaning changes, bumps LP_API_VERSION, and a client that would send one reads
+ * GET /v1/version first. LP_API_MIN_VERSION is the oldest version whose requests this
+ * daemon still serves unchanged.
  */
 #ifndef LLMPROF_PROTOCOL_H
 #define LLMPROF_PROTOCOL_H
 
 #define LP_API_VERSION 1
+#define LP_API_MIN_VERSION 1
 
 /* Where the daemon listens, and how clients are pointed elsewhere. */
 #define LP_SOCKET_PATH "/run/llmprofd/llmprofd.sock"
@@ -20,6 +27,7 @@
 #define LP_METRICS_ADDRESS "127.0.0.1:9713"
 
 /* Routes. {pid} is a decimal process id. */
+#define LP_ROUTE_VERSION "/v1/version"	   /* GET: the API version, for clients to check first */
 #define LP_ROUTE_STATUS "/v1/status"	   /* GET: the daemon itself */
 #define LP_ROUTE_PROCESSES "/v1/processes" /* GET: every visible process, summary figures */
 /* GET /v1/processes/{pid}: one process in full (the document of `llmprofd --once`)

@@ -101,6 +101,27 @@ def test_routes():
     t.check(h["count"] >= 40 and h["buckets"] and h["p50"] > 0, "process: histogram in full")
     t.check(len(one["threads"]) >= 3 and one["futex"]["top"], "process: threads and futex words")
 
+    t.check(one["api"] == 1 and one["cmdline"].startswith(t.LPFIXTURE) and
+            one["workload"] == "lpfixture" and one["model"] is None and "unit" in one,
+            "process: api version, command line, workload; no model mapped")
+    ver = d.get("/v1/version")
+    t.check(ver["api"] == 1 and ver["min_api"] == 1 and ver["version"] == st["version"],
+            "version: %s" % ver)
+    # Filters on the list, as users try them; anything else is a 400, not ignored.
+    for query, want in (("pid=%d" % fx.pid, [fx.pid]), ("pid=1&pid=%d" % fx.pid, [fx.pid]),
+                        ("pid=1", []), ("state=running&comm=lpfixture", [fx.pid]),
+                        ("state=exited", []), ("workload=lpfixture", [fx.pid]),
+                        ("comm=lp%66ixture", [fx.pid]), ("model=none.gguf", [])):
+        got = [p["pid"] for p in d.get("/v1/processes?" + query)["processes"]]
+        t.check(got == want, "GET /v1/processes?%s: %s" % (query, got))
+    for path in ("/v1/processes?pid=abc", "/v1/processes?bogus=1", "/v1/processes?pid",
+                 "/v1/processes?state=zombie", "/v1/processes?comm=%zz",
+                 "/v1/status?verbose=1", "/v1/processes/%d?x=1" % fx.pid):
+        status, doc, _ = d.api("GET", path)
+        t.check(status == 400 and is_error(doc, "bad_request"),
+                "GET %s: 400 %s" % (path, doc.get("error", {}).get("message") if
+                                    isinstance(doc, dict) else doc))
+
     status, doc, hdrs = d.api("HEAD", "/v1/status")
     t.check(status == 200, "HEAD /v1/status: 200")
     # HEAD then GET on one connection: the HEAD answer has GET's Content-Length and no body,

@@ -224,8 +224,9 @@ def test_batch(w):
     tables = parse_table(out)
     t.check(len(tables) == 1, "one table")
     lines = out.splitlines()
-    t.check(lines[0].startswith("llmprofctl top - ") and "since tracked" in lines[1],
-            "title says the first table runs since tracking began: %r" % lines[:2])
+    t.check(lines[0].startswith("llmprofctl top - ") and lines[1].startswith("host  load ") and
+            "since tracked" in lines[2],
+            "title, host line, then the first table runs since tracking began: %r" % lines[:3])
     t.check(all(len(line) <= 79 for line in lines), "every line fits 80 columns")
     rows = {int(r["PID"]): r for r in tables[0]} if tables else {}
     t.check(sorted(rows) == sorted(pids), "a row per process, exited ones with -a: %s"
@@ -456,9 +457,11 @@ def test_errors(w):
     print("--- errors: what failed, what to do, and the exit status")
     tmp = t.tmpdir("llmprofctl-err-")
     missing = os.path.join(tmp, "nothing.sock")
+    # The hint names the way to start it on this host: systemctl only under systemd.
+    start = ("systemctl start llmprofd" if os.path.isdir("/run/systemd/system")
+             else "Start it as root with 'llmprofd &' (this host has no systemd)")
     expect(["--socket", missing, "list"], 3,
-           ["cannot connect to llmprofd at %s: no such socket" % missing,
-            "systemctl start llmprofd"])
+           ["cannot connect to llmprofd at %s: no such socket" % missing, start])
     expect(["list"], 3, missing, env=dict(os.environ, LLMPROF_SOCKET=missing))
     rc, _, _ = ctl("--socket", w.d.socket, "list", env=dict(os.environ, LLMPROF_SOCKET=missing))
     t.check(rc == 0, "--socket wins over $LLMPROF_SOCKET")
@@ -468,7 +471,7 @@ def test_errors(w):
     s = socket.socket(socket.AF_UNIX)
     s.bind(stale)
     s.close()
-    expect(["--socket", stale, "status"], 3, ["connection refused", "systemctl start llmprofd"])
+    expect(["--socket", stale, "status"], 3, ["connection refused", start])
     quiet = os.path.join(tmp, "quiet.sock")
     q = silent_server(quiet)
     expect(["--socket", quiet, "--timeout", "1", "status"], 3, "did not answer within 1 s")
@@ -598,7 +601,9 @@ def test_interactive(w):
         env, w.d.socket, t.LLMPROFCTL, " ".join("-p %d" % p for p in pids), errors, status))
     try:
         tm.wait("all three processes on screen", lambda s: sorted(order(s)) == pids)
-        tm.wait("the first refresh", lambda s: "every 0.5s" in s.splitlines()[1])
+        tm.wait("the first refresh", lambda s: "every 0.5s" in s.splitlines()[2])
+        t.check(tm.screen().splitlines()[1].startswith("host  load "),
+                "the host line under the title: %r" % tm.screen().splitlines()[1])
         t.check(True, "the second screen covers the last interval")
         header = next(l for l in tm.screen().splitlines() if l.split()[:2] == ["PID", "COMMAND"])
         t.check(header.rstrip() == " ".join(h.rjust(wd) if h != "COMMAND" else h.ljust(wd)
@@ -644,7 +649,10 @@ def test_interactive(w):
         w.d.stop()
         tm.wait("the daemon gone", lambda s: ("cannot connect to llmprofd at %s" % w.d.socket)
                 in s and len(order(s)) == 3)
-        t.check(True, "when the daemon goes away, the reason shows and the last rows stay")
+        flat = "".join(tm.screen().split())
+        t.check("orpoint--socketor$LLMPROF_SOCKETatitssocket" in flat,
+                "when the daemon goes away, the whole reason shows (wrapped, not cut at 80 "
+                "columns) and the last rows stay")
         tm.keys("q")
         code = t.poll("top to quit", lambda: os.path.exists(status) and open(status).read(), 20)
         t.check(code.strip() == "0", "q quits with status 0 (%s) %s" % (code.strip(),
@@ -673,6 +681,17 @@ def test_docs_and_install():
         got = complete([t.LLMPROFCTL, cmd, "--"], completion)
         t.check(opts <= set(got) and not [o for o in opts if o not in page],
                 "%s: every option is completed and in llmprofctl(1): %s" % (cmd, sorted(opts)))
+    # top's columns and sort keys: the same in --help, the man page and the binary's table.
+    helptext = ctl("top", "--help")[1]
+    keys = re.search(r"up/down select; ([\w ]+?) sort by ([^.]+)\.", helptext.replace("\n", " "))
+    t.check(keys is not None, "top --help lists its sort keys")
+    if keys:
+        letters, names = keys.group(1).split(), " ".join(keys.group(2).split()).split()
+        t.check(".B %s\nsort by %s" % (" ".join(letters), ", ".join(names[:9])) in page and
+                all(".B %s\n" % n in page.replace(".B MS50, MS99", ".B MS50\n.B MS99")
+                    for n in names),
+                "llmprofctl(1) has top's sort keys %s and a paragraph per column %s"
+                % (letters, names))
     return completion
 
 

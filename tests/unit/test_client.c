@@ -158,6 +158,7 @@ static cJSON *doc(int pid, double now_s, double tracked, double oncpu_ns, double
 		cJSON_AddNumberToObject(o, "tid", pid + i);
 		cJSON_AddStringToObject(o, "comm", "worker");
 		cJSON_AddNumberToObject(o, "oncpu_ns", oncpu_ns / threads);
+		cJSON_AddNumberToObject(o, "futex_waits", futex / threads);
 		cJSON_AddItemToArray(t, o);
 	}
 	return d;
@@ -169,7 +170,8 @@ static void test_top_rows(void)
 	struct top_snap a = {calloc(2, sizeof(cJSON *)), 2}, b = {calloc(2, sizeof(cJSON *)), 2};
 	struct top_thread_row *th;
 	struct top_row *rows;
-	char line[TOP_LINE];
+	struct top_layout layout;
+	char line[TOP_LINE], bad[40];
 	size_t n;
 
 	add(&rq0, 5000, 99); /* before: fast */
@@ -212,26 +214,81 @@ static void test_top_rows(void)
 	top_sort(rows, n, TC_TOKS, false);
 	CHECK(rows[0].pid == 100, "nothing to show sorts last");
 
-	top_format_header(line);
-	CHECK(strlen(line) <= 79, "header fits 80 columns: %zu", strlen(line));
+	top_layout_fit(&layout, 80);
+	top_format_header(line, &layout);
+	CHECK(strlen(line) <= 79 && layout.n == TC_DEFAULT_NR, "header fits 80 columns: %zu",
+	      strlen(line));
 	CHECK(!strncmp(line, "    PID COMMAND ", 16) && strstr(line, " MAJ/S"), "header '%s'",
 	      line);
 	for (size_t i = 0; i < n; i++) {
-		top_format_row(line, &rows[i]);
+		top_format_row(line, &rows[i], &layout);
 		CHECK(strlen(line) <= 79, "row fits 80 columns: '%s'", line);
 	}
-	CHECK(top_threads(&rows[0], &th) == 2 && fabs(th[0].cpu - 50) < 1e-9, "threads");
-	top_format_thread(line, &th[0]);
+	top_layout_fit(&layout, 140);
+	top_format_header(line, &layout);
+	CHECK(strlen(line) < 140 && strstr(line, " WTOK/S MODEL") && strstr(line, " WORKLOAD"),
+	      "140 columns add WTOK/S, MODEL, WORKLOAD: '%s'", line);
+	CHECK(top_layout_parse("pid,model,WTOKS,cpu", &layout, bad, sizeof(bad)) == 0 &&
+		      layout.n == 4 && layout.col[1] == TC_MODEL && layout.col[2] == TC_WTOKS,
+	      "-o picks and orders columns");
+	top_format_header(line, &layout);
+	CHECK(!strcmp(line, "    PID MODEL                    WTOK/S  CPU%"), "-o header '%s'",
+	      line);
+	CHECK(top_layout_parse("pid,bogus", &layout, bad, sizeof(bad)) == -EINVAL &&
+		      !strcmp(bad, "bogus") && top_layout_parse("", &layout, bad, 40) == -EINVAL,
+	      "-o refuses an unknown column: %s", bad);
+	CHECK(fabs(rows[0].v[TC_WTOKS] - 10) < 1e-9, "wall tokens/s: 20 tokens in 2 s: %g",
+	      rows[0].v[TC_WTOKS]);
+	top_layout_fit(&layout, 80);
+	CHECK(top_threads(&rows[0], &th) == 2 && fabs(th[0].v[TC_CPU] - 50) < 1e-9, "threads");
+	top_format_thread(line, &th[0], &layout);
 	CHECK(strlen(line) <= 79 && strstr(line, "worker"), "thread row '%s'", line);
+	free(th);
+	free(rows);
+	/* A thread exits in the interval: its CPU time shows in the "(exited)" row. */
+	cJSON_DeleteItemFromArray(cJSON_GetObjectItemCaseSensitive(b.docs[0], "threads"), 1);
+	CHECK(top_rows(&b, &a, false, &rows, &n) == 0, "rows again");
+	top_sort(rows, n, TC_PID, false);
+	CHECK(top_threads(&rows[0], &th) == 2 && th[0].tid == 100 && th[1].tid == 0 &&
+		      fabs(th[0].v[TC_CPU] - 50) < 1e-9 && fabs(th[1].v[TC_CPU] - 50) < 1e-9 &&
+		      fabs(th[0].v[TC_CPU] + th[1].v[TC_CPU] - rows[0].v[TC_CPU]) < 1e-9,
+	      "the live thread and the exited ones add up to the process: %g + %g = %g",
+	      th[0].v[TC_CPU], th[1].v[TC_CPU], rows[0].v[TC_CPU]);
+	top_format_thread(line, &th[1], &layout);
+	CHECK(!strncmp(line, "      - (exited)", 16), "exited row '%s'", line);
 	free(th);
 	free(rows);
 	top_snap_free(&a);
 	top_snap_free(&b);
 }
 
+static void test_top_host(void)
+{
+	const char *stat0 = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\n"
+			    "cpu1 50 0 50 400 0 0 0 0 0 0\nintr 1\n";
+	const char *stat1 = "cpu  250 0 150 900 0 0 0 0 0 0\ncpu0 1 0 0 0 0 0 0 0 0 0\n"
+			    "cpu1 1 0 0 0 0 0 0 0 0 0\n";
+	struct top_host h0, h1;
+	struct top_row row = {.v = {[TC_CPU] = 120}};
+	char line[TOP_LINE];
+
+	CHECK(top_host_parse(stat0, "1.50 0.75 0.25 3/200 999\n", &h0) == 0 && h0.cpus == 2 &&
+		      h0.load[0] == 1.5,
+	      "host parsed: %d CPUs", h0.cpus);
+	CHECK(top_host_parse(stat1, "1.50 0.75 0.25 3/200 999\n", &h1) == 0, "again");
+	top_format_host(line, &h1, NULL, &row, 1);
+	CHECK(!strcmp(line, "host  load 1.50 0.75 0.25  2 CPUs"), "no interval yet: '%s'", line);
+	/* 200 of 300 ticks busy on 2 CPUs: 133 % of one CPU, 120 of it LLM. */
+	top_format_host(line, &h1, &h0, &row, 1);
+	CHECK(!strcmp(line, "host  load 1.50 0.75 0.25  2 CPUs  busy 133% = LLM 120% + other 13%"),
+	      "'%s'", line);
+	CHECK(top_host_parse("garbage", "1 2 3", &h0) == -EINVAL, "garbage refused");
+}
+
 int main(void)
 {
 	test_quantiles();
+	test_top_host();
 	test_formats();
 	test_top_rows();
 	return check_done();
