@@ -636,11 +636,13 @@ static void get_record(const struct lp_api_backend *b, const struct lp_peer *p, 
 	}
 }
 
-static void get_metrics(const struct lp_api_backend *b, const struct lp_peer *p,
+static void get_metrics(const struct lp_api_backend *b, const struct lp_api_request *req,
 			struct lp_api_response *res)
 {
+	const struct lp_peer *p = req->peer;
 	struct lp_metrics_opts o = {.max_processes = b->metrics_max_processes,
 				    .by_workload = b->metrics_by_workload,
+				    .format = lp_expo_negotiate(req->accept),
 				    .start_time = b->start_time,
 				    .hide_fill = !p->privileged};
 	struct lp_report r;
@@ -662,7 +664,8 @@ static void get_metrics(const struct lp_api_backend *b, const struct lp_peer *p,
 	res->len = len;
 	res->status = 200;
 	res->reason = reason_of(200);
-	res->content_type = "text/plain; version=0.0.4; charset=utf-8";
+	res->content_type =
+		o.format == LP_EXPO_PROTOBUF ? LP_EXPO_PROTOBUF_TYPE : LP_EXPO_TEXT_TYPE;
 }
 
 static bool method_is(const char *m, const char *want)
@@ -713,7 +716,7 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 		if (!method_is(m, "GET"))
 			wrong_method(res, m, "GET", path);
 		else
-			get_metrics(b, p, res);
+			get_metrics(b, req, res);
 		return;
 	}
 	if (!p->unix_socket) {

@@ -53,6 +53,7 @@ struct lp_api_backend {
 struct lp_api_request {
 	const char *method; /* "GET", "POST", ... */
 	const char *uri;    /* path and query, as sent */
+	const char *accept; /* the Accept header, NULL when none */
 	const char *body;
 	size_t body_len;
 	const struct lp_peer *peer;

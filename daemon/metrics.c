@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* Prometheus text exposition of a report: one family per histogram kind and per counter,
- * labelled by process; then the daemon's own health (losses, map fill, features). */
+/* What /metrics says of a report: one family per histogram kind and per counter, labelled
+ * by process or by workload; then the daemon's own health (losses, map fill, features).
+ * How it is written (text or protobuf) is expo.c's. */
 #include "metrics.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expo.h"
 #include "hist.h"
 #include "identity.h"
 #include "render.h"
@@ -99,102 +101,44 @@ static const struct counter_row counters[] = {
 	 NULL, NULL, LP_C_BARRIER_OFF_NS, 1e-9},
 };
 
-/* A label value with \, " and newline escaped, as the exposition format wants. */
-static void put_escaped(FILE *f, const char *s)
-{
-	for (; s && *s; s++) {
-		if (*s == '\\')
-			fputs("\\\\", f);
-		else if (*s == '"')
-			fputs("\\\"", f);
-		else if (*s == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*s, f);
-	}
-}
+#define MAX_LABELS 3
 
 /* One set of series: a process (pid, comm, exe), or with by_workload every process of a
  * workload running a model, summed. */
 struct series {
-	char *labels; /* the label pairs, escaped, without braces */
+	struct lp_label l[MAX_LABELS];
+	size_t nl;
+	char pid[16], workload[160];
 	const struct lp_proc_stats *stats;
 	struct lp_proc_stats *sum;    /* owned, by workload only */
 	const struct lp_proc_view *v; /* by process only */
 	size_t nthreads, running, processes, precise;
 };
 
-static char *label_text(const char *const *kv, size_t n)
-{
-	char *out = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&out, &len);
-
-	if (!f)
-		return NULL;
-	for (size_t i = 0; i < n; i += 2) {
-		fprintf(f, "%s%s=\"", i ? "," : "", kv[i]);
-		put_escaped(f, kv[i + 1]);
-		fputc('"', f);
-	}
-	if (fclose(f) != 0) {
-		free(out);
-		return NULL;
-	}
-	return out;
-}
-
-static char *process_labels(const struct lp_target *t)
-{
-	char pid[16];
-	const char *kv[] = {"pid", pid, "comm", t->comm, "exe", t->exe ? t->exe : ""};
-
-	snprintf(pid, sizeof(pid), "%d", (int)t->pid);
-	return label_text(kv, sizeof(kv) / sizeof(kv[0]));
-}
-
 static void workload_key(const struct lp_target *t, char *out, size_t size)
 {
 	lp_identity_workload(&t->ident, t->comm, out, size);
 }
 
-static char *workload_labels(const struct lp_target *t)
+/* The series' labels and one more. */
+static size_t with(const struct series *s, struct lp_label *l, const char *name, const char *value)
 {
-	char w[160];
-	const char *kv[] = {"workload", w, "model", lp_identity_model_name(&t->ident)};
-
-	workload_key(t, w, sizeof(w));
-	return label_text(kv, sizeof(kv) / sizeof(kv[0]));
+	memcpy(l, s->l, s->nl * sizeof(*l));
+	l[s->nl] = (struct lp_label){name, value};
+	return s->nl + 1;
 }
 
-static void put_family(FILE *f, const char *name, const char *type, const char *help)
+static void value(struct lp_expo *e, const struct series *s, double v)
 {
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	lp_expo_value(e, s->l, s->nl, v);
 }
 
-/* The le bounds: every power of two from 2^LP_METRICS_LE_MIN_EXP ns, and the bound between
- * two kernel buckets (8 per doubling) once either has counted. So the bucket that holds a percentile always has both its bounds,
- * and histogram_quantile() lands in the same kernel bucket as the API's percentile. */
-static void put_hist(FILE *f, const char *name, const struct series *s, const struct lp_hist *h)
+static void value_with(struct lp_expo *e, const struct series *s, const char *name,
+		       const char *label, double v)
 {
-	unsigned lo = lp_hist_index(1ULL << LP_METRICS_LE_MIN_EXP);
-	unsigned hi = lp_hist_index(1ULL << LP_METRICS_LE_MAX_EXP);
-	uint64_t cum = 0, total = lp_hist_total(h);
+	struct lp_label l[MAX_LABELS + 1];
 
-	for (unsigned b = 0; b < lo; b++)
-		cum += h->buckets[b];
-	for (unsigned b = lo; b <= hi; b++) {
-		uint64_t bound = lp_hist_lower(b);
-
-		/* cum: everything below bound, exactly (bound is a bucket boundary). */
-		if (!(bound & (bound - 1)) || h->buckets[b] || h->buckets[b - 1])
-			fprintf(f, "%s_bucket{%s,le=\"%.12g\"} %llu\n", name, s->labels,
-				(double)bound * 1e-9, (unsigned long long)cum);
-		cum += h->buckets[b];
-	}
-	fprintf(f, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, s->labels, (unsigned long long)total);
-	fprintf(f, "%s_sum{%s} %.9g\n", name, s->labels, (double)h->sum_ns * 1e-9);
-	fprintf(f, "%s_count{%s} %llu\n", name, s->labels, (unsigned long long)total);
+	lp_expo_value(e, l, with(s, l, name, label), v);
 }
 
 static int compare_views(const void *a, const void *b)
@@ -243,10 +187,8 @@ static void series_add(struct series *s, const struct lp_proc_view *v)
 
 static void series_free(struct series *s, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(s[i].labels);
+	for (size_t i = 0; i < n; i++)
 		free(s[i].sum);
-	}
 	free(s);
 }
 
@@ -262,6 +204,7 @@ static struct series *series_of(const struct lp_proc_view **v, size_t n, bool by
 	if (by_workload)
 		qsort(v, n, sizeof(*v), compare_workloads);
 	for (size_t i = 0; i < n; i++) {
+		const struct lp_target *t = v[i]->target;
 		struct series *x = &s[k];
 
 		if (by_workload && k && !compare_workloads(&v[i], &v[i - 1])) {
@@ -271,21 +214,27 @@ static struct series *series_of(const struct lp_proc_view **v, size_t n, bool by
 		}
 		k++;
 		if (by_workload) {
-			x->labels = workload_labels(v[i]->target);
+			workload_key(t, x->workload, sizeof(x->workload));
+			x->l[0] = (struct lp_label){"workload", x->workload};
+			x->l[1] = (struct lp_label){"model", lp_identity_model_name(&t->ident)};
+			x->nl = 2;
 			x->sum = malloc(sizeof(*x->sum));
-			if (x->sum)
-				*x->sum = v[i]->stats;
+			if (!x->sum) {
+				series_free(s, k);
+				return NULL;
+			}
+			*x->sum = v[i]->stats;
 			x->stats = x->sum;
 		} else {
-			x->labels = process_labels(v[i]->target);
+			snprintf(x->pid, sizeof(x->pid), "%d", (int)t->pid);
+			x->l[0] = (struct lp_label){"pid", x->pid};
+			x->l[1] = (struct lp_label){"comm", t->comm};
+			x->l[2] = (struct lp_label){"exe", t->exe ? t->exe : ""};
+			x->nl = 3;
 			x->stats = &v[i]->stats;
 			x->v = v[i];
 		}
 		series_add(x, v[i]);
-		if (!x->labels || !x->stats) {
-			series_free(s, k);
-			return NULL;
-		}
 	}
 	*count = k;
 	return s;
@@ -295,15 +244,15 @@ static struct series *series_of(const struct lp_proc_view **v, size_t n, bool by
  * the LP_METRICS_OPS ops chosen once per process (lp_ggml_metrics_ops), the rest summed as
  * op="other"; so at most 11 series per process, each only growing. By process only: ops
  * are named per process. */
-static void put_ops(FILE *f, const struct series *s, size_t n, uint32_t hz)
+static void put_ops(struct lp_expo *e, const struct series *s, size_t n, uint32_t hz)
 {
 	uint64_t g[LP_G_KEYS];
 
 	if (!hz)
 		return;
-	put_family(f, "llmprof_op_group_cpu_seconds_total", "counter",
-		   "Sampled CPU time by ggml op group; sync: in barriers (ggml's, OpenMP's); "
-		   "outside_ops: the rest of the process");
+	lp_expo_family(e, "llmprof_op_group_cpu_seconds_total", LP_EXPO_COUNTER,
+		       "Sampled CPU time by ggml op group; sync: in barriers (ggml's, OpenMP's); "
+		       "outside_ops: the rest of the process");
 	for (size_t i = 0; i < n; i++) {
 		const struct lp_proc_view *v = s[i].v;
 		const struct lp_ggml_proc *gp = v ? v->target->ggml : NULL;
@@ -312,12 +261,11 @@ static void put_ops(FILE *f, const struct series *s, size_t n, uint32_t hz)
 			continue;
 		lp_op_group_counts(&gp->ops, v->ops, false, g);
 		for (int k = 0; k < LP_G_KEYS; k++)
-			fprintf(f, "llmprof_op_group_cpu_seconds_total{%s,group=\"%s\"} %.9g\n",
-				s[i].labels, lp_op_group_key(k), (double)g[k] / hz);
+			value_with(e, &s[i], "group", lp_op_group_key(k), (double)g[k] / hz);
 	}
-	put_family(f, "llmprof_op_cpu_seconds_total", "counter",
-		   "Sampled CPU time by ggml op: the 10 leading ops of the process by name, "
-		   "chosen once it has 1000 samples, the rest as op=\"other\"");
+	lp_expo_family(e, "llmprof_op_cpu_seconds_total", LP_EXPO_COUNTER,
+		       "Sampled CPU time by ggml op: the 10 leading ops of the process by name, "
+		       "chosen once it has 1000 samples, the rest as op=\"other\"");
 	for (size_t i = 0; i < n; i++) {
 		const struct lp_proc_view *v = s[i].v;
 		const struct lp_ggml_proc *gp = v ? v->target->ggml : NULL;
@@ -326,84 +274,78 @@ static void put_ops(FILE *f, const struct series *s, size_t n, uint32_t hz)
 		if (!gp || !v->ops || !gp->metrics_ops_chosen)
 			continue;
 		for (size_t k = 0; k < gp->ops.n && k < LP_MAX_OPS; k++) {
-			if (!gp->metrics_op[k]) {
+			if (!gp->metrics_op[k])
 				rest += v->ops->all[k];
-				continue;
-			}
-			fprintf(f, "llmprof_op_cpu_seconds_total{%s,op=\"", s[i].labels);
-			put_escaped(f, gp->ops.v[k].name);
-			fprintf(f, "\"} %.9g\n", (double)v->ops->all[k] / hz);
+			else
+				value_with(e, &s[i], "op", gp->ops.v[k].name,
+					   (double)v->ops->all[k] / hz);
 		}
-		fprintf(f, "llmprof_op_cpu_seconds_total{%s,op=\"other\"} %.9g\n", s[i].labels,
-			(double)rest / hz);
+		value_with(e, &s[i], "op", "other", (double)rest / hz);
 	}
 }
 
 /* Who each process is, as labels of a series of value 1 to join on pid (by process), or how
  * many processes each workload has (by workload). */
-static void put_info(FILE *f, const struct lp_proc_view *const *v, size_t nv,
-		     const struct series *s, size_t n, bool by_workload)
+static void put_info(struct lp_expo *e, const struct series *s, size_t n, bool by_workload)
 {
 	if (by_workload) {
-		put_family(f, "llmprof_workload_processes", "gauge",
-			   "Running processes of the workload with the model");
+		lp_expo_family(e, "llmprof_workload_processes", LP_EXPO_GAUGE,
+			       "Running processes of the workload with the model");
 		for (size_t i = 0; i < n; i++)
-			fprintf(f, "llmprof_workload_processes{%s} %zu\n", s[i].labels,
-				s[i].running);
+			value(e, &s[i], (double)s[i].running);
 		return;
 	}
-	put_family(f, "llmprof_process_info", "gauge",
-		   "Who the process is: command line, cgroup, systemd unit, container, pod and "
-		   "model; always 1 (join on pid)");
-	for (size_t i = 0; i < nv; i++) {
-		const struct lp_target *t = v[i]->target;
+	lp_expo_family(e, "llmprof_process_info", LP_EXPO_GAUGE,
+		       "Who the process is: command line, cgroup, systemd unit, container, pod "
+		       "and model; always 1 (join on pid)");
+	for (size_t i = 0; i < n; i++) {
+		const struct lp_target *t = s[i].v->target;
 		const struct lp_identity *id = &t->ident;
 		char w[160];
-		const char *kv[] = {"workload",	  w,
-				    "model",	  lp_identity_model_name(id),
-				    "model_type", id->model_type,
-				    "model_arch", id->model_arch,
-				    "unit",	  id->unit,
-				    "container",  id->container,
-				    "pod",	  id->pod,
-				    "cmdline",	  id->cmdline};
-		char *extra;
+		struct lp_label l[MAX_LABELS + 9];
+		size_t nl = s[i].nl;
 
 		workload_key(t, w, sizeof(w));
-		extra = label_text(kv, sizeof(kv) / sizeof(kv[0]));
-		if (extra)
-			fprintf(f, "llmprof_process_info{%s,%s} 1\n", s[i].labels, extra);
-		free(extra);
+		memcpy(l, s[i].l, nl * sizeof(*l));
+		l[nl++] = (struct lp_label){"workload", w};
+		l[nl++] = (struct lp_label){"model", lp_identity_model_name(id)};
+		l[nl++] = (struct lp_label){"model_type", id->model_type};
+		l[nl++] = (struct lp_label){"model_arch", id->model_arch};
+		l[nl++] = (struct lp_label){"unit", id->unit};
+		l[nl++] = (struct lp_label){"container", id->container};
+		l[nl++] = (struct lp_label){"pod", id->pod};
+		l[nl++] = (struct lp_label){"cmdline", id->cmdline};
+		lp_expo_value(e, l, nl, 1);
 	}
 }
 
-static void put_processes(FILE *f, const struct series *s, size_t n, bool by_workload)
+static void put_processes(struct lp_expo *e, const struct series *s, size_t n, bool by_workload)
 {
 	char name[128];
 
 	if (!by_workload) {
-		put_family(f, "llmprof_process_running", "gauge",
-			   "1 while the process runs, 0 once it has exited (kept for the "
-			   "retention period)");
+		lp_expo_family(e, "llmprof_process_running", LP_EXPO_GAUGE,
+			       "1 while the process runs, 0 once it has exited (kept for the "
+			       "retention period)");
 		for (size_t i = 0; i < n; i++)
-			fprintf(f, "llmprof_process_running{%s} %zu\n", s[i].labels, s[i].running);
+			value(e, &s[i], (double)s[i].running);
 	}
-	put_family(f, "llmprof_process_threads", "gauge", "Live threads of the process");
+	lp_expo_family(e, "llmprof_process_threads", LP_EXPO_GAUGE, "Live threads of the process");
 	for (size_t i = 0; i < n; i++)
-		fprintf(f, "llmprof_process_threads{%s} %zu\n", s[i].labels, s[i].nthreads);
-	put_family(f, "llmprof_precise_active", "gauge",
-		   "1 while precise mode probes every matmul and barrier call of the process");
+		value(e, &s[i], (double)s[i].nthreads);
+	lp_expo_family(e, "llmprof_precise_active", LP_EXPO_GAUGE,
+		       "1 while precise mode probes every matmul and barrier call of the process");
 	for (size_t i = 0; i < n; i++)
-		fprintf(f, "llmprof_precise_active{%s} %d\n", s[i].labels, s[i].precise > 0);
+		value(e, &s[i], s[i].precise > 0);
 
 	for (int k = 0; k < LP_H_NR; k++) {
 		snprintf(name, sizeof(name), "llmprof_%s_seconds", lp_hist_names[k]);
-		put_family(f, name, "histogram", hist_help[k]);
+		lp_expo_family(e, name, LP_EXPO_HISTOGRAM, hist_help[k]);
 		for (size_t i = 0; i < n; i++) {
 			const struct lp_hist *h = &s[i].stats->hist[k];
 
 			if (hist_always(k) || lp_hist_total(h))
-				put_hist(f, name, &s[i], h);
+				lp_expo_hist(e, s[i].l, s[i].nl, h);
 		}
 	}
 
@@ -412,20 +354,21 @@ static void put_processes(FILE *f, const struct series *s, size_t n, bool by_wor
 
 		snprintf(name, sizeof(name), "%s_total", row->name);
 		if (row->help)
-			put_family(f, name, "counter", row->help);
+			lp_expo_family(e, name, LP_EXPO_COUNTER, row->help);
 		for (size_t i = 0; i < n; i++) {
-			fprintf(f, "%s{%s", name, s[i].labels);
+			double v = (double)counter_value(s[i].stats, row->ctr) * row->scale;
+
 			if (row->label)
-				fprintf(f, ",%s=\"%s\"", row->label, row->value);
-			fprintf(f, "} %.9g\n",
-				(double)counter_value(s[i].stats, row->ctr) * row->scale);
+				value_with(e, &s[i], row->label, row->value, v);
+			else
+				value(e, &s[i], v);
 		}
 	}
 }
 
 /* One series per rule, whatever the number of processes: how many running processes it
  * fires for (`llmprofctl doctor` says which and why). */
-static void put_findings(FILE *f, const struct lp_report *r)
+static void put_findings(struct lp_expo *e, const struct lp_report *r)
 {
 	size_t count[LP_RULE_NR] = {0};
 
@@ -435,115 +378,111 @@ static void put_findings(FILE *f, const struct lp_report *r)
 		for (size_t k = 0; x && !r->procs[i].target->exited && k < x->n; k++)
 			count[x->f[k].rule]++;
 	}
-	put_family(f, "llmprofd_finding", "gauge",
-		   "Running processes for which a finding's rule fires, by rule");
+	lp_expo_family(e, "llmprofd_finding", LP_EXPO_GAUGE,
+		       "Running processes for which a finding's rule fires, by rule");
 	for (int k = 0; k < LP_RULE_NR; k++)
-		fprintf(f, "llmprofd_finding{rule=\"%s\"} %zu\n", lp_rule_names[k], count[k]);
+		lp_expo_value(e, &(struct lp_label){"rule", lp_rule_names[k]}, 1, (double)count[k]);
 }
 
-static void put_daemon(FILE *f, const struct lp_report *r, const struct lp_metrics_opts *o,
-		       size_t exported)
+/* A daemon-wide value, with one label or none (name NULL). */
+static void one(struct lp_expo *e, const char *name, const char *label, double x)
+{
+	lp_expo_value(e, &(struct lp_label){name, label}, name ? 1 : 0, x);
+}
+
+static void put_daemon(struct lp_expo *e, const struct lp_report *r,
+		       const struct lp_metrics_opts *o, size_t exported)
 {
 	static const char *const lost_names[] = {"threads_map_full", "futex_addrs_map_full",
 						 "ring_buffer_full", "preemptors_map_full"};
 	struct lp_feature_flag feat[LP_FEATURE_FLAGS_MAX];
 	size_t nfeat = r->features ? lp_feature_flags(r->features, feat) : 0;
 	size_t running = 0;
+	uint64_t mem = 0;
+	char abi[16];
 
 	for (size_t i = 0; i < r->nprocs; i++)
 		running += !r->procs[i].target->exited;
-	put_family(f, "llmprofd_build_info", "gauge", "Version of llmprofd; always 1");
-	fprintf(f, "llmprofd_build_info{version=\"%s\",abi=\"%d\"} 1\n", LLMPROF_VERSION,
-		LP_ABI_VERSION);
-	put_family(f, "llmprofd_start_time_seconds", "gauge",
-		   "When llmprofd started, seconds since the Unix epoch");
-	fprintf(f, "llmprofd_start_time_seconds %.3f\n", o->start_time);
-	put_family(f, "llmprofd_processes", "gauge",
-		   "Processes visible to this scrape, running or exited (within the retention)");
-	fprintf(f, "llmprofd_processes{state=\"running\"} %zu\n", running);
-	fprintf(f, "llmprofd_processes{state=\"exited\"} %zu\n", r->nprocs - running);
-	put_family(f, "llmprofd_processes_omitted", "gauge",
-		   "Processes left out of this scrape by the metrics max-processes cap");
-	fprintf(f, "llmprofd_processes_omitted %zu\n", r->nprocs - exported);
-	put_family(f, "llmprofd_lost_total", "counter",
-		   "Data lost, by reason: full maps, full ring buffer, evicted exited processes");
+	snprintf(abi, sizeof(abi), "%d", LP_ABI_VERSION);
+	lp_expo_family(e, "llmprofd_build_info", LP_EXPO_GAUGE, "Version of llmprofd; always 1");
+	lp_expo_value(e, (struct lp_label[]){{"version", LLMPROF_VERSION}, {"abi", abi}}, 2, 1);
+	lp_expo_family(e, "llmprofd_start_time_seconds", LP_EXPO_GAUGE,
+		       "When llmprofd started, seconds since the Unix epoch");
+	one(e, NULL, NULL, o->start_time);
+	lp_expo_family(e, "llmprofd_processes", LP_EXPO_GAUGE,
+		       "Processes visible to this scrape, running or exited (within the "
+		       "retention)");
+	one(e, "state", "running", (double)running);
+	one(e, "state", "exited", (double)(r->nprocs - running));
+	lp_expo_family(e, "llmprofd_processes_omitted", LP_EXPO_GAUGE,
+		       "Processes left out of this scrape by the metrics max-processes cap");
+	one(e, NULL, NULL, (double)(r->nprocs - exported));
+	lp_expo_family(e, "llmprofd_lost_total", LP_EXPO_COUNTER,
+		       "Data lost, by reason: full maps, full ring buffer, evicted exited "
+		       "processes");
 	for (int i = 0; i < LP_D_NR; i++)
-		fprintf(f, "llmprofd_lost_total{reason=\"%s\"} %llu\n", lost_names[i],
-			(unsigned long long)r->drops[i]);
-	fprintf(f, "llmprofd_lost_total{reason=\"procs_map_full\"} %llu\n",
-		(unsigned long long)r->procs_full);
-	fprintf(f, "llmprofd_lost_total{reason=\"exited_evicted\"} %llu\n",
-		(unsigned long long)r->exited_evicted);
-	fprintf(f, "llmprofd_lost_total{reason=\"exited_before_tracking\"} %llu\n",
-		(unsigned long long)r->exited_untracked);
-	put_family(f, "llmprofd_map_entries", "gauge",
-		   "Entries in use in each kernel hash map (to root and the group only)");
+		one(e, "reason", lost_names[i], (double)r->drops[i]);
+	one(e, "reason", "procs_map_full", (double)r->procs_full);
+	one(e, "reason", "exited_evicted", (double)r->exited_evicted);
+	one(e, "reason", "exited_before_tracking", (double)r->exited_untracked);
+	lp_expo_family(e, "llmprofd_map_entries", LP_EXPO_GAUGE,
+		       "Entries in use in each kernel hash map (to root and the group only)");
 	for (size_t i = 0; i < r->nmaps && !o->hide_fill; i++)
 		if (r->maps[i].value_size)
-			fprintf(f, "llmprofd_map_entries{map=\"%s\"} %llu\n", r->maps[i].name,
-				(unsigned long long)r->maps[i].entries);
-	put_family(f, "llmprofd_map_max_entries", "gauge", "Capacity of each kernel map");
+			one(e, "map", r->maps[i].name, (double)r->maps[i].entries);
+	lp_expo_family(e, "llmprofd_map_max_entries", LP_EXPO_GAUGE, "Capacity of each kernel map");
 	for (size_t i = 0; i < r->nmaps; i++)
 		if (r->maps[i].value_size)
-			fprintf(f, "llmprofd_map_max_entries{map=\"%s\"} %u\n", r->maps[i].name,
-				r->maps[i].max_entries);
-	put_family(f, "llmprofd_kernel_memory_bytes", "gauge",
-		   "Memory the kernel charges for llmprofd's maps");
-	{
-		uint64_t mem = 0;
-
-		for (size_t i = 0; i < r->nmaps; i++)
-			mem += r->maps[i].memlock;
-		fprintf(f, "llmprofd_kernel_memory_bytes %llu\n", (unsigned long long)mem);
-	}
-	put_family(f, "llmprofd_kernel_feature", "gauge",
-		   "1 when the kernel offers the feature (found by trying at start)");
+			one(e, "map", r->maps[i].name, r->maps[i].max_entries);
+	lp_expo_family(e, "llmprofd_kernel_memory_bytes", LP_EXPO_GAUGE,
+		       "Memory the kernel charges for llmprofd's maps");
+	for (size_t i = 0; i < r->nmaps; i++)
+		mem += r->maps[i].memlock;
+	one(e, NULL, NULL, (double)mem);
+	lp_expo_family(e, "llmprofd_kernel_feature", LP_EXPO_GAUGE,
+		       "1 when the kernel offers the feature (found by trying at start)");
 	for (size_t i = 0; i < nfeat; i++)
-		fprintf(f, "llmprofd_kernel_feature{feature=\"%s\"} %d\n", feat[i].name,
-			feat[i].on);
-	put_family(f, "llmprofd_sample_hertz", "gauge",
-		   "cpu-clock samples per second and CPU (0: sampling off)");
-	fprintf(f, "llmprofd_sample_hertz %u\n", r->sample_hz);
-	put_findings(f, r);
+		one(e, "feature", feat[i].name, feat[i].on);
+	lp_expo_family(e, "llmprofd_sample_hertz", LP_EXPO_GAUGE,
+		       "cpu-clock samples per second and CPU (0: sampling off)");
+	one(e, NULL, NULL, r->sample_hz);
+	put_findings(e, r);
 }
 
 int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o, char **out,
 		      size_t *len)
 {
 	const struct lp_proc_view **v = calloc(r->nprocs ? r->nprocs : 1, sizeof(*v));
+	struct lp_expo *e = lp_expo_open(o->format);
 	struct series *s = NULL;
 	size_t n = r->nprocs, ns = 0;
-	FILE *f = NULL;
 
 	*out = NULL;
 	*len = 0;
-	if (!v)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		v[i] = &r->procs[i];
-	/* Over the cap, running processes go first, the busiest first. */
-	qsort(v, n, sizeof(*v), compare_views);
-	if (o->max_processes && n > o->max_processes)
-		n = o->max_processes;
-	if (!o->by_workload)
-		s = series_of(v, n, false, &ns);
-	f = s || o->by_workload ? open_memstream(out, len) : NULL;
-	if (f && !o->by_workload)
-		put_info(f, v, n, s, ns, false);
-	/* By workload: the cap's processes, regrouped (series_of sorts them). */
-	if (f && o->by_workload && (s = series_of(v, n, true, &ns)))
-		put_info(f, v, n, s, ns, true);
-	if (f && s) {
-		put_processes(f, s, ns, o->by_workload);
-		put_ops(f, s, ns, r->sample_hz);
-		put_daemon(f, r, o, n);
+	if (v && e) {
+		for (size_t i = 0; i < n; i++)
+			v[i] = &r->procs[i];
+		/* Over the cap, running processes go first, the busiest first. */
+		qsort(v, n, sizeof(*v), compare_views);
+		if (o->max_processes && n > o->max_processes)
+			n = o->max_processes;
+		/* By workload, the cap's processes regrouped (series_of sorts them). */
+		s = series_of(v, n, o->by_workload, &ns);
 	}
-	if (s)
-		series_free(s, ns);
+	if (s) {
+		put_info(e, s, ns, o->by_workload);
+		put_processes(e, s, ns, o->by_workload);
+		put_ops(e, s, ns, r->sample_hz);
+		put_daemon(e, r, o, n);
+	}
+	series_free(s, ns);
 	free(v);
-	if (!f || fclose(f) != 0 || !*out || !s) {
+	if (!e)
+		return -ENOMEM;
+	if (lp_expo_close(e, out, len) < 0 || !s) {
 		free(*out);
 		*out = NULL;
+		*len = 0;
 		return -ENOMEM;
 	}
 	return 0;

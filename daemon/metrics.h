@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
-/* The report in the Prometheus text exposition format (version 0.0.4): histograms in
- * seconds, counters as _total, HELP and TYPE for every family, labels pid, comm and exe.
- * Pure: writes to a memory stream, does no other I/O. */
+/* The report as Prometheus metrics (expo.h's formats): histograms in seconds, counters as
+ * _total, HELP and TYPE for every family, labels pid, comm and exe, or workload and model.
+ * Pure: writes to memory, does no other I/O. */
 #ifndef LLMPROF_METRICS_H
 #define LLMPROF_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "expo.h"
 #include "report.h"
 
 struct lp_metrics_opts {
@@ -15,12 +16,8 @@ struct lp_metrics_opts {
 	double start_time;	/* the daemon's start, seconds since the Unix epoch */
 	bool hide_fill;	  /* leave out map fill: it counts every user's processes and threads */
 	bool by_workload; /* series by workload and model (identity.h), not by process */
+	enum lp_expo_format format;
 };
-
-/* Histogram bucket bounds: le = 2^k ns for k in [LP_METRICS_LE_MIN_EXP, LP_METRICS_LE_MAX_EXP],
- * bucket boundaries of the log-linear layout, so each cumulative count is exact. */
-#define LP_METRICS_LE_MIN_EXP 10 /* 1.024 us */
-#define LP_METRICS_LE_MAX_EXP 36 /* 68.7 s */
 
 /* Renders the report; *out is malloc'd text of *len bytes. Returns 0 or -ENOMEM. */
 int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o, char **out,

@@ -553,6 +553,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 	struct lp_api_request ar = {
 		.method = method_name(evhttp_request_get_command(req)),
 		.uri = evhttp_request_get_uri(req),
+		.accept = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept"),
 		.body_len = evbuffer_get_length(in),
 	};
 	struct lp_api_response res;

@@ -167,6 +167,14 @@ def main():
             % (ref_exited, cpu))
     res = t.read_json_line(drv, "the driver", 120)
     print("driver: %s" % res)
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        mine = [l for l in r.read().decode().splitlines() if 'pid="%d"' % pid in l]
+    fine = [l for l in mine if "_bucket{" in l]
+    print("series of the decoding process in /metrics: %d, of which %d histogram buckets"
+          % (len(mine), len(fine)))
+    # A sanity bound, not a measurement: docs/API.md gives the count measured here.
+    t.check(len(mine) < 1000, "%d series for a decoding process (docs/API.md: about 700 "
+            "with classic buckets)" % len(mine))
     drv.stdin.close()
     drv.wait(timeout=30)
     t.check(d.stop() == 0, "llmprofd exits 0")

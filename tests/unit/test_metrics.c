@@ -38,7 +38,7 @@ int main(void)
 	const __u64 values[] = {500, 1023, 1024, 1025, 2047, 5000, 70000000000ULL};
 	const char *bucket =
 		"llmprof_runqueue_latency_seconds_bucket{pid=\"10\",comm=\"llama\\\"cli\","
-		"exe=\"/opt/llama\\\\bin/llama-cli\\nx\",le=\"";
+		"exe=\"/opt/llama\\\\\\\\bin/llama-cli\\\\x0ax\",le=\"";
 	static const struct {
 		const char *le;
 		int count;
@@ -69,7 +69,9 @@ int main(void)
 	views[0].stats.ctr[LP_C_SAMPLES_BARRIER] = 3;
 
 	CHECK(lp_metrics_render(&r, &o, &text, &len) == 0 && len == strlen(text), "rendered");
-	CHECK(strstr(text, "comm=\"llama\\\"cli\",exe=\"/opt/llama\\\\bin/llama-cli\\nx\"") != NULL,
+	CHECK(strstr(text,
+		     "comm=\"llama\\\"cli\",exe=\"/opt/llama\\\\\\\\bin/llama-cli\\\\x0ax\"") !=
+		      NULL,
 	      "quote, backslash and newline escaped in labels");
 	/* le bounds at 2^k ns count the values below them exactly. */
 	for (size_t i = 0; i < sizeof(les) / sizeof(les[0]); i++) {
@@ -78,7 +80,7 @@ int main(void)
 		      les[i].count);
 	}
 	CHECK(sample(text, "llmprof_cpu_samples_total{pid=\"10\",comm=\"llama\\\"cli\",exe=\"/opt/"
-			   "llama\\\\bin/llama-cli\\nx\",region=\"other\"}") == 1,
+			   "llama\\\\\\\\bin/llama-cli\\\\x0ax\",region=\"other\"}") == 1,
 	      "samples outside matmul and barrier");
 	CHECK(strstr(text, "pid=\"20\"") != NULL && strstr(text, "pid=\"30\"") == NULL,
 	      "cap 2: running processes first, the exited one is left out");
@@ -103,12 +105,13 @@ int main(void)
 	}
 	CHECK(count_lines(text, bucket) == 27 + 4 + 1, "27 powers of two, 4 fine bounds, +Inf: %d",
 	      count_lines(text, bucket));
-	CHECK(count_lines(text,
-			  "llmprof_process_info{pid=\"10\",comm=\"llama\\\"cli\","
-			  "exe=\"/opt/llama\\\\bin/llama-cli\\nx\",workload=\"llama.service\","
-			  "model=\"q.gguf\",model_type=\"Q8_0\",model_arch=\"llama\","
-			  "unit=\"llama.service\",container=\"\",pod=\"\",cmdline=\"llama -m "
-			  "q.gguf\"} 1") == 1,
+	CHECK(count_lines(
+		      text,
+		      "llmprof_process_info{pid=\"10\",comm=\"llama\\\"cli\","
+		      "exe=\"/opt/llama\\\\\\\\bin/llama-cli\\\\x0ax\",workload=\"llama.service\","
+		      "model=\"q.gguf\",model_type=\"Q8_0\",model_arch=\"llama\","
+		      "unit=\"llama.service\",container=\"\",pod=\"\",cmdline=\"llama -m "
+		      "q.gguf\"} 1") == 1,
 	      "process_info names its workload, model and command line");
 	CHECK(sample(text, "llmprofd_sample_hertz") == 199, "sample rate in hertz");
 	free(text);

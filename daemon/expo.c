@@ -1,0 +1,441 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Prometheus exposition: text 0.0.4 lines, or length-delimited MetricFamily messages (the
+ * protobuf wire format written by hand: varints, doubles and nested messages). */
+#include "expo.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "escape.h"
+
+/* A growing byte buffer; oom once an allocation failed (then everything is dropped). */
+struct pb {
+	uint8_t *p;
+	size_t n, cap;
+	bool oom;
+};
+
+struct lp_expo {
+	enum lp_expo_format fmt;
+	struct pb out;
+	struct pb fam; /* protobuf: the family being written, without its length */
+	bool in_family;
+	char name[128];
+	enum lp_expo_type type;
+};
+
+/* --- protobuf's wire format --- */
+
+enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2 };
+/* io.prometheus.client.MetricType */
+enum { PB_COUNTER = 0, PB_GAUGE = 1, PB_HISTOGRAM = 4 };
+
+static void pb_put(struct pb *b, const void *x, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->n + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		uint8_t *p;
+
+		while (cap < b->n + n)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, x, n);
+	b->n += n;
+}
+
+static void pb_varint(struct pb *b, uint64_t v)
+{
+	uint8_t buf[10];
+	size_t n = 0;
+
+	do {
+		buf[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	pb_put(b, buf, n);
+}
+
+static void pb_tag(struct pb *b, unsigned field, unsigned wire)
+{
+	pb_varint(b, (uint64_t)field << 3 | wire);
+}
+
+static void pb_uint(struct pb *b, unsigned field, uint64_t v)
+{
+	pb_tag(b, field, WIRE_VARINT);
+	pb_varint(b, v);
+}
+
+static uint64_t zigzag(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static void pb_double(struct pb *b, unsigned field, double v)
+{
+	uint64_t bits;
+	uint8_t le[8];
+
+	memcpy(&bits, &v, 8);
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)(bits >> (8 * i));
+	pb_tag(b, field, WIRE_I64);
+	pb_put(b, le, 8);
+}
+
+static void pb_bytes(struct pb *b, unsigned field, const void *p, size_t n)
+{
+	pb_tag(b, field, WIRE_LEN);
+	pb_varint(b, n);
+	pb_put(b, p, n);
+}
+
+static void pb_string(struct pb *b, unsigned field, const char *s)
+{
+	pb_bytes(b, field, s, strlen(s));
+}
+
+/* A nested message, then emptied for reuse. */
+static void pb_message(struct pb *b, unsigned field, struct pb *sub)
+{
+	if (sub->oom)
+		b->oom = true;
+	pb_bytes(b, field, sub->p, sub->n);
+	sub->n = 0;
+}
+
+static void pb_free(struct pb *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+/* --- shared --- */
+
+enum lp_expo_format lp_expo_negotiate(const char *accept)
+{
+	if (accept && strstr(accept, "application/vnd.google.protobuf") &&
+	    strstr(accept, "proto=io.prometheus.client.MetricFamily") &&
+	    strstr(accept, "encoding=delimited"))
+		return LP_EXPO_PROTOBUF;
+	return LP_EXPO_TEXT;
+}
+
+struct lp_expo *lp_expo_open(enum lp_expo_format fmt)
+{
+	struct lp_expo *e = calloc(1, sizeof(*e));
+
+	if (e)
+		e->fmt = fmt;
+	return e;
+}
+
+/* A label value: as it is when printable UTF-8, else escaped (a scraper refuses invalid
+ * UTF-8, a terminal obeys escapes). Returns v or buf. */
+static const char *safe(const char *v, char *buf, size_t size)
+{
+	if (lp_escape_clean(v, strlen(v)))
+		return v;
+	lp_escape(buf, size, v, strlen(v));
+	return buf;
+}
+
+/* The histogram's classic bounds, exact at ns resolution: bucket b of the kernel's layout
+ * starts at lp_hist_lower(b). Calls fn(bound_ns, count below it) in increasing order. */
+static void classic_bounds(const struct lp_hist *h, void (*fn)(void *, uint64_t, uint64_t),
+			   void *arg)
+{
+	unsigned lo = lp_hist_index(1ULL << LP_EXPO_LE_MIN_EXP);
+	unsigned hi = lp_hist_index(1ULL << LP_EXPO_LE_MAX_EXP);
+	uint64_t cum = 0;
+
+	for (unsigned b = 0; b < lo; b++)
+		cum += h->buckets[b];
+	for (unsigned b = lo; b <= hi; b++) {
+		uint64_t bound = lp_hist_lower(b);
+
+		/* A power of two always; the bound between two kernel buckets once either has
+		 * counted. Counts only grow, so a bound that appeared stays. */
+		if (!(bound & (bound - 1)) || h->buckets[b] || h->buckets[b - 1])
+			fn(arg, bound, cum);
+		cum += h->buckets[b];
+	}
+}
+
+/* --- text --- */
+
+static void text_put(struct lp_expo *e, const char *s)
+{
+	pb_put(&e->out, s, strlen(s));
+}
+
+static void text_printf(struct lp_expo *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void text_printf(struct lp_expo *e, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n >= 0)
+		pb_put(&e->out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+}
+
+/* {a="x",b="y"[,extra="value"]}; label values with \, " and newline escaped. */
+static void text_labels(struct lp_expo *e, const struct lp_label *l, size_t n, const char *extra,
+			const char *extra_value)
+{
+	char buf[LP_ESCAPE_SIZE(1024)];
+
+	if (!n && !extra)
+		return; /* no braces for no labels */
+	text_put(e, "{");
+	for (size_t i = 0; i <= n; i++) {
+		const char *name = i < n ? l[i].name : extra, *v;
+
+		if (!name)
+			break;
+		v = safe(i < n ? l[i].value : extra_value, buf, sizeof(buf));
+		text_printf(e, "%s%s=\"", i ? "," : "", name);
+		for (; *v; v++)
+			text_put(e, *v == '\\'	 ? "\\\\"
+				    : *v == '"'	 ? "\\\""
+				    : *v == '\n' ? "\\n"
+						 : (char[]){*v, 0});
+		text_put(e, "\"");
+	}
+	text_put(e, "}");
+}
+
+struct text_bucket {
+	struct lp_expo *e;
+	const struct lp_label *l;
+	size_t n;
+};
+
+static void text_bound(void *arg, uint64_t bound, uint64_t cum)
+{
+	struct text_bucket *tb = arg;
+	char le[32];
+
+	snprintf(le, sizeof(le), "%.12g", (double)bound * 1e-9);
+	text_printf(tb->e, "%s_bucket", tb->e->name);
+	text_labels(tb->e, tb->l, tb->n, "le", le);
+	text_printf(tb->e, " %llu\n", (unsigned long long)cum);
+}
+
+/* --- protobuf --- */
+
+/* The current family into the output, with its length before it. */
+static void pb_end_family(struct lp_expo *e)
+{
+	if (!e->in_family)
+		return;
+	if (e->fam.oom)
+		e->out.oom = true;
+	pb_varint(&e->out, e->fam.n);
+	pb_put(&e->out, e->fam.p, e->fam.n);
+	e->fam.n = 0;
+	e->in_family = false;
+}
+
+static void pb_labels(struct pb *metric, const struct lp_label *l, size_t n)
+{
+	char buf[LP_ESCAPE_SIZE(1024)];
+	struct pb pair = {0};
+
+	for (size_t i = 0; i < n; i++) {
+		pb_string(&pair, 1, l[i].name);
+		pb_string(&pair, 2, safe(l[i].value, buf, sizeof(buf)));
+		pb_message(metric, 1, &pair);
+	}
+	pb_free(&pair);
+}
+
+struct pb_bucket {
+	struct pb *hist, *bucket;
+};
+
+static void pb_bound(void *arg, uint64_t bound, uint64_t cum)
+{
+	struct pb_bucket *pbb = arg;
+
+	pb_uint(pbb->bucket, 1, cum);
+	pb_double(pbb->bucket, 2, (double)bound * 1e-9);
+	pb_message(pbb->hist, 3, pbb->bucket);
+}
+
+int lp_expo_native_index(double ns)
+{
+	return (int)ceil(log2(ns * 1e-9) * (1 << LP_EXPO_NATIVE_SCHEMA));
+}
+
+/* The kernel's buckets as a schema-3 native histogram: each bucket's count goes where its
+ * midpoint falls (the open last bucket: at the maximum), 0 ns to the zero bucket. The
+ * native bucket that holds a percentile then holds the API's estimate too: the two differ
+ * by at most one native bucket, 2^(1/8) - 1 = 9.05 %. */
+static void pb_native(struct pb *hist, const struct lp_hist *h)
+{
+	int idx[LP_HIST_NBUCKETS];
+	uint64_t cnt[LP_HIST_NBUCKETS], prev = 0;
+	struct pb span = {0}, deltas = {0};
+	size_t k = 0, first = 0;
+
+	pb_uint(hist, 5, zigzag(LP_EXPO_NATIVE_SCHEMA));
+	/* The Go client's default: below it only exact zeros. */
+	pb_double(hist, 6, 2.938735877055719e-39);
+	pb_uint(hist, 7, h->buckets[0]);
+	for (unsigned b = 1; b < LP_HIST_NBUCKETS; b++) {
+		uint64_t lo = lp_hist_lower(b), hi = lp_hist_upper(b);
+		double mid;
+		int i;
+
+		if (!h->buckets[b])
+			continue;
+		mid = b < LP_HIST_SUB ? (double)lo
+		      : hi == ~0ULL   ? (double)(h->max_ns > lo ? h->max_ns : lo)
+				      : (double)lo + (double)(hi - lo) / 2;
+		i = lp_expo_native_index(mid);
+		if (k && idx[k - 1] == i) {
+			cnt[k - 1] += h->buckets[b];
+			continue;
+		}
+		idx[k] = i;
+		cnt[k++] = h->buckets[b];
+	}
+	/* Runs of consecutive indexes are spans: the first at its index, the next ones after
+	 * their gap. No observation yet: a no-op span tells it from a classic histogram. */
+	for (size_t m = 1; m <= k; m++) {
+		if (m < k && idx[m] == idx[m - 1] + 1)
+			continue;
+		pb_uint(&span, 1, zigzag(first ? idx[first] - idx[first - 1] - 1 : idx[0]));
+		pb_uint(&span, 2, m - first);
+		pb_message(hist, 12, &span);
+		first = m;
+	}
+	if (!k) {
+		pb_uint(&span, 1, 0);
+		pb_uint(&span, 2, 0);
+		pb_message(hist, 12, &span);
+	}
+	for (size_t m = 0; m < k; m++) {
+		pb_varint(&deltas, zigzag((int64_t)cnt[m] - (int64_t)prev));
+		prev = cnt[m];
+	}
+	if (k)
+		pb_bytes(hist, 13, deltas.p, deltas.n); /* packed sint64 */
+	if (deltas.oom || span.oom)
+		hist->oom = true;
+	pb_free(&span);
+	pb_free(&deltas);
+}
+
+/* --- the interface --- */
+
+void lp_expo_family(struct lp_expo *e, const char *name, enum lp_expo_type type, const char *help)
+{
+	static const char *const text_type[] = {"counter", "gauge", "histogram"};
+	static const int pb_type[] = {PB_COUNTER, PB_GAUGE, PB_HISTOGRAM};
+
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	e->type = type;
+	if (e->fmt == LP_EXPO_TEXT) {
+		text_printf(e, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, text_type[type]);
+		return;
+	}
+	pb_end_family(e);
+	pb_string(&e->fam, 1, name);
+	pb_string(&e->fam, 2, help);
+	pb_uint(&e->fam, 3, (uint64_t)pb_type[type]);
+	e->in_family = true;
+}
+
+void lp_expo_value(struct lp_expo *e, const struct lp_label *l, size_t n, double value)
+{
+	struct pb metric = {0}, v = {0};
+
+	if (e->fmt == LP_EXPO_TEXT) {
+		text_put(e, e->name);
+		text_labels(e, l, n, NULL, NULL);
+		text_printf(e, " %.9g\n", value);
+		return;
+	}
+	pb_labels(&metric, l, n);
+	pb_double(&v, 1, value);
+	pb_message(&metric, e->type == LP_EXPO_COUNTER ? 3 : 2, &v);
+	pb_message(&e->fam, 4, &metric);
+	pb_free(&metric);
+	pb_free(&v);
+}
+
+void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const struct lp_hist *h)
+{
+	uint64_t total = lp_hist_total(h);
+
+	if (e->fmt == LP_EXPO_TEXT) {
+		struct text_bucket tb = {e, l, n};
+
+		classic_bounds(h, text_bound, &tb);
+		text_printf(e, "%s_bucket", e->name);
+		text_labels(e, l, n, "le", "+Inf");
+		text_printf(e, " %llu\n%s_sum", (unsigned long long)total, e->name);
+		text_labels(e, l, n, NULL, NULL);
+		text_printf(e, " %.9g\n%s_count", (double)h->sum_ns * 1e-9, e->name);
+		text_labels(e, l, n, NULL, NULL);
+		text_printf(e, " %llu\n", (unsigned long long)total);
+		return;
+	}
+	{
+		struct pb metric = {0}, hist = {0}, bucket = {0};
+		struct pb_bucket pbb = {&hist, &bucket};
+
+		pb_labels(&metric, l, n);
+		pb_uint(&hist, 1, total);
+		pb_double(&hist, 2, (double)h->sum_ns * 1e-9);
+		classic_bounds(h, pb_bound, &pbb);
+		pb_native(&hist, h);
+		pb_message(&metric, 7, &hist);
+		pb_message(&e->fam, 4, &metric);
+		pb_free(&metric);
+		pb_free(&hist);
+		pb_free(&bucket);
+	}
+}
+
+int lp_expo_close(struct lp_expo *e, char **out, size_t *len)
+{
+	pb_end_family(e);
+	/* A NUL after the end, not counted: the text can be read as a string. */
+	pb_put(&e->out, "", 1);
+	*out = NULL;
+	*len = 0;
+	if (e->out.oom || e->fam.oom) {
+		pb_free(&e->out);
+		pb_free(&e->fam);
+		free(e);
+		return -ENOMEM;
+	}
+	*out = (char *)e->out.p;
+	*len = e->out.n - 1;
+	pb_free(&e->fam);
+	free(e);
+	return 0;
+}
