@@ -77,6 +77,45 @@ def check_percentiles(d, pid, prom_port, native=False):
     t.check(compared >= 6, "%d percentiles compared" % compared)
 
 
+# Panels that must find the fixture's series (it contends for a CPU and waits on futexes),
+# whether Prometheus keeps classic buckets or native histograms.
+DASHBOARD_FILLED = ("Run-queue latency p99", "Futex wait p99", "Preempted")
+
+
+def panel_results(prom_port, panels):
+    """{title: (all queries valid, all queries found series)} of the dashboard's panels."""
+    out = {}
+    for panel in panels:
+        ok, found = True, True
+        for target in panel["targets"]:
+            expr = (target["expr"].replace("$instance", ".*").replace("$comm", ".*")
+                    .replace("$__rate_interval", "1m"))
+            _, _, body = http_get("http://127.0.0.1:%d/api/v1/query?query=%s" %
+                                  (prom_port, urllib.parse.quote(expr)))
+            res = json.loads(body)
+            ok &= res["status"] == "success"
+            found &= ok and bool(res["data"]["result"])
+        out[panel["title"]] = (ok, found)
+    return out
+
+
+def check_dashboard(prom_port, kind):
+    """The shipped dashboard's queries are valid PromQL, and the histogram panels find the
+    fixture's series."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                           "grafana-dashboard.json")) as f:
+        panels = json.load(f)["panels"]
+    bad = [title for title, (ok, _) in panel_results(prom_port, panels).items() if not ok]
+    t.check(not bad, "every dashboard query is valid PromQL (%s): %s"
+            % (kind, bad or "all %d" % len(panels)))
+    want = [p for p in panels if p["title"].startswith(DASHBOARD_FILLED)]
+    t.poll("the histogram panels to find the fixture (%s)" % kind,
+           lambda: all(found for _, found in panel_results(prom_port, want).values()),
+           timeout=30, interval=1)
+    t.check(len(want) == 3, "%s histograms: %s show the fixture"
+            % (kind, [p["title"] for p in want]))
+
+
 def start_prometheus(port, *flags):
     """A Prometheus on loopback scraping llmprofd's port every second: (proc, port, dir)."""
     prom_port = t.free_port()
@@ -131,6 +170,7 @@ def native_prometheus(d, pid, port):
     health = [x["health"] for x in json.loads(body)["data"]["activeTargets"]]
     t.check(health == ["up"], "the protobuf scrape is up: %s" % health)
     check_percentiles(d, pid, prom_port, native=True)
+    check_dashboard(prom_port, "native")
     prom.terminate()
     prom.wait(timeout=20)
     shutil.rmtree(work, ignore_errors=True)
@@ -205,22 +245,7 @@ def main():
     t.check(health == ["up"], "the scrape target is up: %s" % health)
     check_percentiles(d, fx.pid, prom_port)
     native_prometheus(d, fx.pid, port)
-    # The shipped dashboard's queries are valid PromQL and find the fixture's series.
-    with open(os.path.join(t.os.path.dirname(__file__), "..", "..", "examples",
-                           "grafana-dashboard.json")) as f:
-        dash = json.load(f)
-    bad, empty = [], []
-    for panel in dash["panels"]:
-        for target in panel["targets"]:
-            expr = (target["expr"].replace("$instance", ".*").replace("$comm", ".*")
-                    .replace("$__rate_interval", "1m"))
-            _, _, body = http_get("http://127.0.0.1:%d/api/v1/query?query=%s" %
-                                  (prom_port, urllib.parse.quote(expr)))
-            res = json.loads(body)
-            if res["status"] != "success":
-                bad.append(panel["title"])
-    t.check(not bad, "every dashboard query is valid PromQL: %s" % (bad or "all %d" %
-                                                                    len(dash["panels"])))
+    check_dashboard(prom_port, "classic")
     p = subprocess.run(["promtool", "check", "config", os.path.join(
         os.path.dirname(__file__), "..", "..", "examples", "prometheus.yml")],
         capture_output=True, text=True)
