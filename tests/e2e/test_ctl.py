@@ -681,6 +681,30 @@ def test_docs_and_install():
         got = complete([t.LLMPROFCTL, cmd, "--"], completion)
         t.check(opts <= set(got) and not [o for o in opts if o not in page],
                 "%s: every option is completed and in llmprofctl(1): %s" % (cmd, sorted(opts)))
+    # Figures the docs state come from one source: the probe cost from bench/RESULTS.md's
+    # headline, the kernel memory from what the daemon itself prints with the defaults.
+    results = open(os.path.join(ROOT, "bench", "RESULTS.md")).read()
+    cost = re.search(r"gives ([\d.]+) µs per probed call with the probes on the instruction "
+                     r"the kernel emulates, ([\d.]+) µs on the first instruction", results)
+    t.check(cost is not None, "bench/RESULTS.md states the cost of a probed call")
+    texts = {name: open(os.path.join(ROOT, name)).read() for name in
+             ("README.md", "docs/API.md", "man/llmprofd.8", "man/llmprofctl.1")}
+    texts["llmprofd --help"] = subprocess.run([t.LLMPROFD, "--help"], capture_output=True,
+                                              text=True).stdout
+    stated = {(name, x) for name, text in texts.items()
+              for x in re.findall(r"([\d.]+) (?:µs|us) per probed call", " ".join(text.split()))}
+    t.check(cost and stated and all(x in cost.groups() for _, x in stated),
+            "every probe cost the docs state is RESULTS.md's %s: %s"
+            % (cost and cost.groups(), sorted(stated)))
+    check = subprocess.run([t.LLMPROFD, "--check", "--config", "/dev/null", "--socket",
+                            os.path.join(t.tmpdir("llmprofd-check-"), "s.sock"),
+                            "--state-directory", "off", "--metrics-address", "off"],
+                           capture_output=True, text=True, timeout=60)
+    logged = re.search(r"([\d.]+) MiB locked in all", check.stderr)
+    readme = re.search(r"([\d.]+) MiB by default", " ".join(texts["README.md"].split()))
+    t.check(logged and readme and logged.group(1) == readme.group(1),
+            "README's kernel memory %s MiB is what llmprofd --check prints with the defaults "
+            "(%s)" % (readme and readme.group(1), logged and logged.group(1)))
     # top's columns and sort keys: the same in --help, the man page and the binary's table.
     helptext = ctl("top", "--help")[1]
     keys = re.search(r"up/down select; ([\w ]+?) sort by ([^.]+)\.", helptext.replace("\n", " "))
@@ -725,6 +749,10 @@ def test_completion_live(w, completion):
                          capture_output=True, text=True, env=dict(os.environ, MANWIDTH="80"),
                          timeout=60).stdout
     t.check("EXIT STATUS" in out and "LLMPROF_SOCKET" in out, "man shows the installed page")
+    page = open(os.path.join(prefix, "share/man/man8/llmprofd.8")).read()
+    docs = re.findall(r"\.IR (\S+/(?:API\.md|examples/llmprofd\.conf))", page)
+    t.check(len(docs) == 2 and all(d.startswith(prefix + "/") and os.path.exists(d) for d in docs),
+            "llmprofd(8) as installed names the files where they were installed: %s" % docs)
     shutil.rmtree(prefix, ignore_errors=True)
 
 
