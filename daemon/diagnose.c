@@ -75,20 +75,22 @@ const struct lp_context *lp_diagnose_context(struct lp_diagnose *dg, const struc
 
 /* The process's context: kept for LP_DIAGNOSE_CONTEXT_NS in its watch, its throttling read
  * anew. NULL when it cannot be read (gone). */
-static const struct lp_context *context_of(struct lp_watch *w, pid_t pid,
+static const struct lp_context *context_of(struct lp_watch *w, const struct lp_target *t,
 					   const struct lp_host_cpus *h, uint64_t now,
 					   struct lp_context *buf)
 {
 	if (!h)
 		return NULL;
-	/* Until a model is mapped, each window: a server loads it after it starts. */
+	/* A ggml process without a model yet, each window: a server maps it after it starts
+	 * (other processes rarely map one: their context is read as seldom as the rest). */
+	bool eager = t->ggml && w && !w->ctx.weights_mappings;
+
 	if (w && w->ctx_ns &&
-	    now - w->ctx_ns <
-		    (w->ctx.weights_mappings ? LP_DIAGNOSE_CONTEXT_NS : LP_DIAGNOSE_WINDOW_NS)) {
+	    now - w->ctx_ns < (eager ? LP_DIAGNOSE_WINDOW_NS : LP_DIAGNOSE_CONTEXT_NS)) {
 		lp_context_read_throttled(&w->ctx);
 		return &w->ctx;
 	}
-	if (lp_context_read(buf, pid, h, "/proc", "/sys") < 0)
+	if (lp_context_read(buf, t->pid, h, "/proc", "/sys") < 0)
 		return NULL;
 	if (w) {
 		w->ctx = *buf;
@@ -179,7 +181,7 @@ void lp_diagnose_tick(struct lp_diagnose *dg, const struct lp_report *r)
 			w->nsnap = 1;
 		}
 		snap_take(&w->s[w->nsnap++], v, r->now_ns,
-			  context_of(w, v->target->pid, h, r->now_ns, &ctx));
+			  context_of(w, v->target, h, r->now_ns, &ctx));
 	}
 	qsort(dg->w, dg->n, sizeof(*dg->w), by_pid);
 }
@@ -278,7 +280,7 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	in.openmp = false;
 	for (size_t i = 0; t->ggml && i < t->ggml->nobjs; i++)
 		in.openmp |= t->ggml->objs[i]->omp_runtime;
-	if (v->live && (ctx = context_of(w, t->pid, h, r->now_ns, &buf))) {
+	if (v->live && (ctx = context_of(w, t, h, r->now_ns, &buf))) {
 		in.ctx = ctx;
 		in.host = h;
 		in.throttled_usec = sub(ctx->throttled_usec, s ? s->throttled_usec : 0);

@@ -108,7 +108,8 @@ def main():
     t.check("MODEL" in header and max(len(l) for l in lines) < 140,
             "top in 140 columns adds MODEL: %r" % header)
     for name, (_, pid) in apps.items():
-        row = [l for l in lines if l.split() and l.split()[0] == str(pid)]
+        # The PID column is 7 wide; a finding's mark may follow it.
+        row = [l for l in lines if l[:7].strip() == str(pid)]
         t.check(row and row[0][header.index("MODEL"):].split()[0] == name,
                 "top's MODEL for pid %d: %s" % (pid, row))
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
@@ -147,7 +148,7 @@ def main():
     t.check(len(tables) == 2 and len(refs) == 2, "top printed two tables")
     lines = tables[1]
     header = next(l for l in lines if l.lstrip().startswith("PID COMMAND"))
-    prow = next(l for l in lines if l.split() and l.split()[0] == str(pid))
+    prow = next(l for l in lines if l[:7].strip() == str(pid))
     threads = lines[lines.index(prow) + 1:]
     exited = [l for l in threads if l.split()[:2] == ["-", "(exited)"]]
     cpu = float(cell(header, prow, "CPU%"))
