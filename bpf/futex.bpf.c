@@ -14,7 +14,7 @@ static __always_inline void futex_enter(__u64 uaddr, __u32 kind)
 	__u32 tgid = id >> 32;
 	struct lp_thread *t;
 
-	if (!bpf_map_lookup_elem(&procs, &tgid))
+	if (!proc_of(tgid))
 		return;
 	t = thread_get((__u32)id, tgid);
 	if (!t)
@@ -50,13 +50,18 @@ static __always_inline void futex_waitv_enter(const void *waiters)
 
 static __always_inline void futex_exit(long ret)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
 	struct lp_futex_key key = {};
 	struct lp_proc_stats *p;
 	struct lp_futex_val *v, zero = {};
 	struct lp_thread *t;
 	__u64 d;
 
+	/* Every futex call on the host returns here: FUTEX_WAKE and others' waits leave at
+	 * the first load. */
+	if (!maybe_ours(id >> 32))
+		return;
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || !t->futex_since)
 		return;

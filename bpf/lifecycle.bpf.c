@@ -42,6 +42,7 @@ static __always_inline void on_exit(struct task_struct *task)
 		drop(LP_D_EVENTS_LOST);
 	}
 	bpf_map_delete_elem(&procs, &tgid);
+	mark_ours(tgid, 0);
 	bpf_map_delete_elem(&ranges, &tgid);
 	bpf_map_delete_elem(&precise, &tgid);
 }
@@ -152,6 +153,7 @@ static __always_inline void on_exec(struct task_struct *task)
 		if (init) {
 			init->tgid = tgid;
 			init->tracked_since_ns = bpf_ktime_get_ns();
+			mark_ours(tgid, 1);
 			bpf_map_update_elem(&procs, &tgid, init, BPF_NOEXIST);
 		}
 	}

@@ -66,6 +66,19 @@ LP_MAP struct {
 	__type(value, struct lp_thread);
 } threads SEC(".maps");
 
+/* A byte per tgid below the host's pid_max, 8 to an element: 1 from just before its process
+ * enters procs until it leaves. Most tasks that switch, wake or call futex on a host are not
+ * ours, and this says so with an array load where procs would take a hash lookup. Written
+ * byte by byte (by user space through a mapping, by the exec and exit hooks), so no update
+ * ever touches a neighbour's byte. A byte left at 1 costs a lookup, never a wrong answer. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 4096); /* pid_max / 8, set by user space */
+	__type(key, __u32);
+	__type(value, __u64);
+} tgid_marks SEC(".maps");
+
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192); /* resized by user space */
@@ -225,6 +238,31 @@ static __always_inline void hist_add(struct lp_hist *h, __u64 v)
 }
 
 /* The thread's state, created on first sight. Only called for tracked processes. */
+/* Whether tgid may be tracked: false means surely not (a tgid beyond the marks, after
+ * pid_max was raised, may be). */
+static __always_inline bool maybe_ours(__u32 tgid)
+{
+	__u32 k = tgid / 8;
+	__u8 *m = bpf_map_lookup_elem(&tgid_marks, &k);
+
+	return !m || m[tgid & 7];
+}
+
+static __always_inline void mark_ours(__u32 tgid, __u8 ours)
+{
+	__u32 k = tgid / 8;
+	__u8 *m = bpf_map_lookup_elem(&tgid_marks, &k);
+
+	if (m)
+		m[tgid & 7] = ours;
+}
+
+/* The process's figures when tgid is tracked. */
+static __always_inline struct lp_proc_stats *proc_of(__u32 tgid)
+{
+	return maybe_ours(tgid) ? bpf_map_lookup_elem(&procs, &tgid) : NULL;
+}
+
 static __always_inline struct lp_thread *thread_get(__u32 tid, __u32 tgid)
 {
 	struct lp_thread *t = bpf_map_lookup_elem(&threads, &tid);

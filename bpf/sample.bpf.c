@@ -18,6 +18,8 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	__u64 ip, sp, bp;
 	bool gen;
 
+	if (!maybe_ours(tgid))
+		return 0;
 	rg = bpf_map_lookup_elem(&ranges, &tgid);
 	if (!rg)
 		return 0;

@@ -3,7 +3,7 @@
  * blocked, and in a barrier or not), context switches and migrations of tracked threads,
  * and who preempted them, from sched_switch, sched_wakeup and sched_wakeup_new. Each exists as a tp_btf and a
  * raw_tp program with the same body; user space autoloads one set after probing. Untracked tasks cost one
- * hash lookup by tgid per task involved. */
+ * array load by tgid per task involved (maybe_ours). */
 #include "lp.bpf.h"
 #include "where.bpf.h"
 
@@ -72,6 +72,10 @@ static __always_inline void preemptor_wait(__u32 tgid, struct lp_thread *t, __u6
 		__sync_fetch_and_add(&v->wait_ns, d);
 }
 
+/* A task's tgid: a plain load where the task is trusted (tp_btf), else a probe read (a
+ * helper call, which for an untracked task would be most of what a switch costs us). */
+#define TASK_TGID(trusted, task) ((trusted) ? (task)->tgid : BPF_CORE_READ(task, tgid))
+
 /* with_regs: the program may read prev's user registers (tp_btf: a trusted task). */
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, bool with_regs)
@@ -87,8 +91,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	struct lp_thread *t;
 	__u64 d;
 
-	tgid = BPF_CORE_READ(prev, tgid);
-	p = bpf_map_lookup_elem(&procs, &tgid);
+	tgid = TASK_TGID(with_regs, prev);
+	p = proc_of(tgid);
 	/* An exiting thread's entry is gone already; do not create it again. */
 	if (p && !(BPF_CORE_READ(prev, flags) & PF_EXITING)) {
 		now = bpf_ktime_get_ns();
@@ -154,8 +158,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	}
 
 	runq = 0;
-	tgid = BPF_CORE_READ(next, tgid);
-	p = bpf_map_lookup_elem(&procs, &tgid);
+	tgid = TASK_TGID(with_regs, next);
+	p = proc_of(tgid);
 	/* A thread past its exit hook can still block and run again on its way out: its
 	 * entry is gone and must not come back. */
 	if (!p || (BPF_CORE_READ(next, flags) & PF_EXITING))
@@ -217,7 +221,7 @@ static __always_inline void on_wakeup(struct task_struct *task)
 	__u32 tid;
 	struct lp_thread *t;
 
-	if (!bpf_map_lookup_elem(&procs, &tgid) || (BPF_CORE_READ(task, flags) & PF_EXITING))
+	if (!proc_of(tgid) || (BPF_CORE_READ(task, flags) & PF_EXITING))
 		return;
 	tid = BPF_CORE_READ(task, pid);
 	t = thread_get(tid, tgid);

@@ -13,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core.skel.h"
 #include "llmprof/abi.h"
 #include "log.h"
+#include "procfs.h"
 #include "sampler.h"
 #include "uprobe.h"
 
@@ -257,6 +259,25 @@ static void set_autoload_sched(struct core_bpf *s, bool btf, bool wakeups)
 	}
 }
 
+/* The host's pid_max: tgids are below it (4194304, the kernel's limit, when unreadable). */
+static size_t pid_max(void)
+{
+	char buf[32];
+	long v;
+
+	if (lp_read_small("/proc/sys/kernel/pid_max", buf, sizeof(buf)) <= 0 ||
+	    (v = strtol(buf, NULL, 10)) < 301 || v > (1L << 22))
+		return (size_t)1 << 22;
+	return (size_t)v;
+}
+
+static size_t marks_bytes(const struct lp_core *c)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return ((c->ntgid_marks + 7) / 8 * 8 + page - 1) / page * page;
+}
+
 int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp_features *f)
 {
 	bool btf = f->tp_btf && !cfg->sched_raw_tp;
@@ -290,6 +311,9 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	bpf_map__set_max_entries(s->maps.ranges, cfg->max_processes);
 	bpf_map__set_max_entries(s->maps.precise, cfg->max_processes);
 	bpf_map__set_max_entries(s->maps.op_samples, cfg->max_processes);
+	/* A byte per possible tgid, 8 to an element. */
+	c->ntgid_marks = pid_max();
+	bpf_map__set_max_entries(s->maps.tgid_marks, (uint32_t)((c->ntgid_marks + 7) / 8));
 	s->rodata->want_exec_events = cfg->ncomms > 0 || cfg->nexes > 0;
 	s->rodata->stack_scan = cfg->stack_scan;
 	s->rodata->unwind_cfi = cfg->unwind;
@@ -310,6 +334,12 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	r = core_bpf__load(s);
 	if (r < 0)
 		return log_error_errno(r, "load BPF programs: %m");
+	c->tgid_marks = mmap(NULL, marks_bytes(c), PROT_READ | PROT_WRITE, MAP_SHARED,
+			     bpf_map__fd(s->maps.tgid_marks), 0);
+	if (c->tgid_marks == MAP_FAILED) {
+		c->tgid_marks = NULL;
+		return log_error_errno(-errno, "map the tgid marks: %m");
+	}
 	for (size_t i = 0; i < cfg->ncomms && i < LP_MAX_COMMS; i++) {
 		char key[LP_COMM_LEN] = {};
 		__u8 one = 1;
@@ -349,6 +379,8 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 
 void lp_core_destroy(struct lp_core *c)
 {
+	if (c->tgid_marks)
+		munmap((void *)c->tgid_marks, marks_bytes(c));
 	lp_links_destroy(&c->links, &c->nlinks);
 	core_bpf__destroy(c->skel);
 	memset(c, 0, sizeof(*c));
@@ -406,7 +438,7 @@ size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size
 		c->skel->maps.events,	  c->skel->maps.drops,	     c->skel->maps.ranges,
 		c->skel->maps.precise,	  c->skel->maps.objs,	     c->skel->maps.op_samples,
 		c->skel->maps.op_precise, c->skel->maps.unwind_rows, c->skel->maps.rec_ring,
-		c->skel->maps.preemptors};
+		c->skel->maps.preemptors, c->skel->maps.tgid_marks};
 	size_t k = 0;
 
 	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]) && k < n; i++, k++) {

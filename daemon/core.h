@@ -28,6 +28,9 @@ struct lp_core {
 	uint32_t sample_hz;	 /* 0: no sampling */
 	bool sample_per_thread;	 /* each LLM process's threads, else every CPU */
 	int nsample_cpus;
+	/* The tgid_marks map, mapped: a byte per tgid below ntgid_marks (lp.bpf.h) */
+	volatile uint8_t *tgid_marks;
+	size_t ntgid_marks;
 };
 
 /* Opens, sizes, loads and attaches. Scheduler and lifecycle programs are required; futex

@@ -742,6 +742,8 @@ static int run(struct daemon *d)
 			bpf_map__fd(d->core.skel->maps.futex_addrs),
 			bpf_map__fd(d->core.skel->maps.threads));
 	d->tracker.preempt_fd = bpf_map__fd(d->core.skel->maps.preemptors);
+	d->tracker.tgid_marks = d->core.tgid_marks;
+	d->tracker.ntgid_marks = d->core.ntgid_marks;
 	d->tracker.on_exit = on_target_exit;
 	d->tracker.free_ggml = lp_ggml_proc_free;
 	d->tracker.userdata = d;

@@ -42,7 +42,7 @@ struct lp_report {
 	uint32_t sample_hz;
 	const struct lp_config *cfg;
 	int fault_cpus; /* 0: page faults are not collected */
-	struct lp_map_usage maps[13];
+	struct lp_map_usage maps[14];
 	size_t nmaps;
 	uint64_t drops[LP_D_NR];
 	uint64_t procs_full;

@@ -216,6 +216,12 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 	}
 	zero->tgid = key;
 	zero->tracked_since_ns = lp_now_ns();
+	/* Marked first: from the insert on, its tasks' events must not be skipped as not ours.
+	 * A mark left behind by a failed insert only costs a lookup. */
+	if (tr->tgid_marks && (size_t)pid < tr->ntgid_marks) {
+		tr->tgid_marks[pid] = 1;
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	}
 	if (bpf_map_update_elem(tr->procs_fd, &key, zero, BPF_NOEXIST) < 0) {
 		r = -errno;
 		/* An entry the kernel made at exec (a --comm match) is adopted as it is: it has

@@ -78,6 +78,10 @@ struct lp_tracker {
 	int futex_fd;
 	int threads_fd;
 	int preempt_fd; /* -1: no preemptor map */
+	/* A byte per tgid, set before a process enters procs (lp.bpf.h's tgid_marks); NULL
+	 * in tests without BPF */
+	volatile uint8_t *tgid_marks;
+	size_t ntgid_marks;
 	struct lp_target **v;
 	size_t n, cap;
 	size_t nexited;
