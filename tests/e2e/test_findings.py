@@ -429,9 +429,13 @@ def diff(d, binary, model, work):
     h = hog_on(1)
     hogged = run("hog", {"OMP_PROC_BIND": "true", "OMP_PLACES": "cores"})
     stop(h)
-    same = ctl(d, "diff", base, again)
+    # Two runs of one configuration differ by the host's noise: up to 12.5 % in tokens/s on
+    # this shared VM on a busy day (a CI rehearsal under ASan). A CI gate sets its
+    # threshold above that noise; the slowed runs below must trip the default 10 %.
+    same = ctl(d, "diff", base, again, "--threshold", "25")
     t.check(same.returncode == 0 and "no regression" in same.stdout,
-            "diff of two clean runs exits 0:\n" + same.stdout)
+            "diff of two clean runs exits 0 at a threshold above the noise (25 %):\n"
+            + same.stdout)
     for name, path in (("one thread", slow), ("a hog", hogged)):
         r = ctl(d, "diff", base, path)
         t.check(r.returncode == 1 and "REGRESSION" in r.stdout,
