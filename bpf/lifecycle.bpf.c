@@ -145,6 +145,8 @@ static __always_inline void on_exec(struct task_struct *task)
 	}
 	e->type = LP_EV_EXEC;
 	e->tgid = BPF_CORE_READ(task, tgid);
+	e->inserted = 0;
+	e->pad = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	if (bpf_map_lookup_elem(&comms, e->comm)) {
 		__u32 zero = 0, tgid = e->tgid;
@@ -154,7 +156,7 @@ static __always_inline void on_exec(struct task_struct *task)
 			init->tgid = tgid;
 			init->tracked_since_ns = bpf_ktime_get_ns();
 			mark_ours(tgid, 1);
-			bpf_map_update_elem(&procs, &tgid, init, BPF_NOEXIST);
+			e->inserted = !bpf_map_update_elem(&procs, &tgid, init, BPF_NOEXIST);
 		}
 	}
 	bpf_ringbuf_submit(e, 0);

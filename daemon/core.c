@@ -20,6 +20,7 @@
 #include "core.skel.h"
 #include "llmprof/abi.h"
 #include "log.h"
+#include "mapwalk.h"
 #include "procfs.h"
 #include "sampler.h"
 #include "uprobe.h"
@@ -403,22 +404,22 @@ static uint64_t map_memlock(int fd)
 	return v;
 }
 
+static int count_one(void *ctx, const void *key, const void *value)
+{
+	(void)key;
+	(void)value;
+	++*(uint64_t *)ctx;
+	return 0;
+}
+
 static uint64_t count_entries(struct bpf_map *map)
 {
-	char key[64], next[64];
-	void *prev = NULL;
 	uint64_t n = 0;
-	int fd = bpf_map__fd(map);
 
-	if ((bpf_map__type(map) != BPF_MAP_TYPE_HASH &&
-	     bpf_map__type(map) != BPF_MAP_TYPE_LRU_HASH) ||
-	    bpf_map__key_size(map) > sizeof(key))
+	if (bpf_map__type(map) != BPF_MAP_TYPE_HASH && bpf_map__type(map) != BPF_MAP_TYPE_LRU_HASH)
 		return 0;
-	while (bpf_map_get_next_key(fd, prev, next) == 0) {
-		memcpy(key, next, sizeof(key));
-		prev = key;
-		n++;
-	}
+	lp_map_walk(bpf_map__fd(map), bpf_map__key_size(map), bpf_map__value_size(map), count_one,
+		    &n);
 	return n;
 }
 

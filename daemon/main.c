@@ -109,6 +109,7 @@ static void consume(struct daemon *d)
 {
 	d->recorder.budget = LP_RECORD_BUDGET;
 	ring_buffer__consume(d->rb);
+	lp_tracker_harvest(&d->tracker);
 }
 
 static int on_event(void *arg, void *data, size_t size)

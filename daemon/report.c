@@ -14,6 +14,7 @@
 
 #include "core.skel.h"
 #include "hist.h"
+#include "mapwalk.h"
 #include "procfs.h"
 
 static void read_maps(struct lp_report *r, const struct lp_core *c)
@@ -47,21 +48,22 @@ static int add_thread(struct lp_proc_view *v, __u32 tid, const struct lp_thread 
 	return 0;
 }
 
+static int read_thread(void *ctx, const void *key, const void *value)
+{
+	struct lp_report *r = ctx;
+	const struct lp_thread *t = value;
+	struct lp_proc_view *v = live_view(r, t->tgid);
+	__u32 tid;
+
+	memcpy(&tid, key, sizeof(tid));
+	return v ? add_thread(v, tid, t) : 0;
+}
+
 /* Hands each live view the threads of its process, from one pass over "threads". */
 static int read_threads(struct lp_report *r, const struct lp_core *c)
 {
-	int fd = bpf_map__fd(c->skel->maps.threads), ret = 0;
-	__u32 key, *prev = NULL;
-
-	while (ret == 0 && bpf_map_get_next_key(fd, prev, &key) == 0) {
-		struct lp_proc_view *v;
-		struct lp_thread t;
-
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &t) == 0 && (v = live_view(r, t.tgid)))
-			ret = add_thread(v, key, &t);
-	}
-	return ret;
+	return lp_map_walk(bpf_map__fd(c->skel->maps.threads), sizeof(__u32),
+			   sizeof(struct lp_thread), read_thread, r);
 }
 
 /* One live process's threads, looked up by the tids in /proc/PID/task: the cost of a
@@ -92,53 +94,62 @@ static int read_threads_of(struct lp_proc_view *v, const struct lp_core *c)
 	return ret;
 }
 
+struct futex_read {
+	struct lp_report *r;
+	struct lp_futex_list *lists; /* one per view */
+};
+
+static int read_futex_one(void *ctx, const void *key, const void *value)
+{
+	struct futex_read *x = ctx;
+	const struct lp_futex_key *k = key;
+	struct lp_proc_view *v = live_view(x->r, k->tgid);
+
+	return v ? lp_futex_list_push(&x->lists[v - x->r->procs], k->uaddr, value) : 0;
+}
+
 /* Ranks the futex addresses of each live view, from one pass over "futex_addrs". */
 static int read_futex(struct lp_report *r, const struct lp_core *c)
 {
-	int fd = bpf_map__fd(c->skel->maps.futex_addrs);
-	struct lp_futex_key key, *prev = NULL;
-	struct lp_futex_list *lists;
-	struct lp_futex_val val;
-	struct lp_proc_view *v;
-	int ret = 0;
+	struct futex_read x = {r, calloc(r->nprocs ? r->nprocs : 1, sizeof(*x.lists))};
+	int ret;
 
-	lists = calloc(r->nprocs ? r->nprocs : 1, sizeof(*lists));
-	if (!lists)
+	if (!x.lists)
 		return -ENOMEM;
-	while (ret == 0 && bpf_map_get_next_key(fd, prev, &key) == 0) {
-		prev = &key;
-		v = live_view(r, key.tgid);
-		if (v && bpf_map_lookup_elem(fd, &key, &val) == 0)
-			ret = lp_futex_list_push(&lists[v - r->procs], key.uaddr, &val);
-	}
+	ret = lp_map_walk(bpf_map__fd(c->skel->maps.futex_addrs), sizeof(struct lp_futex_key),
+			  sizeof(struct lp_futex_val), read_futex_one, &x);
 	for (size_t i = 0; i < r->nprocs; i++)
 		if (r->procs[i].live)
-			lp_futex_list_top(&lists[i], &r->procs[i].futex);
+			lp_futex_list_top(&x.lists[i], &r->procs[i].futex);
 		else
-			free(lists[i].v);
-	free(lists);
+			free(x.lists[i].v);
+	free(x.lists);
 	return ret;
 }
 
 /* Hands each view its preemptors still in the kernel map, from one pass over
  * "preemptors": a live process's, and one that exited since the last sweep moved them to
  * its final record (lp_tracker_sweep). */
+static int read_preempt_one(void *ctx, const void *key, const void *value)
+{
+	struct lp_report *r = ctx;
+	const struct lp_preempt_key *k = key;
+	struct lp_proc_view *v = live_view(r, k->tgid);
+
+	for (size_t i = 0; !v && i < r->nprocs; i++)
+		if (!r->procs[i].live && !r->procs[i].target->final_preempt &&
+		    (__u32)r->procs[i].target->pid == k->tgid)
+			v = &r->procs[i];
+	if (v)
+		lp_preempt_top_add(&v->preempt, k->by_tgid, value);
+	return 0;
+}
+
 static void read_preempt(struct lp_report *r, int fd)
 {
-	struct lp_preempt_key key, *prev = NULL;
-	struct lp_preempt_val val;
-	struct lp_proc_view *v;
-
-	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &key) == 0) {
-		prev = &key;
-		v = live_view(r, key.tgid);
-		for (size_t i = 0; !v && i < r->nprocs; i++)
-			if (!r->procs[i].live && !r->procs[i].target->final_preempt &&
-			    (__u32)r->procs[i].target->pid == key.tgid)
-				v = &r->procs[i];
-		if (v && bpf_map_lookup_elem(fd, &key, &val) == 0)
-			lp_preempt_top_add(&v->preempt, key.by_tgid, &val);
-	}
+	if (fd >= 0)
+		lp_map_walk(fd, sizeof(struct lp_preempt_key), sizeof(struct lp_preempt_val),
+			    read_preempt_one, r);
 }
 
 /* The op counts: the kernel's for a live process, the last read for an exited one. */

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "mapwalk.h"
 #include "procfs.h"
 
 uint64_t lp_now_ns(void)
@@ -58,6 +59,9 @@ void lp_tracker_free(struct lp_tracker *tr)
 	free(tr->waiting);
 	tr->waiting = NULL;
 	tr->nwaiting = 0;
+	free(tr->harvest);
+	tr->harvest = NULL;
+	tr->nharvest = tr->harvest_cap = 0;
 }
 
 struct lp_target *lp_tracker_find(struct lp_tracker *tr, pid_t pid)
@@ -134,12 +138,28 @@ size_t lp_tracker_expire(struct lp_tracker *tr, uint64_t now_ns, uint64_t retent
 	return n;
 }
 
+/* Queues an exited target's futex addresses for lp_tracker_harvest(). */
+static void harvest_later(struct lp_tracker *tr, const struct lp_target *t)
+{
+	if (tr->nharvest == tr->harvest_cap) {
+		size_t cap = tr->harvest_cap ? 2 * tr->harvest_cap : 64;
+		struct lp_harvest *v = realloc(tr->harvest, cap * sizeof(*v));
+
+		if (!v)
+			return; /* its addresses stay until maps_gc() finds them orphaned */
+		tr->harvest = v;
+		tr->harvest_cap = cap;
+	}
+	tr->harvest[tr->nharvest++] = (struct lp_harvest){(__u32)t->pid, t->exit_seq};
+}
+
 static void mark_exited(struct lp_tracker *tr, struct lp_target *t)
 {
 	t->exited = true;
 	t->exited_at_ns = t->final && t->final->exit_ns ? t->final->exit_ns : lp_now_ns();
 	t->exit_seq = ++tr->exit_seq;
 	tr->nexited++;
+	harvest_later(tr, t);
 	if (tr->on_exit)
 		tr->on_exit(tr->userdata, t);
 	evict_exited(tr);
@@ -194,12 +214,43 @@ int lp_tracker_retry(struct lp_tracker *tr)
 	return added;
 }
 
+/* Clears the mark of a dead process whose procs entry the daemon deleted (the exit hook
+ * clears it only when it finds the entry). A process that took the pid since and was put
+ * into procs at its exec is marked again. */
+static void unmark(struct lp_tracker *tr, __u32 tgid)
+{
+	struct lp_proc_stats *buf;
+
+	if (!tr->tgid_marks || tgid >= tr->ntgid_marks)
+		return;
+	tr->tgid_marks[tgid] = 0;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	buf = malloc(sizeof(*buf));
+	if (!buf || bpf_map_lookup_elem(tr->procs_fd, &tgid, buf) == 0)
+		tr->tgid_marks[tgid] = 1;
+	free(buf);
+}
+
+/* Fills t from /proc: what it runs, who it is. */
+static void read_target(struct lp_target *t, pid_t pid, const struct lp_proc_stat *st)
+{
+	char exe[PATH_MAX];
+
+	t->pid = pid;
+	t->starttime = st->starttime;
+	memcpy(t->comm, st->comm, sizeof(t->comm));
+	if (lp_proc_read_exe(pid, exe, sizeof(exe)) == 0)
+		t->exe = strdup(exe);
+	lp_identity_read(&t->ident, pid, "/proc");
+	if (lp_proc_read_uid(pid, &t->uid) < 0)
+		t->uid = (uid_t)-1;
+}
+
 int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 {
 	struct lp_proc_stat st;
 	struct lp_proc_stats *zero = NULL;
 	struct lp_target *t = NULL;
-	char exe[PATH_MAX];
 	__u32 key = (__u32)pid;
 	int r;
 
@@ -246,14 +297,7 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 		r = -ESRCH;
 		goto fail_inserted;
 	}
-	t->pid = pid;
-	t->starttime = st.starttime;
-	memcpy(t->comm, st.comm, sizeof(t->comm));
-	if (lp_proc_read_exe(pid, exe, sizeof(exe)) == 0)
-		t->exe = strdup(exe);
-	lp_identity_read(&t->ident, pid, "/proc");
-	if (lp_proc_read_uid(pid, &t->uid) < 0)
-		t->uid = (uid_t)-1;
+	read_target(t, pid, &st);
 	t->matched_by = matched_by;
 	t->tracked_since_ns = zero->tracked_since_ns;
 	r = append(tr, t);
@@ -265,10 +309,49 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 
 fail_inserted:
 	bpf_map_delete_elem(tr->procs_fd, &key);
+	unmark(tr, key);
 fail:
 	free(zero);
 	target_free(tr, t);
 	return r;
+}
+
+/* A process the exec hook put into "procs" itself (e->inserted): its exit hook sends its
+ * final record, later in this ring buffer, so it is adopted whether it still runs or not
+ * (a process that lived 10 ms was gone before a busy daemon read its exec, and its numbers
+ * with it). Nothing is inserted or deleted here: the kernel's entry is the process's. What
+ * /proc no longer shows stays unknown; the exec record's comm names it. */
+static int adopt_exec(struct lp_tracker *tr, const struct lp_ev_exec *e, const char *comm,
+		      const char *matched_by)
+{
+	pid_t pid = (pid_t)e->tgid;
+	struct lp_proc_stat st;
+	struct lp_target *t;
+	int r;
+
+	if (find_live(tr, pid))
+		return -EALREADY;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	if (lp_proc_read_stat(pid, &st) == 0) {
+		read_target(t, pid, &st);
+	} else {
+		t->pid = pid;
+		t->uid = (uid_t)-1;
+		t->exiting = true;
+		memcpy(t->comm, comm, strnlen(comm, sizeof(t->comm) - 1));
+	}
+	t->matched_by = matched_by;
+	t->tracked_since_ns = lp_now_ns();
+	r = append(tr, t);
+	if (r < 0) {
+		target_free(tr, t);
+		return r;
+	}
+	log_info("tracking pid %d (%s) matched by %s%s", (int)pid, t->comm, matched_by,
+		 t->exiting ? ", exited already: its final record follows" : "");
+	return 0;
 }
 
 /* Which rule, if any, selects this process: "comm", "exe" or NULL. */
@@ -287,14 +370,16 @@ static const char *match(const struct lp_config *cfg, pid_t pid, const char *com
 	return NULL;
 }
 
-static void add_matched(struct lp_tracker *tr, pid_t pid, const char *comm)
+/* Tracks pid if a rule selects it; e: its exec record, NULL when found in /proc. */
+static void add_matched(struct lp_tracker *tr, pid_t pid, const char *comm,
+			const struct lp_ev_exec *e)
 {
 	const char *why = match(tr->cfg, pid, comm);
 	int r;
 
 	if (!why)
 		return;
-	r = lp_tracker_add(tr, pid, why);
+	r = e && e->inserted ? adopt_exec(tr, e, comm, why) : lp_tracker_add(tr, pid, why);
 	if (r == -ENOSPC)
 		log_warning("pid %d (%s) matched by %s, but %u processes are tracked already "
 			    "(--max-processes), ignoring",
@@ -322,7 +407,7 @@ int lp_tracker_scan(struct lp_tracker *tr)
 			continue;
 		if (lp_proc_read_comm(pid, 0, comm, sizeof(comm)) < 0)
 			continue;
-		add_matched(tr, pid, comm);
+		add_matched(tr, pid, comm, NULL);
 	}
 	closedir(d);
 	return (int)(tr->n - before);
@@ -365,30 +450,104 @@ void lp_futex_list_top(struct lp_futex_list *l, struct lp_futex_top *top)
 	memset(l, 0, sizeof(*l));
 }
 
-/* Moves the futex addresses of an exited tgid out of the kernel map into top. */
+struct futex_take {
+	__u32 tgid;
+	struct lp_futex_list list;
+	struct lp_keys gone;
+};
+
+static int futex_take_one(void *ctx, const void *key, const void *value)
+{
+	struct futex_take *x = ctx;
+	const struct lp_futex_key *k = key;
+	int r;
+
+	if (k->tgid != x->tgid)
+		return 0;
+	r = lp_futex_list_push(&x->list, k->uaddr, value);
+	return r ? r : lp_keys_add(&x->gone, key);
+}
+
+/* Moves the futex addresses of tgid out of the kernel map into top, now (a live process's
+ * reset; exits go through lp_tracker_harvest()). */
 static int futex_take(int futex_fd, uint32_t tgid, struct lp_futex_top *top)
 {
-	struct lp_futex_key key, *prev = NULL;
-	struct lp_futex_list l = {};
-	struct lp_futex_val val;
-	int r = 0;
+	struct futex_take x = {.tgid = tgid, .gone.size = sizeof(struct lp_futex_key)};
+	int r = lp_map_walk(futex_fd, sizeof(struct lp_futex_key), sizeof(struct lp_futex_val),
+			    futex_take_one, &x);
 
-	while (bpf_map_get_next_key(futex_fd, prev, &key) == 0) {
-		prev = &key;
-		if (key.tgid != tgid || bpf_map_lookup_elem(futex_fd, &key, &val) < 0)
-			continue;
-		r = lp_futex_list_push(&l, key.uaddr, &val);
-		if (r < 0)
-			break;
-	}
-	/* Deleting while iterating would restart get_next_key from the first key each time. */
-	for (size_t i = 0; i < l.n; i++) {
-		struct lp_futex_key k = {.tgid = tgid, .uaddr = l.v[i].uaddr};
-
-		bpf_map_delete_elem(futex_fd, &k);
-	}
-	lp_futex_list_top(&l, top);
+	lp_map_delete(futex_fd, &x.gone);
+	lp_futex_list_top(&x.list, top);
 	return r;
+}
+
+static int compare_harvest(const void *a, const void *b)
+{
+	const struct lp_harvest *x = a, *y = b;
+
+	if (x->tgid != y->tgid)
+		return x->tgid < y->tgid ? -1 : 1;
+	return x->exit_seq < y->exit_seq ? -1 : x->exit_seq > y->exit_seq;
+}
+
+struct harvest_pass {
+	const struct lp_harvest *v; /* sorted by tgid; one per tgid */
+	size_t n;
+	struct lp_futex_list *lists;
+	struct lp_keys gone;
+};
+
+static int harvest_one(void *ctx, const void *key, const void *value)
+{
+	struct harvest_pass *h = ctx;
+	const struct lp_futex_key *k = key;
+	size_t lo = 0, hi = h->n;
+	int r;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (h->v[mid].tgid < k->tgid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == h->n || h->v[lo].tgid != k->tgid)
+		return 0;
+	r = lp_futex_list_push(&h->lists[lo], k->uaddr, value);
+	return r ? r : lp_keys_add(&h->gone, key);
+}
+
+void lp_tracker_harvest(struct lp_tracker *tr)
+{
+	struct harvest_pass h = {.v = tr->harvest, .gone.size = sizeof(struct lp_futex_key)};
+	size_t n = 0;
+
+	if (!tr->nharvest)
+		return;
+	/* A pid reused within one batch: the later exit keeps what is left in the map. */
+	qsort(tr->harvest, tr->nharvest, sizeof(*tr->harvest), compare_harvest);
+	for (size_t i = 0; i < tr->nharvest; i++) {
+		if (n && tr->harvest[n - 1].tgid == tr->harvest[i].tgid)
+			n--;
+		tr->harvest[n++] = tr->harvest[i];
+	}
+	h.n = n;
+	h.lists = calloc(n, sizeof(*h.lists));
+	if (h.lists)
+		lp_map_walk(tr->futex_fd, sizeof(struct lp_futex_key), sizeof(struct lp_futex_val),
+			    harvest_one, &h);
+	lp_map_delete(tr->futex_fd, &h.gone);
+	for (size_t i = 0; h.lists && i < n; i++) {
+		struct lp_target *t = lp_tracker_find(tr, (pid_t)h.v[i].tgid);
+
+		if (t && t->exited && t->exit_seq == h.v[i].exit_seq && t->final_futex)
+			lp_futex_list_top(&h.lists[i], t->final_futex);
+		else
+			free(h.lists[i].v);
+	}
+	free(h.lists);
+	tr->nharvest = 0;
 }
 
 void lp_preempt_top_add(struct lp_preempt_top *top, uint32_t by_tgid,
@@ -409,55 +568,68 @@ void lp_preempt_top_add(struct lp_preempt_top *top, uint32_t by_tgid,
 	}
 }
 
+struct preempt_read {
+	__u32 tgid;
+	bool take;
+	struct lp_preempt_top *top;
+	struct lp_keys gone;
+};
+
+static int preempt_read_one(void *ctx, const void *key, const void *value)
+{
+	struct preempt_read *x = ctx;
+	const struct lp_preempt_key *k = key;
+
+	if (k->tgid != x->tgid)
+		return 0;
+	lp_preempt_top_add(x->top, k->by_tgid, value);
+	return x->take ? lp_keys_add(&x->gone, key) : 0;
+}
+
 int lp_preempt_read(int fd, uint32_t tgid, bool take, struct lp_preempt_top *top)
 {
-	struct lp_preempt_key key, *prev = NULL, *gone = NULL, *g;
-	struct lp_preempt_val val;
-	size_t n = 0, cap = 0;
-	int r = 0;
+	struct preempt_read x = {tgid, take, top, {.size = sizeof(struct lp_preempt_key)}};
+	int r;
 
 	memset(top, 0, sizeof(*top));
-	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &key) == 0) {
-		prev = &key;
-		if (key.tgid != tgid || bpf_map_lookup_elem(fd, &key, &val) < 0)
-			continue;
-		lp_preempt_top_add(top, key.by_tgid, &val);
-		if (!take)
-			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 16;
-			g = realloc(gone, cap * sizeof(*g));
-			if (!g) {
-				r = -ENOMEM;
-				break;
-			}
-			gone = g;
-		}
-		gone[n++] = key;
-	}
-	/* Deleting while iterating would restart get_next_key from the first key each time. */
-	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(fd, &gone[i]);
-	free(gone);
+	if (fd < 0)
+		return 0;
+	r = lp_map_walk(fd, sizeof(struct lp_preempt_key), sizeof(struct lp_preempt_val),
+			preempt_read_one, &x);
+	lp_map_delete(fd, &x.gone);
 	return r;
+}
+
+struct threads_of {
+	__u32 tgid;
+	struct lp_keys tids;
+};
+
+static int threads_of_one(void *ctx, const void *key, const void *value)
+{
+	struct threads_of *x = ctx;
+	const struct lp_thread *th = value;
+
+	return th->tgid == x->tgid ? lp_keys_add(&x->tids, key) : 0;
+}
+
+/* The tids of tgid's entries in the threads map, in tids (of sizeof(__u32)). */
+static void threads_of(struct lp_tracker *tr, __u32 tgid, struct lp_keys *tids)
+{
+	struct threads_of x = {tgid, {.size = sizeof(__u32)}};
+
+	lp_map_walk(tr->threads_fd, sizeof(__u32), sizeof(struct lp_thread), threads_of_one, &x);
+	*tids = x.tids;
 }
 
 /* Deletes the thread entries of tgid that an exit hook left (it only runs for threads of
  * processes in the procs map). */
 static void threads_drop(struct lp_tracker *tr, __u32 tgid)
 {
-	__u32 tid, *prev = NULL, gone[64];
-	struct lp_thread th;
-	size_t n = 0;
+	struct lp_keys tids;
 
-	while (bpf_map_get_next_key(tr->threads_fd, prev, &tid) == 0) {
-		if (bpf_map_lookup_elem(tr->threads_fd, &tid, &th) == 0 && th.tgid == tgid &&
-		    n < sizeof(gone) / sizeof(gone[0]))
-			gone[n++] = tid;
-		prev = &tid;
-	}
-	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(tr->threads_fd, &gone[i]);
+	threads_of(tr, tgid, &tids);
+	lp_map_delete(tr->threads_fd, &tids);
 }
 
 /* Ends a target whose exit record did not come: final is what is known of its totals
@@ -467,9 +639,7 @@ static void exit_without_record(struct lp_tracker *tr, struct lp_target *t,
 {
 	t->final = final;
 	t->exit_lost = !final;
-	t->final_futex = malloc(sizeof(*t->final_futex));
-	if (t->final_futex)
-		futex_take(tr->futex_fd, (__u32)t->pid, t->final_futex);
+	t->final_futex = calloc(1, sizeof(*t->final_futex));
 	mark_exited(tr, t);
 }
 
@@ -487,74 +657,75 @@ static bool orphaned(struct lp_tracker *tr, __u32 tgid, struct lp_proc_stats *bu
 	return (!t || t->exited) && bpf_map_lookup_elem(tr->procs_fd, &tgid, buf) < 0;
 }
 
-/* Exited processes' preemptors, out of the kernel map into their final records, and the
- * entries of processes neither tracked nor in "procs" deleted: one pass per sweep for all
- * of them (a pass per exit would cost the map's size for each of thousands of short-lived
- * processes, and the daemon fell behind their exits). */
-static void preempt_collect(struct lp_tracker *tr, struct lp_proc_stats *buf)
+struct gc_pass {
+	struct lp_tracker *tr;
+	struct lp_proc_stats *buf;
+	struct lp_keys gone;
+};
+
+static int gc_futex_one(void *ctx, const void *key, const void *value)
 {
-	struct lp_preempt_key key, *prev = NULL, *gone = NULL, *g;
-	struct lp_preempt_val val;
-	size_t n = 0, cap = 0;
+	struct gc_pass *g = ctx;
 
-	while (tr->preempt_fd >= 0 && bpf_map_get_next_key(tr->preempt_fd, prev, &key) == 0) {
-		struct lp_target *t = lp_tracker_find(tr, (pid_t)key.tgid);
+	(void)value;
+	return orphaned(g->tr, ((const struct lp_futex_key *)key)->tgid, g->buf)
+		       ? lp_keys_add(&g->gone, key)
+		       : 0;
+}
 
-		prev = &key;
-		if (t && t->exited && !t->exit_lost) {
-			if (!t->final_preempt)
-				t->final_preempt = calloc(1, sizeof(*t->final_preempt));
-			if (t->final_preempt &&
-			    bpf_map_lookup_elem(tr->preempt_fd, &key, &val) == 0)
-				lp_preempt_top_add(t->final_preempt, key.by_tgid, &val);
-		} else if (!orphaned(tr, key.tgid, buf)) {
-			continue;
-		}
-		if (n == cap) {
-			cap = cap ? 2 * cap : 64;
-			g = realloc(gone, cap * sizeof(*g));
-			if (!g)
-				break;
-			gone = g;
-		}
-		gone[n++] = key;
+static int gc_thread_one(void *ctx, const void *key, const void *value)
+{
+	struct gc_pass *g = ctx;
+
+	return orphaned(g->tr, ((const struct lp_thread *)value)->tgid, g->buf)
+		       ? lp_keys_add(&g->gone, key)
+		       : 0;
+}
+
+/* Exited processes' preemptors go into their final records; orphans are deleted. */
+static int gc_preempt_one(void *ctx, const void *key, const void *value)
+{
+	struct gc_pass *g = ctx;
+	const struct lp_preempt_key *k = key;
+	struct lp_target *t = lp_tracker_find(g->tr, (pid_t)k->tgid);
+
+	if (t && t->exited && !t->exit_lost) {
+		if (!t->final_preempt)
+			t->final_preempt = calloc(1, sizeof(*t->final_preempt));
+		if (t->final_preempt)
+			lp_preempt_top_add(t->final_preempt, k->by_tgid, value);
+	} else if (!orphaned(g->tr, k->tgid, g->buf)) {
+		return 0;
 	}
-	/* Deleting while iterating would restart get_next_key from the first key each time. */
-	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(tr->preempt_fd, &gone[i]);
-	free(gone);
+	return lp_keys_add(&g->gone, key);
 }
 
 /* Entries the kernel hooks left behind for processes gone: a futex wait that ended between
- * an exit's record and its reading (3 in 10,000 short-lived processes), a thread that ran
- * again past its exit hook. Up to 64 of each per sweep. */
+ * an exit's record and its reading, a thread that ran again past its exit hook, the
+ * addresses of processes whose exit record the ring buffer had no room for. Exited
+ * processes' preemptors move into their final records here too. One pass over each map
+ * per sweep, however many processes exited since the last (a pass per exit cost the map's
+ * size for each of thousands of short-lived processes). */
 static void maps_gc(struct lp_tracker *tr)
 {
-	struct lp_proc_stats *buf = malloc(sizeof(*buf));
-	struct lp_futex_key fkey, *fprev = NULL, fgone[64];
-	__u32 tkey, *tprev = NULL, tgone[64];
-	struct lp_thread th;
-	size_t nf = 0, nt = 0;
+	struct gc_pass g = {tr, malloc(sizeof(struct lp_proc_stats)), {.size = 0}};
 
-	if (!buf)
+	if (!g.buf)
 		return;
-	while (nf < 64 && bpf_map_get_next_key(tr->futex_fd, fprev, &fkey) == 0) {
-		fprev = &fkey;
-		if (orphaned(tr, fkey.tgid, buf))
-			fgone[nf++] = fkey;
+	g.gone.size = sizeof(struct lp_futex_key);
+	lp_map_walk(tr->futex_fd, sizeof(struct lp_futex_key), sizeof(struct lp_futex_val),
+		    gc_futex_one, &g);
+	lp_map_delete(tr->futex_fd, &g.gone);
+	g.gone.size = sizeof(__u32);
+	lp_map_walk(tr->threads_fd, sizeof(__u32), sizeof(struct lp_thread), gc_thread_one, &g);
+	lp_map_delete(tr->threads_fd, &g.gone);
+	if (tr->preempt_fd >= 0) {
+		g.gone.size = sizeof(struct lp_preempt_key);
+		lp_map_walk(tr->preempt_fd, sizeof(struct lp_preempt_key),
+			    sizeof(struct lp_preempt_val), gc_preempt_one, &g);
+		lp_map_delete(tr->preempt_fd, &g.gone);
 	}
-	while (nt < 64 && bpf_map_get_next_key(tr->threads_fd, tprev, &tkey) == 0) {
-		tprev = &tkey;
-		if (bpf_map_lookup_elem(tr->threads_fd, &tkey, &th) == 0 &&
-		    orphaned(tr, th.tgid, buf))
-			tgone[nt++] = tkey;
-	}
-	preempt_collect(tr, buf);
-	for (size_t i = 0; i < nf; i++)
-		bpf_map_delete_elem(tr->futex_fd, &fgone[i]);
-	for (size_t i = 0; i < nt; i++)
-		bpf_map_delete_elem(tr->threads_fd, &tgone[i]);
-	free(buf);
+	free(g.buf);
 }
 
 int lp_tracker_sweep(struct lp_tracker *tr)
@@ -578,12 +749,23 @@ int lp_tracker_sweep(struct lp_tracker *tr)
 
 		if (t->exited || t->dead_sweeps < 2)
 			continue;
+		if (t->exiting) {
+			/* Its record was due before this sweep's drain: lost. The entry in
+			 * procs, if any, is a newer process's. */
+			log_warning("pid %d (%s) exited but its final record was lost", (int)t->pid,
+				    t->comm);
+			exit_without_record(tr, t, NULL);
+			n++;
+			i = (size_t)-1;
+			continue;
+		}
 		if (!buf && !(buf = malloc(sizeof(*buf))))
 			return -ENOMEM;
 		if (bpf_map_lookup_elem(tr->procs_fd, &key, buf) < 0)
 			continue; /* the hook ran: its record is lp_tracker_reap()'s business */
 		bpf_map_delete_elem(tr->procs_fd, &key);
 		buf->exit_ns = lp_now_ns();
+		unmark(tr, key);
 		threads_drop(tr, key);
 		tr->exits_recovered++;
 		log_info("pid %d (%s) exited; its exit was recovered from /proc", (int)t->pid,
@@ -594,6 +776,7 @@ int lp_tracker_sweep(struct lp_tracker *tr)
 		i = (size_t)-1; /* mark_exited() may have evicted entries: start over */
 	}
 	free(buf);
+	lp_tracker_harvest(tr);
 	return n;
 }
 
@@ -619,6 +802,7 @@ int lp_tracker_reap(struct lp_tracker *tr, pid_t pid)
 		i = (size_t)-1;
 	}
 	free(buf);
+	lp_tracker_harvest(tr);
 	return n;
 }
 
@@ -629,10 +813,9 @@ static void on_exit_record(struct lp_tracker *tr, const struct lp_ev_exit *e)
 	if (!t)
 		return;
 	t->final = malloc(sizeof(*t->final));
-	t->final_futex = malloc(sizeof(*t->final_futex));
+	t->final_futex = calloc(1, sizeof(*t->final_futex));
 	if (t->final && t->final_futex) {
 		memcpy(t->final, &e->stats, sizeof(*t->final));
-		futex_take(tr->futex_fd, e->stats.tgid, t->final_futex);
 	} else {
 		t->exit_lost = true;
 	}
@@ -666,12 +849,13 @@ static void thread_zero_counters(struct lp_thread *th)
 	th->samples = th->samples_sync = th->samples_ggml = 0;
 }
 
-static void reset_kernel(struct lp_tracker *tr, struct lp_target *t, int threads_fd)
+static void reset_kernel(struct lp_tracker *tr, struct lp_target *t)
 {
 	struct lp_proc_stats *zero = calloc(1, sizeof(*zero));
 	struct lp_futex_top drop;
 	struct lp_preempt_top pdrop;
-	__u32 key = (__u32)t->pid, tid, *prev = NULL;
+	__u32 key = (__u32)t->pid;
+	struct lp_keys tids;
 	struct lp_thread th;
 
 	if (zero) {
@@ -683,13 +867,17 @@ static void reset_kernel(struct lp_tracker *tr, struct lp_target *t, int threads
 	}
 	futex_take(tr->futex_fd, key, &drop);
 	lp_preempt_read(tr->preempt_fd, key, true, &pdrop);
-	while (threads_fd >= 0 && bpf_map_get_next_key(threads_fd, prev, &tid) == 0) {
-		prev = &tid;
-		if (bpf_map_lookup_elem(threads_fd, &tid, &th) < 0 || th.tgid != key)
+	threads_of(tr, key, &tids);
+	for (size_t i = 0; i < tids.n; i++) {
+		__u32 tid;
+
+		memcpy(&tid, tids.v + i * sizeof(tid), sizeof(tid));
+		if (bpf_map_lookup_elem(tr->threads_fd, &tid, &th) < 0 || th.tgid != key)
 			continue;
 		thread_zero_counters(&th);
-		bpf_map_update_elem(threads_fd, &tid, &th, BPF_EXIST);
+		bpf_map_update_elem(tr->threads_fd, &tid, &th, BPF_EXIST);
 	}
+	free(tids.v);
 }
 
 int lp_tracker_reset(struct lp_tracker *tr, struct lp_target *t)
@@ -708,7 +896,7 @@ int lp_tracker_reset(struct lp_tracker *tr, struct lp_target *t)
 		if (t->final_preempt)
 			memset(t->final_preempt, 0, sizeof(*t->final_preempt));
 	} else {
-		reset_kernel(tr, t, tr->threads_fd);
+		reset_kernel(tr, t);
 	}
 	log_info("pid %d (%s): counters reset", (int)t->pid, t->comm);
 	return 0;
@@ -728,7 +916,7 @@ int lp_tracker_event(void *tracker, void *data, size_t size)
 
 		memcpy(comm, x->comm, LP_COMM_LEN);
 		comm[LP_COMM_LEN] = '\0';
-		add_matched(tr, (pid_t)x->tgid, comm);
+		add_matched(tr, (pid_t)x->tgid, comm, x);
 	} else if (type == LP_EV_EXIT && size >= sizeof(struct lp_ev_exit)) {
 		on_exit_record(tr, data);
 	}

@@ -58,10 +58,11 @@ struct lp_target {
 	const char *matched_by;	   /* "pid", "comm", "exe", "ggml" or "restored" */
 	uint64_t tracked_since_ns; /* CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns() */
 	bool exited;
-	uint64_t exited_at_ns;	     /* CLOCK_MONOTONIC; retention counts from here */
-	bool exit_lost;		     /* exited, but its final record was lost: data is gone */
-	uint64_t exit_seq;	     /* order of exit, for evicting the oldest */
-	unsigned dead_sweeps;	     /* sweeps in a row that found it gone (lp_tracker_sweep) */
+	bool exiting;	       /* adopted from its exec record when /proc no longer showed it */
+	uint64_t exited_at_ns; /* CLOCK_MONOTONIC; retention counts from here */
+	bool exit_lost;	       /* exited, but its final record was lost: data is gone */
+	uint64_t exit_seq;     /* order of exit, for evicting the oldest */
+	unsigned dead_sweeps;  /* sweeps in a row that found it gone (lp_tracker_sweep) */
 	struct lp_proc_stats *final; /* the kernel's last word, once exited */
 	struct lp_futex_top *final_futex;
 	struct lp_preempt_top *final_preempt;
@@ -97,6 +98,13 @@ struct lp_tracker {
 	} * waiting;
 	size_t nwaiting;
 	uint64_t exits_recovered; /* exits the hook missed, found by lp_tracker_sweep() */
+	/* Exited processes whose futex addresses are still in the kernel map, moved into
+	 * their final records by lp_tracker_harvest() in one pass for all of them. */
+	struct lp_harvest {
+		__u32 tgid;
+		uint64_t exit_seq;
+	} * harvest;
+	size_t nharvest, harvest_cap;
 	void (*on_exit)(void *userdata, struct lp_target *t);
 	void (*free_ggml)(struct lp_ggml_proc *gp); /* set by whoever fills target->ggml */
 	void *userdata;
@@ -125,8 +133,15 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by);
 /* Tracks every running process that matches --comm/--exe. Returns how many were added. */
 int lp_tracker_scan(struct lp_tracker *tr);
 
-/* The ring buffer callback: exec records are matched, exit records stored. */
+/* The ring buffer callback: exec records are matched, exit records stored. Call
+ * lp_tracker_harvest() after a drain. */
 int lp_tracker_event(void *tracker, void *data, size_t size);
+
+/* Moves the futex addresses of the processes that exited since the last call out of the
+ * kernel map into their final records: one pass over the map for all of them, however many
+ * exited (a pass per exit cost the map's size each, and a burst of exits outran the
+ * daemon). */
+void lp_tracker_harvest(struct lp_tracker *tr);
 
 /* Marks live targets whose kernel entry is gone as exited with their data lost: the exit
  * record did not reach us. Call after draining the ring buffer. pid 0 checks every target

@@ -11,7 +11,7 @@
 
 #include "hist.h"
 
-#define LP_ABI_VERSION 4
+#define LP_ABI_VERSION 5
 
 #define LP_COMM_LEN 16
 #define LP_MAX_COMMS 64 /* --comm names the kernel side matches at exec */
@@ -363,6 +363,10 @@ struct lp_ev_exec {
 	__u32 type; /* LP_EV_EXEC */
 	__u32 tgid;
 	char comm[LP_COMM_LEN];
+	/* 1: the exec hook put the process into "procs" (a --comm match), so its exit hook
+	 * sends its final record, later in the same ring buffer. */
+	__u32 inserted;
+	__u32 pad;
 };
 
 /* Ring buffer record for a new executable file mapping (mmap with PROT_EXEC) or an exec,

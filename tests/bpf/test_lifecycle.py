@@ -120,6 +120,37 @@ def test_exe_and_startup_scan():
     t.check(t.futex_waits_on(p, res["futex_addrs"]) == [3], "its waits counted")
 
 
+def test_gone_before_read():
+    print("--- processes gone before the daemon read their exec: tracked, with their numbers")
+    d = t.Daemon("--once", "--comm", "lpfixture")
+    d.wait_ready()
+    # A stopped daemon reads nothing: the children exec, run and exit before it sees them,
+    # as 10 ms processes do when a daemon is busy.
+    d.proc.send_signal(signal.SIGSTOP)
+    try:
+        fx = t.Fixture("--futex-threads", "0", "--spawn", "5", "--life-ms", "10")
+        fx.go()
+        fx.result()
+        fx.release()
+    finally:
+        d.proc.send_signal(signal.SIGCONT)
+    d.wait_log("pid %d (lpfixture) exited" % fx.pid)
+    d.stop()
+    rep = d.report()
+    kids = [p for p in rep["processes"] if p["pid"] != fx.pid and p["comm"] == "lpfixture"]
+    t.check(len(kids) == 5, "all 5 children tracked: %d" % len(kids))
+    t.check(d.log().count("exited already: its final record follows") >= 5,
+            "they were gone when their exec was read")
+    t.check(all(p["state"] == "exited" and not p["data_lost"] for p in kids),
+            "each one exited with its final record")
+    # Each joined a thread that sleeps 5 ms (a futex wait) and faulted pages in.
+    t.check(all(p["histograms"]["futex_wait"]["count"] >= 1 and
+                p["counters"]["page_faults_minor"] > 0 for p in kids),
+            "each one's numbers kept: waits %s, faults %s"
+            % ([p["histograms"]["futex_wait"]["count"] for p in kids],
+               [p["counters"]["page_faults_minor"] for p in kids]))
+
+
 def test_many_short_lived():
     print("--- 10,000 short-lived tracked processes leave no kernel state behind")
     n, keep = 10000, 64
@@ -135,7 +166,10 @@ def test_many_short_lived():
     d.stop()
     rep = d.report()
     e = map_entries(rep)
-    t.check(tracked >= n * 0.9, "%d of %d short-lived processes were tracked" % (tracked, n + 1))
+    # Exact: a process the exec hook tracked is adopted from its exec record even when it
+    # is gone by the time the daemon reads it (a CI machine's ASan daemon adopted 42 %).
+    t.check(tracked == n + 1 or rep["lost"]["ring_buffer_full"] > 0,
+            "%d of %d short-lived processes were tracked" % (tracked, n + 1))
     t.check(e["procs"] == 0 and e["threads"] == 0 and e["futex_addrs"] == 0,
             "kernel maps empty afterwards: %s" % e)
     t.check(len(rep["processes"]) <= keep, "at most --max-processes exited processes kept (%d)"
@@ -198,6 +232,7 @@ def main():
     test_comm_and_pid_reuse()
     test_comm_counts_from_exec()
     test_exe_and_startup_scan()
+    test_gone_before_read()
     test_many_short_lived()
     test_lost_exit_records()
     test_sigterm_detaches()
