@@ -13,6 +13,7 @@ in alternating rounds.
 import argparse
 import os
 import re
+import statistics
 import subprocess
 
 import benchlib as b
@@ -35,6 +36,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--loops", type=int, default=300000)
     ap.add_argument("--cpu", default="0", help="CPU to pin the load to, or 'any'")
+    ap.add_argument("--quick", action="store_true",
+                    help="no tracer, the floor and llmprofd only (shorter rounds, less drift)")
     a = ap.parse_args()
     b.need("perf", "/usr/sbin/runqlat", "bpftrace", b.LLMPROFD, FLOOR)
     b.mount_tracefs()
@@ -62,6 +65,8 @@ def main():
             return load(a.loops, a.cpu)
         finally:
             t.stop()
+    if a.quick:
+        configs = [c for c in configs if c[0].startswith(("no tracer", "empty tp_btf", "llmprofd"))]
     res = b.alternate(configs, a.rounds, measure)
     base = b.summary(res[configs[0][0]])[0]
     rows = []
@@ -69,11 +74,29 @@ def main():
         med, lo, hi = b.summary(res[name])
         rows.append((name, "%.0f" % med, "%.0f-%.0f" % (lo, hi), "%.1f%%" % (100 * b.noise(res[name])),
                      "%.3f" % (med / base), "%.2f" % (1e6 / med - 1e6 / base)))
+    # Paired by round: each round's configurations ran back to back, so a host that drifts
+    # over the run moves them together; the median of per-round differences is steadier
+    # than the difference of medians.
+    def added(name, r):
+        return 1e6 / res[name][r] - 1e6 / res[configs[0][0]][r]
+
+    def paired(name, ref):
+        d = sorted(added(name, r) - added(ref, r) for r in range(a.rounds))
+        q = statistics.quantiles(d, n=4) if len(d) > 1 else d * 3
+        return statistics.median(d), q[0], q[2]
+
+    floor = configs[1][0]
+    notes = ["load: perf bench sched pipe -l %d on CPU %s (2 processes, 2 context switches and "
+             "2 wakeups per round trip), %d alternating rounds" % (a.loops, a.cpu, a.rounds)]
+    fa = statistics.median(added(floor, r) for r in range(a.rounds))
+    for name, _ in configs[2:]:
+        med, q1, q3 = paired(name, floor)
+        notes.append("%s minus the floor, paired by round: median %+.2f us per round trip "
+                     "(quartiles %+.2f to %+.2f), %+.0f%% of the floor's added %.2f us"
+                     % (name, med, q1, q3, 100 * med / fa if fa else 0, fa))
     b.table("Overhead on the scheduler path", ["tracer", "median round trips/s", "min-max",
                                                "spread", "ratio", "added us per round trip"],
-            rows, ["load: perf bench sched pipe -l %d on CPU %s (2 processes, 2 context "
-                   "switches and 2 wakeups per round trip), %d alternating rounds"
-                   % (a.loops, a.cpu, a.rounds)])
+            rows, notes)
 
 
 if __name__ == "__main__":

@@ -204,11 +204,17 @@ static void rule_preempted(struct ctx *c)
 {
 	const struct lp_find_input *in = c->in;
 	const struct lp_preempt_view *top;
-	uint64_t others = others_wait(in, &top);
-	double sh = share((double)others, (double)(c->oncpu + c->runq));
+	uint64_t others = others_wait(in, &top), thr = in->throttled_usec * 1000;
+	double sh;
 	char comm[LP_COMM_LEN + 1];
 	struct lp_finding *f;
 	cJSON *a;
+
+	/* A throttled group's thread waits for its quota, and whatever ran next on its CPU
+	 * (a kworker, a shell) is charged the whole throttled stretch: that much of the wait
+	 * behind others is the quota's (rule_oversubscribed), not theirs. */
+	others = others > thr ? others - thr : 0;
+	sh = share((double)others, (double)(c->oncpu + c->runq));
 
 	if (sh < OTHERS_SHARE || !top)
 		return;

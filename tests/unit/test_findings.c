@@ -265,6 +265,19 @@ static void test_preempted_and_late(void)
 	lp_findings_eval(&f.in, &o);
 	CHECK(!fired(&o, LP_RULE_PREEMPTED), "the idle task is nobody");
 	lp_findings_clear(&o);
+
+	/* Throttled by a quota, a thread's wait is charged to whatever ran next on its CPU: the
+	 * cgroup's throttled time is not another process's doing. */
+	clean(&f);
+	set_preempt(&f, 0, 777, "python3", 5 * S);
+	f.in.throttled_usec = 5 * S / 1000;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_PREEMPTED), "a throttled stretch is the quota's, not python3's");
+	lp_findings_clear(&o);
+	f.in.throttled_usec = 0;
+	lp_findings_eval(&f.in, &o);
+	CHECK(fired(&o, LP_RULE_PREEMPTED), "the same wait unthrottled is python3's");
+	lp_findings_clear(&o);
 }
 
 static void test_smt(void)
