@@ -20,6 +20,12 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 
 	if (!maybe_ours(tgid))
 		return 0;
+	/* A thread in do_exit() runs the kernel's exit path, not the program's. And once the
+	 * last one has copied the process's counters into its final record (lifecycle), a
+	 * sample counted here would reach op_samples and not that record: ops and counters
+	 * would disagree by it. Every thread is PF_EXITING before the group is dead. */
+	if (bpf_get_current_task_btf()->flags & PF_EXITING)
+		return 0;
 	rg = bpf_map_lookup_elem(&ranges, &tgid);
 	if (!rg)
 		return 0;

@@ -22,6 +22,7 @@ import ctypes
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -176,11 +177,14 @@ def hog_on(cpu):
 
 
 def bandwidth(d, work):
-    """The daemon's measurement against lpmemread's, five rounds each, alternating; the
-    best of each (a peak is what both measure, each the best of 6 rounds of 0.2 s), of the
-    daemon's those taken on quiet CPUs
-    (it flags the others itself)."""
-    ours, ref = [], []
+    """The daemon's measurement against lpmemread's, five rounds each, alternating, each
+    the best of 6 rounds of 0.2 s. Compared pair by pair (a round of the daemon's and the
+    reference's right after it), the daemon's that it took on quiet CPUs (it flags the others
+    itself): the median of their ratios within 15 %. This virtual machine's bandwidth moves
+    by tens of per cent from one second to the next (seen: the reference at 40.6 GB/s four
+    times and 67.6 once; on CI the pairs' ratios 1.05-1.47 in one run), so no one figure of
+    either side is the host's: the best of each had failed on a single burst of either."""
+    ours, ref, ratios = [], [], []
     for _ in range(5):
         status, doc, _ = d.api("POST", "/v1/bandwidth")
         t.check(status == 202, "POST /v1/bandwidth: %d" % status)
@@ -190,18 +194,20 @@ def bandwidth(d, work):
                                                  else None)(d.get("/v1/bandwidth")),
                      timeout=60, interval=0.5)
         last = doc["last_measurement"]
-        if not last["contended"]:
-            ours.append(last["bytes_per_s"])
         # The same procedure as the daemon's: the best of 6 rounds of 0.2 s.
         r = subprocess.run([LPMEMREAD, str(CPUS), "256", "0.2", "6"], capture_output=True,
                            text=True, timeout=60, check=True)
         ref.append(json.loads(r.stdout)["bytes_per_s"])
-    print("bandwidth: llmprofd %s GB/s, lpmemread %s GB/s"
-          % ([round(x / 1e9, 1) for x in ours], [round(x / 1e9, 1) for x in ref]))
-    best = max(ours) if ours else 0
-    t.check(abs(best - max(ref)) <= 0.15 * max(ref),
-            "the host's read bandwidth %.1f GB/s within 15 %% of lpmemread's %.1f GB/s"
-            % (best / 1e9, max(ref) / 1e9))
+        if not last["contended"]:
+            ours.append(last["bytes_per_s"])
+            ratios.append(last["bytes_per_s"] / ref[-1])
+    print("bandwidth: llmprofd %s GB/s, lpmemread %s GB/s, ratios of the quiet pairs %s"
+          % ([round(x / 1e9, 1) for x in ours], [round(x / 1e9, 1) for x in ref],
+             [round(x, 2) for x in ratios]))
+    mid = statistics.median(ratios) if ratios else 0
+    t.check(abs(mid - 1) <= 0.15,
+            "the host's read bandwidth, the daemon's over lpmemread's measured beside it: "
+            "median %.2f of %d pairs, within 15 %%" % (mid, len(ratios)))
     t.check(len(ours) >= 3, "%d of 5 measurements on quiet CPUs" % len(ours))
     t.check(not doc["contended"] and doc["bytes_per_s"] in ours,
             "the figure in use was measured on quiet CPUs")
@@ -414,7 +420,8 @@ def clean_node(d, model):
 
 
 def diff(d, binary, model, work):
-    """Two clean runs of one configuration, and slower ones: 1 thread, and a hog."""
+    """Two clean runs of one configuration, and slower ones: both threads on one CPU, and a
+    hog."""
     def run(name, env=None, wrap=()):
         p = llama(binary, model, dict({"OMP_THREAD_LIMIT": str(CPUS)}, **(env or {})),
                   tokens=300, wrap=wrap)
@@ -425,7 +432,10 @@ def diff(d, binary, model, work):
             f.write(ctl(d, "dump", "--pid", str(p.pid), "--json").stdout)
         return path
     base, again = run("base"), run("again")
-    slow = run("one-thread", {"OMP_THREAD_LIMIT": "1"})
+    # Slowed on purpose by more than this VM's noise: one thread instead of two was not
+    # (a run with one thread once decoded as fast as the clean one had, 195 against 198
+    # tokens/s, where it is 1.4x slower on a quiet host); both threads on one CPU are 3-4x.
+    slow = run("one-cpu", wrap=("taskset", "-c", "0"))
     h = hog_on(1)
     hogged = run("hog", {"OMP_PROC_BIND": "true", "OMP_PLACES": "cores"})
     stop(h)
@@ -436,7 +446,7 @@ def diff(d, binary, model, work):
     t.check(same.returncode == 0 and "no regression" in same.stdout,
             "diff of two clean runs exits 0 at a threshold above the noise (25 %):\n"
             + same.stdout)
-    for name, path in (("one thread", slow), ("a hog", hogged)):
+    for name, path in (("both threads on one CPU", slow), ("a hog", hogged)):
         r = ctl(d, "diff", base, path)
         t.check(r.returncode == 1 and "REGRESSION" in r.stdout,
                 "diff exits 1 on the run with %s:\n%s" % (name, r.stdout))
