@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Loads bpf/floor.bpf.c's empty scheduler programs (tp_btf, or raw_tp with --raw), or its
- * empty futex and mmap syscall programs (--syscalls), says "attached", and holds them until SIGINT or
+ * empty futex and mmap syscall programs (--syscalls), or both (--all: every tracepoint
+ * llmprofd attaches on those paths), says "attached", and holds them until SIGINT or
  * SIGTERM: the floor rows of bench/sched.py and bench/syscalls.py. */
 #include <signal.h>
 #include <stdbool.h>
@@ -23,7 +24,8 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
 	bool raw = argc > 1 && strcmp(argv[1], "--raw") == 0;
-	bool sys = argc > 1 && strcmp(argv[1], "--syscalls") == 0;
+	bool all = argc > 1 && strcmp(argv[1], "--all") == 0;
+	bool sys = all || (argc > 1 && strcmp(argv[1], "--syscalls") == 0);
 	struct floor_bpf *s = floor_bpf__open();
 	struct bpf_program *btf[] = {s ? s->progs.floor_switch_btf : NULL,
 				     s ? s->progs.floor_wakeup_btf : NULL,
@@ -35,7 +37,7 @@ int main(int argc, char **argv)
 	if (!s)
 		return 1;
 	for (int i = 0; i < 3; i++) {
-		bpf_program__set_autoload(btf[i], !raw && !sys);
+		bpf_program__set_autoload(btf[i], all || (!raw && !sys));
 		bpf_program__set_autoload(rawp[i], raw);
 	}
 	bpf_program__set_autoload(s->progs.floor_futex_enter, sys);
@@ -43,7 +45,8 @@ int main(int argc, char **argv)
 	bpf_program__set_autoload(s->progs.floor_mmap_enter, sys);
 	if (floor_bpf__load(s) || floor_bpf__attach(s)) {
 		fprintf(stderr, "floor: cannot load or attach the %s programs\n",
-			sys   ? "syscalls"
+			all   ? "tp_btf and syscalls"
+			: sys ? "syscalls"
 			: raw ? "raw_tp"
 			      : "tp_btf");
 		floor_bpf__destroy(s);
@@ -51,7 +54,10 @@ int main(int argc, char **argv)
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	printf("attached %s\n", sys ? "syscalls" : raw ? "raw_tp" : "tp_btf");
+	printf("attached %s\n", all   ? "tp_btf and syscalls"
+				: sys ? "syscalls"
+				: raw ? "raw_tp"
+				      : "tp_btf");
 	fflush(stdout);
 	while (!stop)
 		pause();

@@ -3,7 +3,10 @@
 """Overhead on the scheduler path: a context-switch-heavy load (`perf bench sched pipe`:
 two processes passing a token through a pipe, two switches per round trip) with no tracer,
 with empty tp_btf and raw_tp programs on the same tracepoints (the floor: what any
-in-kernel scheduler collector costs at least), with llmprofd (the load not tracked, as on
+in-kernel scheduler collector costs at least), with empty programs on every tracepoint
+llmprofd attaches on these paths (the scheduler's and the futex and mmap syscalls': any
+syscall tracepoint sends every syscall on the host through the kernel's slow path, the
+load's reads and writes included), with llmprofd (the load not tracked, as on
 a host where it is not an LLM process, and tracked, the worst case), with `runqlat -P`
 from libbpf-tools, and with a bpftrace script doing the same histograms (bench/sched.bt),
 in alternating rounds.
@@ -20,6 +23,7 @@ import benchlib as b
 
 BT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sched.bt")
 FLOOR = os.path.join(b.BUILD, "floor")
+ALL_FLOOR = "empty tp_btf + futex and mmap syscall programs (llmprofd's tracepoints)"
 
 
 def load(loops, cpu):
@@ -45,6 +49,10 @@ def main():
         ("no tracer", ("none",)),
         ("empty tp_btf programs (the floor)", ("tool", [FLOOR], "attached")),
         ("empty raw_tp programs", ("tool", [FLOOR, "--raw"], "attached")),
+        # Any program on a syscall tracepoint sends every syscall of every task through the
+        # kernel's slow path (SYSCALL_WORK_SYSCALL_TRACEPOINT), the load's reads and writes
+        # included: llmprofd's futex collector and mmap hook are such programs.
+        (ALL_FLOOR, ("tool", [FLOOR, "--all"], "attached")),
         ("llmprofd (load not tracked)", ("llmprofd",)),
         ("llmprofd (load tracked: --comm perf)", ("llmprofd", "--comm", "perf")),
         ("runqlat -P (libbpf-tools)", ("tool", ["stdbuf", "-oL", "/usr/sbin/runqlat", "-P"], "Tracing")),
@@ -67,6 +75,7 @@ def main():
             t.stop()
     if a.quick:
         configs = [c for c in configs if c[0].startswith(("no tracer", "empty tp_btf", "llmprofd"))]
+    names = [c[0] for c in configs]
     res = b.alternate(configs, a.rounds, measure)
     base = b.summary(res[configs[0][0]])[0]
     rows = []
@@ -94,6 +103,16 @@ def main():
         notes.append("%s minus the floor, paired by round: median %+.2f us per round trip "
                      "(quartiles %+.2f to %+.2f), %+.0f%% of the floor's added %.2f us"
                      % (name, med, q1, q3, 100 * med / fa if fa else 0, fa))
+    # llmprofd's own code, apart from what its set of tracepoints costs empty.
+    if ALL_FLOOR in names:
+        aa = statistics.median(added(ALL_FLOOR, r) for r in range(a.rounds))
+        for name in names:
+            if name.startswith("llmprofd"):
+                med, q1, q3 = paired(name, ALL_FLOOR)
+                notes.append("%s minus the empty programs on all its tracepoints, paired by "
+                             "round: median %+.2f us per round trip (quartiles %+.2f to %+.2f), "
+                             "%+.0f%% of their added %.2f us"
+                             % (name, med, q1, q3, 100 * med / aa if aa else 0, aa))
     b.table("Overhead on the scheduler path", ["tracer", "median round trips/s", "min-max",
                                                "spread", "ratio", "added us per round trip"],
             rows, notes)

@@ -215,9 +215,11 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	t->runnable_since = 0;
 }
 
-static __always_inline void on_wakeup(struct task_struct *task)
+/* trusted: tp_btf, where the task's tgid is a plain load: an untracked wakeup then costs
+ * that load and the tgid_marks lookup, no helper call. */
+static __always_inline void on_wakeup(struct task_struct *task, bool trusted)
 {
-	__u32 tgid = BPF_CORE_READ(task, tgid);
+	__u32 tgid = TASK_TGID(trusted, task);
 	__u32 tid;
 	struct lp_thread *t;
 
@@ -241,14 +243,14 @@ int BPF_PROG(lp_switch_btf, bool preempt, struct task_struct *prev, struct task_
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(lp_wakeup_btf, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(p, true);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(lp_wakeup_new_btf, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(p, true);
 	return 0;
 }
 
@@ -264,13 +266,13 @@ int BPF_PROG(lp_switch_raw, bool preempt, struct task_struct *prev, struct task_
 SEC("raw_tp/sched_wakeup")
 int BPF_PROG(lp_wakeup_raw, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(p, false);
 	return 0;
 }
 
 SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(lp_wakeup_new_raw, struct task_struct *p)
 {
-	on_wakeup(p);
+	on_wakeup(p, false);
 	return 0;
 }
