@@ -550,22 +550,19 @@ static int read_affinity(pid_t pid, const char *proc, struct lp_cpuset *out)
 	return any ? 0 : -ESRCH;
 }
 
-int lp_context_read(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus *h,
-		    const char *proc, const char *sys)
+int lp_context_read_cpus(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus *h,
+			 const char *proc)
 {
 	bool seen[LP_CTX_MAX_CPUS] = {false};
 	struct lp_cpuset aff;
-	int r;
+	int r = read_affinity(pid, proc, &aff);
 
-	memset(ctx, 0, sizeof(*ctx));
-	r = read_affinity(pid, proc, &aff);
-	if (r < 0) {
-		ctx->error = r;
-		return r == -ESRCH ? -ESRCH : 0;
-	}
+	if (r < 0)
+		return r;
 	for (int i = 0; i < LP_CTX_WORDS; i++)
 		ctx->allowed.w[i] = aff.w[i] & h->online.w[i];
 	ctx->ncpus = lp_cpuset_count(&ctx->allowed);
+	ctx->ncores = 0;
 	for (unsigned c = 0; c < LP_CTX_MAX_CPUS; c++) {
 		int core;
 
@@ -576,6 +573,20 @@ int lp_context_read(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus
 			seen[core] = true;
 			ctx->ncores++;
 		}
+	}
+	return 0;
+}
+
+int lp_context_read(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus *h,
+		    const char *proc, const char *sys)
+{
+	int r;
+
+	memset(ctx, 0, sizeof(*ctx));
+	r = lp_context_read_cpus(ctx, pid, h, proc);
+	if (r < 0) {
+		ctx->error = r;
+		return r == -ESRCH ? -ESRCH : 0;
 	}
 	read_cgroup(ctx, pid, proc, sys);
 	read_env(ctx, pid, proc);

@@ -89,6 +89,12 @@ int lp_context_read(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus
  * period, the rest of a context rarely. */
 void lp_context_read_throttled(struct lp_context *ctx);
 
+/* Reads the CPUs its threads may run on again (allowed, ncpus, ncores): they change when
+ * OpenMP binds its threads at its first parallel region (an instant when the bound main
+ * thread is the only one), or under taskset -p. Returns 0, or -errno with ctx unchanged. */
+int lp_context_read_cpus(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus *h,
+			 const char *proc_root);
+
 /* Parsers, for the tests. */
 /* cgroup v2 cpu.max ("max 100000" or "50000 100000") or v1 quota and period: CPUs, 0 none */
 double lp_context_parse_cpu_max(const char *s);

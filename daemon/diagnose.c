@@ -73,10 +73,13 @@ const struct lp_context *lp_diagnose_context(struct lp_diagnose *dg, const struc
 	return w && w->ctx_ns && w->tracked_since_ns == t->tracked_since_ns ? &w->ctx : NULL;
 }
 
-/* The process's context: kept for LP_DIAGNOSE_CONTEXT_NS in its watch, its throttling read
- * anew. NULL when it cannot be read (gone). */
+/* The process's context: kept for LP_DIAGNOSE_CONTEXT_NS in its watch, its throttling and
+ * its CPUs read anew (a context read while OpenMP bound its threads had said one CPU for
+ * 30 s, and 'oversubscribed' fired on two threads bound to two CPUs). fresh: read all of
+ * it now (a window with major faults: the weights' residency of 30 s ago is no evidence).
+ * NULL when it cannot be read (gone). */
 static const struct lp_context *context_of(struct lp_watch *w, const struct lp_target *t,
-					   const struct lp_host_cpus *h, uint64_t now,
+					   const struct lp_host_cpus *h, uint64_t now, bool fresh,
 					   struct lp_context *buf)
 {
 	if (!h)
@@ -85,9 +88,10 @@ static const struct lp_context *context_of(struct lp_watch *w, const struct lp_t
 	 * (other processes rarely map one: their context is read as seldom as the rest). */
 	bool eager = t->ggml && w && !w->ctx.weights_mappings;
 
-	if (w && w->ctx_ns &&
+	if (!fresh && w && w->ctx_ns &&
 	    now - w->ctx_ns < (eager ? LP_DIAGNOSE_WINDOW_NS : LP_DIAGNOSE_CONTEXT_NS)) {
 		lp_context_read_throttled(&w->ctx);
+		lp_context_read_cpus(&w->ctx, t->pid, h, "/proc");
 		return &w->ctx;
 	}
 	if (lp_context_read(buf, t->pid, h, "/proc", "/sys") < 0)
@@ -181,7 +185,7 @@ void lp_diagnose_tick(struct lp_diagnose *dg, const struct lp_report *r)
 			w->nsnap = 1;
 		}
 		snap_take(&w->s[w->nsnap++], v, r->now_ns,
-			  context_of(w, v->target, h, r->now_ns, &ctx));
+			  context_of(w, v->target, h, r->now_ns, false, &ctx));
 	}
 	qsort(dg->w, dg->n, sizeof(*dg->w), by_pid);
 }
@@ -280,7 +284,7 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	in.openmp = false;
 	for (size_t i = 0; t->ggml && i < t->ggml->nobjs; i++)
 		in.openmp |= t->ggml->objs[i]->omp_runtime;
-	if (v->live && (ctx = context_of(w, t, h, r->now_ns, &buf))) {
+	if (v->live && (ctx = context_of(w, t, h, r->now_ns, ctr[LP_C_FAULTS_MAJ] > 0, &buf))) {
 		in.ctx = ctx;
 		in.host = h;
 		in.throttled_usec = sub(ctx->throttled_usec, s ? s->throttled_usec : 0);

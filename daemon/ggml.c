@@ -618,6 +618,15 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 			log_warning_errno(r, "track pid %d: %m, ignoring", (int)pid);
 		t = r == 0 ? lp_tracker_find(g->tr, pid) : NULL;
 		added = t != NULL;
+		/* Its mappings again, now that it is in procs: a helper (libgomp) mapped between
+		 * the read above and the insert was neither in that read nor reported by the
+		 * mmap hook, which reports helpers only for tracked processes; its barrier
+		 * samples were then counted outside ops. */
+		if (added) {
+			proc_scan_free(&s);
+			/* gone meanwhile: s is empty, its exit follows */
+			(void)read_proc(g, pid, want, &s);
+		}
 	}
 	if (t && (s.n || t->ggml)) {
 		bool first = !t->ggml || !t->ggml->found_ns;

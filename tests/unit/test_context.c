@@ -203,6 +203,19 @@ int main(void)
 	      "pid 88: cgroup v1 quota %.2f, no environ (%d), no maps", x.quota_cpus, x.error);
 	CHECK(lp_context_read(&x, 99, &h, proc, sys) == -ESRCH, "a gone pid is -ESRCH");
 
+	/* OpenMP binds the main thread before its worker exists: read then, the context says
+	 * one CPU; read again, the worker bound to another is there. The rest stays. */
+	puts_("proc/66/task/66/status", "Cpus_allowed_list:\t0\n");
+	CHECK(lp_context_read(&x, 66, &h, proc, sys) == 0 && x.ncpus == 1 && x.ncores == 1,
+	      "pid 66 while only its bound main thread is there: %u CPU", x.ncpus);
+	x.quota_cpus = 1.5;
+	puts_("proc/66/task/67/status", "Cpus_allowed_list:\t1\n");
+	CHECK(lp_context_read_cpus(&x, 66, &h, proc) == 0 && x.ncpus == 2 && x.ncores == 2 &&
+		      lp_cpuset_has(&x.allowed, 1) && x.quota_cpus == 1.5,
+	      "its CPUs read again: %u CPUs, %u cores", x.ncpus, x.ncores);
+	CHECK(lp_context_read_cpus(&x, 99, &h, proc) == -ESRCH && x.ncpus == 2,
+	      "a gone pid's CPUs: -ESRCH, the context unchanged");
+
 	/* The findings these files must raise, for two busy threads on CPUs 0 and 2 (the same
 	 * core, node 0): SMT, NUMA (weights 80 % on node 1) and the powersave governor. */
 	{
