@@ -78,7 +78,10 @@ class History:
         return rq / (on + rq) if on + rq else 0
 
 
-def llama(binary, model, env=None, tokens=4000, wrap=(), prompt="Once upon a time"):
+# Long enough that a run outlives its checks on any host (4,000 tokens took 12 s on one that
+# decodes 337 tokens/s, and the clean run had exited before doctor read it); each check kills
+# its run (stop) when done.
+def llama(binary, model, env=None, tokens=20000, wrap=(), prompt="Once upon a time"):
     e = dict(os.environ)
     e.update(env or {})
     p = subprocess.Popen(list(wrap) + [binary, "-m", model, "-n", str(tokens), prompt],
