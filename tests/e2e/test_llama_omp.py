@@ -196,15 +196,15 @@ def record(binary, model, work):
 
 
 def prompt(binary, model, work):
-    """Prompt processing: a prompt of about 925 tokens, batched through tinyBLAS (llamafile's sgemm)
-    kernels whose large frames keep return addresses of earlier calls in slots they never
-    write. A stack scan took those for live frames and counted 0.05 of the time as matmul
+    """Prompt processing: a prompt of about 925 tokens, batched through tinyBLAS (llamafile's
+    sgemm) kernels whose large frames keep return addresses of earlier calls in slots they
+    never write. A stack scan took those for live frames and counted 0.05 of the time as matmul
     where perf counts 0.80 (flash attention 0.90 where perf has 0.12); frames walked by
     .eh_frame find the op that is really there."""
     d = t.Daemon("--once", "--sample-hz", str(PROMPT_HZ), "--sampler", "thread")
     d.wait_ready()
     data = os.path.join(work, "prompt.data")
-    # About 920 tokens: within the model's context of 1,024 with the 4 generated.
+    # About 925 tokens (22 a sentence): within the model's context of 1,024 with the 4 generated.
     text = " ".join(["Once upon a time there was a small model that"] * 42)
     run = subprocess.run(perfref.record_args(data, PROMPT_HZ, ["-k", "CLOCK_MONOTONIC", "--"]) +
                          [binary, "-m", model, "-n", "4", text],
