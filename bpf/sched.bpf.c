@@ -17,16 +17,22 @@ static __always_inline bool kernel_accounting(struct task_struct *task)
 	return bpf_core_field_exists(task->sched_info.run_delay);
 }
 
+/* A field of a task: a plain load where the task is trusted (tp_btf), else a probe read (a
+ * helper call, which for an untracked task would be most of what a switch costs us, and
+ * a tenth of a tracked switch). */
+#define TASK_READ(trusted, task, field) ((trusted) ? (task)->field : BPF_CORE_READ(task, field))
+#define TASK_TGID(trusted, task) TASK_READ(trusted, task, tgid)
+
 /* Adds what the kernel's account grew by since the last look at this thread: on-CPU time,
  * run-queue delay (a histogram sample per slice, at its switch-out). The first look only
  * takes the starting point. Looking at both ends of every slice means an update the
  * kernel makes late (after the switch-out tracepoint) still counts, at the next one.
  * Returns the run-queue delay it added. */
 static __always_inline __u64 acct_take(struct lp_proc_stats *p, struct lp_thread *t,
-				       struct task_struct *task, bool out)
+				       struct task_struct *task, bool out, bool trusted)
 {
-	__u64 sum = BPF_CORE_READ(task, se.sum_exec_runtime);
-	__u64 rd = BPF_CORE_READ(task, sched_info.run_delay);
+	__u64 sum = TASK_READ(trusted, task, se.sum_exec_runtime);
+	__u64 rd = TASK_READ(trusted, task, sched_info.run_delay);
 	__u64 d, runq = 0;
 
 	if (t->acct_seen) {
@@ -72,9 +78,6 @@ static __always_inline void preemptor_wait(__u32 tgid, struct lp_thread *t, __u6
 		__sync_fetch_and_add(&v->wait_ns, d);
 }
 
-/* A task's tgid: a plain load where the task is trusted (tp_btf), else a probe read (a
- * helper call, which for an untracked task would be most of what a switch costs us). */
-#define TASK_TGID(trusted, task) ((trusted) ? (task)->tgid : BPF_CORE_READ(task, tgid))
 
 /* with_regs: the program may read prev's user registers (tp_btf: a trusted task). */
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
@@ -94,16 +97,16 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	tgid = TASK_TGID(with_regs, prev);
 	p = proc_of(tgid);
 	/* An exiting thread's entry is gone already; do not create it again. */
-	if (p && !(BPF_CORE_READ(prev, flags) & PF_EXITING)) {
+	if (p && !(TASK_READ(with_regs, prev, flags) & PF_EXITING)) {
 		now = bpf_ktime_get_ns();
-		tid = BPF_CORE_READ(prev, pid);
+		tid = TASK_READ(with_regs, prev, pid);
 		t = thread_get(tid, tgid);
 		if (t) {
 			if (kernel_accounting(prev)) {
 				/* The kernel's totals since the last look: this slice, and the
 				 * run-queue wait that preceded it (run_delay takes it after the
 				 * switch-in tracepoint). */
-				runq = acct_take(p, t, prev, true);
+				runq = acct_take(p, t, prev, true, with_regs);
 			} else if (t->on_since) {
 				d = now - t->on_since;
 				t->oncpu_ns += d;
@@ -127,7 +130,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */
 			if (preempt || task_state(prev) == 0) {
 				t->off_preempted = 1;
-				t->preempted_by = BPF_CORE_READ(next, tgid);
+				t->preempted_by = TASK_TGID(with_regs, next);
 				t->runnable_since = now;
 				preemptor_count(tgid, next);
 				t->nivcsw++;
@@ -162,9 +165,9 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	p = proc_of(tgid);
 	/* A thread past its exit hook can still block and run again on its way out: its
 	 * entry is gone and must not come back. */
-	if (!p || (BPF_CORE_READ(next, flags) & PF_EXITING))
+	if (!p || (TASK_READ(with_regs, next, flags) & PF_EXITING))
 		return;
-	tid = BPF_CORE_READ(next, pid);
+	tid = TASK_READ(with_regs, next, pid);
 	t = thread_get(tid, tgid);
 	if (!t)
 		return;
@@ -172,7 +175,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		now = bpf_ktime_get_ns();
 	if (kernel_accounting(next)) {
 		/* Updates the kernel made after the last switch-out are counted here. */
-		runq = acct_take(p, t, next, false);
+		runq = acct_take(p, t, next, false, with_regs);
 	} else if (t->runnable_since) {
 		d = now - t->runnable_since;
 		t->runq_ns += d;
@@ -223,9 +226,9 @@ static __always_inline void on_wakeup(struct task_struct *task, bool trusted)
 	__u32 tid;
 	struct lp_thread *t;
 
-	if (!proc_of(tgid) || (BPF_CORE_READ(task, flags) & PF_EXITING))
+	if (!proc_of(tgid) || (TASK_READ(trusted, task, flags) & PF_EXITING))
 		return;
-	tid = BPF_CORE_READ(task, pid);
+	tid = TASK_READ(trusted, task, pid);
 	t = thread_get(tid, tgid);
 	if (t && !t->runnable_since)
 		t->runnable_since = bpf_ktime_get_ns();
