@@ -78,7 +78,6 @@ static __always_inline void preemptor_wait(__u32 tgid, struct lp_thread *t, __u6
 		__sync_fetch_and_add(&v->wait_ns, d);
 }
 
-
 /* with_regs: the program may read prev's user registers (tp_btf: a trusted task). */
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, bool with_regs)
