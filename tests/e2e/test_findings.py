@@ -426,8 +426,18 @@ def clean_node(d, model):
     d.wait_log("pid %d (node) runs ggml" % pid, 60)
     drv.stdin.write("go\n")
     drv.stdin.flush()
+    # Read while its generation is in the window: 400 tokens take about a second on a fast
+    # host, and a window read after the driver's report could hold none of them (CI
+    # rehearsal: tokens/s 0, nothing found).
+    got = {}
+
+    def generating():
+        got["doc"] = findings(d, pid)
+        return (got["doc"].get("bandwidth") or {}).get("tokens_per_s", 0) > 0
+    t.poll("pid %d's generation in the findings' window" % pid, generating, timeout=120,
+           interval=0.25)
+    doc = got["doc"]
     t.read_json_line(drv, "the driver", 300)
-    doc = findings(d, pid)
     t.check(not doc["findings"] and doc["bandwidth"]["tokens_per_s"] > 0,
             "node-llama-cpp, %d threads: nothing found over %.0f s of generation: %s"
             % (CPUS, doc["window_seconds"], rules(doc)))
