@@ -51,10 +51,10 @@ static __always_inline __u64 acct_take(struct lp_proc_stats *p, struct lp_thread
 	return runq;
 }
 
-/* Counts a preemption of a thread of tgid by next, under next's process. */
-static __always_inline void preemptor_count(__u32 tgid, struct task_struct *next)
+/* Counts a preemption of a thread of tgid by next, of process by_tgid. */
+static __always_inline void preemptor_count(__u32 tgid, struct task_struct *next, __u32 by_tgid)
 {
-	struct lp_preempt_key k = {.tgid = tgid, .by_tgid = BPF_CORE_READ(next, tgid)};
+	struct lp_preempt_key k = {.tgid = tgid, .by_tgid = by_tgid};
 	struct lp_preempt_val *v = bpf_map_lookup_elem(&preemptors, &k), init = {};
 
 	if (v) {
@@ -132,7 +132,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				t->off_preempted = 1;
 				t->preempted_by = TASK_TGID(with_regs, next);
 				t->runnable_since = now;
-				preemptor_count(tgid, next);
+				preemptor_count(tgid, next, t->preempted_by);
 				t->nivcsw++;
 				__sync_fetch_and_add(&p->ctr[LP_C_NIVCSW], 1);
 			} else {
@@ -146,7 +146,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				e->runq = runq;
 				if (t->off_preempted) {
 					e->reason = LP_OFF_PREEMPTED;
-					e->other = BPF_CORE_READ(next, pid);
+					e->other = TASK_READ(with_regs, next, pid);
 					bpf_probe_read_kernel_str(e->comm, sizeof(e->comm),
 								  &next->comm);
 				} else if (t->futex_since) {
