@@ -100,6 +100,11 @@ def findings(d, pid):
     return d.get("/v1/processes/%d/findings" % pid)
 
 
+def generated(doc):
+    """Whether the findings' window holds generated tokens."""
+    return (doc.get("bandwidth") or {}).get("tokens_per_s", 0) > 0
+
+
 def rules(doc):
     return [f["rule"] for f in doc["findings"]]
 
@@ -426,21 +431,25 @@ def clean_node(d, model):
     d.wait_log("pid %d (node) runs ggml" % pid, 60)
     drv.stdin.write("go\n")
     drv.stdin.flush()
-    # Read while its generation is in the window: 400 tokens take about a second on a fast
-    # host, and a window read after the driver's report could hold none of them (CI
-    # rehearsal: tokens/s 0, nothing found).
-    got = {}
+    # Read while its generation is in the window, and once more after the driver's report:
+    # 400 tokens take about a second on a fast host, and a window read only after the report
+    # could hold none of them (CI rehearsal: tokens/s 0, nothing found). Every window that
+    # holds generation must be clean.
+    docs = []
 
     def generating():
-        got["doc"] = findings(d, pid)
-        return (got["doc"].get("bandwidth") or {}).get("tokens_per_s", 0) > 0
+        docs.append(findings(d, pid))
+        return generated(docs[-1])
     t.poll("pid %d's generation in the findings' window" % pid, generating, timeout=120,
            interval=0.25)
-    doc = got["doc"]
     t.read_json_line(drv, "the driver", 300)
-    t.check(not doc["findings"] and doc["bandwidth"]["tokens_per_s"] > 0,
-            "node-llama-cpp, %d threads: nothing found over %.0f s of generation: %s"
-            % (CPUS, doc["window_seconds"], rules(doc)))
+    docs.append(findings(d, pid))
+    held = [doc for doc in docs if generated(doc)]
+    seen = sorted(set(r for doc in held for r in rules(doc)))
+    t.check(held and not seen,
+            "node-llama-cpp, %d threads: nothing found over %d windows of up to %.0f s of "
+            "generation: %s" % (CPUS, len(held), max(doc["window_seconds"] for doc in held),
+                                seen))
     drv.stdin.close()
     drv.wait(timeout=30)
 
