@@ -190,6 +190,35 @@ int BPF_PROG(lp_exec_raw, struct task_struct *p)
 	return 0;
 }
 
+/* The mmap lock released by a task inside mmap(2): the mapping is in place, the file still
+ * open. Everything else that takes the lock for writing (munmap, mprotect, brk, exec) leaves
+ * at the syscall number, and page faults take it for reading. */
+static __always_inline void mmap_lock_released(bool write)
+{
+	struct pt_regs *regs;
+
+	if (!write)
+		return;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (LP_SYSCALL_NR(regs) != LP_NR_MMAP)
+		return;
+	lp_mmap_exec(PT_REGS_PARM3_CORE_SYSCALL(regs), (__s64)PT_REGS_PARM5_CORE_SYSCALL(regs));
+}
+
+SEC("tp_btf/mmap_lock_released")
+int BPF_PROG(lp_mmap_lock_btf, struct mm_struct *mm, bool write)
+{
+	mmap_lock_released(write);
+	return 0;
+}
+
+SEC("raw_tp/mmap_lock_released")
+int BPF_PROG(lp_mmap_lock_raw, struct mm_struct *mm, bool write)
+{
+	mmap_lock_released(write);
+	return 0;
+}
+
 SEC("tracepoint/syscalls/sys_enter_mmap")
 int lp_mmap_enter_tp(struct trace_event_raw_sys_enter *ctx)
 {

@@ -14,12 +14,15 @@
 
 #define PF_EXITING 0x00000004
 
+/* LP_SYSCALL_NR(regs): the syscall a task's user registers entered (-1 outside one). */
 #if defined(__TARGET_ARCH_x86)
 #define LP_NR_FUTEX 202
 #define LP_NR_MMAP 9
+#define LP_SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
 #elif defined(__TARGET_ARCH_arm64)
 #define LP_NR_FUTEX 98
 #define LP_NR_MMAP 222
+#define LP_SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
 #endif
 #define LP_NR_FUTEX_WAITV 449
 
@@ -201,8 +204,8 @@ LP_MAP struct {
 } events SEC(".maps");
 
 /* A process mapped executable memory (mmap with PROT_EXEC of file fd): the discovery
- * collector (lifecycle.bpf.c) decides whether user space hears of it. Called by the mmap
- * tracepoint and by the raw syscall fallback in futex.bpf.c. */
+ * collector (lifecycle.bpf.c) decides whether user space hears of it. Called from the mmap
+ * lock and mmap syscall tracepoints, and by the raw syscall fallback in futex.bpf.c. */
 __hidden int lp_mmap_exec(__u64 prot, __s64 fd);
 
 struct task_struct___o {

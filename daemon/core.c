@@ -98,6 +98,63 @@ fail:
 	return r;
 }
 
+/* Attaches or detaches the futex programs (whichever source attached at load). */
+static int futex_attach(struct lp_core *c, bool on)
+{
+	struct core_bpf *s = c->skel;
+	struct bpf_link **slots[] = {
+		&s->links.lp_futex_enter_tp,	   &s->links.lp_futex_exit_tp,
+		&s->links.lp_futex_waitv_enter_tp, &s->links.lp_futex_waitv_exit_tp,
+		&s->links.lp_sys_enter_raw,	   &s->links.lp_sys_exit_raw};
+	int r = 0;
+
+	if (!on) {
+		for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
+			detach_one(slots[i]);
+	} else if (c->futex_raw) {
+		if ((r = attach_one(s->progs.lp_sys_enter_raw, &s->links.lp_sys_enter_raw)) == 0 &&
+		    (r = attach_one(s->progs.lp_sys_exit_raw, &s->links.lp_sys_exit_raw)) < 0)
+			detach_one(&s->links.lp_sys_enter_raw);
+	} else {
+		r = attach_futex_tracepoints(c);
+	}
+	if (r == 0)
+		c->futex_attached = on;
+	return r;
+}
+
+void lp_core_futex_tick(struct lp_core *c, bool tracking, uint64_t now_ns)
+{
+	if (!c->futex_on_demand)
+		return;
+	if (tracking) {
+		c->futex_idle_since_ns = 0;
+		if (!c->futex_attached)
+			lp_core_futex_want(c);
+		return;
+	}
+	if (!c->futex_attached)
+		return;
+	if (!c->futex_idle_since_ns)
+		c->futex_idle_since_ns = now_ns;
+	else if (now_ns - c->futex_idle_since_ns >= LP_FUTEX_LINGER_NS) {
+		futex_attach(c, false);
+		log_info("futex programs detached: no process tracked for %d s",
+			 (int)(LP_FUTEX_LINGER_NS / 1000000000ULL));
+	}
+}
+
+void lp_core_futex_want(struct lp_core *c)
+{
+	c->futex_idle_since_ns = 0;
+	if (!c->futex_on_demand || c->futex_attached)
+		return;
+	if (futex_attach(c, true) < 0)
+		log_warning("futex waits of the processes tracked now will not be collected");
+	else
+		log_info("futex programs attached: a process is tracked");
+}
+
 static int attach_futex_raw(struct lp_core *c)
 {
 	struct core_bpf *s = c->skel;
@@ -109,6 +166,7 @@ static int attach_futex_raw(struct lp_core *c)
 		return r;
 	}
 	c->futex_source = "raw_syscalls";
+	c->futex_raw = true;
 	return 0;
 }
 
@@ -222,11 +280,21 @@ static void attach_sampling(struct lp_core *c, uint32_t hz, bool per_thread)
 	c->sample_hz = hz;
 }
 
-/* New executable mappings (a late dlopen of libggml-cpu-*.so) come from mmap's entry. */
+/* New executable mappings (a late dlopen of libggml-cpu-*.so): from the mmap lock's release
+ * inside mmap(2), else from mmap's entry. The mmap lock tracepoint runs where address spaces
+ * change (and where page faults fall back to the lock); a syscall tracepoint would send every
+ * syscall of every task on the host through the kernel's slow path. */
 static void attach_mmap(struct lp_core *c, bool tracefs)
 {
 	struct core_bpf *s = c->skel;
 
+	if ((bpf_program__autoload(s->progs.lp_mmap_lock_btf) &&
+	     attach_one(s->progs.lp_mmap_lock_btf, &s->links.lp_mmap_lock_btf) == 0) ||
+	    (bpf_program__autoload(s->progs.lp_mmap_lock_raw) &&
+	     attach_one(s->progs.lp_mmap_lock_raw, &s->links.lp_mmap_lock_raw) == 0)) {
+		c->mmap_source = "mmap lock tracepoint";
+		return;
+	}
 	if (tracefs && attach_one(s->progs.lp_mmap_enter_tp, &s->links.lp_mmap_enter_tp) == 0) {
 		c->mmap_source = "syscall tracepoint";
 		return;
@@ -328,6 +396,10 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	bpf_program__set_autoload(s->progs.lp_sys_enter_raw, raw_sys);
 	bpf_program__set_autoload(s->progs.lp_sys_exit_raw, futex_raw);
 	bpf_program__set_autoload(s->progs.lp_mmap_enter_tp, cfg->discover && f->tracefs);
+	bpf_program__set_autoload(s->progs.lp_mmap_lock_btf,
+				  cfg->discover && btf && f->mmap_lock_btf);
+	bpf_program__set_autoload(s->progs.lp_mmap_lock_raw,
+				  cfg->discover && !(btf && f->mmap_lock_btf));
 	bpf_program__set_autoload(s->progs.lp_fault_min, faults);
 	bpf_program__set_autoload(s->progs.lp_fault_maj, faults);
 	bpf_program__set_autoload(s->progs.lp_sample, sampling);
@@ -365,11 +437,21 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 		r = attach_futex_raw(c);
 	if (r < 0 && cfg->futex_source != LP_FUTEX_SRC_OFF)
 		log_warning_errno(r, "futex waits will not be collected: %m");
+	c->futex_attached = r == 0;
 
 	if (faults && attach_faults(c) < 0)
 		log_warning("page faults will not be counted, ignoring");
 	if (cfg->discover)
 		attach_mmap(c, f->tracefs);
+	/* Any syscall tracepoint sends every syscall of every task on the host through the
+	 * kernel's slow path: the futex programs stay attached only while a process is
+	 * tracked (attached here, they said whether they can be). Not where the kernel
+	 * inserts processes itself at exec (--comm), nor where the raw syscall program also
+	 * discovers mappings. */
+	c->futex_on_demand = c->futex_attached && cfg->ncomms == 0 &&
+			     !(c->mmap_source && !strcmp(c->mmap_source, "raw_syscalls"));
+	if (c->futex_on_demand)
+		futex_attach(c, false);
 	if (sampling)
 		attach_sampling(c, cfg->sample_hz, cfg->sample_per_thread);
 	else if (cfg->sample_hz)

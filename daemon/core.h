@@ -22,11 +22,16 @@ struct lp_core {
 	const char *sched_variant; /* "tp_btf" or "raw_tp" */
 	bool wakeups;		   /* sched_wakeup programs attached: no sched_info */
 	const char *futex_source;  /* "syscall tracepoints", "raw_syscalls" or NULL (off) */
-	bool faults;		   /* page fault perf events attached */
+	bool futex_raw;		   /* the futex source is raw_syscalls */
+	bool futex_on_demand;	   /* attached only while a process is tracked */
+	bool futex_attached;
+	uint64_t futex_idle_since_ns; /* attached, and no process tracked since; 0 otherwise */
+	bool faults;		      /* page fault perf events attached */
 	int nfault_cpus;
-	const char *mmap_source; /* "syscall tracepoint", "raw_syscalls" or NULL: no dlopen */
-	uint32_t sample_hz;	 /* 0: no sampling */
-	bool sample_per_thread;	 /* each LLM process's threads, else every CPU */
+	/* "mmap lock tracepoint", "syscall tracepoint", "raw_syscalls" or NULL: no dlopen */
+	const char *mmap_source;
+	uint32_t sample_hz;	/* 0: no sampling */
+	bool sample_per_thread; /* each LLM process's threads, else every CPU */
 	int nsample_cpus;
 	/* The tgid_marks map, mapped: a byte per tgid below ntgid_marks (lp.bpf.h) */
 	volatile uint8_t *tgid_marks;
@@ -36,6 +41,19 @@ struct lp_core {
 /* Opens, sizes, loads and attaches. Scheduler and lifecycle programs are required; futex
  * and page-fault collection degrade with a logged reason. Returns 0 or -errno (logged). */
 int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp_features *f);
+
+/* How long the futex programs stay attached once no process is tracked: a process that
+ * is found again soon (a restarted server) does not attach them anew each time. */
+#define LP_FUTEX_LINGER_NS (10ULL * 1000000000ULL)
+
+/* A process is about to be tracked: attaches the futex programs if they are on demand and
+ * detached, before it enters procs, so that none of its waits is missed. */
+void lp_core_futex_want(struct lp_core *c);
+
+/* Called periodically with whether any process is tracked: attaches the futex programs if
+ * one is (a process the daemon did not insert itself), detaches them once none has been for
+ * LP_FUTEX_LINGER_NS. */
+void lp_core_futex_tick(struct lp_core *c, bool tracking, uint64_t now_ns);
 
 /* Detaches and frees everything; accepts a zeroed or partly loaded lp_core. */
 void lp_core_destroy(struct lp_core *c);

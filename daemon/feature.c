@@ -92,6 +92,8 @@ void lp_features_probe(struct lp_features *f, bool mount_tracefs)
 	if (f->btf) {
 		f->tp_btf_err = probe_prog(BPF_PROG_TYPE_TRACING, BPF_TRACE_RAW_TP, "sched_switch");
 		f->tp_btf = f->tp_btf_err == 0;
+		f->mmap_lock_btf =
+			libbpf_find_vmlinux_btf_id("mmap_lock_released", BPF_TRACE_RAW_TP) >= 0;
 		f->fentry_err = probe_prog(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, "do_exit");
 		f->fentry = f->fentry_err == 0;
 	} else {

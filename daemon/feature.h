@@ -10,8 +10,9 @@ struct lp_features {
 	bool tp_btf; /* BTF-typed tracepoints load */
 	int tp_btf_err;
 	bool raw_tp;
-	bool bpf_denied; /* even the simplest program fails to load with EPERM */
-	bool fentry;	 /* fentry/fexit programs load (not needed yet; reported) */
+	bool bpf_denied;    /* even the simplest program fails to load with EPERM */
+	bool mmap_lock_btf; /* the mmap_lock_released tracepoint has BTF (tp_btf) */
+	bool fentry;	    /* fentry/fexit programs load (not needed yet; reported) */
 	int fentry_err;
 	bool kprobes;		   /* the kprobe PMU exists */
 	bool tracefs;		   /* tracefs is mounted where libbpf looks for it */

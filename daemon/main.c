@@ -187,6 +187,13 @@ static void diagnose_tick(struct daemon *d)
 	}
 }
 
+static void before_insert(void *userdata)
+{
+	struct daemon *d = userdata;
+
+	lp_core_futex_want(&d->core);
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
@@ -208,6 +215,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!d->cfg.once)
 		lp_tracker_expire(&d->tracker, lp_now_ns(), (uint64_t)(d->cfg.retention * 1e9));
+	lp_core_futex_tick(&d->core, lp_tracker_tracking(&d->tracker), lp_now_ns());
 	diagnose_tick(d);
 }
 
@@ -717,11 +725,12 @@ static int run(struct daemon *d)
 	r = lp_core_load(&d->core, &d->cfg, &d->features);
 	if (r < 0)
 		return r;
-	log_info("collectors: scheduler via %s, run-queue delay from %s, futex via %s, page faults "
-		 "%s, new mappings via %s, sampling at %u Hz %s",
+	log_info("collectors: scheduler via %s, run-queue delay from %s, futex via %s%s, page "
+		 "faults %s, new mappings via %s, sampling at %u Hz %s",
 		 d->core.sched_variant,
 		 d->core.wakeups ? "sched_wakeup" : "the kernel's sched_info",
 		 d->core.futex_source ? d->core.futex_source : "off",
+		 d->core.futex_on_demand ? " (attached while a process is tracked)" : "",
 		 d->core.faults ? "via perf software events" : "off",
 		 d->core.mmap_source ? d->core.mmap_source : "nothing (off)", d->core.sample_hz,
 		 d->core.sample_per_thread ? "per thread of each LLM process" : "per CPU");
@@ -746,6 +755,7 @@ static int run(struct daemon *d)
 	d->tracker.tgid_marks = d->core.tgid_marks;
 	d->tracker.ntgid_marks = d->core.ntgid_marks;
 	d->tracker.on_exit = on_target_exit;
+	d->tracker.before_insert = before_insert;
 	d->tracker.free_ggml = lp_ggml_proc_free;
 	d->tracker.userdata = d;
 	lp_ggml_init(&d->ggml, &d->cfg, &d->core, &d->tracker);

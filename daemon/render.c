@@ -720,6 +720,11 @@ cJSON *lp_render_report(const struct lp_report *r)
 	cJSON_AddStringToObject(col, "scheduler", r->sched_variant ? r->sched_variant : "off");
 	cJSON_AddStringToObject(col, "runqueue", r->wakeups ? "sched_wakeup" : "sched_info");
 	cJSON_AddStringToObject(col, "futex", r->futex_source ? r->futex_source : "off");
+	cJSON_AddStringToObject(col, "futex_attached",
+				!r->futex_source      ? "never"
+				: !r->futex_on_demand ? "always"
+				: r->futex_attached   ? "while a process is tracked: now"
+						      : "while a process is tracked: not now");
 	cJSON_AddStringToObject(col, "page_faults", r->fault_cpus ? "perf software events" : "off");
 	cJSON_AddStringToObject(col, "new_mappings", r->mmap_source ? r->mmap_source : "off");
 	num(col, "sample_hz", r->sample_hz);

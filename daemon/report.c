@@ -171,6 +171,8 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 	r->sched_variant = c->sched_variant;
 	r->wakeups = c->wakeups;
 	r->futex_source = c->futex_source;
+	r->futex_on_demand = c->futex_on_demand;
+	r->futex_attached = c->futex_attached;
 	r->mmap_source = c->mmap_source;
 	r->sample_hz = c->sample_hz;
 	r->cfg = tr->cfg;

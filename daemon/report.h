@@ -38,6 +38,9 @@ struct lp_report {
 	const char *sched_variant;
 	bool wakeups; /* run-queue delay timed from sched_wakeup, not the kernel's */
 	const char *futex_source;
+	/* The futex programs attach only while a process is tracked (futex_on_demand); whether
+	 * they are now. */
+	bool futex_on_demand, futex_attached;
 	const char *mmap_source;
 	uint32_t sample_hz;
 	const struct lp_config *cfg;

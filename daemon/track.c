@@ -246,6 +246,13 @@ static void read_target(struct lp_target *t, pid_t pid, const struct lp_proc_sta
 		t->uid = (uid_t)-1;
 }
 
+bool lp_tracker_tracking(const struct lp_tracker *tr)
+{
+	__u32 k;
+
+	return bpf_map_get_next_key(tr->procs_fd, NULL, &k) == 0;
+}
+
 int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 {
 	struct lp_proc_stat st;
@@ -267,6 +274,8 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 	}
 	zero->tgid = key;
 	zero->tracked_since_ns = lp_now_ns();
+	if (tr->before_insert)
+		tr->before_insert(tr->userdata);
 	/* Marked first: from the insert on, its tasks' events must not be skipped as not ours.
 	 * A mark left behind by a failed insert only costs a lookup. */
 	if (tr->tgid_marks && (size_t)pid < tr->ntgid_marks) {

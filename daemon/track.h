@@ -106,6 +106,8 @@ struct lp_tracker {
 	} * harvest;
 	size_t nharvest, harvest_cap;
 	void (*on_exit)(void *userdata, struct lp_target *t);
+	/* Called before a process enters procs (its collectors attached on demand) */
+	void (*before_insert)(void *userdata);
 	void (*free_ggml)(struct lp_ggml_proc *gp); /* set by whoever fills target->ggml */
 	void *userdata;
 };
@@ -125,6 +127,9 @@ int lp_tracker_retry(struct lp_tracker *tr);
 /* Marks exited every tracked process that /proc no longer shows alive but whose kernel
  * entry is still there, with that entry as its final record. Returns how many. */
 int lp_tracker_sweep(struct lp_tracker *tr);
+
+/* Whether the kernel's procs map holds a process: its own entries (--comm at exec) too. */
+bool lp_tracker_tracking(const struct lp_tracker *tr);
 
 /* Starts collecting for pid. 0, -EALREADY when tracked, -ESRCH when gone, -ENOSPC when
  * the kernel map is full (counted), other -errno from the map. */

@@ -153,10 +153,47 @@ def against_schedstat():
                 % (x["tid"], x["runqueue_ns"] / 1e6, k[1] / 1e6))
 
 
+def attached_futex_programs(d):
+    return [n for n in t.attached_programs(d.proc.pid) if n.startswith(("lp_futex", "lp_sys_e"))]
+
+
+def futex_on_demand(flags, programs):
+    """Any program on a syscall tracepoint sends every syscall of every task on the host
+    through the kernel's slow path: the futex programs are attached while a process is
+    tracked, and detached 10 s after the last one left."""
+    print("--- futex programs attached only while a process is tracked (%s)" % " ".join(flags))
+    d = t.Daemon(*flags)
+    d.wait_ready()
+
+    def state():
+        return d.get("/v1/status")["collectors"]["futex_attached"]
+    # Judged only when nothing on the host is an LLM process this daemon tracks.
+    if d.get("/v1/status")["processes"]["running"] == 0:
+        t.check(state() == "while a process is tracked: not now", "idle: %s" % state())
+        t.check(attached_futex_programs(d) == [], "idle: no futex program attached: %s"
+                % attached_futex_programs(d))
+    for round in (1, 2):
+        fx = t.Lpggml("--hold", "--iters", "2")
+        d.wait_log("pid %d (lpggml) runs ggml" % fx.pid)
+        t.check(state() == "while a process is tracked: now", "tracked: %s" % state())
+        t.check(attached_futex_programs(d) == programs, "round %d, tracked: the kernel has %s "
+                "attached, expected %s" % (round, attached_futex_programs(d), programs))
+        fx.finish()
+        if d.get("/v1/status")["processes"]["running"] == 0:
+            t.poll("futex programs detached", lambda: not attached_futex_programs(d), 40)
+            t.check(state() == "while a process is tracked: not now",
+                    "round %d, none tracked: %s" % (round, state()))
+            d.wait_log("futex programs detached")
+    d.stop()
+
+
 def main():
     for v in VARIANTS:
         run_variant(*v)
     against_schedstat()
+    futex_on_demand([], ["lp_futex_enter_tp", "lp_futex_exit_tp", "lp_futex_waitv_enter_tp",
+                         "lp_futex_waitv_exit_tp"])
+    futex_on_demand(["--futex-source", "raw"], ["lp_sys_enter_raw", "lp_sys_exit_raw"])
 
 
-t.run(main, timeout=200)
+t.run(main, timeout=300)

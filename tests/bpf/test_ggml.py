@@ -209,9 +209,15 @@ def test_sampling_openmp():
           "the ggml library itself is not taken for a runtime")
 
 
-def test_late_dlopen():
-    d = Daemon("--once")
+def test_late_dlopen(flags, program):
+    print("--- a late dlopen is found from the mmap lock's release (%s)" % program)
+    d = Daemon("--once", *flags)
     d.wait_ready()
+    attached = t.attached_programs(d.proc.pid)
+    check(program in attached and not any(n.startswith(("lp_mmap_enter", "lp_sys_e"))
+                                          for n in attached),
+          "%s attached, and no syscall program: %s" % (program, attached))
+    check("new mappings via mmap lock tracepoint" in d.log(), "the log says where from")
     fx = Lpggml("--late", "--hold", "--iters", "20", "--gen", "2")
     time.sleep(0.3)  # give discovery every chance to be wrong
     check("pid %d" % fx.pid not in d.log(), "not tracked before it loads ggml")
@@ -293,7 +299,8 @@ def main():
     test_sampling()
     test_sampling_openmp()
     test_precise_exited_threads()
-    test_late_dlopen()
+    test_late_dlopen([], "lp_mmap_lock_btf")
+    test_late_dlopen(["--sched-raw-tp"], "lp_mmap_lock_raw")
     test_replaced_library()
 
 

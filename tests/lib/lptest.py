@@ -402,6 +402,23 @@ def prog_ids_of(pid):
     return ids
 
 
+def attached_programs(pid):
+    """Sorted names of the programs process pid has attached now, as the kernel has it: the
+    programs of the bpf_link fds it holds (its program fds stay open while detached)."""
+    names = loaded_programs()
+    out = []
+    fds = "/proc/%d/fd" % pid
+    for fd in os.listdir(fds):
+        try:
+            if os.readlink(os.path.join(fds, fd)) != "anon_inode:bpf_link":
+                continue
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                out += [names.get(int(x.split()[1]), "") for x in f if x.startswith("prog_id:")]
+        except OSError:
+            continue
+    return sorted(out)
+
+
 def loaded_programs():
     """{id: name} of every BPF program loaded on the host."""
     out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
