@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Loads bpf/floor.bpf.c's empty scheduler programs (tp_btf, or raw_tp with --raw), or its
- * empty futex and mmap syscall programs (--syscalls), or both (--all: every tracepoint
- * llmprofd attaches on those paths), says "attached", and holds them until SIGINT or
+ * empty futex syscall and mmap lock programs (--syscalls), or both (--all: every
+ * tracepoint llmprofd attaches on those paths while it tracks a process), says "attached", and holds them until SIGINT or
  * SIGTERM: the floor rows of bench/sched.py and bench/syscalls.py. */
 #include <signal.h>
 #include <stdbool.h>
@@ -42,7 +42,7 @@ int main(int argc, char **argv)
 	}
 	bpf_program__set_autoload(s->progs.floor_futex_enter, sys);
 	bpf_program__set_autoload(s->progs.floor_futex_exit, sys);
-	bpf_program__set_autoload(s->progs.floor_mmap_enter, sys);
+	bpf_program__set_autoload(s->progs.floor_mmap_lock, sys);
 	if (floor_bpf__load(s) || floor_bpf__attach(s)) {
 		fprintf(stderr, "floor: cannot load or attach the %s programs\n",
 			all   ? "tp_btf and syscalls"

@@ -7,7 +7,9 @@ speed drifts by tens of per cent within minutes cannot resolve tens of nanosecon
 the kernel times every program run itself (kernel.bpf_stats_enabled: run_time_ns and
 run_cnt per program), and the empty programs (bench/floor.c --all), an llmprofd that does
 not track the load and one that does (--comm) are attached at once: each event runs all
-three, so they are compared on the same events, not on rounds minutes apart.
+three, so they are compared on the same events, not on rounds minutes apart. The one that
+does not track the load tracks a sleeping process, as on an inference server: its futex
+programs are attached only while it tracks something.
 
 Each figure is the programs' time per operation of the load (a round trip of `perf bench
 sched pipe`: 2 switches and 2 wakeups; a FUTEX_WAKE call; a FUTEX_WAIT/WAKE round trip; an
@@ -76,7 +78,9 @@ def main():
     old = open(STATS).read().strip()
     open(STATS, "w").write("1")
     floor = b.Tool([FLOOR, "--all"], "attached")
-    untracked = b.Daemon()
+    sleeper = subprocess.Popen(["sleep", "infinity"])
+    untracked = b.Daemon("--pid", str(sleeper.pid))
+    untracked.wait_log("futex programs attached")
     # Tracks the loads' processes: perf (sched pipe's two) and lpsysbench.
     tracked = b.Daemon("--comm", "perf", "--comm", "lpsysbench")
     tools = (("empty programs (floor)", floor.proc.pid),
@@ -101,6 +105,7 @@ def main():
         tracked.stop()
         untracked.stop()
         floor.stop()
+        sleeper.kill()
         open(STATS, "w").write(old)
     rows = []
     notes = ["programs' time per operation of the load pinned to CPU %s, median of %d rounds; "

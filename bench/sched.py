@@ -4,12 +4,12 @@
 two processes passing a token through a pipe, two switches per round trip) with no tracer,
 with empty tp_btf and raw_tp programs on the same tracepoints (the floor: what any
 in-kernel scheduler collector costs at least), with empty programs on every tracepoint
-llmprofd attaches on these paths (the scheduler's and the futex and mmap syscalls': any
-syscall tracepoint sends every syscall on the host through the kernel's slow path, the
-load's reads and writes included), with llmprofd (the load not tracked, as on
-a host where it is not an LLM process, and tracked, the worst case), with `runqlat -P`
-from libbpf-tools, and with a bpftrace script doing the same histograms (bench/sched.bt),
-in alternating rounds.
+llmprofd attaches on these paths while it tracks a process (the scheduler's, the futex
+syscalls' and the mmap lock's: any syscall tracepoint sends every syscall on the host through
+the kernel's slow path, the load's reads and writes included), with llmprofd (the load not
+tracked and nothing tracked; the load not tracked while another process is, as on an
+inference server; the load tracked, the worst case), with `runqlat -P` from libbpf-tools,
+and with a bpftrace script doing the same histograms (bench/sched.bt), in alternating rounds.
 
     sudo bench/sched.py [--rounds 10] [--loops 200000]
 """
@@ -23,7 +23,7 @@ import benchlib as b
 
 BT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sched.bt")
 FLOOR = os.path.join(b.BUILD, "floor")
-ALL_FLOOR = "empty tp_btf + futex and mmap syscall programs (llmprofd's tracepoints)"
+ALL_FLOOR = "empty tp_btf + futex syscall + mmap lock programs (llmprofd's, tracking)"
 
 
 def load(loops, cpu):
@@ -51,19 +51,27 @@ def main():
         ("empty raw_tp programs", ("tool", [FLOOR, "--raw"], "attached")),
         # Any program on a syscall tracepoint sends every syscall of every task through the
         # kernel's slow path (SYSCALL_WORK_SYSCALL_TRACEPOINT), the load's reads and writes
-        # included: llmprofd's futex collector and mmap hook are such programs.
+        # included: llmprofd's futex collector is such a program, attached while it tracks
+        # a process.
         (ALL_FLOOR, ("tool", [FLOOR, "--all"], "attached")),
-        ("llmprofd (load not tracked)", ("llmprofd",)),
+        ("llmprofd (load not tracked, nothing tracked)", ("llmprofd",)),
+        ("llmprofd (load not tracked, another process tracked)",
+         ("llmprofd", "--pid", "OTHER")),
         ("llmprofd (load tracked: --comm perf)", ("llmprofd", "--comm", "perf")),
         ("runqlat -P (libbpf-tools)", ("tool", ["stdbuf", "-oL", "/usr/sbin/runqlat", "-P"], "Tracing")),
         ("bpftrace sched.bt", ("tool", ["bpftrace", BT], "attached")),
     ]
 
+    # The other process: a sleeper, tracked by pid (its futex programs attach with it).
+    other = subprocess.Popen(["sleep", "infinity"])
+
     def measure(cfg):
         if cfg[0] == "none":
             return load(a.loops, a.cpu)
         if cfg[0] == "llmprofd":
-            d = b.Daemon(*cfg[1:])
+            d = b.Daemon(*[str(other.pid) if x == "OTHER" else x for x in cfg[1:]])
+            if "OTHER" in cfg:
+                d.wait_log("futex programs attached")
             try:
                 return load(a.loops, a.cpu)
             finally:
@@ -76,7 +84,10 @@ def main():
     if a.quick:
         configs = [c for c in configs if c[0].startswith(("no tracer", "empty tp_btf", "llmprofd"))]
     names = [c[0] for c in configs]
-    res = b.alternate(configs, a.rounds, measure)
+    try:
+        res = b.alternate(configs, a.rounds, measure)
+    finally:
+        other.kill()
     base = b.summary(res[configs[0][0]])[0]
     rows = []
     for name, _ in configs:

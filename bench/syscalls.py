@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""Overhead on the syscall path: llmprofd's futex collector and mmap discovery hook are
-syscall tracepoints, so every futex and mmap call on the host runs them, LLM process or not.
+"""Overhead on the syscall path: llmprofd's futex collector is on syscall tracepoints (attached
+while it tracks a process), so every futex call on the host runs it then, LLM process or not;
+its mmap discovery hook is on the mmap lock's release, which every mmap and munmap reaches.
 lpsysbench (bench/sysbench.c) makes FUTEX_WAKE calls nobody waits on, WAIT/WAKE round trips
 between two threads on one CPU, and anonymous mmap/munmap pairs; each runs with no tracer,
-with empty programs on the same tracepoints (the floor), with llmprofd not tracking it (the
-case of every other process on the host) and tracking it (--comm), in alternating rounds.
+with empty programs on the same tracepoints (the floor), with llmprofd not tracking it
+(tracking nothing, and tracking another process: the case of every other process on an
+inference server) and tracking it (--comm), in alternating rounds.
 
     sudo bench/syscalls.py [--rounds 8] [--calls 2000000] [--trips 100000] [--maps 500000]
 """
@@ -44,9 +46,14 @@ def main():
         ("no tracer", ("none",)),
         ("empty programs on the same syscall tracepoints (the floor)",
          ("tool", [FLOOR, "--syscalls"], "attached")),
-        ("llmprofd (load not tracked)", ("llmprofd",)),
+        ("llmprofd (load not tracked, nothing tracked)", ("llmprofd",)),
+        ("llmprofd (load not tracked, another process tracked)",
+         ("llmprofd", "--pid", "OTHER")),
         ("llmprofd (load tracked: --comm lpsysbench)", ("llmprofd", "--comm", "lpsysbench")),
     ]
+
+    # The other process: a sleeper, tracked by pid (its futex programs attach with it).
+    other = subprocess.Popen(["sleep", "infinity"])
 
     def measure(cfg):
         def each():
@@ -54,7 +61,9 @@ def main():
         if cfg[0] == "none":
             return each()
         if cfg[0] == "llmprofd":
-            d = b.Daemon(*cfg[1:])
+            d = b.Daemon(*[str(other.pid) if x == "OTHER" else x for x in cfg[1:]])
+            if "OTHER" in cfg:
+                d.wait_log("futex programs attached")
             try:
                 return each()
             finally:
@@ -64,7 +73,10 @@ def main():
             return each()
         finally:
             t.stop()
-    res = b.alternate(configs, a.rounds, measure)
+    try:
+        res = b.alternate(configs, a.rounds, measure)
+    finally:
+        other.kill()
     for k, (mode, size, what, unit) in enumerate(LOADS):
         vals = {name: [r[k] for r in res[name]] for name, _ in configs}
         base = b.summary(vals[configs[0][0]])[0]

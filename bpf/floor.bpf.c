@@ -45,7 +45,7 @@ int BPF_PROG(floor_wakeup_new_raw)
 }
 
 /* The floor of the futex collector and the mmap discovery hook (bench/syscalls.py): the
- * syscall tracepoints they use. */
+ * tracepoints they use. */
 SEC("tp/syscalls/sys_enter_futex")
 int floor_futex_enter(void *ctx)
 {
@@ -58,8 +58,8 @@ int floor_futex_exit(void *ctx)
 	return 0;
 }
 
-SEC("tp/syscalls/sys_enter_mmap")
-int floor_mmap_enter(void *ctx)
+SEC("tp_btf/mmap_lock_released")
+int BPF_PROG(floor_mmap_lock)
 {
 	return 0;
 }

@@ -199,10 +199,11 @@ static __always_inline void mmap_lock_released(bool write)
 
 	if (!write)
 		return;
+	/* A trusted pointer: plain loads, no probe-read calls (every munmap runs this). */
 	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	if (LP_SYSCALL_NR(regs) != LP_NR_MMAP)
+	if (LP_SYSCALL_NR(regs) != LP_NR_MMAP || !(LP_SYSCALL_PARM3(regs) & PROT_EXEC))
 		return;
-	lp_mmap_exec(PT_REGS_PARM3_CORE_SYSCALL(regs), (__s64)PT_REGS_PARM5_CORE_SYSCALL(regs));
+	lp_mmap_exec(LP_SYSCALL_PARM3(regs), (__s64)LP_SYSCALL_PARM5(regs));
 }
 
 SEC("tp_btf/mmap_lock_released")

@@ -14,15 +14,20 @@
 
 #define PF_EXITING 0x00000004
 
-/* LP_SYSCALL_NR(regs): the syscall a task's user registers entered (-1 outside one). */
+/* LP_SYSCALL_NR(regs): the syscall a task's user registers entered (-1 outside one), and
+ * its arguments; regs a trusted pointer (bpf_task_pt_regs), read with plain loads. */
 #if defined(__TARGET_ARCH_x86)
 #define LP_NR_FUTEX 202
 #define LP_NR_MMAP 9
-#define LP_SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#define LP_SYSCALL_NR(regs) ((regs)->orig_ax)
+#define LP_SYSCALL_PARM3(regs) ((regs)->dx)
+#define LP_SYSCALL_PARM5(regs) ((regs)->r8)
 #elif defined(__TARGET_ARCH_arm64)
 #define LP_NR_FUTEX 98
 #define LP_NR_MMAP 222
-#define LP_SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
+#define LP_SYSCALL_NR(regs) ((regs)->syscallno)
+#define LP_SYSCALL_PARM3(regs) ((regs)->regs[2])
+#define LP_SYSCALL_PARM5(regs) ((regs)->regs[4])
 #endif
 #define LP_NR_FUTEX_WAITV 449
 
