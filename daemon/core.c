@@ -306,7 +306,7 @@ static void attach_mmap(struct lp_core *c, bool tracefs)
 		return;
 	}
 	log_warning("libraries loaded after a process started (dlopen) will not be seen: "
-		    "neither syscalls:sys_enter_mmap nor raw_syscalls attach");
+		    "neither mmap_lock_released, syscalls:sys_enter_mmap nor raw_syscalls attach");
 }
 
 static void set_autoload_sched(struct core_bpf *s, bool btf, bool wakeups)

@@ -718,7 +718,8 @@ bool lp_ggml_process_pending(struct lp_ggml *g)
 			continue;
 		}
 
-		/* The record comes from mmap's entry: the mapping may not exist yet. */
+		/* From a syscall fallback the record comes from mmap's entry: the mapping
+		 * may not exist yet. */
 		if (r >= 0 && !saw && ++p->tries < PENDING_TRIES)
 			g->pending[k++] = *p;
 	}

@@ -123,7 +123,7 @@ static int on_event(void *arg, void *data, size_t size)
 	if (type != LP_EV_MAP || size < sizeof(struct lp_ev_map))
 		return lp_tracker_event(&d->tracker, data, size);
 	lp_ggml_event(&d->ggml, data);
-	/* Read the mappings a little later: the record comes from mmap's entry. */
+	/* Read the mappings a little later: the syscall fallbacks report from mmap's entry. */
 	if (!evtimer_pending(d->ev_pending, NULL)) {
 		struct timeval tv = {.tv_sec = 0, .tv_usec = 30000};
 
