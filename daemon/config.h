@@ -15,6 +15,14 @@ enum lp_futex_source {
 	LP_FUTEX_SRC_OFF,
 };
 
+/* Where new executable mappings (a late dlopen) are found. */
+enum lp_mmap_source {
+	LP_MMAP_SRC_AUTO = 0, /* the mmap lock tracepoint, else the syscall fallbacks */
+	LP_MMAP_SRC_LOCK,
+	LP_MMAP_SRC_TRACEPOINT, /* syscalls:sys_enter_mmap */
+	LP_MMAP_SRC_RAW,	/* raw_syscalls:sys_enter */
+};
+
 /* The kinds of ggml functions llmprofd looks for; index into lp_config.symbols. */
 enum lp_sym_class {
 	LP_SYM_MATMUL = 0, /* any of these mapped makes a process an LLM process */
@@ -41,6 +49,7 @@ struct lp_config {
 	double seconds;	   /* with once: stop after this long (0 = until the --pid targets exit) */
 	bool sched_raw_tp; /* use raw_tp even where tp_btf loads */
 	enum lp_futex_source futex_source;
+	enum lp_mmap_source mmap_source;
 	bool faults;
 	bool mount_tracefs;
 	bool verbose;

@@ -284,7 +284,7 @@ static void attach_sampling(struct lp_core *c, uint32_t hz, bool per_thread)
  * inside mmap(2), else from mmap's entry. The mmap lock tracepoint runs where address spaces
  * change (and where page faults fall back to the lock); a syscall tracepoint would send every
  * syscall of every task on the host through the kernel's slow path. */
-static void attach_mmap(struct lp_core *c, bool tracefs)
+static void attach_mmap(struct lp_core *c, enum lp_mmap_source src, bool tracefs)
 {
 	struct core_bpf *s = c->skel;
 
@@ -295,18 +295,24 @@ static void attach_mmap(struct lp_core *c, bool tracefs)
 		c->mmap_source = "mmap lock tracepoint";
 		return;
 	}
-	if (tracefs && attach_one(s->progs.lp_mmap_enter_tp, &s->links.lp_mmap_enter_tp) == 0) {
+	if (src == LP_MMAP_SRC_AUTO)
+		log_warning("no mmap_lock_released tracepoint: new mappings are found from the "
+			    "mmap syscall instead, which sends every syscall on the host through "
+			    "the kernel's slow path");
+	if ((src == LP_MMAP_SRC_AUTO || src == LP_MMAP_SRC_TRACEPOINT) && tracefs &&
+	    attach_one(s->progs.lp_mmap_enter_tp, &s->links.lp_mmap_enter_tp) == 0) {
 		c->mmap_source = "syscall tracepoint";
 		return;
 	}
 	/* The raw_syscalls program also serves futex waits; attach it if they did not. */
-	if (s->links.lp_sys_enter_raw ||
-	    attach_one(s->progs.lp_sys_enter_raw, &s->links.lp_sys_enter_raw) == 0) {
+	if ((src == LP_MMAP_SRC_AUTO || src == LP_MMAP_SRC_RAW) &&
+	    (s->links.lp_sys_enter_raw ||
+	     attach_one(s->progs.lp_sys_enter_raw, &s->links.lp_sys_enter_raw) == 0)) {
 		c->mmap_source = "raw_syscalls";
 		return;
 	}
-	log_warning("libraries loaded after a process started (dlopen) will not be seen: "
-		    "neither mmap_lock_released, syscalls:sys_enter_mmap nor raw_syscalls attach");
+	log_warning("libraries loaded after a process started (dlopen) will not be seen: no "
+		    "source of new mappings attaches (--mmap-source)");
 }
 
 static void set_autoload_sched(struct core_bpf *s, bool btf, bool wakeups)
@@ -356,7 +362,12 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 		cfg->futex_source == LP_FUTEX_SRC_AUTO || cfg->futex_source == LP_FUTEX_SRC_RAW;
 	bool faults = cfg->faults && f->perf_sw;
 	bool sampling = cfg->sample_hz > 0 && f->perf_sw;
-	bool raw_sys = futex_raw || (cfg->discover && !f->tracefs);
+	enum lp_mmap_source msrc = cfg->mmap_source;
+	bool mmap_lock = cfg->discover && (msrc == LP_MMAP_SRC_AUTO || msrc == LP_MMAP_SRC_LOCK);
+	bool mmap_tp = cfg->discover && f->tracefs &&
+		       (msrc == LP_MMAP_SRC_AUTO || msrc == LP_MMAP_SRC_TRACEPOINT);
+	bool mmap_raw = cfg->discover && (msrc == LP_MMAP_SRC_AUTO || msrc == LP_MMAP_SRC_RAW);
+	bool raw_sys = futex_raw || mmap_raw;
 	struct core_bpf *s;
 	int r;
 
@@ -395,11 +406,10 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	bpf_program__set_autoload(s->progs.lp_futex_waitv_exit_tp, futex_tp);
 	bpf_program__set_autoload(s->progs.lp_sys_enter_raw, raw_sys);
 	bpf_program__set_autoload(s->progs.lp_sys_exit_raw, futex_raw);
-	bpf_program__set_autoload(s->progs.lp_mmap_enter_tp, cfg->discover && f->tracefs);
-	bpf_program__set_autoload(s->progs.lp_mmap_lock_btf,
-				  cfg->discover && btf && f->mmap_lock_btf);
+	bpf_program__set_autoload(s->progs.lp_mmap_enter_tp, mmap_tp);
+	bpf_program__set_autoload(s->progs.lp_mmap_lock_btf, mmap_lock && btf && f->mmap_lock_btf);
 	bpf_program__set_autoload(s->progs.lp_mmap_lock_raw,
-				  cfg->discover && !(btf && f->mmap_lock_btf));
+				  mmap_lock && !(btf && f->mmap_lock_btf));
 	bpf_program__set_autoload(s->progs.lp_fault_min, faults);
 	bpf_program__set_autoload(s->progs.lp_fault_maj, faults);
 	bpf_program__set_autoload(s->progs.lp_sample, sampling);
@@ -442,7 +452,7 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	if (faults && attach_faults(c) < 0)
 		log_warning("page faults will not be counted, ignoring");
 	if (cfg->discover)
-		attach_mmap(c, f->tracefs);
+		attach_mmap(c, cfg->mmap_source, f->tracefs);
 	/* Any syscall tracepoint sends every syscall of every task on the host through the
 	 * kernel's slow path: the futex programs stay attached only while a process is
 	 * tracked (attached here, they said whether they can be). Not where the kernel

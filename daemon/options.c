@@ -124,6 +124,8 @@ static void usage(FILE *out)
 		"Collectors:\n"
 		"      --sched-raw-tp       use raw_tp even where tp_btf programs load\n"
 		"      --futex-source SRC   auto, tracepoint, raw (raw_syscalls) or off\n"
+		"      --mmap-source SRC    where new mappings are found: auto, lock (the mmap\n"
+		"                           lock tracepoint), tracepoint (sys_enter_mmap) or raw\n"
 		"      --no-page-faults     do not count page faults\n"
 		"      --no-mount-tracefs   do not mount tracefs when it is missing\n"
 		"\n"
@@ -231,6 +233,7 @@ enum {
 	OPT_RINGBUF_KIB,
 	OPT_SCHED_RAW,
 	OPT_FUTEX_SOURCE,
+	OPT_MMAP_SOURCE,
 	OPT_NO_FAULTS,
 	OPT_NO_MOUNT,
 	OPT_NO_DISCOVER,
@@ -275,6 +278,7 @@ static const struct option opts[] = {
 	{"ringbuf-kib", required_argument, NULL, OPT_RINGBUF_KIB},
 	{"sched-raw-tp", no_argument, NULL, OPT_SCHED_RAW},
 	{"futex-source", required_argument, NULL, OPT_FUTEX_SOURCE},
+	{"mmap-source", required_argument, NULL, OPT_MMAP_SOURCE},
 	{"no-page-faults", no_argument, NULL, OPT_NO_FAULTS},
 	{"no-mount-tracefs", no_argument, NULL, OPT_NO_MOUNT},
 	{"no-discover", no_argument, NULL, OPT_NO_DISCOVER},
@@ -408,6 +412,20 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 			cfg->futex_source = LP_FUTEX_SRC_OFF;
 		else {
 			log_error("%s: '%s' is not auto, tracepoint, raw or off", name, arg);
+			return -EINVAL;
+		}
+		return 0;
+	case OPT_MMAP_SOURCE:
+		if (!strcmp(arg, "auto"))
+			cfg->mmap_source = LP_MMAP_SRC_AUTO;
+		else if (!strcmp(arg, "lock"))
+			cfg->mmap_source = LP_MMAP_SRC_LOCK;
+		else if (!strcmp(arg, "tracepoint"))
+			cfg->mmap_source = LP_MMAP_SRC_TRACEPOINT;
+		else if (!strcmp(arg, "raw"))
+			cfg->mmap_source = LP_MMAP_SRC_RAW;
+		else {
+			log_error("%s: '%s' is not auto, lock, tracepoint or raw", name, arg);
 			return -EINVAL;
 		}
 		return 0;
@@ -757,6 +775,7 @@ static void add_list(cJSON *o, const char *key, const char *const *v, size_t n)
 cJSON *lp_config_describe(const struct lp_config *cfg)
 {
 	static const char *const futex_src[] = {"auto", "tracepoint", "raw", "off"};
+	static const char *const mmap_src[] = {"auto", "lock", "tracepoint", "raw"};
 	cJSON *o = cJSON_CreateObject(), *pids;
 	char mode[8];
 
@@ -786,6 +805,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddNumberToObject(o, "ringbuf-kib", cfg->ringbuf_bytes >> 10);
 	cJSON_AddBoolToObject(o, "sched-raw-tp", cfg->sched_raw_tp);
 	cJSON_AddStringToObject(o, "futex-source", futex_src[cfg->futex_source]);
+	cJSON_AddStringToObject(o, "mmap-source", mmap_src[cfg->mmap_source]);
 	cJSON_AddBoolToObject(o, "page-faults", cfg->faults);
 	cJSON_AddBoolToObject(o, "mount-tracefs", cfg->mount_tracefs);
 	cJSON_AddStringToObject(o, "socket", cfg->socket_path);

@@ -209,15 +209,19 @@ def test_sampling_openmp():
           "the ggml library itself is not taken for a runtime")
 
 
-def test_late_dlopen(flags, program):
-    print("--- a late dlopen is found from the mmap lock's release (%s)" % program)
+MMAP_PROGRAMS = ("lp_mmap_lock_btf", "lp_mmap_lock_raw", "lp_mmap_enter_tp", "lp_sys_enter_raw")
+
+
+def test_late_dlopen(flags, program, source):
+    print("--- a late dlopen is found by %s (%s)" % (program, source))
     d = Daemon("--once", *flags)
     d.wait_ready()
-    attached = t.attached_programs(d.proc.pid)
-    check(program in attached and not any(n.startswith(("lp_mmap_enter", "lp_sys_e"))
-                                          for n in attached),
-          "%s attached, and no syscall program: %s" % (program, attached))
-    check("new mappings via mmap lock tracepoint" in d.log(), "the log says where from")
+    # Nothing tracked yet, so no futex program either: only the source asked for runs.
+    attached = [n for n in t.attached_programs(d.proc.pid) if n in MMAP_PROGRAMS]
+    if "ready: tracking 0 process" in d.log():
+        check(attached == [program], "of the mapping sources, %s alone attached: %s"
+              % (program, attached))
+    check("new mappings via %s," % source in d.log(), "the log says: via %s" % source)
     fx = Lpggml("--late", "--hold", "--iters", "20", "--gen", "2")
     time.sleep(0.3)  # give discovery every chance to be wrong
     check("pid %d" % fx.pid not in d.log(), "not tracked before it loads ggml")
@@ -299,8 +303,11 @@ def main():
     test_sampling()
     test_sampling_openmp()
     test_precise_exited_threads()
-    test_late_dlopen([], "lp_mmap_lock_btf")
-    test_late_dlopen(["--sched-raw-tp"], "lp_mmap_lock_raw")
+    test_late_dlopen([], "lp_mmap_lock_btf", "mmap lock tracepoint")
+    test_late_dlopen(["--sched-raw-tp"], "lp_mmap_lock_raw", "mmap lock tracepoint")
+    test_late_dlopen(["--mmap-source", "tracepoint"], "lp_mmap_enter_tp", "syscall tracepoint")
+    test_late_dlopen(["--mmap-source", "raw", "--futex-source", "tracepoint"],
+                     "lp_sys_enter_raw", "raw_syscalls")
     test_replaced_library()
 
 
