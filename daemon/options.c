@@ -342,9 +342,33 @@ static const struct u32_opt u32_opts[] = {
 };
 
 /* Applies one option; name is how the user spelled it ("--pid" or "file:pid"). */
+/* The names of enum lp_futex_source's and lp_mmap_source's values, in their order: what the
+ * options take and what the configuration is described with. */
+static const char *const futex_src[] = {"auto", "tracepoint", "raw", "off"};
+static const char *const mmap_src[] = {"auto", "lock", "tracepoint", "raw"};
+
+/* The index of arg among the n names, or -EINVAL (logged, with the names). */
+static int choice(const char *name, const char *arg, const char *const *names, size_t n)
+{
+	char list[128] = "";
+
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(arg, names[i]))
+			return (int)i;
+	for (size_t i = 0; i < n; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+			 i == 0	      ? ""
+			 : i + 1 == n ? " or "
+				      : ", ",
+			 names[i]);
+	log_error("%s: '%s' is not %s", name, arg, list);
+	return -EINVAL;
+}
+
 static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, const char *name,
 		      const char *arg)
 {
+	int r;
 	char *s;
 	pid_t pid;
 
@@ -402,32 +426,14 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 		cfg->sched_raw_tp = true;
 		return 0;
 	case OPT_FUTEX_SOURCE:
-		if (!strcmp(arg, "auto"))
-			cfg->futex_source = LP_FUTEX_SRC_AUTO;
-		else if (!strcmp(arg, "tracepoint"))
-			cfg->futex_source = LP_FUTEX_SRC_TRACEPOINT;
-		else if (!strcmp(arg, "raw"))
-			cfg->futex_source = LP_FUTEX_SRC_RAW;
-		else if (!strcmp(arg, "off"))
-			cfg->futex_source = LP_FUTEX_SRC_OFF;
-		else {
-			log_error("%s: '%s' is not auto, tracepoint, raw or off", name, arg);
-			return -EINVAL;
-		}
+		if ((r = choice(name, arg, futex_src, sizeof(futex_src) / sizeof(*futex_src))) < 0)
+			return r;
+		cfg->futex_source = (enum lp_futex_source)r;
 		return 0;
 	case OPT_MMAP_SOURCE:
-		if (!strcmp(arg, "auto"))
-			cfg->mmap_source = LP_MMAP_SRC_AUTO;
-		else if (!strcmp(arg, "lock"))
-			cfg->mmap_source = LP_MMAP_SRC_LOCK;
-		else if (!strcmp(arg, "tracepoint"))
-			cfg->mmap_source = LP_MMAP_SRC_TRACEPOINT;
-		else if (!strcmp(arg, "raw"))
-			cfg->mmap_source = LP_MMAP_SRC_RAW;
-		else {
-			log_error("%s: '%s' is not auto, lock, tracepoint or raw", name, arg);
-			return -EINVAL;
-		}
+		if ((r = choice(name, arg, mmap_src, sizeof(mmap_src) / sizeof(*mmap_src))) < 0)
+			return r;
+		cfg->mmap_source = (enum lp_mmap_source)r;
 		return 0;
 	case OPT_NO_FAULTS:
 		cfg->faults = false;
@@ -774,8 +780,6 @@ static void add_list(cJSON *o, const char *key, const char *const *v, size_t n)
 
 cJSON *lp_config_describe(const struct lp_config *cfg)
 {
-	static const char *const futex_src[] = {"auto", "tracepoint", "raw", "off"};
-	static const char *const mmap_src[] = {"auto", "lock", "tracepoint", "raw"};
 	cJSON *o = cJSON_CreateObject(), *pids;
 	char mode[8];
 
