@@ -98,6 +98,21 @@ fail:
 	return r;
 }
 
+static int attach_futex_raw(struct lp_core *c)
+{
+	struct core_bpf *s = c->skel;
+	int r;
+
+	if ((r = attach_one(s->progs.lp_sys_enter_raw, &s->links.lp_sys_enter_raw)) < 0 ||
+	    (r = attach_one(s->progs.lp_sys_exit_raw, &s->links.lp_sys_exit_raw)) < 0) {
+		detach_one(&s->links.lp_sys_enter_raw);
+		return r;
+	}
+	c->futex_source = "raw_syscalls";
+	c->futex_raw = true;
+	return 0;
+}
+
 /* Attaches or detaches the futex programs (whichever source attached at load). */
 static int futex_attach(struct lp_core *c, bool on)
 {
@@ -112,9 +127,7 @@ static int futex_attach(struct lp_core *c, bool on)
 		for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
 			detach_one(slots[i]);
 	} else if (c->futex_raw) {
-		if ((r = attach_one(s->progs.lp_sys_enter_raw, &s->links.lp_sys_enter_raw)) == 0 &&
-		    (r = attach_one(s->progs.lp_sys_exit_raw, &s->links.lp_sys_exit_raw)) < 0)
-			detach_one(&s->links.lp_sys_enter_raw);
+		r = attach_futex_raw(c);
 	} else {
 		r = attach_futex_tracepoints(c);
 	}
@@ -128,9 +141,7 @@ void lp_core_futex_tick(struct lp_core *c, bool tracking, uint64_t now_ns)
 	if (!c->futex_on_demand)
 		return;
 	if (tracking) {
-		c->futex_idle_since_ns = 0;
-		if (!c->futex_attached)
-			lp_core_futex_want(c);
+		lp_core_futex_want(c);
 		return;
 	}
 	if (!c->futex_attached)
@@ -153,21 +164,6 @@ void lp_core_futex_want(struct lp_core *c)
 		log_warning("futex waits of the processes tracked now will not be collected");
 	else
 		log_info("futex programs attached: a process is tracked");
-}
-
-static int attach_futex_raw(struct lp_core *c)
-{
-	struct core_bpf *s = c->skel;
-	int r;
-
-	if ((r = attach_one(s->progs.lp_sys_enter_raw, &s->links.lp_sys_enter_raw)) < 0 ||
-	    (r = attach_one(s->progs.lp_sys_exit_raw, &s->links.lp_sys_exit_raw)) < 0) {
-		detach_one(&s->links.lp_sys_enter_raw);
-		return r;
-	}
-	c->futex_source = "raw_syscalls";
-	c->futex_raw = true;
-	return 0;
 }
 
 static int open_sw_event(__u64 config, __u64 period, int cpu)
@@ -284,7 +280,7 @@ static void attach_sampling(struct lp_core *c, uint32_t hz, bool per_thread)
  * inside mmap(2), else from mmap's entry. The mmap lock tracepoint runs where address spaces
  * change (and where page faults fall back to the lock); a syscall tracepoint would send every
  * syscall of every task on the host through the kernel's slow path. */
-static void attach_mmap(struct lp_core *c, enum lp_mmap_source src, bool tracefs)
+static void attach_mmap(struct lp_core *c, enum lp_mmap_source src)
 {
 	struct core_bpf *s = c->skel;
 
@@ -299,7 +295,7 @@ static void attach_mmap(struct lp_core *c, enum lp_mmap_source src, bool tracefs
 		log_warning("no mmap_lock_released tracepoint: new mappings are found from the "
 			    "mmap syscall instead, which sends every syscall on the host through "
 			    "the kernel's slow path");
-	if ((src == LP_MMAP_SRC_AUTO || src == LP_MMAP_SRC_TRACEPOINT) && tracefs &&
+	if (bpf_program__autoload(s->progs.lp_mmap_enter_tp) &&
 	    attach_one(s->progs.lp_mmap_enter_tp, &s->links.lp_mmap_enter_tp) == 0) {
 		c->mmap_source = "syscall tracepoint";
 		return;
@@ -452,7 +448,7 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	if (faults && attach_faults(c) < 0)
 		log_warning("page faults will not be counted, ignoring");
 	if (cfg->discover)
-		attach_mmap(c, cfg->mmap_source, f->tracefs);
+		attach_mmap(c, cfg->mmap_source);
 	/* Any syscall tracepoint sends every syscall of every task on the host through the
 	 * kernel's slow path: the futex programs stay attached only while a process is
 	 * tracked (attached here, they said whether they can be). Not where the kernel
