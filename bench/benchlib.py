@@ -54,18 +54,37 @@ def mount_tracefs():
                        capture_output=True)
 
 
+# Among a Daemon's arguments: track a sleeping process of its own (by --pid), so that the
+# programs it attaches only while a process is tracked (the futex ones) are attached, while
+# the load it measures is not tracked: the case of every other process on an inference server.
+TRACK_OTHER = "track-other"
+
+
 class Daemon:
     """A private llmprofd for one measurement: its own socket, no state, no TCP listener
     unless asked."""
 
     def __init__(self, *args, metrics=None):
+        args = list(args)
+        self.other = None
+        if TRACK_OTHER in args:
+            args.remove(TRACK_OTHER)
+            self.other = subprocess.Popen(["sleep", "infinity"])
+            args += ["--pid", str(self.other.pid)]
         self.dir = tempfile.mkdtemp(prefix="llmprofd-bench-")
         self.socket = os.path.join(self.dir, "llmprofd.sock")
         self.log = os.path.join(self.dir, "log")
         cmd = [LLMPROFD, "--socket", self.socket, "--state-directory", "off", "--config",
                "/dev/null", "--metrics-address", metrics or "off"] + list(args)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
-        self.wait_log("ready:")
+        try:
+            self.wait_log("ready:")
+            if self.other:
+                self.wait_log("futex programs attached")
+        except BaseException:
+            if self.other:
+                self.other.kill()
+            raise
 
     def text(self):
         return open(self.log).read()
@@ -80,6 +99,9 @@ class Daemon:
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=60)
+        if self.other:
+            self.other.kill()
+            self.other.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -78,9 +78,7 @@ def main():
     old = open(STATS).read().strip()
     open(STATS, "w").write("1")
     floor = b.Tool([FLOOR, "--all"], "attached")
-    sleeper = subprocess.Popen(["sleep", "infinity"])
-    untracked = b.Daemon("--pid", str(sleeper.pid))
-    untracked.wait_log("futex programs attached")
+    untracked = b.Daemon(b.TRACK_OTHER)
     # Tracks the loads' processes: perf (sched pipe's two) and lpsysbench.
     tracked = b.Daemon("--comm", "perf", "--comm", "lpsysbench")
     tools = (("empty programs (floor)", floor.proc.pid),
@@ -105,7 +103,6 @@ def main():
         tracked.stop()
         untracked.stop()
         floor.stop()
-        sleeper.kill()
         open(STATS, "w").write(old)
     rows = []
     notes = ["programs' time per operation of the load pinned to CPU %s, median of %d rounds; "

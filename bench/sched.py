@@ -56,22 +56,17 @@ def main():
         (ALL_FLOOR, ("tool", [FLOOR, "--all"], "attached")),
         ("llmprofd (load not tracked, nothing tracked)", ("llmprofd",)),
         ("llmprofd (load not tracked, another process tracked)",
-         ("llmprofd", "--pid", "OTHER")),
+         ("llmprofd", b.TRACK_OTHER)),
         ("llmprofd (load tracked: --comm perf)", ("llmprofd", "--comm", "perf")),
         ("runqlat -P (libbpf-tools)", ("tool", ["stdbuf", "-oL", "/usr/sbin/runqlat", "-P"], "Tracing")),
         ("bpftrace sched.bt", ("tool", ["bpftrace", BT], "attached")),
     ]
 
-    # The other process: a sleeper, tracked by pid (its futex programs attach with it).
-    other = subprocess.Popen(["sleep", "infinity"])
-
     def measure(cfg):
         if cfg[0] == "none":
             return load(a.loops, a.cpu)
         if cfg[0] == "llmprofd":
-            d = b.Daemon(*[str(other.pid) if x == "OTHER" else x for x in cfg[1:]])
-            if "OTHER" in cfg:
-                d.wait_log("futex programs attached")
+            d = b.Daemon(*cfg[1:])
             try:
                 return load(a.loops, a.cpu)
             finally:
@@ -84,10 +79,7 @@ def main():
     if a.quick:
         configs = [c for c in configs if c[0].startswith(("no tracer", "empty tp_btf", "llmprofd"))]
     names = [c[0] for c in configs]
-    try:
-        res = b.alternate(configs, a.rounds, measure)
-    finally:
-        other.kill()
+    res = b.alternate(configs, a.rounds, measure)
     base = b.summary(res[configs[0][0]])[0]
     rows = []
     for name, _ in configs:

@@ -48,12 +48,9 @@ def main():
          ("tool", [FLOOR, "--syscalls"], "attached")),
         ("llmprofd (load not tracked, nothing tracked)", ("llmprofd",)),
         ("llmprofd (load not tracked, another process tracked)",
-         ("llmprofd", "--pid", "OTHER")),
+         ("llmprofd", b.TRACK_OTHER)),
         ("llmprofd (load tracked: --comm lpsysbench)", ("llmprofd", "--comm", "lpsysbench")),
     ]
-
-    # The other process: a sleeper, tracked by pid (its futex programs attach with it).
-    other = subprocess.Popen(["sleep", "infinity"])
 
     def measure(cfg):
         def each():
@@ -61,9 +58,7 @@ def main():
         if cfg[0] == "none":
             return each()
         if cfg[0] == "llmprofd":
-            d = b.Daemon(*[str(other.pid) if x == "OTHER" else x for x in cfg[1:]])
-            if "OTHER" in cfg:
-                d.wait_log("futex programs attached")
+            d = b.Daemon(*cfg[1:])
             try:
                 return each()
             finally:
@@ -73,10 +68,7 @@ def main():
             return each()
         finally:
             t.stop()
-    try:
-        res = b.alternate(configs, a.rounds, measure)
-    finally:
-        other.kill()
+    res = b.alternate(configs, a.rounds, measure)
     for k, (mode, size, what, unit) in enumerate(LOADS):
         vals = {name: [r[k] for r in res[name]] for name, _ in configs}
         base = b.summary(vals[configs[0][0]])[0]
