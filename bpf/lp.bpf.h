@@ -213,17 +213,6 @@ LP_MAP struct {
  * lock and mmap syscall tracepoints, and by the raw syscall fallback in futex.bpf.c. */
 __hidden int lp_mmap_exec(__u64 prot, __s64 fd);
 
-struct task_struct___o {
-	volatile long state;
-} __attribute__((preserve_access_index));
-
-static __always_inline long task_state(struct task_struct *t)
-{
-	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
-	return BPF_CORE_READ((struct task_struct___o *)t, state);
-}
-
 static __always_inline void drop(__u32 what)
 {
 	__u64 *c = bpf_map_lookup_elem(&drops, &what);

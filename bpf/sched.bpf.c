@@ -24,6 +24,20 @@ static __always_inline bool kernel_accounting(struct task_struct *task)
 #define TASK_READ(trusted, task, field) ((trusted) ? (task)->field : BPF_CORE_READ(task, field))
 #define TASK_TGID(trusted, task) TASK_READ(trusted, task, tgid)
 
+/* Before 5.14 the field was "state". */
+struct task_struct___o {
+	volatile long state;
+} __attribute__((preserve_access_index));
+
+/* The task's state, 0 when runnable: a plain load where the task is trusted (the probe read
+ * it replaced was 20-40 ns of a tracked switch's 250-480: bench/progab.py). */
+static __always_inline long task_state(struct task_struct *t, bool trusted)
+{
+	if (bpf_core_field_exists(t->__state))
+		return TASK_READ(trusted, t, __state);
+	return TASK_READ(trusted, (struct task_struct___o *)t, state);
+}
+
 /* Adds what the kernel's account grew by since the last look at this thread: on-CPU time,
  * run-queue delay (a histogram sample per slice, at its switch-out). The first look only
  * takes the starting point. Looking at both ends of every slice means an update the
@@ -128,7 +142,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 							.region;
 			}
 			/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */
-			if (preempt || task_state(prev) == 0) {
+			if (preempt || task_state(prev, with_regs) == 0) {
 				t->off_preempted = 1;
 				t->preempted_by = TASK_TGID(with_regs, next);
 				t->runnable_since = now;
