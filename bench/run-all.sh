@@ -13,13 +13,14 @@ if [[ ${1:-} == --quick ]]; then
 		"sched.py --rounds 1 --loops 20000"
 		"syscalls.py --rounds 1 --calls 20000 --trips 2000 --maps 5000"
 		"progcost.py --rounds 1"
+		"progab.py --rounds 2 --workloads pipe,pingpong"
 		"probes.py --rounds 1 --calls 20000"
 		"daemon_cost.py --sizes 1,20 --window 1 --repeat 2"
 		"ops.py --rounds 1 --tokens 30 --workloads lpops,omp"
 		"record.py --rounds 1 --tokens 4 --shape tiny --window 4"
 	)
 else
-	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "probes.py" "daemon_cost.py" "ops.py" "record.py")
+	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "probes.py" "daemon_cost.py" "ops.py" "record.py")
 fi
 for r in "${runs[@]}"; do
 	name=${r%%.py*}
