@@ -30,7 +30,7 @@ struct task_struct___o {
 } __attribute__((preserve_access_index));
 
 /* The task's state, 0 when runnable: a plain load where the task is trusted (the probe read
- * it replaced was 20-40 ns of a tracked switch's 250-480: bench/progab.py). */
+ * it replaced was 20-37 ns of a tracked switch's 235-620: bench/progab.py, RESULTS.md). */
 static __always_inline long task_state(struct task_struct *t, bool trusted)
 {
 	if (bpf_core_field_exists(t->__state))
