@@ -1,17 +1,21 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Shared by the benchmarks: the machine, a private llmprofd, alternating runs, and the
 result table each benchmark prints last."""
+import contextlib
 import os
 import platform
 import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("LLMPROF_BUILD", os.path.join(ROOT, "build"))
+# The tests' helpers (lptest, perfref) serve the benchmarks too.
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 LLMPROFD = os.environ.get("LLMPROFD", os.path.join(BUILD, "llmprofd"))
 LLMPROFCTL = os.environ.get("LLMPROFCTL", os.path.join(BUILD, "llmprofctl"))
 
@@ -45,6 +49,19 @@ def need(*tools):
     missing = [t for t in tools if not shutil.which(t) and not os.path.exists(t)]
     if missing:
         raise SystemExit("missing %s: run scripts/install-deps.sh" % ", ".join(missing))
+
+
+@contextlib.contextmanager
+def bpf_stats():
+    """kernel.bpf_stats_enabled on for the block (the kernel times every BPF program run:
+    run_time_ns and run_cnt), then as it was."""
+    path = "/proc/sys/kernel/bpf_stats_enabled"
+    old = open(path).read().strip()
+    open(path, "w").write("1")
+    try:
+        yield
+    finally:
+        open(path, "w").write(old)
 
 
 def mount_tracefs():

@@ -20,14 +20,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 
 import benchlib as b
-
-sys.path.insert(0, os.path.join(b.ROOT, "tests", "lib"))
-import lptest  # noqa: E402
-import perfref  # noqa: E402
+import lptest
+import perfref
 
 WORKLOAD = os.path.join(b.ROOT, "tests", "workload")
 LPOPS = os.environ.get("LPOPS", os.path.join(b.BUILD, "tests", "lpops"))
@@ -124,14 +121,11 @@ def main():
     ap.add_argument("--workloads", default="omp,prompt,node,lpops")
     a = ap.parse_args()
     b.need(b.LLMPROFD, b.LLMPROFCTL, "perf", "bpftool")
-    subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=1"], check=True)
     rows, cost = [], []
-    try:
+    with b.bpf_stats():
         for w in a.workloads.split(","):
             print("# accuracy: %s" % w, flush=True)
             accuracy(w, a.tokens, rows, cost)
-    finally:
-        subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=0"])
     b.table("Operator attribution against perf (share of the process's samples, one run each)",
             ["workload", "source", "samples", "coverage"] + list(perfref.GROUPS), rows,
             ["perf attributes each sample by its DWARF-unwound call chain under the rule of "

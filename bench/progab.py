@@ -26,11 +26,11 @@ Workloads, each pinned to one CPU but omp: pipe (`perf bench sched pipe`), pingp
 tests/workload/build-llama.sh).
 """
 import argparse
-import os
 import statistics
 import subprocess
 
 import benchlib as b
+import lptest
 import ops
 import progcost as pc
 
@@ -66,16 +66,14 @@ def main():
     comms = [x for w in workloads for x in ("--comm", LOADS[w][1])]
     builds = (a.old, a.new)
     per_run = {}
-    old = open(pc.STATS).read().strip()
-    open(pc.STATS, "w").write("1")
-    try:
+    with b.bpf_stats():
         for r in range(a.rounds):
             daemons = {}
             try:
                 for k in ((0, 1) if r % 2 == 0 else (1, 0)):
                     b.LLMPROFD = builds[k]
                     daemons[k] = b.Daemon(*comms)
-                ids = {k: pc.prog_ids(d.proc.pid) for k, d in daemons.items()}
+                ids = {k: lptest.prog_ids_of(d.proc.pid) for k, d in daemons.items()}
                 for w in workloads:
                     before = {k: pc.stats(ids[k]) for k in daemons}
                     subprocess.run(cmds[w], stdout=subprocess.DEVNULL,
@@ -91,8 +89,6 @@ def main():
             finally:
                 for d in daemons.values():
                     d.stop()
-    finally:
-        open(pc.STATS, "w").write(old)
     rows = []
     for (w, prog), (va, vb) in sorted(per_run.items()):
         if len(va) != a.rounds or len(vb) != a.rounds:

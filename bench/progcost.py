@@ -26,29 +26,15 @@ import statistics
 import subprocess
 
 import benchlib as b
+import lptest
 
 FLOOR = os.path.join(b.BUILD, "floor")
 BENCH = os.path.join(b.BUILD, "lpsysbench")
-STATS = "/proc/sys/kernel/bpf_stats_enabled"
 LOADS = (("sched pipe round trip (2 switches, 2 wakeups)",
           ["perf", "bench", "sched", "pipe", "-l", "100000"], 100000),
          ("FUTEX_WAKE, no waiter", [BENCH, "wake", "1000000"], 1000000),
          ("FUTEX_WAIT/WAKE round trip, 2 threads", [BENCH, "pingpong", "50000"], 50000),
          ("mmap + munmap, anonymous", [BENCH, "mmap", "200000"], 200000))
-
-
-def prog_ids(pid):
-    """The ids of the BPF programs a process holds (its fds' fdinfo)."""
-    ids = set()
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            info = open("/proc/%d/fdinfo/%s" % (pid, fd)).read()
-        except OSError:
-            continue
-        m = re.search(r"^prog_id:\s*(\d+)", info, re.M)
-        if m:
-            ids.add(int(m.group(1)))
-    return ids
 
 
 def stats(ids):
@@ -75,35 +61,33 @@ def main():
     a = ap.parse_args()
     b.need("perf", "bpftool", b.LLMPROFD, FLOOR, BENCH)
     b.mount_tracefs()
-    old = open(STATS).read().strip()
-    open(STATS, "w").write("1")
-    floor = b.Tool([FLOOR, "--all"], "attached")
-    untracked = b.Daemon(b.TRACK_OTHER)
-    # Tracks the loads' processes: perf (sched pipe's two) and lpsysbench.
-    tracked = b.Daemon("--comm", "perf", "--comm", "lpsysbench")
-    tools = (("empty programs (floor)", floor.proc.pid),
-             ("llmprofd, load not tracked", untracked.proc.pid),
-             ("llmprofd, load tracked", tracked.proc.pid))
-    ids = {name: prog_ids(pid) for name, pid in tools}
-    per_op = {(load[0], name): [] for load in LOADS for name, _ in tools}
-    runs = {}
-    try:
-        for r in range(a.rounds):
-            for what, cmd, ops in LOADS:
-                before = {name: stats(ids[name]) for name, _ in tools}
-                subprocess.run(["taskset", "-c", a.cpu] + cmd, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, check=True, timeout=600)
-                for name, _ in tools:
-                    d = delta(before[name], stats(ids[name]))
-                    per_op[(what, name)].append(sum(ns for ns, _ in d.values()) / ops)
-                    runs[(what, name)] = {k: v for k, v in d.items() if v[1]}
-                print("round %d/%d  %s: %s" % (r + 1, a.rounds, what, ", ".join(
-                    "%s %.0f ns" % (name, per_op[(what, name)][-1]) for name, _ in tools)))
-    finally:
-        tracked.stop()
-        untracked.stop()
-        floor.stop()
-        open(STATS, "w").write(old)
+    with b.bpf_stats():
+        floor = b.Tool([FLOOR, "--all"], "attached")
+        untracked = b.Daemon(b.TRACK_OTHER)
+        # Tracks the loads' processes: perf (sched pipe's two) and lpsysbench.
+        tracked = b.Daemon("--comm", "perf", "--comm", "lpsysbench")
+        tools = (("empty programs (floor)", floor.proc.pid),
+                 ("llmprofd, load not tracked", untracked.proc.pid),
+                 ("llmprofd, load tracked", tracked.proc.pid))
+        ids = {name: lptest.prog_ids_of(pid) for name, pid in tools}
+        per_op = {(load[0], name): [] for load in LOADS for name, _ in tools}
+        runs = {}
+        try:
+            for r in range(a.rounds):
+                for what, cmd, ops in LOADS:
+                    before = {name: stats(ids[name]) for name, _ in tools}
+                    subprocess.run(["taskset", "-c", a.cpu] + cmd, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, check=True, timeout=600)
+                    for name, _ in tools:
+                        d = delta(before[name], stats(ids[name]))
+                        per_op[(what, name)].append(sum(ns for ns, _ in d.values()) / ops)
+                        runs[(what, name)] = {k: v for k, v in d.items() if v[1]}
+                    print("round %d/%d  %s: %s" % (r + 1, a.rounds, what, ", ".join(
+                        "%s %.0f ns" % (name, per_op[(what, name)][-1]) for name, _ in tools)))
+        finally:
+            tracked.stop()
+            untracked.stop()
+            floor.stop()
     rows = []
     notes = ["programs' time per operation of the load pinned to CPU %s, median of %d rounds; "
              "the three tools attached at once, so every event ran all three" % (a.cpu, a.rounds)]
