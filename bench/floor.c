@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Loads bpf/floor.bpf.c's empty scheduler programs (tp_btf, or raw_tp with --raw), or its
  * empty futex syscall and mmap lock programs (--syscalls), or both (--all: every
- * tracepoint llmprofd attaches on those paths while it tracks a process), says "attached", and holds them until SIGINT or
- * SIGTERM: the floor rows of bench/sched.py and bench/syscalls.py. */
+ * tracepoint llmprofd attaches on those paths while it tracks a process), says "attached",
+ * and holds them until SIGINT or SIGTERM: the floor rows of bench/sched.py and
+ * bench/syscalls.py. */
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>

@@ -341,7 +341,6 @@ static const struct u32_opt u32_opts[] = {
 	{OPT_HTTP_TIMEOUT, 1, 3600, offsetof(struct lp_config, http_timeout)},
 };
 
-/* Applies one option; name is how the user spelled it ("--pid" or "file:pid"). */
 /* The names of enum lp_futex_source's and lp_mmap_source's values, in their order: what the
  * options take and what the configuration is described with. */
 static const char *const futex_src[] = {"auto", "tracepoint", "raw", "off"};
@@ -365,6 +364,7 @@ static int choice(const char *name, const char *arg, const char *const *names, s
 	return -EINVAL;
 }
 
+/* Applies one option; name is how the user spelled it ("--pid" or "file:pid"). */
 static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, const char *name,
 		      const char *arg)
 {
