@@ -102,12 +102,14 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	/* The clock is read once, and only when a tracked thread is involved: most switches on
 	 * a host are not ours. */
 	__u64 now = 0, runq = 0;
-	__u32 tgid, tid, cpu1;
+	__u32 tgid, tid, cpu1, next_tgid;
 	struct lp_proc_stats *p;
 	struct lp_rec_ev *e;
 	struct lp_thread *t;
 	__u64 d;
 
+	/* Read once: the preemptor of prev, and whose next is. */
+	next_tgid = TASK_TGID(with_regs, next);
 	tgid = TASK_TGID(with_regs, prev);
 	p = proc_of(tgid);
 	/* An exiting thread's entry is gone already; do not create it again. */
@@ -144,7 +146,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */
 			if (preempt || task_state(prev, with_regs) == 0) {
 				t->off_preempted = 1;
-				t->preempted_by = TASK_TGID(with_regs, next);
+				t->preempted_by = next_tgid;
 				t->runnable_since = now;
 				preemptor_count(tgid, next, t->preempted_by);
 				t->nivcsw++;
@@ -175,7 +177,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	}
 
 	runq = 0;
-	tgid = TASK_TGID(with_regs, next);
+	tgid = next_tgid;
 	p = proc_of(tgid);
 	/* A thread past its exit hook can still block and run again on its way out: its
 	 * entry is gone and must not come back. */
