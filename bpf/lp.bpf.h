@@ -154,14 +154,41 @@ LP_MAP struct {
 	__type(value, __u64[LP_STACK_WORDS]);
 } stack_buf SEC(".maps");
 
-/* The unwind rows of every object with ops (abi.h), written by user space through a
- * mapping of the array. */
+/* How the last classification on this CPU placed its sample (where.bpf.h): written in the
+ * walk, read by the sampler after it. Kept in a map, not on the stack, so that the verifier
+ * does not follow every value it can take through the walk's loop. */
+struct lp_walk_note {
+	__u32 how;  /* enum lp_how */
+	__u32 fail; /* a walk that gave way to the scan: enum lp_uw_fail */
+	__u32 obj;  /* ... and the object it stopped in (LP_MAX_UNWIND: none) */
+	__u32 walked;
+};
+
 LP_MAP struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, LP_UNWIND_ROWS);
-	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct lp_unwind_row);
+	__type(value, struct lp_walk_note);
+} walk_note SEC(".maps");
+
+/* The unwind rows of every object with ops (abi.h): an array per object, which user space
+ * makes as large as the object's rows (BPF_F_INNER_MAP: arrays of any size), writes
+ * through a mapping of it, and puts here. */
+struct lp_unwind_rows {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	/* Sizes, not types: the linker (libbpf 1.1) cannot size an inner map's types where
+	 * the outer map is declared extern. */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct lp_unwind_row));
+};
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, LP_UNWIND_OBJS);
+	__type(key, __u32);
+	__array(values, struct lp_unwind_rows);
 } unwind_rows SEC(".maps");
 
 /* Timelines being recorded (llmprofctl record), by tgid, and their events: a ring buffer of

@@ -13,9 +13,11 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	struct lp_op_samples *os;
 	struct lp_proc_stats *p;
 	struct lp_thread *t;
+	struct lp_walk_note *note;
+	struct uregs u = {0};
+	__u32 zero = 0;
 	struct pt_regs *regs;
 	struct where w;
-	__u64 ip, sp, bp;
 	bool gen;
 
 	if (!maybe_ours(tgid))
@@ -33,17 +35,21 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	if (!p)
 		return 0;
 	/* In the kernel (a syscall, a fault): classify where it entered from user space. */
-	ip = PT_REGS_IP(&ctx->regs);
-	sp = PT_REGS_SP(&ctx->regs);
-	bp = PT_REGS_FP(&ctx->regs);
-	if ((__s64)ip < 0) {
+	u.ip = PT_REGS_IP(&ctx->regs);
+	u.sp = PT_REGS_SP(&ctx->regs);
+	u.bp = PT_REGS_FP(&ctx->regs);
+	u.r10 = ctx->regs.r10;
+	u.r13 = ctx->regs.r13;
+	if ((__s64)u.ip < 0) {
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-		ip = PT_REGS_IP_CORE(regs);
-		sp = PT_REGS_SP_CORE(regs);
-		bp = PT_REGS_FP_CORE(regs);
+		u.ip = PT_REGS_IP_CORE(regs);
+		u.sp = PT_REGS_SP_CORE(regs);
+		u.bp = PT_REGS_FP_CORE(regs);
+		u.r10 = BPF_CORE_READ(regs, r10);
+		u.r13 = BPF_CORE_READ(regs, r13);
 	}
 	__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES], 1);
-	w = classify(rg, ip, sp, bp, LP_STACK_WORDS);
+	w = classify(rg, &u, LP_STACK_WORDS);
 	if (w.region == LP_R_MATMUL)
 		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_MATMUL], 1);
 	else if (w.region == LP_R_BARRIER)
@@ -63,6 +69,15 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	gen = os->gen_depth > 0;
 	__sync_fetch_and_add(&os->total, 1);
+	/* How it was placed: the unwind's quality (abi.h). */
+	note = bpf_map_lookup_elem(&walk_note, &zero);
+	if (note) {
+		__sync_fetch_and_add(&os->how[note->how & (LP_HOW_NR - 1)], 1);
+		if (note->walked && note->how != LP_HOW_CFI && note->how != LP_HOW_IP) {
+			__sync_fetch_and_add(&os->uw_fail[note->fail & 15], 1);
+			__sync_fetch_and_add(&os->uw_fail_obj[note->obj & 15], 1);
+		}
+	}
 	if (gen)
 		__sync_fetch_and_add(&os->gen_total, 1);
 	if (w.region == LP_R_BARRIER) {

@@ -136,12 +136,14 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			if (with_regs) {
 				prev_regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 				rg = bpf_map_lookup_elem(&ranges, &tgid);
-				if (rg)
-					t->off_region =
-						classify(rg, PT_REGS_IP_CORE(prev_regs),
-							 PT_REGS_SP_CORE(prev_regs),
-							 PT_REGS_FP_CORE(prev_regs), SWITCH_WORDS)
-							.region;
+				if (rg) {
+					struct uregs u = {.ip = PT_REGS_IP_CORE(prev_regs),
+							  .sp = PT_REGS_SP_CORE(prev_regs),
+							  .bp = PT_REGS_FP_CORE(prev_regs),
+							  .regs = prev_regs};
+
+					t->off_region = classify(rg, &u, SWITCH_WORDS).region;
+				}
 			}
 			/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */
 			if (preempt || task_state(prev, with_regs) == 0) {

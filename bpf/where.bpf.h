@@ -12,6 +12,14 @@ struct where {
 	__s32 op;     /* op index, or -1 */
 };
 
+/* A thread's user registers, as far as the walk reads them: %r10 and %r13 only in the
+ * innermost frame, in the prologue or epilogue of a function that realigns its stack
+ * (from regs when it is set, read only then; else from r10 and r13). */
+struct uregs {
+	__u64 ip, sp, bp, r10, r13;
+	const struct pt_regs *regs;
+};
+
 /* Frames walked by call frame information per classification, before the scan takes
  * over from the last one reached: an op is two to five frames above its kernels. */
 #define LP_UNWIND_FRAMES 16
@@ -30,9 +38,14 @@ struct scan_ctx {
 	struct where w;
 	bool done;
 	/* the frame being unwound */
-	__u64 ip, sp, bp;
+	__u64 ip, sp, bp, r10, r13;
+	const struct pt_regs *regs;
 	bool bp_ok;
-	__u32 uw_state; /* enum uw_state */
+	/* 1: ip is a return address (its call is at ip - 1); 0: an interrupted instruction.
+	 * Subtracted, not branched on: the verifier's states stay as many as before. */
+	__u64 ra_adj;
+	__u32 uw_state;		   /* enum uw_state */
+	struct lp_walk_note *note; /* how the sample was placed (lp.bpf.h) */
 };
 
 static __always_inline bool take(struct scan_ctx *c, int i, bool is_ip)
@@ -84,16 +97,19 @@ static __always_inline int uw_obj(const struct lp_ranges *rg, __u64 addr)
 /* The row covering file offset off of object o: the last one at or below it. */
 static __always_inline const struct lp_unwind_row *uw_row(const struct lp_unwind_obj *o, __u64 off)
 {
-	__u32 lo = 0, hi = o->n, mid, idx;
+	__u32 lo = 0, hi = o->n, mid, slot = o->slot;
 	const struct lp_unwind_row *r;
+	void *rows;
 
 	if (off > 0xffffffffULL)
 		return NULL;
-	/* 19 halvings cover the whole pool (LP_UNWIND_ROWS = 2^18 rows). */
-	for (int i = 0; i < 19 && lo < hi; i++) {
+	rows = bpf_map_lookup_elem(&unwind_rows, &slot);
+	if (!rows)
+		return NULL;
+	/* 22 halvings cover an object's rows (LP_UNWIND_MAX_ROWS). */
+	for (int i = 0; i < 22 && lo < hi; i++) {
 		mid = lo + (hi - lo) / 2;
-		idx = o->first + mid;
-		r = bpf_map_lookup_elem(&unwind_rows, &idx);
+		r = bpf_map_lookup_elem(rows, &mid);
 		if (!r)
 			return NULL;
 		if (r->off <= off)
@@ -103,19 +119,31 @@ static __always_inline const struct lp_unwind_row *uw_row(const struct lp_unwind
 	}
 	if (lo == 0 || lo < hi)
 		return NULL;
-	idx = o->first + lo - 1;
-	return bpf_map_lookup_elem(&unwind_rows, &idx);
+	lo--;
+	return bpf_map_lookup_elem(rows, &lo);
 }
 
-/* One frame: from c->ip/sp/bp to its caller's, and the caller's return address classified
- * as the scan classifies a word (a return address points after its call: the call is at
- * ip - 1). */
+/* The walk gives way to the scan at a frame in object obj (-1: in none), for why (enum
+ * lp_uw_fail). */
+static __always_inline long uw_fail(struct scan_ctx *c, __u32 why, int obj)
+{
+	c->uw_state = UW_FAILED;
+	c->note->fail = why;
+	c->note->obj = obj < 0 ? LP_MAX_UNWIND : (__u32)obj;
+	return 1;
+}
+
+/* One frame: from c->ip/sp/bp to its caller's by the row covering ip (abi.h's forms), and
+ * the caller's return address classified as the scan classifies a word (a return address
+ * points after its call: the call is at ip - 1). */
 static long unwind_step(__u64 i, void *data)
 {
 	struct scan_ctx *c = data;
 	const struct lp_unwind_row *row;
 	const struct lp_unwind_obj *o;
-	__u64 cfa, ra = 0, bp = 0;
+	const struct pt_regs *regs;
+	__u64 cfa = 0, ra = 0, bp = 0, at;
+	__s64 off;
 	int k;
 
 	k = uw_obj(c->rg, c->ip);
@@ -127,37 +155,95 @@ static long unwind_step(__u64 i, void *data)
 		    uw_obj(c->rg, ra) >= 0) {
 			c->sp += 8;
 			c->ip = ra;
+			c->ra_adj = 1;
 			goto caller;
 		}
-		c->uw_state = i == 0 ? UW_FAILED : UW_DONE;
+		if (i == 0)
+			return uw_fail(c, LP_UF_OUTSIDE, -1);
+		c->uw_state = UW_DONE;
 		return 1;
 	}
 	o = &c->rg->uw[k & (LP_MAX_UNWIND - 1)];
-	row = uw_row(o, c->ip - o->bias - (i ? 1 : 0));
-	if (!row || row->cfa_reg == LP_UW_NONE || (row->cfa_reg == LP_UW_RBP && !c->bp_ok)) {
-		c->uw_state = UW_FAILED;
-		return 1;
-	}
-	cfa = (row->cfa_reg == LP_UW_RSP ? c->sp : c->bp) + row->cfa_off;
-	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8))) {
-		c->uw_state = UW_FAILED;
-		return 1;
-	}
-	if (row->rbp == LP_UW_RBP_LOST)
-		c->bp_ok = false;
-	else if (row->rbp && bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + 8 * row->rbp)))
-		c->bp_ok = false;
-	else if (row->rbp)
+	row = uw_row(o, c->ip - o->bias - c->ra_adj);
+	if (!row)
+		return uw_fail(c, LP_UW_WHY_NO_FDE, k);
+	off = (__s64)row->cfa_off * 8;
+	switch (row->cfa) {
+	case LP_UW_RSP:
+		cfa = c->sp + off;
+		break;
+	case LP_UW_RBP:
+	case LP_UW_RBP_DEREF:
+		if (!c->bp_ok)
+			return uw_fail(c, LP_UF_RBP, k);
+		cfa = c->bp + off;
+		if (row->cfa == LP_UW_RBP_DEREF &&
+		    bpf_probe_read_user(&cfa, sizeof(cfa), (void *)(c->bp + off)))
+			return uw_fail(c, LP_UF_READ, k);
+		break;
+	case LP_UW_RSP_DEREF:
+		if (bpf_probe_read_user(&cfa, sizeof(cfa), (void *)(c->sp + off)))
+			return uw_fail(c, LP_UF_READ, k);
+		break;
+	case LP_UW_R10:
+	case LP_UW_R13:
+		/* Only the innermost frame's registers are known. */
+		if (i)
+			return uw_fail(c, LP_UW_WHY_REG, k);
+		regs = c->regs;
+		if (regs && row->cfa == LP_UW_R10)
+			bpf_core_read(&cfa, sizeof(cfa), &regs->r10);
+		else if (regs)
+			bpf_core_read(&cfa, sizeof(cfa), &regs->r13);
+		else
+			cfa = row->cfa == LP_UW_R10 ? c->r10 : c->r13;
+		cfa += off;
+		break;
+	case LP_UW_PLT:
+		cfa = c->sp + 8 + ((__s64)(c->ip & 15) >= row->cfa_off ? 8 : 0);
+		break;
+	case LP_UW_SIGNAL:
+		/* The interrupted thread's registers, saved by the kernel at fixed offsets. */
+		at = c->sp;
+		if (bpf_probe_read_user(&cfa, sizeof(cfa), (void *)(at + off)) ||
+		    bpf_probe_read_user(&ra, sizeof(ra), (void *)(at + off + 8)))
+			return uw_fail(c, LP_UF_READ, k);
+		c->bp_ok = row->rbp != LP_UW_RBP_LOST &&
+			   !bpf_probe_read_user(&bp, sizeof(bp), (void *)(at + 8 * row->rbp));
 		c->bp = bp;
+		c->sp = cfa;
+		c->ip = ra;
+		c->ra_adj = 0;
+		goto caller;
+	case LP_UW_END:
+		c->uw_state = UW_DONE; /* the outermost frame */
+		return 1;
+	default:
+		return uw_fail(c, (__u32)row->cfa_off, k);
+	}
+	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
+		return uw_fail(c, LP_UF_READ, k);
+	if (row->rbp == LP_UW_RBP_LOST) {
+		c->bp_ok = false;
+	} else if (row->rbp) {
+		/* Saved below the CFA, or (a realigned frame) at the frame's own %rbp. */
+		if (row->rbp > 0 && !c->bp_ok)
+			at = 0;
+		else
+			at = row->rbp < 0 ? cfa + 8 * row->rbp : c->bp + 8 * (row->rbp - 1);
+		c->bp_ok = at && !bpf_probe_read_user(&bp, sizeof(bp), (void *)at);
+		c->bp = bp;
+	}
 	c->sp = cfa;
 	c->ip = ra;
+	c->ra_adj = 1;
 caller:
 	if (!ra) {
 		c->uw_state = UW_DONE; /* the outermost frame */
 		return 1;
 	}
-	if (ra - 1 >= c->rg->lo && ra - 1 < c->rg->hi &&
-	    take(c, range_find(c->rg, ra - 1), false)) {
+	at = ra - c->ra_adj;
+	if (at >= c->rg->lo && at < c->rg->hi && take(c, range_find(c->rg, at), false)) {
 		c->uw_state = UW_DONE;
 		return 1;
 	}
@@ -169,29 +255,45 @@ caller:
  * frames by call frame information where the code has it; where it has none, the
  * innermost return address in the first nwords words of the stack that lies in an op or
  * barrier function (a matmul kernel's if there is neither). */
-static __always_inline struct where classify(const struct lp_ranges *rg, __u64 ip, __u64 sp,
-					     __u64 bp, __u32 nwords)
+static __always_inline struct where classify(const struct lp_ranges *rg, const struct uregs *u,
+					     __u32 nwords)
 {
-	struct scan_ctx c = {.rg = rg, .kernel_op = -1, .w = {LP_R_OTHER, -1}};
+	struct scan_ctx c = {.rg = rg, .kernel_op = -1, .w = {.region = LP_R_OTHER, .op = -1}};
+	__u64 sp = u->sp;
 	__u32 zero = 0;
 	__u64 *buf;
 
-	if (take(&c, range_find(rg, ip), true) || !nwords || !stack_scan)
+	c.note = bpf_map_lookup_elem(&walk_note, &zero);
+	if (!c.note)
+		return c.w;
+	c.note->walked = 0;
+	if (take(&c, range_find(rg, u->ip), true)) {
+		c.note->how = LP_HOW_IP;
+		goto out;
+	}
+	c.note->how = LP_HOW_NONE;
+	if (!nwords || !stack_scan)
 		goto out;
 	c.uw_state = UW_FAILED;
 	if (unwind_cfi && rg->nuw) {
-		c.ip = ip;
-		c.sp = sp;
-		c.bp = bp;
+		c.ip = u->ip;
+		c.sp = u->sp;
+		c.bp = u->bp;
+		c.r10 = u->r10;
+		c.r13 = u->r13;
+		c.regs = u->regs;
 		c.bp_ok = true;
 		c.uw_state = UW_WALKING;
+		c.note->walked = 1;
 		bpf_loop(LP_UNWIND_FRAMES, unwind_step, &c, 0);
 		if (c.uw_state == UW_WALKING)
-			c.uw_state = UW_FAILED;
+			uw_fail(&c, LP_UF_DEPTH, -1);
 		sp = c.sp;
 	}
-	if (c.uw_state == UW_DONE)
+	if (c.uw_state == UW_DONE) {
+		c.note->how = LP_HOW_CFI;
 		goto out;
+	}
 	buf = bpf_map_lookup_elem(&stack_buf, &zero);
 	if (buf) {
 		/* The stack's top page is present; the rest may not be: read less. */
@@ -204,6 +306,8 @@ static __always_inline struct where classify(const struct lp_ranges *rg, __u64 i
 		if (c.nwords)
 			bpf_loop(c.nwords, scan_word, &c, 0);
 	}
+	if (c.done || c.kernel_op >= 0)
+		c.note->how = LP_HOW_SCAN;
 out:
 	if (c.w.region == LP_R_OTHER && c.w.op < 0)
 		c.w.op = c.kernel_op;

@@ -289,6 +289,40 @@ static void print_ops(const cJSON *g, const cJSON *sm)
 	}
 }
 
+/* How the samples' ops were found (ggml.unwind), and a warning where the stack scan
+ * decided enough of them that the shares are not to be trusted. */
+static void print_unwind(const cJSON *g)
+{
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(g, "unwind"),
+		    *by = cJSON_GetObjectItemCaseSensitive(u, "by"),
+		    *fb = cJSON_GetObjectItemCaseSensitive(u, "fallbacks"), *x;
+	double n = ctl_num(u, "samples", 0);
+	const char *why = NULL;
+	double most = 0;
+
+	if (!cJSON_IsObject(u) || n <= 0)
+		return;
+	printf("  unwound     %.1f%% of the samples by the instruction pointer or .eh_frame; "
+	       "stack scan %.1f%%, neither %.1f%%\n",
+	       100 * ctl_num(u, "unwound_share", 0), 100 * ctl_num(by, "scan", 0) / n,
+	       100 * ctl_num(by, "none", 0) / n);
+	cJSON_ArrayForEach(x, fb)
+	{
+		if (cJSON_IsNumber(x) && x->valuedouble > most) {
+			most = x->valuedouble;
+			why = x->string;
+		}
+	}
+	if (why)
+		printf("              walks given up: %.0f, most for %s\n",
+		       ctl_num(by, "scan", 0) + ctl_num(by, "none", 0), why);
+	if (!ctl_true(u, "trustworthy"))
+		printf("              NOT TRUSTWORTHY: the stack scan placed %.1f%% of the "
+		       "samples, and it can take a stale return address for a live frame; the "
+		       "shares below may be wrong by as much\n",
+		       100 * ctl_num(u, "scan_share", 0));
+}
+
 static void print_ggml(const cJSON *g)
 {
 	const cJSON *o, *tok = cJSON_GetObjectItemCaseSensitive(g, "tokens"),
@@ -350,6 +384,7 @@ static void print_ggml(const cJSON *g)
 			       ? ": this host's timer skips periods; --sampler thread counts each "
 				 "thread's own CPU time"
 			       : "");
+	print_unwind(g);
 	print_ops(g, sm);
 	printf("  precise     %s, %.0f functions probed, %.0f windows, %.1f s\n",
 	       ctl_true(pr, "active") ? "on" : "off", ctl_num(pr, "functions_probed", 0),

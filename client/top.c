@@ -19,7 +19,9 @@ const struct top_column top_columns[TC_NR] = {
 		     "decode tokens/s: generated tokens per second inside llama_decode"},
 	[TC_MS50] = {"MS50", "ms50", 5, 0, "milliseconds per generated token, median"},
 	[TC_MS99] = {"MS99", "ms99", 5, 'l', "milliseconds per generated token, 99th percentile"},
-	[TC_MM] = {"MM%", "mm", 3, 'm', "CPU samples in matmul functions, % of the process's"},
+	[TC_MM] = {"MM%", "mm", 3, 'm',
+		   "CPU samples in matmul functions, % of the process's ('?': placed by the "
+		   "stack scan, not to be trusted: see dump)"},
 	[TC_SPIN] = {"SPIN%", "spin", 5, 'b',
 		     "CPU samples in barrier functions (spinning), %; threads: in sync"},
 	[TC_FTXS] = {"FTX/S", "ftxs", 5, 'f', "futex waits per second"},
@@ -199,6 +201,10 @@ static void fill(struct top_row *r)
 	v[TC_RQ99] = interval_quantile(r, "runqueue_latency", 0.99);
 	v[TC_MAJS] = per_s(delta(r, "page_faults_major"), r->dt_ns);
 	v[TC_WTOKS] = gen > 0 ? per_s(gen, r->dt_ns) : NAN;
+	/* A process whose samples the stack scan placed: its MM% is not to be trusted. */
+	const cJSON *uw = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(r->doc, "ggml"), "unwind");
+	r->scanned = cJSON_IsObject(uw) && !ctl_true(uw, "trustworthy");
 	copy_text(r->model, sizeof(r->model),
 		  ctl_str(cJSON_GetObjectItemCaseSensitive(r->doc, "model"), "name", ""));
 	copy_text(r->workload, sizeof(r->workload), ctl_str(r->doc, "workload", ""));
@@ -462,6 +468,8 @@ void top_format_row(char *buf, const struct top_row *r, const struct top_layout 
 	char cell[TC_NR][64];
 
 	number_cells(cell, r->v);
+	if (r->scanned && !isnan(r->v[TC_MM]))
+		snprintf(cell[TC_MM], 64, "%.0f?", r->v[TC_MM] > 99 ? 99 : r->v[TC_MM]);
 	snprintf(cell[TC_PID], 64, "%d", r->pid);
 	snprintf(cell[TC_COMM], 64, "%s", r->comm);
 	snprintf(cell[TC_THR], 64, "%.0f", r->v[TC_THR]);

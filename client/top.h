@@ -52,6 +52,7 @@ struct top_row {
 	char model[64];
 	char workload[64];
 	char mark;	   /* its worst finding: '!' critical, '*' warning, '+' info, ' ' none */
+	bool scanned;	   /* its op shares rest on the stack scan (ggml.unwind): MM% reads "n?" */
 	double v[TC_NR];   /* NAN where there is nothing to show */
 	const cJSON *doc;  /* the current document (owned by the snapshot) */
 	const cJSON *prev; /* the one of the previous read, NULL for the first or after a reset */

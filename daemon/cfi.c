@@ -10,10 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* DWARF register numbers on x86-64. */
-#define REG_RBP 6
-#define REG_RSP 7
-#define REG_RA 16
+#include <linux/types.h>
+
+#include "llmprof/abi.h"
+
+#define REG_RBP LP_DW_RBP
+#define REG_RSP LP_DW_RSP
+#define REG_RA LP_DW_RA
 
 #define DW_EH_PE_omit 0xff
 #define DW_EH_PE_pcrel 0x10
@@ -123,16 +126,23 @@ static int64_t scaled(uint64_t v, int64_t factor)
 	return (int64_t)(v * (uint64_t)factor);
 }
 
-enum rule_kind { R_SAME, R_UNDEF, R_OFFSET, R_OTHER };
+/* A register's rule: unchanged, undefined, saved at CFA + off, saved at reg + off (a
+ * DW_CFA_expression of one DW_OP_breg), or anything else. */
+enum rule_kind { R_SAME, R_UNDEF, R_OFFSET, R_AT_REG, R_OTHER };
 
 struct rule {
 	uint8_t kind;
+	uint8_t reg;
 	int64_t off;
 };
 
+/* The CFA's rule: enum lp_cfi_cfa's forms, or one of these. */
+enum { C_EXPR = 0x80, C_UNKNOWN };
+
 struct state {
-	int cfa_reg; /* DWARF register, or -1: an expression, or none yet */
-	int64_t cfa_off;
+	uint8_t cfa; /* LP_CFI_REG, LP_CFI_DEREF, LP_CFI_PLT, C_EXPR, C_UNKNOWN */
+	uint8_t cfa_reg;
+	int64_t cfa_off; /* LP_CFI_PLT: the threshold on (ip & 15) */
 	struct rule rbp, ra;
 };
 
@@ -142,6 +152,7 @@ struct cie {
 	uint64_t ra_reg;
 	uint8_t fde_enc;
 	bool has_aug_data;
+	bool signal; /* 'S': a signal trampoline */
 	const uint8_t *insns, *insns_end;
 };
 
@@ -157,32 +168,74 @@ struct builder {
 	int err;
 };
 
-static void push_row(struct builder *b, uint64_t addr, const struct state *s, bool end,
-		     uint64_t ra_reg)
+/* The row the state gives: the forms cfi.h lists, or LP_CFI_NONE and why. */
+static struct lp_cfi_row row_of(const struct state *s, const struct cie *c, uint64_t addr)
 {
-	struct lp_cfi_row r = {.addr = addr};
-	const struct rule *ra = ra_reg == REG_RBP ? &s->rbp : &s->ra;
+	struct lp_cfi_row r = {.addr = addr, .why = LP_CFI_WHY_RA};
+	const struct rule *ra = &s->ra;
+
+	if (c->ra_reg != REG_RA)
+		return r;
+	if (s->cfa == C_UNKNOWN) {
+		r.why = LP_CFI_WHY_INSN;
+		return r;
+	}
+	/* The kernel's rt_sigframe: the interrupted %rsp, then %rip, saved at fixed offsets
+	 * from %rsp (glibc's __restore_rt describes them so). */
+	if (c->signal && s->cfa == LP_CFI_DEREF && s->cfa_reg == REG_RSP && ra->kind == R_AT_REG &&
+	    ra->reg == REG_RSP && ra->off == s->cfa_off + 8 && s->rbp.kind == R_AT_REG &&
+	    s->rbp.reg == REG_RSP) {
+		r.cfa = LP_CFI_SIGNAL;
+		r.why = 0;
+		r.cfa_reg = REG_RSP;
+		r.cfa_off = s->cfa_off;
+		r.rbp = LP_CFI_RBP_SAVED;
+		r.rbp_off = s->rbp.off;
+		return r;
+	}
+	if (ra->kind == R_UNDEF) {
+		r.cfa = LP_CFI_END;
+		r.why = 0;
+		return r;
+	}
+	if (ra->kind != R_OFFSET || ra->off != -8)
+		return r;
+	if (s->cfa == C_EXPR) {
+		r.why = LP_CFI_WHY_EXPR;
+		return r;
+	}
+	r.cfa = s->cfa;
+	r.why = 0;
+	r.cfa_reg = s->cfa_reg;
+	r.cfa_off = s->cfa_off;
+	switch (s->rbp.kind) {
+	case R_SAME:
+		r.rbp = LP_CFI_RBP_SAME;
+		break;
+	case R_OFFSET:
+		r.rbp = LP_CFI_RBP_SAVED;
+		r.rbp_off = s->rbp.off;
+		break;
+	case R_AT_REG:
+		r.rbp = s->rbp.reg == REG_RBP ? LP_CFI_RBP_AT_RBP : LP_CFI_RBP_LOST;
+		r.rbp_off = s->rbp.reg == REG_RBP ? s->rbp.off : 0;
+		break;
+	default:
+		r.rbp = LP_CFI_RBP_LOST;
+	}
+	return r;
+}
+
+static void push_row(struct builder *b, uint64_t addr, const struct state *s, bool end,
+		     const struct cie *c)
+{
+	struct lp_cfi_row r = {.addr = addr, .why = LP_CFI_WHY_NO_FDE};
 	struct tmp_row *v;
 
 	if (b->err)
 		return;
-	if (!end && ra_reg == REG_RA && ra->kind == R_OFFSET && ra->off == -8 && s->cfa_off >= 0) {
-		if (s->cfa_reg == REG_RSP)
-			r.cfa_reg = LP_CFI_RSP;
-		else if (s->cfa_reg == REG_RBP)
-			r.cfa_reg = LP_CFI_RBP;
-		r.cfa_off = s->cfa_off;
-		if (s->rbp.kind == R_SAME) {
-			r.rbp = LP_CFI_RBP_SAME;
-		} else if (s->rbp.kind == R_OFFSET) {
-			r.rbp = LP_CFI_RBP_SAVED;
-			r.rbp_off = s->rbp.off;
-		} else {
-			r.rbp = LP_CFI_RBP_LOST;
-		}
-	}
-	if (r.cfa_reg == LP_CFI_NONE)
-		r.cfa_off = 0, r.rbp = 0, r.rbp_off = 0;
+	if (!end)
+		r = row_of(s, c, addr);
 	if (b->n == b->cap) {
 		size_t cap = b->cap ? b->cap * 2 : 1024;
 
@@ -196,6 +249,50 @@ static void push_row(struct builder *b, uint64_t addr, const struct state *s, bo
 	}
 	b->v[b->n] = (struct tmp_row){.r = r, .seq = b->n, .end = end};
 	b->n++;
+}
+
+/* A DWARF expression of the forms cfi.h lists: DW_OP_breg<r> off (C: LP_CFI_REG), the
+ * same then DW_OP_deref (LP_CFI_DEREF), binutils' PLT expression (LP_CFI_PLT); anything
+ * else is C_EXPR. */
+static uint8_t read_expr(const uint8_t *p, uint64_t len, uint8_t *reg, int64_t *off)
+{
+	/* DW_OP_breg7 8; DW_OP_breg16 0; DW_OP_lit15; DW_OP_and; DW_OP_lit<k>; DW_OP_ge;
+	 * DW_OP_lit3; DW_OP_shl; DW_OP_plus: rsp + 8 + ((rip & 15) >= k) << 3. */
+	static const uint8_t plt[] = {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a,
+				      0x00, 0x2a, 0x33, 0x24, 0x22};
+	struct rd r = {p, p + len, false};
+	uint64_t regno;
+	uint8_t op;
+
+	if (len == sizeof(plt) && p[6] >= 0x30 && p[6] <= 0x3f && !memcmp(p, plt, 6) &&
+	    !memcmp(p + 7, plt + 7, sizeof(plt) - 7)) {
+		*reg = REG_RSP;
+		*off = p[6] - 0x30;
+		return LP_CFI_PLT;
+	}
+	op = (uint8_t)rd_bytes(&r, 1);
+	if (op >= 0x70 && op <= 0x8f) /* DW_OP_breg0..31 */
+		regno = op - 0x70;
+	else if (op == 0x92) /* DW_OP_bregx */
+		regno = rd_uleb(&r);
+	else
+		return C_EXPR;
+	*off = rd_sleb(&r);
+	if (r.bad || regno > REG_RA)
+		return C_EXPR;
+	*reg = (uint8_t)regno;
+	if (r.p == r.end)
+		return LP_CFI_REG;
+	if (*r.p == 0x06 && r.p + 1 == r.end) /* DW_OP_deref */
+		return LP_CFI_DEREF;
+	return C_EXPR;
+}
+
+/* DW_CFA_def_cfa and its kin: a register plus an offset from here on. */
+static void set_cfa_reg(struct state *s, uint64_t reg)
+{
+	s->cfa = reg <= REG_RA ? LP_CFI_REG : C_EXPR;
+	s->cfa_reg = (uint8_t)(reg <= REG_RA ? reg : 0);
 }
 
 static struct rule *rule_of(struct state *s, uint64_t reg, uint64_t ra_reg)
@@ -229,7 +326,7 @@ static bool run(struct rd *r, const struct cie *c, struct state *s, const struct
 			int64_t off = scaled(rd_uleb(r), c->data_align);
 
 			if ((x = rule_of(s, lo, c->ra_reg)))
-				*x = (struct rule){R_OFFSET, off};
+				*x = (struct rule){R_OFFSET, 0, off};
 		} else if (hi == 3) {
 			if ((x = rule_of(s, lo, c->ra_reg)))
 				*x = *rule_of((struct state *)init, lo, c->ra_reg);
@@ -261,7 +358,7 @@ static bool run(struct rd *r, const struct cie *c, struct state *s, const struct
 			case 0x05: /* offset_extended */
 				reg = rd_uleb(r);
 				if ((x = rule_of(s, reg, c->ra_reg)))
-					*x = (struct rule){R_OFFSET,
+					*x = (struct rule){R_OFFSET, 0,
 							   scaled(rd_uleb(r), c->data_align)};
 				else
 					rd_uleb(r);
@@ -275,13 +372,13 @@ static bool run(struct rd *r, const struct cie *c, struct state *s, const struct
 			case 0x08: /* same_value */
 				reg = rd_uleb(r);
 				if ((x = rule_of(s, reg, c->ra_reg)))
-					*x = (struct rule){op == 0x07 ? R_UNDEF : R_SAME, 0};
+					*x = (struct rule){op == 0x07 ? R_UNDEF : R_SAME, 0, 0};
 				break;
 			case 0x09: /* register */
 				reg = rd_uleb(r);
 				rd_uleb(r);
 				if ((x = rule_of(s, reg, c->ra_reg)))
-					*x = (struct rule){R_OTHER, 0};
+					*x = (struct rule){R_OTHER, 0, 0};
 				break;
 			case 0x0a: /* remember_state: the whole row, CFA included (as GCC) */
 				if (depth == STATE_STACK)
@@ -294,11 +391,11 @@ static bool run(struct rd *r, const struct cie *c, struct state *s, const struct
 				*s = stack[--depth];
 				break;
 			case 0x0c: /* def_cfa */
-				s->cfa_reg = (int)(rd_uleb(r) & 0xffff);
+				set_cfa_reg(s, rd_uleb(r));
 				s->cfa_off = (int64_t)rd_uleb(r);
 				break;
 			case 0x0d: /* def_cfa_register */
-				s->cfa_reg = (int)(rd_uleb(r) & 0xffff);
+				set_cfa_reg(s, rd_uleb(r));
 				break;
 			case 0x0e: /* def_cfa_offset */
 				s->cfa_off = (int64_t)rd_uleb(r);
@@ -307,31 +404,38 @@ static bool run(struct rd *r, const struct cie *c, struct state *s, const struct
 				delta = rd_uleb(r);
 				if (delta > (uint64_t)(r->end - r->p))
 					return false;
+				s->cfa = read_expr(r->p, delta, &s->cfa_reg, &s->cfa_off);
 				r->p += delta;
 				delta = 0;
-				s->cfa_reg = -1;
 				break;
-			case 0x10: /* expression */
-			case 0x16: /* val_expression */
+			case 0x10: /* expression: saved at the address it computes */
+			case 0x16: /* val_expression: the value it computes */
 				reg = rd_uleb(r);
 				delta = rd_uleb(r);
 				if (delta > (uint64_t)(r->end - r->p))
 					return false;
+				if ((x = rule_of(s, reg, c->ra_reg))) {
+					struct rule e = {R_OTHER, 0, 0};
+
+					if (op == 0x10 &&
+					    read_expr(r->p, delta, &e.reg, &e.off) == LP_CFI_REG)
+						e.kind = R_AT_REG;
+					*x = e;
+				}
 				r->p += delta;
 				delta = 0;
-				if ((x = rule_of(s, reg, c->ra_reg)))
-					*x = (struct rule){R_OTHER, 0};
 				break;
 			case 0x11: /* offset_extended_sf */
 				reg = rd_uleb(r);
 				if ((x = rule_of(s, reg, c->ra_reg)))
-					*x = (struct rule){R_OFFSET, scaled((uint64_t)rd_sleb(r),
-									    c->data_align)};
+					*x = (struct rule){
+						R_OFFSET, 0,
+						scaled((uint64_t)rd_sleb(r), c->data_align)};
 				else
 					rd_sleb(r);
 				break;
 			case 0x12: /* def_cfa_sf */
-				s->cfa_reg = (int)(rd_uleb(r) & 0xffff);
+				set_cfa_reg(s, rd_uleb(r));
 				s->cfa_off = scaled((uint64_t)rd_sleb(r), c->data_align);
 				break;
 			case 0x13: /* def_cfa_offset_sf */
@@ -345,7 +449,7 @@ static bool run(struct rd *r, const struct cie *c, struct state *s, const struct
 				else
 					rd_sleb(r);
 				if ((x = rule_of(s, reg, c->ra_reg)))
-					*x = (struct rule){R_OTHER, 0};
+					*x = (struct rule){R_OTHER, 0, 0};
 				break;
 			case 0x2e: /* GNU_args_size */
 				rd_uleb(r);
@@ -353,7 +457,7 @@ static bool run(struct rd *r, const struct cie *c, struct state *s, const struct
 			case 0x2f: /* GNU_negative_offset_extended */
 				reg = rd_uleb(r);
 				if ((x = rule_of(s, reg, c->ra_reg)))
-					*x = (struct rule){R_OFFSET,
+					*x = (struct rule){R_OFFSET, 0,
 							   scaled(0 - rd_uleb(r), c->data_align)};
 				else
 					rd_uleb(r);
@@ -368,7 +472,7 @@ static bool run(struct rd *r, const struct cie *c, struct state *s, const struct
 			if (!b)
 				return false; /* a CIE does not move */
 			if (delta) {
-				push_row(b, *loc, s, false, c->ra_reg);
+				push_row(b, *loc, s, false, c);
 				*loc += delta;
 			}
 		}
@@ -427,7 +531,9 @@ static bool read_cie(const uint8_t *p, const uint8_t *end, uint64_t vaddr, const
 		aug_end = r.p + alen;
 		c->has_aug_data = true;
 		for (const uint8_t *a = aug + 1; *a && !r.bad; a++) {
-			if (*a == 'R') {
+			if (*a == 'S') {
+				c->signal = true;
+			} else if (*a == 'R') {
 				c->fde_enc = (uint8_t)rd_bytes(&r, 1);
 			} else if (*a == 'L') {
 				rd_bytes(&r, 1);
@@ -435,7 +541,7 @@ static bool read_cie(const uint8_t *p, const uint8_t *end, uint64_t vaddr, const
 				uint8_t enc = (uint8_t)rd_bytes(&r, 1);
 
 				rd_ptr(&r, enc, vaddr, start); /* the personality routine */
-			} else if (*a != 'S' && *a != 'B' && *a != 'G') {
+			} else if (*a != 'B' && *a != 'G') {
 				break;
 			}
 		}
@@ -448,7 +554,7 @@ static bool read_cie(const uint8_t *p, const uint8_t *end, uint64_t vaddr, const
 	c->insns = r.p;
 	c->insns_end = r.end;
 	memset(init, 0, sizeof(*init));
-	init->cfa_reg = -1;
+	init->cfa = C_UNKNOWN;
 	init->rbp.kind = R_SAME;
 	init->ra.kind = R_UNDEF;
 	ins = (struct rd){c->insns, c->insns_end, false};
@@ -469,8 +575,8 @@ static int by_addr(const void *a, const void *b)
 
 static bool same_rule(const struct lp_cfi_row *a, const struct lp_cfi_row *b)
 {
-	return a->cfa_reg == b->cfa_reg && a->cfa_off == b->cfa_off && a->rbp == b->rbp &&
-	       a->rbp_off == b->rbp_off;
+	return a->cfa == b->cfa && a->cfa_reg == b->cfa_reg && a->cfa_off == b->cfa_off &&
+	       a->rbp == b->rbp && a->rbp_off == b->rbp_off && a->why == b->why;
 }
 
 int lp_cfi_parse(const uint8_t *data, size_t len, uint64_t vaddr, struct lp_cfi *out)
@@ -522,10 +628,10 @@ int lp_cfi_parse(const uint8_t *data, size_t len, uint64_t vaddr, struct lp_cfi 
 		s = init;
 		loc = pc;
 		if (!run(&r, &c, &s, &init, &b, &loc, vaddr, data))
-			s.cfa_reg = -1; /* unknown from here on */
+			s.cfa = C_UNKNOWN; /* unknown from here on */
 		if (loc < pc + range)
-			push_row(&b, loc, &s, false, c.ra_reg);
-		push_row(&b, pc + range, &s, true, c.ra_reg);
+			push_row(&b, loc, &s, false, &c);
+		push_row(&b, pc + range, &s, true, &c);
 	}
 	if (b.err) {
 		free(b.v);
@@ -592,7 +698,7 @@ static int to_file_offsets(Elf *elf, struct lp_cfi *c)
 				continue;
 			if (r.addr >= ph.p_vaddr &&
 			    (r.addr < ph.p_vaddr + ph.p_memsz ||
-			     (r.cfa_reg == LP_CFI_NONE && r.addr == ph.p_vaddr + ph.p_memsz))) {
+			     (r.cfa == LP_CFI_NONE && r.addr == ph.p_vaddr + ph.p_memsz))) {
 				r.addr = r.addr - ph.p_vaddr + ph.p_offset;
 				found = true;
 			}
@@ -646,6 +752,24 @@ int lp_cfi_read(int fd, struct lp_cfi *out)
 	if (r < 0)
 		lp_cfi_free(out);
 	return r;
+}
+
+const char *lp_unwind_why_key(unsigned why)
+{
+	static const char *const keys[LP_UF_NR] = {
+		[LP_UW_WHY_NO_FDE] = "no_fde",
+		[LP_UW_WHY_EXPR] = "cfa_expression",
+		[LP_UW_WHY_RA] = "return_address_rule",
+		[LP_UW_WHY_INSN] = "unreadable_cfi",
+		[LP_UW_WHY_REG] = "cfa_register",
+		[LP_UW_WHY_RANGE] = "offset_range",
+		[LP_UF_RBP] = "rbp_lost",
+		[LP_UF_READ] = "stack_unreadable",
+		[LP_UF_OUTSIDE] = "outside_objects",
+		[LP_UF_DEPTH] = "too_deep",
+	};
+
+	return why < LP_UF_NR ? keys[why] : "unknown";
 }
 
 void lp_cfi_free(struct lp_cfi *c)

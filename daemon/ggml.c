@@ -35,7 +35,7 @@ static void obj_free(struct lp_ggml *g, struct lp_ggml_obj *o)
 {
 	if (!o)
 		return;
-	lp_unwind_release(&g->unwind, o->uw_first, o->uw_n);
+	lp_unwind_release(&g->unwind, o->uw_slot, o->uw_n);
 	lp_links_destroy(&o->decode_links, &o->ndecode_links);
 	lp_elf_result_free(&o->syms);
 	free(o->path);
@@ -59,19 +59,13 @@ void lp_ggml_proc_free(struct lp_ggml_proc *gp)
 void lp_ggml_init(struct lp_ggml *g, const struct lp_config *cfg, struct lp_core *core,
 		  struct lp_tracker *tr)
 {
-	int r;
-
 	memset(g, 0, sizeof(*g));
 	g->cfg = cfg;
 	g->core = core;
 	g->tr = tr;
-	if (!cfg->unwind || !cfg->stack_scan)
-		return;
-	r = lp_unwind_init(&g->unwind, bpf_map__fd(core->skel->maps.unwind_rows), LP_UNWIND_ROWS);
-	if (r < 0)
-		log_warning_errno(r, "cannot map the unwind table (%m): ops are found by scanning "
-				     "the stack only, which can take a stale return address for a "
-				     "live frame");
+	lp_unwind_init(&g->unwind, cfg->unwind && cfg->stack_scan
+					   ? bpf_map__fd(core->skel->maps.unwind_rows)
+					   : -1);
 }
 
 void lp_ggml_free(struct lp_ggml *g)
@@ -199,13 +193,13 @@ static void log_obj(const struct lp_ggml_obj *o)
 static void obj_load_unwind(struct lp_ggml *g, struct lp_ggml_obj *o, int fd)
 {
 	o->uw_error = -EOPNOTSUPP;
-	if (!g->unwind.rows || !lp_ggml_obj_unwinds(o))
+	if (g->unwind.outer_fd < 0 || !lp_ggml_obj_unwinds(o))
 		return;
-	o->uw_error = lp_unwind_load(&g->unwind, fd, &o->uw_first, &o->uw_n);
-	if (o->uw_error == -ENOSPC)
-		log_warning("%s: the unwind table is full (%zu of %zu rows used): its ops are "
-			    "found by scanning the stack",
-			    o->path, g->unwind.used, g->unwind.cap);
+	o->uw_error = lp_unwind_load(&g->unwind, fd, &o->uw_slot, &o->uw_n, o->uw_lost);
+	if (o->uw_error == -ENOSPC || o->uw_error == -EFBIG)
+		log_warning("%s: %s: its ops are found by scanning the stack, which can take a "
+			    "stale return address for a live frame",
+			    o->path, lp_ggml_obj_unwind(o));
 	else if (o->uw_error && o->uw_error != -ENOENT && o->uw_error != -ENOEXEC)
 		log_warning_errno(o->uw_error,
 				  "%s: cannot read its .eh_frame (%m): its ops are "
@@ -230,7 +224,7 @@ static void unwind_gc(struct lp_ggml *g, const struct lp_target *gone)
 				used |= t->ggml->objs[j] == o;
 		}
 		if (!used) {
-			lp_unwind_release(&g->unwind, o->uw_first, o->uw_n);
+			lp_unwind_release(&g->unwind, o->uw_slot, o->uw_n);
 			o->uw_n = 0;
 			o->uw_error = -ESTALE;
 		}
@@ -474,13 +468,15 @@ static void write_ranges(struct lp_ggml *g, struct lp_target *t, const struct pr
 	for (size_t i = 0; i < gp->ops.n; i++)
 		rg->op_matmul[i] = gp->ops.v[i].group == LP_G_MATMUL;
 	/* The mappings the sampler can walk frames in. */
+	memset(gp->uw_objs, 0, sizeof(gp->uw_objs));
 	for (size_t i = 0; i < s->n && rg->nuw < LP_MAX_UNWIND; i++)
 		if (s->v[i].o->uw_n)
+			gp->uw_objs[rg->nuw] = s->v[i].o,
 			rg->uw[rg->nuw++] = (struct lp_unwind_obj){
 				.start = s->v[i].m.start,
 				.end = s->v[i].m.end,
 				.bias = s->v[i].m.start - s->v[i].m.pgoff,
-				.first = s->v[i].o->uw_first,
+				.slot = s->v[i].o->uw_slot,
 				.n = s->v[i].o->uw_n,
 			};
 	if (rg->n) {

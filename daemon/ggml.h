@@ -33,11 +33,12 @@ struct lp_ggml_obj {
 	 * matmul. ggml's barrier tail-calls into it and it spins and sleeps in functions a
 	 * stripped build does not name, so all of its code is sync in the sampling table. */
 	bool omp_runtime;
-	/* its .eh_frame rows in the unwind pool (objects with op or matmul functions), or why
-	 * not: -ENOENT no .eh_frame, -ENOSPC the pool is full, -ENOEXEC not x86-64,
+	/* its .eh_frame rows (objects with op or matmul functions), or why not: -ENOENT no
+	 * .eh_frame, -ENOSPC every slot taken, -EFBIG too many rows, -ENOEXEC not x86-64,
 	 * -EOPNOTSUPP unwinding is off */
-	uint32_t uw_first, uw_n;
+	uint32_t uw_slot, uw_n;
 	int uw_error;
+	uint32_t uw_lost[LP_UW_WHY_NR]; /* rows the walk cannot follow, by why */
 	/* llama_decode probes, attached system-wide when first seen in an LLM process */
 	struct bpf_link **decode_links;
 	size_t ndecode_links;
@@ -68,6 +69,8 @@ struct lp_ggml_proc {
 	size_t ops_dropped;	   /* op names past LP_MAX_OPS: their samples are outside ops */
 	bool op_samples_made;	   /* its op_samples entry exists in the kernel */
 	struct lp_op_samples *final_ops; /* the kernel's last counts, read at the exit */
+	/* the objects of the sampling table's unwind entries, in its order (uw_fail_obj) */
+	struct lp_ggml_obj *uw_objs[LP_MAX_UNWIND];
 	/* precise mode per op */
 	uint8_t op_probed[LP_MAX_OPS]; /* 1: probed in some window: op_precise may hold it */
 	size_t nops_probed;	       /* in the current window */
@@ -176,7 +179,9 @@ static inline const char *lp_ggml_obj_unwind(const struct lp_ggml_obj *o)
 	case -ENOENT:
 		return "stack scan: no .eh_frame";
 	case -ENOSPC:
-		return "stack scan: the unwind table is full";
+		return "stack scan: every unwind slot is taken";
+	case -EFBIG:
+		return "stack scan: more unwind rows than one object may have";
 	case -ENOEXEC:
 		return "stack scan: not an x86-64 object";
 	case -ESTALE:

@@ -461,9 +461,11 @@ static void api_status(void *ctx, cJSON *o)
 	cJSON_AddNumberToObject(x, "precise_links", (double)precise_links);
 	/* The .eh_frame rows the sampler walks frames by: the pool, and its use. */
 	x = cJSON_AddObjectToObject(o, "unwind");
-	cJSON_AddBoolToObject(x, "enabled", d->ggml.unwind.rows != NULL);
-	cJSON_AddNumberToObject(x, "rows", (double)d->ggml.unwind.cap);
+	cJSON_AddBoolToObject(x, "enabled", d->ggml.unwind.outer_fd >= 0);
+	cJSON_AddNumberToObject(x, "objects", (double)d->ggml.unwind.objs);
+	cJSON_AddNumberToObject(x, "objects_max", LP_UNWIND_OBJS);
 	cJSON_AddNumberToObject(x, "rows_used", (double)d->ggml.unwind.used);
+	cJSON_AddNumberToObject(x, "bytes", (double)d->ggml.unwind.bytes);
 	if (d->server)
 		lp_server_stats(d->server, &st);
 	x = cJSON_AddObjectToObject(o, "server");

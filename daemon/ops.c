@@ -227,3 +227,8 @@ size_t lp_op_mark_top(const struct lp_op_table *t, const __u64 *samples, size_t 
 	}
 	return n;
 }
+
+bool lp_op_samples_trustworthy(const struct lp_op_samples *os)
+{
+	return !os->total || (double)os->how[LP_HOW_SCAN] <= LP_SCAN_TRUST * (double)os->total;
+}

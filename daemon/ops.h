@@ -62,6 +62,13 @@ struct lp_op_samples;
 size_t lp_op_mark_top(const struct lp_op_table *t, const __u64 *samples, size_t k, uint8_t *mark);
 
 /* A process's samples by key (LP_G_KEYS): over its life, or while generating (gen). */
+/* Whether a process's op shares can be taken as measured: the stack scan, which can take
+ * a stale return address for a live frame, decided at most LP_SCAN_TRUST of its samples
+ * (beyond that a group's share can be off by more than the 3 points they are checked to
+ * against perf). */
+#define LP_SCAN_TRUST 0.03
+bool lp_op_samples_trustworthy(const struct lp_op_samples *os);
+
 void lp_op_group_counts(const struct lp_op_table *t, const struct lp_op_samples *os, bool gen,
 			uint64_t out[LP_G_KEYS]);
 

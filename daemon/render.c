@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfi.h"
 #include "hist.h"
 #include "identity.h"
 
@@ -198,7 +199,7 @@ static void render_phase(cJSON *parent, const char *name, uint64_t calls, uint64
 	cJSON_AddNumberToObject(x, "ms_per_token", ratio(ns, tokens) / 1e6);
 }
 
-static cJSON *render_objects(const struct lp_ggml_proc *gp)
+static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_samples *os)
 {
 	cJSON *a = cJSON_CreateArray();
 
@@ -232,6 +233,17 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp)
 		/* How samples in its code find their callers, and why not by .eh_frame. */
 		cJSON_AddStringToObject(e, "unwind", lp_ggml_obj_unwind(ob));
 		num(e, "unwind_rows", ob->uw_n);
+		/* Its rows the walk cannot follow, by why; and samples whose walk stopped in
+		 * its code and went to the stack scan. */
+		sites = cJSON_AddObjectToObject(e, "unwind_rows_lost");
+		for (unsigned k = 1; k < LP_UW_WHY_NR; k++)
+			num(sites, lp_unwind_why_key(k), ob->uw_lost[k]);
+		uint64_t fell = 0;
+
+		for (size_t k = 0; os && k < LP_MAX_UNWIND; k++)
+			if (gp->uw_objs[k] == ob)
+				fell += os->uw_fail_obj[k];
+		num(e, "unwind_fallback_samples", fell);
 		/* Where each function's uprobes go: bytes past its start, and the instruction. */
 		sites = cJSON_AddArrayToObject(e, "probe_sites");
 		for (size_t k = 0; k < ob->syms.nsyms; k++) {
@@ -295,6 +307,28 @@ static void render_precise_per_token(cJSON *o, const struct lp_ggml_proc *gp,
 						(double)ns[i] / 1e6 / tokens);
 }
 
+/* ggml.unwind: how each sample's place was found, and where the walk by rows gave way to
+ * the stack scan and why. The scan can take a stale return address for a live frame, so
+ * shares that rest on it for more than LP_SCAN_TRUST of the samples (ops.h) are marked. */
+static void render_unwind(cJSON *o, const struct lp_op_samples *os)
+{
+	static const char *const how[LP_HOW_NR] = {"ip", "cfi", "scan", "none"};
+	cJSON *x = cJSON_AddObjectToObject(o, "unwind"), *y;
+
+	num(x, "samples", os->total);
+	y = cJSON_AddObjectToObject(x, "by");
+	for (int i = 0; i < LP_HOW_NR; i++)
+		num(y, how[i], os->how[i]);
+	cJSON_AddNumberToObject(x, "unwound_share",
+				ratio(os->how[LP_HOW_IP] + os->how[LP_HOW_CFI], os->total));
+	cJSON_AddNumberToObject(x, "scan_share", ratio(os->how[LP_HOW_SCAN], os->total));
+	y = cJSON_AddObjectToObject(x, "fallbacks");
+	for (unsigned i = 0; i < LP_UF_NR; i++)
+		num(y, lp_unwind_why_key(i), os->uw_fail[i]);
+	num(x, "fallbacks_outside_objects", os->uw_fail_obj[LP_MAX_UNWIND]);
+	cJSON_AddBoolToObject(x, "trustworthy", lp_op_samples_trustworthy(os));
+}
+
 /* ggml.ops, ggml.op_groups and ggml.per_token: where the sampled CPU time goes by operator,
  * over the process's life and per generated token. */
 static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_op_samples *os,
@@ -350,6 +384,8 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 	for (int i = 0; i < LP_G_KEYS; i++)
 		cJSON_AddNumberToObject(y, lp_op_group_key(i), ratio(g[i], os->total));
 
+	render_unwind(o, os);
+
 	/* CPU time is summed over threads, so per token it can exceed the wall time. */
 	x = cJSON_AddObjectToObject(o, "per_token");
 	num(x, "generated", gen_tokens);
@@ -386,7 +422,7 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	cJSON *o = cJSON_CreateObject(), *tk, *x, *y;
 	uint64_t spin;
 
-	cJSON_AddItemToObject(o, "objects", render_objects(gp));
+	cJSON_AddItemToObject(o, "objects", render_objects(gp, v->ops));
 	cJSON_AddItemToObject(o, "missing", render_missing(cfg, gp));
 	num(o, "sampling_table_functions", gp->nranges);
 	num(o, "sampling_table_dropped", gp->ranges_dropped);

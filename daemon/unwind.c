@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* The unwind row pool (unwind.h): first-fit extents in a mapped BPF array. */
+/* The unwind rows (unwind.h): an array per object, written through a mapping of it. */
 #include "unwind.h"
 
+#include <bpf/bpf.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -9,126 +10,169 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <linux/types.h>
-
 #include "cfi.h"
-#include "llmprof/abi.h"
 
-static size_t pool_bytes(size_t cap)
+/* The map's elements are 8-byte aligned: its mapping is an array of these only if so. */
+_Static_assert(sizeof(struct lp_unwind_row) == 8, "an unwind row is 8 bytes");
+
+static size_t rows_bytes(size_t n)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
-	return (cap * sizeof(struct lp_unwind_row) + page - 1) / page * page;
+	return (n * sizeof(struct lp_unwind_row) + page - 1) / page * page;
 }
 
-int lp_unwind_init(struct lp_unwind *u, int map_fd, size_t cap)
+void lp_unwind_init(struct lp_unwind *u, int outer_fd)
 {
-	void *p;
-
 	memset(u, 0, sizeof(*u));
-	u->free = malloc(sizeof(*u->free));
-	if (!u->free)
-		return -ENOMEM;
-	p = mmap(NULL, pool_bytes(cap), PROT_READ | PROT_WRITE, MAP_SHARED, map_fd, 0);
-	if (p == MAP_FAILED) {
-		free(u->free);
-		u->free = NULL;
-		return -errno;
-	}
-	u->rows = p;
-	u->cap = cap;
-	u->free[0] = (struct lp_unwind_extent){0, (uint32_t)cap};
-	u->nfree = 1;
-	return 0;
+	u->outer_fd = outer_fd;
 }
 
 void lp_unwind_free(struct lp_unwind *u)
 {
-	if (u->rows)
-		munmap(u->rows, pool_bytes(u->cap));
-	free(u->free);
+	for (uint32_t i = 0; u->outer_fd >= 0 && i < LP_UNWIND_OBJS; i++)
+		if (u->used_slot[i])
+			bpf_map_delete_elem(u->outer_fd, &i);
 	memset(u, 0, sizeof(*u));
+	u->outer_fd = -1;
 }
 
-/* One row as the BPF side reads it: LP_UW_NONE for a rule it cannot follow there. */
-static void convert(const struct lp_cfi_row *c, struct lp_unwind_row *r)
+/* One row as the BPF side reads it: LP_UW_NONE, with the reason, for a rule it cannot
+ * follow there. Returns the reason, or -1 for a row it can follow. */
+static int convert(const struct lp_cfi_row *c, struct lp_unwind_row *r)
 {
+	int why = c->why;
+
 	memset(r, 0, sizeof(*r));
 	r->off = (uint32_t)c->addr;
-	if (c->cfa_reg == LP_CFI_NONE || c->cfa_off < 0 || c->cfa_off > UINT16_MAX)
-		return;
-	r->cfa_reg = c->cfa_reg == LP_CFI_RSP ? LP_UW_RSP : LP_UW_RBP;
-	r->cfa_off = (uint16_t)c->cfa_off;
-	if (c->rbp == LP_CFI_RBP_SAME)
+	switch (c->cfa) {
+	case LP_CFI_REG:
+		r->cfa = c->cfa_reg == LP_DW_RSP   ? LP_UW_RSP
+			 : c->cfa_reg == LP_DW_RBP ? LP_UW_RBP
+			 : c->cfa_reg == LP_DW_R10 ? LP_UW_R10
+			 : c->cfa_reg == LP_DW_R13 ? LP_UW_R13
+						   : LP_UW_NONE;
+		why = LP_UW_WHY_REG;
+		break;
+	case LP_CFI_DEREF:
+		r->cfa = c->cfa_reg == LP_DW_RSP   ? LP_UW_RSP_DEREF
+			 : c->cfa_reg == LP_DW_RBP ? LP_UW_RBP_DEREF
+						   : LP_UW_NONE;
+		why = LP_UW_WHY_REG;
+		break;
+	case LP_CFI_PLT:
+		r->cfa = LP_UW_PLT;
+		break;
+	case LP_CFI_SIGNAL:
+		r->cfa = LP_UW_SIGNAL;
+		break;
+	case LP_CFI_END:
+		r->cfa = LP_UW_END;
+		return -1;
+	default:
+		break;
+	}
+	if (r->cfa == LP_UW_PLT && c->cfa_off >= 0 && c->cfa_off <= 15) {
+		r->cfa_off = (int16_t)c->cfa_off;
+	} else if (r->cfa != LP_UW_NONE && r->cfa != LP_UW_PLT && c->cfa_off % 8 == 0 &&
+		   c->cfa_off / 8 >= INT16_MIN && c->cfa_off / 8 <= INT16_MAX) {
+		r->cfa_off = (int16_t)(c->cfa_off / 8);
+	} else {
+		if (r->cfa != LP_UW_NONE)
+			why = LP_UW_WHY_RANGE;
+		r->cfa = LP_UW_NONE;
+		r->cfa_off = (int16_t)why;
+		return why;
+	}
+	if (c->cfa == LP_CFI_SIGNAL)
+		r->rbp = c->rbp_off >= 0 && c->rbp_off % 8 == 0 && c->rbp_off / 8 <= INT8_MAX
+				 ? (int8_t)(c->rbp_off / 8)
+				 : LP_UW_RBP_LOST;
+	else if (c->rbp == LP_CFI_RBP_SAME)
 		r->rbp = 0;
 	else if (c->rbp == LP_CFI_RBP_SAVED && c->rbp_off < 0 && c->rbp_off % 8 == 0 &&
 		 c->rbp_off / 8 > LP_UW_RBP_LOST)
 		r->rbp = (int8_t)(c->rbp_off / 8);
+	else if (c->rbp == LP_CFI_RBP_AT_RBP && c->rbp_off >= 0 && c->rbp_off % 8 == 0 &&
+		 c->rbp_off / 8 < INT8_MAX)
+		r->rbp = (int8_t)(c->rbp_off / 8 + 1);
 	else
 		r->rbp = LP_UW_RBP_LOST;
+	return -1;
 }
 
-int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *first, uint32_t *n)
+int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uint32_t *lost)
 {
+	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	struct lp_unwind_row *rows;
 	struct lp_cfi c;
-	size_t k = 0, i;
-	int r;
+	size_t k = 0;
+	uint32_t i;
+	int r, map;
 
-	if (!u->rows)
+	if (u->outer_fd < 0)
 		return -EOPNOTSUPP;
+	for (i = 0; i < LP_UNWIND_OBJS && u->used_slot[i]; i++)
+		;
+	if (i == LP_UNWIND_OBJS)
+		return -ENOSPC;
 	r = lp_cfi_read(fd, &c);
 	if (r < 0)
 		return r;
 	/* File offsets past 4 GiB do not fit a row. */
 	while (k < c.n && c.rows[k].addr <= UINT32_MAX)
 		k++;
-	for (i = 0; i < u->nfree && u->free[i].n < k; i++)
-		;
-	if (!k || i == u->nfree) {
+	if (!k || k > LP_UNWIND_MAX_ROWS) {
 		lp_cfi_free(&c);
-		return k ? -ENOSPC : -ENOENT;
+		return k ? -EFBIG : -ENOENT;
 	}
-	*first = u->free[i].first;
-	*n = (uint32_t)k;
-	for (size_t j = 0; j < k; j++)
-		convert(&c.rows[j], &u->rows[*first + j]);
+	map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "lp_unwind", sizeof(__u32),
+			     sizeof(struct lp_unwind_row), (uint32_t)k, &opts);
+	if (map < 0) {
+		r = -errno;
+		lp_cfi_free(&c);
+		return r;
+	}
+	rows = mmap(NULL, rows_bytes(k), PROT_READ | PROT_WRITE, MAP_SHARED, map, 0);
+	if (rows == MAP_FAILED) {
+		r = -errno;
+		close(map);
+		lp_cfi_free(&c);
+		return r;
+	}
+	memset(lost, 0, LP_UW_WHY_NR * sizeof(*lost));
+	for (size_t j = 0; j < k; j++) {
+		int why = convert(&c.rows[j], &rows[j]);
+
+		if (why > LP_UW_WHY_NO_FDE && why < LP_UW_WHY_NR)
+			lost[why]++;
+	}
+	/* Rows past 4 GiB into the file do not fit: the code they cover has none. */
+	lost[LP_UW_WHY_RANGE] += (uint32_t)(c.n - k);
 	lp_cfi_free(&c);
-	u->free[i].first += (uint32_t)k;
-	u->free[i].n -= (uint32_t)k;
-	if (!u->free[i].n) {
-		memmove(&u->free[i], &u->free[i + 1], (u->nfree - i - 1) * sizeof(*u->free));
-		u->nfree--;
-	}
+	munmap(rows, rows_bytes(k));
+	/* Written before it is put in its slot: the walk never sees a half-written array.
+	 * The slot holds it from here; the daemon's descriptor is not needed. */
+	r = bpf_map_update_elem(u->outer_fd, &i, &map, BPF_ANY) ? -errno : 0;
+	close(map);
+	if (r < 0)
+		return r;
+	u->used_slot[i] = true;
+	u->objs++;
 	u->used += k;
+	u->bytes += rows_bytes(k);
+	*slot = i;
+	*n = (uint32_t)k;
 	return 0;
 }
 
-void lp_unwind_release(struct lp_unwind *u, uint32_t first, uint32_t n)
+void lp_unwind_release(struct lp_unwind *u, uint32_t slot, uint32_t n)
 {
-	struct lp_unwind_extent *v;
-	size_t i = 0;
-
-	if (!u->rows || !n)
+	if (u->outer_fd < 0 || slot >= LP_UNWIND_OBJS || !u->used_slot[slot] || !n)
 		return;
-	while (i < u->nfree && u->free[i].first < first)
-		i++;
-	v = realloc(u->free, (u->nfree + 1) * sizeof(*v));
-	if (!v)
-		return; /* the extent stays used: a leak, not a fault */
-	u->free = v;
-	memmove(&v[i + 1], &v[i], (u->nfree - i) * sizeof(*v));
-	v[i] = (struct lp_unwind_extent){first, n};
-	u->nfree++;
+	bpf_map_delete_elem(u->outer_fd, &slot);
+	u->used_slot[slot] = false;
+	u->objs--;
 	u->used -= n;
-	/* Merge with the neighbours it touches. */
-	if (i + 1 < u->nfree && v[i].first + v[i].n == v[i + 1].first) {
-		v[i].n += v[i + 1].n;
-		memmove(&v[i + 1], &v[i + 2], (u->nfree - i - 2) * sizeof(*v));
-		u->nfree--;
-	}
-	if (i > 0 && v[i - 1].first + v[i - 1].n == v[i].first) {
-		v[i - 1].n += v[i].n;
-		memmove(&v[i], &v[i + 1], (u->nfree - i - 1) * sizeof(*v));
-		u->nfree--;
-	}
+	u->bytes -= rows_bytes(n);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
-/* The pool of unwind rows the sampler reads (the "unwind_rows" BPF array, mapped into
- * the daemon): each object with ops gets its .eh_frame rows (cfi.h) once, in one extent,
- * shared by every process that maps it, and gives them back when no process needs them. */
+/* The unwind rows the sampler reads: each object with ops gets its .eh_frame rows (cfi.h)
+ * once, in a BPF array of its own sized to them, in a slot of the "unwind_rows" array of
+ * maps, shared by every process that maps it; the slot is given back when no process
+ * needs them. */
 #ifndef LLMPROF_UNWIND_H
 #define LLMPROF_UNWIND_H
 
@@ -9,25 +10,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <linux/types.h>
+
+#include "llmprof/abi.h"
+
 struct lp_unwind {
-	struct lp_unwind_row *rows; /* the map, mmap'ed; NULL: unwinding is off */
-	size_t cap;
-	struct lp_unwind_extent {
-		uint32_t first, n;
-	} * free; /* free extents, by first */
-	size_t nfree;
-	size_t used;
+	int outer_fd; /* the "unwind_rows" array of maps; -1: unwinding is off */
+	bool used_slot[LP_UNWIND_OBJS];
+	size_t objs;  /* slots in use */
+	size_t used;  /* rows in them */
+	size_t bytes; /* what their arrays take */
 };
 
-/* Maps the pool (map_fd: a BPF_F_MMAPABLE array of cap rows). Returns 0 or -errno. */
-int lp_unwind_init(struct lp_unwind *u, int map_fd, size_t cap);
+/* Starts with no object (outer_fd: BPF_MAP_TYPE_ARRAY_OF_MAPS of LP_UNWIND_OBJS arrays of
+ * struct lp_unwind_row made with BPF_F_MMAPABLE | BPF_F_INNER_MAP). */
+void lp_unwind_init(struct lp_unwind *u, int outer_fd);
+/* Gives every slot back. */
 void lp_unwind_free(struct lp_unwind *u);
 
-/* Reads the ELF file at fd and puts its rows in the pool: *first and *n say where.
- * Returns 0, -ENOSPC (the pool is full), or what lp_cfi_read returns. */
-int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *first, uint32_t *n);
+/* Reads the ELF file at fd and puts its rows in a free slot: *slot and *n say where, and
+ * lost[why] counts its rows the walk cannot follow, by enum lp_unwind_why (code without
+ * CFI not counted). Returns 0, -ENOSPC (every slot taken), -EFBIG (more rows than
+ * LP_UNWIND_MAX_ROWS), what creating the array returns, or what lp_cfi_read returns. */
+int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uint32_t *lost);
 
-/* Gives an extent back. */
-void lp_unwind_release(struct lp_unwind *u, uint32_t first, uint32_t n);
+/* Gives a slot back (n: its rows). */
+void lp_unwind_release(struct lp_unwind *u, uint32_t slot, uint32_t n);
 
 #endif

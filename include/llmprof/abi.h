@@ -174,29 +174,73 @@ struct lp_range {
 	__u64 end; /* exclusive */
 };
 
-/* Unwinding by call frame information (daemon/cfi.c): the rows of every object with ops,
- * in one pool (the "unwind_rows" array), each object's rows sorted by file offset. A row
- * holds from its offset to the next row's. */
-#define LP_UNWIND_ROWS (1 << 18)
-#define LP_MAX_UNWIND 8 /* objects with rows per process */
-enum lp_unwind_reg {
-	LP_UW_NONE = 0, /* cannot be unwound here */
-	LP_UW_RSP,
-	LP_UW_RBP,
+/* Unwinding by call frame information (daemon/cfi.c): each object with ops has its rows,
+ * sorted by file offset, in an array of its own, sized to them, in a slot of the
+ * "unwind_rows" array of maps; shared by every process that maps the object and freed when
+ * none does. A row holds from its offset to the next row's. No object is too large (a
+ * static llama-server has some 200,000 rows, node 370,000), and memory is what the
+ * objects in use take: 8 bytes a row. */
+#define LP_UNWIND_OBJS 256	     /* objects with rows at once, host-wide */
+#define LP_UNWIND_MAX_ROWS (1 << 22) /* rows of one object: 32 MiB */
+#define LP_MAX_UNWIND 8		     /* objects with rows per process */
+enum lp_unwind_cfa {
+	LP_UW_NONE = 0,	 /* cannot be unwound here: why says which */
+	LP_UW_RSP,	 /* CFA = rsp + cfa_off */
+	LP_UW_RBP,	 /* CFA = rbp + cfa_off */
+	LP_UW_RBP_DEREF, /* CFA = *(rbp + cfa_off): a realigned frame (gcc's DRAP) */
+	LP_UW_RSP_DEREF, /* CFA = *(rsp + cfa_off) */
+	LP_UW_R10,	 /* CFA = r10 + cfa_off: a DRAP prologue or epilogue, innermost only */
+	LP_UW_R13,	 /* the same with %r13 */
+	LP_UW_PLT,	 /* a PLT entry: CFA = rsp + 8, + 8 where (ip & 15) >= cfa_off */
+	LP_UW_SIGNAL,	 /* a signal trampoline: the kernel's rt_sigframe at rsp, the
+			  * interrupted rsp at rsp + cfa_off, rip after it, rbp at rsp + 8 * rbp */
+	LP_UW_END,	 /* the outermost frame: no caller */
+};
+/* Why a row is LP_UW_NONE: cfi.h's reasons, then the row format's. */
+enum lp_unwind_why {
+	LP_UW_WHY_NO_FDE = 0, /* code without CFI */
+	LP_UW_WHY_EXPR,	      /* a CFA expression of another form */
+	LP_UW_WHY_RA,	      /* the return address not at CFA - 8 */
+	LP_UW_WHY_INSN,	      /* after a CFI instruction that could not be read */
+	LP_UW_WHY_REG,	      /* the CFA in a register other than rsp, rbp, r10, r13 */
+	LP_UW_WHY_RANGE,      /* an offset the row cannot hold */
+	LP_UW_WHY_NR,
+};
+/* Why a sample's walk gave way to the stack scan: a row's why (above), then these. */
+enum lp_uw_fail {
+	LP_UF_RBP = LP_UW_WHY_NR, /* the rule needs %rbp, which an earlier frame lost */
+	LP_UF_READ,		  /* the stack could not be read where the rule points */
+	LP_UF_OUTSIDE,		  /* the innermost frame in code no object's rows cover */
+	LP_UF_DEPTH,		  /* more frames than the walk takes (LP_UNWIND_FRAMES) */
+	LP_UF_NR,
+};
+/* How a sample's place (an op, sync, or neither) was found. */
+enum lp_how {
+	LP_HOW_IP = 0, /* the instruction pointer was in an op, a barrier or a runtime */
+	LP_HOW_CFI,    /* the walk by rows settled it */
+	LP_HOW_SCAN,   /* the stack scan found an op, a barrier or a kernel */
+	LP_HOW_NONE,   /* neither: counted outside ops without evidence */
+	LP_HOW_NR,
 };
 #define LP_UW_RBP_LOST (-128)
+/* 8 bytes: a BPF array's elements are 8-byte aligned, and the daemon writes the map
+ * through a mapping of it. */
 struct lp_unwind_row {
-	__u32 off;     /* file offset of the first instruction it covers */
-	__u16 cfa_off; /* the CFA is the register plus this; the return address at CFA - 8 */
-	__u8 cfa_reg;  /* enum lp_unwind_reg */
-	__s8 rbp;      /* the caller's %rbp: saved at CFA + 8 * rbp; 0: unchanged; or LOST */
+	__u32 off; /* file offset of the first instruction it covers */
+	/* See enum lp_unwind_cfa: in units of 8 bytes (x86-64 frames move by whole words),
+	 * but for LP_UW_PLT, the threshold; for LP_UW_NONE, why (enum lp_unwind_why). */
+	__s16 cfa_off;
+	__u8 cfa; /* enum lp_unwind_cfa */
+	/* The caller's %rbp: 0 unchanged; -127..-1 saved at CFA + 8 * rbp; 1..127 saved at
+	 * the frame's own rbp + 8 * (rbp - 1) (a realigned frame); or LP_UW_RBP_LOST. */
+	__s8 rbp;
 };
 
 /* An executable mapping of an object with rows, in one process. */
 struct lp_unwind_obj {
 	__u64 start, end;
-	__u64 bias;	/* its start less its file offset: an address less bias is a file offset */
-	__u32 first, n; /* its rows in the pool */
+	__u64 bias;    /* its start less its file offset: an address less bias is a file offset */
+	__u32 slot, n; /* its rows: the array in slot of "unwind_rows", n of them */
 };
 
 struct lp_ranges {
@@ -221,6 +265,12 @@ struct lp_op_samples {
 	__u64 gen_total, gen_sync;
 	__u64 all[LP_MAX_OPS];
 	__u64 gen[LP_MAX_OPS];
+	/* the unwind's quality: samples by how their place was found; walks that gave way
+	 * to the scan by why, and by the object of the frame they stopped at (uw's index;
+	 * LP_MAX_UNWIND: in none) */
+	__u64 how[LP_HOW_NR];
+	__u64 uw_fail[16];     /* [LP_UF_NR], a power of two for the verifier */
+	__u64 uw_fail_obj[16]; /* [LP_MAX_UNWIND + 1] */
 };
 
 /* Key and value of the "op_precise" map: precise mode's figures of one probed op of one

@@ -106,8 +106,19 @@ def fixture(work):
             and exe[0]["op_attribution"].startswith("unwind"),
             "lpops' frames are walked by its .eh_frame: %s"
             % [(o["unwind"], o["unwind_rows"], o["op_attribution"]) for o in exe])
-    # The stack scan alone, on the same run: the stale return address wins.
+    # The unwind's quality as published: the walk by rows placed the samples (the DRAP
+    # kernel's frames included), and nothing fell back to the scan but samples outside
+    # the fixture's code.
+    uw = doc["ggml"]["unwind"]
+    t.check(uw["unwound_share"] >= 0.98 and uw["scan_share"] <= 0.01 and uw["trustworthy"]
+            and uw["by"]["cfi"] > uw["by"]["ip"] and sum(uw["by"].values()) == uw["samples"],
+            "lpops: its samples placed by the instruction pointer or .eh_frame rows: %s" % uw)
+    # The stack scan alone, on the same run: the stale return address wins, and the
+    # report says its shares rest on the scan.
     scan = t.proc_of(ds.report(), pid)["ggml"]
+    t.check(scan["unwind"]["scan_share"] > 0.5 and not scan["unwind"]["trustworthy"],
+            "--no-unwind: the shares are marked as resting on the stack scan: %s"
+            % scan["unwind"])
     theirs, _ = perfref.group_shares(perfref.samples(
         data, pid, since=scan["sampled"]["since_ns"] / 1e9, kernels=("iqk_mul_mat",)))
     sh = scan["op_groups"]["share"]

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* daemon/unwind.c: the pool of unwind rows, on a memfd standing in for the BPF array
- * (both are shared memory mapped the same way). Rows as the BPF side reads them, against
- * cfi.h's rows of the same file; extents given out first-fit, given back and merged; a
- * full pool says so.
+/* daemon/unwind.c: an object's rows in a BPF array of their own, in a slot of an array of
+ * maps made as the daemon's is. Rows as the BPF side reads them (read back with the
+ * bpf(2) lookup, not through the daemon's mapping), against cfi.h's rows of the same file;
+ * slots given out, given back and taken again; every slot taken says so. Needs CAP_BPF:
+ * skipped (77) without it.
  *
  *   test_unwind FILE   (an x86-64 ELF file with .eh_frame) */
 #include <errno.h>
@@ -10,9 +11,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
 #include <linux/types.h>
 
 #include "cfi.h"
@@ -20,86 +22,155 @@
 #include "llmprof/abi.h"
 #include "unwind.h"
 
-static int pool_fd(size_t rows)
+/* An array of maps as bpf/lp.bpf.h declares "unwind_rows", with nslots slots. */
+static int outer_map(uint32_t nslots)
 {
-	int fd = memfd_create("unwind-rows", MFD_CLOEXEC);
+	LIBBPF_OPTS(bpf_map_create_opts, inner_opts, .map_flags = BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	LIBBPF_OPTS(bpf_map_create_opts, opts);
+	int inner = bpf_map_create(BPF_MAP_TYPE_ARRAY, "tmpl", 4, sizeof(struct lp_unwind_row), 1,
+				   &inner_opts),
+	    outer;
 
-	if (fd >= 0 && ftruncate(fd, (off_t)(rows * sizeof(struct lp_unwind_row))) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
+	if (inner < 0)
+		return -errno;
+	opts.inner_map_fd = inner;
+	outer = bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "outer", 4, 4, nslots, &opts);
+	close(inner);
+	return outer < 0 ? -errno : outer;
 }
 
-/* Every row the pool holds for the file is the cfi row at that offset, converted. */
-static void rows_match(const struct lp_unwind *u, uint32_t first, uint32_t n,
-		       const struct lp_cfi *c)
+/* The rows in slot of the array of maps, read back by lookups. */
+static struct lp_unwind_row *rows_of(int outer, uint32_t slot, uint32_t n)
 {
-	size_t bad = 0;
+	struct lp_unwind_row *v = calloc(n ? n : 1, sizeof(*v));
+	uint32_t id;
+	int fd;
 
-	CHECK(n == c->n, "%u rows in the pool, cfi has %zu", n, c->n);
+	if (!v || bpf_map_lookup_elem(outer, &slot, &id) || (fd = bpf_map_get_fd_by_id(id)) < 0) {
+		free(v);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (bpf_map_lookup_elem(fd, &i, &v[i])) {
+			free(v);
+			v = NULL;
+			break;
+		}
+	close(fd);
+	return v;
+}
+
+/* Every row the slot holds for the file is the cfi row at that offset, converted. */
+static void rows_match(int outer, uint32_t slot, uint32_t n, const struct lp_cfi *c)
+{
+	struct lp_unwind_row *v = rows_of(outer, slot, n);
+	size_t bad = 0, forms[LP_UW_END + 1] = {0};
+
+	CHECK(v != NULL, "the rows read back from slot %u", slot);
+	if (!v)
+		return;
+	CHECK(n == c->n, "%u rows in the slot, cfi has %zu", n, c->n);
 	for (uint32_t i = 0; i < n && i < c->n; i++) {
-		const struct lp_unwind_row *r = &u->rows[first + i];
+		const struct lp_unwind_row *r = &v[i];
 		const struct lp_cfi_row *x = &c->rows[i];
-		uint8_t reg = x->cfa_reg == LP_CFI_RSP	 ? LP_UW_RSP
-			      : x->cfa_reg == LP_CFI_RBP ? LP_UW_RBP
-							 : LP_UW_NONE;
-		int rbp = x->rbp == LP_CFI_RBP_SAVED  ? (int)(x->rbp_off / 8)
-			  : x->rbp == LP_CFI_RBP_LOST ? LP_UW_RBP_LOST
-						      : 0;
+		/* abi.h's forms, from cfi.h's: the register ones by name, offsets as such. */
+		uint8_t cfa = LP_UW_NONE;
+		int rbp = 0;
 
-		if (r->off != x->addr || r->cfa_reg != reg ||
-		    (reg != LP_UW_NONE && (r->cfa_off != x->cfa_off || r->rbp != rbp)))
+		if (x->cfa == LP_CFI_REG)
+			cfa = x->cfa_reg == 7	 ? LP_UW_RSP
+			      : x->cfa_reg == 6	 ? LP_UW_RBP
+			      : x->cfa_reg == 10 ? LP_UW_R10
+			      : x->cfa_reg == 13 ? LP_UW_R13
+						 : LP_UW_NONE;
+		else if (x->cfa == LP_CFI_DEREF)
+			cfa = x->cfa_reg == 7	? LP_UW_RSP_DEREF
+			      : x->cfa_reg == 6 ? LP_UW_RBP_DEREF
+						: LP_UW_NONE;
+		else if (x->cfa == LP_CFI_PLT)
+			cfa = LP_UW_PLT;
+		else if (x->cfa == LP_CFI_SIGNAL)
+			cfa = LP_UW_SIGNAL;
+		else if (x->cfa == LP_CFI_END)
+			cfa = LP_UW_END;
+		if (x->cfa == LP_CFI_SIGNAL)
+			rbp = (int)(x->rbp_off / 8);
+		else if (x->rbp == LP_CFI_RBP_SAVED)
+			rbp = (int)(x->rbp_off / 8);
+		else if (x->rbp == LP_CFI_RBP_AT_RBP)
+			rbp = (int)(x->rbp_off / 8) + 1;
+		else if (x->rbp == LP_CFI_RBP_LOST)
+			rbp = LP_UW_RBP_LOST;
+		forms[cfa]++;
+		int64_t off = cfa == LP_UW_PLT ? x->cfa_off : x->cfa_off / 8;
+
+		if (r->off != x->addr || r->cfa != cfa ||
+		    (cfa == LP_UW_NONE && x->cfa == LP_CFI_NONE && r->cfa_off != x->why) ||
+		    (cfa != LP_UW_NONE && cfa != LP_UW_END && (r->cfa_off != off || r->rbp != rbp)))
 			bad++;
 	}
 	CHECK(bad == 0, "%zu rows differ from cfi's", bad);
+	CHECK(forms[LP_UW_RSP] && forms[LP_UW_RBP_DEREF] && forms[LP_UW_R10],
+	      "the fixture's rows as the walk reads them: rsp %zu, rbp %zu, rbp deref %zu, r10 "
+	      "%zu, none %zu",
+	      forms[LP_UW_RSP], forms[LP_UW_RBP], forms[LP_UW_RBP_DEREF], forms[LP_UW_R10],
+	      forms[LP_UW_NONE]);
+	free(v);
 }
 
 int main(int argc, char **argv)
 {
+	uint32_t a, an, b, bn, x, xn, lost[LP_UW_WHY_NR];
 	struct lp_unwind u;
 	struct lp_cfi c;
-	uint32_t a, an, b, bn, x, xn;
-	int fd, pool, r;
+	int fd, outer, r;
 
 	if (argc < 2)
 		return 2;
+	outer = outer_map(LP_UNWIND_OBJS);
+	if (outer == -EPERM) {
+		printf("skipped: creating BPF maps needs CAP_BPF\n");
+		return 77;
+	}
+	CHECK(outer >= 0, "an array of maps as the daemon's: %d", outer);
 	fd = open(argv[1], O_RDONLY | O_CLOEXEC);
 	CHECK(fd >= 0 && lp_cfi_read(fd, &c) == 0 && c.n > 10, "%s: cfi rows", argv[1]);
-	if (fd < 0 || !c.n)
+	if (fd < 0 || !c.n || outer < 0)
 		return check_done();
 
-	/* Room for two copies and a bit. */
-	pool = pool_fd(2 * c.n + 10);
-	CHECK(lp_unwind_init(&u, pool, 2 * c.n + 10) == 0, "the pool maps");
-	CHECK(lp_unwind_load(&u, fd, &a, &an) == 0 && a == 0, "first load at 0: %u", a);
-	rows_match(&u, a, an, &c);
-	CHECK(lp_unwind_load(&u, fd, &b, &bn) == 0 && b == an, "second load after it: %u", b);
-	rows_match(&u, b, bn, &c);
-	CHECK(u.used == 2 * c.n, "%zu rows used", u.used);
-	r = lp_unwind_load(&u, fd, &x, &xn);
-	CHECK(r == -ENOSPC, "a third does not fit: %d", r);
+	lp_unwind_init(&u, outer);
+	CHECK(lp_unwind_load(&u, fd, &a, &an, lost) == 0 && a == 0, "first load in slot 0: %u", a);
+	rows_match(outer, a, an, &c);
+	CHECK(lp_unwind_load(&u, fd, &b, &bn, lost) == 0 && b == 1, "second in slot 1: %u", b);
+	rows_match(outer, b, bn, &c);
+	CHECK(u.used == 2 * c.n && u.objs == 2 && u.bytes >= 2 * c.n * 8,
+	      "%zu rows, %zu objects, %zu bytes", u.used, u.objs, u.bytes);
 
-	/* Given back, the first extent is taken again first; both back, one free extent. */
+	/* Given back, the slot is empty and taken again first. */
 	lp_unwind_release(&u, a, an);
-	CHECK(lp_unwind_load(&u, fd, &x, &xn) == 0 && x == 0, "first fit reuses 0: %u", x);
+	CHECK(bpf_map_lookup_elem(outer, &a, &x) && errno == ENOENT, "slot 0 is empty again");
+	CHECK(lp_unwind_load(&u, fd, &x, &xn, lost) == 0 && x == 0, "slot 0 reused: %u", x);
 	lp_unwind_release(&u, b, bn);
 	lp_unwind_release(&u, x, xn);
-	CHECK(u.used == 0 && u.nfree == 1 && u.free[0].first == 0 && u.free[0].n == 2 * c.n + 10,
-	      "all given back and merged: %zu used, %zu extents", u.used, u.nfree);
+	CHECK(u.used == 0 && u.objs == 0 && u.bytes == 0, "all given back: %zu rows, %zu bytes",
+	      u.used, u.bytes);
 	lp_unwind_free(&u);
-	close(pool);
+	close(outer);
 
-	/* A file without .eh_frame, and /dev/null. */
-	pool = pool_fd(16);
-	CHECK(lp_unwind_init(&u, pool, 16) == 0, "a small pool maps");
-	CHECK(lp_unwind_load(&u, fd, &x, &xn) == -ENOSPC, "too small: -ENOSPC");
+	/* Every slot taken; then /dev/null. */
+	outer = outer_map(LP_UNWIND_OBJS);
+	lp_unwind_init(&u, outer);
+	for (int i = 0; i < LP_UNWIND_OBJS; i++)
+		u.used_slot[i] = true;
+	r = lp_unwind_load(&u, fd, &x, &xn, lost);
+	CHECK(r == -ENOSPC, "no slot: -ENOSPC: %d", r);
+	memset(u.used_slot, 0, sizeof(u.used_slot));
 	close(fd);
 	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	CHECK(lp_unwind_load(&u, fd, &x, &xn) == -ENOEXEC, "not ELF: -ENOEXEC");
+	CHECK(lp_unwind_load(&u, fd, &x, &xn, lost) == -ENOEXEC, "not ELF: -ENOEXEC");
 	close(fd);
 	lp_unwind_free(&u);
-	close(pool);
+	close(outer);
 	lp_cfi_free(&c);
 	return check_done();
 }
