@@ -27,6 +27,11 @@ echo "== llama.cpp from source (cached)"
 llama_simple=$(tests/workload/build-llama.sh)
 echo "$llama_simple"
 
+# ik_llama.cpp's llama-cli (the engine of seeds/000), from the snapshot in ../shared/workloads:
+# about 10 minutes the first time, then cached by the snapshot's hash.
+echo "== ik_llama.cpp from source (cached)"
+bash ../shared/workloads/build-ik.sh
+
 echo "== clang-format, SPDX lines"
 clang-format --dry-run --Werror $(git ls-files '*.c' '*.h')
 scripts/check-spdx.sh

@@ -65,9 +65,17 @@ def group_of(op):
     return "other_ops"
 
 
+# Where every thread's chain begins: a chain that ends elsewhere was cut short (perf copies
+# at most 64 KiB of stack at a sample and unwinds only within it).
+ENTRIES = ("_start", "clone3", "clone", "__clone", "start_thread", "__libc_start_main",
+           "__libc_start_call_main")
+
+
 def attribute(frames, kernels=()):
     """frames: (symbol, dso) pairs of user code, innermost first. kernels: matmul kernel
-    names counted as their own op when no op function is above them."""
+    names counted as their own op when no op function is above them. A chain cut short
+    with no op, barrier or kernel in what perf unwound is "truncated": perf cannot say
+    where it was."""
     user = frames
     if not user:
         return "outside_ops"
@@ -82,12 +90,24 @@ def attribute(frames, kernels=()):
             return "op:" + op
         if kernel is None and sym in kernels:
             kernel = sym
-    return "op:" + kernel if kernel else "outside_ops"
+    if kernel:
+        return "op:" + kernel
+    # Cut short inside an object's code; a chain that runs into code perf has no unwind
+    # information for (a JIT's, "[unknown]") ends there for perf and llmprofd alike.
+    if not any(user[-1][0].startswith(e) for e in ENTRIES) and "unknown" not in user[-1][0] \
+            and "unknown" not in user[-1][1]:
+        return "truncated"
+    return "outside_ops"
 
 
-def record_args(data, hz, extra=()):
+def record_args(data, hz, extra=(), stack=16384):
+    """perf record's arguments; stack: the bytes of stack copied at each sample, from which
+    perf unwinds (65528 at most). A chain whose frames hold more ends there, its op
+    unknown: ik_llama.cpp's flash attention kernels keep over 16 KiB of tiles on the
+    stack, and with 16 KiB perf put 0.22 of a prompt's samples outside ops that 64 KiB
+    found in flash attention."""
     return ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), "--call-graph",
-            "dwarf,16384", "-o", data] + list(extra)
+            "dwarf,%d" % stack, "-o", data] + list(extra)
 
 
 def samples(data, pid, since=None, kernels=()):
@@ -121,7 +141,8 @@ def samples(data, pid, since=None, kernels=()):
 
 
 def group_shares(counts):
-    """{group: share} over every attributed sample, in llmprofd's op_groups keys."""
+    """{group: share} over every sample, in llmprofd's op_groups keys (truncated chains
+    count in the total, in no group)."""
     total = sum(counts.values())
     g = collections.Counter()
     for k, v in counts.items():
@@ -138,7 +159,9 @@ def check_groups(t, name, g, data, pid, kernels=(), tolerance=0.03, enough=500):
     that CPU (bpf_prog_active): ours, and any other BPF tool's (the quick start's service
     in CI), run in every futex call of a barrier, so the samples lost are sync samples.
     perf loses none: the shortfall against its count, measured, widens the tolerance
-    (seen 0.3-7 %)."""
+    (seen 0.3-7 %). So does the share of perf's chains cut short with no op in what it
+    unwound (a frame larger than the 64 KiB it copies: ik_llama.cpp's flash attention
+    helper keeps 68,032 bytes; llmprofd's walk reads the CFA where the frame saved it)."""
     counts = samples(data, pid, since=g["sampled"]["since_ns"] / 1e9, kernels=kernels)
     theirs, nperf = group_shares(counts)
     ours = g["op_groups"]["share"]
@@ -148,9 +171,11 @@ def check_groups(t, name, g, data, pid, kernels=(), tolerance=0.03, enough=500):
     t.check(g["op_groups"]["samples"] > enough and nperf > enough,
             "%s: enough samples on both sides" % name)
     lost = max(0.0, 1 - g["op_groups"]["samples"] / nperf)
+    cut = counts["truncated"] / nperf if nperf else 0.0
     t.check(lost <= 0.10, "%s: samples dropped, against perf's count: %.3f" % (name, lost))
+    t.check(cut <= 0.05, "%s: perf's chains cut short with no op: %.3f" % (name, cut))
     for k in GROUPS:
-        t.check(abs(ours[k] - theirs[k]) <= tolerance + lost,
+        t.check(abs(ours[k] - theirs[k]) <= tolerance + lost + cut,
                 "%s: %s %.3f within %.3f of perf's %.3f"
-                % (name, k, ours[k], tolerance + lost, theirs[k]))
+                % (name, k, ours[k], tolerance + lost + cut, theirs[k]))
     return counts, ours

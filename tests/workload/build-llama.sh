@@ -1,31 +1,54 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-# Builds llama.cpp's llama-simple from source with its defaults (OpenMP on, native CPU
-# flags, static: -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF), from the git bundle that the
-# pinned node-llama-cpp ships, so that tests and benchmarks run the build most people run.
-# The build (about 6 minutes on 2 cores) is cached by the bundle's commit under
-# ${LLMPROF_LLAMA_CACHE:-/var/cache/llmprof-llama}; prints the path of llama-simple.
+# Builds llama.cpp's llama-simple and llama-server from source with their defaults (OpenMP
+# on, native CPU flags, static: -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF; the server without
+# its web UI, which would be downloaded), from the git bundle that the pinned
+# node-llama-cpp ships, so that tests and benchmarks run the builds most people run.
+#
+#   build-llama.sh [--cc gcc|clang] [--server]
+#
+# The build (about 6 minutes on 2 cores, 8 with the server) is cached by the bundle's
+# commit and the compiler under ${LLMPROF_LLAMA_CACHE:-/var/cache/llmprof-llama}; prints
+# the path of llama-simple, or of llama-server with --server.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bundle="$here/node_modules/node-llama-cpp/llama/gitRelease.bundle"
 cache="${LLMPROF_LLAMA_CACHE:-/var/cache/llmprof-llama}"
+cc=gcc
+target=llama-simple
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--cc) cc=$2; shift 2 ;;
+	--server) target=llama-server; shift ;;
+	*) echo "build-llama: unknown argument '$1'" >&2; exit 2 ;;
+	esac
+done
+case $cc in
+gcc) cxx=g++ ;;
+clang) cxx=clang++ ;;
+*) echo "build-llama: --cc gcc or clang" >&2; exit 2 ;;
+esac
 if [[ ! -f $bundle ]]; then
 	echo "build-llama: $bundle is missing: run 'npm install --no-save' in tests/workload" >&2
 	exit 1
 fi
 commit=$(git bundle list-heads "$bundle" | awk 'NR == 1 { print substr($1, 1, 12) }')
-dir="$cache/$commit"
-bin="$dir/build/bin/llama-simple"
-if [[ -x $bin ]]; then
+dir="$cache/$commit-$cc"
+bin="$dir/build/bin/$target"
+# A target counts as built once its stamp is there: an interrupted build is finished by the
+# next call (cmake picks up where it stopped), never taken for a cached one.
+if [[ -x $bin && -e $dir/.built-$target ]]; then
 	echo "$bin"
 	exit 0
 fi
 mkdir -p "$cache"
-rm -rf "$dir.tmp"
-git clone -q "$bundle" "$dir.tmp" 2>/dev/null
-cmake -S "$dir.tmp" -B "$dir.tmp/build" -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF >&2
-cmake --build "$dir.tmp/build" --target llama-simple -j"$(nproc)" >&2
-# Moved into place only once built: an interrupted build is never taken for a cached one.
-rm -rf "$dir"
-mv "$dir.tmp" "$dir"
+if [[ ! -e $dir/.cloned ]]; then
+	rm -rf "$dir"
+	git clone -q "$bundle" "$dir" 2>/dev/null
+	touch "$dir/.cloned"
+fi
+CC=$cc CXX=$cxx cmake -S "$dir" -B "$dir/build" -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
+	-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >&2
+cmake --build "$dir/build" --target "$target" -j"$(nproc)" >&2
+touch "$dir/.built-$target"
 echo "$bin"
