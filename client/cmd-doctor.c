@@ -145,6 +145,12 @@ static void print_findings(const struct ctl *c, const cJSON *doc, void *arg)
 	}
 	print_bandwidth(cJSON_GetObjectItemCaseSensitive(doc, "bandwidth"));
 	print_context(cJSON_GetObjectItemCaseSensitive(doc, "context"));
+	f = cJSON_GetObjectItemCaseSensitive(doc, "op_shares");
+	if (cJSON_IsObject(f) && !ctl_true(f, "trustworthy"))
+		printf("  op shares: NOT TRUSTWORTHY: the stack scan placed %.1f%% of the window's "
+		       "samples (it can take a stale return address for a live frame); "
+		       "`llmprofctl dump --pid %.0f` says where the walk by .eh_frame gave up\n",
+		       100 * ctl_num(f, "scan_share", 0), ctl_num(doc, "pid", 0));
 	/* The rules that could not be judged, grouped by why. */
 	ne = cJSON_GetObjectItemCaseSensitive(doc, "not_evaluated");
 	cJSON_ArrayForEach(e, ne)

@@ -31,7 +31,7 @@ static void print_status(const struct ctl *c, const cJSON *doc, void *arg)
 		    *kf = cJSON_GetObjectItemCaseSensitive(doc, "kernel_features"),
 		    *pr = cJSON_GetObjectItemCaseSensitive(doc, "probes"),
 		    *sv = cJSON_GetObjectItemCaseSensitive(doc, "server"),
-		    *peer = cJSON_GetObjectItemCaseSensitive(doc, "peer"), *e;
+		    *peer = cJSON_GetObjectItemCaseSensitive(doc, "peer"), *uw, *e;
 	char a[32], b[32];
 	double lost = 0;
 
@@ -60,6 +60,14 @@ static void print_status(const struct ctl *c, const cJSON *doc, void *arg)
 	       "probes", ctl_num(pr, "core_links", 0), ctl_num(pr, "objects_read", 0),
 	       ctl_num(pr, "decode_objects", 0), ctl_num(pr, "decode_links", 0),
 	       ctl_num(pr, "precise_processes", 0), ctl_num(pr, "precise_links", 0));
+	uw = cJSON_GetObjectItemCaseSensitive(doc, "unwind");
+	if (!ctl_true(uw, "enabled"))
+		printf("%-12s off: ops are found by scanning the stack\n", "unwind");
+	else if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(uw, "objects")))
+		printf("%-12s .eh_frame rows of %.0f objects (at most %.0f), %.0f rows, %s\n",
+		       "unwind", ctl_num(uw, "objects", 0), ctl_num(uw, "objects_max", 0),
+		       ctl_num(uw, "rows_used", 0),
+		       ctl_fmt_bytes(b, sizeof(b), ctl_num(uw, "bytes", 0)));
 	printf("%-12s", "maps");
 	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(doc, "maps"))
 	{

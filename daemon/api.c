@@ -182,8 +182,10 @@ static void get_status(const struct lp_api_backend *b, const struct lp_peer *p,
 		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(doc, "maps"))
 			cJSON_DeleteItemFromObjectCaseSensitive(m, "entries");
 		cJSON_DeleteItemFromObjectCaseSensitive(doc, "probes");
-		cJSON_DeleteItemFromObjectCaseSensitive(
-			cJSON_GetObjectItemCaseSensitive(doc, "unwind"), "rows_used");
+		m = cJSON_GetObjectItemCaseSensitive(doc, "unwind");
+		cJSON_DeleteItemFromObjectCaseSensitive(m, "rows_used");
+		cJSON_DeleteItemFromObjectCaseSensitive(m, "objects");
+		cJSON_DeleteItemFromObjectCaseSensitive(m, "bytes");
 	}
 	peer = cJSON_AddObjectToObject(doc, "peer");
 	cJSON_AddNumberToObject(peer, "uid", p->uid);

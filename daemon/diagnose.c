@@ -113,6 +113,7 @@ static void snap_take(struct lp_snap *s, const struct lp_proc_view *v, uint64_t 
 	if (v->ops) {
 		s->samples = v->ops->total;
 		s->sync = v->ops->sync;
+		s->scanned = v->ops->how[LP_HOW_SCAN];
 	}
 	s->preempt = v->preempt;
 	s->threads = calloc(v->nthreads ? v->nthreads : 1, sizeof(*s->threads));
@@ -249,6 +250,7 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	if (v->ops) {
 		in.samples = sub(v->ops->total, s ? s->samples : 0);
 		in.sync = sub(v->ops->sync, s ? s->sync : 0);
+		in.scanned = sub(v->ops->how[LP_HOW_SCAN], s ? s->scanned : 0);
 	}
 	if (v->live && (th = calloc(v->nthreads ? v->nthreads : 1, sizeof(*th)))) {
 		for (size_t i = 0; i < v->nthreads; i++) {

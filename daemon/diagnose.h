@@ -23,7 +23,7 @@ struct lp_snap {
 	uint64_t at_ns;
 	uint64_t ctr[LP_C_NR];
 	uint64_t runq_ns;
-	uint64_t samples, sync;
+	uint64_t samples, sync, scanned;
 	struct lp_snap_thread *threads;
 	size_t nthreads;
 	struct lp_preempt_top preempt;

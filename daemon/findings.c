@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ops.h"
+
 const char *const lp_rule_names[LP_RULE_NR] = {
 	[LP_RULE_OVERSUBSCRIBED] = "oversubscribed",
 	[LP_RULE_PREEMPTED] = "preempted",
@@ -285,6 +287,12 @@ static void rule_late_thread(struct ctx *c)
 	}
 	if (in->samples < 50) {
 		not_evaluated(c, LP_RULE_LATE_THREAD, "too few samples of its ops in the window");
+		return;
+	}
+	if (!c->out->shares_trusted) {
+		not_evaluated(c, LP_RULE_LATE_THREAD,
+			      "its sync shares rest on the stack scan, which can take a stale "
+			      "return address for a live frame");
 		return;
 	}
 	if (sync < SYNC_SHARE || c->nactive < 2)
@@ -654,6 +662,8 @@ void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out)
 
 	memset(out, 0, sizeof(*out));
 	out->window_s = in->window_s;
+	out->scan_share = in->samples ? (double)in->scanned / (double)in->samples : 0;
+	out->shares_trusted = out->scan_share <= LP_SCAN_TRUST;
 	c.oncpu = in->ctr[LP_C_ONCPU_NS];
 	c.runq = in->runq_ns;
 	for (size_t i = 0; in->threads && i < in->nthreads; i++)
@@ -716,7 +726,7 @@ int lp_findings_worst(const struct lp_findings *f)
 
 cJSON *lp_findings_render(const struct lp_findings *f)
 {
-	cJSON *o = cJSON_CreateObject(), *a, *ne, *bw;
+	cJSON *o = cJSON_CreateObject(), *a, *ne, *bw, *x;
 
 	cJSON_AddNumberToObject(o, "window_seconds", f->window_s);
 	a = cJSON_AddArrayToObject(o, "findings");
@@ -731,6 +741,10 @@ cJSON *lp_findings_render(const struct lp_findings *f)
 		cJSON_AddStringToObject(e, "action", x->action);
 		cJSON_AddItemToArray(a, e);
 	}
+	/* Whether the op and sync shares of the window are measured or rest on the scan. */
+	x = cJSON_AddObjectToObject(o, "op_shares");
+	cJSON_AddNumberToObject(x, "scan_share", f->scan_share);
+	cJSON_AddBoolToObject(x, "trustworthy", f->shares_trusted);
 	ne = cJSON_AddObjectToObject(o, "not_evaluated");
 	for (int r = 0; r < LP_RULE_NR; r++)
 		if (f->not_evaluated[r])

@@ -54,6 +54,7 @@ struct lp_find_input {
 	const uint64_t *ctr;	/* [LP_C_NR], over the window */
 	uint64_t runq_ns;	/* run-queue time of all its threads, over the window */
 	uint64_t samples, sync; /* sampled op counts over the window: all, in sync */
+	uint64_t scanned;	/* ... of them, placed by the stack scan (ggml.unwind) */
 	const struct lp_find_thread *threads; /* NULL: not known (exited) */
 	size_t nthreads;
 	const struct lp_preempt_view *preempt; /* over the window */
@@ -84,6 +85,10 @@ struct lp_findings {
 	uint64_t per_token_bytes; /* of them, what one token reads */
 	double gen_tokens_per_s, stream_bytes_per_s, membw;
 	double window_s;
+	/* the window's samples placed by the stack scan: over LP_SCAN_TRUST of them, the op
+	 * and sync shares are not taken as measured */
+	double scan_share;
+	bool shares_trusted;
 };
 
 /* Evaluates every rule; out holds what fired. Free with lp_findings_clear. */

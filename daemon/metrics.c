@@ -263,6 +263,22 @@ static void put_ops(struct lp_expo *e, const struct series *s, size_t n, uint32_
 		for (int k = 0; k < LP_G_KEYS; k++)
 			value_with(e, &s[i], "group", lp_op_group_key(k), (double)g[k] / hz);
 	}
+	/* How the samples were placed: the shares above are measured where "ip" and "cfi"
+	 * hold nearly all of them, and rest on the stack scan where "scan" does not stay
+	 * small. */
+	lp_expo_family(e, "llmprof_unwind_samples_total", LP_EXPO_COUNTER,
+		       "Samples by how their op was found: ip (the instruction pointer), cfi "
+		       "(frames walked by .eh_frame), scan (the stack scan, which can take a stale "
+		       "return address), none (counted outside ops without evidence)");
+	for (size_t i = 0; i < n; i++) {
+		static const char *const how[LP_HOW_NR] = {"ip", "cfi", "scan", "none"};
+		const struct lp_proc_view *v = s[i].v;
+
+		if (!v || !v->target->ggml || !v->ops)
+			continue;
+		for (int k = 0; k < LP_HOW_NR; k++)
+			value_with(e, &s[i], "how", how[k], (double)v->ops->how[k]);
+	}
 	lp_expo_family(e, "llmprof_op_cpu_seconds_total", LP_EXPO_COUNTER,
 		       "Sampled CPU time by ggml op: the 10 leading ops of the process by name, "
 		       "chosen once it has 1000 samples, the rest as op=\"other\"");

@@ -11,7 +11,7 @@
 
 #include "hist.h"
 
-#define LP_ABI_VERSION 5
+#define LP_ABI_VERSION 6
 
 #define LP_COMM_LEN 16
 #define LP_MAX_COMMS 64 /* --comm names the kernel side matches at exec */

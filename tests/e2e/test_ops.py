@@ -86,6 +86,9 @@ def check_metrics(text, p):
     t.check(ops == {k: round(v, 9) for k, v in want.items()} or
             (set(ops) == set(want) and all(abs(ops[k] - want[k]) < 1e-6 for k in want)),
             "/metrics: CPU seconds by op, the 4 ops by name and none left for other: %s" % ops)
+    how = series(text, "llmprof_unwind_samples_total", p["pid"])
+    want = {('how="%s"' % k,): float(v) for k, v in g["unwind"]["by"].items()}
+    t.check(how == want, "/metrics: samples by how they were placed, as the report: %s" % how)
 
 
 def fixture(work):

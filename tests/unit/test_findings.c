@@ -217,6 +217,27 @@ static void test_preempted_and_late(void)
 	      "the late thread is 101, preempted by lphog on CPU 1: %s", x ? x->title : "(none)");
 	lp_findings_clear(&o);
 
+	/* The same figures where the stack scan placed 5 % of the samples: its sync share
+	 * is not taken as measured, and the document says why. */
+	f.in.scanned = f.in.samples / 20;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_LATE_THREAD) && !o.shares_trusted &&
+		      o.not_evaluated[LP_RULE_LATE_THREAD] &&
+		      strstr(o.not_evaluated[LP_RULE_LATE_THREAD], "stack scan"),
+	      "shares resting on the scan: late_thread not evaluated: %s",
+	      o.not_evaluated[LP_RULE_LATE_THREAD] ? o.not_evaluated[LP_RULE_LATE_THREAD] : "-");
+	cJSON *doc = lp_findings_render(&o);
+	CHECK(!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+		      cJSON_GetObjectItemCaseSensitive(doc, "op_shares"), "trustworthy")),
+	      "the document's op_shares say so");
+	cJSON_Delete(doc);
+	lp_findings_clear(&o);
+	f.in.scanned = f.in.samples / 50; /* 2 %: within LP_SCAN_TRUST */
+	lp_findings_eval(&f.in, &o);
+	CHECK(fired(&o, LP_RULE_LATE_THREAD) && o.shares_trusted, "2 %% scanned: evaluated");
+	lp_findings_clear(&o);
+	f.in.scanned = 0;
+
 	/* The same imbalance, but the threads sample in barriers alike: threads of a pool
 	 * that take turns, none of them waited for. */
 	f.th[1].sync = 180; /* 72 %, its peer 78 % */
