@@ -147,10 +147,19 @@ static long unwind_step(__u64 i, void *data)
 	int k;
 
 	k = uw_obj(c->rg, c->ip);
-	if (k < 0) {
-		/* The first frame outside the objects with rows: a libc or libm leaf (memcpy,
-		 * expf) has its caller's return address on top of the stack. Deeper, the walk
-		 * has left ggml's code with no op found. */
+	row = NULL;
+	if (k >= 0) {
+		o = &c->rg->uw[k & (LP_MAX_UNWIND - 1)];
+		row = uw_row(o, c->ip - o->bias - c->ra_adj);
+		/* A gap between FDEs is marked by a row of its own. */
+		if (row && row->cfa == LP_UW_NONE && row->cfa_off == LP_UW_WHY_NO_FDE)
+			row = NULL;
+	}
+	if (!row) {
+		/* The innermost frame outside the objects with rows (a libc or libm leaf:
+		 * memcpy, expf), or in code that has no CFI (hand-written assembly): a leaf,
+		 * its caller's return address on top of the stack, taken where it returns into
+		 * code with rows. Deeper, the walk has left ggml's code with no op found. */
 		if (i == 0 && !bpf_probe_read_user(&ra, sizeof(ra), (void *)c->sp) &&
 		    uw_obj(c->rg, ra) >= 0) {
 			c->sp += 8;
@@ -158,15 +167,13 @@ static long unwind_step(__u64 i, void *data)
 			c->ra_adj = 1;
 			goto caller;
 		}
+		if (k >= 0)
+			return uw_fail(c, LP_UW_WHY_NO_FDE, k);
 		if (i == 0)
 			return uw_fail(c, LP_UF_OUTSIDE, -1);
 		c->uw_state = UW_DONE;
 		return 1;
 	}
-	o = &c->rg->uw[k & (LP_MAX_UNWIND - 1)];
-	row = uw_row(o, c->ip - o->bias - c->ra_adj);
-	if (!row)
-		return uw_fail(c, LP_UW_WHY_NO_FDE, k);
 	off = (__s64)row->cfa_off * 8;
 	switch (row->cfa) {
 	case LP_UW_RSP:
