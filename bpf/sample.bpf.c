@@ -75,7 +75,8 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 		__sync_fetch_and_add(&os->how[note->how & (LP_HOW_NR - 1)], 1);
 		if (note->walked && note->how != LP_HOW_CFI && note->how != LP_HOW_IP) {
 			__sync_fetch_and_add(&os->uw_fail[note->fail & 15], 1);
-			__sync_fetch_and_add(&os->uw_fail_obj[note->obj & 15], 1);
+			__sync_fetch_and_add(&os->uw_fail_obj[note->obj & (2 * LP_MAX_UNWIND - 1)],
+					     1);
 		}
 	}
 	if (gen)

@@ -44,7 +44,11 @@ struct scan_ctx {
 	/* 1: ip is a return address (its call is at ip - 1); 0: an interrupted instruction.
 	 * Subtracted, not branched on: the verifier's states stay as many as before. */
 	__u64 ra_adj;
-	__u32 uw_state;		   /* enum uw_state */
+	__u32 uw_state; /* enum uw_state */
+	/* 1 while every frame walked is in a plain object (the C library, say): code an
+	 * OpenMP runtime called, so a return address into the runtime is sync as its
+	 * instruction pointer would be */
+	__u64 plain;
 	struct lp_walk_note *note; /* how the sample was placed (lp.bpf.h) */
 };
 
@@ -82,16 +86,28 @@ static long scan_word(__u64 i, void *data)
 	return c->done;
 }
 
-/* The object with unwind rows whose mapping holds addr, or -1. */
+/* The object with unwind rows whose mapping holds addr, or -1: a binary search of the
+ * mappings, sorted by start and disjoint. */
 static __always_inline int uw_obj(const struct lp_ranges *rg, __u64 addr)
 {
-	for (__u32 i = 0; i < LP_MAX_UNWIND; i++) {
-		if (i >= rg->nuw)
-			break;
-		if (addr >= rg->uw[i].start && addr < rg->uw[i].end)
-			return (int)i;
+	__u32 lo = 0, hi = rg->nuw, mid;
+
+	if (hi > LP_MAX_UNWIND)
+		return -1;
+	/* log2(LP_MAX_UNWIND) + 1 halvings: lo ends at the first start above addr */
+	for (int i = 0; i < 5 && lo < hi; i++) {
+		mid = (lo + hi) / 2;
+		if (rg->uw[mid & (LP_MAX_UNWIND - 1)].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	return -1;
+	if (lo == 0 || lo < hi)
+		return -1;
+	lo--;
+	if (addr >= rg->uw[lo & (LP_MAX_UNWIND - 1)].end)
+		return -1;
+	return (int)lo;
 }
 
 /* The row covering file offset off of object o: the last one at or below it. */
@@ -148,6 +164,8 @@ static long unwind_step(__u64 i, void *data)
 
 	k = uw_obj(c->rg, c->ip);
 	row = NULL;
+	if (k >= 0 && !c->rg->uw[k & (LP_MAX_UNWIND - 1)].plain)
+		c->plain = 0;
 	if (k >= 0) {
 		o = &c->rg->uw[k & (LP_MAX_UNWIND - 1)];
 		row = uw_row(o, c->ip - o->bias - c->ra_adj);
@@ -250,7 +268,7 @@ caller:
 		return 1;
 	}
 	at = ra - c->ra_adj;
-	if (at >= c->rg->lo && at < c->rg->hi && take(c, range_find(c->rg, at), false)) {
+	if (at >= c->rg->lo && at < c->rg->hi && take(c, range_find(c->rg, at), c->plain)) {
 		c->uw_state = UW_DONE;
 		return 1;
 	}
@@ -290,6 +308,7 @@ static __always_inline struct where classify(const struct lp_ranges *rg, const s
 		c.r13 = u->r13;
 		c.regs = u->regs;
 		c.bp_ok = true;
+		c.plain = 1;
 		c.uw_state = UW_WALKING;
 		c.note->walked = 1;
 		bpf_loop(LP_UNWIND_FRAMES, unwind_step, &c, 0);

@@ -108,6 +108,16 @@ static void obj_publish(struct lp_ggml *g, const struct lp_ggml_obj *o)
 	bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.objs), &key, &val, BPF_ANY);
 }
 
+/* Whether a process, running or exited, walks frames through o (its report names it). */
+static bool obj_walked(const struct lp_ggml *g, const struct lp_ggml_obj *o)
+{
+	for (size_t k = 0; k < g->tr->n; k++)
+		for (size_t j = 0; g->tr->v[k]->ggml && j < LP_MAX_UNWIND; j++)
+			if (g->tr->v[k]->ggml->uw_objs[j] == o)
+				return true;
+	return false;
+}
+
 /* Forgets files without symbols when the cache is full; those are cheap to read again. */
 static void objs_trim(struct lp_ggml *g)
 {
@@ -116,7 +126,8 @@ static void objs_trim(struct lp_ggml *g)
 	if (g->nobjs < MAX_OBJS)
 		return;
 	for (size_t i = 0; i < g->nobjs; i++) {
-		if (g->objs[i]->verdict == LP_OBJ_NONE && !g->objs[i]->ndecode_links)
+		if (g->objs[i]->verdict == LP_OBJ_NONE && !g->objs[i]->ndecode_links &&
+		    !g->objs[i]->uw_n && !obj_walked(g, g->objs[i]))
 			obj_free(g, g->objs[i]);
 		else
 			g->objs[k++] = g->objs[i];
@@ -188,15 +199,24 @@ static void log_obj(const struct lp_ggml_obj *o)
 			 : "");
 }
 
-/* The call frame rows of an object whose code holds ops (where samples are unwound from),
- * into the unwind pool. */
-static void obj_load_unwind(struct lp_ggml *g, struct lp_ggml_obj *o, int fd)
+/* The call frame rows of an object into an array of their own: at once for an object
+ * whose code holds ops (where samples are unwound from); for any other (plain: the C and
+ * C++ runtimes a sample's walk crosses on its way to an op or barrier) when a tracked
+ * process maps it. */
+static void obj_load_unwind(struct lp_ggml *g, struct lp_ggml_obj *o, int fd, bool plain)
 {
 	o->uw_error = -EOPNOTSUPP;
-	if (g->unwind.outer_fd < 0 || !lp_ggml_obj_unwinds(o))
+	if (g->unwind.outer_fd < 0 || (!plain && !lp_ggml_obj_unwinds(o)))
 		return;
+	o->uw_tried = true;
 	o->uw_error = lp_unwind_load(&g->unwind, fd, &o->uw_slot, &o->uw_n, o->uw_lost);
-	if (o->uw_error == -ENOSPC || o->uw_error == -EFBIG)
+	o->uw_rows_read = o->uw_n;
+	if ((o->uw_error == -ENOSPC || o->uw_error == -EFBIG) && plain)
+		log_warning("%s: %s: samples whose frames pass through it are placed by "
+			    "scanning the stack, which can take a stale return address for a "
+			    "live frame",
+			    o->path, lp_ggml_obj_unwind(o));
+	else if (o->uw_error == -ENOSPC || o->uw_error == -EFBIG)
 		log_warning("%s: %s: its ops are found by scanning the stack, which can take a "
 			    "stale return address for a live frame",
 			    o->path, lp_ggml_obj_unwind(o));
@@ -205,28 +225,35 @@ static void obj_load_unwind(struct lp_ggml *g, struct lp_ggml_obj *o, int fd)
 				  "%s: cannot read its .eh_frame (%m): its ops are "
 				  "found by scanning the stack",
 				  o->path);
+	else if (plain && o->uw_n)
+		log_info("%s: %u rows of its .eh_frame, for walks through it", o->path, o->uw_n);
 }
 
-/* Gives back the rows of objects replaced on disk that no running process maps any more. */
+/* Gives back the rows of objects replaced on disk, and of plain objects (no symbols of
+ * interest), that no running process maps any more. */
 static void unwind_gc(struct lp_ggml *g, const struct lp_target *gone)
 {
 	for (size_t i = 0; i < g->nobjs; i++) {
 		struct lp_ggml_obj *o = g->objs[i];
-		bool used = false;
+		bool plain = o->verdict == LP_OBJ_NONE, used = false;
 
-		if (!o->stale || !o->uw_n)
+		if (!(o->stale || plain) || !o->uw_n)
 			continue;
 		for (size_t k = 0; k < g->tr->n && !used; k++) {
 			const struct lp_target *t = g->tr->v[k];
 
-			for (size_t j = 0; t != gone && !t->exited && t->ggml && j < t->ggml->nobjs;
-			     j++)
+			if (t == gone || t->exited || !t->ggml)
+				continue;
+			for (size_t j = 0; j < t->ggml->nobjs; j++)
 				used |= t->ggml->objs[j] == o;
+			for (size_t j = 0; j < LP_MAX_UNWIND; j++)
+				used |= t->ggml->uw_objs[j] == o;
 		}
 		if (!used) {
 			lp_unwind_release(&g->unwind, o->uw_slot, o->uw_n);
 			o->uw_n = 0;
-			o->uw_error = -ESTALE;
+			o->uw_tried = false; /* a plain one is read again when mapped again */
+			o->uw_error = o->stale ? -ESTALE : -EOPNOTSUPP;
 		}
 	}
 }
@@ -278,7 +305,7 @@ static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct lp
 	o->read_error = lp_elf_find(fd, &pat, &o->syms);
 	o->verdict = o->read_error ? LP_OBJ_NONE : obj_verdict(o);
 	o->omp_runtime = !o->read_error && obj_is_omp_runtime(o);
-	obj_load_unwind(g, o, fd);
+	obj_load_unwind(g, o, fd, false);
 	close(fd);
 	g->objs[g->nobjs++] = o;
 	obj_publish(g, o);
@@ -294,8 +321,9 @@ struct proc_scan {
 	struct scan_entry {
 		struct lp_proc_mapping m;
 		struct lp_ggml_obj *o;
-	} * v; /* executable mappings of objects with symbols */
-	size_t n;
+	} * v,		/* executable mappings of objects with symbols */
+		*plain; /* ... of the others, read without error */
+	size_t n, nplain;
 	bool llm;
 	bool saw_key;
 };
@@ -303,6 +331,7 @@ struct proc_scan {
 static void proc_scan_free(struct proc_scan *s)
 {
 	free(s->v);
+	free(s->plain);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -327,8 +356,16 @@ static int read_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 		if (want && m.dev == want->dev && m.ino == want->ino)
 			s->saw_key = true;
 		o = obj_get(g, pid, &m);
-		if (!o || o->verdict == LP_OBJ_NONE)
+		if (!o || o->read_error)
 			continue;
+		if (o->verdict == LP_OBJ_NONE) {
+			v = realloc(s->plain, (s->nplain + 1) * sizeof(*v));
+			if (!v)
+				break;
+			s->plain = v;
+			v[s->nplain++] = (struct scan_entry){.m = m, .o = o};
+			continue;
+		}
 		v = realloc(s->v, (s->n + 1) * sizeof(*v));
 		if (!v)
 			break;
@@ -433,6 +470,35 @@ static void make_op_samples(struct lp_ggml *g, struct lp_target *t)
 	free(zero);
 }
 
+static void add_unwind_entries(struct lp_ggml *g, pid_t pid, struct lp_ggml_proc *gp,
+			       struct lp_ranges *rg, const struct scan_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n && rg->nuw < LP_MAX_UNWIND; i++) {
+		struct lp_ggml_obj *o = v[i].o;
+
+		if (o->verdict == LP_OBJ_NONE && !o->uw_tried && !o->stale) {
+			char how[PATH_MAX + 64];
+			int fd = mapping_open(pid, &v[i].m, how, sizeof(how));
+
+			if (fd >= 0) {
+				obj_load_unwind(g, o, fd, true);
+				close(fd);
+			}
+		}
+		if (!o->uw_n)
+			continue;
+		gp->uw_objs[rg->nuw] = o;
+		rg->uw[rg->nuw++] = (struct lp_unwind_obj){
+			.start = v[i].m.start,
+			.end = v[i].m.end,
+			.bias = v[i].m.start - v[i].m.pgoff,
+			.n = o->uw_n,
+			.slot = (__u16)o->uw_slot,
+			.plain = o->verdict == LP_OBJ_NONE,
+		};
+	}
+}
+
 /* The sampling table: op, kernel and barrier functions and OpenMP runtimes at their
  * addresses in this process, sorted and disjoint (an inner symbol cuts the one it lies
  * in short). Entries past LP_MAX_RANGES are dropped, and said so. */
@@ -467,18 +533,23 @@ static void write_ranges(struct lp_ggml *g, struct lp_target *t, const struct pr
 	}
 	for (size_t i = 0; i < gp->ops.n; i++)
 		rg->op_matmul[i] = gp->ops.v[i].group == LP_G_MATMUL;
-	/* The mappings the sampler can walk frames in. */
+	/* The mappings the sampler can walk frames in: the objects with ops, then the others
+	 * (once the process runs ggml), their rows read now if they were not. */
 	memset(gp->uw_objs, 0, sizeof(gp->uw_objs));
-	for (size_t i = 0; i < s->n && rg->nuw < LP_MAX_UNWIND; i++)
-		if (s->v[i].o->uw_n)
-			gp->uw_objs[rg->nuw] = s->v[i].o,
-			rg->uw[rg->nuw++] = (struct lp_unwind_obj){
-				.start = s->v[i].m.start,
-				.end = s->v[i].m.end,
-				.bias = s->v[i].m.start - s->v[i].m.pgoff,
-				.slot = s->v[i].o->uw_slot,
-				.n = s->v[i].o->uw_n,
-			};
+	add_unwind_entries(g, t->pid, gp, rg, s->v, s->n);
+	if (s->llm || gp->found_ns)
+		add_unwind_entries(g, t->pid, gp, rg, s->plain, s->nplain);
+	/* by start, for the sampler's binary search; uw_objs in the same order */
+	for (size_t i = 1; i < rg->nuw; i++)
+		for (size_t k = i; k > 0 && rg->uw[k - 1].start > rg->uw[k].start; k--) {
+			struct lp_unwind_obj x = rg->uw[k];
+			struct lp_ggml_obj *y = gp->uw_objs[k];
+
+			rg->uw[k] = rg->uw[k - 1];
+			gp->uw_objs[k] = gp->uw_objs[k - 1];
+			rg->uw[k - 1] = x;
+			gp->uw_objs[k - 1] = y;
+		}
 	if (rg->n) {
 		rg->lo = rg->r[0].start;
 		for (size_t i = 0; i < rg->n; i++)

@@ -33,11 +33,15 @@ struct lp_ggml_obj {
 	 * matmul. ggml's barrier tail-calls into it and it spins and sleeps in functions a
 	 * stripped build does not name, so all of its code is sync in the sampling table. */
 	bool omp_runtime;
-	/* its .eh_frame rows (objects with op or matmul functions), or why not: -ENOENT no
-	 * .eh_frame, -ENOSPC every slot taken, -EFBIG too many rows, -ENOEXEC not x86-64,
-	 * -EOPNOTSUPP unwinding is off */
+	/* its .eh_frame rows, or why not: -ENOENT no .eh_frame, -ENOSPC every slot taken,
+	 * -EFBIG too many rows, -ENOEXEC not x86-64, -EOPNOTSUPP unwinding is off. Read
+	 * when first seen for objects with op or matmul functions; for any other object (the
+	 * C and C++ runtimes, an OpenMP runtime's own libraries) when a tracked process
+	 * maps it, since a walk from a sample there to its op or barrier crosses it. */
 	uint32_t uw_slot, uw_n;
+	uint32_t uw_rows_read; /* uw_n as read, kept once given back (exited processes) */
 	int uw_error;
+	bool uw_tried;
 	uint32_t uw_lost[LP_UW_WHY_NR]; /* rows the walk cannot follow, by why */
 	/* llama_decode probes, attached system-wide when first seen in an LLM process */
 	struct bpf_link **decode_links;

@@ -310,10 +310,11 @@ static void render_precise_per_token(cJSON *o, const struct lp_ggml_proc *gp,
 /* ggml.unwind: how each sample's place was found, and where the walk by rows gave way to
  * the stack scan and why. The scan can take a stale return address for a live frame, so
  * shares that rest on it for more than LP_SCAN_TRUST of the samples (ops.h) are marked. */
-static void render_unwind(cJSON *o, const struct lp_op_samples *os)
+static void render_unwind(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_op_samples *os)
 {
 	static const char *const how[LP_HOW_NR] = {"ip", "cfi", "scan", "none"};
 	cJSON *x = cJSON_AddObjectToObject(o, "unwind"), *y;
+	uint64_t lost;
 
 	num(x, "samples", os->total);
 	y = cJSON_AddObjectToObject(x, "by");
@@ -327,6 +328,25 @@ static void render_unwind(cJSON *o, const struct lp_op_samples *os)
 		num(y, lp_unwind_why_key(i), os->uw_fail[i]);
 	num(x, "fallbacks_outside_objects", os->uw_fail_obj[LP_MAX_UNWIND]);
 	cJSON_AddBoolToObject(x, "trustworthy", lp_op_samples_trustworthy(os));
+	/* The objects with no ops whose rows the walk follows (the C and C++ runtimes): not
+	 * among ggml.objects, which lists those with symbols of interest. */
+	y = cJSON_AddArrayToObject(x, "walked_through");
+	for (size_t k = 0; k < LP_MAX_UNWIND; k++) {
+		const struct lp_ggml_obj *ob = gp->uw_objs[k];
+		cJSON *e;
+
+		if (!ob || ob->verdict != LP_OBJ_NONE)
+			continue;
+		e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "path", ob->path);
+		num(e, "unwind_rows", ob->uw_rows_read);
+		lost = 0;
+		for (unsigned i = 1; i < LP_UW_WHY_NR; i++)
+			lost += ob->uw_lost[i];
+		num(e, "unwind_rows_lost", lost);
+		num(e, "unwind_fallback_samples", os->uw_fail_obj[k]);
+		cJSON_AddItemToArray(y, e);
+	}
 }
 
 /* ggml.ops, ggml.op_groups and ggml.per_token: where the sampled CPU time goes by operator,
@@ -384,7 +404,7 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 	for (int i = 0; i < LP_G_KEYS; i++)
 		cJSON_AddNumberToObject(y, lp_op_group_key(i), ratio(g[i], os->total));
 
-	render_unwind(o, os);
+	render_unwind(o, gp, os);
 
 	/* CPU time is summed over threads, so per token it can exceed the wall time. */
 	x = cJSON_AddObjectToObject(o, "per_token");

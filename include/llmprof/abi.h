@@ -182,7 +182,7 @@ struct lp_range {
  * objects in use take: 8 bytes a row. */
 #define LP_UNWIND_OBJS 256	     /* objects with rows at once, host-wide */
 #define LP_UNWIND_MAX_ROWS (1 << 22) /* rows of one object: 32 MiB */
-#define LP_MAX_UNWIND 8		     /* objects with rows per process */
+#define LP_MAX_UNWIND 16	     /* objects with rows per process */
 enum lp_unwind_cfa {
 	LP_UW_NONE = 0,	 /* cannot be unwound here: why says which */
 	LP_UW_RSP,	 /* CFA = rsp + cfa_off */
@@ -239,13 +239,17 @@ struct lp_unwind_row {
 /* An executable mapping of an object with rows, in one process. */
 struct lp_unwind_obj {
 	__u64 start, end;
-	__u64 bias;    /* its start less its file offset: an address less bias is a file offset */
-	__u32 slot, n; /* its rows: the array in slot of "unwind_rows", n of them */
+	__u64 bias; /* its start less its file offset: an address less bias is a file offset */
+	__u32 n;    /* its rows: n of them in the array in slot of "unwind_rows" */
+	__u16 slot;
+	/* 1: an object with no symbols of interest (the C and C++ runtimes), whose rows only
+	 * carry a walk through it */
+	__u16 plain;
 };
 
 struct lp_ranges {
 	__u32 n;
-	__u32 nuw;    /* unwind objects in uw */
+	__u32 nuw;    /* unwind objects in uw, sorted by start */
 	__u64 lo, hi; /* start of the first range, end of the last */
 	struct lp_range r[LP_MAX_RANGES];
 	__u8 kind[LP_MAX_RANGES];   /* enum lp_range_kind */
@@ -269,8 +273,8 @@ struct lp_op_samples {
 	 * to the scan by why, and by the object of the frame they stopped at (uw's index;
 	 * LP_MAX_UNWIND: in none) */
 	__u64 how[LP_HOW_NR];
-	__u64 uw_fail[16];     /* [LP_UF_NR], a power of two for the verifier */
-	__u64 uw_fail_obj[16]; /* [LP_MAX_UNWIND + 1] */
+	__u64 uw_fail[16];		      /* [LP_UF_NR], a power of two for the verifier */
+	__u64 uw_fail_obj[2 * LP_MAX_UNWIND]; /* [LP_MAX_UNWIND + 1] used */
 };
 
 /* Key and value of the "op_precise" map: precise mode's figures of one probed op of one
