@@ -1,30 +1,40 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""e2e tier: the engine of seeds/000, ik_llama.cpp's llama-cli built from source as its
-users build it (static, OpenMP, -march=native: ../shared/workloads/build-ik.sh, cached),
-decoding and processing a prompt with 2 and 4 threads while llmprofd in its default
-configuration and `perf record --call-graph dwarf` sample the same run.
+"""e2e tier: the engines people run, built as their users get them, each sampled by
+llmprofd and `perf record --call-graph dwarf` on the same run:
 
-Its structure is what the fixtures reproduce one by one: fused ops
+- the engine of seeds/000, ik_llama.cpp's llama-cli (static, OpenMP, -march=native:
+  ../shared/workloads/build-ik.sh, cached), a prompt and generation with 2 and 4 threads;
+- node-llama-cpp (prebuilt libggml-cpu, ggml's own threadpool), the same four runs;
+- llama.cpp's llama-server from node-llama-cpp's bundle (static, OpenMP, gcc;
+  tests/workload/build-llama.sh --server), answering a completion request over HTTP;
+- llama.cpp's llama-simple from the same bundle built with clang, whose OpenMP runtime is
+  LLVM's libomp, which waits in libc (gcc's build is test_llama_omp.py's).
+
+ik_llama.cpp's structure is what the fixtures reproduce one by one: fused ops
 (ggml_compute_forward_mul_mat_up_gate, fused_rms_norm), its own iqk GEMM and flash
 attention kernels, AVX-512 code that realigns the stack so that gcc describes the frame by
 a DWARF expression (DRAP), OpenMP barriers in a stripped libgomp. A walk that gives up on
 those frames leaves the op to the stack scan, which took flash attention's stale return
-addresses for live frames: attention 30 % where perf has 2 %.
+addresses for live frames: attention 30 % where perf has 2 %. On the clang build, a walk
+that stopped in libc put libomp's waits outside ops: sync 0.04 where perf has 0.58.
 
 Per run: with the per-thread sampler, every op group within 3 points of perf's
 (perfref.check_groups: plus the samples the kernel dropped, measured against perf's count)
-and the leading op as perf has it; with either sampler, at least 98 % of the samples placed
-by the instruction pointer or the walk by rows, which ggml.unwind reports, and the run
-counted as trustworthy (measured here: 98.9-99.7 %; the rest are samples in libc called
-from outside any op, which no object's rows cover: counted outside ops, as perf counts
-them). Tolerance: some 1,500-3,000
-samples a side at 997 Hz; a share near 0.4 has a standard error of 0.013 per sampler,
-0.018 for the difference."""
+and the leading op as perf has it or within 3 points of it; with either sampler, at least
+98 % of the samples placed by the instruction pointer or the walk by rows, or nowhere
+(node's JIT code), at most 1 % by the scan, and the objects with ops and libc walked by
+their rows with none lost. Tolerance: some 1,100-7,000 samples a side at 997 Hz; a share
+near 0.4 has a standard error of 0.006-0.015 per sampler, up to 0.02 for the difference.
+The default per-CPU sampler's shares are printed beside them, not held: on this VM its
+timer is biased in OpenMP generation (README, "Which sampler")."""
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
@@ -46,56 +56,149 @@ def ik_llama_cli():
     return p.stdout.strip().splitlines()[-1]
 
 
-def run_once(binary, model, work, name, threads, prompt, tokens):
-    """One run of llama-cli under perf and two private daemons: one with the per-thread
-    sampler, which samples each thread's CPU time as perf does and is held to perf's
-    shares; one in the default configuration (the per-CPU sampler, sampling rate aside),
-    whose unwinding is held to the same standard and whose shares are printed beside them:
-    on this VM its timer skips periods while OpenMP threads sleep and wake, which its
-    coverage reports (test_llama_omp.py checks that)."""
-    d = t.Daemon("--once", "--sample-hz", str(HZ), "--sampler", "thread")
-    d.wait_ready()
-    dcpu = t.Daemon("--once", "--sample-hz", str(HZ))
-    dcpu.wait_ready()
-    data = os.path.join(work, name + ".data")
-    argv = [binary, "-m", model, "-p", prompt, "-n", str(tokens), "-c", "1024", "--temp", "0",
-            "-t", str(threads), "-tb", str(threads), "--ignore-eos"]
-    run = subprocess.run(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"],
-                                             stack=65528) + argv,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, errors="replace", timeout=600,
-                         cwd=work)  # llama-cli writes main.log where it runs
-    t.check(run.returncode == 0, "%s: llama-cli ran under perf: %s"
-            % (name, run.stderr.strip()[-300:]))
-    found = re.search(r"pid (\d+) \(llama-cli\) runs ggml", d.log())
-    if not found:
-        raise AssertionError("llama-cli was not found as a ggml process:\n" + d.log())
-    pid = int(found.group(1))
-    d.wait_log("pid %d (llama-cli) exited" % pid)
-    dcpu.wait_log("pid %d (llama-cli) exited" % pid)
+def build_llama(*args):
+    p = subprocess.run([os.path.join(WORKLOAD, "build-llama.sh")] + list(args),
+                       capture_output=True, text=True, timeout=1500)
+    if p.returncode != 0:
+        raise AssertionError("building llama.cpp %s failed:\n%s" % (args, p.stderr[-2000:]))
+    return p.stdout.strip().splitlines()[-1]
+
+
+def placed(name, uw):
+    """At least 98 % of the samples placed by the instruction pointer or by rows, or placed
+    nowhere (no op on the way: node's JIT code, which has no CFI, outside ops as perf has
+    it), and at most 1 % by the stack scan."""
+    outside = uw["by"]["none"] / uw["samples"] if uw["samples"] else 0
+    t.check(uw["unwound_share"] + outside >= 0.98 and uw["scan_share"] <= 0.01
+            and uw["trustworthy"],
+            "%s: %.4f of the samples placed by the instruction pointer or rows, %.4f "
+            "nowhere, %.4f by the scan" % (name, uw["unwound_share"], outside,
+                                                   uw["scan_share"]))
+
+
+def judge(name, comm, d, dcpu, data, pid=None):
+    """Both daemons' reports on the run of comm (pid, else the one the log names), against
+    perf's samples in data."""
+    found = re.search(r"pid (\d+) \(%s\) runs ggml" % re.escape(comm), d.log())
+    if not pid and not found:
+        raise AssertionError("%s was not found as a ggml process:\n%s" % (comm, d.log()))
+    pid = pid or int(found.group(1))
+    d.wait_log("pid %d (%s) exited" % (pid, comm))
+    dcpu.wait_log("pid %d (%s) exited" % (pid, comm))
     t.check(d.stop() == 0 and dcpu.stop() == 0, "%s: both daemons exit 0" % name)
     g = t.proc_of(d.report(), pid)["ggml"]
     gcpu = t.proc_of(dcpu.report(), pid)["ggml"]
     print("%s: the default (per-CPU) sampler: coverage %.3f, %s" % (
         name, gcpu["sampled"]["coverage"] or 0,
         {k: round(v, 3) for k, v in gcpu["op_groups"]["share"].items()}))
-    t.check(gcpu["unwind"]["unwound_share"] >= 0.98 and gcpu["unwind"]["trustworthy"],
-            "%s: the default sampler's samples placed by the instruction pointer or rows: %.4f"
-            % (name, gcpu["unwind"]["unwound_share"]))
-    exe = [o for o in g["objects"] if o["path"] == binary]
-    t.check(exe and exe[0]["unwind"] == "eh_frame" and exe[0]["unwind_rows"] > 10000,
-            "%s: the executable's frames are walked by its .eh_frame: %s"
-            % (name, [(o["unwind"], o["unwind_rows"], o["unwind_rows_lost"]) for o in exe]))
-    uw = g["unwind"]
-    print("%s: unwind %s" % (name, uw))
-    t.check(uw["unwound_share"] >= 0.98 and uw["trustworthy"],
-            "%s: %.4f of the samples placed by the instruction pointer or rows (scan %.4f)"
-            % (name, uw["unwound_share"], uw["scan_share"]))
+    placed(name + ", the default sampler", gcpu["unwind"])
+    # Every object with ops (the executable of a static build, node-llama-cpp's
+    # libggml-cpu) walked by its rows, none lost; and the C library a runtime waits in.
+    ops = [o for o in g["objects"] if o["op_functions"]]
+    t.check(ops and all(o["unwind"] == "eh_frame" and o["unwind_rows"] > 1000
+                        and not any(o["unwind_rows_lost"].values()) for o in ops),
+            "%s: the objects with ops are walked by their .eh_frame, no row lost: %s"
+            % (name, [(o["path"], o["unwind"], o["unwind_rows"], o["unwind_rows_lost"])
+                      for o in ops]))
+    libc = [o for o in g["unwind"]["walked_through"] if "/libc.so" in o["path"]]
+    t.check(libc and libc[0]["unwind_rows"] > 1000,
+            "%s: the C library's frames are walked too: %s" % (name, libc))
+    print("%s: unwind %s" % (name, g["unwind"]))
+    placed(name, g["unwind"])
     counts, ours = perfref.check_groups(t, name, g, data, pid, tolerance=TOLERANCE)
-    top = [o["op"] for o in g["ops"][:1]]
+    # The leading op as perf has it, or one perf has within the tolerance of it (ik's
+    # mul_mat and fused mul_mat_up_gate come close in generation with 4 threads).
+    top = g["ops"][0]["op"] if g["ops"] else None
     ref = [k[3:] for k, _ in counts.most_common() if k.startswith("op:")][:1]
-    t.check(top == ref, "%s: the leading op as perf has it: %s, %s" % (name, top, ref))
+    total = sum(counts.values())
+    t.check(ref and top is not None and
+            (counts["op:" + ref[0]] - counts["op:" + top]) / total <= TOLERANCE,
+            "%s: the leading op, %s, leads in perf's samples too or comes within %.2f: %s %s"
+            % (name, top, TOLERANCE, ref, {k: round(counts["op:" + k] / total, 3)
+                                           for k in ref + [top] if k}))
     return ours
+
+
+def daemons():
+    d = t.Daemon("--once", "--sample-hz", str(HZ), "--sampler", "thread")
+    d.wait_ready()
+    dcpu = t.Daemon("--once", "--sample-hz", str(HZ))
+    dcpu.wait_ready()
+    return d, dcpu
+
+
+def server(binary, model, work):
+    """llama-server under perf: a completion of 200 tokens asked over HTTP, then SIGINT."""
+    name = "llama-server generation -t 2"
+    d, dcpu = daemons()
+    port = t.free_port()
+    data = os.path.join(work, "server.data")
+    proc = subprocess.Popen(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"],
+                                                stack=65528) +
+                            [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port),
+                             "-t", "2", "-c", "1024", "-np", "1"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=work)
+    t._children.append(proc)
+    base = "http://127.0.0.1:%d" % port
+
+    def healthy():
+        try:
+            with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                return r.status == 200
+        except (OSError, ValueError):
+            if proc.poll() is not None:
+                raise AssertionError("llama-server exited: %s" % proc.returncode)
+            return False
+    t.poll("llama-server to answer /health", healthy, timeout=120, interval=0.2)
+    body = json.dumps({"prompt": "Once upon a time", "n_predict": 200, "temperature": 0,
+                       "ignore_eos": True}).encode()
+    req = urllib.request.Request(base + "/completion", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        answer = json.loads(r.read())
+    t.check(answer.get("tokens_predicted") == 200, "%s: 200 tokens predicted: %s"
+            % (name, {k: answer.get(k) for k in ("tokens_predicted", "stop_type")}))
+    # The server's own pid: perf's child.
+    pid = int(subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                             text=True).stdout.split()[0])
+    os.kill(pid, signal.SIGINT)
+    t.check(proc.wait(timeout=120) == 0, "%s: llama-server and perf exit 0" % name)
+    return judge(name, "llama-server", d, dcpu, data)
+
+
+def run_once(argv, work, name, comm):
+    """One run of the engine under perf and two private daemons: one with the per-thread
+    sampler, which samples each thread's CPU time as perf does and is held to perf's
+    shares; one in the default configuration (the per-CPU sampler, sampling rate aside),
+    whose unwinding is held to the same standard and whose shares are printed beside them:
+    on this VM its timer skips periods while OpenMP threads sleep and wake, which its
+    coverage reports (test_llama_omp.py checks that)."""
+    d, dcpu = daemons()
+    data = os.path.join(work, name.replace(" ", "-") + ".data")
+    run = subprocess.run(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"],
+                                             stack=65528) + argv,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, errors="replace", timeout=600,
+                         cwd=work)  # llama-cli writes main.log where it runs
+    t.check(run.returncode == 0, "%s: %s ran under perf: %s"
+            % (name, comm, run.stderr.strip()[-300:]))
+    # node-llama-cpp's driver says which process decoded (node-llama-cpp may start
+    # others that load ggml, to test its binaries).
+    pid = None
+    if comm == "node":
+        pid = json.loads(run.stdout.strip().splitlines()[-1])["pid"]
+    return judge(name, comm, d, dcpu, data, pid)
+
+
+def ik(binary, model, threads, prompt, tokens):
+    return [binary, "-m", model, "-p", prompt, "-n", str(tokens), "-c", "1024", "--temp", "0",
+            "-t", str(threads), "-tb", str(threads), "--ignore-eos"]
+
+
+def node(model, threads, prompt, tokens):
+    return ["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model, "--tokens",
+            str(tokens), "--threads", str(threads), "--prompt", str(prompt)]
 
 
 def main():
@@ -108,11 +211,23 @@ def main():
     # 300 tokens after a short prompt.
     long_prompt = " ".join(["Once upon a time there was a small model that"] * 42)
     for threads in (2, 4):
-        gen = run_once(binary, model, work, "ik generation -t %d" % threads, threads,
-                       "Once upon a time", 300)
-        t.check(gen["matmul"] > 0.3, "ik generation -t %d: matmul leads: %.3f"
-                % (threads, gen["matmul"]))
-        run_once(binary, model, work, "ik prompt -t %d" % threads, threads, long_prompt, 4)
+        run_once(ik(binary, model, threads, "Once upon a time", 300), work,
+                 "ik generation -t %d" % threads, "llama-cli")
+        run_once(ik(binary, model, threads, long_prompt, 4), work, "ik prompt -t %d" % threads,
+                 "llama-cli")
+    # node-llama-cpp: ggml's own threadpool in a prebuilt, late-loaded libggml-cpu; its
+    # context holds 512 tokens. Its threads spin at barriers: 4 of them on 2 CPUs decode
+    # about a token a second here, so 30 tokens.
+    for threads in (2, 4):
+        run_once(node(model, threads, 16, 300 if threads <= os.cpu_count() else 30), work,
+                 "node-llama-cpp generation -t %d" % threads, "node")
+        run_once(node(model, threads, 480, 4), work, "node-llama-cpp prompt -t %d" % threads,
+                 "node")
+    server(build_llama("--server"), model, work)
+    # llama-simple takes its thread count from the host, as its users get it.
+    simple = build_llama("--cc", "clang")
+    run_once([simple, "-m", model, "-n", "300", "Once upon a time"], work,
+             "llama-simple (clang) generation", "llama-simple")
 
 
 t.run(main, timeout=2400)
