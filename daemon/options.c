@@ -63,12 +63,12 @@ static void usage(FILE *out)
 		"      --no-stack-scan      classify samples by instruction pointer only\n"
 		"      --no-unwind          find a sample's op by scanning its stack only, not by\n"
 		"                           walking its frames by .eh_frame (for comparison)\n"
-		"      --sampler cpu|thread one cpu-clock event per CPU (default: cheapest), or\n"
-		"                           one per thread of each LLM process, as perf record\n"
-		"                           -p: exact to each thread's CPU time where the host's\n"
-		"                           timer skips periods (virtual machines: see\n"
-		"                           ggml.sampled.coverage), but each context switch of\n"
-		"                           those threads costs more\n"
+		"      --sampler thread|cpu one cpu-clock event per thread of each LLM process,\n"
+		"                           as perf record -p samples (default), or one per CPU:\n"
+		"                           cheaper for threads that sleep and wake often, but on\n"
+		"                           virtual machines its timer's phase can bias the "
+		"shares\n"
+		"                           (by up to 14 points in generation on the VM measured)\n"
 		"      --precise-duty SHARE share of time (0 to 1) with a uprobe on every matmul\n"
 		"                           and barrier call: exact, but 1.59 us per probed call\n"
 		"                           on a VM (default 0; 1 = always)\n"
@@ -588,6 +588,10 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->symbols[LP_SYM_DECODE] = default_decode;
 	cfg->symbols[LP_SYM_OP] = default_op;
 	cfg->sample_hz = 199;
+	/* Per thread: right wherever perf is (test_engines: every op group within 3 points of
+	 * perf on each engine); per CPU, the timer's phase biased generation by up to 14
+	 * points on a virtual machine. */
+	cfg->sample_per_thread = true;
 	cfg->stack_scan = true;
 	cfg->unwind = true;
 	cfg->fast_entry = true;

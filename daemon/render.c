@@ -333,10 +333,18 @@ static void render_unwind(cJSON *o, const struct lp_ggml_proc *gp, const struct 
 	y = cJSON_AddArrayToObject(x, "walked_through");
 	for (size_t k = 0; k < LP_MAX_UNWIND; k++) {
 		const struct lp_ggml_obj *ob = gp->uw_objs[k];
+		uint64_t fell = 0;
+		size_t j;
 		cJSON *e;
 
-		if (!ob || ob->verdict != LP_OBJ_NONE)
+		/* once per object, however many of its mappings */
+		for (j = 0; j < k && gp->uw_objs[j] != ob; j++)
+			;
+		if (!ob || ob->verdict != LP_OBJ_NONE || j < k)
 			continue;
+		for (j = k; j < LP_MAX_UNWIND; j++)
+			if (gp->uw_objs[j] == ob)
+				fell += os->uw_fail_obj[j];
 		e = cJSON_CreateObject();
 		cJSON_AddStringToObject(e, "path", ob->path);
 		num(e, "unwind_rows", ob->uw_rows_read);
@@ -344,7 +352,7 @@ static void render_unwind(cJSON *o, const struct lp_ggml_proc *gp, const struct 
 		for (unsigned i = 1; i < LP_UW_WHY_NR; i++)
 			lost += ob->uw_lost[i];
 		num(e, "unwind_rows_lost", lost);
-		num(e, "unwind_fallback_samples", os->uw_fail_obj[k]);
+		num(e, "unwind_fallback_samples", fell);
 		cJSON_AddItemToArray(y, e);
 	}
 }

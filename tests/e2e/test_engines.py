@@ -19,15 +19,15 @@ those frames leaves the op to the stack scan, which took flash attention's stale
 addresses for live frames: attention 30 % where perf has 2 %. On the clang build, a walk
 that stopped in libc put libomp's waits outside ops: sync 0.04 where perf has 0.58.
 
-Per run: with the per-thread sampler, every op group within 3 points of perf's
+Per run: with the default, per-thread sampler, every op group within 3 points of perf's
 (perfref.check_groups: plus the samples the kernel dropped, measured against perf's count)
 and the leading op as perf has it or within 3 points of it; with either sampler, at least
 98 % of the samples placed by the instruction pointer or the walk by rows, or nowhere
 (node's JIT code), at most 1 % by the scan, and the objects with ops and libc walked by
 their rows with none lost. Tolerance: some 1,100-7,000 samples a side at 997 Hz; a share
 near 0.4 has a standard error of 0.006-0.015 per sampler, up to 0.02 for the difference.
-The default per-CPU sampler's shares are printed beside them, not held: on this VM its
-timer is biased in OpenMP generation (README, "Which sampler")."""
+The per-CPU sampler's shares (--sampler cpu) are printed beside them, not held: on this VM
+its timer's phase biased generation by up to 14 points (README, "Which sampler")."""
 import json
 import os
 import re
@@ -88,10 +88,10 @@ def judge(name, comm, d, dcpu, data, pid=None):
     t.check(d.stop() == 0 and dcpu.stop() == 0, "%s: both daemons exit 0" % name)
     g = t.proc_of(d.report(), pid)["ggml"]
     gcpu = t.proc_of(dcpu.report(), pid)["ggml"]
-    print("%s: the default (per-CPU) sampler: coverage %.3f, %s" % (
+    print("%s: --sampler cpu: coverage %.3f, %s" % (
         name, gcpu["sampled"]["coverage"] or 0,
         {k: round(v, 3) for k, v in gcpu["op_groups"]["share"].items()}))
-    placed(name + ", the default sampler", gcpu["unwind"])
+    placed(name + ", --sampler cpu", gcpu["unwind"])
     # Every object with ops (the executable of a static build, node-llama-cpp's
     # libggml-cpu) walked by its rows, none lost; and the C library a runtime waits in.
     ops = [o for o in g["objects"] if o["op_functions"]]
@@ -120,9 +120,9 @@ def judge(name, comm, d, dcpu, data, pid=None):
 
 
 def daemons():
-    d = t.Daemon("--once", "--sample-hz", str(HZ), "--sampler", "thread")
+    d = t.Daemon("--once", "--sample-hz", str(HZ))  # the default: per thread
     d.wait_ready()
-    dcpu = t.Daemon("--once", "--sample-hz", str(HZ))
+    dcpu = t.Daemon("--once", "--sample-hz", str(HZ), "--sampler", "cpu")
     dcpu.wait_ready()
     return d, dcpu
 
@@ -168,12 +168,11 @@ def server(binary, model, work):
 
 
 def run_once(argv, work, name, comm):
-    """One run of the engine under perf and two private daemons: one with the per-thread
-    sampler, which samples each thread's CPU time as perf does and is held to perf's
-    shares; one in the default configuration (the per-CPU sampler, sampling rate aside),
-    whose unwinding is held to the same standard and whose shares are printed beside them:
-    on this VM its timer skips periods while OpenMP threads sleep and wake, which its
-    coverage reports (test_llama_omp.py checks that)."""
+    """One run of the engine under perf and two private daemons: one in the default
+    configuration (the per-thread sampler; sampling rate aside), which samples each
+    thread's CPU time as perf does and is held to perf's shares; one with the per-CPU
+    sampler, whose unwinding is held to the same standard and whose shares are printed
+    beside them."""
     d, dcpu = daemons()
     data = os.path.join(work, name.replace(" ", "-") + ".data")
     run = subprocess.run(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"],

@@ -59,7 +59,7 @@ def main():
                     model], check=True, timeout=120)
     d = t.Daemon("--once", "--sample-hz", str(HZ), "--sampler", "thread")
     d.wait_ready()
-    dcpu = t.Daemon("--once", "--sample-hz", str(HZ))
+    dcpu = t.Daemon("--once", "--sample-hz", str(HZ), "--sampler", "cpu")
     dcpu.wait_ready()
     data, cpu_file = os.path.join(work, "perf.data"), os.path.join(work, "cpu")
     run = subprocess.run(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"]) +

@@ -94,7 +94,7 @@ def check_metrics(text, p):
 def fixture(work):
     print("--- lpops: fused op, kernel table, 6 KiB frames, no frame pointers")
     dt = t.Daemon("--sample-hz", str(HZ), "--sampler", "thread")  # serves the API
-    dc = t.Daemon("--once", "--sample-hz", str(HZ))
+    dc = t.Daemon("--once", "--sample-hz", str(HZ), "--sampler", "cpu")
     ds = t.Daemon("--once", "--sample-hz", str(HZ), "--sampler", "thread", "--no-unwind")
     for d in (dt, dc, ds):
         d.wait_ready()
