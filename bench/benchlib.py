@@ -81,7 +81,7 @@ class Daemon:
     """A private llmprofd for one measurement: its own socket, no state, no TCP listener
     unless asked."""
 
-    def __init__(self, *args, metrics=None):
+    def __init__(self, *args, metrics=None, binary=None):
         args = list(args)
         self.other = None
         if TRACK_OTHER in args:
@@ -91,7 +91,7 @@ class Daemon:
         self.dir = tempfile.mkdtemp(prefix="llmprofd-bench-")
         self.socket = os.path.join(self.dir, "llmprofd.sock")
         self.log = os.path.join(self.dir, "log")
-        cmd = [LLMPROFD, "--socket", self.socket, "--state-directory", "off", "--config",
+        cmd = [binary or LLMPROFD, "--socket", self.socket, "--state-directory", "off", "--config",
                "/dev/null", "--metrics-address", metrics or "off"] + list(args)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
         try:

@@ -7,13 +7,18 @@
    by `perf record --call-graph dwarf`, perf's samples attributed by the same rule
    (tests/lib/perfref.py); every op group's share side by side. Workloads: omp (llama.cpp's
    OpenMP build decoding), prompt (the same build on a 300-token prompt: tinyBLAS kernels),
-   node (node-llama-cpp), lpops (the fixture).
+   node (node-llama-cpp), ik (ik_llama.cpp's llama-cli decoding, 2 threads: DRAP frames),
+   lpops (the fixture).
 2. Cost per sample: the BPF program's own run time per sample (kernel.bpf_stats_enabled,
-   run_time_ns / run_cnt of lp_sample), with each sampler, unwinding and scanning.
+   run_time_ns / run_cnt of lp_sample), with each sampler, unwinding and scanning; with
+   --baseline, also an earlier build's daemon (per-thread sampler) on the same run, for a
+   before and after.
 3. Cost on decoding: tokens/s of llama.cpp's OpenMP build (llama-simple) with no llmprofd,
-   with the default sampler and with --sampler thread, in alternating rounds.
+   with the default (per-thread) sampler and with --sampler cpu, in alternating rounds
+   (--rounds 0: not measured).
 
-    sudo bench/ops.py [--rounds 10] [--tokens 200] [--workloads omp,prompt,node,lpops]
+    sudo bench/ops.py [--rounds 10] [--tokens 200] [--workloads omp,prompt,node,ik,lpops]
+                      [--baseline OLD/build/llmprofd]
 """
 import argparse
 import json
@@ -36,12 +41,21 @@ def llama_simple():
                           capture_output=True, text=True).stdout.strip().splitlines()[-1]
 
 
+def ik_llama_cli():
+    script = os.path.join(b.ROOT, "..", "shared", "workloads", "build-ik.sh")
+    return subprocess.run(["bash", script], check=True, capture_output=True,
+                          text=True).stdout.strip().splitlines()[-1]
+
+
 def argv_of(workload, tokens):
     if workload == "omp":
         return [llama_simple(), "-m", b.model("medium"), "-n", str(tokens), "Once upon a time"]
     if workload == "prompt":
         return [llama_simple(), "-m", b.model("medium"), "-n", "4",
                 " ".join(["Once upon a time there was a small model that"] * 30)]
+    if workload == "ik":
+        return [ik_llama_cli(), "-m", b.model("medium"), "-p", "Once upon a time", "-n",
+                str(tokens), "-c", "1024", "--temp", "0", "-t", "2", "-tb", "2", "--ignore-eos"]
     if workload == "node":
         return ["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", b.model("medium"),
                 "--tokens", str(tokens), "--threads", "2", "--prompt", "32"]
@@ -65,22 +79,27 @@ def doc_of(d, pid):
                                      check=True).stdout)
 
 
-def accuracy(workload, tokens, rows, cost):
+def accuracy(workload, tokens, rows, cost, baseline=None):
     """One run under both samplers and perf; a row per source."""
     daemons = {"thread": b.Daemon("--sample-hz", str(HZ), "--sampler", "thread"),
-               "cpu": b.Daemon("--sample-hz", str(HZ)),
+               "cpu": b.Daemon("--sample-hz", str(HZ), "--sampler", "cpu"),
                "thread --no-unwind": b.Daemon("--sample-hz", str(HZ), "--sampler", "thread",
                                               "--no-unwind")}
+    if baseline:
+        daemons["thread, baseline build"] = b.Daemon("--sample-hz", str(HZ), "--sampler",
+                                                     "thread", binary=baseline)
     data = os.path.join(tempfile.gettempdir(), "llmprofd-bench-ops.data")
     wrapped = argv_of(workload, tokens)
     try:
-        p = subprocess.run(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"]) +
+        p = subprocess.run(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"],
+                                               stack=65528 if workload == "ik" else 16384) +
                            wrapped, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True, errors="replace", timeout=900)
         if p.returncode:
             raise SystemExit("%s failed: %s" % (workload, p.stderr[-500:]))
         for name, d in daemons.items():
-            m = re.findall(r"pid (\d+) \((llama-simple|node|lpops)\) runs ggml", d.text())
+            m = re.findall(r"pid (\d+) \((llama-simple|llama-cli|node|lpops)\) runs ggml",
+                           d.text())
             if not m:
                 raise SystemExit("%s: not found by llmprofd:\n%s" % (workload, d.text()))
             pid = int(m[-1][0])
@@ -88,6 +107,8 @@ def accuracy(workload, tokens, rows, cost):
             g = doc_of(d, pid)["ggml"]
             runs, ns = prog_stats(d.proc.pid, "lp_sample")
             cost.append((workload, name, runs, ns / runs if runs else 0))
+            if name.endswith("baseline build"):
+                continue  # its cost only: its report is an earlier version's
             sh = g["op_groups"]["share"]
             cov = g["sampled"]["coverage"]
             rows.append([workload, "llmprofd --sampler " + name, g["op_groups"]["samples"],
@@ -118,14 +139,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--tokens", type=int, default=200)
-    ap.add_argument("--workloads", default="omp,prompt,node,lpops")
+    ap.add_argument("--workloads", default="omp,prompt,node,ik,lpops")
+    ap.add_argument("--baseline", help="an earlier build's llmprofd, for the cost per sample")
     a = ap.parse_args()
     b.need(b.LLMPROFD, b.LLMPROFCTL, "perf", "bpftool")
     rows, cost = [], []
     with b.bpf_stats():
         for w in a.workloads.split(","):
             print("# accuracy: %s" % w, flush=True)
-            accuracy(w, a.tokens, rows, cost)
+            accuracy(w, a.tokens, rows, cost, a.baseline)
     b.table("Operator attribution against perf (share of the process's samples, one run each)",
             ["workload", "source", "samples", "coverage"] + list(perfref.GROUPS), rows,
             ["perf attributes each sample by its DWARF-unwound call chain under the rule of "
@@ -137,10 +159,12 @@ def main():
             ["kernel.bpf_stats_enabled=1: the program's own run time per run, the perf "
              "event's interrupt not included; per CPU it also runs, and returns at once, "
              "for whatever else the CPU was running"])
+    if a.rounds == 0:
+        return
 
     argv = argv_of("omp", a.tokens)
-    configs = [("no llmprofd", None), ("llmprofd, default (per-CPU sampler)", []),
-               ("llmprofd, --sampler thread", ["--sampler", "thread"])]
+    configs = [("no llmprofd", None), ("llmprofd, default (per-thread sampler)", []),
+               ("llmprofd, --sampler cpu", ["--sampler", "cpu"])]
 
     def measure(args):
         if args is None:
