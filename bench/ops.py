@@ -94,7 +94,8 @@ def accuracy(workload, tokens, rows, cost, baseline=None):
         p = subprocess.run(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"],
                                                stack=65528 if workload == "ik" else 16384) +
                            wrapped, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True, errors="replace", timeout=900)
+                           text=True, errors="replace", timeout=900,
+                           cwd=tempfile.gettempdir())  # llama-cli writes main.log there
         if p.returncode:
             raise SystemExit("%s failed: %s" % (workload, p.stderr[-500:]))
         for name, d in daemons.items():
