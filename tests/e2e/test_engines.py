@@ -7,7 +7,8 @@ llmprofd and `perf record --call-graph dwarf` on the same run:
   ../shared/workloads/build-ik.sh, cached), a prompt and generation with 2 and 4 threads;
 - node-llama-cpp (prebuilt libggml-cpu, ggml's own threadpool), the same four runs;
 - llama.cpp's llama-server from node-llama-cpp's bundle (static, OpenMP, gcc;
-  tests/workload/build-llama.sh --server), answering a completion request over HTTP;
+  tests/workload/build-llama.sh --server), answering a completion request over HTTP, a
+  prompt and generation with 2 and 4 threads;
 - llama.cpp's llama-simple from the same bundle built with clang, whose OpenMP runtime is
   LLVM's libomp, which waits in libc (gcc's build is test_llama_omp.py's).
 
@@ -127,16 +128,17 @@ def daemons():
     return d, dcpu
 
 
-def server(binary, model, work):
-    """llama-server under perf: a completion of 200 tokens asked over HTTP, then SIGINT."""
-    name = "llama-server generation -t 2"
+def server(binary, model, work, threads, phase, prompt, tokens):
+    """llama-server under perf: one completion asked over HTTP, then SIGINT."""
+    name = "llama-server %s -t %d" % (phase, threads)
     d, dcpu = daemons()
     port = t.free_port()
-    data = os.path.join(work, "server.data")
+    data = os.path.join(work, "server-%s-%d.data" % (phase, threads))
     proc = subprocess.Popen(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"],
                                                 stack=65528) +
                             [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port),
-                             "-t", "2", "-c", "1024", "-np", "1"],
+                             "-t", str(threads), "-tb", str(threads), "-c", "1024", "-np",
+                             "1"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, cwd=work)
     t._children.append(proc)
@@ -151,20 +153,20 @@ def server(binary, model, work):
                 raise AssertionError("llama-server exited: %s" % proc.returncode)
             return False
     t.poll("llama-server to answer /health", healthy, timeout=120, interval=0.2)
-    body = json.dumps({"prompt": "Once upon a time", "n_predict": 200, "temperature": 0,
+    body = json.dumps({"prompt": prompt, "n_predict": tokens, "temperature": 0,
                        "ignore_eos": True}).encode()
     req = urllib.request.Request(base + "/completion", data=body,
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=300) as r:
         answer = json.loads(r.read())
-    t.check(answer.get("tokens_predicted") == 200, "%s: 200 tokens predicted: %s"
-            % (name, {k: answer.get(k) for k in ("tokens_predicted", "stop_type")}))
+    t.check(answer.get("tokens_predicted") == tokens, "%s: %d tokens predicted: %s"
+            % (name, tokens, {k: answer.get(k) for k in ("tokens_predicted", "stop_type")}))
     # The server's own pid: perf's child.
     pid = int(subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                              text=True).stdout.split()[0])
     os.kill(pid, signal.SIGINT)
     t.check(proc.wait(timeout=120) == 0, "%s: llama-server and perf exit 0" % name)
-    return judge(name, "llama-server", d, dcpu, data)
+    return judge(name, "llama-server", d, dcpu, data, pid)
 
 
 def run_once(argv, work, name, comm):
@@ -201,7 +203,11 @@ def node(model, threads, prompt, tokens):
 
 
 def main():
-    binary = ik_llama_cli()
+    # LLMPROF_ENGINES=ik,node,server,clang runs only those (all by default).
+    only = set(filter(None, os.environ.get("LLMPROF_ENGINES", "").split(",")))
+
+    def wanted(engine):
+        return not only or engine in only
     work = t.tmpdir("llmprofd-engines-")
     model = os.path.join(work, "medium.gguf")
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",
@@ -209,7 +215,8 @@ def main():
     # About 925 tokens of prompt (the context is 1,024) and 4 generated; then generation of
     # 300 tokens after a short prompt.
     long_prompt = " ".join(["Once upon a time there was a small model that"] * 42)
-    for threads in (2, 4):
+    for threads in (2, 4) if wanted("ik") else ():
+        binary = ik_llama_cli()
         run_once(ik(binary, model, threads, "Once upon a time", 300), work,
                  "ik generation -t %d" % threads, "llama-cli")
         run_once(ik(binary, model, threads, long_prompt, 4), work, "ik prompt -t %d" % threads,
@@ -217,16 +224,20 @@ def main():
     # node-llama-cpp: ggml's own threadpool in a prebuilt, late-loaded libggml-cpu; its
     # context holds 512 tokens. Its threads spin at barriers: 4 of them on 2 CPUs decode
     # about a token a second here, so 30 tokens.
-    for threads in (2, 4):
+    for threads in (2, 4) if wanted("node") else ():
         run_once(node(model, threads, 16, 300 if threads <= os.cpu_count() else 30), work,
                  "node-llama-cpp generation -t %d" % threads, "node")
         run_once(node(model, threads, 480, 4), work, "node-llama-cpp prompt -t %d" % threads,
                  "node")
-    server(build_llama("--server"), model, work)
+    for threads in (2, 4) if wanted("server") else ():
+        llama_server = build_llama("--server")
+        server(llama_server, model, work, threads, "generation", "Once upon a time", 200)
+        server(llama_server, model, work, threads, "prompt", long_prompt, 4)
     # llama-simple takes its thread count from the host, as its users get it.
-    simple = build_llama("--cc", "clang")
-    run_once([simple, "-m", model, "-n", "300", "Once upon a time"], work,
-             "llama-simple (clang) generation", "llama-simple")
+    if wanted("clang"):
+        simple = build_llama("--cc", "clang")
+        run_once([simple, "-m", model, "-n", "300", "Once upon a time"], work,
+                 "llama-simple (clang) generation", "llama-simple")
 
 
 t.run(main, timeout=2400)

@@ -4,8 +4,10 @@ with call chains unwound by perf from DWARF (--call-graph dwarf: correct on code
 without frame pointers, which llmprofd's stack scan does not rely on either), each sample
 attributed by the rule llmprofd documents:
 
-- sync: the first user frame is in an OpenMP runtime (libgomp, libomp) or any user frame,
-  innermost first, is ggml_barrier / GOMP_barrier / __kmpc_barrier before an op function;
+- sync: the first user frame outside the C library is in an OpenMP runtime (libgomp,
+  libomp: LLVM's waits in libc, in sched_yield and condition variables, as libgomp's in
+  its own futex calls), or any user frame, innermost first, is ggml_barrier /
+  GOMP_barrier / __kmpc_barrier before an op function;
 - op X: the innermost user frame that is an op function (ggml_compute_forward_X, with its
   type and chunk helpers folded into X, as in daemon/ops.c);
 - outside_ops: anything else.
@@ -21,6 +23,7 @@ PREFIX = "ggml_compute_forward_"
 VARIANTS = ("_f32", "_f16", "_bf16", "_i32", "_flt", "_q", "_bytes", "_same_cont", "_one_chunk",
             "_non_quantized", "_tiled", "_impl")
 RUNTIMES = ("libgomp", "libomp", "liblpomp")
+LIBC = ("/libc.so", "/libc-", "/libpthread.so", "/libpthread-")
 BARRIERS = ("ggml_barrier", "GOMP_barrier", "__kmpc_barrier")
 GROUPS = ("matmul", "attention", "norm", "rope", "elementwise", "copy", "other_ops", "sync",
           "outside_ops")
@@ -79,7 +82,8 @@ def attribute(frames, kernels=()):
     user = frames
     if not user:
         return "outside_ops"
-    if any(r in user[0][1] for r in RUNTIMES):
+    first = next((f for f in user if not any(c in f[1] for c in LIBC)), None)
+    if first and any(r in first[1] for r in RUNTIMES):
         return "sync"
     kernel = None
     for sym, _ in user:
