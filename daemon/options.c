@@ -68,7 +68,7 @@ static void usage(FILE *out)
 		"                           cheaper for threads that sleep and wake often, but on\n"
 		"                           virtual machines its timer's phase can bias the "
 		"shares\n"
-		"                           (by up to 14 points in generation on the VM measured)\n"
+		"                           (by up to 17 points in generation on the VM measured)\n"
 		"      --precise-duty SHARE share of time (0 to 1) with a uprobe on every matmul\n"
 		"                           and barrier call: exact, but 1.59 us per probed call\n"
 		"                           on a VM (default 0; 1 = always)\n"
@@ -589,7 +589,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->symbols[LP_SYM_OP] = default_op;
 	cfg->sample_hz = 199;
 	/* Per thread: right wherever perf is (test_engines: every op group within 3 points of
-	 * perf on each engine); per CPU, the timer's phase biased generation by up to 14
+	 * perf on each engine); per CPU, the timer's phase biased generation by up to 17
 	 * points on a virtual machine. */
 	cfg->sample_per_thread = true;
 	cfg->stack_scan = true;

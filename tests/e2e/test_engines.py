@@ -28,7 +28,7 @@ and the leading op as perf has it or within 3 points of it; with either sampler,
 their rows with none lost. Tolerance: some 1,100-7,000 samples a side at 997 Hz; a share
 near 0.4 has a standard error of 0.006-0.015 per sampler, up to 0.02 for the difference.
 The per-CPU sampler's shares (--sampler cpu) are printed beside them, not held: on this VM
-its timer's phase biased generation by up to 14 points (README, "Which sampler")."""
+its timer's phase biased generation by up to 17 points (README, "Which sampler")."""
 import json
 import os
 import re
