@@ -4,7 +4,8 @@
 # (nodejs with its npm runs the real llama.cpp workload: tests/workload; curl, prometheus,
 # systemd and libclang-rt-dev serve the e2e tests and the libFuzzer target; libncurses-dev
 # builds llmprofctl's top, and tmux, groff-base and man-db test it and its man pages;
-# linux-perf, libbpf-tools and bpftrace are what bench/ compares llmprofd with).
+# linux-perf, libbpf-tools and bpftrace are what bench/ compares llmprofd with; libomp-dev is
+# LLVM's OpenMP runtime, which llama.cpp built with clang uses: tests/e2e/test_engines.py).
 # With --if-missing, does nothing when every package is already installed; with --list,
 # prints the packages instead.
 set -euo pipefail
@@ -17,7 +18,7 @@ PACKAGES=(
 	openssl
 	curl prometheus systemd libclang-rt-dev
 	libncurses-dev tmux groff-base man-db
-	linux-perf libbpf-tools bpftrace
+	linux-perf libbpf-tools bpftrace libomp-dev
 	python3 util-linux binutils nodejs
 )
 
