@@ -77,7 +77,7 @@ def placed(name, uw):
                                                    uw["scan_share"]))
 
 
-def judge(name, comm, d, dcpu, data, pid=None):
+def judge(name, comm, d, dcpu, data, pid=None, runtime=None):
     """Both daemons' reports on the run of comm (pid, else the one the log names), against
     perf's samples in data."""
     found = re.search(r"pid (\d+) \(%s\) runs ggml" % re.escape(comm), d.log())
@@ -101,6 +101,10 @@ def judge(name, comm, d, dcpu, data, pid=None):
             "%s: the objects with ops are walked by their .eh_frame, no row lost: %s"
             % (name, [(o["path"], o["unwind"], o["unwind_rows"], o["unwind_rows_lost"])
                       for o in ops]))
+    if runtime:
+        omp = [o["path"] for o in g["objects"] if o["openmp_runtime"]]
+        t.check(any(runtime in p for p in omp), "%s: its OpenMP runtime is %s: %s"
+                % (name, runtime, omp))
     libc = [o for o in g["unwind"]["walked_through"] if "/libc.so" in o["path"]]
     t.check(libc and libc[0]["unwind_rows"] > 1000,
             "%s: the C library's frames are walked too: %s" % (name, libc))
@@ -169,7 +173,7 @@ def server(binary, model, work, threads, phase, prompt, tokens):
     return judge(name, "llama-server", d, dcpu, data, pid)
 
 
-def run_once(argv, work, name, comm):
+def run_once(argv, work, name, comm, runtime=None):
     """One run of the engine under perf and two private daemons: one in the default
     configuration (the per-thread sampler; sampling rate aside), which samples each
     thread's CPU time as perf does and is held to perf's shares; one with the per-CPU
@@ -189,7 +193,7 @@ def run_once(argv, work, name, comm):
     pid = None
     if comm == "node":
         pid = json.loads(run.stdout.strip().splitlines()[-1])["pid"]
-    return judge(name, comm, d, dcpu, data, pid)
+    return judge(name, comm, d, dcpu, data, pid, runtime)
 
 
 def ik(binary, model, threads, prompt, tokens):
@@ -237,7 +241,7 @@ def main():
     if wanted("clang"):
         simple = build_llama("--cc", "clang")
         run_once([simple, "-m", model, "-n", "300", "Once upon a time"], work,
-                 "llama-simple (clang) generation", "llama-simple")
+                 "llama-simple (clang) generation", "llama-simple", runtime="libomp")
 
 
 t.run(main, timeout=2400)
