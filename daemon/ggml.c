@@ -470,6 +470,8 @@ static void make_op_samples(struct lp_ggml *g, struct lp_target *t)
 	free(zero);
 }
 
+/* Appends the mappings of v that have rows to the sampling table's unwind entries (up to
+ * LP_MAX_UNWIND), reading the rows of a plain object the first time a process needs them. */
 static void add_unwind_entries(struct lp_ggml *g, pid_t pid, struct lp_ggml_proc *gp,
 			       struct lp_ranges *rg, const struct scan_entry *v, size_t n)
 {
