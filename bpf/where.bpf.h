@@ -110,7 +110,8 @@ static __always_inline int uw_obj(const struct lp_ranges *rg, __u64 addr)
 	return (int)lo;
 }
 
-/* The row covering file offset off of object o: the last one at or below it. */
+/* The row covering file offset off of object o: the last one at or below it; NULL before
+ * the first and in a gap between FDEs, which cfi.c marks with a row of its own. */
 static __always_inline const struct lp_unwind_row *uw_row(const struct lp_unwind_obj *o, __u64 off)
 {
 	__u32 lo = 0, hi = o->n, mid, slot = o->slot;
@@ -136,7 +137,10 @@ static __always_inline const struct lp_unwind_row *uw_row(const struct lp_unwind
 	if (lo == 0 || lo < hi)
 		return NULL;
 	lo--;
-	return bpf_map_lookup_elem(rows, &lo);
+	r = bpf_map_lookup_elem(rows, &lo);
+	if (r && r->cfa == LP_UW_NONE && r->cfa_off == LP_UW_WHY_NO_FDE)
+		return NULL;
+	return r;
 }
 
 /* The walk gives way to the scan at a frame in object obj (-1: in none), for why (enum
@@ -164,14 +168,11 @@ static long unwind_step(__u64 i, void *data)
 
 	k = uw_obj(c->rg, c->ip);
 	row = NULL;
-	if (k >= 0 && !c->rg->uw[k & (LP_MAX_UNWIND - 1)].plain)
-		c->plain = 0;
 	if (k >= 0) {
 		o = &c->rg->uw[k & (LP_MAX_UNWIND - 1)];
+		if (!o->plain)
+			c->plain = 0;
 		row = uw_row(o, c->ip - o->bias - c->ra_adj);
-		/* A gap between FDEs is marked by a row of its own. */
-		if (row && row->cfa == LP_UW_NONE && row->cfa_off == LP_UW_WHY_NO_FDE)
-			row = NULL;
 	}
 	if (!row) {
 		/* The innermost frame outside the objects with rows (a libc or libm leaf:

@@ -108,13 +108,21 @@ static void obj_publish(struct lp_ggml *g, const struct lp_ggml_obj *o)
 	bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.objs), &key, &val, BPF_ANY);
 }
 
+/* Whether the process's sampling table walks frames through o. */
+static bool proc_walks(const struct lp_ggml_proc *gp, const struct lp_ggml_obj *o)
+{
+	for (size_t j = 0; j < LP_MAX_UNWIND; j++)
+		if (gp->uw_objs[j] == o)
+			return true;
+	return false;
+}
+
 /* Whether a process, running or exited, walks frames through o (its report names it). */
 static bool obj_walked(const struct lp_ggml *g, const struct lp_ggml_obj *o)
 {
 	for (size_t k = 0; k < g->tr->n; k++)
-		for (size_t j = 0; g->tr->v[k]->ggml && j < LP_MAX_UNWIND; j++)
-			if (g->tr->v[k]->ggml->uw_objs[j] == o)
-				return true;
+		if (g->tr->v[k]->ggml && proc_walks(g->tr->v[k]->ggml, o))
+			return true;
 	return false;
 }
 
@@ -246,8 +254,7 @@ static void unwind_gc(struct lp_ggml *g, const struct lp_target *gone)
 				continue;
 			for (size_t j = 0; j < t->ggml->nobjs; j++)
 				used |= t->ggml->objs[j] == o;
-			for (size_t j = 0; j < LP_MAX_UNWIND; j++)
-				used |= t->ggml->uw_objs[j] == o;
+			used |= proc_walks(t->ggml, o);
 		}
 		if (!used) {
 			lp_unwind_release(&g->unwind, o->uw_slot, o->uw_n);

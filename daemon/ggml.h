@@ -35,9 +35,10 @@ struct lp_ggml_obj {
 	bool omp_runtime;
 	/* its .eh_frame rows, or why not: -ENOENT no .eh_frame, -ENOSPC every slot taken,
 	 * -EFBIG too many rows, -ENOEXEC not x86-64, -EOPNOTSUPP unwinding is off. Read
-	 * when first seen for objects with op or matmul functions; for any other object (the
-	 * C and C++ runtimes, an OpenMP runtime's own libraries) when a tracked process
-	 * maps it, since a walk from a sample there to its op or barrier crosses it. */
+	 * when first seen for objects with op or matmul functions; for objects with no
+	 * symbols of interest (the C and C++ runtimes) when a process that runs ggml maps
+	 * it, since a walk from a sample there to its op or barrier crosses it. An OpenMP
+	 * runtime needs none: all of its code is sync. */
 	uint32_t uw_slot, uw_n;
 	uint32_t uw_rows_read; /* uw_n as read, kept once given back (exited processes) */
 	int uw_error;
