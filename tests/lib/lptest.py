@@ -23,6 +23,7 @@ SKIP = 77  # ctest SKIP_RETURN_CODE
 
 _children = []
 _checks = {"passed": 0, "failed": 0}
+_failures = []  # the failed checks' messages, repeated under the closing tally
 _scratch = []  # directories and files removed at the end when the test passed
 
 
@@ -61,6 +62,7 @@ def check(cond, msg):
         print("ok: " + msg)
     else:
         _checks["failed"] += 1
+        _failures.append(msg)
         print("FAILED: " + msg)
     return cond
 
@@ -123,8 +125,9 @@ def run(main, timeout, need_root=True):
     ok = True
     try:
         main()
-    except Exception:
+    except Exception as e:
         traceback.print_exc()
+        _failures.append("%s: %s" % (type(e).__name__, e))
         ok = False
     finally:
         signal.alarm(0)
@@ -133,6 +136,9 @@ def run(main, timeout, need_root=True):
         _checks["failed"] += 1
     _clean_scratch(_checks["failed"] == 0)
     print("%d passed, %d failed" % (_checks["passed"], _checks["failed"]))
+    # Repeated last, where a log cut to its tail (ctest's, CI's) still shows them.
+    for m in _failures:
+        print("FAILED: " + m[:1000])
     sys.exit(0 if ok and _checks["failed"] == 0 else 1)
 
 
