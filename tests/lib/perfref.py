@@ -176,7 +176,10 @@ def check_groups(t, name, g, data, pid, kernels=(), tolerance=0.03, enough=500):
             "%s: enough samples on both sides" % name)
     lost = max(0.0, 1 - g["op_groups"]["samples"] / nperf)
     cut = counts["truncated"] / nperf if nperf else 0.0
-    t.check(lost <= 0.10, "%s: samples dropped, against perf's count: %.3f" % (name, lost))
+    # Four OpenMP threads on two CPUs wait in futex calls without end, each running both
+    # daemons' programs (this one's and the Quick start's): 0.077-0.087 lost there, 0.000-0.016
+    # with as many threads as CPUs. The bound catches a sampler that lost its way, not that.
+    t.check(lost <= 0.15, "%s: samples dropped, against perf's count: %.3f" % (name, lost))
     t.check(cut <= 0.05, "%s: perf's chains cut short with no op: %.3f" % (name, cut))
     for k in GROUPS:
         t.check(abs(ours[k] - theirs[k]) <= tolerance + lost + cut,
