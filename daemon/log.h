@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Logging for the daemon: one line per event on stderr, with a syslog priority prefix that
- * journald understands when stderr is the journal (JOURNAL_STREAM set), plain otherwise. */
+ * journald understands when stderr is the journal (JOURNAL_STREAM set), otherwise with the
+ * time in UTC (a container's log, a file, a terminal). */
 #ifndef LLMPROF_LOG_H
 #define LLMPROF_LOG_H
 
@@ -19,6 +20,8 @@ void lp_line_add(struct lp_line *l, const char *fmt, ...) __attribute__((format(
 
 void lp_log_init(const char *prog);
 void lp_log_set_level(int max_priority);
+/* Fatal signals (a fault, an abort) are logged before they end the process. */
+void lp_log_fatal_signals(void);
 void lp_log(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Logs with errno set to -r (so "%m" names r) and returns r, so that callers can write

@@ -885,6 +885,12 @@ int main(int argc, char **argv)
 	int r, ret;
 
 	lp_log_init("llmprofd");
+	lp_log_fatal_signals();
+	/* A client that closes its end before the answer is written must end that answer, not
+	 * the daemon: writes to it fail with EPIPE instead. systemd's IgnoreSIGPIPE= default
+	 * hides this under the unit, nothing does in a container, a terminal or the Quick
+	 * start's background daemon. */
+	signal(SIGPIPE, SIG_IGN);
 	r = lp_options_load(&d.cfg, &d.store, argc, argv);
 	if (r != 0) {
 		ret = r > 0 ? 0 : 2;

@@ -52,7 +52,11 @@ if pgrep -x llmprofd >/dev/null; then
 	exit 0
 fi
 sbin=$(cmake -L -N build | sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p')/sbin
-nohup "$sbin/llmprofd" >"$log" 2>&1 </dev/null &
+# The previous run's log is kept beside the new one: it says how that run ended.
+if [[ -s $log ]]; then
+	mv -f "$log" "$log.1"
+fi
+nohup "$sbin/llmprofd" --foreground >"$log" 2>&1 </dev/null &
 echo $! >"$pidfile"
 for _ in $(seq 100); do
 	if grep -q "ready:" "$log"; then

@@ -8,8 +8,13 @@ A tracked lpggml gives the answers their weight. On both listeners (the Unix soc
 TCP /metrics one), 1,000 requests of every size are half-read: closed before a byte is
 read, after a few bytes, after part of the answer; some closed with a reset. The daemon must
 still be running, answer every request in full, and have lost nothing it had collected:
-the process's counters afterwards are at least what they were before."""
+the process's counters afterwards are at least what they were before.
+
+A daemon that ends says why: its log lines carry the time (they go to a file here, not the
+journal), and one killed by a fatal signal says which, and from whom, before it dies of it."""
 import os
+import re
+import signal
 import socket
 import struct
 import sys
@@ -127,6 +132,19 @@ def main():
     g.proc.stdin.close()
     t.check(d.stop() == 0, "llmprofd exits 0 on SIGINT")
     t.check("killed by" not in d.log(), "no fatal signal in the log")
+    lines = d.log().splitlines()
+    stamped = [x for x in lines if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z llmprofd: ", x)]
+    t.check(lines and len(stamped) == len(lines),
+            "every log line starts with the time in UTC: %d of %d, e.g. %r"
+            % (len(stamped), len(lines), lines[0] if lines else None))
+
+    d2 = t.Daemon("--foreground")
+    d2.wait_ready()
+    d2.proc.send_signal(signal.SIGABRT)
+    rc = d2.wait_exit()
+    t.check(rc == -signal.SIGABRT, "killed with SIGABRT, it dies of it: %s" % rc)
+    t.check("llmprofd: killed by SIGABRT from pid %d" % os.getpid() in d2.log(),
+            "and says so in its log first: %r" % d2.log().splitlines()[-1:])
 
 
 if __name__ == "__main__":
