@@ -36,7 +36,7 @@ static void obj_free(struct lp_ggml *g, struct lp_ggml_obj *o)
 	if (!o)
 		return;
 	lp_unwind_release(&g->unwind, o->uw_slot, o->uw_n);
-	lp_links_destroy(&o->decode_links, &o->ndecode_links);
+	lp_prober_release(g->prober, &o->decode_links, &o->ndecode_links, NULL);
 	lp_elf_result_free(&o->syms);
 	free(o->path);
 	free(o);
@@ -618,7 +618,7 @@ static void attach_decode(struct lp_ggml *g, pid_t pid, struct lp_ggml_obj *o)
 	}
 	if (r < 0) {
 		o->decode_error = r;
-		lp_links_destroy(&o->decode_links, &o->ndecode_links);
+		lp_prober_release(g->prober, &o->decode_links, &o->ndecode_links, NULL);
 		log_warning_errno(r,
 				  "attach llama_decode probes in %s: %m; tokens will not be "
 				  "counted for it",

@@ -16,6 +16,7 @@
 #include "ops.h"
 #include "sampler.h"
 #include "elfsym.h"
+#include "prober.h"
 #include "track.h"
 #include "unwind.h"
 
@@ -91,6 +92,11 @@ struct lp_ggml_proc {
 
 	/* precise mode */
 	bool precise_on;
+	bool precise_attaching;	  /* its probes on their way (prober.h): the window opens then */
+	uint32_t attach_seq;	  /* bumped to disown an attach on its way */
+	double attach_seconds;	  /* the window asked for, from when its probes are on */
+	uint64_t attach_ns;	  /* how long the last window's probes took to go on */
+	struct event *window_end; /* a timed window's end, on the loop (NULL: the tick's) */
 	uint32_t gen;
 	uint64_t window_until_ns; /* 0: held by the duty cycle */
 	uint64_t window_start_ns;
@@ -222,6 +228,8 @@ struct lp_ggml {
 	} * pending;
 	size_t npending;
 	struct lp_unwind unwind;
+	struct lp_prober *prober; /* NULL: probes go on and off on the calling thread */
+	struct event_base *base;  /* NULL: timed windows end at the once-a-second tick */
 };
 
 void lp_ggml_init(struct lp_ggml *g, const struct lp_config *cfg, struct lp_core *core,

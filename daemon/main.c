@@ -42,6 +42,7 @@ struct daemon {
 	struct lp_core core;
 	struct lp_tracker tracker;
 	struct lp_ggml ggml;
+	struct lp_prober prober;
 	struct lp_recorder recorder;
 	struct lp_diagnose diagnose;
 	uint64_t diagnose_ns; /* its last tick */
@@ -531,12 +532,7 @@ static int api_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
 		return r;
 	gp = t->ggml;
 	x = cJSON_AddObjectToObject(o, "precise");
-	cJSON_AddBoolToObject(x, "active", gp->precise_on);
-	if (gp->precise_on && gp->window_until_ns)
-		cJSON_AddNumberToObject(x, "seconds_left",
-					(double)(gp->window_until_ns - lp_now_ns()) / 1e9);
-	else
-		cJSON_AddNullToObject(x, "seconds_left");
+	lp_render_precise_state(x, gp, lp_now_ns());
 	cJSON_AddNumberToObject(x, "functions_probed", (double)gp->nprobed);
 	return 0;
 }
@@ -809,6 +805,11 @@ static int run(struct daemon *d)
 		r = log_error_errno(-ENOMEM, "set up event loop: %m");
 		goto out;
 	}
+	/* Probes go on and off on a thread of their own: the kernel's waits there hold no
+	 * answer (prober.h). Without it, on the loop as before. */
+	if (lp_prober_start(&d->prober, d->base) == 0)
+		d->ggml.prober = &d->prober;
+	d->ggml.base = d->base;
 	lp_precise_tick(&d->ggml);
 	ev_rb = event_new(d->base, ring_buffer__epoll_fd(d->rb), EV_READ | EV_PERSIST, on_ringbuf,
 			  d);
@@ -861,6 +862,9 @@ static int run(struct daemon *d)
 		r = print_report(d);
 	}
 out:
+	/* What is still on its way is taken off here; from now on links go at once. */
+	lp_precise_stop(&d->ggml);
+	lp_prober_stop(&d->prober);
 	event_free_safe(d->ev_checkpoint);
 	d->ev_checkpoint = NULL;
 	lp_server_free(d->server);

@@ -6,6 +6,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <event2/event.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -139,10 +140,39 @@ static void choose_ops(struct lp_ggml *g, struct lp_target *t, uint8_t want[LP_M
 	free(os);
 }
 
+/* A growing array of uprobes to attach (prober.h). */
+struct specs {
+	struct lp_probe_spec *v;
+	size_t n;
+};
+
+/* An entry and a return probe on sym. */
+static int spec_pair(struct specs *sp, struct bpf_program *enter, struct bpf_program *exit,
+		     pid_t pid, const char *path, const struct lp_elf_sym *sym)
+{
+	struct lp_probe_spec *v = realloc(sp->v, (sp->n + 2) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	sp->v = v;
+	for (int ret = 0; ret < 2; ret++) {
+		char *copy = strdup(path);
+
+		if (!copy)
+			return -ENOMEM;
+		v[sp->n++] = (struct lp_probe_spec){.prog = ret ? exit : enter,
+						    .retprobe = ret,
+						    .pid = pid,
+						    .offset = lp_uprobe_offset(sym),
+						    .path = copy};
+	}
+	return 0;
+}
+
 /* Uprobes on the chosen ops' functions: the one named ggml_compute_forward_<op> where the
  * process has it (its helpers run inside it, many times per call), else every function
  * of the op (C++ templates, type variants). */
-static int attach_ops(struct lp_ggml *g, struct lp_target *t)
+static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 {
 	struct lp_ggml_proc *gp = t->ggml;
 	struct core_bpf *s = g->core->skel;
@@ -178,14 +208,9 @@ static int attach_ops(struct lp_ggml *g, struct lp_target *t)
 							   sizeof(path));
 					have_path = true;
 				}
-				for (int ret = 0; ret < 2 && r == 0; ret++) {
-					struct bpf_link *l = bpf_program__attach_uprobe(
-						ret ? s->progs.lp_op_exit : s->progs.lp_op_enter,
-						ret, t->pid, path, lp_uprobe_offset(sym));
-
-					r = l ? lp_links_push(&gp->plinks, &gp->nplinks, l)
-					      : -errno;
-				}
+				if (r == 0)
+					r = spec_pair(sp, s->progs.lp_op_enter, s->progs.lp_op_exit,
+						      t->pid, path, sym);
 				gp->op_probed[idx] = 1;
 				gp->nops_probed++;
 			}
@@ -193,19 +218,13 @@ static int attach_ops(struct lp_ggml *g, struct lp_target *t)
 	return r;
 }
 
-int lp_precise_attach(struct lp_ggml *g, struct lp_target *t)
+/* Every uprobe of a window: matmul and barrier functions, then the chosen ops'. */
+static int window_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 {
 	struct lp_ggml_proc *gp = t->ggml;
 	struct core_bpf *s = g->core->skel;
-	struct lp_line names = {.len = 0};
-	bool moved = gp->nplinks > 0;
 	int r = 0;
 
-	if (gp->nplinks && gp->probed_gen == gp->objs_gen)
-		return 0;
-	gp->probed_gen = gp->objs_gen;
-	/* The mappings changed (a dlopen): probe everything again. */
-	lp_links_destroy(&gp->plinks, &gp->nplinks);
 	gp->nprobed = 0;
 	for (size_t i = 0; i < gp->nobjs && r == 0; i++) {
 		struct lp_ggml_obj *o = gp->objs[i];
@@ -218,38 +237,133 @@ int lp_precise_attach(struct lp_ggml *g, struct lp_target *t)
 
 			if (sym->cls == LP_SYM_DECODE || sym->cls == LP_SYM_OP)
 				continue;
-			for (int ret = 0; ret < 2 && r == 0; ret++) {
-				struct bpf_program *prog = mm ? (ret ? s->progs.lp_matmul_exit
-								     : s->progs.lp_matmul_enter)
-							      : (ret ? s->progs.lp_barrier_exit
-								     : s->progs.lp_barrier_enter);
-				struct bpf_link *l = bpf_program__attach_uprobe(
-					prog, ret, t->pid, path, lp_uprobe_offset(sym));
-
-				r = l ? lp_links_push(&gp->plinks, &gp->nplinks, l) : -errno;
-			}
+			r = spec_pair(sp, mm ? s->progs.lp_matmul_enter : s->progs.lp_barrier_enter,
+				      mm ? s->progs.lp_matmul_exit : s->progs.lp_barrier_exit,
+				      t->pid, path, sym);
 			gp->nprobed++;
 		}
 	}
-	if (r == 0)
-		r = attach_ops(g, t);
+	return r ? r : ops_specs(g, t, sp);
+}
+
+static uint64_t cookie_of(pid_t pid, uint32_t seq)
+{
+	return (uint64_t)(uint32_t)pid << 32 | seq;
+}
+
+static void window_end_free(struct lp_ggml_proc *gp)
+{
+	if (gp->window_end)
+		event_free(gp->window_end);
+	gp->window_end = NULL;
+}
+
+/* A timed window's end: the tick comes once a second, this comes on time. Every window due
+ * now ends. */
+static void on_window_end(evutil_socket_t fd, short what, void *arg)
+{
+	struct lp_ggml *g = arg;
+	uint64_t now = lp_now_ns();
+
+	(void)fd;
+	(void)what;
+	for (size_t i = 0; i < g->tr->n; i++) {
+		struct lp_target *t = g->tr->v[i];
+		struct lp_ggml_proc *gp = t->ggml;
+
+		/* Within a millisecond: libevent's timers round to it. */
+		if (gp && !t->exited && gp->precise_on && gp->window_until_ns &&
+		    now + 1000000 >= gp->window_until_ns)
+			lp_precise_set(g, t, false, 0);
+	}
+}
+
+/* (Re)arms the end of the open window at window_until_ns. */
+static void window_end_arm(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	uint64_t now = lp_now_ns(), left;
+	struct timeval tv;
+
+	window_end_free(gp);
+	if (!g->base || !gp->precise_on || !gp->window_until_ns)
+		return;
+	left = gp->window_until_ns > now ? gp->window_until_ns - now : 0;
+	tv.tv_sec = (time_t)(left / 1000000000ULL);
+	tv.tv_usec = (suseconds_t)(left % 1000000000ULL / 1000);
+	gp->window_end = evtimer_new(g->base, on_window_end, g);
+	if (gp->window_end && evtimer_add(gp->window_end, &tv) < 0)
+		window_end_free(gp);
+}
+
+/* On the loop, when a window's probes are on: the window opens now, for what was asked. */
+static void attached(void *ctx, uint64_t cookie, struct bpf_link **links, size_t n, int err,
+		     uint64_t ns)
+{
+	struct lp_ggml *g = ctx;
+	pid_t pid = (pid_t)(cookie >> 32);
+	struct lp_target *t = lp_tracker_find(g->tr, pid);
+	struct lp_ggml_proc *gp = t ? t->ggml : NULL;
+	struct lp_line names = {.len = 0};
+	char what[48];
+	int r;
+
+	snprintf(what, sizeof(what), "pid %d", (int)pid);
+	/* Switched off, or exited, while they went on: they come off again. */
+	if (!gp || t->exited || !gp->precise_attaching || gp->attach_seq != (uint32_t)cookie) {
+		lp_prober_release(g->prober, &links, &n, NULL);
+		return;
+	}
+	gp->precise_attaching = false;
+	gp->attach_ns = ns;
+	gp->plinks = links;
+	gp->nplinks = n;
+	r = err ? err : window_mark(g, t);
 	if (r < 0) {
-		lp_links_destroy(&gp->plinks, &gp->nplinks);
+		lp_prober_release(g->prober, &gp->plinks, &gp->nplinks, NULL);
 		gp->nprobed = gp->nops_probed = 0;
 		gp->precise_error = r;
-		return log_warning_errno(r, "pid %d: attach precise-mode probes: %m", (int)t->pid);
+		log_warning_errno(r, "pid %d: attach precise-mode probes: %m", (int)pid);
+		return;
 	}
+	gp->precise_on = true;
+	gp->window_until_ns =
+		gp->attach_seconds > 0 ? lp_now_ns() + (uint64_t)(gp->attach_seconds * 1e9) : 0;
+	window_end_arm(g, t);
 	for (size_t i = 0; i < gp->nobjs; i++)
 		if (lp_ggml_obj_has(gp->objs[i], LP_SYM_MATMUL) ||
 		    lp_ggml_obj_has(gp->objs[i], LP_SYM_BARRIER))
 			lp_line_add(&names, "%s%s", names.len ? ", " : "", gp->objs[i]->path);
-	log_info("pid %d: precise probes on %zu functions in %s, %zu of them op functions",
-		 (int)t->pid, gp->nprobed, names.buf, gp->nops_probed);
-	/* The mappings changed under an open window (a dlopen): the time before the probes
-	 * moved was not measured, so the window starts again from here. */
-	if (moved && gp->precise_on)
-		return window_mark(g, t);
-	return 0;
+	log_info("pid %d: precise probes on %zu functions in %s, %zu of them op functions, "
+		 "in %.1f ms",
+		 (int)pid, gp->nprobed, names.buf, gp->nops_probed, (double)ns / 1e6);
+	log_info("pid %d: precise mode on", (int)pid);
+}
+
+/* Hands the window's probes to the prober; the window opens when they are all on. */
+static int start_attach(struct lp_ggml *g, struct lp_target *t, double seconds)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	struct specs sp = {0};
+	int r;
+
+	gp->probed_gen = gp->objs_gen;
+	r = window_specs(g, t, &sp);
+	if (r < 0) {
+		lp_probe_specs_free(sp.v, sp.n);
+		gp->nprobed = gp->nops_probed = 0;
+		gp->precise_error = r;
+		return log_warning_errno(r, "pid %d: attach precise-mode probes: %m", (int)t->pid);
+	}
+	gp->precise_attaching = true;
+	gp->attach_seconds = seconds;
+	gp->precise_error = 0;
+	r = lp_prober_attach(g->prober, sp.v, sp.n, attached, g,
+			     cookie_of(t->pid, ++gp->attach_seq));
+	if (r < 0)
+		gp->precise_attaching = false;
+	/* Without a prober, attached() has run: its error is the caller's. */
+	return r < 0 ? r : gp->precise_on || gp->precise_attaching ? 0 : gp->precise_error;
 }
 
 static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp_proc_stats *st)
@@ -257,12 +371,16 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 	struct lp_ggml_proc *gp = t->ggml;
 	__u32 key = (__u32)t->pid;
 	uint64_t oncpu;
+	char what[48];
 
 	if (!gp->precise_on)
 		return;
-	lp_links_destroy(&gp->plinks, &gp->nplinks);
-	gp->nprobed = gp->nops_probed = 0;
+	/* The window ends here, for the counters: the probes count nothing once the process's
+	 * entry is gone, and come off on the prober's time. */
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
+	snprintf(what, sizeof(what), "pid %d", (int)t->pid);
+	lp_prober_release(g->prober, &gp->plinks, &gp->nplinks, what);
+	gp->nprobed = gp->nops_probed = 0;
 	gp->windows++;
 	gp->window_ns += lp_now_ns() - gp->window_start_ns;
 	if (t->exited && st) {
@@ -281,38 +399,62 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 	}
 	gp->precise_on = false;
 	gp->window_until_ns = 0;
+	window_end_free(gp);
 	log_info("pid %d: precise mode off", (int)t->pid);
+}
+
+/* Closes the open window (st: the counters now, or NULL when they cannot be read). */
+static void window_close_now(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_proc_stats *st = malloc(sizeof(*st));
+
+	window_close(g, t, st && read_stats(g, t->pid, st) == 0 ? st : NULL);
+	free(st);
+}
+
+void lp_precise_attach(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	uint64_t now = lp_now_ns();
+	bool timed;
+	double left;
+
+	if (!gp->precise_on || gp->probed_gen == gp->objs_gen)
+		return;
+	/* The mappings changed under an open window (a dlopen): that window ends, and one with
+	 * probes on everything now mapped opens for what was left of it. */
+	timed = gp->window_until_ns != 0;
+	left = timed && gp->window_until_ns > now ? (double)(gp->window_until_ns - now) / 1e9 : 0;
+	window_close_now(g, t);
+	if (!timed || left > 0)
+		start_attach(g, t, left);
 }
 
 int lp_precise_set(struct lp_ggml *g, struct lp_target *t, bool on, double seconds)
 {
 	struct lp_ggml_proc *gp = t ? t->ggml : NULL;
-	int r;
 
 	if (!t || t->exited || !gp || !gp->found_ns)
 		return -ESRCH;
 	if (!on) {
-		struct lp_proc_stats *st = malloc(sizeof(*st));
-
-		window_close(g, t, st && read_stats(g, t->pid, st) == 0 ? st : NULL);
-		free(st);
+		if (gp->precise_attaching) {
+			gp->precise_attaching = false;
+			gp->attach_seq++;
+			log_info("pid %d: precise mode off before its probes were on", (int)t->pid);
+		}
+		window_close_now(g, t);
 		return 0;
 	}
-	gp->window_until_ns = seconds > 0 ? lp_now_ns() + (uint64_t)(seconds * 1e9) : 0;
-	if (gp->precise_on)
+	if (gp->precise_on) {
+		gp->window_until_ns = seconds > 0 ? lp_now_ns() + (uint64_t)(seconds * 1e9) : 0;
+		window_end_arm(g, t);
 		return 0;
-	r = window_mark(g, t);
-	if (r < 0)
-		return r;
-	gp->precise_on = true;
-	gp->precise_error = 0;
-	r = lp_precise_attach(g, t);
-	if (r < 0) {
-		window_close(g, t, NULL);
-		return r;
 	}
-	log_info("pid %d: precise mode on", (int)t->pid);
-	return 0;
+	if (gp->precise_attaching) {
+		gp->attach_seconds = seconds;
+		return 0;
+	}
+	return start_attach(g, t, seconds);
 }
 
 /* The duty cycle, phased from when the process was found. */
@@ -424,13 +566,26 @@ void lp_precise_on_exit(struct lp_ggml *g, struct lp_target *t)
 	__u32 key = (__u32)t->pid;
 
 	if (t->ggml) {
+		if (t->ggml->precise_attaching) {
+			t->ggml->precise_attaching = false;
+			t->ggml->attach_seq++;
+		}
 		if (t->ggml->precise_on)
 			window_close(g, t, t->final);
-		lp_links_destroy(&t->ggml->plinks, &t->ggml->nplinks);
+		lp_prober_release(g->prober, &t->ggml->plinks, &t->ggml->nplinks, NULL);
 		take_op_precise(g, t, true);
 	}
 	/* The exit hook deletes it; an exit it missed (lp_tracker_sweep) leaves it. */
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
+}
+
+void lp_precise_stop(struct lp_ggml *g)
+{
+	for (size_t i = 0; i < g->tr->n; i++)
+		if (g->tr->v[i]->ggml)
+			window_end_free(g->tr->v[i]->ggml);
+	g->base = NULL;
+	g->prober = NULL;
 }
 
 void lp_precise_reset(struct lp_ggml *g, struct lp_target *t)

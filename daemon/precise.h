@@ -9,12 +9,16 @@
 
 #include "ggml.h"
 
-/* On for seconds (0 = until switched off), or off. Returns 0, -ESRCH when it is not a live
- * ggml process, or -errno from attaching. */
+/* On for seconds (0 = until switched off), or off. The probes go on off the event loop
+ * (prober.h): the window opens when they are all on (precise_attaching until then) and
+ * lasts seconds from there; switched off, the window ends at once and the probes come off
+ * on the prober's time. Returns 0, -ESRCH when it is not a live ggml process, or -errno
+ * from preparing the probes (or attaching them, without a prober). */
 int lp_precise_set(struct lp_ggml *g, struct lp_target *t, bool on, double seconds);
 
-/* The process's objects changed (a dlopen) under an open window: probes follow. */
-int lp_precise_attach(struct lp_ggml *g, struct lp_target *t);
+/* The process's objects changed (a dlopen) under an open window: that window ends and one
+ * with probes on everything mapped now opens for what was left of it. */
+void lp_precise_attach(struct lp_ggml *g, struct lp_target *t);
 
 /* The duty cycle (--precise-duty), phased from when the process was found. */
 void lp_precise_duty(struct lp_ggml *g, struct lp_target *t, uint64_t now);
@@ -24,6 +28,10 @@ void lp_precise_tick(struct lp_ggml *g);
 
 /* At the exit: closes an open window, drops the probes, keeps the ops' last figures. */
 void lp_precise_on_exit(struct lp_ggml *g, struct lp_target *t);
+
+/* Before the event loop and the prober go: windows end at the tick, probes on the calling
+ * thread, from here on. */
+void lp_precise_stop(struct lp_ggml *g);
 
 /* Ops probed per window without --precise-ops: those with most samples. */
 #define LP_PRECISE_OPS 32

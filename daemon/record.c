@@ -221,7 +221,7 @@ int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops)
 	read_maps(rec);
 	/* Op and barrier spans come from precise mode's probes: on for the window, unless
 	 * they are on already (then they stay as they were). */
-	if (ops && t->ggml && !t->ggml->precise_on) {
+	if (ops && t->ggml && !t->ggml->precise_on && !t->ggml->precise_attaching) {
 		int e = lp_precise_set(r->g, t, true, seconds);
 
 		if (e == 0)
@@ -326,7 +326,8 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 	if (bpf_map_lookup_elem(map_fd(r), &key, &st) == 0)
 		rec->lost = st.lost;
 	bpf_map_delete_elem(map_fd(r), &key);
-	if (t && rec->precise_ours && t->ggml && t->ggml->precise_on && !t->exited)
+	if (t && rec->precise_ours && t->ggml &&
+	    (t->ggml->precise_on || t->ggml->precise_attaching) && !t->exited)
 		lp_precise_set(r->g, t, false, 0);
 	read_threads(rec);
 	read_maps(rec);

@@ -440,9 +440,27 @@ static cJSON *render_missing(const struct lp_config *cfg, const struct lp_ggml_p
 				cJSON_AddItemToArray(a, cJSON_CreateString(*p));
 	return a;
 }
+void lp_render_precise_state(cJSON *x, const struct lp_ggml_proc *gp, uint64_t now)
+{
+	cJSON_AddStringToObject(x, "state",
+				gp->precise_on		? "on"
+				: gp->precise_attaching ? "attaching"
+							: "off");
+	cJSON_AddBoolToObject(x, "active", gp->precise_on || gp->precise_attaching);
+	if (gp->precise_on && gp->window_until_ns)
+		cJSON_AddNumberToObject(x, "seconds_left",
+					gp->window_until_ns > now
+						? (double)(gp->window_until_ns - now) / 1e9
+						: 0.0);
+	else if (gp->precise_attaching && gp->attach_seconds > 0)
+		cJSON_AddNumberToObject(x, "seconds_left", gp->attach_seconds);
+	else
+		cJSON_AddNullToObject(x, "seconds_left");
+	cJSON_AddNumberToObject(x, "attach_ms", (double)gp->attach_ns / 1e6);
+}
 
 static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *cfg,
-			  uint32_t sample_hz)
+			  uint32_t sample_hz, uint64_t now)
 {
 	const struct lp_ggml_proc *gp = v->target->ggml;
 	const __u64 *ctr = v->stats.ctr;
@@ -506,7 +524,7 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	num(x, "barrier_offcpu_estimate_ns", ctr[LP_C_BARRIER_OFF_EST_NS]);
 
 	x = cJSON_AddObjectToObject(o, "precise");
-	cJSON_AddBoolToObject(x, "active", gp->precise_on);
+	lp_render_precise_state(x, gp, now);
 	num(x, "windows", w->windows);
 	cJSON_AddNumberToObject(x, "seconds", (double)w->ns / 1e9);
 	num(x, "oncpu_ns", w->oncpu_ns);
@@ -698,7 +716,9 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 	cJSON_AddItemToObject(o, "sampled_share",
 			      render_share(ctr[LP_C_SAMPLES_MATMUL], ctr[LP_C_SAMPLES_BARRIER],
 					   ctr[LP_C_SAMPLES]));
-	cJSON_AddBoolToObject(o, "precise_active", v->target->ggml && v->target->ggml->precise_on);
+	cJSON_AddBoolToObject(o, "precise_active",
+			      v->target->ggml && (v->target->ggml->precise_on ||
+						  v->target->ggml->precise_attaching));
 	/* How many rules fired and the worst severity, for a table to mark the process. */
 	c = cJSON_AddObjectToObject(o, "findings");
 	num(c, "count", v->findings ? v->findings->n : 0);
@@ -730,7 +750,7 @@ cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v)
 	cJSON_AddItemToObject(o, "preemptors", render_preempt(&v->preempt, t->pid));
 	cJSON_AddItemToObject(o, "findings", lp_render_findings(v));
 	if (t->ggml && t->ggml->found_ns)
-		cJSON_AddItemToObject(o, "ggml", render_ggml(v, r->cfg, r->sample_hz));
+		cJSON_AddItemToObject(o, "ggml", render_ggml(v, r->cfg, r->sample_hz, r->now_ns));
 	else
 		cJSON_AddNullToObject(o, "ggml");
 	th = cJSON_AddArrayToObject(o, "threads");

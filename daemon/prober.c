@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Uprobes attached and detached off the event loop (prober.h). */
+#include "prober.h"
+
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "uprobe.h"
+
+struct lp_probe_job {
+	struct lp_probe_job *next;
+	/* attach: specs in, links out; release: links in */
+	struct lp_probe_spec *specs;
+	size_t nspecs;
+	struct bpf_link **links;
+	size_t nlinks;
+	int err;
+	uint64_t ns;
+	lp_probe_done_fn done; /* NULL: a release */
+	void *ctx;
+	uint64_t cookie;
+	char what[64];
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void lp_probe_specs_free(struct lp_probe_spec *specs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(specs[i].path);
+	free(specs);
+}
+
+/* The work itself, on whichever thread runs it. */
+static void job_run(struct lp_probe_job *j)
+{
+	uint64_t t0 = mono_ns();
+
+	if (j->done) {
+		for (size_t i = 0; i < j->nspecs && !j->err; i++) {
+			const struct lp_probe_spec *s = &j->specs[i];
+			struct bpf_link *l = bpf_program__attach_uprobe(s->prog, s->retprobe,
+									s->pid, s->path, s->offset);
+
+			j->err = l ? lp_links_push(&j->links, &j->nlinks, l) : -errno;
+		}
+		lp_probe_specs_free(j->specs, j->nspecs);
+		j->specs = NULL;
+		j->nspecs = 0;
+	} else {
+		size_t n = j->nlinks;
+
+		lp_links_destroy(&j->links, &j->nlinks);
+		if (j->what[0])
+			log_info("%s: %zu probes off in %.1f ms", j->what, n,
+				 (double)(mono_ns() - t0) / 1e6);
+	}
+	j->ns = mono_ns() - t0;
+}
+
+static void job_free(struct lp_probe_job *j)
+{
+	lp_probe_specs_free(j->specs, j->nspecs);
+	lp_links_destroy(&j->links, &j->nlinks);
+	free(j);
+}
+
+enum { LP_LANE_ATTACH, LP_LANE_RELEASE };
+
+static void *worker(void *arg)
+{
+	struct lp_probe_lane *l = arg;
+	struct lp_prober *p = l->p;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct lp_probe_job *j = l->todo;
+		uint64_t one = 1;
+
+		if (!j) {
+			l->busy = false;
+			if (p->stopping)
+				break;
+			pthread_cond_wait(&l->wake, &p->lock);
+			continue;
+		}
+		l->todo = j->next;
+		if (!l->todo)
+			l->todo_tail = &l->todo;
+		l->busy = true;
+		pthread_mutex_unlock(&p->lock);
+		/* Stopping: only what frees the kernel's probes is still worth doing. */
+		if (!(p->stopping && j->done))
+			job_run(j);
+		pthread_mutex_lock(&p->lock);
+		if (!j->done || p->stopping) {
+			pthread_mutex_unlock(&p->lock);
+			job_free(j);
+			pthread_mutex_lock(&p->lock);
+			continue;
+		}
+		j->next = p->done;
+		p->done = j;
+		if (write(p->efd, &one, sizeof(one)) < 0) {
+			/* The counter cannot overflow at one per job; a failure leaves the job
+			 * for the next wakeup. */
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* On the loop: the finished attaches, oldest first, to their callbacks. */
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct lp_prober *p = arg;
+	struct lp_probe_job *list, *rev = NULL;
+	uint64_t n;
+
+	(void)what;
+	if (read(fd, &n, sizeof(n)) < 0) {
+		/* EAGAIN: another wakeup took the jobs. */
+	}
+	pthread_mutex_lock(&p->lock);
+	list = p->done;
+	p->done = NULL;
+	pthread_mutex_unlock(&p->lock);
+	while (list) {
+		struct lp_probe_job *next = list->next;
+
+		list->next = rev;
+		rev = list;
+		list = next;
+	}
+	while (rev) {
+		struct lp_probe_job *j = rev;
+
+		rev = j->next;
+		j->done(j->ctx, j->cookie, j->links, j->nlinks, j->err, j->ns);
+		j->links = NULL;
+		j->nlinks = 0;
+		job_free(j);
+	}
+}
+
+static void prober_join(struct lp_prober *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->stopping = true;
+	for (int i = 0; i < 2; i++)
+		pthread_cond_signal(&p->lane[i].wake);
+	pthread_mutex_unlock(&p->lock);
+	for (int i = 0; i < 2; i++)
+		if (p->lane[i].started)
+			pthread_join(p->lane[i].thread, NULL);
+}
+
+int lp_prober_start(struct lp_prober *p, struct event_base *base)
+{
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->efd < 0)
+		return log_warning_errno(-errno, "probe threads: eventfd: %m; probes are attached "
+						 "and detached on the event loop");
+	pthread_mutex_init(&p->lock, NULL);
+	for (int i = 0; i < 2; i++) {
+		p->lane[i].p = p;
+		p->lane[i].todo_tail = &p->lane[i].todo;
+		pthread_cond_init(&p->lane[i].wake, NULL);
+	}
+	p->ev = event_new(base, p->efd, EV_READ | EV_PERSIST, on_done, p);
+	if (!p->ev || event_add(p->ev, NULL) < 0) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (int i = 0; i < 2; i++) {
+		r = -pthread_create(&p->lane[i].thread, NULL, worker, &p->lane[i]);
+		if (r < 0)
+			goto fail;
+		p->lane[i].started = true;
+	}
+	p->running = true;
+	return 0;
+fail:
+	prober_join(p);
+	if (p->ev)
+		event_free(p->ev);
+	p->ev = NULL;
+	close(p->efd);
+	p->efd = -1;
+	return log_warning_errno(r, "probe threads: %m; probes are attached and detached on "
+				    "the event loop");
+}
+
+void lp_prober_stop(struct lp_prober *p)
+{
+	if (!p->running)
+		return;
+	prober_join(p);
+	p->running = false;
+	while (p->done) {
+		struct lp_probe_job *j = p->done;
+
+		p->done = j->next;
+		job_free(j);
+	}
+	event_free(p->ev);
+	close(p->efd);
+	for (int i = 0; i < 2; i++)
+		pthread_cond_destroy(&p->lane[i].wake);
+	pthread_mutex_destroy(&p->lock);
+}
+
+static void submit(struct lp_prober *p, struct lp_probe_job *j)
+{
+	struct lp_probe_lane *l = &p->lane[j->done ? LP_LANE_ATTACH : LP_LANE_RELEASE];
+
+	pthread_mutex_lock(&p->lock);
+	*l->todo_tail = j;
+	l->todo_tail = &j->next;
+	pthread_cond_signal(&l->wake);
+	pthread_mutex_unlock(&p->lock);
+}
+
+int lp_prober_attach(struct lp_prober *p, struct lp_probe_spec *specs, size_t n,
+		     lp_probe_done_fn done, void *ctx, uint64_t cookie)
+{
+	struct lp_probe_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		lp_probe_specs_free(specs, n);
+		return -ENOMEM;
+	}
+	*j = (struct lp_probe_job){
+		.specs = specs, .nspecs = n, .done = done, .ctx = ctx, .cookie = cookie};
+	if (!p || !p->running) {
+		job_run(j);
+		done(ctx, cookie, j->links, j->nlinks, j->err, j->ns);
+		j->links = NULL;
+		j->nlinks = 0;
+		job_free(j);
+		return 0;
+	}
+	submit(p, j);
+	return 0;
+}
+
+void lp_prober_release(struct lp_prober *p, struct bpf_link ***links, size_t *n, const char *what)
+{
+	struct lp_probe_job *j;
+
+	if (!*n) {
+		lp_links_destroy(links, n);
+		return;
+	}
+	j = p && p->running ? calloc(1, sizeof(*j)) : NULL;
+	if (!j) {
+		lp_links_destroy(links, n);
+		return;
+	}
+	j->links = *links;
+	j->nlinks = *n;
+	if (what)
+		snprintf(j->what, sizeof(j->what), "%s", what);
+	*links = NULL;
+	*n = 0;
+	submit(p, j);
+}
