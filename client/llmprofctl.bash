@@ -44,7 +44,7 @@ _llmprofctl() {
 	list) opts="--json --pids $common" ;;
 	status) opts="--json $common" ;;
 	reset) opts="--pid $common" ;;
-	precise) opts="--pid --seconds --off $common" ;;
+	precise) opts="--pid --seconds --no-wait --off $common" ;;
 	record) opts="--pid --seconds --output --no-ops --summary $common" ;;
 	doctor) opts="--pid --all --json --measure-bandwidth $common" ;;
 	diff)

@@ -17,6 +17,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -419,14 +420,42 @@ def test_commands(w):
     c = w.doc(w.f1.pid)["counters"]
     t.check(rc == 0 and ("pid %d" % w.f1.pid) in out and c["futex_waits"] == 0,
             "reset zeroes the counters: %s" % out.strip())
-    rc, out, _ = ctl("precise", "--pid", str(w.g.pid), "--seconds", "30", env=w.env)
-    t.check(rc == 0 and "precise mode on for 30 s" in out and
-            w.d.get("/v1/processes")["processes"] and
-            [p for p in w.d.get("/v1/processes")["processes"] if p["pid"] == w.g.pid][0]
-            ["precise_active"], "precise --seconds 30 switches it on: %s" % out.strip())
+    rc, out, _ = ctl("precise", "--pid", str(w.g.pid), "--seconds", "30", "--no-wait",
+                     env=w.env)
+    t.check(rc == 0 and re.search(r"precise mode (on|attaching its probes); ?.*for 30 s", out)
+            and [p for p in w.d.get("/v1/processes")["processes"] if p["pid"] == w.g.pid][0]
+            ["precise_active"], "precise --seconds 30 --no-wait switches it on: %s"
+            % out.strip())
+    t.poll("the probes on", lambda: w.doc(w.g.pid)["ggml"]["precise"]["state"] == "on")
     rc, out, _ = ctl("precise", "--pid", str(w.g.pid), "--off", env=w.env)
     t.check(rc == 0 and "precise mode off" in out and
             not w.doc(w.g.pid)["ggml"]["precise"]["active"], "precise --off")
+
+    # As perf stat -p PID -- sleep S: it waits for the window and prints what it measured.
+    # The window lasts what was asked from when the probes are on: held to 0.2 s, the
+    # loop's timer and the client's polling (0.1 s) both within it.
+    before = w.doc(w.g.pid)["ggml"]["precise"]
+    rc, out, err = ctl("precise", "--pid", str(w.g.pid), "--seconds", "1.5", env=w.env)
+    after = w.doc(w.g.pid)["ggml"]["precise"]
+    m = re.search(r"precise window of ([\d.]+) s, probes on (\d+) functions", out)
+    t.check(rc == 0 and m and abs(float(m.group(1)) - 1.5) <= 0.2 and int(m.group(2)) > 0
+            and after["windows"] == before["windows"] + 1
+            and abs(after["seconds"] - before["seconds"] - float(m.group(1))) < 0.01
+            and "matmul" in out and "barrier" in out and not after["active"],
+            "precise --seconds 1.5 waits and prints the window it measured: %r %r"
+            % (out[:300], err[-200:]))
+    # Ctrl-C ends the window early and prints it.
+    p = subprocess.Popen([t.LLMPROFCTL, "precise", "--pid", str(w.g.pid), "--seconds", "60"],
+                         env=w.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t._children.append(p)
+    t.poll("the window open", lambda: w.doc(w.g.pid)["ggml"]["precise"]["state"] == "on")
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    m = re.search(r"precise window of ([\d.]+) s", out)
+    t.check(p.returncode == 0 and m and float(m.group(1)) < 10
+            and not w.doc(w.g.pid)["ggml"]["precise"]["active"],
+            "Ctrl-C ends the window and prints it: %r %r" % (out[:200], err[-200:]))
     expect(["precise", "--pid", str(w.f1.pid)], 1, "ggml", env=w.env)
     expect(["precise", "--pid", str(w.x_pid)], 1, "exited", env=w.env)
 
