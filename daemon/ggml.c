@@ -237,15 +237,16 @@ static void obj_load_unwind(struct lp_ggml *g, struct lp_ggml_obj *o, int fd, bo
 		log_info("%s: %u rows of its .eh_frame, for walks through it", o->path, o->uw_n);
 }
 
-/* Gives back the rows of objects replaced on disk, and of plain objects (no symbols of
- * interest), that no running process maps any more. */
+/* Gives back the rows of every object that no running process maps or walks through any
+ * more: a daemon that runs for weeks sees engines come and go, and the rows (and the 256
+ * slots) belong to what runs now. An object mapped again has its rows read again then. */
 static void unwind_gc(struct lp_ggml *g, const struct lp_target *gone)
 {
 	for (size_t i = 0; i < g->nobjs; i++) {
 		struct lp_ggml_obj *o = g->objs[i];
-		bool plain = o->verdict == LP_OBJ_NONE, used = false;
+		bool used = false;
 
-		if (!(o->stale || plain) || !o->uw_n)
+		if (!o->uw_n)
 			continue;
 		for (size_t k = 0; k < g->tr->n && !used; k++) {
 			const struct lp_target *t = g->tr->v[k];
@@ -259,8 +260,8 @@ static void unwind_gc(struct lp_ggml *g, const struct lp_target *gone)
 		if (!used) {
 			lp_unwind_release(&g->unwind, o->uw_slot, o->uw_n);
 			o->uw_n = 0;
-			o->uw_tried = false; /* a plain one is read again when mapped again */
-			o->uw_error = o->stale ? -ESTALE : -EOPNOTSUPP;
+			o->uw_tried = false;
+			o->uw_error = o->stale ? -ESTALE : -ENODATA;
 		}
 	}
 }
@@ -485,12 +486,15 @@ static void add_unwind_entries(struct lp_ggml *g, pid_t pid, struct lp_ggml_proc
 	for (size_t i = 0; i < n && rg->nuw < LP_MAX_UNWIND; i++) {
 		struct lp_ggml_obj *o = v[i].o;
 
-		if (o->verdict == LP_OBJ_NONE && !o->uw_tried && !o->stale) {
+		/* Plain objects when first walked; objects with ops again after their rows
+		 * were given back (unwind_gc). */
+		if ((o->verdict == LP_OBJ_NONE || o->uw_error == -ENODATA) && !o->uw_tried &&
+		    !o->stale) {
 			char how[PATH_MAX + 64];
 			int fd = mapping_open(pid, &v[i].m, how, sizeof(how));
 
 			if (fd >= 0) {
-				obj_load_unwind(g, o, fd, true);
+				obj_load_unwind(g, o, fd, o->verdict == LP_OBJ_NONE);
 				close(fd);
 			}
 		}

@@ -182,9 +182,16 @@ static inline bool lp_ggml_obj_unwinds(const struct lp_ggml_obj *o)
 }
 
 /* How samples in the object's code find their callers: "eh_frame", or why not. */
+/* Walked by its rows: it has them, or had them and gave them back when no running process
+ * mapped it any more (read again when one does). */
+static inline bool lp_ggml_obj_walked_by_rows(const struct lp_ggml_obj *o)
+{
+	return o->uw_n || o->uw_error == -ENODATA;
+}
+
 static inline const char *lp_ggml_obj_unwind(const struct lp_ggml_obj *o)
 {
-	if (o->uw_n)
+	if (lp_ggml_obj_walked_by_rows(o))
 		return "eh_frame";
 	switch (o->uw_error) {
 	case -ENOENT:

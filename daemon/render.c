@@ -221,18 +221,22 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_s
 		/* Op functions are many (upstream has 130+): counted, not listed. Matmul
 		 * functions named ggml_compute_forward_* are ops too. */
 		num(e, "op_functions", nops);
-		cJSON_AddStringToObject(
-			e, "op_attribution",
-			ob->omp_runtime	   ? "sync: an OpenMP runtime"
-			: nops && ob->uw_n ? "unwind: instruction pointer, else innermost op "
-					     "among the callers, frames walked by .eh_frame"
-			: nops		   ? "stack scan: instruction pointer, else innermost "
-					     "op return address in 8 KiB"
-			: ob->verdict == LP_OBJ_MATMUL ? "unknown: no op functions in its symbols"
-						       : "none");
+		cJSON_AddStringToObject(e, "op_attribution",
+					ob->omp_runtime ? "sync: an OpenMP runtime"
+					: nops && lp_ggml_obj_walked_by_rows(ob)
+						? "unwind: instruction pointer, else innermost op "
+						  "among the callers, frames walked by .eh_frame"
+					: nops ? "stack scan: instruction pointer, else innermost "
+						 "op return address in 8 KiB"
+					: ob->verdict == LP_OBJ_MATMUL
+						? "unknown: no op functions in its symbols"
+						: "none");
 		/* How samples in its code find their callers, and why not by .eh_frame. */
 		cJSON_AddStringToObject(e, "unwind", lp_ggml_obj_unwind(ob));
-		num(e, "unwind_rows", ob->uw_n);
+		/* The rows it was walked by; those the kernel holds now (0 once no running
+		 * process maps it: they were given back). */
+		num(e, "unwind_rows", ob->uw_rows_read);
+		num(e, "unwind_rows_held", ob->uw_n);
 		/* Its rows the walk cannot follow, by why; and samples whose walk stopped in
 		 * its code and went to the stack scan. */
 		sites = cJSON_AddObjectToObject(e, "unwind_rows_lost");
