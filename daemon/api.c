@@ -112,7 +112,11 @@ void lp_api_error(struct lp_api_response *res, int status, const char *code, con
 
 void lp_api_response_free(struct lp_api_response *res)
 {
-	free(res->body);
+	if (res->shared)
+		lp_body_put(res->shared);
+	else
+		free(res->body);
+	res->shared = NULL;
 	res->body = NULL;
 	res->len = 0;
 }
@@ -608,20 +612,20 @@ static void get_record(const struct lp_api_backend *b, const struct lp_peer *p, 
 		       struct lp_api_response *res)
 {
 	double remaining = 0;
-	char *body = NULL;
-	size_t len = 0;
+	struct lp_body *body = NULL;
 	cJSON *doc;
 	int ret;
 
 	if (!need_privilege(b, p, "recording a timeline", res))
 		return;
-	ret = b->record_fetch(b->ctx, pid, &body, &len, &remaining);
+	ret = b->record_fetch(b->ctx, pid, &body, &remaining);
 	if (ret == 0) {
 		res->status = 200;
 		res->reason = "OK";
 		res->content_type = "application/json";
-		res->body = body;
-		res->len = len;
+		res->shared = body;
+		res->body = body->data;
+		res->len = body->len;
 	} else if (ret == 1) {
 		doc = cJSON_CreateObject();
 		cJSON_AddNumberToObject(doc, "pid", pid);

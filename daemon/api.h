@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "body.h"
 #include "report.h"
 
 /* Who is asking. */
@@ -40,7 +41,7 @@ struct lp_api_backend {
 	int (*precise)(void *ctx, pid_t pid, bool on, double seconds, cJSON *o);
 	/* A timeline record: lp_record_start's and lp_record_fetch's returns. */
 	int (*record_start)(void *ctx, pid_t pid, double seconds, bool ops);
-	int (*record_fetch)(void *ctx, pid_t pid, char **body, size_t *len, double *remaining);
+	int (*record_fetch)(void *ctx, pid_t pid, struct lp_body **body, double *remaining);
 	/* The host's memory bandwidth into o; with measure, a measurement is started first. */
 	void (*bandwidth)(void *ctx, bool measure, cJSON *o);
 	const char *group; /* the group whose members are privileged, for messages */
@@ -64,8 +65,9 @@ struct lp_api_response {
 	const char *reason;
 	const char *content_type;
 	const char *allow; /* for 405 */
-	char *body;	   /* malloc'd */
+	char *body;	   /* malloc'd, or shared's */
 	size_t len;
+	struct lp_body *shared; /* a body kept by its owner too: one reference is the answer's */
 };
 
 void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *req,

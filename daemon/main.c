@@ -506,11 +506,11 @@ static int api_record_start(void *ctx, pid_t pid, double seconds, bool ops)
 	return r;
 }
 
-static int api_record_fetch(void *ctx, pid_t pid, char **body, size_t *len, double *remaining)
+static int api_record_fetch(void *ctx, pid_t pid, struct lp_body **body, double *remaining)
 {
 	struct daemon *d = ctx;
 
-	return lp_record_fetch(&d->recorder, pid, body, len, remaining);
+	return lp_record_fetch(&d->recorder, pid, body, remaining);
 }
 
 static int api_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)

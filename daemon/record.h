@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "body.h"
 #include "core.h"
 #include "llmprof/protocol.h"
 #include "ggml.h"
@@ -53,7 +54,8 @@ struct lp_record {
 	size_t nmaps;
 	char *trace;
 	size_t len;
-	int error; /* rendering failed */
+	struct lp_body *shared; /* the trace once fetched (then trace is NULL) */
+	int error;		/* rendering failed */
 };
 
 /* Timeline events read per call of ring_buffer__consume (lp_record_on_event then stops it). */
@@ -78,9 +80,10 @@ void lp_recorder_free(struct lp_recorder *r);
  * as the kernel side holds are running), or -errno. */
 int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops);
 
-/* The finished trace of pid: 0 and a copy in *body (malloc'd, *len bytes); 1 while it
- * records (*remaining seconds left); -ENOENT: no record of it; or the rendering's error. */
-int lp_record_fetch(struct lp_recorder *r, pid_t pid, char **body, size_t *len, double *remaining);
+/* The finished trace of pid: 0 and a reference to it in *body (api.h: the answer shares it,
+ * not copies it); 1 while it records (*remaining seconds left); -ENOENT: no record of it;
+ * or the rendering's error. */
+int lp_record_fetch(struct lp_recorder *r, pid_t pid, struct lp_body **body, double *remaining);
 
 /* Whether a record is running (its events want reading). */
 bool lp_record_running(const struct lp_recorder *r);

@@ -542,12 +542,15 @@ static bool tcp_access(struct lp_server *s, struct conn *c, struct evhttp_reques
 	return false;
 }
 
-/* Frees a body evbuffer_add_reference() was given, once it is written or dropped. */
+/* Lets go of a body evbuffer_add_reference() was given, once it is written or dropped:
+ * arg is its shared holder, or NULL for a body of the answer's own. */
 static void free_body(const void *data, size_t len, void *arg)
 {
 	(void)len;
-	(void)arg;
-	free((void *)data);
+	if (arg)
+		lp_body_put(arg);
+	else
+		free((void *)data);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
@@ -599,10 +602,11 @@ static void on_request(struct evhttp_request *req, void *arg)
 	} else if (out && res.len) {
 		/* Handed over, not copied: a timeline is tens of MB, and a copy of it on the
 		 * event loop (its page faults on a busy host) held every other answer. */
-		if (evbuffer_add_reference(out, res.body, res.len, free_body, NULL) < 0) {
+		if (evbuffer_add_reference(out, res.body, res.len, free_body, res.shared) < 0) {
 			evbuffer_free(out);
 			out = NULL;
 		} else {
+			res.shared = NULL;
 			res.body = NULL;
 			res.len = 0;
 		}

@@ -79,14 +79,16 @@ static int fake_record_start(void *ctx, pid_t pid, double seconds, bool ops)
 	return pid == 100 ? 0 : pid == 200 ? -ENODATA : -ESRCH;
 }
 
-static int fake_record_fetch(void *ctx, pid_t pid, char **body, size_t *len, double *remaining)
+static int fake_record_fetch(void *ctx, pid_t pid, struct lp_body **body, double *remaining)
 {
+	char *text;
+
 	(void)ctx;
 	*remaining = 1;
 	if (pid != 100)
 		return -ENOENT;
-	*body = strdup("{\"traceEvents\":[]}");
-	*len = *body ? strlen(*body) : 0;
+	text = strdup("{\"traceEvents\":[]}");
+	*body = text ? lp_body_wrap(text, strlen(text)) : NULL;
 	return *body ? 0 : -ENOMEM;
 }
 
