@@ -258,8 +258,11 @@ static void window_end_free(struct lp_ggml_proc *gp)
 	gp->window_end = NULL;
 }
 
+static void window_end_arm(struct lp_ggml *g, struct lp_target *t);
+
 /* A timed window's end: the tick comes once a second, this comes on time. Every window due
- * now ends. */
+ * now ends; one not yet due (libevent's clock is the coarse one, a jiffy behind
+ * CLOCK_MONOTONIC at worst) is waited for again. */
 static void on_window_end(evutil_socket_t fd, short what, void *arg)
 {
 	struct lp_ggml *g = arg;
@@ -271,10 +274,12 @@ static void on_window_end(evutil_socket_t fd, short what, void *arg)
 		struct lp_target *t = g->tr->v[i];
 		struct lp_ggml_proc *gp = t->ggml;
 
-		/* Within a millisecond: libevent's timers round to it. */
-		if (gp && !t->exited && gp->precise_on && gp->window_until_ns &&
-		    now + 1000000 >= gp->window_until_ns)
+		if (!gp || t->exited || !gp->precise_on || !gp->window_until_ns)
+			continue;
+		if (now + 1000000 >= gp->window_until_ns)
 			lp_precise_set(g, t, false, 0);
+		else if (!gp->window_end || !evtimer_pending(gp->window_end, NULL))
+			window_end_arm(g, t);
 	}
 }
 
