@@ -5,10 +5,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "llmprof/protocol.h"
@@ -19,14 +17,6 @@ static const struct option opts[] = {{"pid", required_argument, NULL, 'p'},
 				     {"off", no_argument, NULL, 'o'},
 				     {"no-wait", no_argument, NULL, 'n'},
 				     CTL_COMMON_OPTS};
-
-static volatile sig_atomic_t interrupted;
-
-static void on_interrupt(int sig)
-{
-	(void)sig;
-	interrupted = 1;
-}
 
 /* The precise totals a process document holds (ggml.precise), or NULL. */
 static const cJSON *precise_of(const cJSON *doc)
@@ -73,33 +63,22 @@ static void print_window(int pid, const cJSON *a, const cJSON *b, double probed)
 	       pid);
 }
 
-static void nap(double s)
-{
-	struct timespec ts = {.tv_sec = (time_t)s,
-			      .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-
-	nanosleep(&ts, NULL); /* a signal ends it early: that is what it is for */
-}
-
 /* Waits for the window to open and close (or for Ctrl-C, then closes it), then prints it. */
 static int wait_window(struct ctl *c, int pid, const char *path, const char *ppath,
 		       const cJSON *before, double seconds)
 {
-	struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
 	bool tty = isatty(STDERR_FILENO), asked_off = false;
 	double windows0 = ctl_num(before, "windows", 0), probed = 0;
 	cJSON *doc = NULL;
 	int status = CTL_OK;
 
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
+	ctl_catch_interrupt();
 	for (;;) {
 		const cJSON *p;
 		const char *state;
 
-		nap(0.1);
-		if (interrupted && !asked_off) {
+		ctl_nap(0.1);
+		if (ctl_interrupted && !asked_off) {
 			cJSON *r = NULL;
 
 			asked_off = true;
@@ -142,8 +121,6 @@ static int wait_window(struct ctl *c, int pid, const char *path, const char *ppa
 		}
 	}
 	cJSON_Delete(doc);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
 	return status;
 }
 

@@ -17,13 +17,6 @@ static const struct option opts[] = {
 	{"output", required_argument, NULL, 'o'}, {"no-ops", no_argument, NULL, 'n'},
 	{"summary", no_argument, NULL, 'S'},	  CTL_COMMON_OPTS};
 
-static void nap(double s)
-{
-	struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - floor(s)) * 1e9)};
-
-	nanosleep(&ts, NULL);
-}
-
 static bool ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), k = strlen(suffix);
@@ -249,11 +242,23 @@ static int exec(struct ctl *c, int argc, char **argv)
 	if (status)
 		return status;
 	cJSON_Delete(doc);
-	fprintf(stderr, "pid %d: recording a timeline for %g s%s...\n", pid, seconds,
-		ops ? " with op spans (precise mode, for the window)" : "");
-	/* The daemon finishes the window within a second of its end. */
-	nap(seconds);
-	for (;;) {
+	fprintf(stderr, "pid %d: recording a timeline for %g s%s (Ctrl-C ends it early)...\n", pid,
+		seconds, ops ? " with op spans (precise mode, for the window)" : "");
+	/* Ctrl-C, as with perf record: the window ends now, and what it recorded is written. */
+	ctl_catch_interrupt();
+	ctl_nap(seconds);
+	for (bool stopped = false;;) {
+		if (ctl_interrupted && !stopped) {
+			char msg[512];
+
+			stopped = true;
+			/* An error here (it ended meanwhile: 409) still leaves a trace to fetch;
+			 * the fetch below says what is wrong otherwise. */
+			if (ctl_request_quiet(c, "POST", path, "{\"stop\":true}", &doc, NULL, msg,
+					      sizeof(msg)) == CTL_OK)
+				fprintf(stderr, "pid %d: recording stopped; fetching it...\n", pid);
+			cJSON_Delete(doc);
+		}
 		status = ctl_request(c, "GET", path, NULL, &doc, &raw);
 		if (status)
 			return status;
@@ -262,7 +267,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 		left = ctl_num(doc, "remaining_seconds", 0);
 		cJSON_Delete(doc);
 		ctl_response_free(&raw);
-		nap(fmax(0.2, fmin(left, 1)));
+		ctl_nap(fmax(0.2, fmin(left, 1)));
 	}
 	o = cJSON_GetObjectItemCaseSensitive(doc, "otherData");
 	if (write_trace(out, raw.body, raw.len) < 0) {

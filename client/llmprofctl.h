@@ -4,6 +4,7 @@
 #ifndef LLMPROFCTL_H
 #define LLMPROFCTL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -114,6 +115,13 @@ void ctl_sanitize(cJSON *o);
 /* A JSON document as received, with DEL, C1 controls and bytes that are not UTF-8 written
  * as \u escapes: the same JSON, safe on a terminal. */
 void ctl_write_json(FILE *f, const char *s, size_t len);
+
+/* wait.c: commands that wait on a window. After ctl_catch_interrupt(), the first Ctrl-C
+ * (or SIGTERM) sets ctl_interrupted and ends a ctl_nap() early; the second ends the
+ * command as usual. */
+extern volatile sig_atomic_t ctl_interrupted;
+void ctl_catch_interrupt(void);
+void ctl_nap(double seconds);
 
 /* hist.c: the API's histogram documents ({"count","sum","max","p50",...,"buckets":
  * [[lower, upper|null, count], ...]}), and percentiles over them or over the difference of

@@ -571,6 +571,20 @@ static void post_precise(const struct lp_api_backend *b, const struct lp_api_req
 }
 
 /* A timeline record: started by POST, fetched by GET (202 while it records). */
+/* Whether the body asks to stop a record: 1 for exactly {"stop": true}, -EINVAL for "stop"
+ * with anything else, 0 when there is no "stop". */
+static int is_stop(const struct lp_api_request *req)
+{
+	cJSON *doc = req->body_len ? parse_body(req->body, req->body_len) : NULL;
+	const cJSON *stop = cJSON_GetObjectItemCaseSensitive(doc, "stop");
+	int r = 0;
+
+	if (stop)
+		r = cJSON_IsTrue(stop) && cJSON_GetArraySize(doc) == 1 ? 1 : -EINVAL;
+	cJSON_Delete(doc);
+	return r;
+}
+
 static void post_record(const struct lp_api_backend *b, const struct lp_api_request *req, pid_t pid,
 			struct lp_api_response *res)
 {
@@ -579,8 +593,28 @@ static void post_record(const struct lp_api_backend *b, const struct lp_api_requ
 	cJSON *doc;
 	int ret;
 
-	if (!need_privilege(b, req->peer, "recording a timeline", res) ||
-	    parse_flag_seconds(req, "ops", &ops, &seconds, LP_RECORD_MAX_SECONDS, false, res) < 0)
+	if (!need_privilege(b, req->peer, "recording a timeline", res))
+		return;
+	/* {"stop": true}: the running record ends now. */
+	ret = is_stop(req);
+	if (ret) {
+		ret = ret < 0 ? ret : b->record_stop(b->ctx, pid);
+		if (ret == -EINVAL) {
+			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+				     "{\"stop\": true} takes nothing beside it");
+		} else if (ret == -ENOENT) {
+			lp_api_error(res, 409, LP_ERR_NOT_RECORDING,
+				     "no timeline of pid %d is being recorded", (int)pid);
+		} else {
+			doc = cJSON_CreateObject();
+			cJSON_AddNumberToObject(doc, "pid", pid);
+			cJSON_AddBoolToObject(doc, "recording", false);
+			cJSON_AddBoolToObject(doc, "stopped", true);
+			respond_json(res, 202, doc);
+		}
+		return;
+	}
+	if (parse_flag_seconds(req, "ops", &ops, &seconds, LP_RECORD_MAX_SECONDS, false, res) < 0)
 		return;
 	ret = b->record_start(b->ctx, pid, seconds, ops);
 	if (ret == 0) {

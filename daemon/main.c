@@ -506,6 +506,15 @@ static int api_record_start(void *ctx, pid_t pid, double seconds, bool ops)
 	return r;
 }
 
+static int api_record_stop(void *ctx, pid_t pid)
+{
+	struct daemon *d = ctx;
+
+	/* Its last events are read first: the window closes on what the kernel has. */
+	consume(d);
+	return lp_record_stop(&d->recorder, pid);
+}
+
 static int api_record_fetch(void *ctx, pid_t pid, struct lp_body **body, double *remaining)
 {
 	struct daemon *d = ctx;
@@ -675,6 +684,7 @@ static int serve_setup(struct daemon *d, struct event **ev_hup, struct event **e
 		.reset = api_reset,
 		.precise = api_precise,
 		.record_start = api_record_start,
+		.record_stop = api_record_stop,
 		.record_fetch = api_record_fetch,
 		.group = d->cfg.socket_group,
 		.metrics_max_processes = d->cfg.metrics_max_processes,

@@ -390,6 +390,21 @@ void lp_record_tick(struct lp_recorder *r)
 	}
 }
 
+int lp_record_stop(struct lp_recorder *r, pid_t pid)
+{
+	struct lp_record *rec = find(r, pid, NULL);
+	uint64_t now = lp_now_ns();
+
+	if (!rec || rec->finished)
+		return -ENOENT;
+	if (now < rec->until_ns)
+		rec->until_ns = now;
+	/* The events up to now are read before the window is closed on them. */
+	lp_record_tick(r);
+	log_info("pid %d: recording stopped by a client", (int)pid);
+	return 0;
+}
+
 int lp_record_fetch(struct lp_recorder *r, pid_t pid, struct lp_body **body, double *remaining)
 {
 	struct lp_record *rec = find(r, pid, NULL);

@@ -80,6 +80,10 @@ void lp_recorder_free(struct lp_recorder *r);
  * as the kernel side holds are running), or -errno. */
 int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops);
 
+/* Ends pid's running record now (Ctrl-C in llmprofctl record): its window ends here and the
+ * trace is rendered as at its planned end. Returns 0, or -ENOENT: none is running. */
+int lp_record_stop(struct lp_recorder *r, pid_t pid);
+
 /* The finished trace of pid: 0 and a reference to it in *body (api.h: the answer shares it,
  * not copies it); 1 while it records (*remaining seconds left); -ENOENT: no record of it;
  * or the rendering's error. */

@@ -67,6 +67,7 @@
 #define LP_ERR_NOT_LLM "not_an_llm_process"		   /* 409: precise mode needs ggml */
 #define LP_ERR_EXITED "process_exited"			   /* 409: the process has exited */
 #define LP_ERR_BUSY "busy"				   /* 409: a record of it is running */
+#define LP_ERR_NOT_RECORDING "not_recording"		   /* 409: stop, and no record of it runs */
 #define LP_ERR_TOO_MANY_CONNECTIONS "too_many_connections" /* 503 */
 #define LP_ERR_INTERNAL "internal"			   /* 500 */
 #define LP_ERR_NOT_IMPLEMENTED "not_implemented"	   /* 501: a transfer coding */

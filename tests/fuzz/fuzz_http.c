@@ -79,6 +79,12 @@ static int fake_record_start(void *ctx, pid_t pid, double seconds, bool ops)
 	return pid == 100 ? 0 : pid == 200 ? -ENODATA : -ESRCH;
 }
 
+static int fake_record_stop(void *ctx, pid_t pid)
+{
+	(void)ctx;
+	return pid == 100 ? 0 : -ENOENT;
+}
+
 static int fake_record_fetch(void *ctx, pid_t pid, struct lp_body **body, double *remaining)
 {
 	char *text;
@@ -142,6 +148,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 					  .precise = fake_precise,
 					  .record_start = fake_record_start,
 					  .record_fetch = fake_record_fetch,
+					  .record_stop = fake_record_stop,
 					  .metrics_max_processes = 1};
 	snprintf(sock_path, sizeof(sock_path), "/tmp/fuzz_http.%d.sock", (int)getpid());
 	atexit(remove_socket);
