@@ -6,17 +6,21 @@
   words whose addresses it prints, two threads pinned to CPU 0 with a shell busy loop the
   test pins there too. The file must be a valid trace (every slice with its fields, slices
   properly nested on each track, timestamps increasing per track), every futex wait a
-  slice naming its word and lasting 20 ms within 5 % (the timer's slack is 50 us), the
+  slice naming its word and lasting what the fixture measured of that wait, the
   pinned threads' preemptions naming the shell and its pid, the threads named.
 - lpops (a ggml-like process, llama_decode per token, precise probes on its ops): every
   generated token is one llama_decode span on the main thread, every op call one span,
   nested in the decode on that thread (counts exact: the window holds the whole run).
 - The API around it: a second record of a running one is 409, a pid without one 404,
-  bad bodies 400, an unprivileged peer 403."""
+  bad bodies 400, an unprivileged peer 403.
+- Ctrl-C during `llmprofctl record --seconds 30`: the window ends there, and the file
+  written covers from its start to the Ctrl-C."""
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
@@ -69,13 +73,17 @@ def fixture(work):
             "nothing lost: %s" % doc["otherData"])
     ev = tracefmt.valid(t, doc, "fixture")
 
-    # Every futex wait: a slice naming its word, 20 ms within 5 %.
-    for addr in res["futex_addrs"]:
+    # Every futex wait: a slice naming its word, as long as the fixture measured that wait
+    # (the clock read around the syscall: within 0.1 ms, or more where the thread was
+    # preempted between the read and the syscall, which the test cannot see; 2 % then).
+    for addr, mine in zip(res["futex_addrs"], res["futex_wait_us"]):
         waits = [e for e in ev if e["ph"] == "X" and e["name"] == "futex wait " + addr]
         durs = sorted(round(e["dur"] / 1e3, 3) for e in waits)
-        t.check(len(waits) == res["futex_waits"] and all(19.0 <= x <= 21.0 for x in durs),
-                "futex word %s: %d waits of 20 ms within 5 %%: %s"
-                % (addr, len(waits), durs))
+        ref = sorted(round(x / 1e3, 3) for x in mine)
+        t.check(len(waits) == res["futex_waits"] and
+                all(abs(x - y) <= 0.1 + 0.02 * y for x, y in zip(durs, ref)),
+                "futex word %s: %d waits, each as long as the fixture measured it: %s "
+                "against %s ms" % (addr, len(waits), durs, ref))
     # The pinned threads were preempted by the shell, and the slices say so.
     names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M"
              and e["name"] == "thread_name"}
@@ -90,6 +98,29 @@ def fixture(work):
                 % (tid, hog.pid, len(hogs), len(by)))
         t.check(names.get(tid + tracefmt.CPU_TRACK) == "contend %d CPU" % tid,
                 "its CPU track is named: %s" % names.get(tid + tracefmt.CPU_TRACK))
+    # Ctrl-C, as with perf record: the window ends there and what it recorded is written.
+    st, doc, _ = t.curl(d.socket, "POST", "/v1/processes/%d/record" % fx.pid, '{"stop": true}')
+    t.check(st == 409 and doc["error"]["code"] == "not_recording",
+            "stop with no record running: 409 not_recording (%s)" % doc["error"]["message"])
+    st, doc, _ = t.curl(d.socket, "POST", "/v1/processes/%d/record" % fx.pid,
+                        '{"stop": true, "seconds": 3}')
+    t.check(st == 400, "stop with anything beside it: 400 (%s)" % doc["error"]["message"])
+    out2 = os.path.join(work, "interrupted.json")
+    rec = tracefmt.record(t, d, fx.pid, out2, "--seconds", "30", "--no-ops")
+    t0 = time.monotonic()
+    time.sleep(1)
+    rec.send_signal(signal.SIGINT)
+    out_text, err = rec.communicate(timeout=20)
+    waited = time.monotonic() - t0
+    t.check(rec.returncode == 0 and "wrote " + out2 in out_text and "stopped" in err,
+            "Ctrl-C: llmprofctl record stops the window and writes it: %r %r"
+            % (out_text, err))
+    seconds = tracefmt.load(out2)["otherData"]["window_seconds"]
+    t.check(0.5 <= seconds <= waited,
+            "the trace covers until Ctrl-C: %.3f s of the 30 asked (the command took %.2f s)"
+            % (seconds, waited))
+    t.check("pid %d: recording stopped by a client" % fx.pid in d.log(),
+            "the daemon says the record was stopped")
     fx.release()
     t.check(d.stop() == 0, "llmprofd exits 0")
 
@@ -111,7 +142,7 @@ def ops(work):
     d.wait_log("pid %d: precise probes on " % pid)
     proc.stdin.write(b"go\n")
     proc.stdin.flush()
-    t.read_json_line(proc, "lpops", 60)
+    done = t.read_json_line(proc, "lpops", 60)
     proc.stdin.close()
     proc.wait(timeout=30)
     out_text, err = rec.communicate(timeout=30)
@@ -143,10 +174,10 @@ def ops(work):
     t.check(re.search(r"pid %d: timeline recorded: \d+ events" % pid, d.log()) is not None,
             "the log says what was recorded")
     # --summary: a row per generated token, an op's own CPU time (its span less its
-    # thread's time off CPU within it), computed again here from the file. lpops spins
-    # each op for a known wall time on each of its two threads (4, 0.8, 0.6 and 0.5 ms):
-    # per token 8, 1.6, 1.2 and 1.0 ms of span, of which the CPU time is all but what
-    # others took (most of it on an idle machine; less beside a slow daemon).
+    # thread's time off CPU within it), computed again here from the file. Each op's spans
+    # in all: lpops' own wall time of its calls, call to return by its TSC (preemptions
+    # included, as in a span), within 2 % and 20 us a call (the probes' own time inside
+    # the span, about 2 us a call here, 10 on endbr64).
     lines = out_text.splitlines()
     head = next((i for i, l in enumerate(lines) if l.split()[:2] == ["TOKEN", "MS"]), None)
     t.check(head is not None, "--summary prints the per-token table:\n%s" % out_text[-600:])
@@ -161,14 +192,13 @@ def ops(work):
 
     def within(e, a, b):
         return max(0.0, min(e["ts"] + e["dur"], b) - max(e["ts"], a))
-    for col, op, want in (("MATMUL", "mul_mat_up_gate", 8.0), ("ATTN", "soft_max", 1.6),
-                          ("NORM", "rms_norm", 1.2), ("BARRIER", "barrier", 1.0)):
+    for col, op in (("MATMUL", "mul_mat_up_gate"), ("ATTN", "soft_max"), ("NORM", "rms_norm"),
+                    ("BARRIER", "barrier")):
         calls = [e for e in spans if e["name"] == op]
-        wall, own = [], []
+        own = []
         for g in gen:
             a, b = g["ts"], g["ts"] + g["dur"]
             inside = [e for e in calls if e["ts"] < b and e["ts"] + e["dur"] > a]
-            wall.append(sum(within(e, a, b) for e in inside) / 1e3)
             own.append(sum(within(e, a, b) - sum(within(o, max(a, e["ts"]),
                                                         min(b, e["ts"] + e["dur"]))
                                                  for o in off.get(e["tid"], []))
@@ -177,9 +207,11 @@ def ops(work):
                if abs(r.get(col, 0) - x) > 0.01 + 0.005 * x]
         t.check(not bad, "--summary: %s per token is the op's own CPU time in the file: %s"
                 % (col, bad[:3]))
-        med = sorted(wall)[len(wall) // 2]
-        t.check(abs(med - want) <= 0.1 * want, "%s: %.2f ms of span per token, by "
-                "construction %.1f" % (op, med, want))
+        total = sum(e["dur"] for e in calls) / 1e3
+        want = done["wall_ms"][op]
+        t.check(abs(total - want) <= 0.02 * want + 0.02 * len(calls),
+                "%s: %.1f ms of spans in all, lpops measured %.1f ms of its %d calls"
+                % (op, total, want, len(calls)))
     t.check(d.stop() == 0, "llmprofd exits 0")
 
 
