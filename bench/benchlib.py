@@ -113,6 +113,15 @@ class Daemon:
                 raise SystemExit("llmprofd: no %r in its log:\n%s" % (what, self.text()))
             time.sleep(0.02)
 
+    def wait_log_count(self, what, count, timeout=120):
+        """Until what is in the log count times."""
+        deadline = time.monotonic() + timeout
+        while self.text().count(what) < count:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("llmprofd: %r not %d times in its log:\n%s"
+                                 % (what, count, self.text()[-3000:]))
+            time.sleep(0.02)
+
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=60)
