@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "escape.h"
+#include "ggml.h"
 #include "log.h"
 #include "procfs.h"
 #include "render.h"
@@ -55,6 +57,36 @@ static cJSON *render_stats(const struct lp_proc_stats *s)
 		}
 	}
 	return o;
+}
+
+/* Who it was (identity.h) and whether it ran ggml: a process restored as exited is still
+ * told apart by its model and command line, and keeps its tokens section. */
+static const struct {
+	const char *key;
+	size_t off, size;
+} ident_fields[] = {
+#define F(x)                                                                              \
+	{                                                                                 \
+#x, offsetof(struct lp_identity, x), sizeof(((struct lp_identity *)0)->x) \
+	}
+	F(cmdline), F(cgroup), F(unit),	      F(container),
+	F(pod),	    F(model),  F(model_arch), F(model_type),
+#undef F
+};
+
+static void render_ident(cJSON *p, const struct lp_target *t)
+{
+	cJSON *o = cJSON_AddObjectToObject(p, "identity");
+
+	for (size_t i = 0; i < sizeof(ident_fields) / sizeof(ident_fields[0]); i++) {
+		const char *v = (const char *)&t->ident + ident_fields[i].off;
+
+		if (*v)
+			cJSON_AddStringToObject(o, ident_fields[i].key, v);
+	}
+	if (t->ident.model_bytes)
+		put_u64(o, "model_bytes", t->ident.model_bytes);
+	cJSON_AddBoolToObject(p, "ggml", t->ggml && t->ggml->found_ns);
 }
 
 cJSON *lp_state_render(const struct lp_report *r, const char *boot_id, double realtime_s)
@@ -98,6 +130,7 @@ cJSON *lp_state_render(const struct lp_report *r, const char *boot_id, double re
 			cJSON_AddItemToArray(f, e);
 		}
 		put_u64(p, "futex_addresses", v->futex.naddrs);
+		render_ident(p, t);
 		cJSON_AddItemToArray(a, p);
 	}
 	return doc;
@@ -337,7 +370,38 @@ struct saved {
 	const char *comm, *exe, *matched_by;
 	struct lp_proc_stats stats;
 	struct lp_futex_top futex;
+	struct lp_identity ident;
+	bool ggml;
 };
+
+/* The identity saved with a record: each text as it was kept (escaped, escape.h), refused
+ * when it is not, or does not fit. */
+static int read_ident(struct reader *rd, const cJSON *p, struct saved *sv)
+{
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(p, "identity");
+	__u64 bytes = 0;
+
+	if (!o)
+		return 0;
+	if (!cJSON_IsObject(o))
+		return bad(rd, "'identity' is not an object");
+	for (size_t i = 0; i < sizeof(ident_fields) / sizeof(ident_fields[0]); i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, ident_fields[i].key);
+		size_t n;
+
+		if (!v)
+			continue;
+		if (!cJSON_IsString(v) || (n = strlen(v->valuestring)) >= ident_fields[i].size ||
+		    !lp_escape_clean(v->valuestring, n))
+			return bad(rd, "identity '%s' is not a clean text of at most %zu bytes",
+				   ident_fields[i].key, ident_fields[i].size - 1);
+		memcpy((char *)&sv->ident + ident_fields[i].off, v->valuestring, n + 1);
+	}
+	if (field_u64(rd, o, "model_bytes", LP_STATE_MAX_VALUE, false, &bytes) < 0)
+		return -EINVAL;
+	sv->ident.model_bytes = bytes;
+	return field_bool(rd, p, "ggml", &sv->ggml);
+}
 
 static int read_record(struct reader *rd, const cJSON *p, struct saved *sv)
 {
@@ -370,7 +434,10 @@ static int read_record(struct reader *rd, const cJSON *p, struct saved *sv)
 	sv->comm = comm->valuestring;
 	sv->exe = exe ? exe->valuestring : NULL;
 	sv->matched_by = matched_by_of(cJSON_GetStringValue(by));
-	return read_stats(rd, p, &sv->stats) < 0 || read_futex(rd, p, &sv->futex) < 0 ? -EINVAL : 0;
+	return read_stats(rd, p, &sv->stats) < 0 || read_futex(rd, p, &sv->futex) < 0 ||
+			       read_ident(rd, p, sv) < 0
+		       ? -EINVAL
+		       : 0;
 }
 
 /* Whether the tracker holds pid with this start time already (a record saved twice). */
@@ -413,8 +480,18 @@ static int restore_one(struct lp_tracker *tr, const struct saved *sv, bool same_
 			return t ? -EEXIST : r;
 		}
 		t->base = stats;
-		/* Still running: the time we were stopped counts as tracked. */
-		tracked_for += downtime_ns;
+		/* Read again at the add; the model comes with its context, later. */
+		if (!t->ident.model[0] && sv->ident.model[0]) {
+			memcpy(t->ident.model, sv->ident.model, sizeof(t->ident.model));
+			memcpy(t->ident.model_arch, sv->ident.model_arch,
+			       sizeof(t->ident.model_arch));
+			memcpy(t->ident.model_type, sv->ident.model_type,
+			       sizeof(t->ident.model_type));
+			t->ident.model_bytes = sv->ident.model_bytes;
+		}
+		/* Still running. Its counters hold what was seen while a daemon watched, and
+		 * so does its tracked time: rates since tracking are over the watched time
+		 * (the downtime in it read 62 % CPU for a process at 97 %). */
 		t->tracked_since_ns = now > tracked_for ? now - tracked_for : 0;
 		return 0;
 	}
@@ -429,6 +506,11 @@ static int restore_one(struct lp_tracker *tr, const struct saved *sv, bool same_
 	t->exe = sv->exe ? strdup(sv->exe) : NULL;
 	t->uid = sv->uid > UINT32_MAX ? (uid_t)-1 : (uid_t)sv->uid;
 	t->matched_by = sv->matched_by;
+	t->ident = sv->ident;
+	/* It ran ggml: its tokens, samples and unwind figures are in the counters; no object
+	 * or op of it is known any more. */
+	if (sv->ggml && (t->ggml = calloc(1, sizeof(*t->ggml))))
+		t->ggml->found_ns = 1;
 	t->exited = true;
 	t->exit_lost = sv->data_lost;
 	/* Exited while we were stopped: it left when we last saw it. */

@@ -178,7 +178,28 @@ def main():
             "with classic buckets)" % len(mine))
     drv.stdin.close()
     drv.wait(timeout=30)
+    before = {pid: d.get("/v1/processes/%d" % pid) for _, (_, pid) in apps.items()}
     t.check(d.stop() == 0, "llmprofd exits 0")
+
+    print("--- after a restart, the exited processes are still who they were")
+    d = t.Daemon("--state-directory", d.state_dir, "--metrics-address",
+                 "127.0.0.1:%d" % port)
+    d.wait_ready()
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        text = r.read().decode()
+    for name, (_, pid) in apps.items():
+        doc, old = d.get("/v1/processes/%d" % pid), before[pid]
+        t.check(doc["state"] == "exited" and doc["model"] == old["model"] and
+                doc["cmdline"] == old["cmdline"] and doc["workload"] == old["workload"],
+                "pid %d restored with its model %s and command line" % (pid, name))
+        g = doc.get("ggml") or {}
+        t.check(g.get("tokens", {}).get("generation") == old["ggml"]["tokens"]["generation"],
+                "and its tokens: %s" % g.get("tokens", {}).get("generation"))
+        info = [l for l in text.splitlines()
+                if l.startswith('llmprof_process_info{pid="%d",' % pid)]
+        t.check(len(info) == 1 and 'model="%s"' % name in info[0],
+                "/metrics names its model after the restart: %s" % info)
+    t.check(d.stop() == 0, "llmprofd exits 0 after the restart")
 
 
 if __name__ == "__main__":
