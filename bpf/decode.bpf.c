@@ -29,10 +29,11 @@ int BPF_KPROBE(lp_decode_enter)
 	batch = (void *)PT_REGS_PARM2(ctx);
 #endif
 	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), batch);
-	/* The wall clock per generated token, from one generation decode to the next. */
+	/* The wall clock per generated token, from one generation decode to the next, when
+	 * the last one has returned and not long ago (LP_GEN_GAP_NS). */
 	now = bpf_ktime_get_ns();
 	last = p->gen_last_ns;
-	if (n_tokens == 1 && last && now - last < LP_GEN_GAP_NS) {
+	if (n_tokens == 1 && last && p->gen_end_ns >= last && now - p->gen_end_ns < LP_GEN_GAP_NS) {
 		__sync_fetch_and_add(&p->ctr[LP_C_GEN_INTERVALS], 1);
 		__sync_fetch_and_add(&p->ctr[LP_C_GEN_INTERVAL_NS], now - last);
 	}
@@ -53,12 +54,13 @@ int BPF_KRETPROBE(lp_decode_exit, int ret)
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct lp_proc_stats *p;
 	struct lp_thread *t;
-	__u64 d;
+	__u64 d, end;
 
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || t->tgid != tgid || !t->decode_since)
 		return 0;
-	d = bpf_ktime_get_ns() - t->decode_since;
+	end = bpf_ktime_get_ns();
+	d = end - t->decode_since;
 	t->decode_since = 0;
 	rec_emit(tgid, tid, LP_REC_DECODE_END, (__u64)(__s64)ret);
 	if (t->gen_in)
@@ -71,6 +73,7 @@ int BPF_KRETPROBE(lp_decode_exit, int ret)
 		return 0;
 	}
 	if (t->decode_tokens == 1) {
+		p->gen_end_ns = end;
 		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_GEN_CALLS], 1);
 		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_GEN_NS], d);
 		hist_add(&p->hist[LP_H_DECODE_GEN], d);

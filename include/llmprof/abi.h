@@ -11,7 +11,7 @@
 
 #include "hist.h"
 
-#define LP_ABI_VERSION 6
+#define LP_ABI_VERSION 7
 
 #define LP_COMM_LEN 16
 #define LP_MAX_COMMS 64 /* --comm names the kernel side matches at exec */
@@ -76,6 +76,7 @@ struct lp_proc_stats {
 	__u64 tracked_since_ns; /* bpf_ktime_get_ns() clock, set by user space */
 	__u64 exit_ns;		/* set in the exit record only */
 	__u64 gen_last_ns;	/* when the last generation decode began; 0 after a prompt */
+	__u64 gen_end_ns;	/* when the last generation decode returned */
 	__u32 tgid;
 	__u32 pad;
 	__u64 ctr[LP_C_NR];
@@ -166,7 +167,10 @@ enum lp_range_kind {
 /* Value of the "ranges" map, keyed by tgid: the process's sampling table, sorted by start
  * and disjoint. User space writes it after reading the process's mappings. */
 #define LP_MAX_RANGES 512
-/* A longer wait between two generation decodes is a new request, not a slow token. */
+/* A longer time outside llama_decode between two generation decodes is a pause (a new
+ * request, a user), not a token: a slow token's time is inside its decode. (It was the
+ * time from one decode's start to the next: at under 1 token/s no interval counted, and
+ * at 2 tokens/s only the fast ones did, so the wall rate read above the decode rate.) */
 #define LP_GEN_GAP_NS 1000000000ULL
 #define LP_MAX_OPS 256 /* op indices: a byte */
 struct lp_range {
