@@ -8,18 +8,20 @@ libc, libstdc++ walked through).
 After each exit the rows of what no running process maps are given back: the kernel holds
 as many unwind objects and rows as before the run (GET /v1/status, unwind). Every run of an
 engine is unwound as well as its first (placed by the instruction pointer or rows, by the
-scan) and splits its op samples into the same op groups within 0.05. Among the ops only:
+scan) and splits its op samples into the same op groups. Among the ops only:
 how long OpenMP's threads wait moves from run to run with the host (sync 0.70 in one run,
 0.64 in the next, seen), while a walk gone blind moves samples between ops (the stale
 return address of issue 34: matmul 1.3 %, attention 81.8 %). Runs of the same work differ
-by their sampling noise there, about 0.015 at these counts (sqrt(p(1-p)/n), p = 0.95,
-n = 250), so 0.05 is three of those.
+by their sampling noise there: each group is held to three standard errors of the
+difference of two shares, sqrt(p(1-p)(1/n1 + 1/n2)) with n the runs' op samples (a
+sanitized daemon's first run has a third of the others'), and 0.01 more.
 
 And a slow engine (lpops at 1.2 s a token, as a model too large for its host decodes): its
 wall rate, from one generation decode to the next, agrees with its rate inside
 llama_decode within 2 % (lpops spends all but microseconds of a token inside it). Before,
 an interval over 1 s counted as a pause: none counted here, and at 2 tokens/s only the
 fast ones did."""
+import math
 import os
 import subprocess
 import sys
@@ -66,6 +68,7 @@ def judge(name, d, pid, first):
     uw, groups = g["unwind"], g["op_groups"]["share"]
     ops = {k: v for k, v in groups.items() if k not in ("sync", "outside_ops")}
     shares = {k: v / max(1e-9, sum(ops.values())) for k, v in ops.items()}
+    n = max(1.0, g["op_groups"]["samples"] * sum(ops.values()))
     placed = (uw["by"]["ip"] + uw["by"]["cfi"]) / max(1, uw["samples"])
     print("%s: %d samples, placed %.4f, scan %.4f, all %s, among ops %s" % (
         name, uw["samples"], placed, uw["scan_share"],
@@ -75,13 +78,18 @@ def judge(name, d, pid, first):
         t.check(uw["samples"] > 300 and placed >= 0.98 and uw["scan_share"] <= 0.01,
                 "%s, the first run: %d samples, %.4f placed by the instruction pointer or "
                 "rows, %.4f by the scan" % (name, uw["samples"], placed, uw["scan_share"]))
-        return (placed, uw["scan_share"], shares)
+        return (placed, uw["scan_share"], shares, n)
     t.check(placed >= first[0] - 0.01 and uw["scan_share"] <= first[1] + 0.01,
             "%s: unwound as well as the first run: placed %.4f (first %.4f), scan %.4f "
             "(first %.4f)" % (name, placed, first[0], uw["scan_share"], first[1]))
-    worst = max(abs(shares[k] - first[2][k]) for k in shares)
-    t.check(worst <= 0.05, "%s: op groups, as shares of the op samples, within 0.05 of the "
-            "first run's (worst %.3f)" % (name, worst))
+    def tol(k):
+        p = (shares[k] + first[2][k]) / 2
+        return 3 * math.sqrt(p * (1 - p) * (1 / n + 1 / first[3])) + 0.01
+    over = {k: (round(shares[k] - first[2][k], 3), round(tol(k), 3)) for k in shares
+            if abs(shares[k] - first[2][k]) > tol(k)}
+    t.check(not over, "%s: op groups, as shares of the op samples (%.0f, first %.0f), each "
+            "within three standard errors of the first run's: %s"
+            % (name, n, first[3], over or "all"))
     return first
 
 
