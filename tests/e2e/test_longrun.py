@@ -39,20 +39,6 @@ def held(d):
     return u["objects"], u["rows_used"]
 
 
-def run_lpops(d):
-    p = subprocess.Popen([LPOPS, "--wait-go", "--tokens", "150"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE)
-    t._children.append(p)
-    pid = t.read_json_line(p, "lpops", 30)["pid"]
-    d.wait_log("pid %d (lpops) runs ggml" % pid)
-    p.stdin.write(b"go\n")
-    p.stdin.flush()
-    t.read_json_line(p, "lpops", 300)
-    p.stdin.close()
-    p.wait(timeout=60)
-    return pid
-
-
 def run_simple(d, simple, model):
     p = subprocess.Popen([simple, "-m", model, "-n", "60", "Once upon a time"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -105,7 +91,8 @@ def main():
     print("held with no engine running: %d objects, %d rows" % base)
     first = {}
     for r in range(ROUNDS):
-        for name, run in (("lpops", lambda: run_lpops(d)),
+        for name, run in (("lpops", lambda: t.run_found([LPOPS, "--wait-go", "--tokens", "150"],
+                                                        d, "lpops")[0]),
                           ("llama-simple", lambda: run_simple(d, simple, model))):
             pid = run()
             label = "%s, run %d" % (name, r + 1)
@@ -118,16 +105,8 @@ def main():
             t.check(now == base, "%s: after its exit the kernel holds %d objects, %d rows, "
                     "as before it ran" % (label, now[0], now[1]))
     print("--- a slow engine: 1.2 s a token")
-    p = subprocess.Popen([LPOPS, "--wait-go", "--tokens", "4", "--up-gate-us", "1200000"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    t._children.append(p)
-    pid = t.read_json_line(p, "lpops", 30)["pid"]
-    d.wait_log("pid %d (lpops) runs ggml" % pid)
-    p.stdin.write(b"go\n")
-    p.stdin.flush()
-    t.read_json_line(p, "lpops", 60)
-    p.stdin.close()
-    p.wait(timeout=30)
+    pid, _ = t.run_found([LPOPS, "--wait-go", "--tokens", "4", "--up-gate-us", "1200000"], d,
+                         "lpops", timeout=60)
     doc = d.get("/v1/processes/%d" % pid)
     gen = doc["ggml"]["tokens"]["generation"]
     t.check(doc["counters"]["generation_intervals"] == 3 and gen["tokens"] == 4 and

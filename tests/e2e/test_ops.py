@@ -158,16 +158,8 @@ def fixture(work):
     d = t.Daemon("--once", "--sample-hz", str(HZ))
     d.wait_ready()
     noops = os.path.realpath(os.path.join(os.path.dirname(LPOPS), "lpops-noops"))
-    proc = subprocess.Popen([noops, "--wait-go", "--tokens", "100"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE)
-    t._children.append(proc)
-    pid = t.read_json_line(proc, "lpops-noops", 30)["pid"]
-    d.wait_log("pid %d (lpops-noops) runs ggml" % pid)
-    proc.stdin.write(b"go\n")
-    proc.stdin.flush()
-    t.read_json_line(proc, "lpops-noops", 120)
-    proc.stdin.close()
-    proc.wait(timeout=30)
+    pid, _ = t.run_found([noops, "--wait-go", "--tokens", "100"], d, "lpops-noops",
+                         timeout=120)
     d.wait_log("pid %d (lpops-noops) exited" % pid)
     t.check(d.stop() == 0, "llmprofd exits 0")
     g = t.proc_of(d.report(), pid)["ggml"]

@@ -284,6 +284,22 @@ def read_json_line(proc, what, timeout=60):
     return json.loads(line)
 
 
+def run_found(argv, d, comm, timeout=300):
+    """Runs a workload that prints {"pid": N} and then waits for "go" on stdin (lpops,
+    lpops-noops): once daemon d has found it running ggml, says go, and returns its pid and
+    the last JSON line it printed, after it exited."""
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    _children.append(p)
+    pid = read_json_line(p, comm, 30)["pid"]
+    d.wait_log("pid %d (%s) runs ggml" % (pid, comm))
+    p.stdin.write(b"go\n")
+    p.stdin.flush()
+    last = read_json_line(p, comm, timeout)
+    p.stdin.close()
+    p.wait(timeout=60)
+    return pid, last
+
+
 class Fixture:
     """tests/fixtures/lpfixture: waits for "go" on stdin, prints one JSON line of what it
     did, and with --hold stays alive (threads parked) until released."""
