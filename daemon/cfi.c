@@ -573,7 +573,7 @@ static int by_addr(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-static bool same_rule(const struct lp_cfi_row *a, const struct lp_cfi_row *b)
+bool lp_cfi_same_rule(const struct lp_cfi_row *a, const struct lp_cfi_row *b)
 {
 	return a->cfa == b->cfa && a->cfa_reg == b->cfa_reg && a->cfa_off == b->cfa_off &&
 	       a->rbp == b->rbp && a->rbp_off == b->rbp_off && a->why == b->why;
@@ -653,7 +653,7 @@ int lp_cfi_parse(const uint8_t *data, size_t len, uint64_t vaddr, struct lp_cfi 
 		/* The last row at one address wins; then no row repeats the one before. */
 		if (k && out->rows[k - 1].addr == r->addr)
 			k--;
-		if (k && same_rule(&out->rows[k - 1], r))
+		if (k && lp_cfi_same_rule(&out->rows[k - 1], r))
 			continue;
 		out->rows[k++] = *r;
 	}

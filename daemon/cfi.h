@@ -18,6 +18,7 @@
 #ifndef LLMPROF_CFI_H
 #define LLMPROF_CFI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,6 +83,10 @@ int lp_cfi_parse(const uint8_t *data, size_t len, uint64_t vaddr, struct lp_cfi 
  * dropped. Returns 0, -ENOENT (no .eh_frame), -ENOEXEC (not a 64-bit x86-64 ELF file), or
  * -errno. */
 int lp_cfi_read(int fd, struct lp_cfi *out);
+
+/* Whether two rows unwind alike (every field but the address): the parse never stores
+ * two such rows in a row. */
+bool lp_cfi_same_rule(const struct lp_cfi_row *a, const struct lp_cfi_row *b);
 
 /* The row covering addr, or NULL. */
 const struct lp_cfi_row *lp_cfi_find(const struct lp_cfi *c, uint64_t addr);

@@ -11,12 +11,6 @@
 
 #include "cfi.h"
 
-static int same(const struct lp_cfi_row *a, const struct lp_cfi_row *b)
-{
-	return a->cfa_reg == b->cfa_reg && a->cfa_off == b->cfa_off && a->rbp == b->rbp &&
-	       a->rbp_off == b->rbp_off;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct lp_cfi c;
@@ -24,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (lp_cfi_parse(data, size, 0x401000, &c) != 0)
 		return 0;
 	for (size_t i = 0; i < c.n; i++) {
-		if (i && (c.rows[i].addr <= c.rows[i - 1].addr || same(&c.rows[i], &c.rows[i - 1])))
+		if (i && (c.rows[i].addr <= c.rows[i - 1].addr ||
+			  lp_cfi_same_rule(&c.rows[i], &c.rows[i - 1])))
 			abort();
 		if (lp_cfi_find(&c, c.rows[i].addr) != &c.rows[i])
 			abort();
