@@ -7,9 +7,10 @@ probes' attach and detach wait for RCU grace periods, longer on a busy host). Ea
 (--baseline OLD runs an older llmprofd beside this tree's, alternating) gets the same
 windows; printed: p50, p99 and max latency, and the time from asking for a window to its
 probes being on, and from its end to the probes being off (from the daemon's log, where
-it says so).
+it says so). --links compares this tree's two ways of holding a window's probes: a link
+per probe (--uprobe-links single) and multi-uprobe links (multi), where the kernel has them.
 
-    sudo bench/apistall.py [--windows 10] [--seconds 1] [--baseline OLD/llmprofd]
+    sudo bench/apistall.py [--windows 10] [--seconds 1] [--baseline OLD/llmprofd] [--links]
 """
 import argparse
 import json
@@ -58,8 +59,9 @@ class Asker(threading.Thread):
             self.stop.wait(0.01)
 
 
-def measure(binary, a, model, simple):
-    d = b.Daemon("--comm", "llama-simple", binary=binary)
+def measure(cfg, a, model, simple):
+    binary, args = cfg
+    d = b.Daemon("--comm", "llama-simple", *args, binary=binary)
     hog = subprocess.Popen(["python3", "-c", "while True: pass"])
     llama = None
     try:
@@ -88,7 +90,7 @@ def measure(binary, a, model, simple):
         asker.stop.set()
         asker.join()
         on = [float(x) for x in re.findall(r"probes on [^\n]* in ([\d.]+) ms", d.text())]
-        off = [float(x) for x in re.findall(r"probes off in ([\d.]+) ms", d.text())]
+        off = [float(x) for x in re.findall(r"probes off[^\n]* in ([\d.]+) ms", d.text())]
         return asker.lat, on, off
     finally:
         hog.kill()
@@ -109,12 +111,17 @@ def main():
     p.add_argument("--seconds", type=float, default=1)
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--baseline", help="an older llmprofd binary, run beside this tree's")
+    p.add_argument("--links", action="store_true",
+                   help="this tree with a link per probe beside multi-uprobe links")
     a = p.parse_args()
     simple = lptest.llama_simple()
     model = b.model("medium")
-    configs = [("this tree", b.LLMPROFD)]
+    configs = [("this tree", (b.LLMPROFD, []))]
     if a.baseline:
-        configs.insert(0, ("baseline", a.baseline))
+        configs.insert(0, ("baseline", (a.baseline, [])))
+    if a.links:
+        configs = [("a link per probe", (b.LLMPROFD, ["--uprobe-links", "single"])),
+                   ("multi-uprobe links", (b.LLMPROFD, ["--uprobe-links", "multi"]))]
     # Each round's line names the configuration; its figures come in the table.
     res = b.alternate(configs, a.rounds, lambda binary: measure(binary, a, model, simple),
                       log=lambda line: print(line[:60].rstrip()))

@@ -18,7 +18,7 @@ if [[ ${1:-} == --quick ]]; then
 		"daemon_cost.py --sizes 1,20 --window 1 --repeat 2"
 		"ops.py --rounds 1 --tokens 30 --workloads lpops,omp"
 		"record.py --rounds 1 --tokens 4 --shape tiny --window 4"
-		"apistall.py --windows 2 --seconds 0.5"
+		"apistall.py --windows 2 --seconds 0.5 --links"
 	)
 else
 	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "probes.py" "daemon_cost.py" "ops.py" "record.py" "apistall.py")

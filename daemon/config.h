@@ -23,6 +23,13 @@ enum lp_mmap_source {
 	LP_MMAP_SRC_RAW,	/* raw_syscalls:sys_enter */
 };
 
+/* How a precise window's uprobes are attached. */
+enum lp_uprobe_links {
+	LP_UPROBE_LINKS_AUTO = 0, /* multi where the kernel has them, else single */
+	LP_UPROBE_LINKS_MULTI,	  /* as auto, with a warning where the kernel has none */
+	LP_UPROBE_LINKS_SINGLE,	  /* one link (a perf event) per probe */
+};
+
 /* The kinds of ggml functions llmprofd looks for; index into lp_config.symbols. */
 enum lp_sym_class {
 	LP_SYM_MATMUL = 0, /* any of these mapped makes a process an LLM process */
@@ -50,6 +57,7 @@ struct lp_config {
 	bool sched_raw_tp; /* use raw_tp even where tp_btf loads */
 	enum lp_futex_source futex_source;
 	enum lp_mmap_source mmap_source;
+	enum lp_uprobe_links uprobe_links;
 	bool faults;
 	bool mount_tracefs;
 	bool verbose;

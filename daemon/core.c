@@ -311,6 +311,25 @@ static void attach_mmap(struct lp_core *c, enum lp_mmap_source src)
 		    "source of new mappings attaches (--mmap-source)");
 }
 
+/* A precise window's programs are loaded for multi-uprobe links where the kernel has them
+ * (then they attach no other way), so that a window's hundreds of probes come off with one
+ * RCU grace period per program and file instead of one each. */
+static void set_uprobe_links(struct lp_core *c, const struct lp_config *cfg,
+			     const struct lp_features *f)
+{
+	struct core_bpf *s = c->skel;
+	struct bpf_program *progs[] = {s->progs.lp_matmul_enter,  s->progs.lp_matmul_exit,
+				       s->progs.lp_barrier_enter, s->progs.lp_barrier_exit,
+				       s->progs.lp_op_enter,	  s->progs.lp_op_exit};
+
+	if (cfg->uprobe_links == LP_UPROBE_LINKS_MULTI && !f->uprobe_multi)
+		log_warning("--uprobe-links multi: this kernel has no multi-uprobe links "
+			    "filtering by process; a link per probe is used");
+	c->uprobe_multi = cfg->uprobe_links != LP_UPROBE_LINKS_SINGLE && f->uprobe_multi;
+	for (size_t i = 0; c->uprobe_multi && i < sizeof(progs) / sizeof(*progs); i++)
+		bpf_program__set_expected_attach_type(progs[i], LP_TRACE_UPROBE_MULTI);
+}
+
 static void set_autoload_sched(struct core_bpf *s, bool btf, bool wakeups)
 {
 	struct {
@@ -409,6 +428,7 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	bpf_program__set_autoload(s->progs.lp_fault_min, faults);
 	bpf_program__set_autoload(s->progs.lp_fault_maj, faults);
 	bpf_program__set_autoload(s->progs.lp_sample, sampling);
+	set_uprobe_links(c, cfg, f);
 
 	r = core_bpf__load(s);
 	if (r < 0)

@@ -30,6 +30,7 @@ struct lp_core {
 	int nfault_cpus;
 	/* "mmap lock tracepoint", "syscall tracepoint", "raw_syscalls" or NULL: no dlopen */
 	const char *mmap_source;
+	bool uprobe_multi;	/* precise programs loaded for multi-uprobe links */
 	uint32_t sample_hz;	/* 0: no sampling */
 	bool sample_per_thread; /* each LLM process's threads, else every CPU */
 	int nsample_cpus;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "uprobe.h"
 
 #define TRACEFS_MAGIC 0x74726163
 #define TRACEFS_PATH "/sys/kernel/tracing"
@@ -112,6 +113,8 @@ void lp_features_probe(struct lp_features *f, bool mount_tracefs)
 	/* The file exists exactly when the kernel keeps sched_info (CONFIG_SCHED_INFO); the
 	 * BPF side finds the same by its field in the kernel's BTF. */
 	f->sched_info = access("/proc/self/schedstat", R_OK) == 0;
+	f->uprobe_multi_err = lp_uprobe_multi_probe();
+	f->uprobe_multi = f->uprobe_multi_err == 0;
 }
 
 static const char *yesno(bool b)
@@ -131,11 +134,13 @@ void lp_features_log(const struct lp_features *f)
 	}
 	log_info(
 		"kernel features: btf %s, tp_btf %s, raw_tp %s, fentry %s, kprobes %s, tracefs %s, "
-		"perf software events %s, hardware PMU %s, ring buffer %s, sched_info %s",
+		"perf software events %s, hardware PMU %s, ring buffer %s, sched_info %s, "
+		"multi-uprobe links %s",
 		yesno(f->btf), yesno(f->tp_btf), yesno(f->raw_tp), yesno(f->fentry),
 		yesno(f->kprobes),
 		f->tracefs_mounted_here ? "mounted by llmprofd" : yesno(f->tracefs),
-		yesno(f->perf_sw), yesno(f->pmu), yesno(f->ringbuf), yesno(f->sched_info));
+		yesno(f->perf_sw), yesno(f->pmu), yesno(f->ringbuf), yesno(f->sched_info),
+		yesno(f->uprobe_multi));
 	if (!f->btf)
 		log_error("missing: kernel BTF (/sys/kernel/btf/vmlinux); llmprofd needs a kernel "
 			  "built with CONFIG_DEBUG_INFO_BTF=y");
@@ -161,6 +166,11 @@ void lp_features_log(const struct lp_features *f)
 		log_info("missing: the kernel's run-queue accounting (CONFIG_SCHED_INFO, "
 			 "/proc/PID/schedstat); run-queue latency is timed from sched_wakeup "
 			 "instead, which costs every wakeup on the host a program run");
+	if (!f->uprobe_multi)
+		log_info("missing: multi-uprobe links (%s; Linux 6.6 and later have them); a "
+			 "precise window's probes come off one RCU grace period each, on a "
+			 "thread of their own",
+			 strerror(-f->uprobe_multi_err));
 	if (!f->pmu)
 		log_info("missing: hardware PMU counters (%s); nothing needs them yet",
 			 strerror(-f->pmu_err));

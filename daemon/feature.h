@@ -23,7 +23,9 @@ struct lp_features {
 	bool pmu; /* hardware counters (cycles) exist */
 	int pmu_err;
 	bool ringbuf;
-	bool sched_info; /* the kernel keeps run-queue delay per task (CONFIG_SCHED_INFO) */
+	bool sched_info;   /* the kernel keeps run-queue delay per task (CONFIG_SCHED_INFO) */
+	bool uprobe_multi; /* multi-uprobe links filtering by process (uprobe.h) */
+	int uprobe_multi_err;
 };
 
 /* Probes everything; mounts tracefs at /sys/kernel/tracing when it is absent and

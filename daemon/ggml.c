@@ -36,7 +36,7 @@ static void obj_free(struct lp_ggml *g, struct lp_ggml_obj *o)
 	if (!o)
 		return;
 	lp_unwind_release(&g->unwind, o->uw_slot, o->uw_n);
-	lp_prober_release(g->prober, &o->decode_links, &o->ndecode_links, NULL);
+	lp_prober_release(g->prober, &o->decode, NULL);
 	lp_elf_result_free(&o->syms);
 	free(o->path);
 	free(o);
@@ -46,7 +46,7 @@ void lp_ggml_proc_free(struct lp_ggml_proc *gp)
 {
 	if (!gp)
 		return;
-	lp_links_destroy(&gp->plinks, &gp->nplinks);
+	lp_probes_free(&gp->probes);
 	lp_sampler_stop(&gp->sampler);
 	lp_op_table_free(&gp->ops);
 	free(gp->final_ops);
@@ -134,7 +134,7 @@ static void objs_trim(struct lp_ggml *g)
 	if (g->nobjs < MAX_OBJS)
 		return;
 	for (size_t i = 0; i < g->nobjs; i++) {
-		if (g->objs[i]->verdict == LP_OBJ_NONE && !g->objs[i]->ndecode_links &&
+		if (g->objs[i]->verdict == LP_OBJ_NONE && !g->objs[i]->decode.n &&
 		    !g->objs[i]->uw_n && !obj_walked(g, g->objs[i]))
 			obj_free(g, g->objs[i]);
 		else
@@ -617,12 +617,13 @@ static void attach_decode(struct lp_ggml *g, pid_t pid, struct lp_ggml_obj *o)
 				ret ? s->progs.lp_decode_exit : s->progs.lp_decode_enter, ret, -1,
 				path, lp_uprobe_offset(sym));
 
-			r = l ? lp_links_push(&o->decode_links, &o->ndecode_links, l) : -errno;
+			r = l ? lp_links_push(&o->decode.links, &o->decode.nlinks, l) : -errno;
+			o->decode.n += l != NULL;
 		}
 	}
 	if (r < 0) {
 		o->decode_error = r;
-		lp_prober_release(g->prober, &o->decode_links, &o->ndecode_links, NULL);
+		lp_prober_release(g->prober, &o->decode, NULL);
 		log_warning_errno(r,
 				  "attach llama_decode probes in %s: %m; tokens will not be "
 				  "counted for it",

@@ -19,6 +19,7 @@
 #include "prober.h"
 #include "track.h"
 #include "unwind.h"
+#include "uprobe.h"
 
 /* One executable file, read once per (device, inode, mtime). */
 struct lp_ggml_obj {
@@ -46,8 +47,7 @@ struct lp_ggml_obj {
 	bool uw_tried;
 	uint32_t uw_lost[LP_UW_WHY_NR]; /* rows the walk cannot follow, by why */
 	/* llama_decode probes, attached system-wide when first seen in an LLM process */
-	struct bpf_link **decode_links;
-	size_t ndecode_links;
+	struct lp_probes decode;
 	bool decode_tried;
 	int decode_error;
 };
@@ -100,11 +100,10 @@ struct lp_ggml_proc {
 	uint32_t gen;
 	uint64_t window_until_ns; /* 0: held by the duty cycle */
 	uint64_t window_start_ns;
-	uint64_t oncpu_start_ns;     /* /proc/PID/task/STAR/schedstat sums: up to date */
-	uint64_t bpf_oncpu_start_ns; /* LP_C_ONCPU_NS: exact once every thread has exited */
-	uint64_t ctr_start[LP_W_NR]; /* the counters windows follow, at window start */
-	struct bpf_link **plinks;
-	size_t nplinks;
+	uint64_t oncpu_start_ns;       /* /proc/PID/task/STAR/schedstat sums: up to date */
+	uint64_t bpf_oncpu_start_ns;   /* LP_C_ONCPU_NS: exact once every thread has exited */
+	uint64_t ctr_start[LP_W_NR];   /* the counters windows follow, at window start */
+	struct lp_probes probes;       /* the current window's */
 	size_t nprobed;		       /* functions probed in the current window */
 	uint32_t objs_gen, probed_gen; /* probes are re-attached when the objects change */
 	int precise_error;

@@ -444,14 +444,14 @@ static void api_status(void *ctx, cJSON *o)
 	for (size_t i = 0; i < nf; i++)
 		cJSON_AddItemToArray(f[i].on ? found : missing, cJSON_CreateString(f[i].name));
 	for (size_t i = 0; i < d->ggml.nobjs; i++) {
-		decode_objs += d->ggml.objs[i]->ndecode_links > 0;
-		decode_links += d->ggml.objs[i]->ndecode_links;
+		decode_objs += d->ggml.objs[i]->decode.n > 0;
+		decode_links += d->ggml.objs[i]->decode.n;
 	}
 	for (size_t i = 0; i < d->tracker.n; i++) {
 		const struct lp_ggml_proc *gp = d->tracker.v[i]->ggml;
 
 		precise_procs += gp && gp->precise_on;
-		precise_links += gp ? gp->nplinks : 0;
+		precise_links += gp ? gp->probes.n : 0;
 	}
 	x = cJSON_AddObjectToObject(o, "probes");
 	cJSON_AddNumberToObject(x, "core_links", (double)d->core.nlinks);

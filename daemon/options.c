@@ -126,6 +126,9 @@ static void usage(FILE *out)
 		"      --futex-source SRC   auto, tracepoint, raw (raw_syscalls) or off\n"
 		"      --mmap-source SRC    where new mappings are found: auto, lock (the mmap\n"
 		"                           lock tracepoint), tracepoint (sys_enter_mmap) or raw\n"
+		"      --uprobe-links KIND  a precise window's probes: auto, multi (one link per\n"
+		"                           program and file, one wait to take them off) or\n"
+		"                           single (one per probe)\n"
 		"      --no-page-faults     do not count page faults\n"
 		"      --no-mount-tracefs   do not mount tracefs when it is missing\n"
 		"\n"
@@ -234,6 +237,7 @@ enum {
 	OPT_SCHED_RAW,
 	OPT_FUTEX_SOURCE,
 	OPT_MMAP_SOURCE,
+	OPT_UPROBE_LINKS,
 	OPT_NO_FAULTS,
 	OPT_NO_MOUNT,
 	OPT_NO_DISCOVER,
@@ -279,6 +283,7 @@ static const struct option opts[] = {
 	{"sched-raw-tp", no_argument, NULL, OPT_SCHED_RAW},
 	{"futex-source", required_argument, NULL, OPT_FUTEX_SOURCE},
 	{"mmap-source", required_argument, NULL, OPT_MMAP_SOURCE},
+	{"uprobe-links", required_argument, NULL, OPT_UPROBE_LINKS},
 	{"no-page-faults", no_argument, NULL, OPT_NO_FAULTS},
 	{"no-mount-tracefs", no_argument, NULL, OPT_NO_MOUNT},
 	{"no-discover", no_argument, NULL, OPT_NO_DISCOVER},
@@ -341,10 +346,11 @@ static const struct u32_opt u32_opts[] = {
 	{OPT_HTTP_TIMEOUT, 1, 3600, offsetof(struct lp_config, http_timeout)},
 };
 
-/* The names of enum lp_futex_source's and lp_mmap_source's values, in their order: what the
- * options take and what the configuration is described with. */
+/* The names of enum lp_futex_source's, lp_mmap_source's and lp_uprobe_links' values, in their
+ * order: what the options take and what the configuration is described with. */
 static const char *const futex_src[] = {"auto", "tracepoint", "raw", "off"};
 static const char *const mmap_src[] = {"auto", "lock", "tracepoint", "raw"};
+static const char *const uprobe_links[] = {"auto", "multi", "single"};
 
 /* The index of arg among the n names, or -EINVAL (logged, with the names). */
 static int choice(const char *name, const char *arg, const char *const *names, size_t n)
@@ -434,6 +440,12 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 		if ((r = choice(name, arg, mmap_src, sizeof(mmap_src) / sizeof(*mmap_src))) < 0)
 			return r;
 		cfg->mmap_source = (enum lp_mmap_source)r;
+		return 0;
+	case OPT_UPROBE_LINKS:
+		if ((r = choice(name, arg, uprobe_links,
+				sizeof(uprobe_links) / sizeof(*uprobe_links))) < 0)
+			return r;
+		cfg->uprobe_links = (enum lp_uprobe_links)r;
 		return 0;
 	case OPT_NO_FAULTS:
 		cfg->faults = false;
@@ -814,6 +826,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddBoolToObject(o, "sched-raw-tp", cfg->sched_raw_tp);
 	cJSON_AddStringToObject(o, "futex-source", futex_src[cfg->futex_source]);
 	cJSON_AddStringToObject(o, "mmap-source", mmap_src[cfg->mmap_source]);
+	cJSON_AddStringToObject(o, "uprobe-links", uprobe_links[cfg->uprobe_links]);
 	cJSON_AddBoolToObject(o, "page-faults", cfg->faults);
 	cJSON_AddBoolToObject(o, "mount-tracefs", cfg->mount_tracefs);
 	cJSON_AddStringToObject(o, "socket", cfg->socket_path);

@@ -302,8 +302,7 @@ static void window_end_arm(struct lp_ggml *g, struct lp_target *t)
 }
 
 /* On the loop, when a window's probes are on: the window opens now, for what was asked. */
-static void attached(void *ctx, uint64_t cookie, struct bpf_link **links, size_t n, int err,
-		     uint64_t ns)
+static void attached(void *ctx, uint64_t cookie, struct lp_probes *probes, int err, uint64_t ns)
 {
 	struct lp_ggml *g = ctx;
 	pid_t pid = (pid_t)(cookie >> 32);
@@ -316,16 +315,16 @@ static void attached(void *ctx, uint64_t cookie, struct bpf_link **links, size_t
 	snprintf(what, sizeof(what), "pid %d", (int)pid);
 	/* Switched off, or exited, while they went on: they come off again. */
 	if (!gp || t->exited || !gp->precise_attaching || gp->attach_seq != (uint32_t)cookie) {
-		lp_prober_release(g->prober, &links, &n, NULL);
+		lp_prober_release(g->prober, probes, NULL);
 		return;
 	}
 	gp->precise_attaching = false;
 	gp->attach_ns = ns;
-	gp->plinks = links;
-	gp->nplinks = n;
-	r = err ? err : window_mark(g, t);
+	r = lp_probes_move(&gp->probes, probes);
+	r = err ? err : r ? r : window_mark(g, t);
 	if (r < 0) {
-		lp_prober_release(g->prober, &gp->plinks, &gp->nplinks, NULL);
+		lp_prober_release(g->prober, &gp->probes, NULL);
+		lp_prober_release(g->prober, probes, NULL);
 		gp->nprobed = gp->nops_probed = 0;
 		gp->precise_error = r;
 		log_warning_errno(r, "pid %d: attach precise-mode probes: %m", (int)pid);
@@ -339,9 +338,10 @@ static void attached(void *ctx, uint64_t cookie, struct bpf_link **links, size_t
 		if (lp_ggml_obj_has(gp->objs[i], LP_SYM_MATMUL) ||
 		    lp_ggml_obj_has(gp->objs[i], LP_SYM_BARRIER))
 			lp_line_add(&names, "%s%s", names.len ? ", " : "", gp->objs[i]->path);
-	log_info("pid %d: precise probes on %zu functions in %s, %zu of them op functions, "
-		 "in %.1f ms",
-		 (int)pid, gp->nprobed, names.buf, gp->nops_probed, (double)ns / 1e6);
+	log_info("pid %d: precise probes on %zu matmul and barrier functions in %s and %zu op "
+		 "functions (%zu probes, %zu links) in %.1f ms",
+		 (int)pid, gp->nprobed, names.buf, gp->nops_probed, gp->probes.n,
+		 gp->probes.nlinks + gp->probes.nfds, (double)ns / 1e6);
 	log_info("pid %d: precise mode on", (int)pid);
 }
 
@@ -384,7 +384,7 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 	 * entry is gone, and come off on the prober's time. */
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
 	snprintf(what, sizeof(what), "pid %d", (int)t->pid);
-	lp_prober_release(g->prober, &gp->plinks, &gp->nplinks, what);
+	lp_prober_release(g->prober, &gp->probes, what);
 	gp->nprobed = gp->nops_probed = 0;
 	gp->windows++;
 	gp->window_ns += lp_now_ns() - gp->window_start_ns;
@@ -577,7 +577,7 @@ void lp_precise_on_exit(struct lp_ggml *g, struct lp_target *t)
 		}
 		if (t->ggml->precise_on)
 			window_close(g, t, t->final);
-		lp_prober_release(g->prober, &t->ggml->plinks, &t->ggml->nplinks, NULL);
+		lp_prober_release(g->prober, &t->ggml->probes, NULL);
 		take_op_precise(g, t, true);
 	}
 	/* The exit hook deletes it; an exit it missed (lp_tracker_sweep) leaves it. */

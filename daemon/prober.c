@@ -20,8 +20,7 @@ struct lp_probe_job {
 	/* attach: specs in, links out; release: links in */
 	struct lp_probe_spec *specs;
 	size_t nspecs;
-	struct bpf_link **links;
-	size_t nlinks;
+	struct lp_probes probes;
 	int err;
 	uint64_t ns;
 	lp_probe_done_fn done; /* NULL: a release */
@@ -45,28 +44,80 @@ void lp_probe_specs_free(struct lp_probe_spec *specs, size_t n)
 	free(specs);
 }
 
-/* The work itself, on whichever thread runs it. */
+static bool multi_typed(const struct bpf_program *prog)
+{
+	return bpf_program__expected_attach_type(prog) == LP_TRACE_UPROBE_MULTI;
+}
+
+static int spec_cmp(const void *a, const void *b)
+{
+	const struct lp_probe_spec *x = a, *y = b;
+	int c;
+
+	if (x->prog != y->prog)
+		return (uintptr_t)x->prog < (uintptr_t)y->prog ? -1 : 1;
+	if (x->retprobe != y->retprobe || x->pid != y->pid)
+		return x->retprobe != y->retprobe ? x->retprobe - y->retprobe
+						  : (x->pid > y->pid) - (x->pid < y->pid);
+	c = strcmp(x->path, y->path);
+	return c ? c : (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/* Specs [i, *end) share program, direction, process and file: one multi-uprobe link. */
+static int attach_multi(struct lp_probe_job *j, size_t i, size_t *end)
+{
+	const struct lp_probe_spec *s = &j->specs[i];
+	unsigned long *off;
+	size_t k = i, n = 0;
+	int r;
+
+	while (k < j->nspecs && j->specs[k].prog == s->prog &&
+	       j->specs[k].retprobe == s->retprobe && j->specs[k].pid == s->pid &&
+	       !strcmp(j->specs[k].path, s->path))
+		k++;
+	off = malloc((k - i) * sizeof(*off));
+	if (!off)
+		return -ENOMEM;
+	for (size_t m = i; m < k; m++)
+		if (!n || off[n - 1] != j->specs[m].offset) /* a symbol's aliases */
+			off[n++] = j->specs[m].offset;
+	r = lp_uprobe_multi_attach(&j->probes, s->prog, s->retprobe, s->pid, s->path, off, n);
+	free(off);
+	*end = k;
+	return r;
+}
+
+/* The work itself, on whichever thread runs it. Programs loaded for multi-uprobe links
+ * get one per program, direction and file; the others one link per probe. */
 static void job_run(struct lp_probe_job *j)
 {
 	uint64_t t0 = mono_ns();
 
 	if (j->done) {
-		for (size_t i = 0; i < j->nspecs && !j->err; i++) {
+		qsort(j->specs, j->nspecs, sizeof(*j->specs), spec_cmp);
+		for (size_t i = 0; i < j->nspecs && !j->err;) {
 			const struct lp_probe_spec *s = &j->specs[i];
-			struct bpf_link *l = bpf_program__attach_uprobe(s->prog, s->retprobe,
-									s->pid, s->path, s->offset);
+			struct bpf_link *l;
 
-			j->err = l ? lp_links_push(&j->links, &j->nlinks, l) : -errno;
+			if (multi_typed(s->prog)) {
+				j->err = attach_multi(j, i, &i);
+				continue;
+			}
+			l = bpf_program__attach_uprobe(s->prog, s->retprobe, s->pid, s->path,
+						       s->offset);
+			j->err = l ? lp_links_push(&j->probes.links, &j->probes.nlinks, l) : -errno;
+			j->probes.n += l != NULL;
+			i++;
 		}
 		lp_probe_specs_free(j->specs, j->nspecs);
 		j->specs = NULL;
 		j->nspecs = 0;
 	} else {
-		size_t n = j->nlinks;
+		size_t n = j->probes.n, links = j->probes.nlinks + j->probes.nfds;
 
-		lp_links_destroy(&j->links, &j->nlinks);
+		lp_probes_free(&j->probes);
 		if (j->what[0])
-			log_info("%s: %zu probes off in %.1f ms", j->what, n,
+			log_info("%s: %zu probes off (%zu links) in %.1f ms", j->what, n, links,
 				 (double)(mono_ns() - t0) / 1e6);
 	}
 	j->ns = mono_ns() - t0;
@@ -75,7 +126,7 @@ static void job_run(struct lp_probe_job *j)
 static void job_free(struct lp_probe_job *j)
 {
 	lp_probe_specs_free(j->specs, j->nspecs);
-	lp_links_destroy(&j->links, &j->nlinks);
+	lp_probes_free(&j->probes);
 	free(j);
 }
 
@@ -150,9 +201,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 		struct lp_probe_job *j = rev;
 
 		rev = j->next;
-		j->done(j->ctx, j->cookie, j->links, j->nlinks, j->err, j->ns);
-		j->links = NULL;
-		j->nlinks = 0;
+		j->done(j->ctx, j->cookie, &j->probes, j->err, j->ns);
 		job_free(j);
 	}
 }
@@ -251,9 +300,7 @@ int lp_prober_attach(struct lp_prober *p, struct lp_probe_spec *specs, size_t n,
 		.specs = specs, .nspecs = n, .done = done, .ctx = ctx, .cookie = cookie};
 	if (!p || !p->running) {
 		job_run(j);
-		done(ctx, cookie, j->links, j->nlinks, j->err, j->ns);
-		j->links = NULL;
-		j->nlinks = 0;
+		done(ctx, cookie, &j->probes, j->err, j->ns);
 		job_free(j);
 		return 0;
 	}
@@ -261,24 +308,22 @@ int lp_prober_attach(struct lp_prober *p, struct lp_probe_spec *specs, size_t n,
 	return 0;
 }
 
-void lp_prober_release(struct lp_prober *p, struct bpf_link ***links, size_t *n, const char *what)
+void lp_prober_release(struct lp_prober *p, struct lp_probes *probes, const char *what)
 {
 	struct lp_probe_job *j;
 
-	if (!*n) {
-		lp_links_destroy(links, n);
+	if (!probes->n) {
+		lp_probes_free(probes);
 		return;
 	}
 	j = p && p->running ? calloc(1, sizeof(*j)) : NULL;
 	if (!j) {
-		lp_links_destroy(links, n);
+		lp_probes_free(probes);
 		return;
 	}
-	j->links = *links;
-	j->nlinks = *n;
+	j->probes = *probes;
+	memset(probes, 0, sizeof(*probes));
 	if (what)
 		snprintf(j->what, sizeof(j->what), "%s", what);
-	*links = NULL;
-	*n = 0;
 	submit(p, j);
 }

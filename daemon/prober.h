@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct bpf_link;
 struct bpf_program;
+struct lp_probes;
 struct event;
 struct event_base;
 
@@ -29,11 +29,11 @@ struct lp_probe_spec {
 	char *path;
 };
 
-/* Called on the loop with what an attach made: the links (the callee owns them and the
- * array), how many, 0 or the first error (then links is what was attached before it), and
- * how long it took. */
-typedef void (*lp_probe_done_fn)(void *ctx, uint64_t cookie, struct bpf_link **links, size_t n,
-				 int err, uint64_t ns);
+/* Called on the loop with what an attach made: the probes (the callee takes them over,
+ * with lp_probes_move, or leaves them to be taken off), 0 or the first error (then probes
+ * holds what was attached before it), and how long it took. */
+typedef void (*lp_probe_done_fn)(void *ctx, uint64_t cookie, struct lp_probes *probes, int err,
+				 uint64_t ns);
 
 struct lp_probe_job;
 struct lp_prober;
@@ -66,9 +66,9 @@ void lp_prober_stop(struct lp_prober *p);
  * without a running prober). Returns 0 or -ENOMEM (specs freed, done not called). */
 int lp_prober_attach(struct lp_prober *p, struct lp_probe_spec *specs, size_t n,
 		     lp_probe_done_fn done, void *ctx, uint64_t cookie);
-/* Takes the links off (the array is taken over, *links and *n emptied). With what (a
- * label, copied), how long that took is logged. */
-void lp_prober_release(struct lp_prober *p, struct bpf_link ***links, size_t *n, const char *what);
+/* Takes the probes off (taken over, *probes emptied). With what (a label, copied), how
+ * long that took is logged. */
+void lp_prober_release(struct lp_prober *p, struct lp_probes *probes, const char *what);
 void lp_probe_specs_free(struct lp_probe_spec *specs, size_t n);
 
 #endif

@@ -267,7 +267,7 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_s
 			cJSON_AddStringToObject(e, "decode_probes", "failed");
 		else
 			cJSON_AddStringToObject(e, "decode_probes",
-						ob->ndecode_links ? "attached" : "none");
+						ob->decode.n ? "attached" : "none");
 		cJSON_AddItemToArray(a, e);
 	}
 	return a;
@@ -776,6 +776,7 @@ size_t lp_feature_flags(const struct lp_features *f, struct lp_feature_flag *out
 		{"hardware_pmu", f->pmu},
 		{"ring_buffer", f->ringbuf},
 		{"sched_info", f->sched_info},
+		{"uprobe_multi", f->uprobe_multi},
 	};
 
 	memcpy(out, v, sizeof(v));
@@ -815,6 +816,8 @@ cJSON *lp_render_report(const struct lp_report *r)
 						      : "while a process is tracked: not now");
 	cJSON_AddStringToObject(col, "page_faults", r->fault_cpus ? "perf software events" : "off");
 	cJSON_AddStringToObject(col, "new_mappings", r->mmap_source ? r->mmap_source : "off");
+	cJSON_AddStringToObject(col, "precise_probes",
+				r->uprobe_multi ? "multi-uprobe links" : "a link per probe");
 	num(col, "sample_hz", r->sample_hz);
 
 	maps = cJSON_AddArrayToObject(root, "maps");

@@ -42,6 +42,7 @@ struct lp_report {
 	 * they are now. */
 	bool futex_on_demand, futex_attached;
 	const char *mmap_source;
+	bool uprobe_multi;
 	uint32_t sample_hz;
 	const struct lp_config *cfg;
 	int fault_cpus; /* 0: page faults are not collected */

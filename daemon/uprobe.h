@@ -4,6 +4,7 @@
 #ifndef LLMPROF_UPROBE_H
 #define LLMPROF_UPROBE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -11,11 +12,44 @@
 #include "elfsym.h"
 
 struct bpf_link;
+struct bpf_program;
 
 /* Destroys every link and frees the array. */
 void lp_links_destroy(struct bpf_link ***links, size_t *n);
 /* Appends l (destroyed on failure). Returns 0 or -ENOMEM. */
 int lp_links_push(struct bpf_link ***links, size_t *n, struct bpf_link *l);
+
+/* Uprobes held: libbpf's links, one per probe, and the kernel's multi-uprobe links
+ * (BPF_TRACE_UPROBE_MULTI), one per program, file and process, each holding many probes,
+ * as file descriptors (libbpf 1.1 has no wrapper for them). A multi-uprobe link comes off
+ * with one RCU grace period for all its probes; a single one with one each. */
+struct lp_probes {
+	struct bpf_link **links;
+	size_t nlinks;
+	int *fds;
+	size_t nfds;
+	size_t n; /* probes held, all told */
+};
+
+/* Takes every probe off and empties p. */
+void lp_probes_free(struct lp_probes *p);
+/* Moves everything src holds into dst (src emptied). Returns 0 or -ENOMEM (src kept). */
+int lp_probes_move(struct lp_probes *dst, struct lp_probes *src);
+
+/* The attach type of programs loaded for multi-uprobe links (uapi's BPF_TRACE_UPROBE_MULTI,
+ * which libbpf 1.1's headers lack). */
+#define LP_TRACE_UPROBE_MULTI 48
+
+/* Whether the kernel makes multi-uprobe links that filter by process (Linux 6.6 made them,
+ * a later fix made the pid filter cover every thread of the process, not one): 0, or why
+ * not as a negative errno. Tried, as libbpf does: a link on "/" fails with EBADF where they
+ * exist, and one for pid -1 with EINVAL where the filter is by process. */
+int lp_uprobe_multi_probe(void);
+
+/* Attaches prog (loaded with LP_TRACE_UPROBE_MULTI) at offsets[n] of the file at path, for
+ * pid, entries or returns, as one link added to out. Returns 0 or a negative errno. */
+int lp_uprobe_multi_attach(struct lp_probes *out, const struct bpf_program *prog, bool retprobe,
+			   pid_t pid, const char *path, const unsigned long *offsets, size_t n);
 
 /* A path naming the file (dev, ino) that pid mapped as path, for attaching uprobes: that
  * path when it still names the file, else the same path inside the process's root (another

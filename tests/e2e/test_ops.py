@@ -176,18 +176,30 @@ def fixture(work):
             "the rest is outside ops, the barrier still sync: %s" % sh)
 
 
-def precise(work):
-    print("--- precise mode per op on lpops, against bpftrace on the same functions")
+def precise(work, links):
+    print("--- precise mode per op on lpops (--uprobe-links %s), against bpftrace on the same "
+          "functions" % links)
     tokens, threads = 200, 2
     d = t.Daemon("--sample-hz", str(HZ), "--precise-duty", "1", "--precise-ops",
-                 "mul_mat_up_gate,rms_norm,soft_max,no_such_op")  # serves the API
+                 "mul_mat_up_gate,rms_norm,soft_max,no_such_op",
+                 "--uprobe-links", links)  # serves the API
     d.wait_ready()
+    multi = "uprobe_multi" in d.get("/v1/status")["kernel_features"]["found"]
     lpops = os.path.realpath(LPOPS)
     proc = subprocess.Popen([lpops, "--wait-go", "--tokens", str(tokens), "--threads",
                              str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     t._children.append(proc)
     pid = t.read_json_line(proc, "lpops", 30)["pid"]
     d.wait_log("pid %d: precise probes on " % pid)
+    # How the window's probes are held: with multi-uprobe links, one per program and
+    # direction in lpops' one file (six programs: at most six links); else one per probe.
+    held = re.search(r"pid %d: precise probes on .* \((\d+) probes, (\d+) links\)" % pid,
+                     d.log())
+    probes, nlinks = (int(held.group(1)), int(held.group(2))) if held else (0, -1)
+    want = "multi-uprobe links" if links == "multi" and multi else "a link per probe"
+    t.check(d.get("/v1/status")["collectors"]["precise_probes"] == want
+            and (nlinks <= 6 if want.startswith("multi") else nlinks == probes) and probes >= 8,
+            "--uprobe-links %s: %s; %d probes in %d links" % (links, want, probes, nlinks))
     t.check("pid %d: --precise-ops: no op named no_such_op" % pid in d.log(),
             "an op name the process does not have is logged")
     # The independent count: bpftrace's own uprobes on the same functions, and their time.
@@ -303,7 +315,8 @@ def node(work):
 def main():
     work = t.tmpdir("llmprofd-ops-")
     fixture(work)
-    precise(work)
+    precise(work, "multi")
+    precise(work, "single")
     node(work)
 
 
