@@ -283,7 +283,8 @@ static void print_ops(const cJSON *g, const cJSON *sm)
 	}
 	pr = cJSON_GetObjectItemCaseSensitive(pt, "precise");
 	if (cJSON_IsObject(pr)) {
-		printf("  per token, precise (%.0f tokens, %.0f ops probed; exact own CPU):",
+		printf("  per token, precise (%.0f tokens, %.0f ops probed; exact own CPU, in the "
+		       "windows, probes' cost included):",
 		       ctl_num(pr, "generated", 0), ctl_num(pr, "ops_probed", 0));
 		print_group_ms(cJSON_GetObjectItemCaseSensitive(pr, "cpu_ms"));
 	}
@@ -321,6 +322,45 @@ static void print_unwind(const cJSON *g)
 		       "samples, and it can take a stale return address for a live frame; the "
 		       "shares below may be wrong by as much\n",
 		       100 * ctl_num(u, "scan_share", 0));
+}
+
+/* What precise windows measured, each figure saying what it counts: calls and wall time
+ * inside them (every thread's, asleep or not), shares of the CPU time in the windows
+ * (exact from the probes, beside the samples of the same windows), and what the probes
+ * cost the engine (its decode rate inside and outside the windows). */
+static void print_windows(const cJSON *pr, const cJSON *pm, const cJSON *pb)
+{
+	const cJSON *gen = cJSON_GetObjectItemCaseSensitive(pr, "generation");
+	double in = ctl_num(gen, "tokens_per_s_inside", 0),
+	       out = ctl_num(gen, "tokens_per_s_outside", 0);
+	char s[3][32];
+
+	if (in > 0) {
+		printf("              generation in llama_decode %s tokens/s inside the windows "
+		       "(%.0f tokens)",
+		       ctl_fmt_num5(s[0], 32, in), ctl_num(gen, "tokens_inside", 0));
+		if (out > 0)
+			printf(", %s outside: the probes %s it %.0f%%", ctl_fmt_num5(s[1], 32, out),
+			       in < out ? "slowed" : "sped", 100 * fabs(1 - in / out));
+		printf("\n");
+	}
+	printf("              matmul %.0f calls, %s inside them (wall, all threads), %s on CPU "
+	       "outside barriers\n",
+	       ctl_num(pm, "calls", 0), ctl_fmt_dur(s[0], 32, ctl_num(pm, "ns", 0)),
+	       ctl_fmt_dur(s[1], 32, ctl_num(pm, "exclusive_oncpu_ns", 0)));
+	printf("              barrier %.0f calls, %s inside them (wall, all threads): spin %s, "
+	       "sleep %s\n",
+	       ctl_num(pb, "calls", 0), ctl_fmt_dur(s[0], 32, ctl_num(pb, "ns", 0)),
+	       ctl_fmt_dur(s[1], 32, ctl_num(pb, "spin_ns", 0)),
+	       ctl_fmt_dur(s[2], 32, ctl_num(pb, "sleep_ns", 0)));
+	printf("              shares of its CPU time in the windows:\n");
+	print_share("                exact (each call timed): ",
+		    cJSON_GetObjectItemCaseSensitive(pr, "share"));
+	printf("\n                sampled (%6.0f samples):", ctl_num(pr, "samples", 0));
+	print_share("", cJSON_GetObjectItemCaseSensitive(pr, "sampled_share"));
+	printf("\n              (the probes' own time is in both: a return probe's trap is "
+	       "timed inside the call it ends,\n               and sampled outside it, on the "
+	       "kernel's return trampoline: other)\n");
 }
 
 static void print_ggml(const cJSON *g)
@@ -371,8 +411,8 @@ static void print_ggml(const cJSON *g)
 	       ctl_fmt_num5(s[0], 32, ctl_num(gt, "tokens_per_s", 0)),
 	       ctl_fmt_num5(s[1], 32, ctl_num(gt, "wall_tokens_per_s", 0)),
 	       ctl_fmt_dur(s[2], 32, ctl_num(gt, "wall_ms_per_token", 0) * 1e6));
-	printf("  sampled     %.0f samples at %.0f Hz per %s:", ctl_num(sm, "samples", 0),
-	       ctl_num(sm, "hz", 0),
+	printf("  sampled     %.0f samples at %.0f Hz per %s, since tracked:",
+	       ctl_num(sm, "samples", 0), ctl_num(sm, "hz", 0),
 	       strcmp(ctl_str(sm, "sampler", ""), "thread") ? "CPU" : "thread");
 	print_share("", cJSON_GetObjectItemCaseSensitive(sm, "share"));
 	printf("; barrier off-CPU estimate %s\n",
@@ -389,20 +429,8 @@ static void print_ggml(const cJSON *g)
 	printf("  precise     %s, %.0f functions probed, %.0f windows, %.1f s\n",
 	       ctl_true(pr, "active") ? "on" : "off", ctl_num(pr, "functions_probed", 0),
 	       ctl_num(pr, "windows", 0), ctl_num(pr, "seconds", 0));
-	if (ctl_num(pr, "windows", 0) > 0) {
-		printf("              matmul %.0f calls, %s, %s on CPU outside barriers\n",
-		       ctl_num(pm, "calls", 0), ctl_fmt_dur(s[0], 32, ctl_num(pm, "ns", 0)),
-		       ctl_fmt_dur(s[1], 32, ctl_num(pm, "exclusive_oncpu_ns", 0)));
-		printf("              barrier %.0f calls, %s: spin %s, sleep %s\n",
-		       ctl_num(pb, "calls", 0), ctl_fmt_dur(s[0], 32, ctl_num(pb, "ns", 0)),
-		       ctl_fmt_dur(s[1], 32, ctl_num(pb, "spin_ns", 0)),
-		       ctl_fmt_dur(s[2], 32, ctl_num(pb, "sleep_ns", 0)));
-		print_share("              exact:  ",
-			    cJSON_GetObjectItemCaseSensitive(pr, "share"));
-		print_share("\n              sampled:",
-			    cJSON_GetObjectItemCaseSensitive(pr, "sampled_share"));
-		printf(" (the same windows)\n");
-	}
+	if (ctl_num(pr, "windows", 0) > 0)
+		print_windows(pr, pm, pb);
 }
 
 static void print_futex(const cJSON *f)

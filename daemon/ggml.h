@@ -60,6 +60,7 @@ enum lp_window_ctr {
 	LP_W_SAMPLES_MATMUL,
 	LP_W_SAMPLES_BARRIER,
 	LP_W_GEN_TOKENS,
+	LP_W_GEN_NS, /* inside llama_decode, generating */
 	LP_W_BARRIER_GEN_ONCPU_NS,
 	LP_W_NR,
 };

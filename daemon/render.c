@@ -311,6 +311,29 @@ static void render_precise_per_token(cJSON *o, const struct lp_ggml_proc *gp,
 						(double)ns[i] / 1e6 / tokens);
 }
 
+static void rate_or_null(cJSON *o, const char *key, uint64_t tokens, uint64_t ns)
+{
+	if (tokens && ns)
+		cJSON_AddNumberToObject(o, key, (double)tokens * 1e9 / (double)ns);
+	else
+		cJSON_AddNullToObject(o, key);
+}
+
+/* precise.generation: what the probes cost the engine, by its own decode rate inside the
+ * windows and outside them (every uprobe hit traps into the kernel; a window slows what
+ * it measures, and the exact figures are of the slowed engine). */
+static void render_observer(cJSON *x, const struct lp_precise_totals *w, const __u64 *ctr)
+{
+	uint64_t in_tok = w->ctr[LP_W_GEN_TOKENS], in_ns = w->ctr[LP_W_GEN_NS];
+	uint64_t all_tok = ctr[LP_C_DECODE_GEN_CALLS], all_ns = ctr[LP_C_DECODE_GEN_NS];
+	cJSON *y = cJSON_AddObjectToObject(x, "generation");
+
+	num(y, "tokens_inside", in_tok);
+	rate_or_null(y, "tokens_per_s_inside", in_tok, in_ns);
+	rate_or_null(y, "tokens_per_s_outside", all_tok > in_tok ? all_tok - in_tok : 0,
+		     all_ns > in_ns ? all_ns - in_ns : 0);
+}
+
 /* ggml.unwind: how each sample's place was found, and where the walk by rows gave way to
  * the stack scan and why. The scan can take a stale return address for a live frame, so
  * shares that rest on it for more than LP_SCAN_TRUST of the samples (ops.h) are marked. */
@@ -557,6 +580,7 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 			      render_share(w->ctr[LP_W_SAMPLES_MATMUL],
 					   w->ctr[LP_W_SAMPLES_BARRIER], w->ctr[LP_W_SAMPLES]));
 	num(x, "samples", w->ctr[LP_W_SAMPLES]);
+	render_observer(x, w, ctr);
 	return o;
 }
 

@@ -285,9 +285,20 @@ def precise(work, links):
                 % (group, ms.get(group, 0), ref_ms, op))
     t.check(ms.get("sync", 0) > 0, "per token, precise: barrier spinning %.3f ms"
             % ms.get("sync", 0))
-    t.check(re.search(r"^  per token, precise \(%d tokens, 3 ops probed; exact own CPU\): "
-                      r"matmul " % tokens, dump, re.M) is not None,
-            "dump prints the precise per-token line")
+    t.check(re.search(r"^  per token, precise \(%d tokens, 3 ops probed; exact own CPU, in "
+                      r"the windows, probes. cost included\): matmul " % tokens, dump, re.M)
+            is not None, "dump prints the precise per-token line")
+    # What the probes cost the engine: with --precise-duty 1 every token is inside a window,
+    # so the rate inside is the generation rate, and there is no outside.
+    gen, inside = g["tokens"]["generation"], g["precise"]["generation"]
+    t.check(inside["tokens_inside"] == tokens and inside["tokens_per_s_outside"] is None
+            and abs(inside["tokens_per_s_inside"] - gen["tokens_per_s"])
+            <= 1e-6 * gen["tokens_per_s"],
+            "every token inside the windows: %s, generation %.2f tokens/s"
+            % (inside, gen["tokens_per_s"]))
+    t.check(re.search(r"^              generation in llama_decode [\d.]+ tokens/s inside the "
+                      r"windows \(%d tokens\)$" % tokens, dump, re.M) is not None,
+            "dump prints the rate inside the windows")
 
 
 def node(work):
