@@ -109,6 +109,58 @@ def _kill_all():
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+    for cg in _cgroups:
+        cg.remove()
+
+
+_cgroups = []
+
+
+class CpuCgroup:
+    """A cgroup of the test's own with a CPU quota (cgroup v2's cpu.max where the cpu
+    controller is there, else v1's cpu.cfs_quota_us), removed when the test ends: to slow
+    an engine down as a container's limit or a busy host would."""
+
+    def __init__(self):
+        name = "llmprof-test-%d-%d" % (os.getpid(), len(_cgroups))
+        v2 = "/sys/fs/cgroup"
+        try:
+            with open(os.path.join(v2, "cgroup.controllers")) as f:
+                has_v2_cpu = "cpu" in f.read().split()
+        except OSError:
+            has_v2_cpu = False
+        self.v2 = has_v2_cpu
+        self.path = os.path.join(v2 if has_v2_cpu else "/sys/fs/cgroup/cpu", name)
+        if has_v2_cpu:  # the root's children get the cpu controller where it is not on yet
+            with open(os.path.join(v2, "cgroup.subtree_control")) as f:
+                on = "cpu" in f.read().split()
+            if not on:
+                with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
+                    f.write("+cpu")
+        os.mkdir(self.path)
+        _cgroups.append(self)
+
+    def set_quota(self, cpus, period_us=100000):
+        quota = max(1000, int(cpus * period_us))
+        if self.v2:
+            with open(os.path.join(self.path, "cpu.max"), "w") as f:
+                f.write("%d %d" % (quota, period_us))
+        else:
+            with open(os.path.join(self.path, "cpu.cfs_period_us"), "w") as f:
+                f.write(str(period_us))
+            with open(os.path.join(self.path, "cpu.cfs_quota_us"), "w") as f:
+                f.write(str(quota))
+
+    def wrap(self, argv):
+        """argv run inside the cgroup from its first instruction (the same pid)."""
+        return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.path] + list(argv)
+
+    def remove(self):
+        if os.path.isdir(self.path):
+            try:
+                os.rmdir(self.path)
+            except OSError as e:
+                print("could not remove %s: %s" % (self.path, e))
 
 
 def run(main, timeout, need_root=True):
