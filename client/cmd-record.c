@@ -61,6 +61,8 @@ struct sp {
 };
 
 #define CPU_TRACK 1e9 /* the CPU track of thread tid is tid + this (daemon/trace.h) */
+/* Seconds the daemon keeps a record this command no longer asks for (it asks every second). */
+#define CTL_RECORD_LEASE 5
 
 static int kind_of(const cJSON *e)
 {
@@ -236,8 +238,10 @@ static int exec(struct ctl *c, int argc, char **argv)
 		snprintf(out_default, sizeof(out_default), "llmprof-%d.json.gz", pid);
 		out = out_default;
 	}
-	snprintf(body, sizeof(body), "{\"seconds\":%.17g,\"ops\":%s}", seconds,
-		 ops ? "true" : "false");
+	/* The record is this command's: it asks for it every second (at most), and if it
+	 * dies (killed, its terminal closed) the daemon cancels the record a lease later. */
+	snprintf(body, sizeof(body), "{\"seconds\":%.17g,\"ops\":%s,\"lease\":%d}", seconds,
+		 ops ? "true" : "false", CTL_RECORD_LEASE);
 	status = ctl_request(c, "POST", path, body, &doc, NULL);
 	if (status)
 		return status;
@@ -246,7 +250,6 @@ static int exec(struct ctl *c, int argc, char **argv)
 		seconds, ops ? " with op spans (precise mode, for the window)" : "");
 	/* Ctrl-C, as with perf record: the window ends now, and what it recorded is written. */
 	ctl_catch_interrupt();
-	ctl_nap(seconds);
 	for (bool stopped = false;;) {
 		if (ctl_interrupted && !stopped) {
 			char msg[512];

@@ -486,7 +486,7 @@ static cJSON *parse_body(const char *body, size_t len)
 /* A body of two optional members: a boolean named flag and "seconds" (a number from 0, or
  * above 0 unless zero_ok, to max). *on and *seconds keep their defaults when absent. */
 static int parse_flag_seconds(const struct lp_api_request *req, const char *flag, bool *on,
-			      double *seconds, double max, bool zero_ok,
+			      double *seconds, double max, bool zero_ok, double *lease,
 			      struct lp_api_response *res)
 {
 	cJSON *doc, *item;
@@ -507,7 +507,8 @@ static int parse_flag_seconds(const struct lp_api_request *req, const char *flag
 	{
 		bool is_flag = item->string && strcmp(item->string, flag) == 0;
 		bool is_seconds = item->string && strcmp(item->string, "seconds") == 0;
-		unsigned bit = is_flag ? 1 : is_seconds ? 2 : 0;
+		bool is_lease = lease && item->string && strcmp(item->string, "lease") == 0;
+		unsigned bit = is_flag ? 1 : is_seconds ? 2 : is_lease ? 4 : 0;
 
 		if (bit && (seen & bit)) {
 			lp_api_error(res, 400, LP_ERR_BAD_REQUEST, "'%s' is given twice",
@@ -521,13 +522,17 @@ static int parse_flag_seconds(const struct lp_api_request *req, const char *flag
 		} else if (is_seconds && cJSON_IsNumber(item) && item->valuedouble <= max &&
 			   (item->valuedouble > 0 || (zero_ok && item->valuedouble == 0))) {
 			*seconds = item->valuedouble;
+		} else if (is_lease && cJSON_IsNumber(item) && item->valuedouble >= 1 &&
+			   item->valuedouble <= LP_RECORD_MAX_SECONDS) {
+			*lease = item->valuedouble;
 		} else {
 			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
-				     "'%s': expected \"%s\" (true or false) or \"seconds\" "
-				     "(%s to %g%s)",
-				     item->string ? item->string : "?", flag,
+				     "'%s': expected \"%s\" (true or false)%s \"seconds\" "
+				     "(%s to %g%s)%s",
+				     item->string ? item->string : "?", flag, lease ? "," : " or",
 				     zero_ok ? "0" : "above 0", max,
-				     zero_ok ? "; 0 = until switched off" : "");
+				     zero_ok ? "; 0 = until switched off" : "",
+				     lease ? " or \"lease\" (1 to 60)" : "");
 			cJSON_Delete(doc);
 			return -EINVAL;
 		}
@@ -547,7 +552,8 @@ static void post_precise(const struct lp_api_backend *b, const struct lp_api_req
 	on = true;
 	seconds = 60;
 	if (!need_privilege(b, req->peer, "precise mode", res) ||
-	    parse_flag_seconds(req, "enable", &on, &seconds, LP_PRECISE_MAX_SECONDS, true, res) < 0)
+	    parse_flag_seconds(req, "enable", &on, &seconds, LP_PRECISE_MAX_SECONDS, true, NULL,
+			       res) < 0)
 		return;
 	doc = cJSON_CreateObject();
 	cJSON_AddNumberToObject(doc, "pid", pid);
@@ -588,7 +594,7 @@ static int is_stop(const struct lp_api_request *req)
 static void post_record(const struct lp_api_backend *b, const struct lp_api_request *req, pid_t pid,
 			struct lp_api_response *res)
 {
-	double seconds = LP_RECORD_DEFAULT_SECONDS;
+	double seconds = LP_RECORD_DEFAULT_SECONDS, lease = 0;
 	bool ops = true;
 	cJSON *doc;
 	int ret;
@@ -614,15 +620,18 @@ static void post_record(const struct lp_api_backend *b, const struct lp_api_requ
 		}
 		return;
 	}
-	if (parse_flag_seconds(req, "ops", &ops, &seconds, LP_RECORD_MAX_SECONDS, false, res) < 0)
+	if (parse_flag_seconds(req, "ops", &ops, &seconds, LP_RECORD_MAX_SECONDS, false, &lease,
+			       res) < 0)
 		return;
-	ret = b->record_start(b->ctx, pid, seconds, ops);
+	ret = b->record_start(b->ctx, pid, seconds, ops, lease);
 	if (ret == 0) {
 		doc = cJSON_CreateObject();
 		cJSON_AddNumberToObject(doc, "pid", pid);
 		cJSON_AddBoolToObject(doc, "recording", true);
 		cJSON_AddNumberToObject(doc, "seconds", seconds);
 		cJSON_AddBoolToObject(doc, "ops", ops);
+		if (lease > 0)
+			cJSON_AddNumberToObject(doc, "lease", lease);
 		respond_json(res, 202, doc);
 	} else if (ret == -ESRCH) {
 		not_tracked(res, pid);

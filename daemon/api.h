@@ -41,7 +41,7 @@ struct lp_api_backend {
 	int (*precise)(void *ctx, pid_t pid, bool on, double seconds, cJSON *o);
 	/* A timeline record: lp_record_start's, lp_record_stop's and lp_record_fetch's
 	 * returns. */
-	int (*record_start)(void *ctx, pid_t pid, double seconds, bool ops);
+	int (*record_start)(void *ctx, pid_t pid, double seconds, bool ops, double lease);
 	int (*record_stop)(void *ctx, pid_t pid);
 	int (*record_fetch)(void *ctx, pid_t pid, struct lp_body **body, double *remaining);
 	/* The host's memory bandwidth into o; with measure, a measurement is started first. */

@@ -192,7 +192,7 @@ static void read_maps(struct lp_record *rec)
 	rec->nmaps = n;
 }
 
-int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops)
+int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops, double lease)
 {
 	struct lp_target *t = lp_tracker_find(r->tr, pid);
 	struct lp_recording zero = {0};
@@ -218,6 +218,8 @@ int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops)
 	rec->ops = ops;
 	rec->start_ns = lp_now_ns();
 	rec->until_ns = rec->start_ns + (uint64_t)(seconds * 1e9);
+	rec->lease_ns = (uint64_t)(lease * 1e9);
+	rec->asked_ns = rec->start_ns;
 	read_threads(rec);
 	read_maps(rec);
 	/* Op and barrier spans come from precise mode's probes: on for the window, unless
@@ -316,11 +318,9 @@ static void *render(void *arg)
 	return NULL;
 }
 
-/* The window is over: the kernel stops, precise mode goes back as it was, and the events
- * are rendered (by a thread; done() when it is over). */
-static void finish(struct lp_recorder *r, struct lp_record *rec)
+/* The kernel stops recording the process, and precise mode goes back as it was. */
+static void stop_kernel(struct lp_recorder *r, struct lp_record *rec, struct lp_target *t)
 {
-	struct lp_target *t = lp_tracker_find(r->tr, rec->pid);
 	struct lp_recording st = {0};
 	__u32 key = (__u32)rec->pid;
 
@@ -330,6 +330,15 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 	if (t && rec->precise_ours && t->ggml &&
 	    (t->ggml->precise_on || t->ggml->precise_attaching) && !t->exited)
 		lp_precise_set(r->g, t, false, 0);
+}
+
+/* The window is over: the kernel stops, and the events are rendered (by a thread; done()
+ * when it is over). */
+static void finish(struct lp_recorder *r, struct lp_record *rec)
+{
+	struct lp_target *t = lp_tracker_find(r->tr, rec->pid);
+
+	stop_kernel(r, rec, t);
 	read_threads(rec);
 	read_maps(rec);
 	if (t)
@@ -371,6 +380,14 @@ static void done(struct lp_record *rec)
 	rec->n = rec->cap = 0;
 }
 
+/* Whether rec's client let its lease run out: asked for it last longer ago than that, the
+ * trace not fetched yet (a rendering thread, which owns it, is waited for). */
+static bool abandoned(const struct lp_record *rec, uint64_t now)
+{
+	return rec->lease_ns && !rec->fetched && now > rec->asked_ns + rec->lease_ns &&
+	       (!rec->finished || rec->done);
+}
+
 void lp_record_tick(struct lp_recorder *r)
 {
 	uint64_t now = lp_now_ns();
@@ -378,6 +395,18 @@ void lp_record_tick(struct lp_recorder *r)
 	for (size_t i = 0; i < r->n;) {
 		struct lp_record *rec = r->v[i];
 
+		if (abandoned(rec, now)) {
+			if (!rec->finished) {
+				stop_kernel(r, rec, lp_tracker_find(r->tr, rec->pid));
+				rec->finished = true;
+				count_recordings(r);
+			}
+			log_info("pid %d: recording cancelled: its client has not asked for it "
+				 "for %.1f s (its lease)",
+				 (int)rec->pid, (double)(now - rec->asked_ns) / 1e9);
+			forget(r, i);
+			continue;
+		}
 		if (!rec->finished && now >= rec->until_ns)
 			finish(r, rec);
 		if (rec->finished && !rec->done && atomic_load(&rec->rendered))
@@ -412,6 +441,7 @@ int lp_record_fetch(struct lp_recorder *r, pid_t pid, struct lp_body **body, dou
 
 	if (!rec)
 		return -ENOENT;
+	rec->asked_ns = now;
 	if (!rec->done) {
 		/* Recording, or rendering (0 s left). */
 		*remaining = rec->until_ns > now ? (double)(rec->until_ns - now) / 1e9 : 0;
@@ -430,5 +460,6 @@ int lp_record_fetch(struct lp_recorder *r, pid_t pid, struct lp_body **body, dou
 		}
 	}
 	*body = lp_body_get(rec->shared);
+	rec->fetched = true;
 	return 0;
 }

@@ -29,6 +29,8 @@
 struct lp_record {
 	pid_t pid;
 	uint64_t start_ns, until_ns; /* CLOCK_MONOTONIC */
+	uint64_t lease_ns, asked_ns; /* 0: no lease; when its client last asked for it */
+	bool fetched;
 	bool ops, precise_ours;
 	/* Then: finished (the window is over, the kernel stopped), rendered (the trace is
 	 * written), done (what rendering took is freed: the trace can be fetched). The trace
@@ -75,10 +77,13 @@ void lp_recorder_init(struct lp_recorder *r, struct lp_core *core, struct lp_ggm
 		      struct lp_tracker *tr, const char *version);
 void lp_recorder_free(struct lp_recorder *r);
 
-/* Starts recording process pid for seconds, with op spans if ops. Returns 0, -ESRCH (not
- * tracked), -ENODATA (exited), -EBUSY (a record of it is running), -ENOSPC (as many records
- * as the kernel side holds are running), or -errno. */
-int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops);
+/* Starts recording process pid for seconds, with op spans if ops. With a lease (seconds, 0:
+ * none), the record belongs to a client that asks for it at least that often: one that
+ * went away (a killed llmprofctl) cancels it, probes off and nothing kept, once a lease
+ * passes with no fetch, before its trace was fetched. Returns 0, -ESRCH (not tracked),
+ * -ENODATA (exited), -EBUSY (a record of it is running), -ENOSPC (as many records as the
+ * kernel side holds are running), or -errno. */
+int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops, double lease);
 
 /* Ends pid's running record now (Ctrl-C in llmprofctl record): its window ends here and the
  * trace is rendered as at its planned end. Returns 0, or -ENOENT: none is running. */
@@ -95,8 +100,9 @@ bool lp_record_running(const struct lp_recorder *r);
 /* The "rec_ring" ring buffer's callback (ctx: the recorder). */
 int lp_record_on_event(void *ctx, void *data, size_t size);
 
-/* Finishes the records whose window has passed (call after consuming the ring buffer) and
- * forgets traces kept past LP_RECORD_KEEP_NS. */
+/* Finishes the records whose window has passed (call after consuming the ring buffer),
+ * cancels those whose client's lease ran out, and forgets traces kept past
+ * LP_RECORD_KEEP_NS. */
 void lp_record_tick(struct lp_recorder *r);
 
 #endif

@@ -14,7 +14,11 @@
 - The API around it: a second record of a running one is 409, a pid without one 404,
   bad bodies 400, an unprivileged peer 403.
 - Ctrl-C during `llmprofctl record --seconds 30`: the window ends there, and the file
-  written covers from its start to the Ctrl-C."""
+  written covers from its start to the Ctrl-C.
+- A client that goes away: llmprofctl record killed mid-window, a raw client that asked
+  with a lease and stopped asking. The daemon cancels the record once a lease passes with
+  no word from it (what the log says it waited is held to the lease and the 1 s tick),
+  keeps nothing, and the next record starts; one without a lease records on."""
 import os
 import re
 import signal
@@ -124,8 +128,48 @@ def fixture(work):
             % (seconds, waited))
     t.check("pid %d: recording stopped by a client" % fx.pid in d.log(),
             "the daemon says the record was stopped")
+    gone(d, fx.pid, work)
     fx.release()
     t.check(d.stop() == 0, "llmprofd exits 0")
+
+
+def gone(d, pid, work):
+    """A client that goes away cancels its record: llmprofctl record killed mid-window
+    (as a closed terminal would), and a raw client that stops asking."""
+    path = "/v1/processes/%d/record" % pid
+    for body in ('{"lease": 0}', '{"lease": 61}', '{"lease": "5"}', '{"lease": 5, "lease": 5}'):
+        st, doc, _ = t.curl(d.socket, "POST", path, body)
+        t.check(st == 400, "lease %s: 400 (%s)" % (body, doc["error"]["message"]))
+    started = "pid %d: recording a timeline for " % pid
+    n = d.log().count(started)
+    rec = subprocess.Popen([t.LLMPROFCTL, "--socket", d.socket, "record", "--pid", str(pid),
+                            "-o", os.path.join(work, "killed.json"), "--seconds", "30"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t._children.append(rec)
+    d.wait_log_count(started, n + 1)
+    rec.kill()
+    rec.wait(timeout=10)
+    cancelled = "pid %d: recording cancelled: its client has not asked for it for " % pid
+    d.wait_log(cancelled, timeout=15)
+    idle = float(re.search(re.escape(cancelled) + r"([\d.]+) s", d.log()).group(1))
+    t.check(5 <= idle <= 7, "llmprofctl record killed: the daemon cancels its record after "
+            "%.1f s without a word from it (lease 5 s, ticks of 1 s)" % idle)
+    st, doc, _ = t.curl(d.socket, "GET", path)
+    t.check(st == 404, "nothing of it is kept: GET is %d" % st)
+    st, doc, _ = t.curl(d.socket, "POST", path, '{"seconds": 30, "lease": 1}')
+    t.check(st == 202 and doc.get("lease") == 1, "the next record starts at once: %d %s"
+            % (st, doc))
+    # A raw client: it started a record with a lease of 1 s and never asks again.
+    d.wait_log_count(cancelled, 2, timeout=10)
+    # Without a lease the record stays the API's as before: still recording 2 s on.
+    st, doc, _ = t.curl(d.socket, "POST", path, '{"seconds": 3, "ops": false}')
+    t.check(st == 202 and "lease" not in doc, "a record without a lease: %d %s" % (st, doc))
+    time.sleep(2)
+    st, doc, _ = t.curl(d.socket, "GET", path)
+    t.check(st == 202 and doc["recording"], "without a lease it records on: %d %s"
+            % (st, doc))
+    t.poll("the record without a lease", lambda: t.curl(d.socket, "GET", path)[0] == 200,
+           timeout=20, interval=0.2)
 
 
 def ops(work):

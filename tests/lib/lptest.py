@@ -236,6 +236,17 @@ class Daemon:
             return False
         return poll("llmprofd to log %r" % text, seen, timeout)
 
+    def wait_log_count(self, text, n, timeout=20):
+        """Waits until text is in the log n times."""
+        def seen():
+            if self.log().count(text) >= n:
+                return True
+            if self.proc.poll() is not None:
+                raise AssertionError("llmprofd exited (%s) before printing %r %d times; log:"
+                                     "\n%s" % (self.proc.returncode, text, n, self.log()))
+            return False
+        return poll("llmprofd to log %r %d times" % (text, n), seen, timeout)
+
     def wait_ready(self, timeout=20):
         r = self.wait_log("ready:", timeout)
         # What this daemon loaded, to judge later that it unloaded exactly that.
