@@ -57,6 +57,8 @@ struct daemon {
 	double start_realtime;
 	uint64_t start_ns;
 	uint64_t reloads;
+	uint64_t saves, saves_failed; /* of the totals to the state directory */
+	int save_error;		      /* the last save's: 0 when it worked */
 	char boot_id[64];
 };
 
@@ -375,6 +377,7 @@ static int read_report(struct daemon *d, pid_t pid, struct lp_report *r, bool fi
 	lp_tracker_reap(&d->tracker, pid);
 	ret = lp_report_build(r, &d->core, &d->tracker, pid);
 	r->features = &d->features;
+	r->state_saves_failed = d->saves_failed;
 	if (ret == 0 && findings)
 		lp_diagnose_report(&d->diagnose, r);
 	return ret;
@@ -478,6 +481,13 @@ static void api_status(void *ctx, cJSON *o)
 	cJSON_AddNumberToObject(x, "timed_out", (double)st.timed_out);
 	cJSON_AddNumberToObject(x, "http_errors_rewritten", (double)st.rewritten);
 	cJSON_AddNumberToObject(o, "reloads", (double)d->reloads);
+	x = cJSON_AddObjectToObject(o, "state");
+	cJSON_AddNumberToObject(x, "saves", (double)d->saves);
+	cJSON_AddNumberToObject(x, "saves_failed", (double)d->saves_failed);
+	if (d->save_error)
+		cJSON_AddStringToObject(x, "last_error", strerror(-d->save_error));
+	else
+		cJSON_AddNullToObject(x, "last_error");
 	cJSON_AddItemToObject(o, "config", lp_config_describe(&d->cfg));
 }
 
@@ -561,6 +571,9 @@ static int save_state(struct daemon *d, bool at_exit)
 	doc = ret == 0 ? lp_state_render(&r, d->boot_id, realtime_now()) : NULL;
 	lp_report_free(&r);
 	ret = doc ? lp_state_write(d->cfg.state_dir, doc) : ret < 0 ? ret : -ENOMEM;
+	d->saves++;
+	d->saves_failed += ret < 0;
+	d->save_error = ret < 0 ? ret : 0;
 	if (ret < 0)
 		log_error_errno(ret, "save the totals to %s/%s: %m; %s", d->cfg.state_dir,
 				LP_STATE_FILE,
@@ -611,6 +624,15 @@ static int state_dir_check(const char *dir)
 				       dir);
 	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
 		return log_error_errno(-ENOTDIR, "state directory '%s': %m", dir);
+	/* Whoever else can write there can plant names in it for root to write through. */
+	if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return log_error_errno(
+			-EPERM,
+			"state directory '%s' is writable by others than llmprofd's "
+			"user (owner uid %u, mode %04o), who could make it overwrite "
+			"files; chown it to uid %u and chmod go-w it, or name another",
+			dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+			(unsigned)geteuid());
 	if (access(dir, W_OK | X_OK) < 0)
 		return log_error_errno(-errno,
 				       "state directory '%s': %m; the totals could not "

@@ -441,6 +441,10 @@ static void put_daemon(struct lp_expo *e, const struct lp_report *r,
 	one(e, "reason", "procs_map_full", (double)r->procs_full);
 	one(e, "reason", "exited_evicted", (double)r->exited_evicted);
 	one(e, "reason", "exited_before_tracking", (double)r->exited_untracked);
+	lp_expo_family(e, "llmprofd_state_saves_failed_total", LP_EXPO_COUNTER,
+		       "Saves of the totals to the state directory that failed (the totals since "
+		       "the last good one are at risk)");
+	one(e, NULL, NULL, (double)r->state_saves_failed);
 	lp_expo_family(e, "llmprofd_map_entries", LP_EXPO_GAUGE,
 		       "Entries in use in each kernel hash map (to root and the group only)");
 	for (size_t i = 0; i < r->nmaps && !o->hide_fill; i++)

@@ -51,10 +51,11 @@ struct lp_report {
 	uint64_t drops[LP_D_NR];
 	uint64_t procs_full;
 	uint64_t exited_evicted;
-	uint64_t exited_untracked; /* found, but gone before they could be tracked */
-	uint64_t exits_recovered;  /* exits the kernel hook missed, found in /proc */
-	size_t waiting;		   /* refused for want of room, tracked when room appears */
-	uint64_t now_ns;	   /* CLOCK_MONOTONIC at the read */
+	uint64_t exited_untracked;   /* found, but gone before they could be tracked */
+	uint64_t state_saves_failed; /* saves of the totals that failed (disk full, ...) */
+	uint64_t exits_recovered;    /* exits the kernel hook missed, found in /proc */
+	size_t waiting;		     /* refused for want of room, tracked when room appears */
+	uint64_t now_ns;	     /* CLOCK_MONOTONIC at the read */
 	struct lp_proc_view *procs;
 	size_t nprocs;
 };

@@ -156,8 +156,12 @@ int lp_state_write_file(const char *dir, const char *name, const cJSON *doc)
 		r = -errno;
 		goto out;
 	}
-	/* 0600: it names the executables of every user's processes. */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* 0600: it names the executables of every user's processes. Made anew, never
+	 * followed: a link planted under its name would have root write where it points. One
+	 * left by a crash (or planted) is removed first; unlink takes a link, not its target. */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		r = -errno;
 		goto out;
@@ -546,11 +550,16 @@ static char *read_capped(const char *path, size_t max, size_t *len, int *err)
 {
 	struct stat st;
 	char *text = NULL;
-	FILE *f = fopen(path, "re");
+	FILE *f = NULL;
+	/* Not followed, and without waiting: a FIFO under the name would block the open (and
+	 * the daemon's start) until someone writes to it. */
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
 	*err = 0;
+	if (fd >= 0 && !(f = fdopen(fd, "r")))
+		close(fd);
 	if (!f) {
-		*err = -errno;
+		*err = errno == ELOOP ? -EINVAL : -errno;
 		return NULL;
 	}
 	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
@@ -598,6 +607,13 @@ int lp_state_restore(const char *dir, struct lp_tracker *tr, const char *boot_id
 			  path, len, max_bytes, tr->cfg->max_processes);
 		set_aside(path, "corrupt");
 		return -EFBIG;
+	}
+	if (r == -EINVAL) {
+		log_error("%s is not a regular file (a FIFO, a device or a symbolic link): not "
+			  "restored",
+			  path);
+		set_aside(path, "corrupt");
+		return -EINVAL;
 	}
 	if (r < 0)
 		return log_warning_errno(r, "read %s: %m; the totals it holds are not restored",

@@ -4,7 +4,9 @@
 directory hold terminal escapes and newlines reaches neither the terminal (list, top -b,
 dump, dump --json) nor the log raw. A state file that is corrupt, of another version, too
 large, or full of impossible values is refused record by record with a reason, and never
-becomes counts; totals survive a SIGKILL through checkpoints; a state directory that cannot
+becomes counts; a FIFO in its place does not hold the start; a link planted under the
+temporary file's name is not written through; a directory others may write is refused at
+start; a full disk shows in status and /metrics; totals survive a SIGKILL through checkpoints; a state directory that cannot
 take the totals is an error at start, and a failed save at exit is a non-zero status. A
 --config that names a directory is an error, at start and at reload."""
 import json
@@ -217,6 +219,68 @@ def test_checkpoint_and_save_errors():
             "the message names it and the way out: %s" % d3.log().strip().splitlines()[-1:])
 
 
+def test_state_directory():
+    print("--- the state directory: planted links, a FIFO, others' write access, a full disk")
+    # A link planted under the temporary file's name: root must not write through it.
+    victim = t.tmpfile("precious\n")
+    os.chmod(victim, 0o600)
+    sd = t.tmpdir(mode=0o700)
+    os.symlink(victim, os.path.join(sd, ".state.json.tmp"))
+    d = t.Daemon("--state-directory", sd, "--checkpoint-interval", "1")
+    d.wait_ready()
+    t.poll("a checkpoint", lambda: os.path.isfile(os.path.join(sd, "state.json")), timeout=10)
+    with open(victim) as f:
+        kept = f.read()
+    t.check(kept == "precious\n" and not os.path.islink(os.path.join(sd, "state.json")),
+            "a link planted as .state.json.tmp: the checkpoint went around it, its target "
+            "untouched (%r)" % kept)
+    t.check(d.stop() == 0, "llmprofd exits 0")
+
+    # A FIFO named state.json: the start does not wait on it.
+    sd = t.tmpdir(mode=0o700)
+    os.mkfifo(os.path.join(sd, "state.json"))
+    d = t.Daemon("--state-directory", sd)
+    d.wait_ready(timeout=10)
+    t.check("is not a regular file" in d.log(), "a FIFO as state.json: said, not waited on")
+    t.check(d.stop() == 0 and os.path.isfile(os.path.join(sd, "state.json")),
+            "and the totals are saved over it at exit")
+
+    # Others may write the directory: refused at start, with the way out.
+    for mode in (0o777, 0o770):
+        sd = t.tmpdir(mode=mode)
+        d = t.Daemon("--state-directory", sd)
+        t.check(d.wait_exit() == 1 and "writable by others" in d.log()
+                and "chmod go-w" in d.log(),
+                "a state directory of mode %04o: exit 1 at start: %s"
+                % (mode, d.log().strip().splitlines()[-1:]))
+
+    # A full disk: every save fails, and status and /metrics say so, not only the log.
+    sd = t.tmpdir(mode=0o700)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "lptest", sd],
+                   check=True)
+    try:
+        with open(os.path.join(sd, "filler"), "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"x" * 4096)
+            except OSError:
+                pass
+        d = t.Daemon("--state-directory", sd, "--checkpoint-interval", "1")
+        d.wait_ready()
+        t.poll("a failed checkpoint in status",
+               lambda: d.get("/v1/status")["state"]["saves_failed"] >= 1, timeout=10)
+        st = d.get("/v1/status")["state"]
+        _, metrics, _ = d.api("GET", "/metrics")
+        line = [l for l in metrics.splitlines()
+                if l.startswith("llmprofd_state_saves_failed_total ")]
+        t.check(st["last_error"] == "No space left on device" and line
+                and float(line[0].split()[1]) >= 1,
+                "a full disk: status %s, /metrics %s" % (st, line))
+        t.check(d.stop(signal.SIGTERM) == 1, "the save at exit fails too: exit status 1")
+    finally:
+        subprocess.run(["umount", sd])
+
+
 def test_config_directory():
     print("--- --config naming a directory")
     conf_dir = t.tmpdir()
@@ -242,6 +306,7 @@ def main():
     test_state_values()
     test_state_files()
     test_checkpoint_and_save_errors()
+    test_state_directory()
     test_config_directory()
 
 
