@@ -471,7 +471,7 @@ static void read_weights(struct lp_context *ctx, pid_t pid, const char *proc, un
 			ctx->weights_file_bytes = (uint64_t)seen[n - 1].st_size;
 			ctx->weights_file_type = g.file_type;
 			memcpy(ctx->weights_arch, g.arch, sizeof(ctx->weights_arch));
-			chomp(line + pos);
+			lp_proc_maps_path(line + pos);
 			snprintf(ctx->weights_path, sizeof(ctx->weights_path), "%s", line + pos);
 		}
 	}

@@ -202,6 +202,21 @@ int lp_parse_pid(const char *s, pid_t *out)
 	return 0;
 }
 
+void lp_proc_maps_path(char *path)
+{
+	char *w = path;
+
+	for (const char *r = path; *r && *r != '\n'; r++) {
+		if (r[0] == '\\' && r[1] == '0' && r[2] == '1' && r[3] == '2') {
+			*w++ = '\n';
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
 int lp_proc_parse_maps_line(const char *line, struct lp_proc_mapping *m)
 {
 	unsigned int maj, min;
@@ -215,7 +230,7 @@ int lp_proc_parse_maps_line(const char *line, struct lp_proc_mapping *m)
 	if (perms[2] != 'x' || m->ino == 0 || line[pos] != '/')
 		return -ENOENT;
 	snprintf(m->path, sizeof(m->path), "%s", line + pos);
-	m->path[strcspn(m->path, "\n")] = '\0';
+	lp_proc_maps_path(m->path);
 	m->dev = ((uint64_t)maj << 20) | min;
 	return 0;
 }

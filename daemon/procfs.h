@@ -62,7 +62,14 @@ struct lp_proc_mapping {
 	char path[PATH_MAX];
 };
 
-/* One line of /proc/PID/maps: 0 for an executable mapping of a file, -ENOENT for any other
+/* A path as /proc/PID/maps shows it, back to the file's name, in place: the kernel writes
+ * a newline in a name as "\012" (seq_file_path, the only character it escapes there), and
+ * cuts the line's own newline off. A name holding the text "\012" itself reads as a newline
+ * then: whoever opens by it checks the device and inode, and map_files opens by neither. */
+void lp_proc_maps_path(char *path);
+
+/* One line of /proc/PID/maps (its path as lp_proc_maps_path gives it): 0 for an executable
+ * mapping of a file, -ENOENT for any other
  * mapping (not executable, anonymous, [vdso], deleted...), -EINVAL for a line that does not
  * parse. */
 int lp_proc_parse_maps_line(const char *line, struct lp_proc_mapping *m);

@@ -16,6 +16,7 @@
 #include "core.skel.h"
 #include "log.h"
 #include "precise.h"
+#include "procfs.h"
 
 void lp_recorder_init(struct lp_recorder *r, struct lp_core *core, struct lp_ggml *g,
 		      struct lp_tracker *tr, const char *version)
@@ -162,13 +163,12 @@ static void read_maps(struct lp_record *rec)
 	while (n < 65536 && fgets(line, sizeof(line), f)) {
 		unsigned long long start, end;
 		struct lp_trace_map *p;
-		char *name = NULL, *nl;
+		char *name = NULL;
 		int off = 0;
 
 		if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &start, &end, &off) < 2 || !off)
 			continue;
-		if ((nl = strchr(line + off, '\n')))
-			*nl = '\0';
+		lp_proc_maps_path(line + off);
 		name = strdup(line[off] ? line + off : "[anon]");
 		/* Doubling: a process may have tens of thousands of mappings. */
 		p = n < cap ? v : realloc(v, (cap = cap ? 2 * cap : 256) * sizeof(*v));

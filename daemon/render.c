@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cfi.h"
+#include "escape.h"
 #include "hist.h"
 #include "identity.h"
 
@@ -199,6 +200,22 @@ static void render_phase(cJSON *parent, const char *name, uint64_t calls, uint64
 	cJSON_AddNumberToObject(x, "ms_per_token", ratio(ns, tokens) / 1e6);
 }
 
+/* Another user's text (a file's name: any byte but NUL and '/'), escaped once as lp_escape
+ * does (\xNN), so that the answer is UTF-8 and no terminal obeys what it holds. */
+static void add_escaped(cJSON *o, const char *key, const char *s)
+{
+	size_t n = strlen(s);
+	char *esc = malloc(LP_ESCAPE_SIZE(n));
+
+	if (!esc) {
+		cJSON_AddNullToObject(o, key);
+		return;
+	}
+	lp_escape(esc, LP_ESCAPE_SIZE(n), s, n);
+	cJSON_AddStringToObject(o, key, esc);
+	free(esc);
+}
+
 static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_samples *os)
 {
 	cJSON *a = cJSON_CreateArray();
@@ -207,7 +224,7 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_s
 		const struct lp_ggml_obj *ob = gp->objs[i];
 		cJSON *e = cJSON_CreateObject(), *lists[LP_SYM_NR], *sites;
 
-		cJSON_AddStringToObject(e, "path", ob->path);
+		add_escaped(e, "path", ob->path);
 		cJSON_AddBoolToObject(e, "stripped", !ob->syms.has_symtab);
 		cJSON_AddBoolToObject(e, "openmp_runtime", ob->omp_runtime);
 		size_t nops = lp_ggml_obj_op_functions(ob);
@@ -373,7 +390,7 @@ static void render_unwind(cJSON *o, const struct lp_ggml_proc *gp, const struct 
 			if (gp->uw_objs[j] == ob)
 				fell += os->uw_fail_obj[j];
 		e = cJSON_CreateObject();
-		cJSON_AddStringToObject(e, "path", ob->path);
+		add_escaped(e, "path", ob->path);
 		num(e, "unwind_rows", ob->uw_rows_read);
 		lost = 0;
 		for (unsigned i = 1; i < LP_UW_WHY_NR; i++)

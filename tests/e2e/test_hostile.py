@@ -104,6 +104,38 @@ def listed(d):
     return {p["pid"]: p for p in d.get("/v1/processes")["processes"]}
 
 
+def test_newline_path():
+    print("--- a ggml process whose path holds a newline: probed like any other")
+    top = t.tmpdir("llmprof-nl-")
+    where = os.path.join(top, "dir\nname")
+    os.mkdir(where)
+    exe = os.path.join(where, "lpops")
+    shutil.copy(os.environ.get("LPOPS", "build/tests/lpops"), exe)
+    d = t.Daemon("--precise-duty", "1")
+    d.wait_ready()
+    pid, _ = t.run_found([exe, "--wait-go", "--tokens", "40"], d, "lpops")
+    d.wait_log("pid %d (lpops) exited" % pid)
+    doc = d.get("/v1/processes/%d" % pid)
+    g = doc.get("ggml") or {}
+    t.check(g.get("tokens", {}).get("generation", {}).get("tokens") == 40,
+            "llama_decode's probes are on it: %s generated tokens of 40"
+            % g.get("tokens", {}).get("generation", {}).get("tokens"))
+    pr = g.get("precise") or {}
+    t.check(pr.get("generation", {}).get("tokens_inside") == 40
+            and pr.get("matmul", {}).get("calls", 0) > 0,
+            "and precise mode's: %s tokens inside its windows, %s matmul calls"
+            % (pr.get("generation", {}).get("tokens_inside"),
+               pr.get("matmul", {}).get("calls")))
+    paths = [o["path"] for o in g.get("objects", [])]
+    t.check(any(p.endswith("dir\\x0aname/lpops") for p in paths)
+            and not any("\\012" in p or "\n" in p for p in paths),
+            "its path is escaped once, from the file's own name: %s" % paths)
+    rc, out, _ = ctl(d, "dump", "--pid", str(pid))
+    t.check(rc == 0 and b"dir\\x0aname/lpops\n" in out,
+            "dump shows it escaped, on one line")
+    t.check(d.stop() == 0, "llmprofd exits 0")
+
+
 def test_state_values():
     print("--- state file: impossible values are refused, one record at a time")
     hist = lambda s, m, b: {"futex_wait": {"sum": s, "max": m, "buckets": b}}  # noqa: E731
@@ -303,6 +335,7 @@ def test_config_directory():
 
 def main():
     test_names()
+    test_newline_path()
     test_state_values()
     test_state_files()
     test_checkpoint_and_save_errors()

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Unit tests of /proc parsing: comm with spaces and parentheses, fields, pid syntax. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -85,11 +89,53 @@ static void test_maps(void)
 	CHECK(lp_proc_parse_maps_line("7ffd-7ffe r-xp 00000000 00:00 0 [vdso]\n", &m) == -ENOENT,
 	      "not a file");
 	CHECK(lp_proc_parse_maps_line("garbage\n", &m) == -EINVAL, "a line that does not parse");
+	CHECK(lp_proc_parse_maps_line("55d0-55e0 r-xp 00000000 08:02 42 /tmp/a\\012b\\012\n", &m) ==
+			      0 &&
+		      !strcmp(m.path, "/tmp/a\nb\n"),
+	      "a newline in a name, as the kernel writes it (\\012), is a newline again");
+}
+
+/* The rule lp_proc_maps_path undoes, as this kernel writes it: a file whose name holds a
+ * newline, mapped, and its line of /proc/self/maps read back. */
+static void test_maps_kernel(void)
+{
+	char dir[] = "/tmp/lp-procfs-XXXXXX", name[64], line[512], found[512] = "";
+	void *p = MAP_FAILED;
+	FILE *f;
+	int fd;
+
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	snprintf(name, sizeof(name), "%s/a\nb", dir);
+	fd = open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd >= 0 && write(fd, "x", 1) == 1)
+		p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	f = fopen("/proc/self/maps", "re");
+	while (f && p != MAP_FAILED && fgets(line, sizeof(line), f)) {
+		char *at = strstr(line, dir);
+
+		if (at) {
+			lp_proc_maps_path(at);
+			snprintf(found, sizeof(found), "%s", at);
+		}
+	}
+	if (f)
+		fclose(f);
+	CHECK(!strcmp(found, name), "/proc/self/maps names the file with a newline: %s", found);
+	if (p != MAP_FAILED)
+		munmap(p, 4096);
+	if (fd >= 0)
+		close(fd);
+	unlink(name);
+	rmdir(dir);
 }
 
 int main(void)
 {
 	test_maps();
+	test_maps_kernel();
 	test_uid();
 	test_stat();
 	test_self();
