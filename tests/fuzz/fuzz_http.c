@@ -71,11 +71,12 @@ static int fake_reset(void *ctx, pid_t pid)
 }
 
 /* pid 100 records (202), then has a trace; 200 has exited; others are not tracked. */
-static int fake_record_start(void *ctx, pid_t pid, double seconds, bool ops)
+static int fake_record_start(void *ctx, pid_t pid, double seconds, bool ops, double lease)
 {
 	(void)ctx;
 	(void)seconds;
 	(void)ops;
+	(void)lease;
 	return pid == 100 ? 0 : pid == 200 ? -ENODATA : -ESRCH;
 }
 
