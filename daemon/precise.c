@@ -321,11 +321,12 @@ static void attached(void *ctx, uint64_t cookie, struct lp_probes *probes, int e
 	}
 	gp->precise_attaching = false;
 	gp->attach_ns = ns;
-	r = lp_probes_move(&gp->probes, probes);
-	r = err ? err : r ? r : window_mark(g, t);
+	/* A window's probes come off when it closes, before the next attach: none held. */
+	gp->probes = *probes;
+	memset(probes, 0, sizeof(*probes));
+	r = err ? err : window_mark(g, t);
 	if (r < 0) {
 		lp_prober_release(g->prober, &gp->probes, NULL);
-		lp_prober_release(g->prober, probes, NULL);
 		gp->nprobed = gp->nops_probed = 0;
 		gp->precise_error = r;
 		log_warning_errno(r, "pid %d: attach precise-mode probes: %m", (int)pid);

@@ -56,9 +56,10 @@ static int spec_cmp(const void *a, const void *b)
 
 	if (x->prog != y->prog)
 		return (uintptr_t)x->prog < (uintptr_t)y->prog ? -1 : 1;
-	if (x->retprobe != y->retprobe || x->pid != y->pid)
-		return x->retprobe != y->retprobe ? x->retprobe - y->retprobe
-						  : (x->pid > y->pid) - (x->pid < y->pid);
+	if (x->retprobe != y->retprobe)
+		return x->retprobe - y->retprobe;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
 	c = strcmp(x->path, y->path);
 	return c ? c : (x->offset > y->offset) - (x->offset < y->offset);
 }

@@ -29,9 +29,9 @@ struct lp_probe_spec {
 	char *path;
 };
 
-/* Called on the loop with what an attach made: the probes (the callee takes them over,
- * with lp_probes_move, or leaves them to be taken off), 0 or the first error (then probes
- * holds what was attached before it), and how long it took. */
+/* Called on the loop with what an attach made: the probes (the callee takes them over by
+ * copying and emptying *probes, or leaves them to be taken off), 0 or the first error
+ * (then probes holds what was attached before it), and how long it took. */
 typedef void (*lp_probe_done_fn)(void *ctx, uint64_t cookie, struct lp_probes *probes, int err,
 				 uint64_t ns);
 

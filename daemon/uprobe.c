@@ -57,36 +57,6 @@ static int fds_push(struct lp_probes *p, int fd)
 	return 0;
 }
 
-int lp_probes_move(struct lp_probes *dst, struct lp_probes *src)
-{
-	struct bpf_link **l;
-	int *f;
-
-	if (!dst->n) {
-		lp_probes_free(dst);
-		*dst = *src;
-		memset(src, 0, sizeof(*src));
-		return 0;
-	}
-	l = realloc(dst->links, (dst->nlinks + src->nlinks + 1) * sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	dst->links = l;
-	f = realloc(dst->fds, (dst->nfds + src->nfds + 1) * sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	dst->fds = f;
-	memcpy(l + dst->nlinks, src->links, src->nlinks * sizeof(*l));
-	memcpy(f + dst->nfds, src->fds, src->nfds * sizeof(*f));
-	dst->nlinks += src->nlinks;
-	dst->nfds += src->nfds;
-	dst->n += src->n;
-	free(src->links);
-	free(src->fds);
-	memset(src, 0, sizeof(*src));
-	return 0;
-}
-
 /* BPF_LINK_CREATE's attributes for a multi-uprobe link, as the uapi lays them out since
  * Linux 6.6 (libbpf 1.1's union bpf_attr predates them). */
 struct uprobe_multi_attr {

@@ -33,8 +33,6 @@ struct lp_probes {
 
 /* Takes every probe off and empties p. */
 void lp_probes_free(struct lp_probes *p);
-/* Moves everything src holds into dst (src emptied). Returns 0 or -ENOMEM (src kept). */
-int lp_probes_move(struct lp_probes *dst, struct lp_probes *src);
 
 /* The attach type of programs loaded for multi-uprobe links (uapi's BPF_TRACE_UPROBE_MULTI,
  * which libbpf 1.1's headers lack). */
