@@ -123,25 +123,14 @@ def parked(pid):
     """schedstat(pid) once every thread sleeps and has not run for two reads in a row: no
     slice in flight at the read."""
     def still():
-        states = []
-        for tid in os.listdir("/proc/%d/task" % pid):
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                states.append(f.read().rsplit(")", 1)[1].split()[0])
-        now = {tid: v for tid, v in schedstat_full(pid).items()}
-        ok = all(s in "SD" for s in states) and now == still.last
+        asleep = all(t.proc_state(pid, tid) in "SD" for tid in os.listdir("/proc/%d/task" % pid))
+        now = schedstat(pid)
+        ok = asleep and now == still.last
         still.last = now
         return ok
     still.last = None
     t.poll("the fixture's threads parked", still, timeout=20, interval=0.02)
     return schedstat(pid)
-
-
-def schedstat_full(pid):
-    out = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-            out[int(tid)] = tuple(int(x) for x in f.read().split())
-    return out
 
 
 def against_schedstat():

@@ -25,7 +25,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
@@ -210,14 +209,7 @@ def precise(work, links):
         'delete(@s[tid, "%s"]); } '
         % ((lpops, op, pid, op) * 2 + (op,) * 4)
         for op in ("mul_mat_up_gate", "rms_norm", "soft_max"))
-    bt = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    t._children.append(bt)
-    seen = []
-    while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
-        seen.append(bt.stdout.readline())  # a warning about RLIMIT_MEMLOCK may come first
-    t.check(seen[-1].startswith("Attaching"), "bpftrace attached: %s" % seen)
-    time.sleep(1)  # bpftrace prints "Attaching" before the probes are in
+    bt = t.bpftrace(script)
     proc.stdin.write(b"go\n")
     proc.stdin.flush()
     t.read_json_line(proc, "lpops", 120)

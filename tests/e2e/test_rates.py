@@ -32,7 +32,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import lptest as t  # noqa: E402
@@ -57,26 +56,13 @@ def engine_eval(err):
     return float(m.group(1)) / 1e3, int(m.group(2))
 
 
-def stopped(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        return f.read().rsplit(")", 1)[1].split()[0] == "T"
-
-
 def bpftrace_calls(binary, pid):
     """bpftrace on llama_decode of pid: a line per call, its entry and return (ns)."""
     script = ('uprobe:%s:llama_decode /pid == %d/ { @s[tid] = nsecs; } '
               'uretprobe:%s:llama_decode /pid == %d && @s[tid]/ '
               '{ printf("call %%lld %%lld\\n", @s[tid], nsecs); delete(@s[tid]); }'
               % (binary, pid, binary, pid))
-    bt = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    t._children.append(bt)
-    seen = []
-    while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
-        seen.append(bt.stdout.readline())  # a warning about RLIMIT_MEMLOCK may come first
-    t.check(seen[-1].startswith("Attaching"), "bpftrace attached: %s" % seen)
-    time.sleep(1)  # bpftrace prints "Attaching" before the probes are in
-    return bt
+    return t.bpftrace(script)
 
 
 def gaps(calls):
@@ -107,7 +93,7 @@ def one(label, quota, tokens, want, simple, model, work):
                              stdout=subprocess.DEVNULL, stderr=err)
     t._children.append(p)
     pid = p.pid
-    t.poll("the engine stopped before its start", lambda: stopped(pid), timeout=10)
+    t.poll("the engine stopped before its start", lambda: t.proc_state(pid) == "T", timeout=10)
     bt = bpftrace_calls(simple, pid)
     os.kill(pid, signal.SIGCONT)
     d.wait_log("pid %d (llama-simple) runs ggml" % pid, timeout=60)

@@ -227,25 +227,20 @@ class Daemon:
             return f.read()
 
     def wait_log(self, text, timeout=20):
-        def seen():
-            if text in self.log():
-                return True
-            if self.proc.poll() is not None:
-                raise AssertionError("llmprofd exited (%s) before printing %r; log:\n%s"
-                                     % (self.proc.returncode, text, self.log()))
-            return False
-        return poll("llmprofd to log %r" % text, seen, timeout)
+        return self.wait_log_count(text, 1, timeout)
 
     def wait_log_count(self, text, n, timeout=20):
         """Waits until text is in the log n times."""
+        times = "" if n == 1 else " %d times" % n
+
         def seen():
             if self.log().count(text) >= n:
                 return True
             if self.proc.poll() is not None:
-                raise AssertionError("llmprofd exited (%s) before printing %r %d times; log:"
-                                     "\n%s" % (self.proc.returncode, text, n, self.log()))
+                raise AssertionError("llmprofd exited (%s) before printing %r%s; log:\n%s"
+                                     % (self.proc.returncode, text, times, self.log()))
             return False
-        return poll("llmprofd to log %r %d times" % (text, n), seen, timeout)
+        return poll("llmprofd to log %r%s" % (text, times), seen, timeout)
 
     def wait_ready(self, timeout=20):
         r = self.wait_log("ready:", timeout)
@@ -334,6 +329,27 @@ def curl(socket_path, method, path, body=None, user=None, timeout=20, headers=()
     if text and hdrs.get("content-type", "").startswith("application/json"):
         return status, json.loads(text), hdrs
     return status, text, hdrs
+
+
+def bpftrace(script):
+    """bpftrace running script, its output (stderr with it) to read; returned once its
+    probes are in."""
+    bt = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    _children.append(bt)
+    seen = []
+    while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
+        seen.append(bt.stdout.readline())  # a warning about RLIMIT_MEMLOCK may come first
+    check(seen[-1].startswith("Attaching"), "bpftrace attached: %s" % seen)
+    time.sleep(1)  # bpftrace prints "Attaching" before the probes are in
+    return bt
+
+
+def proc_state(pid, tid=None):
+    """The state letter of a process or one of its threads (R, S, D, T, ...)."""
+    path = "/proc/%d/stat" % pid if tid is None else "/proc/%d/task/%s/stat" % (pid, tid)
+    with open(path) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def read_json_line(proc, what, timeout=60):
