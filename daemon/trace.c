@@ -11,8 +11,7 @@
 #include <string.h>
 
 #include "escape.h"
-
-#define MAX_DEPTH 16
+#include "timeline.h"
 
 struct sb {
 	char *p;
@@ -142,79 +141,6 @@ static void counter(struct sb *b, const struct lp_trace_in *in, const char *name
 	       (int)in->pid, us(in, ts), name, v);
 }
 
-struct delta {
-	uint64_t ts;
-	int d;
-};
-
-/* A growing array (doubling: a record has up to a million events). */
-struct vec {
-	void *v;
-	size_t n, cap;
-};
-
-static void *vec_push(struct vec *x, size_t size)
-{
-	if (x->n == x->cap) {
-		size_t cap = x->cap ? 2 * x->cap : 1024;
-		void *v = realloc(x->v, cap * size);
-
-		if (!v)
-			return NULL;
-		x->v = v;
-		x->cap = cap;
-	}
-	return (char *)x->v + size * x->n++;
-}
-
-struct trace_state {
-	struct vec on, rq;	/* struct delta: threads on CPU, runnable (on CPU or waiting) */
-	struct vec gen, faults; /* uint64_t: generation decode starts, major faults */
-};
-
-static int push_u64(struct vec *x, uint64_t v)
-{
-	uint64_t *p = vec_push(x, sizeof(v));
-
-	if (!p)
-		return -ENOMEM;
-	*p = v;
-	return 0;
-}
-
-static int push_delta(struct vec *x, uint64_t ts, int d)
-{
-	struct delta *p = vec_push(x, sizeof(*p));
-
-	if (!p)
-		return -ENOMEM;
-	*p = (struct delta){ts, d};
-	return 0;
-}
-
-/* A thread on CPU from, or off it from: both counters. */
-static int on_cpu(struct trace_state *s, uint64_t ts, int d)
-{
-	int r = push_delta(&s->on, ts, d);
-
-	return r ? r : push_delta(&s->rq, ts, d);
-}
-
-/* A thread waiting for a CPU over [from, to). */
-static int waiting(struct trace_state *s, uint64_t from, uint64_t to)
-{
-	int r = push_delta(&s->rq, from, 1);
-
-	return r ? r : push_delta(&s->rq, to, -1);
-}
-
-struct off {
-	uint64_t from, to;
-	const struct lp_rec_ev *ev; /* the switch-out */
-	uint64_t runq;		    /* run-queue wait the kernel had accounted at the switch-in */
-	bool fault;		    /* a major fault ended as it ran again: it was paging in */
-};
-
 /* The mapping holding addr, or NULL. */
 static const struct lp_trace_map *map_of(const struct lp_trace_in *in, uint64_t addr)
 {
@@ -224,46 +150,6 @@ static const struct lp_trace_map *map_of(const struct lp_trace_in *in, uint64_t 
 	return NULL;
 }
 
-/* An off-CPU stretch, with the run-queue wait that ended it (known at the next
- * switch-out): preempted is runnable throughout; a blocked wait ends runnable. */
-static int off_slices(struct sb *b, const struct lp_trace_in *in, const struct off *o,
-		      uint64_t runq, struct trace_state *s)
-{
-	uint32_t tid = o->ev->tid + LP_TRACE_CPU_TRACK;
-	uint64_t woke = o->to - (runq < o->to - o->from ? runq : o->to - o->from);
-	char name[96], args[160];
-
-	if (o->ev->reason == LP_OFF_PREEMPTED) {
-		/* Raw here: slice() escapes the whole name once. */
-		snprintf(name, sizeof(name), "preempted by %.*s %" PRIu32,
-			 (int)strnlen(o->ev->comm, LP_COMM_LEN), o->ev->comm, o->ev->other);
-		snprintf(args, sizeof(args), "\"cpu\":%u,\"by_pid\":%" PRIu32, o->ev->cpu,
-			 o->ev->other);
-		slice(b, in, tid, "sched", o->from, o->to, name, args, NULL, NULL);
-		return waiting(s, o->from, o->to);
-	}
-	if (o->ev->reason == LP_OFF_FUTEX) {
-		const struct lp_trace_map *m = map_of(in, o->ev->a);
-
-		snprintf(name, sizeof(name), "futex wait 0x%" PRIx64, (uint64_t)o->ev->a);
-		snprintf(args, sizeof(args), "\"uaddr\":\"0x%" PRIx64 "\"", (uint64_t)o->ev->a);
-		slice(b, in, tid, "sched", o->from, woke, name, args, m ? "object" : NULL,
-		      m ? m->name : NULL);
-	} else {
-		slice(b, in, tid, "sched", o->from, woke,
-		      o->fault ? "blocked: major fault" : "blocked", NULL, NULL, NULL);
-	}
-	if (woke >= o->to)
-		return 0;
-	slice(b, in, tid, "sched", woke, o->to, "runnable", NULL, NULL, NULL);
-	return waiting(s, woke, o->to);
-}
-
-struct span {
-	uint8_t type;
-	uint64_t ts, a;
-};
-
 static const char *op_name(const struct lp_trace_in *in, uint64_t op, char *buf, size_t size)
 {
 	if (op < in->nops && in->op_names && in->op_names[op])
@@ -272,132 +158,104 @@ static const char *op_name(const struct lp_trace_in *in, uint64_t op, char *buf,
 	return buf;
 }
 
-/* A span of the thread's own track: llama_decode, an op, a barrier. */
-static void span(struct sb *b, const struct lp_trace_in *in, uint32_t tid, uint8_t type,
-		 uint64_t from, uint64_t to, uint64_t a, bool began)
-{
-	char name[96], buf[32], args[64];
+struct json {
+	struct sb b;
+	const struct lp_trace_in *in;
+};
 
-	if (type == LP_REC_DECODE_BEGIN) {
-		if (!began)
-			snprintf(name, sizeof(name), "llama_decode");
-		else if (a == 1)
-			snprintf(name, sizeof(name), "llama_decode: generation");
-		else
-			snprintf(name, sizeof(name), "llama_decode: prompt (%" PRIu64 " tokens)",
-				 a);
-		snprintf(args, sizeof(args), "\"tokens\":%" PRIu64, began ? a : 0);
-		slice(b, in, tid, "decode", from, to, name, args, NULL, NULL);
-	} else if (type == LP_REC_OP_BEGIN) {
-		snprintf(args, sizeof(args), "\"group\":\"%s\"",
-			 a < in->nops && in->op_groups && in->op_groups[a] ? in->op_groups[a]
-									   : "other_ops");
-		slice(b, in, tid, "op", from, to, op_name(in, a, buf, sizeof(buf)), args, NULL,
+/* A stretch of a thread's CPU track. */
+static void on_stretch(void *ctx, const struct lp_tl_stretch *s)
+{
+	struct json *j = ctx;
+	const struct lp_trace_in *in = j->in;
+	uint32_t tid = s->tid + LP_TRACE_CPU_TRACK;
+	const struct lp_trace_map *m;
+	char name[96], args[160];
+
+	switch (s->state) {
+	case LP_TL_RUNNING:
+		snprintf(args, sizeof(args), "\"cpu\":%d", s->cpu);
+		slice(&j->b, in, tid, "sched", s->from, s->to, "running", s->cpu >= 0 ? args : NULL,
+		      NULL, NULL);
+		break;
+	case LP_TL_PREEMPTED:
+		/* Raw here: slice() escapes the whole name once. */
+		snprintf(name, sizeof(name), "preempted by %.*s %" PRIu32,
+			 (int)strnlen(s->off->comm, LP_COMM_LEN), s->off->comm, s->off->other);
+		snprintf(args, sizeof(args), "\"cpu\":%u,\"by_pid\":%" PRIu32, s->off->cpu,
+			 s->off->other);
+		slice(&j->b, in, tid, "sched", s->from, s->to, name, args, NULL, NULL);
+		break;
+	case LP_TL_FUTEX:
+		m = map_of(in, s->off->a);
+		snprintf(name, sizeof(name), "futex wait 0x%" PRIx64, (uint64_t)s->off->a);
+		snprintf(args, sizeof(args), "\"uaddr\":\"0x%" PRIx64 "\"", (uint64_t)s->off->a);
+		slice(&j->b, in, tid, "sched", s->from, s->to, name, args, m ? "object" : NULL,
+		      m ? m->name : NULL);
+		break;
+	case LP_TL_BLOCKED:
+	case LP_TL_PAGING:
+		slice(&j->b, in, tid, "sched", s->from, s->to,
+		      s->state == LP_TL_PAGING ? "blocked: major fault" : "blocked", NULL, NULL,
 		      NULL);
-	} else {
-		slice(b, in, tid, "barrier", from, to, "barrier", NULL, NULL, NULL);
+		break;
+	case LP_TL_RUNNABLE:
+		slice(&j->b, in, tid, "sched", s->from, s->to, "runnable", NULL, NULL, NULL);
+		break;
 	}
 }
 
-/* One thread's events, in time order. */
-static int thread_events(struct sb *b, const struct lp_trace_in *in,
-			 const struct lp_rec_ev *const *ev, size_t n, struct trace_state *s)
+/* A span of the thread's own track: llama_decode, an op, a barrier. */
+static void on_span(void *ctx, const struct lp_tl_span *s)
 {
-	enum { UNKNOWN, ON, OFF } state = UNKNOWN;
-	uint64_t since = in->start_ns;
-	struct span stack[MAX_DEPTH];
-	const struct lp_rec_ev *off = NULL;
-	struct off pending = {0};
-	bool have_pending = false;
-	size_t depth = 0;
-	uint32_t tid = ev[0]->tid;
-	char args[32];
-	int r = 0;
+	struct json *j = ctx;
+	const struct lp_trace_in *in = j->in;
+	char name[96], buf[32], args[64];
 
-	for (size_t i = 0; i < n && !r; i++) {
-		const struct lp_rec_ev *e = ev[i];
+	if (s->type == LP_REC_DECODE_BEGIN) {
+		if (!s->began)
+			snprintf(name, sizeof(name), "llama_decode");
+		else if (s->a == 1)
+			snprintf(name, sizeof(name), "llama_decode: generation");
+		else
+			snprintf(name, sizeof(name), "llama_decode: prompt (%" PRIu64 " tokens)",
+				 s->a);
+		snprintf(args, sizeof(args), "\"tokens\":%" PRIu64, s->began ? s->a : 0);
+		slice(&j->b, in, s->tid, "decode", s->from, s->to, name, args, NULL, NULL);
+	} else if (s->type == LP_REC_OP_BEGIN) {
+		snprintf(args, sizeof(args), "\"group\":\"%s\"",
+			 s->a < in->nops && in->op_groups && in->op_groups[s->a]
+				 ? in->op_groups[s->a]
+				 : "other_ops");
+		slice(&j->b, in, s->tid, "op", s->from, s->to, op_name(in, s->a, buf, sizeof(buf)),
+		      args, NULL, NULL);
+	} else {
+		slice(&j->b, in, s->tid, "barrier", s->from, s->to, "barrier", NULL, NULL, NULL);
+	}
+}
 
-		switch (e->type) {
-		case LP_REC_OFF:
-			if (have_pending)
-				r = off_slices(b, in, &pending, pending.runq + e->runq, s);
-			have_pending = false;
-			if (state == UNKNOWN)
-				r = r ? r : on_cpu(s, in->start_ns, 1);
-			if (state != OFF) {
-				snprintf(args, sizeof(args), "\"cpu\":%u", e->cpu);
-				slice(b, in, tid + LP_TRACE_CPU_TRACK, "sched", since, e->ts,
-				      "running", args, NULL, NULL);
-				r = r ? r : on_cpu(s, e->ts, -1);
-			}
-			state = OFF;
-			since = e->ts;
-			off = e;
-			break;
-		case LP_REC_ON:
-			if (state == OFF && off) {
-				pending = (struct off){since, e->ts, off, e->runq, false};
-				have_pending = true;
-			}
-			if (state != ON)
-				r = on_cpu(s, e->ts, 1);
-			state = ON;
-			since = e->ts;
-			break;
-		case LP_REC_DECODE_BEGIN:
-		case LP_REC_OP_BEGIN:
-		case LP_REC_BARRIER_BEGIN:
-			if (e->type == LP_REC_DECODE_BEGIN && e->a == 1)
-				r = push_u64(&s->gen, e->ts);
-			if (depth < MAX_DEPTH)
-				stack[depth++] = (struct span){e->type, e->ts, e->a};
-			break;
-		case LP_REC_DECODE_END:
-		case LP_REC_OP_END:
-		case LP_REC_BARRIER_END: {
-			uint8_t begin = e->type - 1; /* each END follows its BEGIN in the enum */
+static void on_fault(void *ctx, uint32_t tid, uint64_t ts)
+{
+	struct json *j = ctx;
 
-			if (depth && stack[depth - 1].type == begin) {
-				depth--;
-				span(b, in, tid, begin, stack[depth].ts, e->ts, stack[depth].a,
-				     true);
-			} else if (!depth) {
-				/* Begun before the window. */
-				span(b, in, tid, begin, in->start_ns, e->ts, e->a, false);
-			}
-			break;
-		}
-		case LP_REC_FAULT_MAJ:
-			sb_event(b);
-			sb_add(b,
-			       "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"fault\",\"pid\":%d,\"tid\":"
-			       "%" PRIu32 ",\"ts\":%.3f,\"name\":\"major fault\"}",
-			       (int)in->pid, tid, us(in, e->ts));
-			r = push_u64(&s->faults, e->ts);
-			/* Counted as the faulting thread runs again: the stretch it was blocked
-			 * just before was the page coming in. */
-			if (have_pending && pending.ev->reason == LP_OFF_BLOCKED &&
-			    e->ts - pending.to < 1000000)
-				pending.fault = true;
-			break;
-		}
-	}
-	/* The window's end closes what is open. */
-	if (have_pending)
-		r = r ? r : off_slices(b, in, &pending, pending.runq, s);
-	if (state == ON) {
-		slice(b, in, tid + LP_TRACE_CPU_TRACK, "sched", since, in->end_ns, "running", NULL,
-		      NULL, NULL);
-	} else if (state == OFF && off) {
-		pending = (struct off){since, in->end_ns, off, 0, false};
-		r = r ? r : off_slices(b, in, &pending, 0, s);
-	}
-	while (depth) {
-		depth--;
-		span(b, in, tid, stack[depth].type, stack[depth].ts, in->end_ns, stack[depth].a,
-		     true);
-	}
-	return r;
+	sb_event(&j->b);
+	sb_add(&j->b,
+	       "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"fault\",\"pid\":%d,\"tid\":%" PRIu32
+	       ",\"ts\":%.3f,\"name\":\"major fault\"}",
+	       (int)j->in->pid, tid, us(j->in, ts));
+}
+
+static void on_counter(void *ctx, enum lp_tl_counter c, uint64_t ts, double v)
+{
+	static const char *const names[] = {
+		[LP_TL_ON_CPU] = "threads on CPU",
+		[LP_TL_RUNNABLE_] = "threads runnable",
+		[LP_TL_TOKENS] = "tokens/s",
+		[LP_TL_FAULTS] = "major faults",
+	};
+	struct json *j = ctx;
+
+	counter(&j->b, j->in, names[c], ts, v);
 }
 
 static int by_tid_ts(const void *x, const void *y)
@@ -412,20 +270,6 @@ static int by_tid_ts(const void *x, const void *y)
 	return a < b ? -1 : a > b; /* arrival order for equal times */
 }
 
-static int by_ts(const void *x, const void *y)
-{
-	const struct delta *a = x, *b = y;
-
-	return a->ts < b->ts ? -1 : a->ts > b->ts;
-}
-
-static int by_u64(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-
-	return a < b ? -1 : a > b;
-}
-
 static const char *thread_name(const struct lp_trace_in *in, uint32_t tid)
 {
 	for (size_t i = 0; i < in->nthreads; i++)
@@ -434,8 +278,11 @@ static const char *thread_name(const struct lp_trace_in *in, uint32_t tid)
 	return NULL;
 }
 
-static void metadata(struct sb *b, const struct lp_trace_in *in, uint32_t tid)
+static void on_thread(void *ctx, uint32_t tid)
 {
+	struct json *j = ctx;
+	struct sb *b = &j->b;
+	const struct lp_trace_in *in = j->in;
 	const char *name = thread_name(in, tid);
 	char own[64];
 
@@ -466,44 +313,20 @@ static void metadata(struct sb *b, const struct lp_trace_in *in, uint32_t tid)
 	}
 }
 
-/* A counter from +1/-1 steps, one point per distinct time. */
-static void steps(struct sb *b, const struct lp_trace_in *in, const char *name, struct vec *x)
-{
-	struct delta *d = x->v;
-	int level = 0;
-
-	if (x->n)
-		qsort(d, x->n, sizeof(*d), by_ts);
-	for (size_t i = 0; i < x->n; i++) {
-		level += d[i].d;
-		if (i + 1 < x->n && d[i + 1].ts == d[i].ts)
-			continue;
-		counter(b, in, name, d[i].ts, level < 0 ? 0 : level);
-	}
-}
-
-static void counters(struct sb *b, const struct lp_trace_in *in, struct trace_state *s)
-{
-	uint64_t *gen = s->gen.v, *faults = s->faults.v;
-
-	steps(b, in, "threads on CPU", &s->on);
-	steps(b, in, "threads runnable", &s->rq);
-	if (s->gen.n)
-		qsort(gen, s->gen.n, sizeof(*gen), by_u64);
-	for (size_t i = 1; i < s->gen.n; i++)
-		if (gen[i] > gen[i - 1])
-			counter(b, in, "tokens/s", gen[i], 1e9 / (double)(gen[i] - gen[i - 1]));
-	if (s->faults.n)
-		qsort(faults, s->faults.n, sizeof(*faults), by_u64);
-	for (size_t i = 0; i < s->faults.n; i++)
-		counter(b, in, "major faults", faults[i], (double)(i + 1));
-}
-
 int lp_trace_render(const struct lp_trace_in *in, char **out, size_t *len)
 {
 	const struct lp_rec_ev **ev = malloc((in->n ? in->n : 1) * sizeof(*ev));
-	struct trace_state s = {0};
-	struct sb b = {0};
+	struct json j = {.in = in};
+	struct lp_tl_sink sink = {
+		.ctx = &j,
+		.thread = on_thread,
+		.stretch = on_stretch,
+		.span_end = on_span,
+		.fault = on_fault,
+		.counter = on_counter,
+	};
+	struct sb *b = &j.b;
+	struct lp_tl tl;
 	int r = 0;
 
 	if (!ev)
@@ -512,7 +335,7 @@ int lp_trace_render(const struct lp_trace_in *in, char **out, size_t *len)
 		ev[i] = &in->ev[i];
 	qsort(ev, in->n, sizeof(*ev), by_tid_ts);
 
-	sb_add(&b,
+	sb_add(b,
 	       "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"llmprofd %s\","
 	       "\"pid\":%d,\"clock\":\"CLOCK_MONOTONIC; ts in microseconds from the window's "
 	       "start\","
@@ -520,30 +343,23 @@ int lp_trace_render(const struct lp_trace_in *in, char **out, size_t *len)
 	       "\"events_lost\":%" PRIu64 ",\"events_dropped\":%" PRIu64 "},\n\"traceEvents\":[",
 	       in->version ? in->version : "?", (int)in->pid, in->start_ns,
 	       (double)(in->end_ns - in->start_ns) / 1e9, in->n, in->lost, in->dropped);
-	sb_event(&b);
-	sb_add(&b, "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":",
+	sb_event(b);
+	sb_add(b, "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":",
 	       (int)in->pid);
-	sb_str(&b, in->comm ? in->comm : "?", LP_COMM_LEN);
-	sb_add(&b, "}}");
-	for (size_t i = 0, j; i < in->n && !r; i = j) {
-		for (j = i + 1; j < in->n && ev[j]->tid == ev[i]->tid; j++)
-			;
-		metadata(&b, in, ev[i]->tid);
-		r = thread_events(&b, in, ev + i, j - i, &s);
-	}
-	if (!r)
-		counters(&b, in, &s);
-	sb_add(&b, "\n]}\n");
+	sb_str(b, in->comm ? in->comm : "?", LP_COMM_LEN);
+	sb_add(b, "}}");
+	lp_tl_init(&tl, in->start_ns, in->end_ns, &sink);
+	for (size_t i = 0; i < in->n && !r; i++)
+		r = lp_tl_feed(&tl, ev[i]);
+	r = r ? r : lp_tl_end(&tl, in->end_ns);
+	lp_tl_free(&tl);
+	sb_add(b, "\n]}\n");
 	free(ev);
-	free(s.on.v);
-	free(s.rq.v);
-	free(s.gen.v);
-	free(s.faults.v);
-	if (r || b.err) {
-		free(b.p);
-		return r ? r : b.err;
+	if (r || b->err) {
+		free(b->p);
+		return r ? r : b->err;
 	}
-	*out = b.p;
-	*len = b.len;
+	*out = b->p;
+	*len = b->len;
 	return 0;
 }

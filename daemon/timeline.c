@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Events made into a timeline's tracks and counters (timeline.h). */
+#include "timeline.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An off-CPU stretch, closed at the switch-in; its run-queue wait is known at the next
+ * switch-out. */
+struct pending {
+	uint64_t from, to;
+	uint64_t runq; /* run-queue wait the kernel had accounted at the switch-in */
+	bool fault;    /* a major fault ended as it ran again: it was paging in */
+};
+
+struct lp_tl_thread {
+	uint32_t tid;
+	enum { UNKNOWN, ON, OFF } state;
+	uint64_t since;
+	int cpu;
+	bool have_off, have_pending;
+	struct lp_rec_ev off; /* the last switch-out: what the pending stretch was */
+	struct pending pending;
+	struct lp_tl_span stack[LP_TL_MAX_DEPTH];
+	unsigned depth;
+	unsigned orphans; /* spans begun before the window, seen ending */
+};
+
+void lp_tl_init(struct lp_tl *tl, uint64_t start_ns, uint64_t end_ns, const struct lp_tl_sink *sink)
+{
+	memset(tl, 0, sizeof(*tl));
+	tl->start_ns = start_ns;
+	tl->end_ns = end_ns;
+	tl->sink = *sink;
+}
+
+void lp_tl_free(struct lp_tl *tl)
+{
+	for (size_t i = 0; i < tl->nt; i++)
+		free(tl->t[i]);
+	free(tl->t);
+	for (int c = 0; c < LP_TL_NCOUNTERS; c++)
+		free(tl->steps[c].v);
+	memset(tl, 0, sizeof(*tl));
+}
+
+static void push(struct lp_tl *tl, enum lp_tl_counter c, uint64_t v)
+{
+	struct lp_tl_vec *x = &tl->steps[c];
+
+	if (tl->err)
+		return;
+	if (x->n == x->cap) {
+		size_t cap = x->cap ? 2 * x->cap : 1024;
+		uint64_t *p = realloc(x->v, cap * sizeof(*p));
+
+		if (!p) {
+			tl->err = -ENOMEM;
+			return;
+		}
+		x->v = p;
+		x->cap = cap;
+	}
+	x->v[x->n++] = v;
+}
+
+static void step(struct lp_tl *tl, enum lp_tl_counter c, uint64_t ts, bool up)
+{
+	push(tl, c, ts << 1 | up);
+}
+
+/* A thread on CPU from ts, or off it: both counters. */
+static void on_cpu(struct lp_tl *tl, uint64_t ts, bool up)
+{
+	step(tl, LP_TL_ON_CPU, ts, up);
+	step(tl, LP_TL_RUNNABLE_, ts, up);
+}
+
+static struct lp_tl_thread *thread(struct lp_tl *tl, uint32_t tid)
+{
+	size_t lo = 0, hi = tl->nt;
+	struct lp_tl_thread *t;
+
+	if (tl->last && tl->last->tid == tid)
+		return tl->last;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (tl->t[mid]->tid == tid)
+			return tl->last = tl->t[mid];
+		if (tl->t[mid]->tid < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (tl->nt == tl->capt) {
+		size_t cap = tl->capt ? 2 * tl->capt : 16;
+		struct lp_tl_thread **v = realloc(tl->t, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		tl->t = v;
+		tl->capt = cap;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->tid = tid;
+	t->since = tl->start_ns;
+	t->cpu = -1;
+	memmove(tl->t + lo + 1, tl->t + lo, (tl->nt - lo) * sizeof(*tl->t));
+	tl->t[lo] = t;
+	tl->nt++;
+	if (tl->sink.thread)
+		tl->sink.thread(tl->sink.ctx, tid);
+	return tl->last = t;
+}
+
+static void stretch(struct lp_tl *tl, const struct lp_tl_thread *t, enum lp_tl_state state,
+		    uint64_t from, uint64_t to)
+{
+	struct lp_tl_stretch s = {
+		.tid = t->tid,
+		.state = state,
+		.from = from,
+		.to = to < from ? from : to,
+		.cpu = state == LP_TL_RUNNING ? t->cpu : -1,
+		.off = &t->off,
+	};
+
+	tl->sink.stretch(tl->sink.ctx, &s);
+}
+
+/* A thread waiting for a CPU over [from, to). */
+static void waiting(struct lp_tl *tl, uint64_t from, uint64_t to)
+{
+	step(tl, LP_TL_RUNNABLE_, from, true);
+	step(tl, LP_TL_RUNNABLE_, to, false);
+}
+
+/* The pending off-CPU stretch, with the run-queue wait that ended it: preempted is runnable
+ * throughout; a blocked wait ends runnable. */
+static void off_stretch(struct lp_tl *tl, struct lp_tl_thread *t, uint64_t runq)
+{
+	const struct pending *o = &t->pending;
+	uint64_t woke = o->to - (runq < o->to - o->from ? runq : o->to - o->from);
+
+	t->have_pending = false;
+	if (t->off.reason == LP_OFF_PREEMPTED) {
+		stretch(tl, t, LP_TL_PREEMPTED, o->from, o->to);
+		waiting(tl, o->from, o->to);
+		return;
+	}
+	stretch(tl, t,
+		t->off.reason == LP_OFF_FUTEX ? LP_TL_FUTEX
+		: o->fault		      ? LP_TL_PAGING
+					      : LP_TL_BLOCKED,
+		o->from, woke);
+	if (woke >= o->to)
+		return;
+	stretch(tl, t, LP_TL_RUNNABLE, woke, o->to);
+	waiting(tl, woke, o->to);
+}
+
+static void span_end(struct lp_tl *tl, struct lp_tl_thread *t, uint8_t type, uint64_t to,
+		     uint64_t a)
+{
+	struct lp_tl_span s;
+
+	if (t->depth && t->stack[t->depth - 1].type == type) {
+		s = t->stack[--t->depth];
+		s.to = to;
+		tl->sink.span_end(tl->sink.ctx, &s);
+	} else if (!t->depth) {
+		/* Begun before the window: each one seen this way encloses those before. */
+		s = (struct lp_tl_span){t->tid, type, tl->start_ns - t->orphans, to, a, false, 0};
+		t->orphans++;
+		tl->sink.span_end(tl->sink.ctx, &s);
+	}
+}
+
+int lp_tl_feed(struct lp_tl *tl, const struct lp_rec_ev *e)
+{
+	struct lp_tl_thread *t;
+
+	if (tl->err)
+		return tl->err;
+	if (e->ts < tl->start_ns || e->ts > tl->end_ns)
+		return 0;
+	if (!(t = thread(tl, e->tid)))
+		return tl->err = -ENOMEM;
+	switch (e->type) {
+	case LP_REC_OFF:
+		if (t->have_pending)
+			off_stretch(tl, t, t->pending.runq + e->runq);
+		if (t->state == UNKNOWN)
+			on_cpu(tl, tl->start_ns, true);
+		if (t->state != OFF) {
+			t->cpu = e->cpu;
+			stretch(tl, t, LP_TL_RUNNING, t->since, e->ts);
+			on_cpu(tl, e->ts, false);
+		}
+		t->state = OFF;
+		t->since = e->ts;
+		t->off = *e;
+		t->have_off = true;
+		break;
+	case LP_REC_ON:
+		if (t->state == OFF && t->have_off) {
+			t->pending = (struct pending){t->since, e->ts, e->runq, false};
+			t->have_pending = true;
+		}
+		if (t->state != ON)
+			on_cpu(tl, e->ts, true);
+		t->state = ON;
+		t->since = e->ts;
+		break;
+	case LP_REC_DECODE_BEGIN:
+	case LP_REC_OP_BEGIN:
+	case LP_REC_BARRIER_BEGIN:
+		if (e->type == LP_REC_DECODE_BEGIN && e->a == 1)
+			push(tl, LP_TL_TOKENS, e->ts);
+		if (t->depth < LP_TL_MAX_DEPTH) {
+			struct lp_tl_span *s = &t->stack[t->depth];
+
+			*s = (struct lp_tl_span){t->tid, e->type, e->ts, 0, e->a, true, t->depth};
+			t->depth++;
+			if (tl->sink.span_begin)
+				tl->sink.span_begin(tl->sink.ctx, s);
+		}
+		break;
+	case LP_REC_DECODE_END:
+	case LP_REC_OP_END:
+	case LP_REC_BARRIER_END:
+		/* Each END follows its BEGIN in the enum. */
+		span_end(tl, t, e->type - 1, e->ts, e->a);
+		break;
+	case LP_REC_FAULT_MAJ:
+		tl->sink.fault(tl->sink.ctx, t->tid, e->ts);
+		push(tl, LP_TL_FAULTS, e->ts);
+		/* Counted as the faulting thread runs again: the stretch it was blocked just
+		 * before was the page coming in. */
+		if (t->have_pending && t->off.reason == LP_OFF_BLOCKED &&
+		    e->ts - t->pending.to < 1000000)
+			t->pending.fault = true;
+		break;
+	}
+	return tl->err;
+}
+
+static int by_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* A counter from its steps, one point per distinct time. */
+static void levels(struct lp_tl *tl, enum lp_tl_counter c)
+{
+	struct lp_tl_vec *x = &tl->steps[c];
+	int level = 0;
+
+	qsort(x->v, x->n, sizeof(*x->v), by_u64);
+	for (size_t i = 0; i < x->n; i++) {
+		uint64_t ts = x->v[i] >> 1;
+
+		level += x->v[i] & 1 ? 1 : -1;
+		if (i + 1 < x->n && x->v[i + 1] >> 1 == ts)
+			continue;
+		tl->sink.counter(tl->sink.ctx, c, ts, level < 0 ? 0 : level);
+	}
+}
+
+int lp_tl_end(struct lp_tl *tl, uint64_t end_ns)
+{
+	struct lp_tl_vec *x;
+
+	if (end_ns < tl->end_ns)
+		tl->end_ns = end_ns;
+	end_ns = tl->end_ns;
+	for (size_t i = 0; i < tl->nt && !tl->err; i++) {
+		struct lp_tl_thread *t = tl->t[i];
+
+		if (t->have_pending)
+			off_stretch(tl, t, t->pending.runq);
+		if (t->state == ON) {
+			t->cpu = -1; /* the switch-in's CPU is not kept */
+			stretch(tl, t, LP_TL_RUNNING, t->since, end_ns);
+		} else if (t->state == OFF && t->have_off) {
+			t->pending = (struct pending){t->since, end_ns, 0, false};
+			off_stretch(tl, t, 0);
+		}
+		while (t->depth) {
+			struct lp_tl_span s = t->stack[--t->depth];
+
+			s.to = end_ns;
+			tl->sink.span_end(tl->sink.ctx, &s);
+		}
+	}
+	if (tl->err)
+		return tl->err;
+	levels(tl, LP_TL_ON_CPU);
+	levels(tl, LP_TL_RUNNABLE_);
+	x = &tl->steps[LP_TL_TOKENS];
+	qsort(x->v, x->n, sizeof(*x->v), by_u64);
+	for (size_t i = 1; i < x->n; i++)
+		if (x->v[i] > x->v[i - 1])
+			tl->sink.counter(tl->sink.ctx, LP_TL_TOKENS, x->v[i],
+					 1e9 / (double)(x->v[i] - x->v[i - 1]));
+	x = &tl->steps[LP_TL_FAULTS];
+	qsort(x->v, x->n, sizeof(*x->v), by_u64);
+	for (size_t i = 0; i < x->n; i++)
+		tl->sink.counter(tl->sink.ctx, LP_TL_FAULTS, x->v[i], (double)(i + 1));
+	return 0;
+}

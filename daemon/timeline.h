@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/* A record's events made into what a timeline shows, for any format (trace.h writes JSON,
+ * perfetto.h protobuf). Pure: events in, calls to a sink out.
+ *
+ * Events are fed one at a time, each thread's in time order (the order the ring buffer
+ * brings them in: a thread's events are written one after the other); threads may
+ * interleave. Per thread two tracks: its own (llama_decode, op and barrier spans; major
+ * faults) and its CPU track (running, preempted, blocked in a futex wait or otherwise,
+ * runnable: one stretch after the other). Counters for the process (threads on CPU and
+ * runnable, tokens/s, major faults) are kept as steps and given at the end, in time order:
+ * a thread's run-queue wait is known only at its next switch-out. */
+#ifndef LLMPROF_TIMELINE_H
+#define LLMPROF_TIMELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+
+#include "llmprof/abi.h"
+
+/* Spans nested deeper than this on a thread's track are left out. */
+#define LP_TL_MAX_DEPTH 16
+
+enum lp_tl_state {
+	LP_TL_RUNNING,
+	LP_TL_PREEMPTED, /* off: the switch-out's other and comm took the CPU */
+	LP_TL_FUTEX,	 /* off: waiting on the futex word at the switch-out's a */
+	LP_TL_BLOCKED,
+	LP_TL_PAGING, /* blocked, and a major fault ended as it ran again */
+	LP_TL_RUNNABLE,
+};
+
+/* A stretch of a thread's CPU track. */
+struct lp_tl_stretch {
+	uint32_t tid;
+	enum lp_tl_state state;
+	uint64_t from, to;
+	int cpu;		     /* running: the CPU it ran on; -1 when unknown */
+	const struct lp_rec_ev *off; /* off-CPU states: the switch-out */
+};
+
+/* A span of a thread's own track: type is LP_REC_DECODE_BEGIN, LP_REC_OP_BEGIN or
+ * LP_REC_BARRIER_BEGIN. */
+struct lp_tl_span {
+	uint32_t tid;
+	uint8_t type;
+	uint64_t from, to; /* to: 0 at its beginning */
+	uint64_t a;	   /* the tokens of a decode, the index of an op */
+	/* false: begun before the window, first seen at its end; then the first of a thread's
+	 * spans like it is the innermost, and each later one began 1 ns before the last, so
+	 * that they nest as they did */
+	bool began;
+	unsigned depth; /* spans open around it */
+};
+
+enum lp_tl_counter {
+	LP_TL_ON_CPU,	 /* threads on CPU */
+	LP_TL_RUNNABLE_, /* threads runnable: on CPU or waiting for one */
+	LP_TL_TOKENS,	 /* tokens/s between generation decodes' starts */
+	LP_TL_FAULTS,	 /* major faults so far */
+	LP_TL_NCOUNTERS,
+};
+
+struct lp_tl_sink {
+	void *ctx;
+	/* A thread seen for the first time. */
+	void (*thread)(void *ctx, uint32_t tid);
+	void (*stretch)(void *ctx, const struct lp_tl_stretch *s);
+	/* A span's beginning (s->to 0; only for spans that began in the window) and its end. */
+	void (*span_begin)(void *ctx, const struct lp_tl_span *s);
+	void (*span_end)(void *ctx, const struct lp_tl_span *s);
+	void (*fault)(void *ctx, uint32_t tid, uint64_t ts);
+	/* At the end, each counter's points in time order. */
+	void (*counter)(void *ctx, enum lp_tl_counter c, uint64_t ts, double v);
+};
+
+struct lp_tl_thread;
+
+struct lp_tl {
+	uint64_t start_ns, end_ns;
+	struct lp_tl_sink sink;
+	struct lp_tl_thread **t; /* sorted by tid */
+	size_t nt, capt;
+	struct lp_tl_thread *last;
+	/* Steps, as ts << 1 | up: threads on CPU, runnable; and times: tokens, faults. */
+	struct lp_tl_vec {
+		uint64_t *v;
+		size_t n, cap;
+	} steps[LP_TL_NCOUNTERS];
+	int err;
+};
+
+void lp_tl_init(struct lp_tl *tl, uint64_t start_ns, uint64_t end_ns,
+		const struct lp_tl_sink *sink);
+
+/* One event; those outside the window are ignored. Returns 0 or -ENOMEM (then the timeline
+ * stops taking events). */
+int lp_tl_feed(struct lp_tl *tl, const struct lp_rec_ev *e);
+
+/* The window ended at end_ns (at most the planned end): what is open is closed there, then
+ * the counters. Returns 0 or the first error. */
+int lp_tl_end(struct lp_tl *tl, uint64_t end_ns);
+
+void lp_tl_free(struct lp_tl *tl);
+
+#endif
