@@ -6,16 +6,25 @@ daemon with no record, a record without op spans (--no-ops) and a record with th
 covering the whole decoding; and what a record produces: events, and bytes of JSON and of
 gzip'ed JSON, per second of decoding.
 
+--stream: a long record with the defaults (op spans), streamed in Perfetto's protobuf
+format as it is recorded, against the JSON format rendered at the end, in alternating
+rounds, on llama.cpp's OpenMP llama-simple (4 threads on this 2-CPU host): how long the
+command took for the window asked, events, lost and dropped, bytes per second of window,
+and the daemon's CPU time and peak memory (a fresh daemon per run).
+
     sudo bench/record.py [--rounds 6] [--tokens 64] [--shape tinyllama]
+    sudo bench/record.py --stream [--window 60] [--rounds 2]
 """
 import argparse
 import gzip
 import json
 import os
+import re
 import subprocess
 import time
 
 import benchlib as b
+import lptest
 
 WORKLOAD = os.path.join(b.ROOT, "tests", "workload")
 OPS = "mul_mat,flash_attn_ext,soft_max,rms_norm,rms_norm_mul_fused,rope,glu,add,mul,get_rows,cpy,set_rows"
@@ -69,13 +78,80 @@ def run(model, a, ops, produced):
         d.stop()
 
 
+def proc_stat(pid):
+    """(user + system CPU seconds, peak resident MiB) of pid."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    with open("/proc/%d/status" % pid) as f:
+        hwm = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), hwm / 1024
+
+
+def streamed(simple, model, a, fmt, work):
+    """One long record of llama-simple in format fmt, by llmprofctl as a user runs it."""
+    d = b.Daemon("--comm", "llama-simple")
+    llama = subprocess.Popen([simple, "-m", model, "-n", "1000000", "Once upon a time"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        d.wait_log("pid %d (llama-simple) runs ggml" % llama.pid)
+        out = os.path.join(work, "rec.%s" % ("json.gz" if fmt == "json" else "perfetto-trace"))
+        cpu0, _ = proc_stat(d.proc.pid)
+        t0 = time.monotonic()
+        p = subprocess.run([b.LLMPROFCTL, "--socket", d.socket, "record", "--pid",
+                            str(llama.pid), "--seconds", str(a.window), "-o", out],
+                           capture_output=True, text=True, timeout=a.window * 3 + 120)
+        took = time.monotonic() - t0
+        cpu1, hwm = proc_stat(d.proc.pid)
+        m = re.search(r"wrote .*: (\d+) events \((\d+) lost, (\d+) dropped\)", p.stdout)
+        if p.returncode or not m:
+            raise RuntimeError("llmprofctl record: %r %r" % (p.stdout, p.stderr))
+        size = os.path.getsize(out)
+        os.unlink(out)
+        return {"took": took, "events": int(m.group(1)), "lost": int(m.group(2)),
+                "dropped": int(m.group(3)), "bytes": size, "cpu": cpu1 - cpu0, "hwm": hwm}
+    finally:
+        llama.kill()
+        llama.wait()
+        d.stop()
+
+
+def stream_main(a):
+    b.need(b.LLMPROFD, b.LLMPROFCTL)
+    simple = lptest.llama_simple()
+    model = b.model("medium")
+    work = lptest.tmpdir("llmprof-bench-record-")
+    configs = [("Perfetto, streamed", "perfetto"), ("JSON, at the end", "json")]
+    res = b.alternate(configs, a.rounds, lambda fmt: streamed(simple, model, a, fmt, work))
+
+    def med(name, key):
+        v = sorted(r[key] for r in res[name])
+        return v[len(v) // 2]
+    b.table("A %g s record with op spans of llama-simple, by format" % a.window,
+            ["format", "command took (s)", "events", "events/s", "lost", "dropped",
+             "bytes/s of window", "daemon CPU s/s", "daemon peak RSS MiB"],
+            [(n, "%.1f" % med(n, "took"), "%d" % med(n, "events"),
+              "%.0f" % (med(n, "events") / a.window), "%d" % med(n, "lost"),
+              "%d" % med(n, "dropped"), "%.0f" % (med(n, "bytes") / a.window),
+              "%.3f" % (med(n, "cpu") / a.window), "%.0f" % med(n, "hwm"))
+             for n, _ in configs],
+            ["llama.cpp llama-simple (OpenMP, its default 4 threads), medium random-weight "
+             "model, `llmprofctl record --seconds %g` with the defaults (op spans); a fresh "
+             "daemon per run, %d alternating rounds, medians; JSON gzip'ed as llmprofctl "
+             "writes it by default for .json.gz, Perfetto's trace as it comes"
+             % (a.window, a.rounds)])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--shape", default="tinyllama")
     ap.add_argument("--window", type=float, default=12, help="seconds recorded per run")
+    ap.add_argument("--stream", action="store_true", help="the streamed format against JSON")
     a = ap.parse_args()
+    if a.stream:
+        stream_main(a)
+        return
     b.need("node", "curl", b.LLMPROFD)
     model = b.model(a.shape)
     produced = {}

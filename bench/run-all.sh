@@ -18,13 +18,15 @@ if [[ ${1:-} == --quick ]]; then
 		"daemon_cost.py --sizes 1,20 --window 1 --repeat 2"
 		"ops.py --rounds 1 --tokens 30 --workloads lpops,omp"
 		"record.py --rounds 1 --tokens 4 --shape tiny --window 4"
+		"record.py --stream --rounds 1 --window 3"
 		"apistall.py --windows 2 --seconds 0.5 --links"
 	)
 else
-	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "probes.py" "daemon_cost.py" "ops.py" "record.py" "apistall.py")
+	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "probes.py" "daemon_cost.py" "ops.py" "record.py" "record.py --stream" "apistall.py")
 fi
 for r in "${runs[@]}"; do
 	name=${r%%.py*}
+	[[ $r == *--stream* ]] && name+=-stream
 	echo "== bench/$r"
 	# shellcheck disable=SC2086
 	python3 $r 2>&1 | tee "out/$name.txt"

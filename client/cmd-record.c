@@ -7,15 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "llmprof/protocol.h"
 #include "llmprofctl.h"
 
-static const struct option opts[] = {
-	{"pid", required_argument, NULL, 'p'},	  {"seconds", required_argument, NULL, 's'},
-	{"output", required_argument, NULL, 'o'}, {"no-ops", no_argument, NULL, 'n'},
-	{"summary", no_argument, NULL, 'S'},	  CTL_COMMON_OPTS};
+static const struct option opts[] = {{"pid", required_argument, NULL, 'p'},
+				     {"seconds", required_argument, NULL, 's'},
+				     {"output", required_argument, NULL, 'o'},
+				     {"no-ops", no_argument, NULL, 'n'},
+				     {"summary", no_argument, NULL, 'S'},
+				     {"format", required_argument, NULL, 'f'},
+				     CTL_COMMON_OPTS};
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -203,6 +207,126 @@ out:
 	free(off);
 }
 
+/* A trace streamed as it is recorded, into its file. */
+struct streamed {
+	const struct ctl *c;
+	const char *path;
+	FILE *f;
+	gzFile g;
+	uint64_t bytes;
+	double start, seconds, shown;
+	int pid;
+	bool stopped, tty;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int streamed_write(void *arg, const void *p, size_t n)
+{
+	struct streamed *o = arg;
+	/* A plain file is flushed as each piece comes: it is written as it is recorded. */
+	bool ok = o->g ? gzwrite(o->g, p, (unsigned)n) == (int)n
+		       : fwrite(p, 1, n, o->f) == n && fflush(o->f) == 0;
+
+	if (!ok)
+		return errno ? -errno : -EIO;
+	o->bytes += n;
+	return 0;
+}
+
+/* Ctrl-C ends the window early (the daemon then sends the rest and ends the answer); on a
+ * terminal, how far it is. */
+static void streamed_tick(void *arg)
+{
+	struct streamed *o = arg;
+	double t = now_s() - o->start;
+
+	if (ctl_interrupted && !o->stopped) {
+		char path[96], msg[512];
+		cJSON *doc = NULL;
+
+		o->stopped = true;
+		ctl_process_path(o->c, &ctl_cmd_record, o->pid, LP_ROUTE_RECORD, path,
+				 sizeof(path));
+		if (ctl_request_quiet(o->c, "POST", path, "{\"stop\":true}", &doc, NULL, msg,
+				      sizeof(msg)) == CTL_OK)
+			fprintf(stderr,
+				"%spid %d: recording stopped at %.1f s; writing the rest...\n",
+				o->tty ? "\n" : "", o->pid, t);
+		cJSON_Delete(doc);
+	}
+	if (o->tty && t - o->shown >= 1) {
+		o->shown = t;
+		fprintf(stderr, "\r%6.1f s of %g s, %.1f MB written", fmin(t, o->seconds),
+			o->seconds, (double)o->bytes / 1e6);
+	}
+}
+
+/* The record as Perfetto's protobuf trace, written as it comes. */
+static int record_streamed(struct ctl *c, const char *path, int pid, double seconds, bool ops,
+			   const char *out)
+{
+	struct streamed o = {
+		.c = c, .path = out, .pid = pid, .seconds = seconds, .tty = isatty(STDERR_FILENO)};
+	struct ctl_stream sink = {streamed_write, streamed_tick, &o};
+	char body[128];
+	bool complete = false;
+	int status, closed;
+	cJSON *doc = NULL;
+
+	if (ends_with(out, ".gz"))
+		o.g = gzopen(out, "wb6");
+	else
+		o.f = fopen(out, "we");
+	if (!o.g && !o.f) {
+		fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, out, strerror(errno));
+		return CTL_DAEMON;
+	}
+	snprintf(body, sizeof(body), "{\"seconds\":%.17g,\"ops\":%s,\"format\":\"perfetto\"}",
+		 seconds, ops ? "true" : "false");
+	fprintf(stderr,
+		"pid %d: recording a timeline for %g s%s into %s as it comes (Ctrl-C ends it "
+		"early)...\n",
+		pid, seconds, ops ? " with op spans (precise mode, for the window)" : "", out);
+	ctl_catch_interrupt();
+	o.start = now_s();
+	status = ctl_request_stream(c, "POST", path, body, &sink, &complete);
+	closed = o.g ? gzclose(o.g) == Z_OK : fclose(o.f) == 0;
+	if (o.tty && o.shown > 0)
+		fprintf(stderr, "\n");
+	if (status) {
+		if (!o.bytes)
+			unlink(out);
+		return status;
+	}
+	if (!closed) {
+		fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, out, strerror(errno));
+		return CTL_DAEMON;
+	}
+	if (!complete) {
+		fprintf(stderr,
+			"%s: llmprofd's answer ended before the trace did; %s holds the %llu bytes "
+			"that came\n",
+			c->prog, out, (unsigned long long)o.bytes);
+		return CTL_DAEMON;
+	}
+	/* What the window held, as the daemon counted it. */
+	status = ctl_request(c, "GET", path, NULL, &doc, NULL);
+	printf("wrote %s: %.0f events (%.0f lost, %.0f dropped) in %.1f s, %llu bytes of "
+	       "Perfetto's protobuf trace; open it at https://ui.perfetto.dev (Open trace file)\n",
+	       out, ctl_num(doc, "events", 0), ctl_num(doc, "events_lost", 0),
+	       ctl_num(doc, "events_dropped", 0), ctl_num(doc, "window_seconds", 0),
+	       (unsigned long long)o.bytes);
+	cJSON_Delete(doc);
+	return status;
+}
+
 static int exec(struct ctl *c, int argc, char **argv)
 {
 	char path[96], body[96], out_default[64];
@@ -211,6 +335,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 	int pid = 0, opt, status = CTL_OK;
 	struct ctl_response raw;
 	bool ops = true, table = false;
+	const char *format = NULL;
 	const cJSON *o;
 	cJSON *doc;
 
@@ -231,13 +356,33 @@ static int exec(struct ctl *c, int argc, char **argv)
 			ops = false;
 		if (opt == 'S')
 			table = true;
+		if (opt == 'f' && strcmp(optarg, "json") && strcmp(optarg, "perfetto"))
+			return ctl_usage_error(c, &ctl_cmd_record,
+					       "--format: json or perfetto, not '%s'", optarg);
+		if (opt == 'f')
+			format = optarg;
 	}
 	if (ctl_process_path(c, &ctl_cmd_record, pid, LP_ROUTE_RECORD, path, sizeof(path)))
 		return CTL_USAGE;
+	/* Perfetto's protobuf, streamed, unless JSON is asked for: by name, by a FILE that
+	 * ends in .json or .json.gz, or for --summary, which reads the JSON. */
+	if (!format)
+		format = table || (out && (ends_with(out, ".json") || ends_with(out, ".json.gz")))
+				 ? "json"
+				 : "perfetto";
+	if (table && !strcmp(format, "perfetto"))
+		return ctl_usage_error(
+			c, &ctl_cmd_record,
+			"--summary reads the JSON trace: not with --format perfetto");
 	if (!out) {
-		snprintf(out_default, sizeof(out_default), "llmprof-%d.json.gz", pid);
+		snprintf(out_default, sizeof(out_default),
+			 !strcmp(format, "json") ? "llmprof-%d.json.gz"
+						 : "llmprof-%d.perfetto-trace",
+			 pid);
 		out = out_default;
 	}
+	if (!strcmp(format, "perfetto"))
+		return record_streamed(c, path, pid, seconds, ops, out);
 	/* The record is this command's: it asks for it every second (at most), and if it
 	 * dies (killed, its terminal closed) the daemon cancels the record a lease later. */
 	snprintf(body, sizeof(body), "{\"seconds\":%.17g,\"ops\":%s,\"lease\":%d}", seconds,
@@ -292,29 +437,37 @@ static int exec(struct ctl *c, int argc, char **argv)
 
 const struct ctl_cmd ctl_cmd_record = {
 	.name = "record",
-	.usage = "--pid PID [--seconds S] [-o FILE] [--no-ops] [--summary]",
+	.usage = "--pid PID [--seconds S] [-o FILE] [--no-ops] [--format perfetto|json] "
+		 "[--summary]",
 	.summary = "a timeline of one process, for Perfetto",
 	.help = "Records what every thread of the process did for S seconds: running, runnable, "
 		"preempted (by\nwhom, on which CPU), blocked in a futex wait (on which word) or "
 		"otherwise, llama_decode\ncalls (prompt or generation, tokens), major faults, and "
 		"with precise mode's probes each op\nand barrier call; counters of threads on CPU "
-		"and tokens/s. Writes the Chrome Trace Event\nFormat, which ui.perfetto.dev and "
-		"chrome://tracing open as it is (gzip'ed when FILE ends\nin .gz). Precise mode "
-		"is switched on for the window (about 1.6 us per probed call) unless\n--no-ops, "
-		"and left as it was after. Needs root or group '" LP_GROUP "'.\n\n"
+		"and tokens/s. Written as it is recorded, in\nPerfetto's protobuf trace format "
+		"(gzip'ed when FILE ends in .gz), which ui.perfetto.dev\nand trace_processor open "
+		"as it is; or, with --format json, at the end in the Chrome\nTrace Event Format, "
+		"which chrome://tracing opens too. Ctrl-C ends the window early and\nwrites what "
+		"it recorded. Precise mode is switched on for the window (about 1.6 us per\nprobed "
+		"call) unless --no-ops, and left as it was after. Needs root or group '" LP_GROUP
+		"'.\n\n"
 		"Options:\n"
 		"  -p, --pid PID      the process\n"
 		"  -s, --seconds S    for S seconds (default 5, at most 60)\n"
-		"  -o, --output FILE  where to write it (default llmprof-PID.json.gz)\n"
+		"  -o, --output FILE  where to write it (default llmprof-PID.perfetto-trace, or\n"
+		"                     llmprof-PID.json.gz with --format json)\n"
 		"  -n, --no-ops       no op and barrier spans: no probes\n"
+		"  -f, --format F     perfetto (the default) or json (the default for a FILE "
+		"ending in\n"
+		"                     .json or .json.gz, and with --summary)\n"
 		"  -S, --summary      then print a table per generated token: its time, CPU time "
 		"by\n"
-		"                     op group and in barriers, time off CPU by reason\n\n"
+		"                     op group and in barriers, time off CPU by reason (JSON)\n\n"
 		"Examples:\n"
-		"  llmprofctl record --pid 4242 --seconds 3\n"
+		"  llmprofctl record --pid 4242 --seconds 30\n"
 		"  llmprofctl record --pid 4242 -o decode.json --no-ops\n"
 		"  llmprofctl record --pid 4242 --seconds 2 --summary\n",
-	.shortopt = "p:s:o:nS",
+	.shortopt = "p:s:o:nSf:",
 	.longopts = opts,
 	.exec = exec,
 };

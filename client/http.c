@@ -3,6 +3,8 @@
  * socket, with a deadline on the whole exchange. */
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,15 +176,14 @@ static int parse_response(char *buf, size_t len, struct ctl_response *res)
 	return 0;
 }
 
-int ctl_http(const char *socket_path, double timeout, const char *method, const char *path,
-	     const char *body, struct ctl_response *res)
+/* Connects and sends the request: the socket, or -errno. */
+static int send_request(const char *socket_path, double deadline, const char *method,
+			const char *path, const char *body)
 {
-	double deadline = now_s() + timeout;
-	size_t blen = body ? strlen(body) : 0, rlen = 0;
-	char *req = NULL, *buf = NULL;
+	size_t blen = body ? strlen(body) : 0;
+	char *req = NULL;
 	int fd, r, n;
 
-	memset(res, 0, sizeof(*res));
 	fd = connect_unix(socket_path, deadline);
 	if (fd < 0)
 		return fd;
@@ -203,12 +204,192 @@ int ctl_http(const char *socket_path, double timeout, const char *method, const 
 	}
 	r = send_all(fd, req, (size_t)n, deadline);
 	free(req);
-	if (!r)
-		r = recv_all(fd, &buf, &rlen, deadline);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+int ctl_http(const char *socket_path, double timeout, const char *method, const char *path,
+	     const char *body, struct ctl_response *res)
+{
+	double deadline = now_s() + timeout;
+	size_t rlen = 0;
+	char *buf = NULL;
+	int fd, r;
+
+	memset(res, 0, sizeof(*res));
+	fd = send_request(socket_path, deadline, method, path, body);
+	if (fd < 0)
+		return fd;
+	r = recv_all(fd, &buf, &rlen, deadline);
 	close(fd);
 	if (r < 0)
 		return r;
 	r = parse_response(buf, rlen, res);
+	free(buf);
+	return r;
+}
+
+/* A chunked body's decoding (RFC 9112 7.1): sizes in hex, each chunk's data and CRLF, a
+ * last chunk of size 0, trailers up to an empty line. */
+struct chunked {
+	enum { SIZE, DATA, DATA_END, TRAILER, DONE } state;
+	char line[32];
+	size_t nline;
+	uint64_t left;
+};
+
+/* Feeds n bytes; the data goes to sink. Returns 0, or -EPROTO. */
+static int unchunk(struct chunked *k, const char *p, size_t n, const struct ctl_stream *sink)
+{
+	while (n && k->state != DONE) {
+		if (k->state == DATA) {
+			size_t take = n < k->left ? n : (size_t)k->left;
+			int r = sink->write(sink->arg, p, take);
+
+			if (r < 0)
+				return r;
+			p += take;
+			n -= take;
+			if (!(k->left -= take))
+				k->state = DATA_END;
+			continue;
+		}
+		/* A line: a chunk's size, the CRLF after its data, a trailer. */
+		if (*p != '\n') {
+			if (k->nline == sizeof(k->line) - 1)
+				return -EPROTO;
+			k->line[k->nline++] = *p++;
+			n--;
+			continue;
+		}
+		p++;
+		n--;
+		k->line[k->nline] = '\0';
+		if (k->nline && k->line[k->nline - 1] == '\r')
+			k->line[--k->nline] = '\0';
+		if (k->state == SIZE) {
+			char *end;
+
+			errno = 0;
+			k->left = strtoull(k->line, &end, 16);
+			if (end == k->line || errno || (*end && *end != ';'))
+				return -EPROTO;
+			k->state = k->left ? DATA : TRAILER;
+		} else if (k->state == DATA_END) {
+			if (k->nline)
+				return -EPROTO;
+			k->state = SIZE;
+		} else if (!k->nline) {
+			k->state = DONE;
+		}
+		k->nline = 0;
+	}
+	return 0;
+}
+
+int ctl_http_stream(const char *socket_path, double timeout, const char *method, const char *path,
+		    const char *body, struct ctl_response *res, const struct ctl_stream *sink)
+{
+	double deadline = now_s() + timeout;
+	size_t cap = 16384, len = 0;
+	char *buf = malloc(cap), *end = NULL;
+	struct chunked k = {0};
+	bool chunked = false;
+	int fd, r = 0;
+
+	memset(res, 0, sizeof(*res));
+	if (!buf)
+		return -ENOMEM;
+	fd = send_request(socket_path, deadline, method, path, body);
+	if (fd < 0) {
+		free(buf);
+		return fd;
+	}
+	/* The headers, within the deadline. */
+	while (!end) {
+		ssize_t n;
+
+		if (len == cap - 1) {
+			r = -EPROTO; /* 16 KiB of headers */
+			goto out;
+		}
+		n = recv(fd, buf + len, cap - len - 1, 0);
+		if (n > 0) {
+			len += (size_t)n;
+			buf[len] = '\0';
+			end = strstr(buf, "\r\n\r\n");
+		} else if (n == 0) {
+			r = -EPROTO;
+			goto out;
+		} else if (errno != EINTR && errno != EAGAIN) {
+			r = -errno;
+			goto out;
+		} else if ((r = wait_fd(fd, POLLIN, deadline)) < 0) {
+			goto out;
+		}
+	}
+	if (sscanf(buf, "HTTP/1.%*1[01] %3d", &res->status) != 1) {
+		r = -EPROTO;
+		goto out;
+	}
+	if (res->status != 200) {
+		/* An error document: the rest read whole, as any answer. */
+		char *rest = NULL, *all;
+		size_t rlen = 0;
+
+		r = recv_all(fd, &rest, &rlen, deadline);
+		if (r < 0)
+			goto out;
+		all = realloc(buf, len + rlen + 1);
+		if (!all) {
+			free(rest);
+			r = -ENOMEM;
+			goto out;
+		}
+		buf = all;
+		memcpy(buf + len, rest, rlen + 1);
+		free(rest);
+		r = parse_response(buf, len + rlen, res);
+		goto out;
+	}
+	for (char *line = strstr(buf, "\r\n"); line && line < end; line = strstr(line, "\r\n")) {
+		line += 2;
+		if (!strncasecmp(line, "Transfer-Encoding:", 18))
+			chunked = strstr(line, "chunked") && strstr(line, "chunked") < end;
+	}
+	/* The body as it comes, with no deadline: the window lasts what it lasts. */
+	res->streamed = true;
+	for (size_t off = (size_t)(end + 4 - buf), n = len - off;;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		ssize_t got;
+
+		if (n) {
+			r = chunked ? unchunk(&k, buf + off, n, sink)
+				    : sink->write(sink->arg, buf + off, n);
+			if (r < 0 || k.state == DONE)
+				break;
+		}
+		off = n = 0;
+		if (sink->tick)
+			sink->tick(sink->arg);
+		if (poll(&pfd, 1, 250) == 0)
+			continue;
+		got = recv(fd, buf, cap, 0);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (got <= 0) {
+			r = got < 0 ? -errno : 0;
+			break;
+		}
+		n = (size_t)got;
+	}
+	res->complete = chunked ? k.state == DONE : r == 0;
+out:
+	if (fd >= 0)
+		close(fd);
 	free(buf);
 	return r;
 }

@@ -73,12 +73,26 @@ struct ctl_response {
 	int status; /* HTTP status */
 	char *body; /* NUL-terminated */
 	size_t len; /* body bytes */
+	/* ctl_http_stream: a 200 answer went to the sink (body NULL), to its end if complete */
+	bool streamed, complete;
+};
+
+/* Where a streamed answer goes: write takes each piece of the body as it comes (0 or
+ * -errno, which ends it); tick, if set, is called at least four times a second. */
+struct ctl_stream {
+	int (*write)(void *arg, const void *p, size_t n);
+	void (*tick)(void *arg);
+	void *arg;
 };
 /* 0 with res filled, or -errno: the connection failed (ENOENT, ECONNREFUSED, EACCES, ...),
  * timed out (ETIMEDOUT), or the answer was not HTTP (EPROTO) or too large (EFBIG). */
 int ctl_http(const char *socket_path, double timeout, const char *method, const char *path,
 	     const char *body, struct ctl_response *res);
 void ctl_response_free(struct ctl_response *res);
+/* As ctl_http, but a 200 answer's body goes to sink as it comes, with no deadline once its
+ * headers are in (other answers are read whole into res). */
+int ctl_http_stream(const char *socket_path, double timeout, const char *method, const char *path,
+		    const char *body, struct ctl_response *res, const struct ctl_stream *sink);
 
 /* request.c: a request whose failures are reported in words a user can act on. Returns
  * CTL_OK with *doc parsed (and *raw kept when raw is not NULL: the body unchanged), or the
@@ -91,6 +105,10 @@ int ctl_show(const struct ctl *c, const char *path, bool json,
 /* The same, silent: the error message goes to msg instead (for top's status line). */
 int ctl_request_quiet(const struct ctl *c, const char *method, const char *path, const char *body,
 		      cJSON **doc, struct ctl_response *raw, char *msg, size_t msglen);
+/* A request whose 200 answer is streamed to sink (ctl_http_stream); errors printed as
+ * ctl_request prints them. *complete: the answer came to its end. */
+int ctl_request_stream(const struct ctl *c, const char *method, const char *path, const char *body,
+		       const struct ctl_stream *sink, bool *complete);
 
 /* format.c: numbers for people. Each writes into buf (NUL-terminated) and returns buf. */
 /* A duration in ns, 3 significant digits and a unit: "812ns", "5.89us", "6.03ms", "1.5s". */

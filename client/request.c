@@ -160,6 +160,30 @@ int ctl_request_quiet(const struct ctl *c, const char *method, const char *path,
 	return CTL_OK;
 }
 
+int ctl_request_stream(const struct ctl *c, const char *method, const char *path, const char *body,
+		       const struct ctl_stream *sink, bool *complete)
+{
+	struct ctl_response res;
+	int r = ctl_http_stream(c->socket, c->timeout, method, path, body, &res, sink), status;
+	char msg[1024];
+
+	*complete = false;
+	if (r < 0 && !res.streamed)
+		status = transport_error(c, -r, msg, sizeof(msg));
+	else if (!res.streamed)
+		status = api_error(&res, msg, sizeof(msg));
+	else if (r < 0)
+		status = say(msg, sizeof(msg), CTL_DAEMON, "reading llmprofd's answer: %s",
+			     strerror(-r));
+	else
+		status = CTL_OK;
+	*complete = res.complete;
+	ctl_response_free(&res);
+	if (status != CTL_OK)
+		fprintf(stderr, "%s: %s\n", c->prog, msg);
+	return status;
+}
+
 int ctl_request(const struct ctl *c, const char *method, const char *path, const char *body,
 		cJSON **doc, struct ctl_response *raw)
 {

@@ -112,6 +112,8 @@ void lp_api_error(struct lp_api_response *res, int status, const char *code, con
 
 void lp_api_response_free(struct lp_api_response *res)
 {
+	lp_stream_put(res->stream);
+	res->stream = NULL;
 	if (res->shared)
 		lp_body_put(res->shared);
 	else
@@ -487,7 +489,7 @@ static cJSON *parse_body(const char *body, size_t len)
  * above 0 unless zero_ok, to max). *on and *seconds keep their defaults when absent. */
 static int parse_flag_seconds(const struct lp_api_request *req, const char *flag, bool *on,
 			      double *seconds, double max, bool zero_ok, double *lease,
-			      struct lp_api_response *res)
+			      bool *perfetto, struct lp_api_response *res)
 {
 	cJSON *doc, *item;
 	unsigned seen = 0;
@@ -508,7 +510,8 @@ static int parse_flag_seconds(const struct lp_api_request *req, const char *flag
 		bool is_flag = item->string && strcmp(item->string, flag) == 0;
 		bool is_seconds = item->string && strcmp(item->string, "seconds") == 0;
 		bool is_lease = lease && item->string && strcmp(item->string, "lease") == 0;
-		unsigned bit = is_flag ? 1 : is_seconds ? 2 : is_lease ? 4 : 0;
+		bool is_format = perfetto && item->string && strcmp(item->string, "format") == 0;
+		unsigned bit = is_flag ? 1 : is_seconds ? 2 : is_lease ? 4 : is_format ? 8 : 0;
 
 		if (bit && (seen & bit)) {
 			lp_api_error(res, 400, LP_ERR_BAD_REQUEST, "'%s' is given twice",
@@ -525,6 +528,10 @@ static int parse_flag_seconds(const struct lp_api_request *req, const char *flag
 		} else if (is_lease && cJSON_IsNumber(item) && item->valuedouble >= 1 &&
 			   item->valuedouble <= LP_RECORD_MAX_SECONDS) {
 			*lease = item->valuedouble;
+		} else if (is_format && cJSON_IsString(item) &&
+			   (!strcmp(item->valuestring, "json") ||
+			    !strcmp(item->valuestring, "perfetto"))) {
+			*perfetto = !strcmp(item->valuestring, "perfetto");
 		} else {
 			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
 				     "'%s': expected \"%s\" (true or false)%s \"seconds\" "
@@ -532,7 +539,9 @@ static int parse_flag_seconds(const struct lp_api_request *req, const char *flag
 				     item->string ? item->string : "?", flag, lease ? "," : " or",
 				     zero_ok ? "0" : "above 0", max,
 				     zero_ok ? "; 0 = until switched off" : "",
-				     lease ? " or \"lease\" (1 to 60)" : "");
+				     lease ? ", \"lease\" (1 to 60) or \"format\" (\"json\" or "
+					     "\"perfetto\")"
+					   : "");
 			cJSON_Delete(doc);
 			return -EINVAL;
 		}
@@ -553,7 +562,7 @@ static void post_precise(const struct lp_api_backend *b, const struct lp_api_req
 	seconds = 60;
 	if (!need_privilege(b, req->peer, "precise mode", res) ||
 	    parse_flag_seconds(req, "enable", &on, &seconds, LP_PRECISE_MAX_SECONDS, true, NULL,
-			       res) < 0)
+			       NULL, res) < 0)
 		return;
 	doc = cJSON_CreateObject();
 	cJSON_AddNumberToObject(doc, "pid", pid);
@@ -595,7 +604,8 @@ static void post_record(const struct lp_api_backend *b, const struct lp_api_requ
 			struct lp_api_response *res)
 {
 	double seconds = LP_RECORD_DEFAULT_SECONDS, lease = 0;
-	bool ops = true;
+	bool ops = true, perfetto = false;
+	struct lp_stream *stream = NULL;
 	cJSON *doc;
 	int ret;
 
@@ -621,10 +631,16 @@ static void post_record(const struct lp_api_backend *b, const struct lp_api_requ
 		return;
 	}
 	if (parse_flag_seconds(req, "ops", &ops, &seconds, LP_RECORD_MAX_SECONDS, false, &lease,
-			       res) < 0)
+			       &perfetto, res) < 0)
 		return;
-	ret = b->record_start(b->ctx, pid, seconds, ops, lease);
-	if (ret == 0) {
+	ret = b->record_start(b->ctx, pid, seconds, ops, lease, perfetto ? &stream : NULL);
+	if (ret == 0 && stream) {
+		/* The trace itself, as it is recorded. */
+		res->status = 200;
+		res->reason = "OK";
+		res->content_type = stream->content_type;
+		res->stream = stream;
+	} else if (ret == 0) {
 		doc = cJSON_CreateObject();
 		cJSON_AddNumberToObject(doc, "pid", pid);
 		cJSON_AddBoolToObject(doc, "recording", true);

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "body.h"
+#include "stream.h"
 #include "report.h"
 
 /* Who is asking. */
@@ -40,8 +41,10 @@ struct lp_api_backend {
 	 * (and only then) adds the precise-mode state to o. */
 	int (*precise)(void *ctx, pid_t pid, bool on, double seconds, cJSON *o);
 	/* A timeline record: lp_record_start's, lp_record_stop's and lp_record_fetch's
-	 * returns. */
-	int (*record_start)(void *ctx, pid_t pid, double seconds, bool ops, double lease);
+	 * returns. With stream, the trace is streamed as it is recorded (Perfetto's format),
+	 * and *stream is the answer's. */
+	int (*record_start)(void *ctx, pid_t pid, double seconds, bool ops, double lease,
+			    struct lp_stream **stream);
 	int (*record_stop)(void *ctx, pid_t pid);
 	int (*record_fetch)(void *ctx, pid_t pid, struct lp_body **body, double *remaining);
 	/* The host's memory bandwidth into o; with measure, a measurement is started first. */
@@ -70,6 +73,9 @@ struct lp_api_response {
 	char *body;	   /* malloc'd, or shared's */
 	size_t len;
 	struct lp_body *shared; /* a body kept by its owner too: one reference is the answer's */
+	/* An answer written as it is made (200, content_type; body NULL): the reference is
+	 * the answer's. */
+	struct lp_stream *stream;
 };
 
 void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *req,

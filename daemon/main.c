@@ -505,11 +505,12 @@ static int api_reset(void *ctx, pid_t pid)
 	return r;
 }
 
-static int api_record_start(void *ctx, pid_t pid, double seconds, bool ops, double lease)
+static int api_record_start(void *ctx, pid_t pid, double seconds, bool ops, double lease,
+			    struct lp_stream **stream)
 {
 	struct daemon *d = ctx;
 	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
-	int r = lp_record_start(&d->recorder, pid, seconds, ops, lease);
+	int r = lp_record_start(&d->recorder, pid, seconds, ops, lease, stream);
 
 	if (r == 0 && !evtimer_pending(d->ev_record, NULL))
 		evtimer_add(d->ev_record, &tv);

@@ -57,6 +57,10 @@ static void record_free(struct lp_record *rec)
 	free(rec->ev);
 	free(rec->trace);
 	lp_body_put(rec->shared);
+	if (rec->pf)
+		lp_pf_free(rec->pf);
+	free(rec->pf);
+	lp_stream_put(rec->stream);
 	free(rec);
 }
 
@@ -192,7 +196,96 @@ static void read_maps(struct lp_record *rec)
 	rec->nmaps = n;
 }
 
-int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops, double lease)
+/* What the streamed trace asks as it goes (perfetto.h). */
+static const char *name_of_thread(void *ctx, uint32_t tid)
+{
+	struct lp_record *rec = ctx;
+
+	for (int again = 0; again < 2; again++) {
+		for (size_t i = 0; i < rec->nthreads; i++)
+			if (rec->threads[i].tid == tid)
+				return rec->threads[i].name;
+		if (!again)
+			read_threads(rec); /* a thread started in the window */
+	}
+	return NULL;
+}
+
+static const char *name_of_op(void *ctx, uint64_t op, const char **group)
+{
+	struct lp_record *rec = ctx;
+	struct lp_target *t = lp_tracker_find(rec->owner->tr, rec->pid);
+
+	if (!t || !t->ggml || op >= t->ggml->ops.n)
+		return NULL;
+	*group = lp_op_group_key((int)t->ggml->ops.v[op].group);
+	return t->ggml->ops.v[op].name;
+}
+
+static const char *object_of(void *ctx, uint64_t addr)
+{
+	struct lp_record *rec = ctx;
+	uint64_t now = lp_now_ns();
+
+	for (int again = 0; again < 2; again++) {
+		for (size_t i = 0; i < rec->nmaps; i++)
+			if (addr >= rec->maps[i].start && addr < rec->maps[i].end)
+				return rec->maps[i].name;
+		/* Mapped in the window: read again, at most once a second. */
+		if (again || now < rec->maps_read_ns + 1000000000ULL)
+			break;
+		rec->maps_read_ns = now;
+		read_maps(rec);
+	}
+	return NULL;
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* What the streamed trace wrote since, to its client. */
+static void stream_flush(struct lp_record *rec)
+{
+	if (!rec->pf || !rec->pf->out.len)
+		return;
+	if (!rec->error)
+		rec->error = lp_stream_write(rec->stream, rec->pf->out.p, rec->pf->out.len);
+	lp_pf_taken(rec->pf);
+}
+
+/* The streamed trace's beginning. */
+static int stream_begin(struct lp_record *rec, const struct lp_target *t)
+{
+	struct lp_pf_names names = {rec, name_of_thread, name_of_op, object_of};
+	struct lp_pf_info info = {
+		.pid = rec->pid,
+		.comm = t->comm,
+		.version = rec->owner->version,
+		.start_ns = rec->start_ns,
+		.end_ns = rec->until_ns,
+	};
+	int e;
+
+	info.boottime_ns = clock_ns(CLOCK_BOOTTIME);
+	info.monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+	info.realtime_ns = clock_ns(CLOCK_REALTIME);
+	rec->stream = lp_stream_new("application/x-protobuf");
+	rec->pf = calloc(1, sizeof(*rec->pf));
+	if (!rec->stream || !rec->pf)
+		return -ENOMEM;
+	e = lp_pf_begin(rec->pf, &info, &names);
+	if (!e)
+		stream_flush(rec);
+	return e ? e : rec->error;
+}
+
+int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops, double lease,
+		    struct lp_stream **stream)
 {
 	struct lp_target *t = lp_tracker_find(r->tr, pid);
 	struct lp_recording zero = {0};
@@ -220,8 +313,19 @@ int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops, 
 	rec->until_ns = rec->start_ns + (uint64_t)(seconds * 1e9);
 	rec->lease_ns = (uint64_t)(lease * 1e9);
 	rec->asked_ns = rec->start_ns;
+	rec->owner = r;
 	read_threads(rec);
 	read_maps(rec);
+	rec->maps_read_ns = rec->start_ns;
+	if (stream) {
+		int e = stream_begin(rec, t);
+
+		rec->lease_ns = 0; /* the answer is its lease: a client gone cancels it */
+		if (e) {
+			record_free(rec);
+			return e;
+		}
+	}
 	/* Op and barrier spans come from precise mode's probes: on for the window, unless
 	 * they are on already (then they stay as they were). */
 	if (ops && t->ggml && !t->ggml->precise_on && !t->ggml->precise_attaching) {
@@ -243,8 +347,11 @@ int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops, 
 	}
 	r->v[r->n++] = rec;
 	count_recordings(r);
-	log_info("pid %d: recording a timeline for %.1f s%s", (int)pid, seconds,
-		 rec->precise_ours ? ", with op spans" : "");
+	log_info("pid %d: recording a timeline for %.1f s%s%s", (int)pid, seconds,
+		 rec->precise_ours ? ", with op spans" : "",
+		 rec->stream ? ", streamed in Perfetto's format" : "");
+	if (stream)
+		*stream = lp_stream_get(rec->stream);
 	return 0;
 }
 
@@ -265,6 +372,17 @@ static void keep(struct lp_recorder *r, const struct lp_rec_ev *e)
 
 	if (!rec || rec->finished || e->ts < rec->start_ns || e->ts > rec->until_ns)
 		return;
+	if (rec->pf) {
+		/* A client that does not read: its trace gives way, not the daemon's memory. */
+		if (rec->error ||
+		    lp_stream_backlog(rec->stream) + rec->pf->out.len > LP_RECORD_MAX_BACKLOG)
+			rec->dropped++;
+		else if ((rec->error = lp_pf_feed(rec->pf, e)))
+			rec->dropped++;
+		else
+			rec->n++;
+		return;
+	}
 	if (rec->n == rec->cap) {
 		cap = rec->cap ? rec->cap * 2 : 4096;
 		if (cap > LP_RECORD_MAX_EVENTS)
@@ -332,6 +450,45 @@ static void stop_kernel(struct lp_recorder *r, struct lp_record *rec, struct lp_
 		lp_precise_set(r->g, t, false, 0);
 }
 
+/* A streamed record's window is over: its last packets go, the answer ends, and what is
+ * kept for GET is what the window held. */
+static void finish_stream(struct lp_recorder *r, struct lp_record *rec)
+{
+	uint64_t bytes;
+	int e = rec->error ? rec->error
+			   : lp_pf_end(rec->pf, rec->until_ns, rec->lost, rec->dropped);
+
+	stream_flush(rec);
+	lp_stream_end(rec->stream);
+	bytes = rec->stream->written;
+	rec->finished = true;
+	count_recordings(r);
+	lp_pf_free(rec->pf);
+	free(rec->pf);
+	rec->pf = NULL;
+	rec->error = e;
+	if (asprintf(&rec->trace,
+		     "{\"pid\":%d,\"format\":\"perfetto\",\"streamed\":true,\"events\":%zu,"
+		     "\"events_lost\":%llu,\"events_dropped\":%llu,\"bytes\":%llu,"
+		     "\"window_seconds\":%.3f%s}\n",
+		     (int)rec->pid, rec->n, (unsigned long long)rec->lost,
+		     (unsigned long long)rec->dropped, (unsigned long long)bytes,
+		     (double)(rec->until_ns - rec->start_ns) / 1e9,
+		     e ? ",\"complete\":false" : "") < 0) {
+		rec->trace = NULL;
+		rec->error = -ENOMEM;
+	}
+	rec->len = rec->trace ? strlen(rec->trace) : 0;
+	rec->done = true;
+	rec->done_ns = lp_now_ns();
+	atomic_store(&rec->rendered, true);
+	log_info("pid %d: timeline streamed: %zu events in %.1f s, %llu bytes, %llu lost, %llu "
+		 "dropped%s",
+		 (int)rec->pid, rec->n, (double)(rec->until_ns - rec->start_ns) / 1e9,
+		 (unsigned long long)bytes, (unsigned long long)rec->lost,
+		 (unsigned long long)rec->dropped, e ? " (incomplete: out of memory)" : "");
+}
+
 /* The window is over: the kernel stops, and the events are rendered (by a thread; done()
  * when it is over). */
 static void finish(struct lp_recorder *r, struct lp_record *rec)
@@ -339,6 +496,10 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 	struct lp_target *t = lp_tracker_find(r->tr, rec->pid);
 
 	stop_kernel(r, rec, t);
+	if (rec->pf) {
+		finish_stream(r, rec);
+		return;
+	}
 	read_threads(rec);
 	read_maps(rec);
 	if (t)
@@ -395,6 +556,17 @@ void lp_record_tick(struct lp_recorder *r)
 	for (size_t i = 0; i < r->n;) {
 		struct lp_record *rec = r->v[i];
 
+		if (rec->stream && rec->stream->gone && !rec->finished) {
+			stop_kernel(r, rec, lp_tracker_find(r->tr, rec->pid));
+			rec->finished = true;
+			count_recordings(r);
+			log_info("pid %d: recording cancelled: its client went away",
+				 (int)rec->pid);
+			forget(r, i);
+			continue;
+		}
+		if (!rec->finished)
+			stream_flush(rec);
 		if (abandoned(rec, now)) {
 			if (!rec->finished) {
 				stop_kernel(r, rec, lp_tracker_find(r->tr, rec->pid));

@@ -18,11 +18,16 @@
 #include "core.h"
 #include "llmprof/protocol.h"
 #include "ggml.h"
+#include "perfetto.h"
+#include "stream.h"
 #include "trace.h"
 #include "track.h"
 
 /* Events kept per record: 56 bytes each, 56 MiB at most; more are counted as dropped. */
 #define LP_RECORD_MAX_EVENTS (1u << 20)
+/* A streamed trace's bytes not yet sent to its client past which events are dropped (a
+ * client that does not read): 64 MiB, about 20 s of op spans of a 4-thread engine. */
+#define LP_RECORD_MAX_BACKLOG (64u << 20)
 /* A finished trace is kept this long for its client to fetch. */
 #define LP_RECORD_KEEP_NS (600ULL * 1000000000ULL)
 
@@ -58,6 +63,12 @@ struct lp_record {
 	size_t len;
 	struct lp_body *shared; /* the trace once fetched (then trace is NULL) */
 	int error;		/* rendering failed */
+	/* Streamed (Perfetto's format): written as the events come, to the client's answer;
+	 * what is kept once done is a summary (trace, len). */
+	struct lp_stream *stream;
+	struct lp_pf *pf;
+	struct lp_recorder *owner;
+	uint64_t maps_read_ns;
 };
 
 /* Timeline events read per call of ring_buffer__consume (lp_record_on_event then stops it). */
@@ -80,10 +91,13 @@ void lp_recorder_free(struct lp_recorder *r);
 /* Starts recording process pid for seconds, with op spans if ops. With a lease (seconds, 0:
  * none), the record belongs to a client that asks for it at least that often: one that
  * went away (a killed llmprofctl) cancels it, probes off and nothing kept, once a lease
- * passes with no fetch, before its trace was fetched. Returns 0, -ESRCH (not tracked),
- * -ENODATA (exited), -EBUSY (a record of it is running), -ENOSPC (as many records as the
- * kernel side holds are running), or -errno. */
-int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops, double lease);
+ * passes with no fetch, before its trace was fetched. With stream, the trace is written
+ * as it is recorded, in Perfetto's format, to *stream (the caller's reference; its
+ * transport going away cancels the record at once), and what GET gives after is a
+ * summary. Returns 0, -ESRCH (not tracked), -ENODATA (exited), -EBUSY (a record of it is
+ * running), -ENOSPC (as many records as the kernel side holds are running), or -errno. */
+int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops, double lease,
+		    struct lp_stream **stream);
 
 /* Ends pid's running record now (Ctrl-C in llmprofctl record): its window ends here and the
  * trace is rendered as at its planned end. Returns 0, or -ENOENT: none is running. */

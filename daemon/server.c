@@ -54,6 +54,9 @@ struct conn {
 	size_t mirror_len; /* bytes of the input mirrored in mirror[] */
 	char mirror[64];
 	bool replying; /* inside evhttp_send_reply() for one of our replies */
+	/* An answer being streamed (stream.h): its request, until its end is sent. */
+	struct lp_stream *stream;
+	struct evhttp_request *stream_req;
 	bool over_cap;
 	bool peer_known;
 	struct lp_peer peer;
@@ -181,6 +184,15 @@ static void conn_free(struct conn *c)
 
 	if (c->evcon)
 		evhttp_connection_set_closecb(c->evcon, NULL, NULL);
+	/* Its producer stops: nobody reads any more. A connection that failed (the peer went
+	 * away) left the request to us, detached from it: ending it frees it. Otherwise it
+	 * is still the connection's, which frees it right after this callback. */
+	if (c->stream) {
+		lp_stream_gone(c->stream);
+		lp_stream_put(c->stream);
+		if (!evhttp_request_get_connection(c->stream_req))
+			evhttp_send_reply_end(c->stream_req);
+	}
 	if (c->out_cb)
 		evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
 	if (c->in_cb)
@@ -381,6 +393,8 @@ static void on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 
 	/* Written bytes leave from the front; ours are the first ones. */
 	c->owned = info->n_deleted >= c->owned ? 0 : c->owned - info->n_deleted;
+	if (c->stream)
+		c->stream->queued = len;
 	if (c->replying || len <= c->owned) {
 		c->owned = len;
 		return;
@@ -553,6 +567,60 @@ static void free_body(const void *data, size_t len, void *arg)
 		free((void *)data);
 }
 
+/* A streamed answer's producer wrote more, or its end: it goes out as chunks. */
+static void stream_notify(void *arg)
+{
+	struct conn *c = arg;
+	struct lp_stream *s = c->stream;
+	struct evbuffer *b;
+
+	if (s->len && (b = evbuffer_new())) {
+		if (evbuffer_add(b, s->p, s->len) == 0) {
+			c->replying = true;
+			evhttp_send_reply_chunk(c->stream_req, b);
+			c->replying = false;
+		}
+		evbuffer_free(b);
+	}
+	lp_stream_taken(s);
+	s->queued = evbuffer_get_length(bufferevent_get_output(c->bev));
+	if (!s->ended)
+		return;
+	c->replying = true;
+	evhttp_send_reply_end(c->stream_req);
+	c->replying = false;
+	s->notify = NULL;
+	c->stream = NULL;
+	c->stream_req = NULL;
+	lp_stream_put(s);
+	/* Then as after any answer: a deadline for the next request. */
+	deadline_arm(c);
+}
+
+/* An answer written as it is made: no deadline while it lasts (a record's window is at
+ * most a minute); it ends when its producer ends it, or the peer goes away. */
+static void stream_start(struct conn *c, struct evhttp_request *req, struct lp_api_response *res)
+{
+	struct evkeyvalq *hdr = evhttp_request_get_output_headers(req);
+	evhttp_add_header(hdr, "Content-Type", res->content_type);
+	evhttp_add_header(hdr, "Cache-Control", "no-store");
+	c->stream = res->stream;
+	res->stream = NULL;
+	c->stream_req = req;
+	c->stream->notify = stream_notify;
+	c->stream->arg = c;
+	struct timeval write_tv = {.tv_sec = c->l->s->timeout_s};
+
+	event_del(c->deadline);
+	c->replying = true;
+	evhttp_send_reply_start(req, res->status, res->reason);
+	c->replying = false;
+	/* evhttp's own timeout would end it after the deadline with no word from the peer
+	 * (it reads only to see it close); a peer that stops reading for that long is gone. */
+	bufferevent_set_timeouts(c->bev, NULL, &write_tv);
+	stream_notify(c); /* what was written before */
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
 	struct listener *l = arg;
@@ -591,6 +659,17 @@ static void on_request(struct evhttp_request *req, void *arg)
 	}
 	for (size_t i = 0; !l->unix_socket && s->web && i < s->web->nheaders; i++)
 		evhttp_add_header(hdr, s->web->headers[i].name, s->web->headers[i].value);
+	if (res.stream) {
+		if (c) {
+			stream_start(c, req, &res);
+			lp_api_response_free(&res);
+			return;
+		}
+		/* Not a connection of ours (out of memory at accept): nobody will read it. */
+		lp_stream_gone(res.stream);
+		lp_api_response_free(&res);
+		lp_api_error(&res, 503, LP_ERR_INTERNAL, "out of memory");
+	}
 	out = evbuffer_new();
 	/* HEAD: the headers GET would have, Content-Length included, and no body (evhttp
 	 * 2.1.12 writes whatever body it is given, HEAD or not). */

@@ -3,6 +3,8 @@
 #include "timeline.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,7 +264,8 @@ static void levels(struct lp_tl *tl, enum lp_tl_counter c)
 	struct lp_tl_vec *x = &tl->steps[c];
 	int level = 0;
 
-	qsort(x->v, x->n, sizeof(*x->v), by_u64);
+	if (x->n)
+		qsort(x->v, x->n, sizeof(*x->v), by_u64);
 	for (size_t i = 0; i < x->n; i++) {
 		uint64_t ts = x->v[i] >> 1;
 
@@ -304,14 +307,76 @@ int lp_tl_end(struct lp_tl *tl, uint64_t end_ns)
 	levels(tl, LP_TL_ON_CPU);
 	levels(tl, LP_TL_RUNNABLE_);
 	x = &tl->steps[LP_TL_TOKENS];
-	qsort(x->v, x->n, sizeof(*x->v), by_u64);
+	if (x->n)
+		qsort(x->v, x->n, sizeof(*x->v), by_u64);
 	for (size_t i = 1; i < x->n; i++)
 		if (x->v[i] > x->v[i - 1])
 			tl->sink.counter(tl->sink.ctx, LP_TL_TOKENS, x->v[i],
 					 1e9 / (double)(x->v[i] - x->v[i - 1]));
 	x = &tl->steps[LP_TL_FAULTS];
-	qsort(x->v, x->n, sizeof(*x->v), by_u64);
+	if (x->n)
+		qsort(x->v, x->n, sizeof(*x->v), by_u64);
 	for (size_t i = 0; i < x->n; i++)
 		tl->sink.counter(tl->sink.ctx, LP_TL_FAULTS, x->v[i], (double)(i + 1));
 	return 0;
+}
+
+const char *lp_tl_stretch_name(const struct lp_tl_stretch *s, char *buf, size_t size)
+{
+	switch (s->state) {
+	case LP_TL_RUNNING:
+		return "running";
+	case LP_TL_PREEMPTED:
+		snprintf(buf, size, "preempted by %.*s %" PRIu32,
+			 (int)strnlen(s->off->comm, LP_COMM_LEN), s->off->comm, s->off->other);
+		return buf;
+	case LP_TL_FUTEX:
+		snprintf(buf, size, "futex wait 0x%" PRIx64, (uint64_t)s->off->a);
+		return buf;
+	case LP_TL_PAGING:
+		return "blocked: major fault";
+	case LP_TL_RUNNABLE:
+		return "runnable";
+	case LP_TL_BLOCKED:
+		break;
+	}
+	return "blocked";
+}
+
+const char *lp_tl_span_name(const struct lp_tl_span *s, const char *op, char *buf, size_t size)
+{
+	switch (s->type) {
+	case LP_REC_DECODE_BEGIN:
+		if (!s->began)
+			return "llama_decode";
+		if (s->a == 1)
+			return "llama_decode: generation";
+		snprintf(buf, size, "llama_decode: prompt (%" PRIu64 " tokens)", s->a);
+		return buf;
+	case LP_REC_OP_BEGIN:
+		if (op)
+			return op;
+		snprintf(buf, size, "op %" PRIu64, s->a);
+		return buf;
+	}
+	return "barrier";
+}
+
+const char *lp_tl_span_category(const struct lp_tl_span *s)
+{
+	return s->type == LP_REC_DECODE_BEGIN ? "decode"
+	       : s->type == LP_REC_OP_BEGIN   ? "op"
+					      : "barrier";
+}
+
+const char *lp_tl_counter_name(enum lp_tl_counter c)
+{
+	static const char *const names[] = {
+		[LP_TL_ON_CPU] = "threads on CPU",
+		[LP_TL_RUNNABLE_] = "threads runnable",
+		[LP_TL_TOKENS] = "tokens/s",
+		[LP_TL_FAULTS] = "major faults",
+	};
+
+	return c < LP_TL_NCOUNTERS ? names[c] : "?";
 }

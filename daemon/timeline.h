@@ -105,4 +105,12 @@ int lp_tl_end(struct lp_tl *tl, uint64_t end_ns);
 
 void lp_tl_free(struct lp_tl *tl);
 
+/* What a stretch or a span is called on its track, in buf (raw: a preemptor's comm is
+ * another user's, to be escaped by the writer); op is the op's name (NULL: "op N"). */
+const char *lp_tl_stretch_name(const struct lp_tl_stretch *s, char *buf, size_t size);
+const char *lp_tl_span_name(const struct lp_tl_span *s, const char *op, char *buf, size_t size);
+/* A span's category: "decode", "op" or "barrier"; a counter's name. */
+const char *lp_tl_span_category(const struct lp_tl_span *s);
+const char *lp_tl_counter_name(enum lp_tl_counter c);
+
 #endif

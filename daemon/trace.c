@@ -150,14 +150,6 @@ static const struct lp_trace_map *map_of(const struct lp_trace_in *in, uint64_t 
 	return NULL;
 }
 
-static const char *op_name(const struct lp_trace_in *in, uint64_t op, char *buf, size_t size)
-{
-	if (op < in->nops && in->op_names && in->op_names[op])
-		return in->op_names[op];
-	snprintf(buf, size, "op %" PRIu64, op);
-	return buf;
-}
-
 struct json {
 	struct sb b;
 	const struct lp_trace_in *in;
@@ -168,41 +160,21 @@ static void on_stretch(void *ctx, const struct lp_tl_stretch *s)
 {
 	struct json *j = ctx;
 	const struct lp_trace_in *in = j->in;
-	uint32_t tid = s->tid + LP_TRACE_CPU_TRACK;
-	const struct lp_trace_map *m;
-	char name[96], args[160];
+	const struct lp_trace_map *m = s->state == LP_TL_FUTEX ? map_of(in, s->off->a) : NULL;
+	char buf[96], args[160];
 
-	switch (s->state) {
-	case LP_TL_RUNNING:
+	args[0] = '\0';
+	if (s->state == LP_TL_RUNNING && s->cpu >= 0)
 		snprintf(args, sizeof(args), "\"cpu\":%d", s->cpu);
-		slice(&j->b, in, tid, "sched", s->from, s->to, "running", s->cpu >= 0 ? args : NULL,
-		      NULL, NULL);
-		break;
-	case LP_TL_PREEMPTED:
-		/* Raw here: slice() escapes the whole name once. */
-		snprintf(name, sizeof(name), "preempted by %.*s %" PRIu32,
-			 (int)strnlen(s->off->comm, LP_COMM_LEN), s->off->comm, s->off->other);
+	else if (s->state == LP_TL_PREEMPTED)
 		snprintf(args, sizeof(args), "\"cpu\":%u,\"by_pid\":%" PRIu32, s->off->cpu,
 			 s->off->other);
-		slice(&j->b, in, tid, "sched", s->from, s->to, name, args, NULL, NULL);
-		break;
-	case LP_TL_FUTEX:
-		m = map_of(in, s->off->a);
-		snprintf(name, sizeof(name), "futex wait 0x%" PRIx64, (uint64_t)s->off->a);
+	else if (s->state == LP_TL_FUTEX)
 		snprintf(args, sizeof(args), "\"uaddr\":\"0x%" PRIx64 "\"", (uint64_t)s->off->a);
-		slice(&j->b, in, tid, "sched", s->from, s->to, name, args, m ? "object" : NULL,
-		      m ? m->name : NULL);
-		break;
-	case LP_TL_BLOCKED:
-	case LP_TL_PAGING:
-		slice(&j->b, in, tid, "sched", s->from, s->to,
-		      s->state == LP_TL_PAGING ? "blocked: major fault" : "blocked", NULL, NULL,
-		      NULL);
-		break;
-	case LP_TL_RUNNABLE:
-		slice(&j->b, in, tid, "sched", s->from, s->to, "runnable", NULL, NULL, NULL);
-		break;
-	}
+	/* The name raw here: slice() escapes it whole, once. */
+	slice(&j->b, in, s->tid + LP_TRACE_CPU_TRACK, "sched", s->from, s->to,
+	      lp_tl_stretch_name(s, buf, sizeof(buf)), args[0] ? args : NULL, m ? "object" : NULL,
+	      m ? m->name : NULL);
 }
 
 /* A span of the thread's own track: llama_decode, an op, a barrier. */
@@ -210,28 +182,20 @@ static void on_span(void *ctx, const struct lp_tl_span *s)
 {
 	struct json *j = ctx;
 	const struct lp_trace_in *in = j->in;
-	char name[96], buf[32], args[64];
+	const char *op = s->a < in->nops && in->op_names ? in->op_names[s->a] : NULL;
+	char name[96], args[64];
 
-	if (s->type == LP_REC_DECODE_BEGIN) {
-		if (!s->began)
-			snprintf(name, sizeof(name), "llama_decode");
-		else if (s->a == 1)
-			snprintf(name, sizeof(name), "llama_decode: generation");
-		else
-			snprintf(name, sizeof(name), "llama_decode: prompt (%" PRIu64 " tokens)",
-				 s->a);
+	args[0] = '\0';
+	if (s->type == LP_REC_DECODE_BEGIN)
 		snprintf(args, sizeof(args), "\"tokens\":%" PRIu64, s->began ? s->a : 0);
-		slice(&j->b, in, s->tid, "decode", s->from, s->to, name, args, NULL, NULL);
-	} else if (s->type == LP_REC_OP_BEGIN) {
+	else if (s->type == LP_REC_OP_BEGIN)
 		snprintf(args, sizeof(args), "\"group\":\"%s\"",
 			 s->a < in->nops && in->op_groups && in->op_groups[s->a]
 				 ? in->op_groups[s->a]
 				 : "other_ops");
-		slice(&j->b, in, s->tid, "op", s->from, s->to, op_name(in, s->a, buf, sizeof(buf)),
-		      args, NULL, NULL);
-	} else {
-		slice(&j->b, in, s->tid, "barrier", s->from, s->to, "barrier", NULL, NULL, NULL);
-	}
+	slice(&j->b, in, s->tid, lp_tl_span_category(s), s->from, s->to,
+	      lp_tl_span_name(s, s->type == LP_REC_OP_BEGIN ? op : NULL, name, sizeof(name)),
+	      args[0] ? args : NULL, NULL, NULL);
 }
 
 static void on_fault(void *ctx, uint32_t tid, uint64_t ts)
@@ -247,15 +211,9 @@ static void on_fault(void *ctx, uint32_t tid, uint64_t ts)
 
 static void on_counter(void *ctx, enum lp_tl_counter c, uint64_t ts, double v)
 {
-	static const char *const names[] = {
-		[LP_TL_ON_CPU] = "threads on CPU",
-		[LP_TL_RUNNABLE_] = "threads runnable",
-		[LP_TL_TOKENS] = "tokens/s",
-		[LP_TL_FAULTS] = "major faults",
-	};
 	struct json *j = ctx;
 
-	counter(&j->b, j->in, names[c], ts, v);
+	counter(&j->b, j->in, lp_tl_counter_name(c), ts, v);
 }
 
 static int by_tid_ts(const void *x, const void *y)

@@ -5,7 +5,8 @@
 # systemd and libclang-rt-dev serve the e2e tests and the libFuzzer target; libncurses-dev
 # builds llmprofctl's top, and tmux, groff-base and man-db test it and its man pages;
 # linux-perf, libbpf-tools and bpftrace are what bench/ compares llmprofd with; libomp-dev is
-# LLVM's OpenMP runtime, which llama.cpp built with clang uses: tests/e2e/test_engines.py).
+# LLVM's OpenMP runtime, which llama.cpp built with clang uses: tests/e2e/test_engines.py;
+# protobuf-compiler and python3-protobuf decode the Perfetto traces in tests/lib/tracefmt.py).
 # With --if-missing, does nothing when every package is already installed; with --list,
 # prints the packages instead.
 set -euo pipefail
@@ -20,6 +21,7 @@ PACKAGES=(
 	libncurses-dev tmux groff-base man-db
 	linux-perf libbpf-tools bpftrace libomp-dev
 	python3 util-linux binutils nodejs
+	protobuf-compiler python3-protobuf
 )
 
 if [[ ${1:-} == --list ]]; then

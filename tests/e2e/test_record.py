@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""e2e tier: `llmprofctl record`, a timeline in the Chrome Trace Event Format, read back.
+"""e2e tier: `llmprofctl record`, a timeline in Perfetto's protobuf format (streamed as it
+is recorded, decoded with protoc against Perfetto's field numbers) and in the Chrome Trace
+Event Format, read back.
 
-- lpfixture with a schedule the test controls: two threads sleeping 20 ms futex waits on
-  words whose addresses it prints, two threads pinned to CPU 0 with a shell busy loop the
-  test pins there too. The file must be a valid trace (every slice with its fields, slices
+- lpfixture with a schedule the test controls, recorded in Perfetto's format through a
+  connection deadline (1 s) shorter than the window: two threads sleeping 20 ms futex
+  waits on words whose addresses it prints, two threads pinned to CPU 0 with a shell busy
+  loop the test pins there too. The file must be a valid trace (every slice with its fields, slices
   properly nested on each track, timestamps increasing per track), every futex wait a
   slice naming its word and lasting what the fixture measured of that wait, the
   pinned threads' preemptions naming the shell and its pid, the threads named.
@@ -18,7 +21,8 @@
 - A client that goes away: llmprofctl record killed mid-window, a raw client that asked
   with a lease and stopped asking. The daemon cancels the record once a lease passes with
   no word from it (what the log says it waited is held to the lease and the 1 s tick),
-  keeps nothing, and the next record starts; one without a lease records on."""
+  keeps nothing, and the next record starts; one without a lease records on. A streamed
+  record's client killed: cancelled within 1.5 s, nothing kept."""
 import os
 import re
 import signal
@@ -43,17 +47,21 @@ def fixture(work):
     t._children.append(hog)
     fx = t.Fixture("--futex-threads", "2", "--futex-waits", "10", "--futex-ms", "20",
                    "--contend-ms", "400", "--hold")
-    d = t.Daemon("--pid", str(fx.pid), "--socket-mode", "0666")  # others may connect
+    # Others may connect; a connection's deadline (1 s) shorter than the record, which is
+    # streamed to its client past it, silent while the fixture waits for "go".
+    d = t.Daemon("--pid", str(fx.pid), "--socket-mode", "0666", "--http-timeout", "1")
     d.wait_ready()
-    out = os.path.join(work, "fixture.json.gz")
-    rec = tracefmt.record(t, d, fx.pid, out, "--seconds", "3", "--no-ops")
+    out = os.path.join(work, "fixture.perfetto-trace")
+    # A window longer than the work, ended by Ctrl-C once the fixture is done: the checks
+    # below take seconds on a busy host, and the fixture starts after them.
+    rec = tracefmt.record(t, d, fx.pid, out, "--seconds", "60", "--no-ops")
 
     # The API around a running record.
     st, doc, _ = t.curl(d.socket, "POST", "/v1/processes/%d/record" % fx.pid, "{}")
     t.check(st == 409 and doc["error"]["code"] == "busy", "a second record is refused: %d %s"
             % (st, doc))
     st, doc, _ = t.curl(d.socket, "GET", "/v1/processes/%d/record" % fx.pid)
-    t.check(st == 202 and doc["recording"] and 0 < doc["remaining_seconds"] <= 3,
+    t.check(st == 202 and doc["recording"] and 0 < doc["remaining_seconds"] <= 60,
             "GET while it records: 202, %s s left" % doc.get("remaining_seconds"))
     for body in ('{"seconds": 0}', '{"seconds": 61}', '{"ops": 1}', '{"seconds": 1, "x": 2}',
                  "[]"):
@@ -67,12 +75,15 @@ def fixture(work):
 
     fx.go()
     res = fx.result()
+    rec.send_signal(signal.SIGINT)
     out_text, err = rec.communicate(timeout=30)
     t.check(rec.returncode == 0 and "wrote " + out in out_text,
             "llmprofctl record exits 0 and says where: %r %r" % (out_text, err))
     hog.kill()
     hog.wait()
-    doc = tracefmt.load(out)
+    t.check("Perfetto's protobuf trace" in out_text, "by default Perfetto's format: %r"
+            % out_text)
+    doc = tracefmt.load_any(t, out)
     t.check(doc["otherData"]["events_lost"] == 0 and doc["otherData"]["events_dropped"] == 0,
             "nothing lost: %s" % doc["otherData"])
     ev = tracefmt.valid(t, doc, "fixture")
@@ -112,7 +123,7 @@ def fixture(work):
     st, doc, _ = t.curl(d.socket, "POST", "/v1/processes/%d/record" % fx.pid,
                         '{"stop": true, "seconds": 3}')
     t.check(st == 400, "stop with anything beside it: 400 (%s)" % doc["error"]["message"])
-    out2 = os.path.join(work, "interrupted.json")
+    out2 = os.path.join(work, "interrupted.perfetto-trace.gz")
     rec = tracefmt.record(t, d, fx.pid, out2, "--seconds", "30", "--no-ops")
     t0 = time.monotonic()
     time.sleep(1)
@@ -122,13 +133,14 @@ def fixture(work):
     t.check(rec.returncode == 0 and "wrote " + out2 in out_text and "stopped" in err,
             "Ctrl-C: llmprofctl record stops the window and writes it: %r %r"
             % (out_text, err))
-    seconds = tracefmt.load(out2)["otherData"]["window_seconds"]
+    seconds = tracefmt.load_any(t, out2)["otherData"]["window_seconds"]
     t.check(0.5 <= seconds <= waited,
             "the trace covers until Ctrl-C: %.3f s of the 30 asked (the command took %.2f s)"
             % (seconds, waited))
     t.check("pid %d: recording stopped by a client" % fx.pid in d.log(),
             "the daemon says the record was stopped")
     gone(d, fx.pid, work)
+    gone_streamed(d, fx.pid, work)
     fx.release()
     t.check(d.stop() == 0, "llmprofd exits 0")
 
@@ -170,6 +182,34 @@ def gone(d, pid, work):
             % (st, doc))
     t.poll("the record without a lease", lambda: t.curl(d.socket, "GET", path)[0] == 200,
            timeout=20, interval=0.2)
+
+
+def gone_streamed(d, pid, work):
+    """A streamed record's client that goes away cancels it at once: the answer was its
+    lease."""
+    path = "/v1/processes/%d/record" % pid
+    started = "pid %d: recording a timeline for " % pid
+    n = d.log().count(started)
+    out = os.path.join(work, "killed.perfetto-trace")
+    rec = subprocess.Popen([t.LLMPROFCTL, "--socket", d.socket, "record", "--pid", str(pid),
+                            "-o", out, "--seconds", "30", "--no-ops"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t._children.append(rec)
+    d.wait_log_count(started, n + 1)
+    t.poll("the stream's first bytes", lambda: os.path.exists(out) and os.path.getsize(out) > 0,
+           timeout=10, interval=0.05)
+    t0 = time.monotonic()
+    rec.kill()
+    rec.wait(timeout=10)
+    d.wait_log("pid %d: recording cancelled: its client went away" % pid, timeout=10)
+    waited = time.monotonic() - t0
+    t.check(waited < 1.5, "llmprofctl record (streamed) killed: cancelled %.2f s later (the "
+            "daemon reads the ring every 0.1 s)" % waited)
+    st, doc, _ = t.curl(d.socket, "GET", path)
+    t.check(st == 404, "nothing of it is kept: GET is %d" % st)
+    for body in ('{"format": "protobuf"}', '{"format": 1}'):
+        st, doc, _ = t.curl(d.socket, "POST", path, body)
+        t.check(st == 400, "format %s: 400 (%s)" % (body, doc["error"]["message"]))
 
 
 def ops(work):

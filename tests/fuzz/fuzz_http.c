@@ -71,12 +71,21 @@ static int fake_reset(void *ctx, pid_t pid)
 }
 
 /* pid 100 records (202), then has a trace; 200 has exited; others are not tracked. */
-static int fake_record_start(void *ctx, pid_t pid, double seconds, bool ops, double lease)
+static int fake_record_start(void *ctx, pid_t pid, double seconds, bool ops, double lease,
+			     struct lp_stream **stream)
 {
 	(void)ctx;
 	(void)seconds;
 	(void)ops;
 	(void)lease;
+	/* Streamed: a few bytes before the transport takes it, and the end. */
+	if (pid == 100 && stream) {
+		*stream = lp_stream_new("application/x-protobuf");
+		if (!*stream)
+			return -ENOMEM;
+		lp_stream_write(*stream, "\x0a\x02\x50\x01", 4);
+		lp_stream_end(*stream);
+	}
 	return pid == 100 ? 0 : pid == 200 ? -ENODATA : -ESRCH;
 }
 
@@ -160,7 +169,39 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* Every response in out must be a whole one, with a JSON body unless it is the metrics. */
+/* A streamed answer's body (the fake record's 4 bytes): well-formed chunks to the last
+ * one. Returns its length on the wire, or 0 when it was cut short by our own close. */
+static size_t check_chunked(const char *p, size_t len)
+{
+	size_t off = 0, payload = 0;
+
+	for (;;) {
+		const char *eol = memmem(p + off, len - off, "\r\n", 2);
+		char *end;
+		unsigned long n;
+
+		if (!eol)
+			return 0;
+		n = strtoul(p + off, &end, 16);
+		if (end == p + off || end != eol)
+			abort();
+		off = (size_t)(eol - p) + 2;
+		if (len - off < n + 2)
+			return 0;
+		if (memcmp(p + off + n, "\r\n", 2) != 0)
+			abort();
+		off += n + 2;
+		payload += n;
+		if (!n)
+			break;
+	}
+	if (payload != 4)
+		abort();
+	return off;
+}
+
+/* Every response in out must be a whole one, with a JSON body unless it is the metrics or a
+ * streamed record. */
 static void check_responses(const char *out, size_t len)
 {
 	while (len > 0) {
@@ -179,6 +220,15 @@ static void check_responses(const char *out, size_t len)
 		body = cl ? strtoul(cl + 16, NULL, 10) : len - head;
 		if (cl && (len == head || (len - head >= 5 && memcmp(end + 4, "HTTP/", 5) == 0)))
 			body = 0;
+		if (memmem(out, head, "application/x-protobuf", 22)) {
+			if (!memmem(out, head, "Transfer-Encoding: chunked", 26))
+				return; /* HTTP/1.0: the close ends it */
+			if (!(body = check_chunked(out + head, len - head)))
+				return;
+			out += head + body;
+			len -= head + body;
+			continue;
+		}
 		if (head + body > len)
 			return; /* cut short by our own close of the client side */
 		if (status != 100 && !memmem(out, head, "text/plain; version=0.0.4", 25)) {
