@@ -90,10 +90,13 @@ def proc_stat(pid):
 def streamed(simple, model, a, fmt, work):
     """One long record of llama-simple in format fmt, by llmprofctl as a user runs it."""
     d = b.Daemon("--comm", "llama-simple")
-    llama = subprocess.Popen([simple, "-m", model, "-n", "1000000", "Once upon a time"],
+    llama = subprocess.Popen([simple, "-m", model, "-n", "100000", "Once upon a time"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         d.wait_log("pid %d (llama-simple) runs ggml" % llama.pid)
+        # Decoding, not loading: a CPU second of the engine's, then the window.
+        lptest.poll("llama-simple decoding", lambda: proc_stat(llama.pid)[0] > 1,
+                    timeout=120, interval=0.1)
         out = os.path.join(work, "rec.%s" % ("json.gz" if fmt == "json" else "perfetto-trace"))
         cpu0, _ = proc_stat(d.proc.pid)
         t0 = time.monotonic()

@@ -546,19 +546,25 @@ int lp_pf_feed(struct lp_pf *w, const struct lp_rec_ev *e)
 	return r ? r : w->out.err;
 }
 
-int lp_pf_end(struct lp_pf *w, uint64_t end_ns, uint64_t lost, uint64_t dropped)
+int lp_pf_end(struct lp_pf *w, uint64_t end_ns)
 {
-	struct event e;
 	int r = lp_tl_end(&w->tl, end_ns);
 
-	if (r)
-		return r;
+	return r ? r : w->out.err;
+}
+
+int lp_pf_finish(struct lp_pf *w, size_t max, uint64_t lost, uint64_t dropped)
+{
+	struct event e;
+
+	if (!lp_tl_counters(&w->tl, max))
+		return w->out.err ? w->out.err : 0;
 	e = event_open(w, w->tl.end_ns, SLICE_END, UUID_PROCESS, 0, 0, NULL, -1);
 	ann_u64(&w->out, ANN_EVENTS, w->events);
 	ann_u64(&w->out, ANN_LOST, lost);
 	ann_u64(&w->out, ANN_DROPPED, dropped);
 	event_close(w, e);
-	return w->out.err;
+	return w->out.err ? w->out.err : 1;
 }
 
 void lp_pf_taken(struct lp_pf *w)

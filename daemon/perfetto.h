@@ -64,10 +64,13 @@ int lp_pf_begin(struct lp_pf *w, const struct lp_pf_info *info, const struct lp_
 /* One event (timeline.h's order). Returns 0 or -ENOMEM. */
 int lp_pf_feed(struct lp_pf *w, const struct lp_rec_ev *e);
 
-/* The window ended at end_ns: the open slices are closed, the counters written, and the
- * window's slice ends, saying how many events were written, lost by the kernel's ring
- * buffer and dropped by the daemon. Returns 0 or -ENOMEM. */
-int lp_pf_end(struct lp_pf *w, uint64_t end_ns, uint64_t lost, uint64_t dropped);
+/* The window ended at end_ns: the open slices are closed. Returns 0 or -ENOMEM. */
+int lp_pf_end(struct lp_pf *w, uint64_t end_ns);
+
+/* Then the counters, at most max points a call, and once they are all written the window's
+ * slice ends, saying how many events were written, lost by the kernel's ring buffer and
+ * dropped by the daemon. Returns 1 when done, 0 when more is to come, or -ENOMEM. */
+int lp_pf_finish(struct lp_pf *w, size_t max, uint64_t lost, uint64_t dropped);
 
 /* Forgets what out holds (the caller took it). */
 void lp_pf_taken(struct lp_pf *w);

@@ -450,19 +450,36 @@ static void stop_kernel(struct lp_recorder *r, struct lp_record *rec, struct lp_
 		lp_precise_set(r->g, t, false, 0);
 }
 
-/* A streamed record's window is over: its last packets go, the answer ends, and what is
- * kept for GET is what the window held. */
+/* A streamed record's window is over: open slices are closed, and its counters follow a
+ * piece at a time (stream_close()). */
 static void finish_stream(struct lp_recorder *r, struct lp_record *rec)
 {
-	uint64_t bytes;
-	int e = rec->error ? rec->error
-			   : lp_pf_end(rec->pf, rec->until_ns, rec->lost, rec->dropped);
-
+	if (!rec->error)
+		rec->error = lp_pf_end(rec->pf, rec->until_ns);
 	stream_flush(rec);
-	lp_stream_end(rec->stream);
-	bytes = rec->stream->written;
 	rec->finished = true;
 	count_recordings(r);
+}
+
+/* The streamed trace's counters, a piece each turn while its client keeps up (millions of
+ * points for a minute of an OpenMP engine: all at once, they were copies of hundreds of MB
+ * in memory), then its end; what is kept for GET is what the window held. */
+static void stream_close(struct lp_record *rec)
+{
+	uint64_t bytes;
+	int e = rec->error;
+
+	if (!e && lp_stream_backlog(rec->stream) > LP_RECORD_CLOSE_BACKLOG)
+		return;
+	if (!e) {
+		e = lp_pf_finish(rec->pf, LP_RECORD_CLOSE_POINTS, rec->lost, rec->dropped);
+		stream_flush(rec);
+		if (e == 0)
+			return;
+		e = e < 0 ? e : rec->error;
+	}
+	lp_stream_end(rec->stream);
+	bytes = rec->stream->written;
 	lp_pf_free(rec->pf);
 	free(rec->pf);
 	rec->pf = NULL;
@@ -556,8 +573,9 @@ void lp_record_tick(struct lp_recorder *r)
 	for (size_t i = 0; i < r->n;) {
 		struct lp_record *rec = r->v[i];
 
-		if (rec->stream && rec->stream->gone && !rec->finished) {
-			stop_kernel(r, rec, lp_tracker_find(r->tr, rec->pid));
+		if (rec->stream && rec->stream->gone && !rec->done) {
+			if (!rec->finished)
+				stop_kernel(r, rec, lp_tracker_find(r->tr, rec->pid));
 			rec->finished = true;
 			count_recordings(r);
 			log_info("pid %d: recording cancelled: its client went away",
@@ -567,6 +585,8 @@ void lp_record_tick(struct lp_recorder *r)
 		}
 		if (!rec->finished)
 			stream_flush(rec);
+		else if (rec->pf)
+			stream_close(rec);
 		if (abandoned(rec, now)) {
 			if (!rec->finished) {
 				stop_kernel(r, rec, lp_tracker_find(r->tr, rec->pid));

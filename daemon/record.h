@@ -28,6 +28,10 @@
 /* A streamed trace's bytes not yet sent to its client past which events are dropped (a
  * client that does not read): 64 MiB, about 20 s of op spans of a 4-thread engine. */
 #define LP_RECORD_MAX_BACKLOG (64u << 20)
+/* A streamed trace's counters are written after its window, at most this many points a
+ * turn of the loop (about 25 bytes each), while its client has less than this unread. */
+#define LP_RECORD_CLOSE_POINTS 200000
+#define LP_RECORD_CLOSE_BACKLOG (8u << 20)
 /* A finished trace is kept this long for its client to fetch. */
 #define LP_RECORD_KEEP_NS (600ULL * 1000000000ULL)
 

@@ -258,28 +258,8 @@ static int by_u64(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-/* A counter from its steps, one point per distinct time. */
-static void levels(struct lp_tl *tl, enum lp_tl_counter c)
-{
-	struct lp_tl_vec *x = &tl->steps[c];
-	int level = 0;
-
-	if (x->n)
-		qsort(x->v, x->n, sizeof(*x->v), by_u64);
-	for (size_t i = 0; i < x->n; i++) {
-		uint64_t ts = x->v[i] >> 1;
-
-		level += x->v[i] & 1 ? 1 : -1;
-		if (i + 1 < x->n && x->v[i + 1] >> 1 == ts)
-			continue;
-		tl->sink.counter(tl->sink.ctx, c, ts, level < 0 ? 0 : level);
-	}
-}
-
 int lp_tl_end(struct lp_tl *tl, uint64_t end_ns)
 {
-	struct lp_tl_vec *x;
-
 	if (end_ns < tl->end_ns)
 		tl->end_ns = end_ns;
 	end_ns = tl->end_ns;
@@ -302,23 +282,45 @@ int lp_tl_end(struct lp_tl *tl, uint64_t end_ns)
 			tl->sink.span_end(tl->sink.ctx, &s);
 		}
 	}
-	if (tl->err)
-		return tl->err;
-	levels(tl, LP_TL_ON_CPU);
-	levels(tl, LP_TL_RUNNABLE_);
-	x = &tl->steps[LP_TL_TOKENS];
-	if (x->n)
-		qsort(x->v, x->n, sizeof(*x->v), by_u64);
-	for (size_t i = 1; i < x->n; i++)
-		if (x->v[i] > x->v[i - 1])
-			tl->sink.counter(tl->sink.ctx, LP_TL_TOKENS, x->v[i],
-					 1e9 / (double)(x->v[i] - x->v[i - 1]));
-	x = &tl->steps[LP_TL_FAULTS];
-	if (x->n)
-		qsort(x->v, x->n, sizeof(*x->v), by_u64);
-	for (size_t i = 0; i < x->n; i++)
-		tl->sink.counter(tl->sink.ctx, LP_TL_FAULTS, x->v[i], (double)(i + 1));
-	return 0;
+	for (int c = 0; c < LP_TL_NCOUNTERS && !tl->err; c++)
+		if (tl->steps[c].n)
+			qsort(tl->steps[c].v, tl->steps[c].n, sizeof(uint64_t), by_u64);
+	return tl->err;
+}
+
+bool lp_tl_counters(struct lp_tl *tl, size_t max)
+{
+	for (; tl->cur < LP_TL_NCOUNTERS; tl->cur++, tl->at = 0, tl->level = 0) {
+		struct lp_tl_vec *x = &tl->steps[tl->cur];
+
+		for (; tl->at < x->n; tl->at++) {
+			uint64_t v = x->v[tl->at], ts = v >> 1;
+
+			if (!max)
+				return false;
+			if (tl->cur == LP_TL_TOKENS) {
+				/* Between one generation decode's start and the next. */
+				if (tl->at && v > x->v[tl->at - 1])
+					tl->sink.counter(tl->sink.ctx, LP_TL_TOKENS, v,
+							 1e9 / (double)(v - x->v[tl->at - 1]));
+				max--;
+				continue;
+			}
+			if (tl->cur == LP_TL_FAULTS) {
+				tl->sink.counter(tl->sink.ctx, LP_TL_FAULTS, v,
+						 (double)(tl->at + 1));
+				max--;
+				continue;
+			}
+			/* Steps: one point per distinct time. */
+			tl->level += v & 1 ? 1 : -1;
+			if (tl->at + 1 < x->n && x->v[tl->at + 1] >> 1 == ts)
+				continue;
+			tl->sink.counter(tl->sink.ctx, tl->cur, ts, tl->level < 0 ? 0 : tl->level);
+			max--;
+		}
+	}
+	return true;
 }
 
 const char *lp_tl_stretch_name(const struct lp_tl_stretch *s, char *buf, size_t size)

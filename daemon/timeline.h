@@ -89,6 +89,10 @@ struct lp_tl {
 		uint64_t *v;
 		size_t n, cap;
 	} steps[LP_TL_NCOUNTERS];
+	/* Where lp_tl_counters() is: the counter, its step, the level so far. */
+	int cur;
+	size_t at;
+	int level;
 	int err;
 };
 
@@ -99,9 +103,14 @@ void lp_tl_init(struct lp_tl *tl, uint64_t start_ns, uint64_t end_ns,
  * stops taking events). */
 int lp_tl_feed(struct lp_tl *tl, const struct lp_rec_ev *e);
 
-/* The window ended at end_ns (at most the planned end): what is open is closed there, then
- * the counters. Returns 0 or the first error. */
+/* The window ended at end_ns (at most the planned end): what is open is closed there, and
+ * the counters' steps are put in time order. Returns 0 or the first error. */
 int lp_tl_end(struct lp_tl *tl, uint64_t end_ns);
+
+/* After lp_tl_end: the counters' next points, at most max of them (a writer that streams
+ * gives them a piece at a time: a minute of an OpenMP engine is millions). Returns whether
+ * all are given. */
+bool lp_tl_counters(struct lp_tl *tl, size_t max);
 
 void lp_tl_free(struct lp_tl *tl);
 

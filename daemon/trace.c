@@ -310,6 +310,8 @@ int lp_trace_render(const struct lp_trace_in *in, char **out, size_t *len)
 	for (size_t i = 0; i < in->n && !r; i++)
 		r = lp_tl_feed(&tl, ev[i]);
 	r = r ? r : lp_tl_end(&tl, in->end_ns);
+	if (!r)
+		lp_tl_counters(&tl, SIZE_MAX);
 	lp_tl_free(&tl);
 	sb_add(b, "\n]}\n");
 	free(ev);
