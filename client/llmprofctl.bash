@@ -33,6 +33,10 @@ _llmprofctl() {
 		COMPREPLY=($(compgen -W "pid comm thr cpu toks wtoks ms50 ms99 mm spin ftxs ftx99 rq99 majs model workload" -- "${cur##*,}"))
 		return
 		;;
+	--format)
+		COMPREPLY=($(compgen -W "perfetto json" -- "$cur"))
+		return
+		;;
 	--timeout | --delay | -d | --iterations | -n | --seconds | --threshold | -t)
 		return
 		;;
@@ -45,7 +49,7 @@ _llmprofctl() {
 	status) opts="--json $common" ;;
 	reset) opts="--pid $common" ;;
 	precise) opts="--pid --seconds --no-wait --off $common" ;;
-	record) opts="--pid --seconds --output --no-ops --summary $common" ;;
+	record) opts="--pid --seconds --output --no-ops --format --summary $common" ;;
 	doctor) opts="--pid --all --json --measure-bandwidth $common" ;;
 	diff)
 		# two saved reports, then options
