@@ -497,7 +497,6 @@ int lp_pf_begin(struct lp_pf *w, const struct lp_pf_info *in, const struct lp_pf
 	memset(w, 0, sizeof(*w));
 	w->names = *names;
 	w->pid = in->pid;
-	w->start_ns = in->start_ns;
 	lp_tl_init(&w->tl, in->start_ns, in->end_ns, &sink);
 	/* The clocks, MONOTONIC the trace's own. */
 	p = packet(w, 0, 0);
@@ -569,7 +568,6 @@ int lp_pf_finish(struct lp_pf *w, size_t max, uint64_t lost, uint64_t dropped)
 
 void lp_pf_taken(struct lp_pf *w)
 {
-	w->bytes += w->out.len;
 	w->out.len = 0;
 }
 

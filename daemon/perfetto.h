@@ -40,7 +40,7 @@ struct lp_pf_names {
 
 struct lp_pf_info {
 	pid_t pid;
-	const char *comm, *version;
+	const char *comm;
 	uint64_t start_ns, end_ns; /* the window planned, CLOCK_MONOTONIC */
 	/* The clocks read together at the start. */
 	uint64_t monotonic_ns, boottime_ns, realtime_ns;
@@ -50,12 +50,11 @@ struct lp_pf {
 	struct lp_pfbuf out; /* written and not yet taken */
 	struct lp_pf_names names;
 	pid_t pid;
-	uint64_t start_ns;
 	struct lp_tl tl;
 	uint8_t *op_interned; /* by op index: its name was interned */
 	size_t nop_interned;
 	uint32_t interned; /* bit per static name */
-	uint64_t events, bytes;
+	uint64_t events;
 };
 
 /* Writes the first packets into w->out. Returns 0 or -ENOMEM. */

@@ -265,7 +265,6 @@ static int stream_begin(struct lp_record *rec, const struct lp_target *t)
 	struct lp_pf_info info = {
 		.pid = rec->pid,
 		.comm = t->comm,
-		.version = rec->owner->version,
 		.start_ns = rec->start_ns,
 		.end_ns = rec->until_ns,
 	};
