@@ -90,6 +90,7 @@ def _perfetto_pb2():
     global _PB2
     if _PB2 is None:
         import importlib
+        import shutil
         import sys
         import tempfile
         here = os.path.dirname(os.path.abspath(__file__))
@@ -102,7 +103,12 @@ def _perfetto_pb2():
         except ImportError:
             # An interpreter of its own (pyenv) does not see Debian's python3-protobuf.
             sys.path.append("/usr/lib/python3/dist-packages")
-        _PB2 = importlib.import_module("perfetto_subset_pb2")
+        try:
+            _PB2 = importlib.import_module("perfetto_subset_pb2")
+        finally:
+            # The module lives on in memory; its source is scratch.
+            sys.path.remove(out)
+            shutil.rmtree(out, ignore_errors=True)
     return _PB2
 
 
