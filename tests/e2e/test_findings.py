@@ -174,16 +174,6 @@ def ctl(d, *args):
                           capture_output=True, text=True, timeout=60)
 
 
-def hog_on(cpu):
-    """A busy loop named lphog on one CPU; returns it once its name is set."""
-    p = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c",
-                          "import ctypes\nctypes.CDLL(None).prctl(15, b'lphog', 0, 0, 0)\n"
-                          "while True: pass"])
-    t._children.append(p)
-    t.poll("the hog's name", lambda: open("/proc/%d/comm" % p.pid).read().strip() == "lphog")
-    return p
-
-
 def bandwidth(d, work):
     """The daemon's measurement against lpmemread's, five rounds each, alternating, each
     the best of 6 rounds of 0.2 s. Compared pair by pair (a round of the daemon's and the
@@ -255,7 +245,7 @@ def oversubscribed(d, binary, model):
 
 def hog(d, binary, model):
     """Threads bound one per CPU; a hog on CPU 1."""
-    h = hog_on(1)
+    h = t.hog(1)
     p = llama(binary, model, {"OMP_THREAD_LIMIT": "2", "OMP_PROC_BIND": "true",
                               "OMP_PLACES": "cores"})
     hist = History(p.pid)
@@ -477,7 +467,7 @@ def diff(d, binary, model, work):
     # (a run with one thread once decoded as fast as the clean one had, 195 against 198
     # tokens/s, where it is 1.4x slower on a quiet host); both threads on one CPU are 3-4x.
     slow = run("one-cpu", wrap=("taskset", "-c", "0"))
-    h = hog_on(1)
+    h = t.hog(1)
     hogged = run("hog", {"OMP_PROC_BIND": "true", "OMP_PLACES": "cores"})
     stop(h)
     # Two runs of one configuration differ by the host's noise: up to 12.5 % in tokens/s on

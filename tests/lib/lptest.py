@@ -334,8 +334,13 @@ def curl(socket_path, method, path, body=None, user=None, timeout=20, headers=()
 def bpftrace(script):
     """bpftrace running script, its output (stderr with it) to read; returned once its
     probes are in."""
-    bt = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+    argv = ["bpftrace", "-e", script]
+    if "tracepoint:" in script and not os.path.isdir("/sys/kernel/tracing/events/sched"):
+        # bpftrace reads a tracepoint's format from tracefs: where the host has not
+        # mounted it, it is mounted in a mount namespace of bpftrace's own, gone with it.
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                'mount -t tracefs nodev /sys/kernel/tracing && exec "$@"', "sh"] + argv
+    bt = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _children.append(bt)
     seen = []
     while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
@@ -343,6 +348,18 @@ def bpftrace(script):
     check(seen[-1].startswith("Attaching"), "bpftrace attached: %s" % seen)
     time.sleep(1)  # bpftrace prints "Attaching" before the probes are in
     return bt
+
+
+def hog(cpu=None):
+    """A busy loop named lphog, on one CPU or where the scheduler puts it; returned once
+    its name is set."""
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    p = subprocess.Popen(pin + [sys.executable, "-c",
+                                "import ctypes\nctypes.CDLL(None).prctl(15, b'lphog', 0, 0, 0)\n"
+                                "while True: pass"])
+    _children.append(p)
+    poll("the hog's name", lambda: open("/proc/%d/comm" % p.pid).read().strip() == "lphog")
+    return p
 
 
 def proc_state(pid, tid=None):
