@@ -131,17 +131,22 @@ static bool visible(const struct lp_peer *p, const struct lp_target *t)
 }
 
 /* Drops the views the peer may not see. */
-static void filter_visible(struct lp_report *r, const struct lp_peer *p)
+/* Puts the processes p may see first, in their order, and makes them all r holds; returns
+ * the whole count, to be set back before r is freed: the others are still r's to free
+ * (their threads, ops and findings alike). */
+static size_t filter_visible(struct lp_report *r, const struct lp_peer *p)
 {
-	size_t n = 0;
+	size_t n = 0, all = r->nprocs;
 
-	for (size_t i = 0; i < r->nprocs; i++) {
-		if (visible(p, r->procs[i].target))
+	for (size_t i = 0; i < all; i++)
+		if (visible(p, r->procs[i].target)) {
+			struct lp_proc_view v = r->procs[n];
+
 			r->procs[n++] = r->procs[i];
-		else
-			free(r->procs[i].threads);
-	}
+			r->procs[i] = v;
+		}
 	r->nprocs = n;
+	return all;
 }
 
 static void get_status(const struct lp_api_backend *b, const struct lp_peer *p,
@@ -326,6 +331,7 @@ static void get_processes(const struct lp_api_backend *b, const struct lp_peer *
 	struct proc_filter f;
 	struct lp_report r;
 	cJSON *doc, *a;
+	size_t all;
 	int ret;
 
 	if (query && parse_filter(query, &f, res) < 0)
@@ -339,7 +345,7 @@ static void get_processes(const struct lp_api_backend *b, const struct lp_peer *
 		lp_api_error(res, 500, LP_ERR_INTERNAL, "read the kernel maps: %s", strerror(-ret));
 		return;
 	}
-	filter_visible(&r, p);
+	all = filter_visible(&r, p);
 	doc = cJSON_CreateObject();
 	cJSON_AddNumberToObject(doc, "api", LP_API_VERSION);
 	cJSON_AddNumberToObject(doc, "now_ns", (double)r.now_ns);
@@ -353,6 +359,7 @@ static void get_processes(const struct lp_api_backend *b, const struct lp_peer *
 		else
 			cJSON_Delete(s);
 	}
+	r.nprocs = all;
 	b->report_free(b->ctx, &r);
 	respond_json(res, 200, doc);
 }
@@ -716,8 +723,10 @@ static void get_metrics(const struct lp_api_backend *b, const struct lp_api_requ
 	int ret = b->report(b->ctx, 0, &r);
 
 	if (ret == 0) {
-		filter_visible(&r, p);
+		size_t all = filter_visible(&r, p);
+
 		ret = lp_metrics_render(&r, &o, &text, &len);
+		r.nprocs = all;
 	}
 	b->report_free(b->ctx, &r);
 	if (ret < 0) {
