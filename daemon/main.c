@@ -478,6 +478,13 @@ static void api_status(void *ctx, cJSON *o)
 	cJSON_AddNumberToObject(x, "requests", (double)st.requests);
 	cJSON_AddNumberToObject(x, "over_cap", (double)st.over_cap);
 	cJSON_AddNumberToObject(x, "over_uid_cap", (double)st.over_uid_cap);
+	cJSON_AddNumberToObject(x, "refused", (double)st.refused);
+	cJSON_AddNumberToObject(x, "refused_in_kernel", (double)st.refused_in_kernel);
+	if (d->server)
+		cJSON_AddStringToObject(x, "kernel_admission",
+					!st.kernel_admission   ? "on"
+					: *st.kernel_admission ? st.kernel_admission
+							       : "no TCP listener");
 	cJSON_AddNumberToObject(x, "timed_out", (double)st.timed_out);
 	cJSON_AddNumberToObject(x, "http_errors_rewritten", (double)st.rewritten);
 	cJSON_AddNumberToObject(o, "reloads", (double)d->reloads);

@@ -10,9 +10,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pwd.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool in_groups(const gid_t *g, size_t n, gid_t group)
@@ -54,7 +56,7 @@ int lp_peer_unix(int fd, bool have_group, gid_t group, struct lp_peer *p)
 }
 
 /* Membership of group for uid, from the user database: primary group or supplementary. */
-static bool uid_in_group(uid_t uid, gid_t group)
+static bool uid_in_group_now(uid_t uid, gid_t group)
 {
 	struct passwd pw, *res = NULL;
 	gid_t groups[256];
@@ -68,6 +70,37 @@ static bool uid_in_group(uid_t uid, gid_t group)
 	if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
 		return false;
 	return in_groups(groups, (size_t)n, group);
+}
+
+/* The same, remembered for a few seconds: the user database is read and parsed at each
+ * lookup (tens of microseconds), and a user who opens connections as fast as they can
+ * must not make each one cost that. A change of membership shows within LIFE_NS. */
+static bool uid_in_group(uid_t uid, gid_t group)
+{
+	enum { SLOTS = 8 };
+	static const uint64_t LIFE_NS = 5000000000ULL;
+	static struct {
+		uid_t uid;
+		gid_t group;
+		bool in;
+		uint64_t at;
+	} cache[SLOTS];
+	static unsigned next;
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	for (unsigned i = 0; i < SLOTS; i++)
+		if (cache[i].at && cache[i].uid == uid && cache[i].group == group &&
+		    now - cache[i].at < LIFE_NS)
+			return cache[i].in;
+	next = (next + 1) % SLOTS;
+	cache[next].uid = uid;
+	cache[next].group = group;
+	cache[next].in = uid_in_group_now(uid, group);
+	cache[next].at = now;
+	return cache[next].in;
 }
 
 static bool loopback(const struct sockaddr_storage *ss)

@@ -25,6 +25,7 @@
 #include <openssl/ssl.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "llmprof/protocol.h"
 #include "log.h"
 #include "peer.h"
@@ -32,15 +33,36 @@
 
 struct lp_server;
 
+/* Connections a listener accepts before the loop turns (see on_new_connection()). */
+#define LP_SERVER_ACCEPT_BATCH 32
+
+/* Each listener has a budget of its own: a flood on the TCP /metrics port leaves the Unix
+ * socket alone, and the other way round. */
 struct listener {
 	struct lp_server *s;
 	struct evhttp *http;
 	struct evconnlistener *lev;
 	bool unix_socket;
+	bool paused;	      /* at twice its budget: see listener_pause() */
+	bool resting;	      /* took its batch this turn of the loop: see on_new_connection() */
+	uint64_t connections; /* open now */
+	/* Admitted connections of unprivileged peers, counted against their shares. */
+	struct conn *unpriv;
+	uint64_t nunpriv;
+	unsigned batch;	      /* accepted this turn of the loop */
+	struct event *resume; /* the next turn: accepting again */
+};
+
+/* What a new connection is granted once its peer is known (admit()). */
+enum admission {
+	ADMITTED,
+	ANSWER_503, /* root or the group over the whole budget: told so, then closed */
+	REFUSED,    /* anyone else over their share: closed at once, before any work */
 };
 
 struct conn {
 	struct conn *prev, *next;
+	struct conn *uprev, *unext; /* in l->unpriv */
 	struct listener *l;
 	struct bufferevent *bev;
 	struct evhttp_connection *evcon; /* known from the first turn of the loop on */
@@ -57,9 +79,12 @@ struct conn {
 	/* An answer being streamed (stream.h): its request, until its end is sent. */
 	struct lp_stream *stream;
 	struct evhttp_request *stream_req;
-	bool over_cap;
+	enum admission admission;
 	bool peer_known;
 	struct lp_peer peer;
+	/* An unknown TCP peer (not on this host) is counted by its address: family, then
+	 * the IPv4 or IPv6 bytes. */
+	unsigned char source[17];
 };
 
 struct lp_server {
@@ -71,11 +96,12 @@ struct lp_server {
 	struct conn *conns;
 	uint32_t max_connections, max_per_uid;
 	uint32_t timeout_s;
-	bool listeners_paused;
 	gid_t group;
 	bool have_group;
 	struct lp_webconfig *web;
 	SSL_CTX *tls;
+	struct lp_admit *admit;
+	const char *admit_why; /* NULL: admit is on; "": no TCP listener */
 	struct lp_server_stats st;
 };
 
@@ -125,57 +151,95 @@ static void read_peer(struct conn *c)
 	if (r < 0 && r != -EADDRNOTAVAIL)
 		log_warning_errno(r, "find the local owner of a /metrics connection: %m; it sees "
 				     "no process");
+	if (!c->peer.known) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+
+		if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+			return;
+		c->source[0] = (unsigned char)ss.ss_family;
+		if (ss.ss_family == AF_INET)
+			memcpy(c->source + 1, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+		else if (ss.ss_family == AF_INET6)
+			memcpy(c->source + 1, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+	}
 }
 
-/* Whether a new connection is one too many: privileged peers are held to the whole cap;
- * the others leave LP_SERVER_PRIVILEGED_ROOM of it free, and one uid may not hold more than
- * max_per_uid, so that a local user cannot starve every other client. */
-static bool over_cap(struct conn *c)
+static bool same_source(const struct conn *a, const struct conn *b)
 {
-	struct lp_server *s = c->l->s;
+	if (a->peer.known != b->peer.known)
+		return false;
+	return a->peer.known ? a->peer.uid == b->peer.uid
+			     : memcmp(a->source, b->source, sizeof(a->source)) == 0;
+}
+
+/* What a new connection gets, on its listener's budget alone. Root and the group are held
+ * to the whole budget; the others leave LP_SERVER_PRIVILEGED_ROOM of it free, and one
+ * source (a uid, or the address of a peer on another host) may hold max_per_uid, so that no
+ * local user can starve root, the group or another user (a Prometheus server). */
+static enum admission admit(struct conn *c)
+{
+	struct listener *l = c->l;
+	struct lp_server *s = l->s;
 	uint64_t unpriv = 0, same = 0;
 	uint32_t room = s->max_connections > 2 * LP_SERVER_PRIVILEGED_ROOM
 				? s->max_connections - LP_SERVER_PRIVILEGED_ROOM
 				: (s->max_connections + 1) / 2;
 
 	if (c->peer.privileged) {
-		if (s->st.connections <= s->max_connections)
-			return false;
+		if (l->connections <= s->max_connections)
+			return ADMITTED;
 		s->st.over_cap++;
-		return true;
+		return ANSWER_503;
 	}
-	for (struct conn *o = s->conns; o; o = o->next) {
-		if (!o->peer_known || o->peer.privileged || o->over_cap)
-			continue;
-		unpriv++;
-		same += o->peer.known == c->peer.known && o->peer.uid == c->peer.uid;
-	}
-	if (same > s->max_per_uid) {
+	unpriv = l->nunpriv;
+	for (struct conn *o = l->unpriv; o; o = o->unext)
+		same += same_source(o, c);
+	if (same >= s->max_per_uid) {
 		s->st.over_cap++;
 		s->st.over_uid_cap++;
-		return true;
+		return REFUSED;
 	}
-	if (unpriv > room || s->st.connections > s->max_connections) {
+	if (unpriv >= room || l->connections > s->max_connections) {
 		s->st.over_cap++;
-		return true;
+		return REFUSED;
 	}
-	return false;
+	c->unext = l->unpriv;
+	if (l->unpriv)
+		l->unpriv->uprev = c;
+	l->unpriv = c;
+	l->nunpriv++;
+	return ADMITTED;
 }
 
-static void listeners_pause(struct lp_server *s, bool pause)
+/* The hard stop: a listener with twice its budget open accepts no more (the kernel's backlog
+ * holds them) until some close. Connections over the budget are closed at their first turn,
+ * so only a burst faster than the loop reaches it. */
+static void listener_pause(struct listener *l, bool pause)
 {
-	if (pause == s->listeners_paused)
+	if (pause == l->paused)
 		return;
-	for (int i = 0; i < s->nl; i++)
-		if (pause)
-			evconnlistener_disable(s->l[i].lev);
-		else
-			evconnlistener_enable(s->l[i].lev);
-	s->listeners_paused = pause;
+	l->paused = pause;
 	if (pause)
-		log_warning("%" PRIu64 " connections open, twice the cap: not accepting more until "
-			    "some close",
-			    s->st.connections);
+		evconnlistener_disable(l->lev);
+	else if (!l->resting)
+		evconnlistener_enable(l->lev);
+	if (pause)
+		log_warning("%" PRIu64 " connections open on the %s, twice the cap: not accepting "
+			    "more there until some close",
+			    l->connections, l->unix_socket ? "socket" : "TCP listener");
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct listener *l = arg;
+
+	(void)fd;
+	(void)what;
+	l->resting = false;
+	l->batch = 0;
+	if (!l->paused)
+		evconnlistener_enable(l->lev);
 }
 
 static void conn_free(struct conn *c)
@@ -204,9 +268,19 @@ static void conn_free(struct conn *c)
 		s->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	if (c->uprev || c->l->unpriv == c) {
+		if (c->uprev)
+			c->uprev->unext = c->unext;
+		else
+			c->l->unpriv = c->unext;
+		if (c->unext)
+			c->unext->uprev = c->uprev;
+		c->l->nunpriv--;
+	}
 	s->st.connections--;
-	if (s->st.connections < 2 * (uint64_t)s->max_connections)
-		listeners_pause(s, false);
+	c->l->connections--;
+	if (c->l->connections < 2 * (uint64_t)s->max_connections)
+		listener_pause(c->l, false);
 	free(c);
 }
 
@@ -216,11 +290,46 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg)
 	conn_free(arg);
 }
 
-static void deadline_arm(struct conn *c)
+/* A new connection has until its first request is complete: a short header timeout, so that
+ * peers that never finish one do not hold their share long. Then, after each reply, the whole
+ * --http-timeout to write it and read the next request. */
+static void deadline_arm(struct conn *c, bool first)
 {
-	struct timeval tv = {.tv_sec = c->over_cap ? 1 : c->l->s->timeout_s};
+	uint32_t t = c->l->s->timeout_s;
+	struct timeval tv = {.tv_sec = c->admission == ANSWER_503 ? 1
+				       : first && t > LP_SERVER_HEADER_TIMEOUT_S
+					       ? LP_SERVER_HEADER_TIMEOUT_S
+					       : t};
 
 	event_add(c->deadline, &tv);
+}
+
+/* Closes a connection over its share at once. What it sent is read first, so that closing
+ * does not reset the connection, and a 503 goes out when the socket takes it without
+ * waiting: a client that sent its request reads why. */
+static void refuse(struct conn *c)
+{
+#define REFUSED_BODY                                                                       \
+	"{\"error\":{\"code\":\"" LP_ERR_TOO_MANY_CONNECTIONS "\",\"message\":\"too many " \
+	"connections from your user or address; try again\",\"status\":503}}\n"
+	static const char answer[] = "HTTP/1.1 503 Service Unavailable\r\n"
+				     "Content-Type: application/json\r\nConnection: close\r\n"
+				     "Content-Length: %zu\r\n\r\n%s";
+	int fd = bufferevent_getfd(c->bev), n;
+	char buf[512];
+
+	if (fd >= 0) {
+		while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+			;
+		n = snprintf(buf, sizeof(buf), answer, sizeof(REFUSED_BODY) - 1, REFUSED_BODY);
+		(void)!send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	}
+#undef REFUSED_BODY
+	c->l->s->st.refused++;
+	if (c->evcon)
+		evhttp_connection_free(c->evcon); /* conn_free() in its close callback */
+	else if (fd >= 0)
+		shutdown(fd, SHUT_RDWR);
 }
 
 /* The first turn: evhttp has set up the connection by now, so its handle is the argument of
@@ -242,8 +351,12 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 			log_error("evhttp connection not found for a new connection, ignoring");
 		}
 		read_peer(c);
-		c->over_cap = over_cap(c);
-		deadline_arm(c);
+		c->admission = admit(c);
+		if (c->admission == REFUSED) {
+			refuse(c);
+			return;
+		}
+		deadline_arm(c, true);
 		return;
 	}
 	c->l->s->st.timed_out++;
@@ -448,8 +561,19 @@ static struct bufferevent *on_new_connection(struct event_base *base, void *arg)
 	s->conns = c;
 	s->st.connections++;
 	s->st.accepted++;
-	if (s->st.connections >= 2 * (uint64_t)s->max_connections)
-		listeners_pause(s, true);
+	if (++l->connections >= 2 * (uint64_t)s->max_connections)
+		listener_pause(l, true);
+	/* A batch, then a turn of the loop: evconnlistener accepts until the backlog is empty
+	 * or the listener is disabled, and a flood would otherwise keep the loop in here while
+	 * requests already in wait, and the other listener's connections. The batch is judged
+	 * (the flood's closed) before the next one is taken. */
+	if (++l->batch >= LP_SERVER_ACCEPT_BATCH && !l->resting) {
+		static const struct timeval now = {0, 0};
+
+		l->resting = true;
+		evconnlistener_disable(l->lev);
+		event_add(l->resume, &now);
+	}
 	/* Right away, then at the deadline: see on_deadline(). */
 	event_active(c->deadline, EV_TIMEOUT, 0);
 	return c->bev;
@@ -594,7 +718,7 @@ static void stream_notify(void *arg)
 	c->stream_req = NULL;
 	lp_stream_put(s);
 	/* Then as after any answer: a deadline for the next request. */
-	deadline_arm(c);
+	deadline_arm(c, false);
 }
 
 /* An answer written as it is made: no deadline while it lasts (a record's window is at
@@ -646,7 +770,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 	ar.peer = &rp;
 	ar.body = (const char *)evbuffer_pullup(in, -1);
 	memset(&res, 0, sizeof(res));
-	if (c && c->over_cap) {
+	if (c && c->admission != ADMITTED) {
 		lp_api_error(&res, 503, LP_ERR_TOO_MANY_CONNECTIONS,
 			     "too many connections are open (at most %u, %u for one user); try "
 			     "again",
@@ -706,7 +830,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 	if (c) {
 		c->replying = false;
 		/* A fresh deadline for writing this reply and reading the next request. */
-		deadline_arm(c);
+		deadline_arm(c, false);
 	}
 	evbuffer_free(out);
 	lp_api_response_free(&res);
@@ -718,8 +842,9 @@ static int listener_init(struct lp_server *s, struct listener *l, struct evconnl
 	l->s = s;
 	l->unix_socket = unix_socket;
 	l->lev = lev;
+	l->resume = evtimer_new(s->base, on_resume, l);
 	l->http = evhttp_new(s->base);
-	if (!l->http)
+	if (!l->http || !l->resume)
 		return -ENOMEM;
 	/* Every method reaches the router, which answers 405 in JSON. */
 	evhttp_set_allowed_methods(l->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
@@ -789,6 +914,32 @@ static int bind_unix(struct lp_server *s, const char *path, mode_t mode, int *ou
 	return 0;
 }
 
+/* The kernel's part of the TCP listener's budget (admit.h); without it, logged once with
+ * what is missing and what it means, the server's own per-uid share still holds. */
+static void admission_start(struct lp_server *s, struct evconnlistener *lev)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int r;
+
+	if (getsockname(evconnlistener_get_fd(lev), (struct sockaddr *)&ss, &len) < 0) {
+		s->admit_why = "the listener's address is unknown";
+		return;
+	}
+	r = lp_admit_start(&s->admit, (struct sockaddr *)&ss, len, s->max_per_uid, s->max_per_uid,
+			   &s->admit_why);
+	if (r < 0)
+		log_warning_errno(r,
+				  "connections to /metrics are not admitted in the kernel: %s "
+				  "(%m); a local user opening connections as fast as they can "
+				  "will slow scrapes down",
+				  s->admit_why);
+	else
+		log_info("connections to /metrics admitted in the kernel: each user but root "
+			 "%u at once, then %u a second",
+			 s->max_per_uid, s->max_per_uid);
+}
+
 int lp_server_start(struct lp_server **out, struct event_base *base, const struct lp_server_opts *o,
 		    const struct lp_api_backend *b)
 {
@@ -804,6 +955,7 @@ int lp_server_start(struct lp_server **out, struct event_base *base, const struc
 	}
 	s->base = base;
 	s->backend = b;
+	s->admit_why = "";
 	lp_server_set_limits(s, o);
 	r = lp_server_set_webconfig(s, o->web);
 	if (r < 0) {
@@ -831,8 +983,10 @@ int lp_server_start(struct lp_server **out, struct event_base *base, const struc
 		log_info("API on %s (mode %04o%s%s)", o->socket_path, (unsigned)o->socket_mode,
 			 s->have_group ? ", group " : "", s->have_group ? o->socket_group : "");
 	}
-	lev = evconnlistener_new(base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-				 -1, fd);
+	/* Backlog 0: listening already, with SOMAXCONN (bind_unix) or the unit's Backlog=;
+	 * libevent's -1 would listen() again with 128, which a flood fills at once. */
+	lev = evconnlistener_new(base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
+				 fd);
 	if (!lev) {
 		close(fd);
 		r = log_error_errno(-ENOMEM, "listen: %m");
@@ -865,6 +1019,7 @@ int lp_server_start(struct lp_server **out, struct event_base *base, const struc
 		r = listener_init(s, &s->l[s->nl++], lev, false);
 		if (r < 0)
 			goto fail;
+		admission_start(s, lev);
 		log_info("/metrics also on %s://%s/metrics%s", s->tls ? "https" : "http",
 			 o->metrics_address,
 			 s->web && s->web->nusers ? " (basic authentication)" : "");
@@ -904,6 +1059,8 @@ int lp_server_set_webconfig(struct lp_server *s, struct lp_webconfig *w)
 void lp_server_stats(const struct lp_server *s, struct lp_server_stats *out)
 {
 	*out = s->st;
+	out->refused_in_kernel = lp_admit_refused(s->admit);
+	out->kernel_admission = s->admit_why;
 }
 
 void lp_server_free(struct lp_server *s)
@@ -918,6 +1075,10 @@ void lp_server_free(struct lp_server *s)
 			evconnlistener_free(s->l[i].lev);
 	while (s->conns)
 		conn_free(s->conns);
+	for (int i = 0; i < s->nl; i++)
+		if (s->l[i].resume)
+			event_free(s->l[i].resume);
+	lp_admit_free(s->admit);
 	if (s->created_path) {
 		unlink(s->created_path);
 		free(s->created_path);

@@ -22,7 +22,8 @@ struct lp_server_opts {
 	const char *socket_group;    /* group owner of the socket; its members are privileged */
 	const char *metrics_address; /* "host:port" for TCP /metrics, NULL or "" for none */
 	uint32_t max_connections;
-	/* Connections one unprivileged uid may hold; unprivileged peers together stay below
+	/* Each listener's budget, apart: connections one unprivileged uid (or, on TCP, one
+	 * address of another host) may hold; unprivileged peers together stay below
 	 * max_connections less LP_SERVER_PRIVILEGED_ROOM, so root and the group always get in. */
 	uint32_t max_per_uid;
 	uint32_t timeout_s; /* a connection gets this long per request, slow or not */
@@ -32,13 +33,21 @@ struct lp_server_opts {
 };
 
 #define LP_SERVER_PRIVILEGED_ROOM 16
+/* Seconds a new connection has to send its first complete request (when --http-timeout is
+ * longer): what a client sends at once, a peer that holds a partial request does not. */
+#define LP_SERVER_HEADER_TIMEOUT_S 5
 
 struct lp_server_stats {
 	uint64_t connections; /* open now */
 	uint64_t accepted;
-	uint64_t over_cap;     /* answered 503: too many connections */
-	uint64_t over_uid_cap; /* of those, because one uid held too many */
-	uint64_t timed_out;    /* dropped at the deadline */
+	uint64_t over_cap;     /* over a budget: too many connections */
+	uint64_t over_uid_cap; /* of those, because one uid (or remote address) held too many */
+	uint64_t refused;      /* of those, closed at once (all but root's and the group's) */
+	/* TCP: connections whose connect(2) the kernel refused (admit.h), and whether it
+	 * does: NULL when it does, else why not; "" without a TCP listener. */
+	uint64_t refused_in_kernel;
+	const char *kernel_admission;
+	uint64_t timed_out; /* dropped at the deadline */
 	uint64_t requests;
 	uint64_t rewritten;    /* evhttp's own error pages turned into JSON */
 	uint64_t unauthorized; /* TCP requests refused 401 or 403 */

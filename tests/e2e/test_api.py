@@ -375,25 +375,49 @@ def test_connections():
     d = t.Daemon("--no-discover", "--pid", str(os.getpid()), "--socket-mode", "0666",
                  "--max-connections", "64", "--max-connections-per-uid", "8")
     d.wait_ready()
+    # 60 connections of one user: 8 are kept, the others closed as soon as they are
+    # accepted, with a 503 in their input. Each says which: open, answered or closed.
     hog = t.subprocess.Popen(t.as_user(NOBODY) + [sys.executable, "-c", (
         "import socket, sys, time\n"
         "s = [socket.socket(socket.AF_UNIX) for _ in range(60)]\n"
         "[x.connect(sys.argv[1]) for x in s]\n"
-        "print('held', flush=True)\n"
-        "time.sleep(60)"), d.socket], stdout=t.subprocess.PIPE)
+        "time.sleep(1)\n"
+        "[x.setblocking(False) for x in s]\n"
+        "def state(x):\n"
+        "    try:\n"
+        "        return 'closed' if x.recv(4096) == b'' else 'answered'\n"
+        "    except BlockingIOError:\n"
+        "        return 'open'\n"
+        "    except OSError:\n"
+        "        return 'closed'\n"
+        "print(' '.join(state(x) for x in s), flush=True)\n"
+        "x = socket.socket(socket.AF_UNIX)\n"
+        "x.connect(sys.argv[1])\n"
+        "try:\n"
+        "    x.sendall(b'GET /v1/status HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+        "    got = x.recv(65536)\n"
+        "except OSError:\n"
+        "    got = b''\n"
+        "print(got.split(b'\\r\\n')[0].decode() or 'closed', flush=True)\n"
+        "print(got.split(b'\\r\\n\\r\\n', 1)[-1].decode(), flush=True)\n"
+        "time.sleep(60)"), d.socket], stdout=t.subprocess.PIPE, text=True)
     t._children.append(hog)
-    t.check(hog.stdout.readline().strip() == b"held", "uid %d opened 60 connections" % NOBODY)
-    t.poll("the daemon to see them",
-           lambda: d.get("/v1/status")["server"]["connections"] >= 60, timeout=10)
-    status, doc, _ = d.api("GET", "/v1/status", user=t.as_user(NOBODY))
-    t.check(status == 503 and is_error(doc, "too_many_connections"),
-            "its next connection gets 503: %s" % doc)
+    states = hog.stdout.readline().split()
+    t.check(states.count("open") == 8 and len(states) == 60,
+            "uid %d opened 60 connections: 8 kept open, the other 52 closed at once, a "
+            "503 written first (%s)" % (NOBODY, {k: states.count(k) for k in set(states)}))
+    line, body = hog.stdout.readline().strip(), hog.stdout.readline().strip()
+    t.check(line == "closed" or (line.startswith("HTTP/1.1 503")
+                                 and is_error(json.loads(body), "too_many_connections")),
+            "its next connection is closed too: %s (none, or 503 when its request was in "
+            "first) %s" % (line, body))
     status, doc, _ = d.api("GET", "/v1/status", user=t.as_user(NOBODY - 1))
     t.check(status == 200, "another unprivileged user still gets in (%d)" % status)
     st = d.get("/v1/status")
     t.check(st["api"] == 1, "root still gets in")
-    t.check(st["server"]["over_uid_cap"] >= 52,
-            "the refusals are counted: %d over the per-uid cap" % st["server"]["over_uid_cap"])
+    t.check(st["server"]["over_uid_cap"] >= 53 and st["server"]["refused"] >= 53,
+            "the refusals are counted: %d over the per-uid cap, %d closed at once"
+            % (st["server"]["over_uid_cap"], st["server"]["refused"]))
     hog.kill()
     hog.wait()
     d.stop()
