@@ -63,7 +63,10 @@ struct lp_config {
 	bool verbose;
 
 	/* ggml */
-	bool discover;			       /* track processes that map a matmul symbol */
+	bool discover; /* track processes that map a matmul symbol */
+	/* Discovery only in this cgroup (v2) and below, as /proc/PID/cgroup names it;
+	 * NULL: anywhere. */
+	const char *discover_cgroup;
 	const char *const *symbols[LP_SYM_NR]; /* NULL-terminated names or globs per class */
 	uint32_t sample_hz;		       /* cpu-clock sampling; 0 = off */
 	bool sample_per_thread;		       /* --sampler thread */

@@ -684,6 +684,12 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 
 	if (t && t->exited)
 		t = NULL;
+	/* Outside --discover-cgroup a process is not even read, unless a rule tracks it. */
+	if (!t && g->cfg->discover_cgroup && lp_proc_in_cgroup(pid, g->cfg->discover_cgroup) != 1) {
+		if (saw_key)
+			*saw_key = false;
+		return 0;
+	}
 	r = read_proc(g, pid, want, &s);
 	if (saw_key)
 		*saw_key = s.saw_key;

@@ -48,6 +48,8 @@ static void usage(FILE *out)
 		"  -e, --exe GLOB           track processes whose executable path matches GLOB\n"
 		"                           (repeatable)\n"
 		"      --no-discover        track only those, not every ggml process\n"
+		"      --discover-cgroup PATH  discover ggml processes only in this cgroup (v2)\n"
+		"                           and below: a service, a slice, a container\n"
 		"\n"
 		"ggml (LIST: comma-separated function names or fnmatch globs, mangled for C++):\n"
 		"      --matmul-symbols LIST   default ggml_compute_forward_mul_mat,\n"
@@ -96,7 +98,8 @@ static void usage(FILE *out)
 		"                           and stable across restarts (default pid)\n"
 		"      --web-config-file FILE  TLS and basic authentication for the TCP listener,\n"
 		"                           in exporter-toolkit's format (also --web.config.file)\n"
-		"      --max-connections N  open API connections at most (default 1024)\n"
+		"      --max-connections N  open connections at most, on the socket and the TCP\n"
+		"                           listener each (default 1024)\n"
 		"      --max-connections-per-uid N  of those, held by one user other than root\n"
 		"                           and the group (default 64)\n"
 		"      --http-timeout S     seconds a connection gets per request (default 10)\n"
@@ -241,6 +244,7 @@ enum {
 	OPT_NO_FAULTS,
 	OPT_NO_MOUNT,
 	OPT_NO_DISCOVER,
+	OPT_DISCOVER_CGROUP,
 	OPT_MATMUL_SYMS,
 	OPT_BARRIER_SYMS,
 	OPT_OP_SYMS,
@@ -287,6 +291,7 @@ static const struct option opts[] = {
 	{"no-page-faults", no_argument, NULL, OPT_NO_FAULTS},
 	{"no-mount-tracefs", no_argument, NULL, OPT_NO_MOUNT},
 	{"no-discover", no_argument, NULL, OPT_NO_DISCOVER},
+	{"discover-cgroup", required_argument, NULL, OPT_DISCOVER_CGROUP},
 	{"matmul-symbols", required_argument, NULL, OPT_MATMUL_SYMS},
 	{"barrier-symbols", required_argument, NULL, OPT_BARRIER_SYMS},
 	{"op-symbols", required_argument, NULL, OPT_OP_SYMS},
@@ -371,6 +376,34 @@ static int choice(const char *name, const char *arg, const char *const *names, s
 }
 
 /* Applies one option; name is how the user spelled it ("--pid" or "file:pid"). */
+/* The cgroup as /proc/PID/cgroup names it: given so, or as its directory under the unified
+ * hierarchy's mount ("/sys/fs/cgroup/system.slice/x.service"). */
+static int set_discover_cgroup(struct lp_config *cfg, struct lp_config_store *st, const char *name,
+			       const char *arg)
+{
+	char mnt[4096], *s;
+	size_t n, m;
+
+	if (lp_cgroup2_mount(mnt, sizeof(mnt)) < 0) {
+		log_error("%s: no unified (v2) cgroup hierarchy is mounted here", name);
+		return -ENOENT;
+	}
+	m = strlen(mnt);
+	if (strncmp(arg, mnt, m) == 0 && (arg[m] == '/' || arg[m] == '\0'))
+		arg += m;
+	if (!(s = keep(st, malloc(strlen(arg) + 2))))
+		return -ENOMEM;
+	snprintf(s, strlen(arg) + 2, "%s%s", arg[0] == '/' ? "" : "/", arg);
+	for (n = strlen(s); n > 1 && s[n - 1] == '/'; n--)
+		s[n - 1] = '\0';
+	if (strstr(s, "/../") || strstr(s, "/./") || (n >= 3 && strcmp(s + n - 3, "/..") == 0)) {
+		log_error("%s: '%s': give the cgroup's path without . or ..", name, arg);
+		return -EINVAL;
+	}
+	cfg->discover_cgroup = s;
+	return 0;
+}
+
 static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, const char *name,
 		      const char *arg)
 {
@@ -456,6 +489,8 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 	case OPT_NO_DISCOVER:
 		cfg->discover = false;
 		return 0;
+	case OPT_DISCOVER_CGROUP:
+		return set_discover_cgroup(cfg, st, name, arg);
 	case OPT_MATMUL_SYMS:
 	case OPT_BARRIER_SYMS:
 	case OPT_DECODE_SYMS:
@@ -806,6 +841,8 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	add_list(o, "comm", (const char *const *)cfg->comms, cfg->ncomms);
 	add_list(o, "exe", (const char *const *)cfg->exes, cfg->nexes);
 	cJSON_AddBoolToObject(o, "discover", cfg->discover);
+	if (cfg->discover_cgroup)
+		cJSON_AddStringToObject(o, "discover-cgroup", cfg->discover_cgroup);
 	add_list(o, "matmul-symbols", cfg->symbols[LP_SYM_MATMUL], 0);
 	add_list(o, "barrier-symbols", cfg->symbols[LP_SYM_BARRIER], 0);
 	add_list(o, "decode-symbols", cfg->symbols[LP_SYM_DECODE], 0);

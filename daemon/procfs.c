@@ -71,6 +71,45 @@ int lp_read_small(const char *path, char *buf, size_t size)
 	return (int)got;
 }
 
+int lp_proc_in_cgroup(pid_t pid, const char *scope)
+{
+	char path[64], buf[4096], *line, *save = NULL;
+	size_t n = strlen(scope);
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	r = lp_read_small(path, buf, sizeof(buf));
+	if (r < 0)
+		return r == -ENOENT ? -ESRCH : r;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, "0::", 3) != 0)
+			continue;
+		line += 3;
+		/* "/" holds everything; else the path itself or one below it. */
+		return n == 1 ||
+		       (strncmp(line, scope, n) == 0 && (line[n] == '\0' || line[n] == '/'));
+	}
+	return -ENOENT;
+}
+
+int lp_cgroup2_mount(char *buf, size_t size)
+{
+	FILE *f = fopen("/proc/self/mounts", "re");
+	char dev[64], dir[4096], type[64];
+	int r = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fscanf(f, "%63s %4095s %63s %*[^\n]", dev, dir, type) == 3)
+		if (strcmp(type, "cgroup2") == 0 && strlen(dir) < size) {
+			strcpy(buf, dir);
+			r = 0;
+			break;
+		}
+	fclose(f);
+	return r;
+}
+
 static int read_stat_path(const char *path, struct lp_proc_stat *out)
 {
 	char buf[1024];

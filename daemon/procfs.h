@@ -48,6 +48,14 @@ int lp_proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t size);
 /* Reads the /proc/PID/exe link; " (deleted)" is kept, as the kernel says it. */
 int lp_proc_read_exe(pid_t pid, char *buf, size_t size);
 
+/* Whether pid's cgroup in the unified (v2) hierarchy is scope or below it (scope as
+ * /proc/PID/cgroup has it: "/system.slice/llama.service"). 1, 0, or -errno: -ESRCH gone,
+ * -ENOENT no unified hierarchy. */
+int lp_proc_in_cgroup(pid_t pid, const char *scope);
+
+/* Where the unified cgroup hierarchy is mounted, into buf: 0 or -ENOENT. */
+int lp_cgroup2_mount(char *buf, size_t size);
+
 /* The effective uid from the Uid: line of /proc/PID/status text. */
 int lp_proc_parse_uid(const char *status, uid_t *out);
 int lp_proc_read_uid(pid_t pid, uid_t *out);

@@ -81,7 +81,10 @@ def test_churn():
 
 def test_room_appears():
     print("--- refused for want of room, tracked once room appears")
-    d = t.Daemon("--max-processes", "2", "--sample-hz", "0")
+    # Discovery in the test's own cgroup only (lptest's default), given here as the
+    # directory: a host's LLM would take one of the two places.
+    scope = t.scope()
+    d = t.Daemon("--max-processes", "2", "--sample-hz", "0", "--discover-cgroup", scope.path)
     d.wait_ready()
     held = [t.Lpggml("--hold", "--iters", "1") for _ in range(3)]
     for g in held[:2]:
@@ -97,6 +100,19 @@ def test_room_appears():
     t.check(d.get("/v1/status")["waiting_for_room"] == 0, "nothing waits any more")
     for g in held[1:]:
         g.finish()
+    t.check(d.get("/v1/status")["config"]["discover-cgroup"] == scope.name,
+            "--discover-cgroup given as a directory, kept as /proc/PID/cgroup names it: %s"
+            % scope.name)
+    # A ggml process outside the scope, with room for it: never tracked. One inside, started
+    # after it, is: by then the outside one had been seen and passed over.
+    out = t.Lpggml("--hold", "--iters", "1", wrap=scope.outside)
+    inside = t.Lpggml("--hold", "--iters", "1")
+    d.wait_log("tracking pid %d" % inside.pid)
+    t.check(out.pid not in [p["pid"] for p in running(d)]
+            and "pid %d " % out.pid not in d.log(),
+            "a ggml process outside --discover-cgroup is left alone (pid %d)" % out.pid)
+    out.finish()
+    inside.finish()
     d.stop()
 
 

@@ -111,9 +111,64 @@ def _kill_all():
                 pass
     for cg in _cgroups:
         cg.remove()
+    if _scope:
+        _scope.remove()
 
 
 _cgroups = []
+
+
+def cgroup2_mount():
+    """Where the unified (v2) cgroup hierarchy is mounted, or None."""
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            dev, path, kind = line.split()[:3]
+            if kind == "cgroup2":
+                return path
+    return None
+
+
+class ScopeCgroup:
+    """The test's own cgroup (v2), made when the test starts: the test process moves into
+    a leaf below it (test/), so that every process it starts from then on is inside, and
+    each private Daemon gets --discover-cgroup with it: it discovers the test's processes
+    alone, not an LLM the host runs beside the suite. At the end the test process goes back
+    where it was, and the cgroup is removed."""
+
+    def __init__(self):
+        self.mount = cgroup2_mount()
+        with open("/proc/self/cgroup") as f:
+            self.home = [line[3:].strip() for line in f if line.startswith("0::")][0]
+        self.name = "/llmprof-scope-%d" % os.getpid()
+        self.path = self.mount + self.name
+        os.mkdir(self.path)
+        os.mkdir(self.path + "/test")
+        with open(self.path + "/test/cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+
+    def outside(self, argv):
+        """argv run where the test process was before (the same pid), out of the scope."""
+        return ["sh", "-c", 'echo $$ > "$0" && exec "$@"',
+                self.mount + self.home.rstrip("/") + "/cgroup.procs"] + list(argv)
+
+    def remove(self):
+        try:
+            with open(self.mount + self.home.rstrip("/") + "/cgroup.procs", "w") as f:
+                f.write(str(os.getpid()))
+            for sub in sorted(os.listdir(self.path)):
+                if os.path.isdir(os.path.join(self.path, sub)):
+                    os.rmdir(os.path.join(self.path, sub))
+            os.rmdir(self.path)
+        except OSError as e:
+            print("could not remove %s: %s" % (self.path, e))
+
+
+_scope = None
+
+
+def scope():
+    """The test's ScopeCgroup, or None where there is no unified hierarchy (or no root)."""
+    return _scope
 
 
 class CpuCgroup:
@@ -130,12 +185,16 @@ class CpuCgroup:
         except OSError:
             has_v2_cpu = False
         self.v2 = has_v2_cpu
-        self.path = os.path.join(v2 if has_v2_cpu else "/sys/fs/cgroup/cpu", name)
-        if has_v2_cpu:  # the root's children get the cpu controller where it is not on yet
-            with open(os.path.join(v2, "cgroup.subtree_control")) as f:
+        # Under the test's scope where there is one, so that what runs in it is still the
+        # test's own to its daemons (--discover-cgroup).
+        parents = [v2] + ([_scope.path] if has_v2_cpu and _scope else [])
+        self.path = os.path.join(parents[-1] if has_v2_cpu else "/sys/fs/cgroup/cpu", name)
+        for parent in parents if has_v2_cpu else []:
+            # Their children get the cpu controller where it is not on yet.
+            with open(os.path.join(parent, "cgroup.subtree_control")) as f:
                 on = "cpu" in f.read().split()
             if not on:
-                with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
+                with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
                     f.write("+cpu")
         os.mkdir(self.path)
         _cgroups.append(self)
@@ -174,6 +233,9 @@ def run(main, timeout, need_root=True):
 
     signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(timeout)
+    global _scope
+    if os.geteuid() == 0 and cgroup2_mount():
+        _scope = ScopeCgroup()
     ok = True
     try:
         main()
@@ -210,6 +272,8 @@ class Daemon:
             given = set(args)
             defaults = [("--socket", self.socket), ("--state-directory", self.state_dir),
                         ("--metrics-address", "off"), ("--config", "/dev/null")]
+            if _scope:  # the test's own processes only
+                defaults.append(("--discover-cgroup", _scope.name))
             for opt, value in defaults:
                 if opt in given:
                     setattr(self, {"--socket": "socket", "--state-directory": "state_dir"}
@@ -427,9 +491,9 @@ class Lpggml:
     pid, waits for "go", does known matmul, barrier and decode work, prints what it did;
     with --hold it then stays alive (one thread, blocked) until its stdin closes."""
 
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([LPGGML, "--wait-go"] + list(args), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE)
+    def __init__(self, *args, wrap=lambda argv: argv):
+        self.proc = subprocess.Popen(wrap([LPGGML, "--wait-go"] + list(args)),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         _children.append(self.proc)
         self.pid = self.line()["pid"]
 
@@ -448,17 +512,21 @@ class Lpggml:
         return res
 
 
-def observe(fixture_args, daemon_args=(), live=False):
+def observe(fixture_args, daemon_args=(), live=False, read=None):
     """Runs the fixture under a private `llmprofd --once --pid`. With live, the report is
     taken while the fixture is still alive (threads parked: the live-map path); otherwise
-    the fixture exits first and the daemon reports by itself (the exit-record path).
+    the fixture exits first and the daemon reports by itself (the exit-record path). The
+    daemon tracks the fixture alone, not an LLM the host runs beside the suite. With live,
+    read(pid) is called just before the report, and what it returns is res["read"].
     Returns (daemon, report, the fixture's own account, the fixture's pid)."""
     fx = Fixture(*(list(fixture_args) + (["--hold"] if live else [])))
-    d = Daemon("--once", "--pid", str(fx.pid), *daemon_args)
+    d = Daemon("--once", "--no-discover", "--pid", str(fx.pid), *daemon_args)
     d.wait_ready()
     fx.go()
     res = fx.result()
     if live:
+        if read:
+            res["read"] = read(fx.pid)
         d.stop()
         fx.release()
     else:
