@@ -31,7 +31,9 @@ def run_variant(sched, futex, flags):
                "--solo-ms", str(SOLO_MS), "--pages", str(PAGES),
                "--file", os.path.join(scratch, "data"), "--file-pages", str(FILE_PAGES)]
     # Read while the fixture is alive: the live-map path, threads still there.
-    d, rep, res, pid = t.observe(fixture, flags, live=True)
+    # With the kernel's own account of each thread (schedstat), read once they are parked.
+    d, rep, res, pid = t.observe(fixture, flags, live=True, read=parked)
+    kernel = res["read"]
     p = t.proc_of(rep, pid)
     c, h = p["counters"], p["histograms"]
 
@@ -77,9 +79,14 @@ def run_variant(sched, futex, flags):
         t.check(x["involuntary_switches"] > 0, "contending tid %d was preempted" % x["tid"])
     if res["solo_ms"]:
         t.check(len(solo) == 1, "solo thread listed")
-        for x in solo:
-            share = x["runqueue_ns"] / (SOLO_MS * 1e6)
-            t.check(share < 0.05, "solo tid %d waited only %.2f%% for the CPU" % (x["tid"], 100 * share))
+    # What each spinner waited is the kernel's run_delay, over its whole life (it began
+    # after tracking did): alone on its CPU it waits little on a quiet host, but a host
+    # busy beside the suite makes it wait, so the kernel's figure is the reference.
+    for x in contend + solo:
+        k = kernel.get(x["tid"], (0, -1))[1]
+        t.check(abs(x["runqueue_ns"] - k) <= 0.01 * k + 50000,
+                "%s tid %d waited %.2f ms for the CPU, the kernel's schedstat %.2f ms"
+                % (x["comm"], x["tid"], x["runqueue_ns"] / 1e6, k / 1e6))
     t.check(h["runqueue_latency"]["count"] > 0 and h["runqueue_latency"]["p99"] > 0,
             "run-queue latency histogram filled")
     t.check(h["offcpu_preempted"]["count"] >= sum(x["involuntary_switches"] for x in contend),

@@ -113,11 +113,13 @@ def test_precise(fast):
     check(tk["generation"]["tokens"] == 20, "generation: 20 tokens")
     check(tk["decoded"] == 52, "decoded tokens add up: %d" % tk["decoded"])
     check(tk["decode_errors"] == res["decode_errors"] == 1, "the empty batch is a decode error")
-    # Each decode spins 2 ms by the TSC, longer where the thread is preempted: held to the
-    # fixture's wall clock around its calls, within 5 % and 0.05 ms a call (the reads).
+    # Each decode spins 2 ms by the TSC: no call takes less. The fixture's clock reads
+    # around its calls hold them and a little more: where the host is busy, the thread is
+    # preempted at the probes' return to user space too, outside the call (seen: 2.04 ms
+    # against 2.66 beside a decoding engine). Quiet, the two bounds are 0.05 ms apart.
     ref_gen = res["gen_wall_ns"] / res["gen_tokens"] / 1e6
-    check(abs(tk["generation"]["ms_per_token"] - ref_gen) <= 0.05 * ref_gen + 0.05,
-          "ms per generated token %.3f, the fixture's clock %.3f"
+    check(2.0 <= tk["generation"]["ms_per_token"] <= ref_gen + 0.05,
+          "ms per generated token %.3f: at least its 2 ms, at most the fixture's clock %.3f"
           % (tk["generation"]["ms_per_token"], ref_gen))
     ref_prompt = res["prompt_wall_ns"] / 1e6
     check(2.0 <= h["decode_prompt"]["sum"] / 1e6 <= ref_prompt + 0.05,

@@ -2,7 +2,8 @@
 """bpf tier: process lifecycle. Exited processes keep their final numbers while the kernel
 state goes away with them; --comm finds processes that start later; a reused pid never
 mixes two processes' data; 10,000 short-lived tracked processes leave no kernel state
-behind; SIGTERM detaches everything."""
+behind; SIGTERM detaches everything. Each daemon tracks only the test's own processes
+(--no-discover): a host that runs an LLM beside the suite leaves the maps to its process."""
 import os
 import signal
 import sys
@@ -48,7 +49,7 @@ def spawn_with_pid(pid, args, tries=200):
 
 def test_comm_and_pid_reuse():
     print("--- --comm finds later processes; a reused pid is a new process")
-    d = t.Daemon("--once", "--comm", "lpfixture")
+    d = t.Daemon("--once", "--no-discover", "--comm", "lpfixture")
     d.wait_ready()
     a = t.Fixture("--futex-threads", "1", "--futex-waits", "5", "--futex-ms", "1")
     d.wait_log("tracking pid %d (lpfixture) matched by comm" % a.pid)
@@ -78,7 +79,7 @@ def test_comm_and_pid_reuse():
 
 def test_comm_counts_from_exec():
     print("--- --comm: counted from the exec, so fault totals match /proc/PID/stat")
-    d = t.Daemon("--comm", "lpfixture")
+    d = t.Daemon("--no-discover", "--comm", "lpfixture")
     d.wait_ready()
     fx = t.Fixture("--futex-threads", "0", "--early-pages", "100", "--hold")
     d.wait_log("tracking pid %d (lpfixture) matched by comm" % fx.pid)
@@ -99,14 +100,14 @@ def test_comm_counts_from_exec():
 def test_exe_and_startup_scan():
     print("--- --exe matches later processes by path; --comm finds running ones at start")
     before = t.Fixture("--futex-threads", "1", "--futex-waits", "3", "--futex-ms", "1", "--hold")
-    d = t.Daemon("--once", "--comm", "lpfixture", "--exe", "*/tests/lpfixture")
+    d = t.Daemon("--once", "--no-discover", "--comm", "lpfixture", "--exe", "*/tests/lpfixture")
     d.wait_ready()
     t.check("tracking pid %d (lpfixture) matched by comm" % before.pid in d.log(),
             "a process running before the daemon was found at start")
     d.stop()
     before.release()
 
-    d = t.Daemon("--once", "--exe", "*/tests/lpfixture")
+    d = t.Daemon("--once", "--no-discover", "--exe", "*/tests/lpfixture")
     d.wait_ready()
     later = t.Fixture("--futex-threads", "1", "--futex-waits", "3", "--futex-ms", "1", "--hold")
     d.wait_log("tracking pid %d (lpfixture) matched by exe" % later.pid)
@@ -122,7 +123,7 @@ def test_exe_and_startup_scan():
 
 def test_gone_before_read():
     print("--- processes gone before the daemon read their exec: tracked, with their numbers")
-    d = t.Daemon("--once", "--comm", "lpfixture")
+    d = t.Daemon("--once", "--no-discover", "--comm", "lpfixture")
     d.wait_ready()
     # A stopped daemon reads nothing: the children exec, run and exit before it sees them,
     # as 10 ms processes do when a daemon is busy.
@@ -154,7 +155,7 @@ def test_gone_before_read():
 def test_many_short_lived():
     print("--- 10,000 short-lived tracked processes leave no kernel state behind")
     n, keep = 10000, 64
-    d = t.Daemon("--once", "--comm", "lpfixture", "--max-processes", str(keep))
+    d = t.Daemon("--once", "--no-discover", "--comm", "lpfixture", "--max-processes", str(keep))
     d.wait_ready()
     fx = t.Fixture("--futex-threads", "0", "--spawn", str(n), "--spawn-parallel", "16",
                    "--life-ms", "10")
@@ -182,7 +183,8 @@ def test_many_short_lived():
 
 def test_lost_exit_records():
     print("--- exit records that do not fit the ring buffer: counted, kernel state still freed")
-    d = t.Daemon("--once", "--comm", "lpfixture", "--ringbuf-kib", "16")  # one ~9 KiB record
+    # One ~9 KiB record fits.
+    d = t.Daemon("--once", "--no-discover", "--comm", "lpfixture", "--ringbuf-kib", "16")
     d.wait_ready()
     fxs = [t.Fixture("--futex-threads", "1", "--futex-waits", "4", "--futex-ms", "1", "--hold")
            for _ in range(3)]
@@ -215,7 +217,7 @@ def test_lost_exit_records():
 def test_sigterm_detaches():
     print("--- SIGTERM detaches everything")
     fx = t.Fixture("--futex-threads", "0", "--hold")
-    d = t.Daemon("--pid", str(fx.pid))
+    d = t.Daemon("--no-discover", "--pid", str(fx.pid))
     d.wait_ready()
     t.check(len(d.prog_ids) >= 5, "programs loaded while running: %d" % len(d.prog_ids))
     t.check(d.prog_ids <= set(t.loaded_programs()), "they are loaded on the host")

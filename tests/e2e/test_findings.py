@@ -109,6 +109,33 @@ def rules(doc):
     return [f["rule"] for f in doc["findings"]]
 
 
+def ours(pid):
+    """Whether pid is one of this test's processes (in its cgroup; lptest.ScopeCgroup)."""
+    scope = t.scope()
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            return any(line.startswith("0::" + scope.name + "/") for line in f) if scope \
+                else True
+    except OSError:
+        return False  # gone: not one the test holds
+
+
+def foreign_load(f):
+    """A preempted finding whose waits were mostly behind processes outside the test: a
+    host busy beside the suite (an LLM decoding, a build), which the daemon rightly names.
+    The test's own (its curl polls, itself) may be among them, with a small part."""
+    if f["rule"] != "preempted":
+        return False
+    who = f["evidence"].get("preemptors", [])
+    own = sum(x["wait_ns"] for x in who if ours(x["pid"]))
+    return 2 * own < sum(x["wait_ns"] for x in who)
+
+
+def own_rules(doc):
+    """The findings but those about load from outside the test."""
+    return [f["rule"] for f in doc["findings"] if not foreign_load(f)]
+
+
 def finding(doc, rule):
     return next((f for f in doc["findings"] if f["rule"] == rule), None)
 
@@ -147,11 +174,15 @@ def assert_clean(d, pid, hist, what, polls=4):
            timeout=60, interval=0.5)
     seen = set()
     doc = None
+    foreign = []
     for _ in range(polls):
         doc = findings(d, pid)
-        seen |= set(rules(doc))
+        seen |= set(own_rules(doc))
+        foreign += [f["title"] for f in doc["findings"] if foreign_load(f)]
         time.sleep(10 / polls)
-    t.check(not seen, "%s: no finding over its windows (%s)" % (what, sorted(seen) or "none"))
+    t.check(not seen, "%s: no finding over its windows (%s)%s"
+            % (what, sorted(seen) or "none", "; on this busy host, rightly: %s" % foreign[-1]
+               if foreign else ""))
     return doc
 
 
@@ -182,7 +213,7 @@ def bandwidth(d, work):
     by tens of per cent from one second to the next (seen: the reference at 40.6 GB/s four
     times and 67.6 once; on CI the pairs' ratios 1.05-1.47 in one run), so no one figure of
     either side is the host's: the best of each had failed on a single burst of either."""
-    ours, ref, ratios = [], [], []
+    ours, ref, ratios, quiet = [], [], [], []
     for _ in range(5):
         status, doc, _ = d.api("POST", "/v1/bandwidth")
         t.check(status == 202, "POST /v1/bandwidth: %d" % status)
@@ -196,22 +227,37 @@ def bandwidth(d, work):
         r = subprocess.run([LPMEMREAD, str(CPUS), "256", "0.2", "6"], capture_output=True,
                            text=True, timeout=60, check=True)
         ref.append(json.loads(r.stdout)["bytes_per_s"])
-        if not last["contended"]:
-            ours.append(last["bytes_per_s"])
-            ratios.append(last["bytes_per_s"] / ref[-1])
-    print("bandwidth: llmprofd %s GB/s, lpmemread %s GB/s, ratios of the quiet pairs %s"
+        ours.append(last["bytes_per_s"])
+        ratios.append(last["bytes_per_s"] / ref[-1])
+        quiet.append(not last["contended"])
+    # Pairs taken on quiet CPUs, where there are three or more; on a host busy all along
+    # (an LLM decoding beside the suite), every pair: the two sides are then both low by
+    # what the load takes, and the daemon must have said that its figures are.
+    pairs = [i for i in range(5) if quiet[i]] if sum(quiet) >= 3 else list(range(5))
+    print("bandwidth: llmprofd %s GB/s, lpmemread %s GB/s, ratios %s, quiet %s"
           % ([round(x / 1e9, 1) for x in ours], [round(x / 1e9, 1) for x in ref],
-             [round(x, 2) for x in ratios]))
-    mid = statistics.median(ratios) if ratios else 0
+             [round(x, 2) for x in ratios], quiet))
+    mid = statistics.median(ratios[i] for i in pairs)
     t.check(abs(mid - 1) <= 0.15,
             "the host's read bandwidth, the daemon's over lpmemread's measured beside it: "
-            "median %.2f of %d pairs, within 15 %%" % (mid, len(ratios)))
-    t.check(len(ours) >= 3, "%d of 5 measurements on quiet CPUs" % len(ours))
-    t.check(not doc["contended"] and doc["bytes_per_s"] in ours,
-            "the figure in use was measured on quiet CPUs")
-    with open(os.path.join(d.state_dir, "membw.json")) as f:
-        kept = json.load(f)
-    t.check(kept["bytes_per_s"] == doc["bytes_per_s"], "and is kept in the state directory")
+            "median %.2f of %d pairs (%s), within 15 %%"
+            % (mid, len(pairs), "on quiet CPUs" if sum(quiet) >= 3 else "on a busy host"))
+    if sum(quiet) >= 3:
+        t.check(not doc["contended"] and doc["bytes_per_s"] in
+                [ours[i] for i in range(5) if quiet[i]],
+                "the figure in use was measured on quiet CPUs")
+    else:
+        t.check(doc["contended"] and doc["others_cpu_share"] > 0.05,
+                "busy all along (%d of 5 quiet): the figure in use says it was taken while "
+                "other work used the CPUs (%.0f %% of them)"
+                % (sum(quiet), 100 * doc["others_cpu_share"]))
+    path = os.path.join(d.state_dir, "membw.json")
+    if sum(quiet) >= 3:
+        with open(path) as f:
+            kept = json.load(f)
+        t.check(kept["bytes_per_s"] == doc["bytes_per_s"], "and is kept in the state directory")
+    else:
+        t.check(not os.path.exists(path), "and is not kept for the next start: measured again")
 
 
 def oversubscribed(d, binary, model):
@@ -344,55 +390,23 @@ def paged_out(d, binary, model):
     stop(p)
 
 
-def cgroup_dir():
-    """A new CPU cgroup and how to set its quota: cgroup v2 where the cpu controller is
-    there, else v1's cpu hierarchy."""
-    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-        with open("/sys/fs/cgroup/cgroup.controllers") as f:
-            if "cpu" in f.read().split():
-                with open("/sys/fs/cgroup/cgroup.subtree_control", "w") as f:
-                    f.write("+cpu")
-                d = "/sys/fs/cgroup/lptest-%d" % os.getpid()
-                os.mkdir(d)
-                with open(d + "/cpu.max", "w") as f:
-                    f.write("100000 100000")
-                return d
-    for base in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"):
-        if os.path.exists(base + "/cpu.cfs_quota_us"):
-            d = "%s/lptest-%d" % (base, os.getpid())
-            os.mkdir(d)
-            with open(d + "/cpu.cfs_period_us", "w") as f:
-                f.write("100000")
-            with open(d + "/cpu.cfs_quota_us", "w") as f:
-                f.write("100000")
-            return d
-    return None
-
-
 def quota(d, binary, model):
-    cg = cgroup_dir()
-    if not cg:
-        t.check(False, "no CPU cgroup controller to set a quota with")
-        return
-    try:
-        p = llama(binary, model, {"OMP_THREAD_LIMIT": "2"},
-                  wrap=("sh", "-c", 'echo $$ > %s/cgroup.procs && exec "$@"' % cg, "sh"))
-        hist = History(p.pid)
-        doc, f = wait_fired(d, p.pid, "oversubscribed", hist)
-        ev = f["evidence"]
-        t.check(ev["quota_cpus"] == 1 and ev["compute_threads"] == 2 and
-                ev["throttled_periods"] > 0 and "quota of 1.00" in f["title"],
-                "under a quota of 1 CPU (%s): %s" % (cg, f["title"]))
-        t.check("preempted" not in rules(doc), "throttling is not another process: %s"
-                % rules(doc))
-        stop(p)
-    finally:
-        for _ in range(50):
-            try:
-                os.rmdir(cg)
-                break
-            except OSError:
-                time.sleep(0.1)
+    # lptest's CPU cgroup: v2's cpu controller where it is there (below the test's own
+    # cgroup, so the engine is still the test's), else v1's cpu hierarchy.
+    cg = t.CpuCgroup()
+    cg.set_quota(0.5)
+    p = llama(binary, model, {"OMP_THREAD_LIMIT": "2"}, wrap=cg.wrap([]))
+    hist = History(p.pid)
+    doc, f = wait_fired(d, p.pid, "oversubscribed", hist)
+    ev = f["evidence"]
+    # Half a CPU: the quota bites on a busy host too, where the two threads get less than
+    # a CPU each anyway (a quota of 1 was never reached beside a decoding engine).
+    t.check(ev["quota_cpus"] == 0.5 and ev["compute_threads"] == 2 and
+            ev["throttled_periods"] > 0 and "quota of 0.50" in f["title"],
+            "under a quota of half a CPU (%s): %s" % (cg.path, f["title"]))
+    t.check("preempted" not in own_rules(doc), "throttling is not another process: %s"
+            % [(f["rule"], f["evidence"].get("preemptors")) for f in doc["findings"]])
+    stop(p)
 
 
 def clean_omp(d, binary, model):
@@ -402,12 +416,18 @@ def clean_omp(d, binary, model):
     ref = ggufref.per_token_bytes(model)
     t.check(bw["bytes_per_token"] == ref and doc["context"]["weights"]["file"] == model,
             "a token reads %d bytes of the model, as its file says: %d" % (bw["bytes_per_token"], ref))
-    t.check(abs(bw["stream_bytes_per_s"] - ref * bw["tokens_per_s"]) < 1 and bw["fraction"] > 0,
-            "decode streams %.2f GB/s, %.0f %% of the host's %.1f GB/s"
-            % (bw["stream_bytes_per_s"] / 1e9, 100 * bw["fraction"], bw["peak_bytes_per_s"] / 1e9))
+    quiet = not d.get("/v1/bandwidth")["contended"]
+    t.check(abs(bw["stream_bytes_per_s"] - ref * bw["tokens_per_s"]) < 1
+            and (bw["fraction"] or 0) > 0 if quiet else bw["fraction"] is None,
+            "decode streams %.2f GB/s, %s"
+            % (bw["stream_bytes_per_s"] / 1e9, "%.0f %% of the host's %.1f GB/s"
+               % (100 * bw["fraction"], bw["peak_bytes_per_s"] / 1e9) if quiet else
+               "no share of a host bandwidth measured on busy CPUs: %s" % bw["fraction"]))
     out = ctl(d, "doctor", "--pid", str(p.pid))
-    t.check(out.returncode == 0 and "nothing found" in out.stdout and "memory:" in out.stdout,
-            "doctor says nothing was found, and whether it is memory-bound:\n" + out.stdout)
+    t.check(out.returncode == 0 and "memory:" in out.stdout and
+            ("nothing found" in out.stdout or not own_rules(findings(d, p.pid))),
+            "doctor says nothing was found (or only a busy host's), and whether it is "
+            "memory-bound:\n" + out.stdout)
     stop(p)
 
 

@@ -215,11 +215,16 @@ class CpuCgroup:
         return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.path] + list(argv)
 
     def remove(self):
-        if os.path.isdir(self.path):
+        # Its last process may still be on its way out.
+        for i in range(50):
+            if not os.path.isdir(self.path):
+                return
             try:
                 os.rmdir(self.path)
             except OSError as e:
-                print("could not remove %s: %s" % (self.path, e))
+                if i == 49:
+                    print("could not remove %s: %s" % (self.path, e))
+                time.sleep(0.1)
 
 
 def run(main, timeout, need_root=True):

@@ -4,7 +4,7 @@
 // backend dlopen'ed at run time) and print what llmprofd should see.
 //
 //   node driver.mjs --model tiny.gguf --tokens 64 --threads 2 [--prompt 16]
-//                   [--wait-go] [--hold]
+//                   [--wait-go] [--hold] [--forever]
 //
 // Output: one JSON line on stdout,
 //   {"pid", "threads", "prompt_tokens", "generated_tokens", "decoded_tokens",
@@ -13,6 +13,8 @@
 // generated token but the last, which is sampled and never decoded.
 // --wait-go prints {"pid", "ready": true} once the model is loaded and waits
 // for a line on stdin before decoding; --hold waits for another line after.
+// --forever decodes the same prompt and N tokens again and again, printing
+// nothing: a neighbour that keeps decoding beside a test suite.
 
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 import {createInterface} from "node:readline";
@@ -26,6 +28,7 @@ const {values: opt} = parseArgs({
 		prompt: {type: "string", default: "16"},
 		"wait-go": {type: "boolean", default: false},
 		hold: {type: "boolean", default: false},
+		forever: {type: "boolean", default: false},
 	},
 });
 if (!opt.model) {
@@ -52,6 +55,14 @@ const prompt = Array.from({length: nPrompt}, (_, i) => 259 + ((i * 7) % 200));
 if (opt["wait-go"]) {
 	emit({pid: process.pid, ready: true});
 	await waitLine();
+}
+
+while (opt.forever) {
+	let n = 0;
+	for await (const _token of seq.evaluate(prompt, {temperature: 0}))
+		if (++n >= nGen)
+			break;
+	await seq.clearHistory();
 }
 
 let generated = 0, tFirst = 0;
