@@ -811,9 +811,6 @@ static int run(struct daemon *d)
 		if (r < 0)
 			return r;
 	}
-	if (serve && *d->cfg.state_dir)
-		lp_state_restore(d->cfg.state_dir, &d->tracker, d->boot_id[0] ? d->boot_id : NULL,
-				 d->start_realtime);
 	for (size_t i = 0; i < d->cfg.npids; i++) {
 		r = lp_tracker_add(&d->tracker, d->cfg.pids[i], "pid");
 		if (r == -ESRCH)
@@ -833,6 +830,11 @@ static int run(struct daemon *d)
 		for (size_t i = 0; i < d->tracker.n; i++)
 			lp_ggml_check(&d->ggml, d->tracker.v[i]);
 	}
+	/* After the scans: a saved process still running is adopted only if the rules in
+	 * force track it again (state.h). */
+	if (serve && *d->cfg.state_dir)
+		lp_state_restore(d->cfg.state_dir, &d->tracker, d->boot_id[0] ? d->boot_id : NULL,
+				 d->start_realtime);
 
 	d->base = event_base_new();
 	if (!d->base)

@@ -459,17 +459,18 @@ size_t lp_state_max_bytes(uint32_t max_processes)
 	return LP_STATE_BASE_BYTES + 2 * (size_t)max_processes * LP_STATE_RECORD_BYTES;
 }
 
-/* One saved process back: still running (same boot, pid and start time) gets tracked again
- * with the saved totals as its base; otherwise it comes back as exited. */
+/* One saved process back: still running (same boot, pid and start time) and tracked again by
+ * the rules in force (the scans ran first) gets the saved totals as its base; running but
+ * not selected now, it is refused, so that a record cannot make the daemon watch a process
+ * (pid 1 with its real start time) that no rule selects; gone, it comes back as exited. */
 static int restore_one(struct lp_tracker *tr, const struct saved *sv, bool same_boot, uint64_t now,
-		       uint64_t downtime_ns)
+		       uint64_t downtime_ns, char *why, size_t whysize)
 {
 	struct lp_proc_stats *stats = malloc(sizeof(*stats));
 	pid_t pid = (pid_t)sv->pid;
 	uint64_t tracked_for = sv->tracked_for; /* up to its exit or the save */
 	struct lp_target *t;
 	struct lp_proc_stat st;
-	int r;
 
 	if (!stats)
 		return -ENOMEM;
@@ -477,11 +478,18 @@ static int restore_one(struct lp_tracker *tr, const struct saved *sv, bool same_
 	stats->tgid = (__u32)pid;
 	if (!sv->exited && same_boot && lp_proc_read_stat(pid, &st) == 0 &&
 	    st.starttime == sv->starttime) {
-		r = lp_tracker_add(tr, pid, sv->matched_by);
-		t = r == 0 || r == -EALREADY ? lp_tracker_find(tr, pid) : NULL;
-		if (!t || t->base) {
+		t = lp_tracker_find(tr, pid);
+		if (!t || t->exited || t->starttime != sv->starttime) {
+			snprintf(why, whysize,
+				 "pid %d is running but is not a process this daemon tracks now "
+				 "(no ggml, and no --pid, --comm or --exe of it): not adopted",
+				 (int)pid);
 			free(stats);
-			return t ? -EEXIST : r;
+			return -EPERM;
+		}
+		if (t->base) {
+			free(stats);
+			return -EEXIST;
 		}
 		t->base = stats;
 		/* Read again at the add; the model comes with its context, later. */
@@ -672,7 +680,7 @@ int lp_state_restore(const char *dir, struct lp_tracker *tr, const char *boot_id
 			snprintf(rd.why, sizeof(rd.why), "pid %llu started at %llu is saved twice",
 				 sv->pid, sv->starttime);
 		if (r == 0)
-			r = restore_one(tr, sv, same_boot, now, downtime_ns);
+			r = restore_one(tr, sv, same_boot, now, downtime_ns, rd.why, sizeof(rd.why));
 		if (r == 0) {
 			n++;
 			continue;

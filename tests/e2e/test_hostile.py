@@ -174,6 +174,43 @@ def test_state_values():
     d.stop()
 
 
+def starttime(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[19]
+
+
+def test_state_adoption():
+    print("--- state file: a record of a running process is adopted only if a rule tracks it")
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read().strip()
+    other = subprocess.Popen(["sleep", "120"])
+    t._children.append(other)
+    g = t.Lpggml("--hold", "--iters", "1")
+    running = dict(exited=False, exited_ago_ns="0")
+    doc = state_doc([record(1, starttime=starttime(1), matched_by="ggml", **running),
+                     record(other.pid, starttime=starttime(other.pid), **running),
+                     record(g.pid, starttime=starttime(g.pid), matched_by="ggml", **running)])
+    doc["boot_id"] = boot
+    d = start_with_state(json.dumps(doc))
+    d.wait_log("tracking pid %d" % g.pid)
+    procs = listed(d)
+    t.check(1 not in procs and other.pid not in procs,
+            "pid 1 and a sleep of the test's, running with the saved start times, are not "
+            "tracked: %s" % sorted(procs))
+    for pid in (1, other.pid):
+        t.check("pid %d is running but is not a process this daemon tracks now" % pid
+                in d.log(), "the log says why pid %d was not adopted" % pid)
+    mine = d.get("/v1/processes/%d" % g.pid)
+    t.check(mine["state"] == "running" and mine["counters"]["page_faults_minor"] >= 7
+            and mine["counters"]["futex_waits"] >= 2,
+            "the ggml process is adopted with its saved totals as a base: %d faults, %d waits"
+            % (mine["counters"]["page_faults_minor"], mine["counters"]["futex_waits"]))
+    g.finish()
+    other.kill()
+    other.wait()
+    d.stop()
+
+
 def test_state_files():
     print("--- state file: corrupt, another version, too large, too many records")
     d = start_with_state("{\"format\": 1, \"processes\": [")
@@ -337,6 +374,7 @@ def main():
     test_names()
     test_newline_path()
     test_state_values()
+    test_state_adoption()
     test_state_files()
     test_checkpoint_and_save_errors()
     test_state_directory()
