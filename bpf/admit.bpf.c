@@ -30,9 +30,9 @@ struct lp_admit_credit {
 	__u64 refused;
 };
 
-/* Set by the loader before load. */
-const volatile __u32 lp_admit_rate = 64;  /* a second, after the burst */
-const volatile __u32 lp_admit_burst = 64; /* at once */
+/* Set by the loader, and again at a reload (SIGHUP). */
+volatile __u32 lp_admit_rate = 64;  /* a second, after the burst */
+volatile __u32 lp_admit_burst = 64; /* at once */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

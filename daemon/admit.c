@@ -86,8 +86,6 @@ int lp_admit_start(struct lp_admit **out, const struct sockaddr *addr, socklen_t
 		*why = "the admission programs do not open";
 		goto fail;
 	}
-	a->skel->rodata->lp_admit_rate = rate;
-	a->skel->rodata->lp_admit_burst = burst;
 	if ((r = admit_bpf__load(a->skel)) < 0) {
 		*why = "the kernel does not load cgroup connect programs";
 		goto fail;
@@ -106,6 +104,7 @@ int lp_admit_start(struct lp_admit **out, const struct sockaddr *addr, socklen_t
 		goto fail;
 	}
 	close(cg);
+	lp_admit_set(a, rate, burst);
 	*why = NULL;
 	*out = a;
 	return 0;
@@ -114,6 +113,14 @@ fail:
 		close(cg);
 	lp_admit_free(a);
 	return r < 0 ? r : -EINVAL;
+}
+
+void lp_admit_set(struct lp_admit *a, uint32_t rate, uint32_t burst)
+{
+	if (!a)
+		return;
+	a->skel->data->lp_admit_rate = rate;
+	a->skel->data->lp_admit_burst = burst;
 }
 
 uint64_t lp_admit_refused(const struct lp_admit *a)

@@ -17,6 +17,9 @@ struct lp_admit;
 int lp_admit_start(struct lp_admit **out, const struct sockaddr *addr, socklen_t len, uint32_t rate,
 		   uint32_t burst, const char **why);
 
+/* New limits (a reload); the program reads them at each connect. NULL is fine. */
+void lp_admit_set(struct lp_admit *a, uint32_t rate, uint32_t burst);
+
 /* Connections refused in the kernel so far, over all uids still remembered. */
 uint64_t lp_admit_refused(const struct lp_admit *a);
 

@@ -1038,6 +1038,7 @@ void lp_server_set_limits(struct lp_server *s, const struct lp_server_opts *o)
 	s->timeout_s = o->timeout_s;
 	for (int i = 0; i < s->nl; i++)
 		evhttp_set_timeout(s->l[i].http, (int)o->timeout_s);
+	lp_admit_set(s->admit, s->max_per_uid, s->max_per_uid);
 }
 
 int lp_server_set_webconfig(struct lp_server *s, struct lp_webconfig *w)

@@ -680,7 +680,8 @@ int lp_state_restore(const char *dir, struct lp_tracker *tr, const char *boot_id
 			snprintf(rd.why, sizeof(rd.why), "pid %llu started at %llu is saved twice",
 				 sv->pid, sv->starttime);
 		if (r == 0)
-			r = restore_one(tr, sv, same_boot, now, downtime_ns, rd.why, sizeof(rd.why));
+			r = restore_one(tr, sv, same_boot, now, downtime_ns, rd.why,
+					sizeof(rd.why));
 		if (r == 0) {
 			n++;
 			continue;

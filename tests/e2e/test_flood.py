@@ -12,6 +12,7 @@ time, behind the flood's connections in the socket's backlog."""
 import collections
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -155,6 +156,51 @@ def summary(got):
     return dict(collections.Counter(x[1] for x in got)), ms[len(ms) // 2], ms[-1]
 
 
+# Connects n times at once to the port, holding each; prints how many connect() let through.
+BURST = r"""
+import socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+held, ok = [], 0
+for _ in range(n):
+    try:
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        ok += 1
+    except OSError:
+        pass
+print(ok, flush=True)
+"""
+
+
+def burst(port, n):
+    out = subprocess.run(t.as_user(NOBODY) + [sys.executable, "-c", BURST, str(port), str(n)],
+                         capture_output=True, text=True, timeout=60).stdout
+    return int(out.strip() or -1)
+
+
+def reload_rate():
+    print("--- the kernel's share follows --max-connections-per-uid through a reload")
+    port = t.free_port()
+    conf = t.tmpfile("[service]\nmax-connections-per-uid = 8\n", ".conf")
+    d = t.Daemon("--no-discover", "--pid", str(os.getpid()), "--config", conf,
+                 "--metrics-address", "127.0.0.1:%d" % port)
+    d.wait_ready()
+    if d.get("/v1/status")["server"]["kernel_admission"] != "on":
+        t.check(True, "no kernel admission here: nothing to reload")
+        d.stop()
+        return
+    # Each burst takes well under the 1/8 s one more connection's credit needs.
+    got = burst(port, 30)
+    t.check(8 <= got <= 9, "30 connects at once with a share of 8: %d let through" % got)
+    with open(conf, "w") as f:
+        f.write("[service]\nmax-connections-per-uid = 20\n")
+    os.kill(d.proc.pid, signal.SIGHUP)
+    d.wait_log("reloaded the configuration")
+    time.sleep(1.2)  # the credit refills to the new burst at the new rate: 20 in 1 s
+    got = burst(port, 30)
+    t.check(20 <= got <= 21, "after a reload to 20: %d let through" % got)
+    t.check(d.stop() == 0, "llmprofd exits 0")
+
+
 def main():
     global CAP
     port = t.free_port()
@@ -198,6 +244,7 @@ def main():
             "uid %d scraping /metrics: %s; median %.1f ms, slowest %.1f ms"
             % (SCRAPER, statuses, median, worst))
     t.check(d.stop() == 0, "llmprofd exits 0")
+    reload_rate()
 
 
 t.run(main, timeout=180)
