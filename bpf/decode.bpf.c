@@ -36,6 +36,7 @@ int BPF_KPROBE(lp_decode_enter)
 	if (n_tokens == 1 && last && p->gen_end_ns >= last && now - p->gen_end_ns < LP_GEN_GAP_NS) {
 		__sync_fetch_and_add(&p->ctr[LP_C_GEN_INTERVALS], 1);
 		__sync_fetch_and_add(&p->ctr[LP_C_GEN_INTERVAL_NS], now - last);
+		__sync_fetch_and_add(&p->ctr[LP_C_GEN_GAP_NS], now - p->gen_end_ns);
 	}
 	p->gen_last_ns = n_tokens == 1 ? now : 0;
 	/* A generation decode is in flight for the process's samples, once per thread. */

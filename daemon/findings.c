@@ -608,9 +608,11 @@ static void bandwidth(struct ctx *c)
 	struct lp_finding *f;
 	double frac;
 
-	if (in->ctr[LP_C_GEN_INTERVAL_NS])
-		o->gen_tokens_per_s = (double)in->ctr[LP_C_GEN_INTERVALS] * 1e9 /
-				      (double)in->ctr[LP_C_GEN_INTERVAL_NS];
+	/* The wall rate as the API gives it (render.c): decode time and the gaps between. */
+	if (in->ctr[LP_C_DECODE_GEN_NS] + in->ctr[LP_C_GEN_GAP_NS])
+		o->gen_tokens_per_s =
+			(double)in->ctr[LP_C_DECODE_GEN_CALLS] * 1e9 /
+			(double)(in->ctr[LP_C_DECODE_GEN_NS] + in->ctr[LP_C_GEN_GAP_NS]);
 	o->weights_bytes = in->ctx ? in->ctx->weights_bytes : 0;
 	/* What a token reads, from the model's header; the whole mapping when it is unknown. */
 	o->per_token_bytes = in->ctx ? in->ctx->weights_per_token : 0;

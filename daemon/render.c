@@ -58,6 +58,7 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_GEN_INTERVALS] = "generation_intervals",
 	[LP_C_GEN_INTERVAL_NS] = "generation_interval_ns",
 	[LP_C_BARRIER_GEN_ONCPU_NS] = "barrier_generation_oncpu_ns",
+	[LP_C_GEN_GAP_NS] = "generation_gap_ns",
 	[LP_C_BARRIER_NS] = "precise_barrier_ns",
 	[LP_C_BARRIER_OFF_NS] = "precise_barrier_offcpu_ns",
 };
@@ -510,7 +511,7 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	const __u64 *ctr = v->stats.ctr;
 	const struct lp_precise_totals *w = &v->precise;
 	cJSON *o = cJSON_CreateObject(), *tk, *x, *y;
-	uint64_t spin;
+	uint64_t spin, wall_ns;
 
 	cJSON_AddItemToObject(o, "objects", render_objects(gp, v->ops));
 	cJSON_AddItemToObject(o, "missing", render_missing(cfg, gp));
@@ -525,18 +526,18 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	/* Generation decodes one token per call. */
 	render_phase(tk, "generation", ctr[LP_C_DECODE_GEN_CALLS], ctr[LP_C_DECODE_GEN_CALLS],
 		     ctr[LP_C_DECODE_GEN_NS]);
-	/* tokens_per_s above is inside llama_decode; this is the wall clock from one token's
-	 * decode to the next, what the engine's own rate counts (sampling included). */
+	/* tokens_per_s above is inside llama_decode; this is the wall clock, what the engine's
+	 * own rate counts: each generation decode and the gap to the next one's start when it
+	 * follows within LP_GEN_GAP_NS (sampling, the application's work). Over the same calls
+	 * as the time inside, so never faster than it: timed from one decode's start to the
+	 * next, a slow last call (outside every interval) once read faster (30.68 tokens/s
+	 * against 30.33 inside, beside a busy host). */
 	x = cJSON_GetObjectItemCaseSensitive(tk, "generation");
+	wall_ns = ctr[LP_C_DECODE_GEN_NS] + ctr[LP_C_GEN_GAP_NS];
 	cJSON_AddNumberToObject(x, "wall_tokens_per_s",
-				ctr[LP_C_GEN_INTERVAL_NS]
-					? (double)ctr[LP_C_GEN_INTERVALS] * 1e9 /
-						  (double)ctr[LP_C_GEN_INTERVAL_NS]
-					: 0);
+				ratio(ctr[LP_C_DECODE_GEN_CALLS] * 1000000000ULL, wall_ns));
 	cJSON_AddNumberToObject(x, "wall_ms_per_token",
-				ctr[LP_C_GEN_INTERVALS] ? (double)ctr[LP_C_GEN_INTERVAL_NS] / 1e6 /
-								  (double)ctr[LP_C_GEN_INTERVALS]
-							: 0);
+				ratio(wall_ns, ctr[LP_C_DECODE_GEN_CALLS]) / 1e6);
 
 	/* Each sample stands for 1/hz seconds of CPU time. */
 	render_ops(o, gp, v->ops, v->op_precise, w, ctr[LP_C_DECODE_GEN_CALLS],

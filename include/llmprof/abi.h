@@ -66,6 +66,10 @@ enum lp_counter {
 	LP_C_GEN_INTERVAL_NS,
 	/* precise mode: barrier time on CPU (spinning) while a generation decode is in flight */
 	LP_C_BARRIER_GEN_ONCPU_NS,
+	/* of those intervals, the gaps: from a generation decode's return to the next one's
+	 * start. The wall time per token is the decode time plus these (render.c), so that it
+	 * is never less than the time inside llama_decode over the same calls. */
+	LP_C_GEN_GAP_NS,
 	LP_C_NR,
 };
 

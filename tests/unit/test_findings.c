@@ -50,6 +50,8 @@ static void clean(struct fx *f)
 	f->ctr[LP_C_DECODE_GEN_CALLS] = 200;
 	f->ctr[LP_C_GEN_INTERVALS] = 200;
 	f->ctr[LP_C_GEN_INTERVAL_NS] = 10 * S;
+	f->ctr[LP_C_DECODE_GEN_NS] = 9 * S; /* and 1 s between the decodes: 20 tokens/s */
+	f->ctr[LP_C_GEN_GAP_NS] = S;
 	f->ctr[LP_C_NVCSW] = 50;
 	f->in = (struct lp_find_input){.pid = 42,
 				       .window_s = 10,
