@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "llmprof/protocol.h"
 #include "metrics.h"
 #include "procfs.h"
@@ -25,6 +26,8 @@ static const char *reason_of(int status)
 	switch (status) {
 	case 200:
 		return "OK";
+	case 202:
+		return "Accepted";
 	case 400:
 		return "Bad Request";
 	case 401:
@@ -96,15 +99,22 @@ static void respond_json(struct lp_api_response *res, int status, cJSON *doc)
 void lp_api_error(struct lp_api_response *res, int status, const char *code, const char *fmt, ...)
 {
 	cJSON *doc = cJSON_CreateObject(), *e;
-	char msg[512];
+	char msg[512], safe[LP_ESCAPE_SIZE(sizeof(msg))];
 	va_list ap;
+	int n;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* A message may quote the request (its target, a header): escaped once, so that the
+	 * answer is UTF-8 and no terminal obeys a byte of it. */
+	lp_escape(safe, sizeof(safe), msg,
+		  n < 0			    ? 0
+		  : (size_t)n < sizeof(msg) ? (size_t)n
+					    : sizeof(msg) - 1);
 	e = cJSON_AddObjectToObject(doc, "error");
 	cJSON_AddStringToObject(e, "code", code);
-	cJSON_AddStringToObject(e, "message", msg);
+	cJSON_AddStringToObject(e, "message", safe);
 	cJSON_AddNumberToObject(e, "status", status);
 	respond_json(res, status, doc);
 	res->allow = NULL;
@@ -211,7 +221,7 @@ struct proc_filter {
 	pid_t pid[LP_FILTER_MAX];
 	size_t npid;
 	const char *state, *comm, *model, *workload;
-	char buf[512]; /* the decoded values */
+	char buf[LP_MAX_HEADERS_BYTES + 1]; /* the decoded values: any query that fits */
 };
 
 /* %XX and + decoded in place; false on a bad escape. */
@@ -424,13 +434,35 @@ static bool need_privilege(const struct lp_api_backend *b, const struct lp_peer 
 	return false;
 }
 
+static cJSON *parse_body(const char *body, size_t len);
+
+/* A POST that takes no parameters: no body, or an empty JSON object. Anything else is a
+ * mistake the client should hear of (a body of "garbage" was taken as a yes). */
+static bool no_body(const struct lp_api_request *req, const char *route,
+		    struct lp_api_response *res)
+{
+	cJSON *doc;
+	bool empty;
+
+	if (req->body_len == 0)
+		return true;
+	doc = parse_body(req->body, req->body_len);
+	empty = cJSON_IsObject(doc) && !doc->child;
+	cJSON_Delete(doc);
+	if (!empty)
+		lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+			     "POST %s takes no body (or {}): nothing to set", route);
+	return empty;
+}
+
 /* The host's memory bandwidth: GET reads it, POST measures it (again), 202. */
-static void bandwidth(const struct lp_api_backend *b, const struct lp_peer *p, bool measure,
-		      struct lp_api_response *res)
+static void bandwidth(const struct lp_api_backend *b, const struct lp_api_request *req,
+		      const struct lp_peer *p, bool measure, struct lp_api_response *res)
 {
 	cJSON *doc;
 
-	if (measure && !need_privilege(b, p, "measuring the memory bandwidth", res))
+	if (measure && (!need_privilege(b, p, "measuring the memory bandwidth", res) ||
+			!no_body(req, LP_ROUTE_BANDWIDTH, res)))
 		return;
 	if (!b->bandwidth) {
 		lp_api_error(res, 404, LP_ERR_NOT_FOUND, "this daemon does not measure bandwidth");
@@ -441,13 +473,14 @@ static void bandwidth(const struct lp_api_backend *b, const struct lp_peer *p, b
 	respond_json(res, measure ? 202 : 200, doc);
 }
 
-static void post_reset(const struct lp_api_backend *b, const struct lp_peer *p, pid_t pid,
-		       struct lp_api_response *res)
+static void post_reset(const struct lp_api_backend *b, const struct lp_api_request *req,
+		       const struct lp_peer *p, pid_t pid, struct lp_api_response *res)
 {
 	cJSON *doc;
 	int ret;
 
-	if (!need_privilege(b, p, "reset", res))
+	if (!need_privilege(b, p, "reset", res) ||
+	    !no_body(req, LP_ROUTE_PROCESSES "/PID/" LP_ROUTE_RESET, res))
 		return;
 	ret = b->reset(b->ctx, pid);
 	if (ret == -ESRCH) {
@@ -471,23 +504,41 @@ static void post_reset(const struct lp_api_backend *b, const struct lp_peer *p, 
 static cJSON *parse_body(const char *body, size_t len)
 {
 	const char *end = NULL;
-	cJSON *doc = cJSON_ParseWithLengthOpts(body, len, &end, false);
+	cJSON *doc;
 
+	/* A byte order mark, which cJSON skips: RFC 8259 8.1 says a sender MUST NOT add one. */
+	if (len >= 3 && memcmp(body, "\xef\xbb\xbf", 3) == 0)
+		return NULL;
+	doc = cJSON_ParseWithLengthOpts(body, len, &end, false);
 	if (!doc)
 		return NULL;
+	/* strchr() finds the terminator too: a NUL after the document is not white space. */
 	for (const char *p = end; p < body + len; p++)
-		if (!strchr(" \t\r\n", *p)) {
+		if (*p == '\0' || !strchr(" \t\r\n", *p)) {
 			cJSON_Delete(doc);
 			return NULL;
 		}
-	for (const char *p = body; p < end; p++) {
-		if (*p != '\\')
-			continue;
-		if (end - p >= 6 && strncmp(p + 1, "u0000", 5) == 0) {
+	for (const char *p = body, *prev = ""; p < end; prev = p++) {
+		/* A number with a leading zero (05, -01): not JSON (RFC 8259 6), which cJSON
+		 * reads as 5. Outside strings, a digit after anything but a digit, '.', 'e',
+		 * 'E', '+' or '-' starts a number. */
+		if (*p == '0' && p + 1 < end && p[1] >= '0' && p[1] <= '9' &&
+		    !(*prev && strchr("0123456789.eE+", *prev))) {
 			cJSON_Delete(doc);
 			return NULL;
 		}
-		p++; /* the escaped character */
+		if (*p == '"') {
+			/* Through the string: every backslash in it is an escape. */
+			for (p++; p < end && *p != '"'; p++) {
+				if (*p != '\\')
+					continue;
+				if (end - p >= 6 && strncmp(p + 1, "u0000", 5) == 0) {
+					cJSON_Delete(doc);
+					return NULL;
+				}
+				p++; /* the escaped character */
+			}
+		}
 	}
 	return doc;
 }
@@ -761,7 +812,9 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 {
 	const struct lp_peer *p = req->peer;
 	const char *m = req->method ? req->method : "";
-	char path[256], *rest, *q, *query = NULL;
+	/* Any target that fits the request's headers (a long ?model= filter): evhttp refuses
+	 * a longer request line before it comes here. */
+	char path[LP_MAX_HEADERS_BYTES + 1], *rest, *q, *query = NULL;
 	size_t n;
 	pid_t pid;
 
@@ -823,9 +876,9 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 	}
 	if (strcmp(path, LP_ROUTE_BANDWIDTH) == 0) {
 		if (method_is(m, "GET"))
-			bandwidth(b, p, false, res);
+			bandwidth(b, req, p, false, res);
 		else if (strcmp(m, "POST") == 0)
-			bandwidth(b, p, true, res);
+			bandwidth(b, req, p, true, res);
 		else
 			wrong_method(res, m, "GET, POST", path);
 		return;
@@ -871,7 +924,7 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 		if (strcmp(m, "POST") != 0)
 			wrong_method(res, m, "POST", req->uri);
 		else
-			post_reset(b, p, pid, res);
+			post_reset(b, req, p, pid, res);
 	} else if (strcmp(rest, LP_ROUTE_PRECISE) == 0) {
 		if (strcmp(m, "POST") != 0)
 			wrong_method(res, m, "POST", req->uri);

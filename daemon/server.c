@@ -465,12 +465,20 @@ static void rewrite_error(struct conn *c, struct evbuffer *buf)
 	if (status == 413 && c->eol_run == 1 && !chunk_size_valid(c->last_line))
 		lp_api_error(&res, 400, LP_ERR_BAD_REQUEST,
 			     "malformed chunk size '%.16s' in a chunked body", c->last_line);
+	else if (status == 413 && c->eol_run == 1 && strpbrk(c->last_line, "; "))
+		lp_api_error(&res, 400, LP_ERR_BAD_REQUEST,
+			     "a chunk extension ('%.16s'): not supported here; send the chunk "
+			     "size alone",
+			     c->last_line);
 	else if (status == 413)
 		lp_api_error(&res, 413, LP_ERR_TOO_LARGE,
 			     "request too large: at most %d bytes of headers and %d of body",
 			     LP_MAX_HEADERS_BYTES, LP_MAX_BODY_BYTES);
+	/* evhttp refuses only methods it does not know (every one it knows reaches the router,
+	 * which answers 405 with Allow): RFC 9110 15.6.2 says 501 for those. */
 	else if (status == 405 || status == 501)
-		lp_api_error(&res, 405, LP_ERR_METHOD, "method not supported");
+		lp_api_error(&res, 501, LP_ERR_NOT_IMPLEMENTED,
+			     "method not implemented: GET, HEAD and POST are this API's");
 	else
 		lp_api_error(&res, status, LP_ERR_BAD_REQUEST,
 			     "malformed HTTP request, or headers over %d bytes; see docs/API.md",
@@ -603,6 +611,23 @@ static bool framing_error(struct evhttp_request *req, struct lp_api_response *re
 
 	TAILQ_FOREACH(h, in, next)
 	{
+		/* A field name is a token (RFC 9110 5.1): "Foo : bar" or ": bar" is refused,
+		 * as a request a proxy might read another way. */
+		if (!h->key[0] || h->key[strspn(h->key, "!#$%&'*+-.^_`|~0123456789"
+							"abcdefghijklmnopqrstuvwxyz"
+							"ABCDEFGHIJKLMNOPQRSTUVWXYZ")]) {
+			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+				     "malformed header name '%.40s': a token, with no white "
+				     "space before the colon",
+				     h->key);
+			return true;
+		}
+		if (strcasecmp(h->key, "Content-Length") == 0 &&
+		    (!h->value[0] || h->value[strspn(h->value, "0123456789")])) {
+			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
+				     "Content-Length '%.20s' is not a decimal number", h->value);
+			return true;
+		}
 		if (strcasecmp(h->key, "Content-Length") == 0) {
 			if (cl && strcmp(cl, h->value) != 0) {
 				lp_api_error(res, 400, LP_ERR_BAD_REQUEST,

@@ -190,8 +190,29 @@ def test_routes():
     # Requests curl would not send: malformed and oversized, straight on the socket.
     for name, data, want, code in [
             ("garbage request line", b"HELLO\r\n\r\n", 400, "bad_request"),
-            ("unknown method", b"BREW /v1/status HTTP/1.1\r\nHost: x\r\n\r\n", 405,
-             "method_not_allowed"),
+            # RFC 9110 15.6.2: 501 for a method the server does not know (405 names
+            # what is allowed: only for methods it knows, by the router).
+            ("unknown method", b"BREW /v1/status HTTP/1.1\r\nHost: x\r\n\r\n", 501,
+             "not_implemented"),
+            ("white space before a header's colon", b"GET /v1/status HTTP/1.1\r\nHost: x\r\n"
+             b"Foo : bar\r\n\r\n", 400, "bad_request"),
+            ("an empty header name", b"GET /v1/status HTTP/1.1\r\nHost: x\r\n: bar\r\n\r\n",
+             400, "bad_request"),
+            ("Content-Length +2", b"POST /v1/bandwidth HTTP/1.1\r\nHost: x\r\n"
+             b"Content-Length: +2\r\n\r\n{}", 400, "bad_request"),
+            ("a chunk extension", b"POST /v1/bandwidth HTTP/1.1\r\nHost: x\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\n2;x=y\r\n{}\r\n0\r\n\r\n", 400,
+             "bad_request"),
+            ("a number with a leading zero", b"POST /v1/processes/1/precise HTTP/1.1\r\n"
+             b"Host: x\r\nContent-Length: 15\r\n\r\n{\"seconds\": 05}", 400, "bad_request"),
+            ("a NUL after the body", b"POST /v1/processes/1/precise HTTP/1.1\r\nHost: x\r\n"
+             b"Content-Length: 3\r\n\r\n{}\x00", 400, "bad_request"),
+            ("a byte order mark", b"POST /v1/processes/1/precise HTTP/1.1\r\nHost: x\r\n"
+             b"Content-Length: 5\r\n\r\n\xef\xbb\xbf{}", 400, "bad_request"),
+            ("a body where none is taken", b"POST /v1/bandwidth HTTP/1.1\r\nHost: x\r\n"
+             b"Content-Length: 7\r\n\r\ngarbage", 400, "bad_request"),
+            ("raw bytes in the target", b"GET /v1/\xff\x1b[2J HTTP/1.1\r\nHost: x\r\n\r\n",
+             404, "not_found"),
             ("headers over 8 KiB",
              b"GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n",
              400, "bad_request"),
@@ -228,9 +249,15 @@ def test_routes():
             _, _, rest = body.partition(b"\nHTTP/1.1 ")
             head, _, body = rest.partition(b"\r\n\r\n")
             status = int(head.split(b" ", 1)[0]) if head else 0
-        doc = t.json.loads(body) if body else None
-        t.check(status == want and b"application/json" in head and is_error(doc, code),
+        # Strictly: UTF-8, and no control character in any string (an escaped target).
+        doc = t.json.loads(body.decode("utf-8")) if body else None
+        t.check(status == want and b"application/json" in head and is_error(doc, code)
+                and not any(ord(ch) < 32 for ch in doc["error"]["message"]),
                 "%s -> %d %s in JSON (got %d %r)" % (name, want, code, status, body[:80]))
+    # A long ?model= filter: any target that fits the headers' 8 KiB.
+    status, doc, _ = d.api("GET", "/v1/processes?model=" + "a" * 2000)
+    t.check(status == 200 and doc["processes"] == [],
+            "a 2 KiB filter is a filter (nothing matches): %d" % status)
     t.check(d.get("/v1/status")["server"]["http_errors_rewritten"] >= 5,
             "evhttp's own error pages were all turned into JSON")
 
@@ -478,7 +505,9 @@ def test_restart_keeps_totals():
     t.check(d.stop(signal.SIGTERM) == 0, "SIGTERM: exit status 0")
     t.check("saved the totals of 2 process(es)" in d.log(), "the totals were saved")
 
-    d = t.Daemon("--state-directory", state_dir)
+    # Started again as a service is, with the rule that tracks the live one (a saved
+    # process still running is adopted only when a rule in force selects it).
+    d = t.Daemon("--state-directory", state_dir, "--pid", str(live.pid))
     d.wait_ready()
     t.check("restored 2 process(es)" in d.log(), "and read back")
     after = d.get("/v1/processes/%d" % live.pid)
