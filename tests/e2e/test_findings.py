@@ -266,10 +266,13 @@ def oversubscribed(d, binary, model):
     hist = History(p.pid)
     doc, f = wait_fired(d, p.pid, "oversubscribed", hist)
     ev, ref = f["evidence"], hist.runq_share(doc["window_seconds"])
+    # Mostly behind its own threads, as the title says: on a quiet host nearly all of it
+    # (over 0.9), beside a busy host's processes (they take CPU 0 too) less.
     t.check(ev["compute_threads"] == 2 and ev["cpus_allowed"] == 1 ==
-            count_cpus(cpus_allowed(p.pid)) and ev["own_preemption_share"] > 0.9,
+            count_cpus(cpus_allowed(p.pid)) and ev["own_preemption_share"] > 0.5
+            and "mostly behind its own threads" in f["title"],
             "oversubscribed: 2 threads on the 1 CPU its affinity allows, behind its own "
-            "threads: %s" % f["title"])
+            "threads (%.2f of the preemptions): %s" % (ev["own_preemption_share"], f["title"]))
     t.check(abs(ev["runqueue_share"] - ref) <= SHARE_TOL,
             "run-queue share %.3f, schedstat's over the window %.3f" % (ev["runqueue_share"], ref))
     omp = finding(doc, "omp_wait_policy")
