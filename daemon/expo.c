@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Prometheus exposition: text 0.0.4 lines, or length-delimited MetricFamily messages (the
- * protobuf wire format written by hand: varints, doubles and nested messages). */
+ * protobuf wire format, protobuf.h). */
 #include "expo.h"
 
 #include <errno.h>
@@ -12,116 +12,39 @@
 #include <string.h>
 
 #include "escape.h"
-
-/* A growing byte buffer; oom once an allocation failed (then everything is dropped). */
-struct pb {
-	uint8_t *p;
-	size_t n, cap;
-	bool oom;
-};
+#include "protobuf.h"
 
 struct lp_expo {
 	enum lp_expo_format fmt;
-	struct pb out;
-	struct pb fam; /* protobuf: the family being written, without its length */
+	struct lp_pb out;
+	struct lp_pb fam; /* protobuf: the family being written, without its length */
 	bool in_family;
 	char name[128];
 	enum lp_expo_type type;
 };
 
-/* --- protobuf's wire format --- */
+/* --- protobuf --- */
 
-enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2 };
 /* io.prometheus.client.MetricType */
 enum { PB_COUNTER = 0, PB_GAUGE = 1, PB_HISTOGRAM = 4 };
-
-static void pb_put(struct pb *b, const void *x, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->n + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		uint8_t *p;
-
-		while (cap < b->n + n)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, x, n);
-	b->n += n;
-}
-
-static void pb_varint(struct pb *b, uint64_t v)
-{
-	uint8_t buf[10];
-	size_t n = 0;
-
-	do {
-		buf[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	pb_put(b, buf, n);
-}
-
-static void pb_tag(struct pb *b, unsigned field, unsigned wire)
-{
-	pb_varint(b, (uint64_t)field << 3 | wire);
-}
-
-static void pb_uint(struct pb *b, unsigned field, uint64_t v)
-{
-	pb_tag(b, field, WIRE_VARINT);
-	pb_varint(b, v);
-}
 
 static uint64_t zigzag(int64_t v)
 {
 	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
 }
 
-static void pb_double(struct pb *b, unsigned field, double v)
+static void pb_string(struct lp_pb *b, unsigned field, const char *s)
 {
-	uint64_t bits;
-	uint8_t le[8];
-
-	memcpy(&bits, &v, 8);
-	for (int i = 0; i < 8; i++)
-		le[i] = (uint8_t)(bits >> (8 * i));
-	pb_tag(b, field, WIRE_I64);
-	pb_put(b, le, 8);
-}
-
-static void pb_bytes(struct pb *b, unsigned field, const void *p, size_t n)
-{
-	pb_tag(b, field, WIRE_LEN);
-	pb_varint(b, n);
-	pb_put(b, p, n);
-}
-
-static void pb_string(struct pb *b, unsigned field, const char *s)
-{
-	pb_bytes(b, field, s, strlen(s));
+	lp_pb_bytes(b, field, s, strlen(s));
 }
 
 /* A nested message, then emptied for reuse. */
-static void pb_message(struct pb *b, unsigned field, struct pb *sub)
+static void pb_message(struct lp_pb *b, unsigned field, struct lp_pb *sub)
 {
-	if (sub->oom)
-		b->oom = true;
-	pb_bytes(b, field, sub->p, sub->n);
-	sub->n = 0;
-}
-
-static void pb_free(struct pb *b)
-{
-	free(b->p);
-	memset(b, 0, sizeof(*b));
+	if (sub->err)
+		b->err = sub->err;
+	lp_pb_bytes(b, field, sub->p, sub->len);
+	sub->len = 0;
 }
 
 /* --- shared --- */
@@ -180,7 +103,7 @@ static void classic_bounds(const struct lp_hist *h, void (*fn)(void *, uint64_t,
 
 static void text_put(struct lp_expo *e, const char *s)
 {
-	pb_put(&e->out, s, strlen(s));
+	lp_pb_put(&e->out, s, strlen(s));
 }
 
 static void text_printf(struct lp_expo *e, const char *fmt, ...)
@@ -196,7 +119,7 @@ static void text_printf(struct lp_expo *e, const char *fmt, ...)
 	n = vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	if (n >= 0)
-		pb_put(&e->out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+		lp_pb_put(&e->out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
 /* {a="x",b="y"[,extra="value"]}; label values with \, " and newline escaped. */
@@ -249,37 +172,37 @@ static void pb_end_family(struct lp_expo *e)
 {
 	if (!e->in_family)
 		return;
-	if (e->fam.oom)
-		e->out.oom = true;
-	pb_varint(&e->out, e->fam.n);
-	pb_put(&e->out, e->fam.p, e->fam.n);
-	e->fam.n = 0;
+	if (e->fam.err)
+		e->out.err = e->fam.err;
+	lp_pb_varint(&e->out, e->fam.len);
+	lp_pb_put(&e->out, e->fam.p, e->fam.len);
+	e->fam.len = 0;
 	e->in_family = false;
 }
 
-static void pb_labels(struct pb *metric, const struct lp_label *l, size_t n)
+static void pb_labels(struct lp_pb *metric, const struct lp_label *l, size_t n)
 {
 	char buf[LP_ESCAPE_SIZE(1024)];
-	struct pb pair = {0};
+	struct lp_pb pair = {0};
 
 	for (size_t i = 0; i < n; i++) {
 		pb_string(&pair, 1, l[i].name);
 		pb_string(&pair, 2, safe(l[i].value, buf, sizeof(buf)));
 		pb_message(metric, 1, &pair);
 	}
-	pb_free(&pair);
+	lp_pb_free(&pair);
 }
 
 struct pb_bucket {
-	struct pb *hist, *bucket;
+	struct lp_pb *hist, *bucket;
 };
 
 static void pb_bound(void *arg, uint64_t bound, uint64_t cum)
 {
 	struct pb_bucket *pbb = arg;
 
-	pb_uint(pbb->bucket, 1, cum);
-	pb_double(pbb->bucket, 2, (double)bound * 1e-9);
+	lp_pb_uint(pbb->bucket, 1, cum);
+	lp_pb_double(pbb->bucket, 2, (double)bound * 1e-9);
 	pb_message(pbb->hist, 3, pbb->bucket);
 }
 
@@ -292,17 +215,17 @@ int lp_expo_native_index(double ns)
  * midpoint falls (the open last bucket: at the maximum), 0 ns to the zero bucket. The
  * native bucket that holds a percentile then holds the API's estimate too: the two differ
  * by at most one native bucket, 2^(1/8) - 1 = 9.05 %. */
-static void pb_native(struct pb *hist, const struct lp_hist *h)
+static void pb_native(struct lp_pb *hist, const struct lp_hist *h)
 {
 	int idx[LP_HIST_NBUCKETS];
 	uint64_t cnt[LP_HIST_NBUCKETS], prev = 0;
-	struct pb span = {0}, deltas = {0};
+	struct lp_pb span = {0}, deltas = {0};
 	size_t k = 0, first = 0;
 
-	pb_uint(hist, 5, zigzag(LP_EXPO_NATIVE_SCHEMA));
+	lp_pb_uint(hist, 5, zigzag(LP_EXPO_NATIVE_SCHEMA));
 	/* The Go client's default: below it only exact zeros. */
-	pb_double(hist, 6, 2.938735877055719e-39);
-	pb_uint(hist, 7, h->buckets[0]);
+	lp_pb_double(hist, 6, 2.938735877055719e-39);
+	lp_pb_uint(hist, 7, h->buckets[0]);
 	for (unsigned b = 1; b < LP_HIST_NBUCKETS; b++) {
 		uint64_t lo = lp_hist_lower(b), hi = lp_hist_upper(b);
 		double mid;
@@ -326,26 +249,26 @@ static void pb_native(struct pb *hist, const struct lp_hist *h)
 	for (size_t m = 1; m <= k; m++) {
 		if (m < k && idx[m] == idx[m - 1] + 1)
 			continue;
-		pb_uint(&span, 1, zigzag(first ? idx[first] - idx[first - 1] - 1 : idx[0]));
-		pb_uint(&span, 2, m - first);
+		lp_pb_uint(&span, 1, zigzag(first ? idx[first] - idx[first - 1] - 1 : idx[0]));
+		lp_pb_uint(&span, 2, m - first);
 		pb_message(hist, 12, &span);
 		first = m;
 	}
 	if (!k) {
-		pb_uint(&span, 1, 0);
-		pb_uint(&span, 2, 0);
+		lp_pb_uint(&span, 1, 0);
+		lp_pb_uint(&span, 2, 0);
 		pb_message(hist, 12, &span);
 	}
 	for (size_t m = 0; m < k; m++) {
-		pb_varint(&deltas, zigzag((int64_t)cnt[m] - (int64_t)prev));
+		lp_pb_varint(&deltas, zigzag((int64_t)cnt[m] - (int64_t)prev));
 		prev = cnt[m];
 	}
 	if (k)
-		pb_bytes(hist, 13, deltas.p, deltas.n); /* packed sint64 */
-	if (deltas.oom || span.oom)
-		hist->oom = true;
-	pb_free(&span);
-	pb_free(&deltas);
+		lp_pb_bytes(hist, 13, deltas.p, deltas.len); /* packed sint64 */
+	if (deltas.err || span.err)
+		hist->err = -ENOMEM;
+	lp_pb_free(&span);
+	lp_pb_free(&deltas);
 }
 
 /* --- the interface --- */
@@ -364,13 +287,13 @@ void lp_expo_family(struct lp_expo *e, const char *name, enum lp_expo_type type,
 	pb_end_family(e);
 	pb_string(&e->fam, 1, name);
 	pb_string(&e->fam, 2, help);
-	pb_uint(&e->fam, 3, (uint64_t)pb_type[type]);
+	lp_pb_uint(&e->fam, 3, (uint64_t)pb_type[type]);
 	e->in_family = true;
 }
 
 void lp_expo_value(struct lp_expo *e, const struct lp_label *l, size_t n, double value)
 {
-	struct pb metric = {0}, v = {0};
+	struct lp_pb metric = {0}, v = {0};
 
 	if (e->fmt == LP_EXPO_TEXT) {
 		text_put(e, e->name);
@@ -379,11 +302,11 @@ void lp_expo_value(struct lp_expo *e, const struct lp_label *l, size_t n, double
 		return;
 	}
 	pb_labels(&metric, l, n);
-	pb_double(&v, 1, value);
+	lp_pb_double(&v, 1, value);
 	pb_message(&metric, e->type == LP_EXPO_COUNTER ? 3 : 2, &v);
 	pb_message(&e->fam, 4, &metric);
-	pb_free(&metric);
-	pb_free(&v);
+	lp_pb_free(&metric);
+	lp_pb_free(&v);
 }
 
 void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const struct lp_hist *h)
@@ -404,19 +327,19 @@ void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const s
 		return;
 	}
 	{
-		struct pb metric = {0}, hist = {0}, bucket = {0};
+		struct lp_pb metric = {0}, hist = {0}, bucket = {0};
 		struct pb_bucket pbb = {&hist, &bucket};
 
 		pb_labels(&metric, l, n);
-		pb_uint(&hist, 1, total);
-		pb_double(&hist, 2, (double)h->sum_ns * 1e-9);
+		lp_pb_uint(&hist, 1, total);
+		lp_pb_double(&hist, 2, (double)h->sum_ns * 1e-9);
 		classic_bounds(h, pb_bound, &pbb);
 		pb_native(&hist, h);
 		pb_message(&metric, 7, &hist);
 		pb_message(&e->fam, 4, &metric);
-		pb_free(&metric);
-		pb_free(&hist);
-		pb_free(&bucket);
+		lp_pb_free(&metric);
+		lp_pb_free(&hist);
+		lp_pb_free(&bucket);
 	}
 }
 
@@ -424,18 +347,18 @@ int lp_expo_close(struct lp_expo *e, char **out, size_t *len)
 {
 	pb_end_family(e);
 	/* A NUL after the end, not counted: the text can be read as a string. */
-	pb_put(&e->out, "", 1);
+	lp_pb_put(&e->out, "", 1);
 	*out = NULL;
 	*len = 0;
-	if (e->out.oom || e->fam.oom) {
-		pb_free(&e->out);
-		pb_free(&e->fam);
+	if (e->out.err || e->fam.err) {
+		lp_pb_free(&e->out);
+		lp_pb_free(&e->fam);
 		free(e);
 		return -ENOMEM;
 	}
 	*out = (char *)e->out.p;
-	*len = e->out.n - 1;
-	pb_free(&e->fam);
+	*len = e->out.len - 1;
+	lp_pb_free(&e->fam);
 	free(e);
 	return 0;
 }

@@ -11,7 +11,6 @@
 #include "escape.h"
 
 /* Wire types. */
-enum { VARINT = 0, I64 = 1, LEN = 2 };
 
 /* Field numbers of perfetto_trace.proto. */
 enum {
@@ -110,77 +109,8 @@ enum {
 	ANN_DROPPED
 };
 
-/* Room for extra more bytes. */
-static bool reserve(struct lp_pfbuf *b, size_t extra)
-{
-	size_t cap = b->cap ? b->cap : 1 << 16;
-	uint8_t *p;
-
-	if (b->err)
-		return false;
-	if (b->cap - b->len >= extra)
-		return true;
-	while (cap - b->len < extra)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (!p) {
-		b->err = -ENOMEM;
-		return false;
-	}
-	b->p = p;
-	b->cap = cap;
-	return true;
-}
-
-static size_t varint_at(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-
-	do {
-		p[n++] = (uint8_t)(v & 0x7f) | (v > 0x7f ? 0x80 : 0);
-		v >>= 7;
-	} while (v);
-	return n;
-}
-
-static void varint(struct lp_pfbuf *b, uint64_t v)
-{
-	if (reserve(b, 10))
-		b->len += varint_at(b->p + b->len, v);
-}
-
-static void tag(struct lp_pfbuf *b, unsigned field, unsigned wire)
-{
-	varint(b, (uint64_t)field << 3 | wire);
-}
-
-static void field_u64(struct lp_pfbuf *b, unsigned field, uint64_t v)
-{
-	tag(b, field, VARINT);
-	varint(b, v);
-}
-
-static void field_double(struct lp_pfbuf *b, unsigned field, double v)
-{
-	tag(b, field, I64);
-	if (reserve(b, 8)) {
-		memcpy(b->p + b->len, &v, 8); /* little-endian, as the wire format */
-		b->len += 8;
-	}
-}
-
-static void field_bytes(struct lp_pfbuf *b, unsigned field, const void *p, size_t n)
-{
-	tag(b, field, LEN);
-	varint(b, n);
-	if (reserve(b, n)) {
-		memcpy(b->p + b->len, p, n);
-		b->len += n;
-	}
-}
-
 /* A string from other users (a comm, a file name): escaped, so valid UTF-8. */
-static void field_name(struct lp_pfbuf *b, unsigned field, const char *s, size_t max)
+static void field_name(struct lp_pb *b, unsigned field, const char *s, size_t max)
 {
 	size_t n = strnlen(s, max);
 	char small[LP_ESCAPE_SIZE(256)], *e = n <= 256 ? small : malloc(LP_ESCAPE_SIZE(n));
@@ -189,23 +119,23 @@ static void field_name(struct lp_pfbuf *b, unsigned field, const char *s, size_t
 		b->err = -ENOMEM;
 		return;
 	}
-	field_bytes(b, field, e, lp_escape(e, n <= 256 ? sizeof(small) : LP_ESCAPE_SIZE(n), s, n));
+	lp_pb_bytes(b, field, e, lp_escape(e, n <= 256 ? sizeof(small) : LP_ESCAPE_SIZE(n), s, n));
 	if (e != small)
 		free(e);
 }
 
 /* A nested message: its length is written at close, in one byte if it fits (a packet
  * mostly does), else the body moves up to make room. */
-static size_t open_msg(struct lp_pfbuf *b, unsigned field)
+static size_t open_msg(struct lp_pb *b, unsigned field)
 {
-	tag(b, field, LEN);
-	if (!reserve(b, 1))
+	lp_pb_tag(b, field, LP_PB_LEN);
+	if (!lp_pb_reserve(b, 1))
 		return 0;
 	b->p[b->len] = 0;
 	return b->len++;
 }
 
-static void close_msg(struct lp_pfbuf *b, size_t at)
+static void close_msg(struct lp_pb *b, size_t at)
 {
 	size_t len, n;
 	uint8_t v[10];
@@ -213,9 +143,9 @@ static void close_msg(struct lp_pfbuf *b, size_t at)
 	if (b->err)
 		return;
 	len = b->len - at - 1;
-	n = varint_at(v, len);
+	n = lp_pb_varint_at(v, len);
 	if (n > 1) {
-		if (!reserve(b, n - 1))
+		if (!lp_pb_reserve(b, n - 1))
 			return;
 		memmove(b->p + at + n, b->p + at + 1, len);
 		b->len += n - 1;
@@ -228,23 +158,23 @@ static size_t packet(struct lp_pf *w, uint64_t ts, unsigned flags)
 	size_t at = open_msg(&w->out, TRACE_PACKET);
 
 	if (ts)
-		field_u64(&w->out, PKT_TIMESTAMP, ts);
-	field_u64(&w->out, PKT_SEQUENCE_ID, SEQUENCE);
+		lp_pb_uint(&w->out, PKT_TIMESTAMP, ts);
+	lp_pb_uint(&w->out, PKT_SEQUENCE_ID, SEQUENCE);
 	if (flags)
-		field_u64(&w->out, PKT_SEQUENCE_FLAGS, flags);
+		lp_pb_uint(&w->out, PKT_SEQUENCE_FLAGS, flags);
 	return at;
 }
 
-static void interned_entry(struct lp_pfbuf *b, unsigned field, uint64_t iid, const char *name,
+static void interned_entry(struct lp_pb *b, unsigned field, uint64_t iid, const char *name,
 			   bool escape)
 {
 	size_t at = open_msg(b, field);
 
-	field_u64(b, IID, iid);
+	lp_pb_uint(b, IID, iid);
 	if (escape)
 		field_name(b, IID_NAME, name, 256);
 	else
-		field_bytes(b, IID_NAME, name, strlen(name));
+		lp_pb_bytes(b, IID_NAME, name, strlen(name));
 	close_msg(b, at);
 }
 
@@ -257,7 +187,7 @@ struct event {
 static struct event event_open(struct lp_pf *w, uint64_t ts, unsigned type, uint64_t track,
 			       unsigned cat, unsigned name_iid, const char *name, int64_t op)
 {
-	struct lp_pfbuf *b = &w->out;
+	struct lp_pb *b = &w->out;
 	struct event e = {packet(w, ts, SEQ_NEEDS_INCREMENTAL_STATE), 0};
 	uint64_t iid = op >= 0 ? OP_IID_BASE + (uint64_t)op : name_iid;
 	bool need_name = false;
@@ -288,12 +218,12 @@ static struct event event_open(struct lp_pf *w, uint64_t ts, unsigned type, uint
 		close_msg(b, at);
 	}
 	e.ev = open_msg(b, PKT_TRACK_EVENT);
-	field_u64(b, EV_TYPE, type);
-	field_u64(b, EV_TRACK_UUID, track);
+	lp_pb_uint(b, EV_TYPE, type);
+	lp_pb_uint(b, EV_TRACK_UUID, track);
 	if (cat)
-		field_u64(b, EV_CATEGORY_IIDS, cat);
+		lp_pb_uint(b, EV_CATEGORY_IIDS, cat);
 	if (iid)
-		field_u64(b, EV_NAME_IID, iid);
+		lp_pb_uint(b, EV_NAME_IID, iid);
 	else if (name)
 		field_name(b, EV_NAME, name, 256);
 	return e;
@@ -305,23 +235,23 @@ static void event_close(struct lp_pf *w, struct event e)
 	close_msg(&w->out, e.packet);
 }
 
-static size_t ann_open(struct lp_pfbuf *b, unsigned name_iid)
+static size_t ann_open(struct lp_pb *b, unsigned name_iid)
 {
 	size_t at = open_msg(b, EV_DEBUG_ANNOTATIONS);
 
-	field_u64(b, ANN_NAME_IID, name_iid);
+	lp_pb_uint(b, ANN_NAME_IID, name_iid);
 	return at;
 }
 
-static void ann_u64(struct lp_pfbuf *b, unsigned name_iid, uint64_t v)
+static void ann_u64(struct lp_pb *b, unsigned name_iid, uint64_t v)
 {
 	size_t at = ann_open(b, name_iid);
 
-	field_u64(b, ANN_UINT, v);
+	lp_pb_uint(b, ANN_UINT, v);
 	close_msg(b, at);
 }
 
-static void ann_str(struct lp_pfbuf *b, unsigned name_iid, const char *s)
+static void ann_str(struct lp_pb *b, unsigned name_iid, const char *s)
 {
 	size_t at = ann_open(b, name_iid);
 
@@ -336,21 +266,21 @@ static void end_event(struct lp_pf *w, uint64_t ts, uint64_t track)
 
 static void track(struct lp_pf *w, uint64_t uuid, uint64_t parent, const char *name)
 {
-	struct lp_pfbuf *b = &w->out;
+	struct lp_pb *b = &w->out;
 	size_t p = packet(w, 0, 0), t = open_msg(b, PKT_TRACK_DESCRIPTOR);
 
-	field_u64(b, TRACK_UUID, uuid);
+	lp_pb_uint(b, TRACK_UUID, uuid);
 	if (parent)
-		field_u64(b, TRACK_PARENT, parent);
+		lp_pb_uint(b, TRACK_PARENT, parent);
 	if (name)
 		field_name(b, TRACK_NAME, name, 256);
 	if (uuid >= UUID_COUNTER(0) && uuid < UUID_COUNTER(LP_TL_NCOUNTERS)) {
 		size_t c = open_msg(b, TRACK_COUNTER);
 
 		if (uuid == UUID_COUNTER(LP_TL_TOKENS))
-			field_bytes(b, COUNTER_UNIT_NAME, "tokens/s", 8);
+			lp_pb_bytes(b, COUNTER_UNIT_NAME, "tokens/s", 8);
 		else
-			field_u64(b, COUNTER_UNIT, UNIT_COUNT);
+			lp_pb_uint(b, COUNTER_UNIT, UNIT_COUNT);
 		close_msg(b, c);
 	}
 	close_msg(b, t);
@@ -360,15 +290,15 @@ static void track(struct lp_pf *w, uint64_t uuid, uint64_t parent, const char *n
 static void on_thread(void *ctx, uint32_t tid)
 {
 	struct lp_pf *w = ctx;
-	struct lp_pfbuf *b = &w->out;
+	struct lp_pb *b = &w->out;
 	const char *name = w->names.thread ? w->names.thread(w->names.ctx, tid) : NULL;
 	size_t p = packet(w, 0, 0), t = open_msg(b, PKT_TRACK_DESCRIPTOR), th;
 	char cpu[LP_COMM_LEN + 32];
 
-	field_u64(b, TRACK_UUID, UUID_THREAD(tid));
+	lp_pb_uint(b, TRACK_UUID, UUID_THREAD(tid));
 	th = open_msg(b, TRACK_THREAD);
-	field_u64(b, THREAD_PID, (uint64_t)w->pid);
-	field_u64(b, THREAD_TID, tid);
+	lp_pb_uint(b, THREAD_PID, (uint64_t)w->pid);
+	lp_pb_uint(b, THREAD_TID, tid);
 	if (name)
 		field_name(b, THREAD_NAME, name, LP_COMM_LEN);
 	close_msg(b, th);
@@ -391,7 +321,7 @@ static void on_stretch(void *ctx, const struct lp_tl_stretch *s)
 		[LP_TL_PAGING] = 4,
 	};
 	struct lp_pf *w = ctx;
-	struct lp_pfbuf *b = &w->out;
+	struct lp_pb *b = &w->out;
 	const char *object;
 	char buf[96];
 	struct event e = event_open(w, s->from, SLICE_BEGIN, UUID_CPU(s->tid), CAT_SCHED,
@@ -416,7 +346,7 @@ static void on_stretch(void *ctx, const struct lp_tl_stretch *s)
 static void on_span_begin(void *ctx, const struct lp_tl_span *s)
 {
 	struct lp_pf *w = ctx;
-	struct lp_pfbuf *b = &w->out;
+	struct lp_pb *b = &w->out;
 	const char *op = NULL, *group = NULL;
 	char buf[96];
 	struct event e;
@@ -465,18 +395,18 @@ static void on_counter(void *ctx, enum lp_tl_counter c, uint64_t ts, double v)
 	struct event e = event_open(w, ts, COUNTER, UUID_COUNTER(c), 0, 0, NULL, -1);
 
 	if (c == LP_TL_TOKENS)
-		field_double(&w->out, EV_DOUBLE_COUNTER_VALUE, v);
+		lp_pb_double(&w->out, EV_DOUBLE_COUNTER_VALUE, v);
 	else
-		field_u64(&w->out, EV_COUNTER_VALUE, (uint64_t)(int64_t)v);
+		lp_pb_uint(&w->out, EV_COUNTER_VALUE, (uint64_t)(int64_t)v);
 	event_close(w, e);
 }
 
-static void clock(struct lp_pfbuf *b, unsigned id, uint64_t ts)
+static void clock(struct lp_pb *b, unsigned id, uint64_t ts)
 {
 	size_t at = open_msg(b, SNAPSHOT_CLOCKS);
 
-	field_u64(b, CLOCK_ID, id);
-	field_u64(b, CLOCK_TIMESTAMP, ts);
+	lp_pb_uint(b, CLOCK_ID, id);
+	lp_pb_uint(b, CLOCK_TIMESTAMP, ts);
 	close_msg(b, at);
 }
 
@@ -491,7 +421,7 @@ int lp_pf_begin(struct lp_pf *w, const struct lp_pf_info *in, const struct lp_pf
 		.fault = on_fault,
 		.counter = on_counter,
 	};
-	struct lp_pfbuf *b = &w->out;
+	struct lp_pb *b = &w->out;
 	size_t p, m, d;
 
 	memset(w, 0, sizeof(*w));
@@ -504,13 +434,13 @@ int lp_pf_begin(struct lp_pf *w, const struct lp_pf_info *in, const struct lp_pf
 	clock(b, CLOCK_MONOTONIC_, in->monotonic_ns);
 	clock(b, CLOCK_BOOTTIME_, in->boottime_ns);
 	clock(b, CLOCK_REALTIME_, in->realtime_ns);
-	field_u64(b, SNAPSHOT_PRIMARY, CLOCK_MONOTONIC_);
+	lp_pb_uint(b, SNAPSHOT_PRIMARY, CLOCK_MONOTONIC_);
 	close_msg(b, m);
 	close_msg(b, p);
 	/* Then the sequence's state: timestamps in MONOTONIC, names interned from here on. */
 	p = packet(w, 0, SEQ_INCREMENTAL_STATE_CLEARED);
 	d = open_msg(b, PKT_DEFAULTS);
-	field_u64(b, DEFAULTS_CLOCK_ID, CLOCK_MONOTONIC_);
+	lp_pb_uint(b, DEFAULTS_CLOCK_ID, CLOCK_MONOTONIC_);
 	close_msg(b, d);
 	m = open_msg(b, PKT_INTERNED_DATA);
 	for (size_t i = 1; i < sizeof(categories) / sizeof(*categories); i++)
@@ -522,9 +452,9 @@ int lp_pf_begin(struct lp_pf *w, const struct lp_pf_info *in, const struct lp_pf
 	/* The process, and its counters. */
 	p = packet(w, 0, 0);
 	m = open_msg(b, PKT_TRACK_DESCRIPTOR);
-	field_u64(b, TRACK_UUID, UUID_PROCESS);
+	lp_pb_uint(b, TRACK_UUID, UUID_PROCESS);
 	d = open_msg(b, TRACK_PROCESS);
-	field_u64(b, PROCESS_PID, (uint64_t)in->pid);
+	lp_pb_uint(b, PROCESS_PID, (uint64_t)in->pid);
 	field_name(b, PROCESS_NAME, in->comm ? in->comm : "?", LP_COMM_LEN);
 	close_msg(b, d);
 	close_msg(b, m);
@@ -574,7 +504,7 @@ void lp_pf_taken(struct lp_pf *w)
 void lp_pf_free(struct lp_pf *w)
 {
 	lp_tl_free(&w->tl);
-	free(w->out.p);
+	lp_pb_free(&w->out);
 	free(w->op_interned);
 	memset(w, 0, sizeof(*w));
 }

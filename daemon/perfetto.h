@@ -19,13 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "protobuf.h"
 #include "timeline.h"
-
-struct lp_pfbuf {
-	uint8_t *p;
-	size_t len, cap;
-	int err;
-};
 
 /* What the writer asks as it goes; each may return NULL (unknown). Names are raw: the
  * writer escapes them. */
@@ -47,7 +42,7 @@ struct lp_pf_info {
 };
 
 struct lp_pf {
-	struct lp_pfbuf out; /* written and not yet taken */
+	struct lp_pb out; /* written and not yet taken */
 	struct lp_pf_names names;
 	pid_t pid;
 	struct lp_tl tl;
