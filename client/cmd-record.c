@@ -219,14 +219,6 @@ struct streamed {
 	bool stopped, tty;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int streamed_write(void *arg, const void *p, size_t n)
 {
 	struct streamed *o = arg;
@@ -245,7 +237,7 @@ static int streamed_write(void *arg, const void *p, size_t n)
 static void streamed_tick(void *arg)
 {
 	struct streamed *o = arg;
-	double t = now_s() - o->start;
+	double t = ctl_now_s() - o->start;
 
 	if (ctl_interrupted && !o->stopped) {
 		char path[96], msg[512];
@@ -295,7 +287,7 @@ static int record_streamed(struct ctl *c, const char *path, int pid, double seco
 		"early)...\n",
 		pid, seconds, ops ? " with op spans (precise mode, for the window)" : "", out);
 	ctl_catch_interrupt();
-	o.start = now_s();
+	o.start = ctl_now_s();
 	status = ctl_request_stream(c, "POST", path, body, &sink, &complete);
 	closed = o.g ? gzclose(o.g) == Z_OK : fclose(o.f) == 0;
 	if (o.tty && o.shown > 0)

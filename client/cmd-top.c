@@ -416,14 +416,6 @@ static void draw(struct screen *s)
 	refresh();
 }
 
-static double mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* A key; false to quit. */
 static bool key(struct screen *s, int ch)
 {
@@ -496,7 +488,7 @@ static int interactive(struct ctl *c, struct top_opts *o)
 	}
 	s.have = s.first = true;
 	rebuild(&s);
-	next = mono() + o->delay;
+	next = ctl_now_s() + o->delay;
 	done = 1;
 	if (!initscr()) {
 		fprintf(stderr, "%s: cannot start the terminal (TERM=%s); use -b\n", c->prog,
@@ -526,17 +518,17 @@ static int interactive(struct ctl *c, struct top_opts *o)
 		draw(&s);
 		if (o->iterations && done >= o->iterations)
 			break;
-		left = next - mono();
+		left = next - ctl_now_s();
 		timeout(left > 0 ? (int)(left * 1000) + 1 : 0);
 		ch = getch();
 		if (ch != ERR && ch != KEY_RESIZE && !key(&s, ch))
 			break;
-		if (mono() >= next) {
+		if (ctl_now_s() >= next) {
 			if (!s.paused) {
 				refresh_data(&s);
 				done++;
 			}
-			next = mono() + o->delay;
+			next = ctl_now_s() + o->delay;
 		}
 	}
 	endwin();

@@ -19,7 +19,7 @@
 /* The largest answer accepted: a list of thousands of processes is a few MiB. */
 #define CTL_MAX_RESPONSE (256u << 20)
 
-static double now_s(void)
+double ctl_now_s(void)
 {
 	struct timespec ts;
 
@@ -31,7 +31,7 @@ static double now_s(void)
 static int wait_fd(int fd, short events, double deadline)
 {
 	for (;;) {
-		double left = deadline - now_s();
+		double left = deadline - ctl_now_s();
 		struct pollfd p = {.fd = fd, .events = events};
 		int r;
 
@@ -62,7 +62,7 @@ static int connect_unix(const char *path, double deadline)
 		err = errno;
 		if (err == EINTR)
 			continue;
-		if (err != EAGAIN || now_s() > deadline) {
+		if (err != EAGAIN || ctl_now_s() > deadline) {
 			close(fd);
 			return err == EAGAIN ? -ETIMEDOUT : -err;
 		}
@@ -214,7 +214,7 @@ static int send_request(const char *socket_path, double deadline, const char *me
 int ctl_http(const char *socket_path, double timeout, const char *method, const char *path,
 	     const char *body, struct ctl_response *res)
 {
-	double deadline = now_s() + timeout;
+	double deadline = ctl_now_s() + timeout;
 	size_t rlen = 0;
 	char *buf = NULL;
 	int fd, r;
@@ -293,7 +293,7 @@ static int unchunk(struct chunked *k, const char *p, size_t n, const struct ctl_
 int ctl_http_stream(const char *socket_path, double timeout, const char *method, const char *path,
 		    const char *body, struct ctl_response *res, const struct ctl_stream *sink)
 {
-	double deadline = now_s() + timeout;
+	double deadline = ctl_now_s() + timeout;
 	size_t cap = 16384, len = 0;
 	char *buf = malloc(cap), *end = NULL;
 	struct chunked k = {0};

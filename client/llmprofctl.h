@@ -88,6 +88,8 @@ struct ctl_stream {
  * timed out (ETIMEDOUT), or the answer was not HTTP (EPROTO) or too large (EFBIG). */
 int ctl_http(const char *socket_path, double timeout, const char *method, const char *path,
 	     const char *body, struct ctl_response *res);
+/* Seconds of CLOCK_MONOTONIC: deadlines, progress, refresh intervals. */
+double ctl_now_s(void);
 void ctl_response_free(struct ctl_response *res);
 /* As ctl_http, but a 200 answer's body goes to sink as it comes, with no deadline once its
  * headers are in (other answers are read whole into res). */
