@@ -304,9 +304,10 @@ static void deadline_arm(struct conn *c, bool first)
 	event_add(c->deadline, &tv);
 }
 
-/* Closes a connection over its share at once. What it sent is read first, so that closing
- * does not reset the connection, and a 503 goes out when the socket takes it without
- * waiting: a client that sent its request reads why. */
+/* Closes a connection over its share at once. What it sent is read first (a request's
+ * worth: 8 KiB, the headers' limit), so that closing does not reset the connection, and a
+ * 503 goes out when the socket takes it without waiting: a client that sent its request
+ * reads why. A peer that sent more is reset: each refusal stays a few system calls. */
 static void refuse(struct conn *c)
 {
 #define REFUSED_BODY                                                                       \
@@ -319,7 +320,9 @@ static void refuse(struct conn *c)
 	char buf[512];
 
 	if (fd >= 0) {
-		while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		for (int i = 0; i < LP_MAX_HEADERS_BYTES / (int)sizeof(buf) &&
+				recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == (ssize_t)sizeof(buf);
+		     i++)
 			;
 		n = snprintf(buf, sizeof(buf), answer, sizeof(REFUSED_BODY) - 1, REFUSED_BODY);
 		(void)!send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
