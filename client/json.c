@@ -26,15 +26,17 @@ const char *ctl_str(const cJSON *o, const char *key, const char *def)
 	return cJSON_IsString(v) && v->valuestring ? v->valuestring : def;
 }
 
-/* Replaces s (cJSON's own allocation) with its escaped form when it needs one. */
+/* Replaces s (cJSON's own allocation) with its escaped form when it needs one. The daemon
+ * escapes the names others chose once (\xNN, \\); this is for whatever still would reach
+ * the terminal raw, without escaping the daemon's backslashes again. */
 static char *escaped(char *s)
 {
 	size_t len = strlen(s);
 	char *e;
 
-	if (lp_escape_clean(s, len) || !(e = cJSON_malloc(LP_ESCAPE_SIZE(len))))
+	if (lp_escaped_clean(s, len) || !(e = cJSON_malloc(LP_ESCAPE_SIZE(len))))
 		return s;
-	lp_escape(e, LP_ESCAPE_SIZE(len), s, len);
+	lp_escape_escaped(e, LP_ESCAPE_SIZE(len), s, len);
 	cJSON_free(s);
 	return e;
 }

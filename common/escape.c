@@ -3,16 +3,18 @@
 #include "escape.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* The length of the valid, printable UTF-8 sequence at s (at most n bytes), or 0 when the
  * byte there must be escaped. Overlong forms, surrogates and C1 controls do not pass. */
-static size_t printable_seq(const unsigned char *s, size_t n)
+static size_t printable_seq(const unsigned char *s, size_t n, bool backslash)
 {
 	uint32_t cp;
 	size_t k;
 
 	if (s[0] >= 0x20 && s[0] < 0x7f)
-		return s[0] == '\\' ? 0 : 1;
+		return s[0] == '\\' && !backslash ? 0 : 1;
 	if (s[0] < 0xc2 || s[0] > 0xf4)
 		return 0; /* C0, DEL, continuation bytes, overlong leads, beyond U+10FFFF */
 	k = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
@@ -30,7 +32,7 @@ static size_t printable_seq(const unsigned char *s, size_t n)
 	return k;
 }
 
-size_t lp_escape(char *out, size_t size, const char *in, size_t len)
+static size_t escape(char *out, size_t size, const char *in, size_t len, bool backslash)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *s = (const unsigned char *)in;
@@ -39,7 +41,7 @@ size_t lp_escape(char *out, size_t size, const char *in, size_t len)
 	if (size == 0)
 		return 0;
 	while (i < len) {
-		size_t k = printable_seq(s + i, len - i);
+		size_t k = printable_seq(s + i, len - i, backslash);
 
 		if (k) {
 			if (o + k >= size)
@@ -68,15 +70,91 @@ size_t lp_escape(char *out, size_t size, const char *in, size_t len)
 	return o;
 }
 
+size_t lp_escape(char *out, size_t size, const char *in, size_t len)
+{
+	return escape(out, size, in, len, false);
+}
+
+size_t lp_escape_escaped(char *out, size_t size, const char *in, size_t len)
+{
+	return escape(out, size, in, len, true);
+}
+
 size_t lp_escape_printable(const char *s, size_t n)
 {
-	return n ? printable_seq((const unsigned char *)s, n) : 0;
+	return n ? printable_seq((const unsigned char *)s, n, false) : 0;
+}
+
+static bool clean(const char *s, size_t len, bool backslash)
+{
+	for (size_t i = 0, k; i < len; i += k)
+		if (!(k = printable_seq((const unsigned char *)s + i, len - i, backslash)))
+			return false;
+	return true;
 }
 
 bool lp_escape_clean(const char *s, size_t len)
 {
+	return clean(s, len, false);
+}
+
+bool lp_escaped_clean(const char *s, size_t len)
+{
+	return clean(s, len, true);
+}
+
+/* The length of the valid UTF-8 sequence at s (at most n bytes), printable or not; 0 if
+ * none starts there. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] == 0xc2 && n >= 2 && s[1] >= 0x80 && s[1] <= 0x9f)
+		return 2; /* a C1 control: valid, if not printable */
+	return printable_seq(s, n, true);
+}
+
+bool lp_utf8_valid(const char *s, size_t len)
+{
 	for (size_t i = 0, k; i < len; i += k)
-		if (!(k = printable_seq((const unsigned char *)s + i, len - i)))
+		if (!(k = utf8_seq((const unsigned char *)s + i, len - i)))
 			return false;
 	return true;
+}
+
+char *lp_utf8_repair(const char *s, size_t len, size_t *out_len)
+{
+	char *out = malloc(3 * len + 1);
+	size_t o = 0;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0, k; i < len; i += k) {
+		if ((k = utf8_seq((const unsigned char *)s + i, len - i))) {
+			memcpy(out + o, s + i, k);
+			o += k;
+		} else {
+			k = 1;
+			memcpy(out + o, "\xef\xbf\xbd", 3);
+			o += 3;
+		}
+	}
+	out[o] = '\0';
+	*out_len = o;
+	return out;
+}
+
+cJSON *lp_json_add_escaped(cJSON *o, const char *key, const char *s)
+{
+	size_t n = strlen(s);
+	char small[LP_ESCAPE_SIZE(64)], *e = n <= 64 ? small : malloc(LP_ESCAPE_SIZE(n));
+	cJSON *x;
+
+	if (!e)
+		return cJSON_AddNullToObject(o, key);
+	lp_escape(e, n <= 64 ? sizeof(small) : LP_ESCAPE_SIZE(n), s, n);
+	x = cJSON_AddStringToObject(o, key, e);
+	if (e != small)
+		free(e);
+	return x;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "escape.h"
+#include "log.h"
 #include "llmprof/protocol.h"
 #include "metrics.h"
 #include "procfs.h"
@@ -83,8 +84,25 @@ static void respond_json(struct lp_api_response *res, int status, cJSON *doc)
 		respond_oom(res);
 		return;
 	}
-	/* A newline at the end, for curl users. */
 	len = strlen(text);
+	/* Names others chose are escaped where they enter a document; this holds the promise
+	 * that every answer is UTF-8 should one ever slip through unescaped. */
+	if (!lp_utf8_valid(text, len)) {
+		static bool said;
+
+		if (!said)
+			log_warning("an answer held bytes that are not UTF-8; they are sent as "
+				    "U+FFFD (a bug: please report it)");
+		said = true;
+		t = lp_utf8_repair(text, len, &len);
+		free(text);
+		if (!t) {
+			respond_oom(res);
+			return;
+		}
+		text = t;
+	}
+	/* A newline at the end, for curl users. */
 	t = realloc(text, len + 2);
 	if (!t) {
 		free(text);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "escape.h"
 #include "ops.h"
 
 const char *const lp_rule_names[LP_RULE_NR] = {
@@ -71,12 +72,24 @@ static struct lp_finding *add(struct ctx *c, enum lp_rule rule, enum lp_severity
 }
 
 static void title(struct lp_finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Titles and actions may quote names others chose (a process's, a file's): the text is
+ * escaped once, as a whole, so that every answer is UTF-8 and no terminal obeys it. */
+static void text(char *out, size_t size, const char *fmt, va_list ap)
+{
+	char raw[384];
+	int n = vsnprintf(raw, sizeof(raw), fmt, ap);
+
+	if (n < 0)
+		n = 0;
+	lp_escape(out, size, raw, (size_t)n < sizeof(raw) ? (size_t)n : sizeof(raw) - 1);
+}
+
 static void title(struct lp_finding *f, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(f->title, sizeof(f->title), fmt, ap);
+	text(f->title, sizeof(f->title), fmt, ap);
 	va_end(ap);
 }
 
@@ -87,7 +100,7 @@ static void action(struct lp_finding *f, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(f->action, sizeof(f->action), fmt, ap);
+	text(f->action, sizeof(f->action), fmt, ap);
 	va_end(ap);
 }
 
@@ -96,9 +109,10 @@ static void ev(struct lp_finding *f, const char *key, double v)
 	cJSON_AddNumberToObject(f->evidence, key, v);
 }
 
+/* A text of evidence, escaped once: names and environment values come from others. */
 static void ev_str(struct lp_finding *f, const char *key, const char *v)
 {
-	cJSON_AddStringToObject(f->evidence, key, v);
+	lp_json_add_escaped(f->evidence, key, v);
 }
 
 static double share(double part, double whole)
@@ -238,7 +252,7 @@ static void rule_preempted(struct ctx *c)
 		e = cJSON_CreateObject();
 		comm_of(p, comm);
 		cJSON_AddNumberToObject(e, "pid", p->by_tgid);
-		cJSON_AddStringToObject(e, "comm", comm);
+		lp_json_add_escaped(e, "comm", comm);
 		cJSON_AddNumberToObject(e, "preemptions", (double)p->v.count);
 		cJSON_AddNumberToObject(e, "wait_ns", (double)p->v.wait_ns);
 		cJSON_AddItemToArray(a, e);

@@ -137,7 +137,7 @@ static cJSON *render_preempt(const struct lp_preempt_top *p, pid_t self)
 		memcpy(comm, v->v.comm, LP_COMM_LEN);
 		comm[LP_COMM_LEN] = '\0';
 		num(e, "pid", v->by_tgid);
-		cJSON_AddStringToObject(e, "comm", comm);
+		lp_json_add_escaped(e, "comm", comm);
 		cJSON_AddBoolToObject(e, "own", (pid_t)v->by_tgid == self);
 		num(e, "preemptions", v->v.count);
 		num(e, "wait_ns", v->v.wait_ns);
@@ -152,7 +152,7 @@ static cJSON *render_thread(const struct lp_thread_view *tv)
 	const struct lp_thread *t = &tv->t;
 
 	num(o, "tid", tv->tid);
-	cJSON_AddStringToObject(o, "comm", tv->comm);
+	lp_json_add_escaped(o, "comm", tv->comm);
 	num(o, "oncpu_ns", t->oncpu_ns);
 	num(o, "runqueue_ns", t->runq_ns);
 	num(o, "offcpu_blocked_ns", t->off_blocked_ns);
@@ -201,22 +201,6 @@ static void render_phase(cJSON *parent, const char *name, uint64_t calls, uint64
 	cJSON_AddNumberToObject(x, "ms_per_token", ratio(ns, tokens) / 1e6);
 }
 
-/* Another user's text (a file's name: any byte but NUL and '/'), escaped once as lp_escape
- * does (\xNN), so that the answer is UTF-8 and no terminal obeys what it holds. */
-static void add_escaped(cJSON *o, const char *key, const char *s)
-{
-	size_t n = strlen(s);
-	char *esc = malloc(LP_ESCAPE_SIZE(n));
-
-	if (!esc) {
-		cJSON_AddNullToObject(o, key);
-		return;
-	}
-	lp_escape(esc, LP_ESCAPE_SIZE(n), s, n);
-	cJSON_AddStringToObject(o, key, esc);
-	free(esc);
-}
-
 static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_samples *os)
 {
 	cJSON *a = cJSON_CreateArray();
@@ -225,7 +209,7 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_s
 		const struct lp_ggml_obj *ob = gp->objs[i];
 		cJSON *e = cJSON_CreateObject(), *lists[LP_SYM_NR], *sites;
 
-		add_escaped(e, "path", ob->path);
+		lp_json_add_escaped(e, "path", ob->path);
 		cJSON_AddBoolToObject(e, "stripped", !ob->syms.has_symtab);
 		cJSON_AddBoolToObject(e, "openmp_runtime", ob->omp_runtime);
 		size_t nops = lp_ggml_obj_op_functions(ob);
@@ -276,7 +260,7 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_s
 				continue;
 			x = cJSON_CreateObject();
 
-			cJSON_AddStringToObject(x, "function", s->name);
+			lp_json_add_escaped(x, "function", s->name);
 			num(x, "offset", s->entry_skip);
 			cJSON_AddStringToObject(x, "instruction", lp_x86_site_names[s->site]);
 			cJSON_AddItemToArray(sites, x);
@@ -391,7 +375,7 @@ static void render_unwind(cJSON *o, const struct lp_ggml_proc *gp, const struct 
 			if (gp->uw_objs[j] == ob)
 				fell += os->uw_fail_obj[j];
 		e = cJSON_CreateObject();
-		add_escaped(e, "path", ob->path);
+		lp_json_add_escaped(e, "path", ob->path);
 		num(e, "unwind_rows", ob->uw_rows_read);
 		lost = 0;
 		for (unsigned i = 1; i < LP_UW_WHY_NR; i++)
@@ -427,7 +411,7 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 		const struct lp_op_precise *p = pr ? &pr[rows[k].i] : NULL;
 
 		x = cJSON_CreateObject();
-		cJSON_AddStringToObject(x, "op", e->name);
+		lp_json_add_escaped(x, "op", e->name);
 		cJSON_AddStringToObject(x, "group", lp_op_group_name(e->group));
 		num(x, "samples", rows[k].n);
 		cJSON_AddNumberToObject(x, "share", ratio(rows[k].n, os->total));
@@ -615,10 +599,10 @@ static cJSON *render_context(const struct lp_context *x)
 	if (x->env_read) {
 		cJSON *e = cJSON_AddObjectToObject(o, "openmp_environment");
 
-		cJSON_AddStringToObject(e, "OMP_WAIT_POLICY", x->omp_wait_policy);
-		cJSON_AddStringToObject(e, "GOMP_SPINCOUNT", x->gomp_spincount);
-		cJSON_AddStringToObject(e, "OMP_NUM_THREADS", x->omp_num_threads);
-		cJSON_AddStringToObject(e, "OMP_THREAD_LIMIT", x->omp_thread_limit);
+		lp_json_add_escaped(e, "OMP_WAIT_POLICY", x->omp_wait_policy);
+		lp_json_add_escaped(e, "GOMP_SPINCOUNT", x->gomp_spincount);
+		lp_json_add_escaped(e, "OMP_NUM_THREADS", x->omp_num_threads);
+		lp_json_add_escaped(e, "OMP_THREAD_LIMIT", x->omp_thread_limit);
 	} else {
 		cJSON_AddNullToObject(o, "openmp_environment");
 	}
@@ -632,7 +616,7 @@ static cJSON *render_context(const struct lp_context *x)
 	num(w, "experts", x->experts);
 	num(w, "experts_used", x->experts_used);
 	if (x->weights_mappings)
-		cJSON_AddStringToObject(w, "file", x->weights_path);
+		lp_json_add_escaped(w, "file", x->weights_path);
 	return o;
 }
 
@@ -708,9 +692,9 @@ static cJSON *render_identity(const struct lp_report *r, const struct lp_proc_vi
 	cJSON *o = cJSON_CreateObject();
 
 	num(o, "pid", (uint64_t)t->pid);
-	cJSON_AddStringToObject(o, "comm", t->comm);
+	lp_json_add_escaped(o, "comm", t->comm);
 	if (t->exe)
-		cJSON_AddStringToObject(o, "exe", t->exe);
+		lp_json_add_escaped(o, "exe", t->exe);
 	else
 		cJSON_AddNullToObject(o, "exe");
 	if (t->uid == (uid_t)-1)

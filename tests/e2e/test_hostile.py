@@ -15,13 +15,28 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
 
-# Sets the window title, clears the screen, starts a new line: what must not get through.
-EVIL_NAME = "x\x1b[2J\ny"
+# Sets the window title, clears the screen, starts a new line, and a byte that is not UTF-8
+# (a file's name is any byte but NUL and '/'): what must not get through.
+EVIL_NAME = "x\x1b[2J\ny\udcff"
 EVIL_DIR = "d\x1b]0;pwned\x07\nz"
+
+
+def escaped(name):
+    """What lp_escape makes of a name of ASCII and stray bytes: \\xNN, and \\\\."""
+    out = ""
+    for b in os.fsencode(name):
+        if b == 0x5c:
+            out += "\\\\"
+        elif 0x20 <= b < 0x7f:
+            out += chr(b)
+        else:
+            out += "\\x%02x" % b
+    return out
 
 
 def ctl(d, *args):
@@ -46,10 +61,22 @@ def test_names():
     fx.stdin.write(b"go\n")
     fx.stdin.flush()
     t.read_json_line(fx, "the fixture")
+    # Every answer is UTF-8 (curl's text is decoded strictly): the name and the path are
+    # escaped once, as ps and systemd do, and read back to their bytes.
     doc = d.get("/v1/processes/%d" % fx.pid)
-    t.check(doc["comm"] == EVIL_NAME and doc["exe"] == exe,
-            "the API keeps the exact name and path (JSON escapes them): %r" % doc["comm"])
-    want = b"x\\x1b[2J\\x0ay"
+    t.check(doc["comm"] == escaped(EVIL_NAME) and doc["exe"] == escaped(exe),
+            "the API sends the name and the path escaped once: %r %r"
+            % (doc["comm"], doc["exe"]))
+    listed_comm = [p["comm"] for p in d.get("/v1/processes?comm=" +
+                                           urllib.parse.quote(escaped(EVIL_NAME)))["processes"]]
+    t.check(listed_comm == [escaped(EVIL_NAME)], "comm= selects it by the name it is shown "
+            "by: %s" % listed_comm)
+    _, metrics, _ = d.api("GET", "/metrics")
+    label = 'comm="%s"' % escaped(EVIL_NAME).replace("\\", "\\\\")
+    t.check(label in metrics and "\x1b" not in metrics,
+            "/metrics: UTF-8, the label escaped once, then as the exposition format wants: "
+            "%s" % [ln for ln in metrics.splitlines() if "comm=" in ln][:1])
+    want = b"x\\x1b[2J\\x0ay\\xff"
     for args in (["list"], ["top", "-b", "-n", "1"], ["dump", "--pid", str(fx.pid)]):
         rc, out, err = ctl(d, *args)
         t.check(rc == 0 and b"\x1b" not in out and b"\x07" not in out,
@@ -61,14 +88,14 @@ def test_names():
         t.check(not any(line.startswith(b"y") for line in out.split(b"\n")),
                 "llmprofctl %s: the name's newline breaks no line" % args[0])
     rc, out, _ = ctl(d, "dump", "--pid", str(fx.pid), "--json")
-    t.check(rc == 0 and b"\x1b" not in out and json.loads(out)["comm"] == EVIL_NAME,
-            "dump --json: the same document, no raw escape")
+    t.check(rc == 0 and b"\x1b" not in out and json.loads(out)["comm"] == escaped(EVIL_NAME),
+            "dump --json: the same document, escaped once, not twice")
     d.stop()
     fx.stdin.close()
     fx.wait(timeout=20)
     log = open(d.err_path, "rb").read()
     t.check(b"\x1b" not in log and b"\x07" not in log, "the log has no ESC or BEL byte")
-    t.check(b"(x\\x1b[2J\\x0ay)" in log and not any(l.startswith(b"y)") for l in log.split(b"\n")),
+    t.check(b"(x\\x1b[2J\\x0ay\\xff)" in log and not any(l.startswith(b"y)") for l in log.split(b"\n")),
             "the log escapes the name, and its newline forges no line")
 
 

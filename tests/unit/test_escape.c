@@ -67,6 +67,52 @@ int main(void)
 	CHECK(!strcmp(esc("a\0b", 3), "a\\x00b"), "NUL inside");
 	CHECK(lp_escape_clean("ggml", 4) && !lp_escape_clean("a\x1b", 2), "clean");
 
+	/* The client's pass over the daemon's answers: what the daemon escaped stays as it is,
+	 * what it did not still gets escaped. */
+	{
+		char out[64];
+
+		lp_escape_escaped(out, sizeof(out), "x\\x1b[2J\\x0ay", 13);
+		CHECK(!strcmp(out, "x\\x1b[2J\\x0ay"), "escaped once, not twice: %s", out);
+		lp_escape_escaped(out, sizeof(out), "a\\\x1b", 3);
+		CHECK(!strcmp(out, "a\\\\x1b"), "a raw ESC is still escaped: %s", out);
+		CHECK(lp_escaped_clean("a\\x1b", 5) && !lp_escaped_clean("a\x1b", 2),
+		      "clean once escaped");
+	}
+
+	/* UTF-8 validity, and its repair: every answer the daemon sends is UTF-8. */
+	CHECK(lp_utf8_valid("llama \xd0\xbc\xf0\x9f\xa6\x99", 12) &&
+		      lp_utf8_valid("\x1b\xc2\x9b", 3),
+	      "UTF-8, controls included, is valid");
+	CHECK(!lp_utf8_valid("a\xff", 2) && !lp_utf8_valid("\xc0\xaf", 2) &&
+		      !lp_utf8_valid("\xed\xa0\x80", 3) && !lp_utf8_valid("\xe2\x82", 2),
+	      "a stray byte, an overlong form, a surrogate, a cut sequence are not");
+	{
+		size_t n;
+		char *r = lp_utf8_repair("a\xff\xe2\x82"
+					 "b\xd0\xbc",
+					 7, &n);
+
+		CHECK(r && n == 13 &&
+			      !memcmp(r,
+				      "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+				      "b\xd0\xbc",
+				      14),
+		      "each bad byte becomes U+FFFD, the rest passes: %s", r);
+		free(r);
+	}
+	{
+		cJSON *o = cJSON_CreateObject();
+		char *text;
+
+		lp_json_add_escaped(o, "exe", "/tmp/\xff\x1b");
+		text = cJSON_PrintUnformatted(o);
+		CHECK(text && !strcmp(text, "{\"exe\":\"/tmp/\\\\xff\\\\x1b\"}"),
+		      "a JSON answer carries the name escaped once: %s", text);
+		free(text);
+		cJSON_Delete(o);
+	}
+
 	/* Bounded: a cut never splits an escape or a character. */
 	{
 		char small[6];
@@ -105,6 +151,19 @@ int main(void)
 		CHECK(!bad && strlen(out) == n, "round %d: no control byte in the output", round);
 		CHECK(unescape(out, back) == len && !memcmp(back, in, len), "round %d: reads back",
 		      round);
+		CHECK(lp_utf8_valid(out, n), "round %d: the escaped text is UTF-8", round);
+		{
+			char again[LP_ESCAPE_SIZE(LP_ESCAPE_SIZE(32))], *r;
+			size_t m;
+
+			lp_escape_escaped(again, sizeof(again), out, n);
+			CHECK(!strcmp(again, out), "round %d: the client does not escape it again",
+			      round);
+			r = lp_utf8_repair(in, len, &m);
+			CHECK(r && lp_utf8_valid(r, m) && (m == len) == lp_utf8_valid(in, len),
+			      "round %d: repaired is UTF-8, and changed only if it was not", round);
+			free(r);
+		}
 	}
 	return check_done();
 }
