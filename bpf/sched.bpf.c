@@ -102,6 +102,32 @@ static __always_inline void preemptor_wait(__u32 tgid, struct lp_thread *t, __u6
 		__sync_fetch_and_add(&v->wait_ns, d);
 }
 
+/* A thread's off-CPU stretch of d ns is over: as preempted or blocked, by what its
+ * switch-out recorded. */
+static __always_inline void off_end(struct lp_proc_stats *p, struct lp_thread *t, __u32 tgid,
+				    __u64 d)
+{
+	if (t->off_preempted) {
+		t->off_preempted_ns += d;
+		hist_add(&p->hist[LP_H_OFF_PREEMPTED], d);
+		preemptor_wait(tgid, t, d);
+	} else {
+		t->off_blocked_ns += d;
+		hist_add(&p->hist[LP_H_OFF_BLOCKED], d);
+	}
+	if (t->off_region == LP_R_BARRIER)
+		__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_OFF_EST_NS], d);
+	/* Precise mode: off-CPU time inside the innermost probed call. */
+	if (t->bar.depth) {
+		t->bar.off_ns += d;
+	} else {
+		if (t->mm.depth)
+			t->mm.off_ns += d;
+		if (t->op.depth)
+			t->op.off_ns += d;
+	}
+}
+
 /* with_regs: the program may read prev's user registers (tp_btf: a trusted task). */
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, bool with_regs)
@@ -110,7 +136,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	const struct lp_ranges *rg;
 	/* The clock is read once, and only when a tracked thread is involved: most switches on
 	 * a host are not ours. */
-	__u64 now = 0, runq = 0;
+	__u64 now = 0, runq = 0, slice = 0;
 	__u32 tgid, tid, cpu1, next_tgid;
 	struct lp_proc_stats *p;
 	struct lp_rec_ev *e;
@@ -127,6 +153,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		tid = TASK_READ(with_regs, prev, pid);
 		t = thread_get(tid, tgid);
 		if (t) {
+			slice = t->oncpu_ns;
 			if (kernel_accounting(prev)) {
 				/* The kernel's totals since the last look: this slice, and the
 				 * run-queue wait that preceded it (run_delay takes it after the
@@ -136,6 +163,17 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				d = now - t->on_since;
 				t->oncpu_ns += d;
 				__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], d);
+			}
+			slice = t->oncpu_ns - slice;
+			/* Switched out twice with no switch-in between: the kernel ran the
+			 * thread without a sched_switch naming it as next (seen on 6.18, as
+			 * often as one in 200 wakeups of a thread sharing its CPU; bpftrace
+			 * misses the same ones). Its own account says how long it ran: the
+			 * stretch off the CPU ended that long before now. */
+			if (t->off_since) {
+				if (slice && now - slice > t->off_since)
+					off_end(p, t, tgid, now - slice - t->off_since);
+				__sync_fetch_and_add(&p->ctr[LP_C_SWITCH_IN_UNSEEN], 1);
 			}
 			t->on_since = 0;
 			t->off_since = now;
@@ -171,6 +209,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			/* A timeline being recorded: why it stopped, and who took the CPU. */
 			if ((e = rec_reserve(tgid, tid, LP_REC_OFF))) {
 				e->runq = runq;
+				e->oncpu = slice;
 				if (t->off_preempted) {
 					e->reason = LP_OFF_PREEMPTED;
 					e->other = TASK_READ(with_regs, next, pid);
@@ -208,28 +247,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		t->runq_ns += d;
 		hist_add(&p->hist[LP_H_RUNQ], d);
 	}
-	if (t->off_since) {
-		d = now - t->off_since;
-		if (t->off_preempted) {
-			t->off_preempted_ns += d;
-			hist_add(&p->hist[LP_H_OFF_PREEMPTED], d);
-			preemptor_wait(tgid, t, d);
-		} else {
-			t->off_blocked_ns += d;
-			hist_add(&p->hist[LP_H_OFF_BLOCKED], d);
-		}
-		if (t->off_region == LP_R_BARRIER)
-			__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_OFF_EST_NS], d);
-		/* Precise mode: off-CPU time inside the innermost probed call. */
-		if (t->bar.depth) {
-			t->bar.off_ns += d;
-		} else {
-			if (t->mm.depth)
-				t->mm.off_ns += d;
-			if (t->op.depth)
-				t->op.off_ns += d;
-		}
-	}
+	if (t->off_since)
+		off_end(p, t, tgid, now - t->off_since);
 	cpu1 = bpf_get_smp_processor_id() + 1;
 	if (t->last_cpu && t->last_cpu != cpu1) {
 		t->migrations++;

@@ -59,6 +59,7 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_GEN_INTERVAL_NS] = "generation_interval_ns",
 	[LP_C_BARRIER_GEN_ONCPU_NS] = "barrier_generation_oncpu_ns",
 	[LP_C_GEN_GAP_NS] = "generation_gap_ns",
+	[LP_C_SWITCH_IN_UNSEEN] = "switch_ins_unseen",
 	[LP_C_BARRIER_NS] = "precise_barrier_ns",
 	[LP_C_BARRIER_OFF_NS] = "precise_barrier_offcpu_ns",
 };

@@ -194,6 +194,19 @@ int lp_tl_feed(struct lp_tl *tl, const struct lp_rec_ev *e)
 		return tl->err = -ENOMEM;
 	switch (e->type) {
 	case LP_REC_OFF:
+		/* Off the CPU already: the kernel ran the thread without a switch-in the
+		 * tracepoint showed. Its slice, by the kernel's account, began e->oncpu before
+		 * this switch-out: the stretch off the CPU ended there. */
+		if (t->state == OFF && t->have_off && e->oncpu && e->ts - e->oncpu > t->since) {
+			struct lp_rec_ev on = {.ts = e->ts - e->oncpu,
+					       .tgid = e->tgid,
+					       .tid = e->tid,
+					       .type = LP_REC_ON,
+					       .cpu = e->cpu};
+
+			if (lp_tl_feed(tl, &on))
+				return tl->err;
+		}
 		if (t->have_pending)
 			off_stretch(tl, t, t->pending.runq + e->runq);
 		if (t->state == UNKNOWN)

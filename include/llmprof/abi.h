@@ -70,6 +70,10 @@ enum lp_counter {
 	 * start. The wall time per token is the decode time plus these (render.c), so that it
 	 * is never less than the time inside llama_decode over the same calls. */
 	LP_C_GEN_GAP_NS,
+	/* switch-outs with no switch-in seen since the last one: the kernel ran the thread
+	 * without a sched_switch naming it (its off-CPU time then ends where its own account
+	 * of the slice says the slice began) */
+	LP_C_SWITCH_IN_UNSEEN,
 	LP_C_NR,
 };
 
@@ -342,6 +346,9 @@ struct lp_rec_ev {
 	 * LP_REC_OFF, that before the slice it ends (the kernel adds it after the switch-in);
 	 * at LP_REC_ON, any it added before (a task that migrated while it waited) */
 	__u64 runq;
+	/* LP_REC_OFF: the slice it ends, on CPU (ns), by the kernel's account where it has
+	 * one: where the switch-in was not seen, the slice began this long before */
+	__u64 oncpu;
 	char comm[LP_COMM_LEN]; /* LP_REC_OFF preempted: the comm of the task that took the CPU */
 };
 

@@ -175,6 +175,45 @@ int main(void)
 	cJSON_Delete(doc);
 	free(out);
 
+	/* A switch-in the kernel did not report (thread 201): switched out into a futex wait at
+	 * 100, out again at 400 after a slice of 30 us on CPU by the kernel's account, with a
+	 * run-queue wait of 20 before it. The wait ended at 350, the slice began at 370. */
+	{
+		struct lp_rec_ev w[] = {
+			ev(100, 201, LP_REC_OFF, LP_OFF_FUTEX, 0x1234),
+			ev(400, 201, LP_REC_OFF, LP_OFF_BLOCKED, 0),
+		};
+
+		w[1].oncpu = 30 * US;
+		w[1].runq = 20 * US;
+		in.ev = w;
+		in.n = 2;
+		CHECK(lp_trace_render(&in, &out, &len) == 0 && (doc = cJSON_Parse(out)),
+		      "rendered with a switch-in unseen");
+		events = cJSON_GetObjectItem(doc, "traceEvents");
+		cpu = 201 + LP_TRACE_CPU_TRACK;
+		CHECK(at(slice(events, cpu, "futex wait 0x1234"), 100, 250),
+		      "the futex wait ends where the slice's run-queue wait began: 100 to 350");
+		CHECK(at(slice(events, cpu, "runnable"), 350, 20), "runnable 350 to 370");
+		CHECK(at(slice(events, cpu, "running"), 0, 100), "running from the start to 100");
+		e = NULL;
+		cJSON_ArrayForEach(e, events)
+		{
+			const cJSON *n = cJSON_GetObjectItem(e, "name");
+
+			if (cJSON_IsString(n) && !strcmp(n->valuestring, "running") &&
+			    cJSON_GetObjectItem(e, "tid")->valuedouble == cpu &&
+			    cJSON_GetObjectItem(e, "ts")->valuedouble > 100)
+				break;
+		}
+		CHECK(at(e, 370, 30) && cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "cpu")
+							->valuedouble == 1,
+		      "and from 370 to 400, on the CPU it left");
+		CHECK(at(slice(events, cpu, "blocked"), 400, 600), "then blocked to the end");
+		cJSON_Delete(doc);
+		free(out);
+	}
+
 	/* No events at all: still a document. */
 	in.n = 0;
 	CHECK(lp_trace_render(&in, &out, &len) == 0 && (doc = cJSON_Parse(out)),
