@@ -306,10 +306,11 @@ def hog(d, binary, model):
     ev = late["evidence"]
     t.check(ev["cause"] == "preempted" and ev["preempted_by_pid"] == h.pid and ev["cpu"] == 1
             and cpus_allowed(p.pid, ev["tid"]) == "1" and
-            ev["peers_median_sync_share"] - ev["thread_sync_share"] > 0.15,
+            ev["peers_median_sync_share"] - ev["thread_sync_share"] > ev["sync_share_noise"],
             "late thread %d, bound to CPU 1 with the hog, preempted by it, waited for (its "
-            "samples %.2f in sync, its peer's %.2f): %s"
-            % (ev["tid"], ev["thread_sync_share"], ev["peers_median_sync_share"], late["title"]))
+            "samples %.2f in sync, its peer's %.2f, more than sampling's %.2f): %s"
+            % (ev["tid"], ev["thread_sync_share"], ev["peers_median_sync_share"],
+               ev["sync_share_noise"], late["title"]))
     a, b = hist.window(doc["window_seconds"])
     ref = b["threads"][ev["tid"]][1] - a["threads"].get(ev["tid"], (0, 0))[1]
     t.check(abs(ev["runqueue_ns"] - ref) <= 0.15 * ref + 0.5e9,

@@ -248,6 +248,35 @@ static void test_preempted_and_late(void)
 	lp_findings_clear(&o);
 	f.th[1].sync = 10;
 
+	/* Bound OpenMP threads, one beside a hog, as measured on this host: its peer samples in
+	 * barriers 45 % of 500 samples, it 30 % of 250. More than three standard errors of
+	 * the difference (0.09): waited for. */
+	f.th[0].sync = 225;
+	f.th[1].sync = 75;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_LATE_THREAD);
+	CHECK(x && fabs(ev(x, "sync_share_noise") - 3 * sqrt(0.3 * 0.7 / 250 + 0.45 * 0.55 / 500)) <
+			      1e-9,
+	      "0.45 against 0.30 of 500 and 250 samples: waited for (noise %.3f)",
+	      x ? ev(x, "sync_share_noise") : -1);
+	lp_findings_clear(&o);
+	/* The same shares of 40 samples each: what sampling alone could make. */
+	f.th[0].samples = 40;
+	f.th[0].ggml = 40;
+	f.th[0].sync = 18;
+	f.th[1].samples = 40;
+	f.th[1].ggml = 40;
+	f.th[1].sync = 12;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_LATE_THREAD), "the same shares of 40 samples each: not shown");
+	lp_findings_clear(&o);
+	f.th[0].samples = 500;
+	f.th[0].ggml = 480;
+	f.th[0].sync = 390;
+	f.th[1].samples = 250;
+	f.th[1].ggml = 240;
+	f.th[1].sync = 10;
+
 	/* The same imbalance with sync at 10 %: nobody waits for it. */
 	f.in.sync = 100;
 	lp_findings_eval(&f.in, &o);
