@@ -103,6 +103,31 @@ bool lp_escaped_clean(const char *s, size_t len)
 	return clean(s, len, true);
 }
 
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+size_t lp_unescape(char *s)
+{
+	size_t o = 0, i = 0;
+
+	while (s[i]) {
+		if (s[i] == '\\' && s[i + 1] == '\\') {
+			s[o++] = '\\';
+			i += 2;
+		} else if (s[i] == '\\' && s[i + 1] == 'x' && hexval(s[i + 2]) >= 0 &&
+			   hexval(s[i + 3]) >= 0) {
+			s[o++] = (char)(hexval(s[i + 2]) << 4 | hexval(s[i + 3]));
+			i += 4;
+		} else {
+			s[o++] = s[i++];
+		}
+	}
+	s[o] = '\0';
+	return o;
+}
+
 /* The length of the valid UTF-8 sequence at s (at most n bytes), printable or not; 0 if
  * none starts there. */
 static size_t utf8_seq(const unsigned char *s, size_t n)

@@ -35,6 +35,11 @@ bool lp_escape_clean(const char *s, size_t len);
 /* Whether s[0..len) would come out of lp_escape_escaped() unchanged. */
 bool lp_escaped_clean(const char *s, size_t len);
 
+/* Undoes lp_escape() in place: \\ and \xNN (lowercase hex, as written) back to their
+ * bytes; anything else stays as it is. Returns the length, which is less than strlen(s)
+ * when the bytes hold a NUL. */
+size_t lp_unescape(char *s);
+
 /* Whether s[0..len) is valid UTF-8 (no overlong form, surrogate or code point past
  * U+10FFFF). */
 bool lp_utf8_valid(const char *s, size_t len);

@@ -107,9 +107,9 @@ cJSON *lp_state_render(const struct lp_report *r, const char *boot_id, double re
 
 		put_u64(p, "pid", (uint64_t)t->pid);
 		put_u64(p, "starttime", t->starttime);
-		cJSON_AddStringToObject(p, "comm", t->comm);
+		lp_json_add_escaped(p, "comm", t->comm);
 		if (t->exe)
-			cJSON_AddStringToObject(p, "exe", t->exe);
+			lp_json_add_escaped(p, "exe", t->exe);
 		put_u64(p, "uid", t->uid == (uid_t)-1 ? UINT64_MAX : t->uid);
 		cJSON_AddStringToObject(p, "matched_by", t->matched_by);
 		cJSON_AddBoolToObject(p, "exited", t->exited);
@@ -395,8 +395,9 @@ static int read_ident(struct reader *rd, const cJSON *p, struct saved *sv)
 
 		if (!v)
 			continue;
+		/* Kept as shown: escaped once, so a backslash is one of its escapes. */
 		if (!cJSON_IsString(v) || (n = strlen(v->valuestring)) >= ident_fields[i].size ||
-		    !lp_escape_clean(v->valuestring, n))
+		    !lp_escaped_clean(v->valuestring, n))
 			return bad(rd, "identity '%s' is not a clean text of at most %zu bytes",
 				   ident_fields[i].key, ident_fields[i].size - 1);
 		memcpy((char *)&sv->ident + ident_fields[i].off, v->valuestring, n + 1);
@@ -405,6 +406,17 @@ static int read_ident(struct reader *rd, const cJSON *p, struct saved *sv)
 		return -EINVAL;
 	sv->ident.model_bytes = bytes;
 	return field_bool(rd, p, "ggml", &sv->ggml);
+}
+
+/* A text written escaped once, read back in place to bytes: shorter than size, no NUL. */
+static bool unescaped(const cJSON *s, size_t size)
+{
+	size_t n;
+
+	if (!cJSON_IsString(s))
+		return false;
+	n = lp_unescape(s->valuestring);
+	return n == strlen(s->valuestring) && n < size;
 }
 
 static int read_record(struct reader *rd, const cJSON *p, struct saved *sv)
@@ -429,9 +441,11 @@ static int read_record(struct reader *rd, const cJSON *p, struct saved *sv)
 	if (uid > UINT32_MAX && uid != UINT64_MAX)
 		return bad(rd, "'uid' is out of range");
 	sv->uid = uid;
-	if (!cJSON_IsString(comm) || strlen(comm->valuestring) >= LP_COMM_LEN)
+	/* Both are written escaped once (the file is UTF-8 like every answer): read back to
+	 * their bytes, which hold no NUL. */
+	if (!unescaped(comm, LP_COMM_LEN))
 		return bad(rd, "'comm' is not a name of at most %d bytes", LP_COMM_LEN - 1);
-	if (exe && (!cJSON_IsString(exe) || strlen(exe->valuestring) >= PATH_MAX))
+	if (exe && !unescaped(exe, PATH_MAX))
 		return bad(rd, "'exe' is not a path");
 	if (by && !cJSON_IsString(by))
 		return bad(rd, "'matched_by' is not a string");

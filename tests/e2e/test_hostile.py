@@ -97,6 +97,20 @@ def test_names():
     t.check(b"\x1b" not in log and b"\x07" not in log, "the log has no ESC or BEL byte")
     t.check(b"(x\\x1b[2J\\x0ay\\xff)" in log and not any(l.startswith(b"y)") for l in log.split(b"\n")),
             "the log escapes the name, and its newline forges no line")
+    # The state file is UTF-8 too, the name escaped once; read back, it is the same name.
+    raw = open(os.path.join(d.state_dir, "state.json"), "rb").read()
+    saved = [p for p in json.loads(raw.decode("utf-8"))["processes"]
+             if int(p["pid"]) == fx.pid]
+    t.check(saved and saved[0]["comm"] == escaped(EVIL_NAME) and
+            saved[0]["exe"] == escaped(exe), "state.json keeps it escaped once: %r"
+            % (saved and saved[0]["comm"]))
+    d2 = t.Daemon("--state-directory", d.state_dir)
+    d2.wait_ready()
+    back = [p for p in d2.get("/v1/processes")["processes"] if p["pid"] == fx.pid]
+    t.check(back and back[0]["comm"] == escaped(EVIL_NAME) and back[0]["exe"] == escaped(exe),
+            "and after a restart the API shows it as before, not escaped twice: %r"
+            % (back and back[0]["comm"]))
+    d2.stop()
 
 
 def state_doc(records, fmt=1):

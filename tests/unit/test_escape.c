@@ -156,6 +156,11 @@ int main(void)
 			char again[LP_ESCAPE_SIZE(LP_ESCAPE_SIZE(32))], *r;
 			size_t m;
 
+			char copy[LP_ESCAPE_SIZE(32)];
+
+			memcpy(copy, out, n + 1);
+			CHECK(lp_unescape(copy) == len && !memcmp(copy, in, len),
+			      "round %d: lp_unescape reads it back", round);
 			lp_escape_escaped(again, sizeof(again), out, n);
 			CHECK(!strcmp(again, out), "round %d: the client does not escape it again",
 			      round);
