@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """e2e tier: input from people who are not the administrator. A process whose name and
-directory hold terminal escapes and newlines reaches neither the terminal (list, top -b,
-dump, dump --json) nor the log raw. A state file that is corrupt, of another version, too
+directory hold terminal escapes, newlines and a byte that is not UTF-8 reaches neither the
+terminal (list, top -b, dump, dump --json) nor the log raw; every route's answer, /metrics
+and state.json are UTF-8 with the name escaped once, and a restart shows the same name. A state file that is corrupt, of another version, too
 large, or full of impossible values is refused record by record with a reason, and never
 becomes counts; a FIFO in its place does not hold the start; a link planted under the
 temporary file's name is not written through; a directory others may write is refused at
@@ -67,6 +68,11 @@ def test_names():
     t.check(doc["comm"] == escaped(EVIL_NAME) and doc["exe"] == escaped(exe),
             "the API sends the name and the path escaped once: %r %r"
             % (doc["comm"], doc["exe"]))
+    for route in ("/v1/status", "/v1/processes", "/v1/processes/%d/findings" % fx.pid,
+                  "/v1/processes?pid=%d" % fx.pid):
+        doc_r = d.get(route)  # decoded as UTF-8 strictly, parsed as JSON
+        t.check("\x1b" not in json.dumps(doc_r, ensure_ascii=False),
+                "%s: UTF-8 and JSON, no raw ESC in any string" % route)
     listed_comm = [p["comm"] for p in d.get("/v1/processes?comm=" +
                                            urllib.parse.quote(escaped(EVIL_NAME)))["processes"]]
     t.check(listed_comm == [escaped(EVIL_NAME)], "comm= selects it by the name it is shown "
