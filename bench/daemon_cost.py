@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""The daemon itself: resident memory and kernel map memory with 1, 100 and 1,000 tracked
-processes; its CPU use while idle and while Prometheus scrapes /metrics every second; and
+"""The daemon itself: resident memory (steady, peak, and once the processes have exited and
+only their records are kept) and kernel map memory with 1, 100 and 1,000 tracked
+processes, and the peak a bandwidth measurement adds (its buffer is mapped for the
+measurement and unmapped after it); its CPU use while idle and while Prometheus scrapes
+/metrics every second; and
 the time of `llmprofctl dump`, `llmprofctl list`, `llmprofctl top -b -n 1`, `llmprofctl
 doctor` (every process's findings: their context read from /proc) and /metrics at those
 sizes. The tracked processes are idle copies of sleep(1) found by --comm.
@@ -29,9 +32,41 @@ def cpu_seconds(pid):
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_kib(pid):
+def rss_kib(pid, field="VmRSS"):
+    """VmRSS, or VmHWM: the peak resident set since the process started."""
     return next(int(l.split()[1]) for l in open("/proc/%d/status" % pid)
-                if l.startswith("VmRSS"))
+                if l.startswith(field + ":"))
+
+
+def api(d, method, path):
+    out = subprocess.run(["curl", "-sS", "--unix-socket", d.socket, "-X", method,
+                          "http://localhost" + path], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    return json.loads(out)
+
+
+def status(d):
+    return json.loads(subprocess.run([b.LLMPROFCTL, "--socket", d.socket, "status", "--json"],
+                                     capture_output=True, text=True, check=True).stdout)
+
+
+def wait(what, cond, timeout=120):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise SystemExit("timed out waiting for " + what)
+        time.sleep(0.2)
+
+
+def bandwidth_peak(d):
+    """RSS before, peak during and RSS after one POST /v1/bandwidth (MiB), and the buffer."""
+    before = rss_kib(d.proc.pid)
+    api(d, "POST", "/v1/bandwidth")
+    wait("the bandwidth measurement",
+         lambda: api(d, "GET", "/v1/bandwidth")["state"] in ("measured", "failed"))
+    bw = api(d, "GET", "/v1/bandwidth")
+    return (before / 1024, rss_kib(d.proc.pid, "VmHWM") / 1024, rss_kib(d.proc.pid) / 1024,
+            bw.get("buffer_bytes", 0) / 2**20, bw["state"])
 
 
 def timed(fn, repeat):
@@ -63,23 +98,15 @@ def main():
     tmp = tempfile.mkdtemp(prefix="lpbench-")
     idle = os.path.join(tmp, COMM)
     shutil.copy(shutil.which("sleep"), idle)
-    rows = []
+    rows, mem, bw = [], [], None
     for n in [int(x) for x in a.sizes.split(",")]:
-        d = b.Daemon("--comm", COMM, "--max-processes", str(max(256, n + 64)),
+        # Only its own idle processes: a host's LLM processes would be found too.
+        d = b.Daemon("--no-discover", "--comm", COMM, "--max-processes", str(max(256, n + 64)),
                      "--metrics-max-processes", str(n), metrics="127.0.0.1:%d" % PORT)
         procs = [subprocess.Popen([idle, "3600"]) for _ in range(n)]
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                st = subprocess.run([b.LLMPROFCTL, "--socket", d.socket, "status", "--json"],
-                                    capture_output=True, text=True, check=True).stdout
-
-                st = json.loads(st)
-                if st["processes"]["running"] >= n:
-                    break
-                if time.monotonic() > deadline:
-                    raise SystemExit("only %d of %d tracked" % (st["processes"]["running"], n))
-                time.sleep(0.2)
+            wait("%d processes tracked" % n, lambda: status(d)["processes"]["running"] >= n)
+            st = status(d)
             time.sleep(1)
             c0 = cpu_seconds(d.proc.pid)
             time.sleep(a.window)
@@ -90,7 +117,8 @@ def main():
                 time.sleep(max(0, 1 - (time.monotonic() - t0) % 1))
             scrape_cpu = (cpu_seconds(d.proc.pid) - c0) / (time.monotonic() - t0)
             pid = str(procs[0].pid)
-            rows.append((n, "%.1f" % (rss_kib(d.proc.pid) / 1024),
+            steady = rss_kib(d.proc.pid) / 1024
+            rows.append((n, "%.1f" % steady,
                          "%.1f" % (st["kernel_memory_bytes"] / 2**20),
                          "%.2f%%" % (100 * idle_cpu), "%.2f%%" % (100 * scrape_cpu),
                          "%.1f" % timed(lambda: ctl(d, "dump", "--pid", pid), a.repeat),
@@ -99,6 +127,17 @@ def main():
                                         max(1, a.repeat // 5)),
                          "%.1f" % timed(lambda: ctl(d, "doctor"), max(1, a.repeat // 5)),
                          "%.1f" % timed(scrape, a.repeat), "%.0f" % (size / 1024)))
+            # The peak of all of it, then the records of the same processes once exited.
+            peak = rss_kib(d.proc.pid, "VmHWM") / 1024
+            for p in procs:
+                p.kill()
+            for p in procs:
+                p.wait()
+            wait("%d processes exited" % n, lambda: status(d)["processes"]["running"] == 0)
+            mem.append((n, "%.1f" % steady, "%.1f" % peak,
+                        "%.1f" % (rss_kib(d.proc.pid) / 1024)))
+            if n == min(int(x) for x in a.sizes.split(",")):
+                bw = bandwidth_peak(d)
             print("size %d done" % n, flush=True)
         finally:
             for p in procs:
@@ -116,6 +155,18 @@ def main():
              "/metrics exports every process (--metrics-max-processes = size); CPU from "
              "/proc/PID/stat over %g s; times are medians of %d runs (top, doctor: %d)"
              % (a.window, a.repeat, max(1, a.repeat // 5))])
+    b.table("The daemon's resident memory", ["tracked processes", "steady RSS MiB",
+                                             "peak RSS MiB", "RSS MiB, all of them exited"],
+            mem, ["steady: after the measurements above; peak: VmHWM, the most resident at "
+                  "once since the daemon started; exited: their records kept, the "
+                  "processes gone"])
+    if bw:
+        b.table("A bandwidth measurement", ["RSS before MiB", "peak RSS MiB", "RSS after MiB",
+                                            "buffer MiB", "state"],
+                [("%.1f" % bw[0], "%.1f" % bw[1], "%.1f" % bw[2], "%.0f" % bw[3], bw[4])],
+                ["POST /v1/bandwidth with %d tracked processes: the buffer is mapped for "
+                 "the measurement and unmapped after it" % min(int(x) for x in
+                                                                a.sizes.split(","))])
 
 
 if __name__ == "__main__":
