@@ -77,7 +77,9 @@ static __always_inline __u64 inode_mtime_ns(struct inode *inode)
 }
 
 /* A process is mapping an executable file: tell user space unless it has read that file
- * (same inode and mtime) and found nothing that matters for this process. */
+ * (same inode and mtime) and found nothing that matters for this process. For a tracked
+ * process every object matters: a runtime with no ggml in it (libc, libstdc++) still has
+ * the call frame rows its samples are unwound through, read when the process maps it. */
 static __always_inline void exec_mapping(__u32 tgid, struct file *f)
 {
 	struct lp_obj_key key = {};
@@ -93,12 +95,10 @@ static __always_inline void exec_mapping(__u32 tgid, struct file *f)
 	key.ino = BPF_CORE_READ(inode, i_ino);
 	mtime = inode_mtime_ns(inode);
 	v = bpf_map_lookup_elem(&objs, &key);
-	if (v && v->mtime_ns == mtime) {
-		if (v->verdict == LP_OBJ_NONE)
-			return;
-		if (v->verdict == LP_OBJ_HELPER && !bpf_map_lookup_elem(&procs, &tgid))
-			return;
-	}
+	if (v && v->mtime_ns == mtime &&
+	    (v->verdict == LP_OBJ_NONE || v->verdict == LP_OBJ_HELPER) &&
+	    !bpf_map_lookup_elem(&procs, &tgid))
+		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		drop(LP_D_EVENTS_LOST);

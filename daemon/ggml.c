@@ -707,8 +707,8 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 		added = t != NULL;
 		/* Its mappings again, now that it is in procs: a helper (libgomp) mapped between
 		 * the read above and the insert was neither in that read nor reported by the
-		 * mmap hook, which reports helpers only for tracked processes; its barrier
-		 * samples were then counted outside ops. */
+		 * mmap hook, which reports objects it knows (helpers, runtimes) only for
+		 * tracked processes; its barrier samples were then counted outside ops. */
 		if (added) {
 			proc_scan_free(&s);
 			/* gone meanwhile: s is empty, its exit follows */
