@@ -22,7 +22,6 @@ error of 0.011 per sampler, 0.016 for the difference: 0.03 is about 2 of them, a
 runs here differed by at most 0.02."""
 import os
 import re
-import signal
 import subprocess
 import sys
 
@@ -229,8 +228,7 @@ def precise(work, links, busy=False):
     for h in hogs:
         h.kill()
         h.wait()
-    bt.send_signal(signal.SIGINT)
-    out, _ = bt.communicate(timeout=30)
+    out = t.bpftrace_stop(bt)
     ref = {}
     for kind, op, v in re.findall(r'^@(n|ns|cpu|ran)\[(\w+)\]: (\d+)', out, re.M):
         op = probed[int(op) - 1] if kind == "ran" else op

@@ -113,8 +113,7 @@ def one(label, quota, tokens, want, simple, model, work):
     d.wait_log("pid %d (llama-simple) exited" % pid, timeout=30)
     doc = d.get("/v1/processes/%d" % pid)
     t.check(d.stop() == 0, "%s: the second daemon exits 0" % label)
-    bt.send_signal(signal.SIGINT)
-    out, _ = bt.communicate(timeout=30)
+    out = t.bpftrace_stop(bt)
     calls = [(int(a), int(b)) for a, b in re.findall(r"^call (\d+) (\d+)$", out, re.M)]
     with open(err_path, errors="replace") as f:
         eval_s, runs = engine_eval(f.read())
