@@ -436,7 +436,8 @@ def clean_omp(d, binary, model):
 
 
 def clean_node(d, model):
-    """A clean generation finds nothing. Judged over windows that lie inside the generation
+    """A clean generation finds nothing (but an oversubscription schedstat confirms: node's
+    own threads beside ggml's). Judged over windows that lie inside the generation
     (from a read's time back over its window_seconds, after "go"): a window that also holds
     the process's start holds the daemons' own work of finding it (reading its objects'
     symbols and frame rows, 0.8 s of a CPU for a fresh daemon), which the preempted rule
@@ -452,9 +453,12 @@ def clean_node(d, model):
     drv.stdin.flush()
     go = time.monotonic()
     inside = []
+    hist = History(pid)
 
     def two_inside():
+        hist.sample()
         doc = findings(d, pid)
+        hist.sample()
         if generated(doc) and time.monotonic() - doc["window_seconds"] >= go:
             inside.append(doc)
         if drv.poll() is not None:
@@ -465,6 +469,27 @@ def clean_node(d, model):
            interval=0.5)
     drv.kill()
     drv.wait(timeout=30)
+    # With --threads equal to the CPUs, node's event loop and its other libuv workers
+    # compete with ggml's threads, and on a busy host the process can want more than its
+    # CPUs. Oversubscribed is then no false alarm if the kernel says so over the window:
+    # schedstat's demand (on CPU and waiting) above the CPUs, less the window edges' 0.1,
+    # and its run-queue share within SHARE_TOL of the finding's.
+    for doc in inside:
+        f = finding(doc, "oversubscribed")
+        if not f:
+            continue
+        a, b = hist.window(doc["window_seconds"])
+        on = sum(b["threads"][k][0] - a["threads"].get(k, (0, 0))[0] for k in b["threads"])
+        rq = sum(b["threads"][k][1] - a["threads"].get(k, (0, 0))[1] for k in b["threads"])
+        demand = (on + rq) / max(1e-9, (b["t"] - a["t"]) * 1e9)
+        ref = hist.runq_share(doc["window_seconds"])
+        true = demand > CPUS + 0.05 - 0.1 and \
+            abs(f["evidence"]["runqueue_share"] - ref) <= SHARE_TOL
+        t.check(true, "node-llama-cpp: oversubscribed, as schedstat says: it wanted %.2f CPUs "
+                "(the finding %.2f), waited %.2f of its time (the finding %.2f)"
+                % (demand, f["evidence"]["cpus_wanted"], ref,
+                   f["evidence"]["runqueue_share"]))
+        doc["findings"] = [x for x in doc["findings"] if x["rule"] != "oversubscribed"]
     seen = sorted(set(r for doc in inside for r in rules(doc)))
     t.check(not seen,
             "node-llama-cpp, %d threads: nothing found over %d windows of %s s inside its "
