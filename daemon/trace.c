@@ -11,35 +11,24 @@
 #include <string.h>
 
 #include "escape.h"
+#include "protobuf.h"
 #include "timeline.h"
 
+/* The document as it is written: lp_pb's growing buffer (protobuf.h), holding text. */
 struct sb {
-	char *p;
-	size_t len, cap;
+	struct lp_pb pb;
 	size_t events;
-	int err;
 };
+
+static char *sb_end(struct sb *b)
+{
+	return (char *)b->pb.p + b->pb.len;
+}
 
 /* Room for extra more bytes and the NUL; false when there is none. */
 static bool sb_reserve(struct sb *b, size_t extra)
 {
-	size_t cap = b->cap ? b->cap : 1 << 16;
-	char *p;
-
-	if (b->err)
-		return false;
-	if (b->p && b->cap - b->len > extra)
-		return true;
-	while (cap - b->len <= extra)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (!p) {
-		b->err = -ENOMEM;
-		return false;
-	}
-	b->p = p;
-	b->cap = cap;
-	return true;
+	return lp_pb_reserve(&b->pb, extra + 1);
 }
 
 static void sb_vadd(struct sb *b, const char *fmt, va_list ap)
@@ -47,16 +36,17 @@ static void sb_vadd(struct sb *b, const char *fmt, va_list ap)
 	va_list again;
 	int n;
 
-	if (b->err)
+	if (b->pb.err)
 		return;
 	va_copy(again, ap);
-	n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-	if (n >= 0 && (size_t)n >= (b->p ? b->cap - b->len : 0))
-		n = sb_reserve(b, (size_t)n) ? vsnprintf(b->p + b->len, b->cap - b->len, fmt, again)
-					     : -1;
+	n = vsnprintf(b->pb.p ? sb_end(b) : NULL, b->pb.cap - b->pb.len, fmt, ap);
+	if (n >= 0 && (size_t)n >= b->pb.cap - b->pb.len)
+		n = sb_reserve(b, (size_t)n)
+			    ? vsnprintf(sb_end(b), b->pb.cap - b->pb.len, fmt, again)
+			    : -1;
 	va_end(again);
 	if (n > 0)
-		b->len += (size_t)n;
+		b->pb.len += (size_t)n;
 }
 
 static __attribute__((format(printf, 2, 3))) void sb_add(struct sb *b, const char *fmt, ...)
@@ -76,19 +66,22 @@ static void sb_str(struct sb *b, const char *s, size_t max)
 	char small[LP_ESCAPE_SIZE(256)], *e = n <= 256 ? small : malloc(LP_ESCAPE_SIZE(n));
 
 	if (!e) {
-		b->err = -ENOMEM;
+		b->pb.err = -ENOMEM;
 		return;
 	}
 	len = lp_escape(e, n <= 256 ? sizeof(small) : LP_ESCAPE_SIZE(n), s ? s : "", n);
 	if (sb_reserve(b, 2 * len + 2)) {
-		b->p[b->len++] = '"';
+		char *o = sb_end(b), *start = o;
+
+		*o++ = '"';
 		for (size_t i = 0; i < len; i++) {
 			if (e[i] == '"' || e[i] == '\\')
-				b->p[b->len++] = '\\';
-			b->p[b->len++] = e[i];
+				*o++ = '\\';
+			*o++ = e[i];
 		}
-		b->p[b->len++] = '"';
-		b->p[b->len] = '\0';
+		*o++ = '"';
+		*o = '\0';
+		b->pb.len += (size_t)(o - start);
 	}
 	if (e != small)
 		free(e);
@@ -315,11 +308,11 @@ int lp_trace_render(const struct lp_trace_in *in, char **out, size_t *len)
 	lp_tl_free(&tl);
 	sb_add(b, "\n]}\n");
 	free(ev);
-	if (r || b->err) {
-		free(b->p);
-		return r ? r : b->err;
+	if (r || b->pb.err) {
+		free(b->pb.p);
+		return r ? r : b->pb.err;
 	}
-	*out = b->p;
-	*len = b->len;
+	*out = (char *)b->pb.p;
+	*len = b->pb.len;
 	return 0;
 }
