@@ -72,7 +72,6 @@ static struct lp_finding *add(struct ctx *c, enum lp_rule rule, enum lp_severity
 	return f;
 }
 
-static void title(struct lp_finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Titles and actions may quote names others chose (a process's, a file's): the text is
  * escaped once, as a whole, so that every answer is UTF-8 and no terminal obeys it. */
 static void text(char *out, size_t size, const char *fmt, va_list ap)
@@ -85,6 +84,7 @@ static void text(char *out, size_t size, const char *fmt, va_list ap)
 	lp_escape(out, size, raw, (size_t)n < sizeof(raw) ? (size_t)n : sizeof(raw) - 1);
 }
 
+static void title(struct lp_finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void title(struct lp_finding *f, const char *fmt, ...)
 {
 	va_list ap;
