@@ -75,6 +75,9 @@ struct conn {
 	unsigned eol_run;  /* line ends drained since last_line */
 	size_t mirror_len; /* bytes of the input mirrored in mirror[] */
 	char mirror[64];
+	/* Bytes of the input so far, added and drained by evhttp, and where its first NUL
+	 * was (UINT64_MAX: none): see on_input(). */
+	uint64_t rx, drained, nul_at;
 	bool replying; /* inside evhttp_send_reply() for one of our replies */
 	/* An answer being streamed (stream.h): its request, until its end is sent. */
 	struct lp_stream *stream;
@@ -367,21 +370,29 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 	shutdown(bufferevent_getfd(c->bev), SHUT_RDWR);
 }
 
-/* Copies n bytes at offset off out of buf, walking its chains with evbuffer_peek(). The
- * positioned read (evbuffer_ptr_set + evbuffer_copyout_from) missed the tail of a second
- * response on a keep-alive connection (libevent 2.1.12; found by tests/fuzz/fuzz_http.c).
- * Returns the bytes copied. */
-static size_t copy_at(struct evbuffer *buf, size_t off, char *out, size_t n)
+/* The chains of buf, in v (16) or, when there are more, in an array to free(): evbuffer_peek()
+ * over the whole buffer. The positioned read (evbuffer_ptr_set + evbuffer_copyout_from)
+ * missed the tail of a second response on a keep-alive connection (libevent 2.1.12; found
+ * by tests/fuzz/fuzz_http.c). Returns how many, 0 when empty, -1 out of memory. */
+static int chains(struct evbuffer *buf, struct evbuffer_iovec v[16], struct evbuffer_iovec **vec)
 {
-	struct evbuffer_iovec v[16], *vec = v;
 	int nvec = evbuffer_peek(buf, -1, NULL, NULL, 0);
-	size_t got = 0, pos = 0;
 
+	*vec = v;
 	if (nvec <= 0)
 		return 0;
-	if (nvec > 16 && !(vec = malloc((size_t)nvec * sizeof(*vec))))
-		return 0;
-	nvec = evbuffer_peek(buf, -1, NULL, vec, nvec);
+	if (nvec > 16 && !(*vec = malloc((size_t)nvec * sizeof(**vec))))
+		return -1;
+	return evbuffer_peek(buf, -1, NULL, *vec, nvec);
+}
+
+/* Copies n bytes at offset off out of buf. Returns the bytes copied. */
+static size_t copy_at(struct evbuffer *buf, size_t off, char *out, size_t n)
+{
+	struct evbuffer_iovec v[16], *vec;
+	int nvec = chains(buf, v, &vec);
+	size_t got = 0, pos = 0;
+
 	for (int i = 0; i < nvec && got < n; i++) {
 		size_t l = vec[i].iov_len, skip = off > pos ? off - pos : 0;
 
@@ -426,6 +437,31 @@ static bool chunk_size_valid(const char *line)
 	return n > 0 && n <= 16 && (line[n] == '\0' || line[n] == ';' || line[n] == ' ');
 }
 
+/* Where the first NUL among the last n bytes of buf is, counted from the connection's first
+ * byte (the tail starts at rx), or UINT64_MAX. */
+static uint64_t nul_in_tail(struct evbuffer *buf, size_t n, uint64_t rx)
+{
+	struct evbuffer_iovec v[16], *vec;
+	int nvec = chains(buf, v, &vec);
+	size_t len = evbuffer_get_length(buf), from = n < len ? len - n : 0, pos = 0;
+	uint64_t at = UINT64_MAX;
+
+	if (nvec < 0)
+		return rx; /* out of memory: refused rather than let through unread */
+	for (int i = 0; i < nvec && at == UINT64_MAX; i++) {
+		size_t l = vec[i].iov_len, skip = from > pos ? from - pos : 0;
+		const char *z =
+			skip < l ? memchr((char *)vec[i].iov_base + skip, 0, l - skip) : NULL;
+
+		if (z)
+			at = rx + (pos + (size_t)(z - (char *)vec[i].iov_base) - from);
+		pos += l;
+	}
+	if (vec != v)
+		free(vec);
+	return at;
+}
+
 /* Mirrors the front of the input, so that what evhttp drains is still known afterwards.
  * evhttp reads a line as two drains (evbuffer_readln: the text, then its line end); a
  * chunk-size line it fails on is the last text drained, followed by one line end, where a
@@ -451,6 +487,10 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
 		}
 	}
 	c->mirror_len = copy_at(buf, 0, c->mirror, sizeof(c->mirror));
+	c->drained += info->n_deleted;
+	if (info->n_added && c->nul_at == UINT64_MAX)
+		c->nul_at = nul_in_tail(buf, info->n_added, c->rx);
+	c->rx += info->n_added;
 }
 
 /* Replaces the HTML error page evhttp queued after our own bytes with a JSON error of the
@@ -542,6 +582,7 @@ static struct bufferevent *on_new_connection(struct event_base *base, void *arg)
 	if (!c)
 		return NULL; /* evhttp makes its own; this connection is not tracked */
 	c->l = l;
+	c->nul_at = UINT64_MAX;
 	if (!l->unix_socket && s->tls) {
 		SSL *ssl = SSL_new(s->tls);
 
@@ -803,6 +844,13 @@ static void on_request(struct evhttp_request *req, void *arg)
 			     "too many connections are open (at most %u, %u for one user); try "
 			     "again",
 			     s->max_connections, s->max_per_uid);
+		evhttp_add_header(hdr, "Connection", "close");
+	} else if (c && c->nul_at < c->drained) {
+		/* evhttp ends a header value at a NUL; RFC 9110 5.5 wants the request refused
+		 * (or the NUL replaced), and a body here is JSON, which holds none. The bytes
+		 * evhttp drained so far are this request's, and those before it. */
+		lp_api_error(&res, 400, LP_ERR_BAD_REQUEST,
+			     "a NUL byte in the request: no header value or body here holds one");
 		evhttp_add_header(hdr, "Connection", "close");
 	} else if (framing_error(req, &res)) {
 		evhttp_add_header(hdr, "Connection", "close");
