@@ -122,36 +122,49 @@ static void text_printf(struct lp_expo *e, const char *fmt, ...)
 		lp_pb_put(&e->out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
-/* {a="x",b="y"[,extra="value"]}; label values with \, " and newline escaped. */
-static void text_labels(struct lp_expo *e, const struct lp_label *l, size_t n, const char *extra,
-			const char *extra_value)
+/* a="x",b="y" into out; label values with \, " and newline escaped (the exposition format's
+ * three), each run between them put whole. */
+static void text_label_set(struct lp_pb *out, const struct lp_label *l, size_t n)
 {
 	char buf[LP_ESCAPE_SIZE(1024)];
 
-	if (!n && !extra)
-		return; /* no braces for no labels */
-	text_put(e, "{");
-	for (size_t i = 0; i <= n; i++) {
-		const char *name = i < n ? l[i].name : extra, *v;
+	for (size_t i = 0; i < n && l[i].name; i++) {
+		const char *v = safe(l[i].value, buf, sizeof(buf));
 
-		if (!name)
-			break;
-		v = safe(i < n ? l[i].value : extra_value, buf, sizeof(buf));
-		text_printf(e, "%s%s=\"", i ? "," : "", name);
-		for (; *v; v++)
-			text_put(e, *v == '\\'	 ? "\\\\"
-				    : *v == '"'	 ? "\\\""
-				    : *v == '\n' ? "\\n"
-						 : (char[]){*v, 0});
-		text_put(e, "\"");
+		if (i)
+			lp_pb_put(out, ",", 1);
+		lp_pb_put(out, l[i].name, strlen(l[i].name));
+		lp_pb_put(out, "=\"", 2);
+		for (size_t run; *v; v += run) {
+			run = strcspn(v, "\\\"\n");
+			lp_pb_put(out, v, run);
+			if (!v[run])
+				break;
+			lp_pb_put(out, v[run] == '\\' ? "\\\\" : v[run] == '"' ? "\\\"" : "\\n", 2);
+			run++;
+		}
+		lp_pb_put(out, "\"", 1);
 	}
-	text_put(e, "}");
+}
+
+/* name{labels[,extra="value"]} with the label set already made (set: a="x",b="y"). */
+static void text_series(struct lp_expo *e, const char *suffix, const struct lp_pb *set,
+			const char *extra, const char *extra_value)
+{
+	text_put(e, e->name);
+	text_put(e, suffix);
+	if (!set->len && !extra)
+		return; /* no braces for no labels */
+	lp_pb_put(&e->out, "{", 1);
+	lp_pb_put(&e->out, set->p, set->len);
+	if (extra)
+		text_printf(e, "%s%s=\"%s\"", set->len ? "," : "", extra, extra_value);
+	lp_pb_put(&e->out, "}", 1);
 }
 
 struct text_bucket {
 	struct lp_expo *e;
-	const struct lp_label *l;
-	size_t n;
+	const struct lp_pb *set;
 };
 
 static void text_bound(void *arg, uint64_t bound, uint64_t cum)
@@ -160,8 +173,7 @@ static void text_bound(void *arg, uint64_t bound, uint64_t cum)
 	char le[32];
 
 	snprintf(le, sizeof(le), "%.12g", (double)bound * 1e-9);
-	text_printf(tb->e, "%s_bucket", tb->e->name);
-	text_labels(tb->e, tb->l, tb->n, "le", le);
+	text_series(tb->e, "_bucket", tb->set, "le", le);
 	text_printf(tb->e, " %llu\n", (unsigned long long)cum);
 }
 
@@ -296,9 +308,13 @@ void lp_expo_value(struct lp_expo *e, const struct lp_label *l, size_t n, double
 	struct lp_pb metric = {0}, v = {0};
 
 	if (e->fmt == LP_EXPO_TEXT) {
-		text_put(e, e->name);
-		text_labels(e, l, n, NULL, NULL);
+		struct lp_pb set = {0};
+
+		text_label_set(&set, l, n);
+		text_series(e, "", &set, NULL, NULL);
 		text_printf(e, " %.9g\n", value);
+		e->out.err |= set.err;
+		lp_pb_free(&set);
 		return;
 	}
 	pb_labels(&metric, l, n);
@@ -314,16 +330,19 @@ void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const s
 	uint64_t total = lp_hist_total(h);
 
 	if (e->fmt == LP_EXPO_TEXT) {
-		struct text_bucket tb = {e, l, n};
+		struct lp_pb set = {0};
+		struct text_bucket tb = {e, &set};
 
+		text_label_set(&set, l, n);
 		classic_bounds(h, text_bound, &tb);
-		text_printf(e, "%s_bucket", e->name);
-		text_labels(e, l, n, "le", "+Inf");
-		text_printf(e, " %llu\n%s_sum", (unsigned long long)total, e->name);
-		text_labels(e, l, n, NULL, NULL);
-		text_printf(e, " %.9g\n%s_count", (double)h->sum_ns * 1e-9, e->name);
-		text_labels(e, l, n, NULL, NULL);
+		text_series(e, "_bucket", &set, "le", "+Inf");
 		text_printf(e, " %llu\n", (unsigned long long)total);
+		text_series(e, "_sum", &set, NULL, NULL);
+		text_printf(e, " %.9g\n", (double)h->sum_ns * 1e-9);
+		text_series(e, "_count", &set, NULL, NULL);
+		text_printf(e, " %llu\n", (unsigned long long)total);
+		e->out.err |= set.err;
+		lp_pb_free(&set);
 		return;
 	}
 	{
