@@ -73,14 +73,27 @@ const struct lp_context *lp_diagnose_context(struct lp_diagnose *dg, const struc
 	return w && w->ctx_ns && w->tracked_since_ns == t->tracked_since_ns ? &w->ctx : NULL;
 }
 
+/* Whether any thread of the process ran since snapshot s (none: since it was tracked). */
+static bool ran_since(const struct lp_proc_view *v, const struct lp_snap *s)
+{
+	static const int moved[] = {LP_C_ONCPU_NS, LP_C_NVCSW, LP_C_NIVCSW, LP_C_SAMPLES};
+
+	for (size_t i = 0; i < sizeof(moved) / sizeof(moved[0]); i++)
+		if (!s || v->stats.ctr[moved[i]] != s->ctr[moved[i]])
+			return true;
+	return false;
+}
+
 /* The process's context: kept for LP_DIAGNOSE_CONTEXT_NS in its watch, its throttling and
- * its CPUs read anew (a context read while OpenMP bound its threads had said one CPU for
- * 30 s, and 'oversubscribed' fired on two threads bound to two CPUs). fresh: read all of
- * it now (a window with major faults: the weights' residency of 30 s ago is no evidence).
- * NULL when it cannot be read (gone). */
+ * its CPUs read anew when it ran (a context read while OpenMP bound its threads had said one
+ * CPU for 30 s, and 'oversubscribed' fired on two threads bound to two CPUs). A process that
+ * did not run can be neither throttled nor short of CPUs: reading every thread's status of
+ * 1,000 idle processes was a sixth of a scrape. fresh: read all of it now (a window with
+ * major faults: the weights' residency of 30 s ago is no evidence). NULL when it cannot be
+ * read (gone). */
 static const struct lp_context *context_of(struct lp_watch *w, const struct lp_target *t,
 					   const struct lp_host_cpus *h, uint64_t now, bool fresh,
-					   struct lp_context *buf)
+					   bool ran, struct lp_context *buf)
 {
 	if (!h)
 		return NULL;
@@ -90,8 +103,10 @@ static const struct lp_context *context_of(struct lp_watch *w, const struct lp_t
 
 	if (!fresh && w && w->ctx_ns &&
 	    now - w->ctx_ns < (eager ? LP_DIAGNOSE_WINDOW_NS : LP_DIAGNOSE_CONTEXT_NS)) {
-		lp_context_read_throttled(&w->ctx);
-		lp_context_read_cpus(&w->ctx, t->pid, h, "/proc");
+		if (ran) {
+			lp_context_read_throttled(&w->ctx);
+			lp_context_read_cpus(&w->ctx, t->pid, h, "/proc");
+		}
 		return &w->ctx;
 	}
 	if (lp_context_read(buf, t->pid, h, "/proc", "/sys") < 0)
@@ -158,6 +173,7 @@ void lp_diagnose_tick(struct lp_diagnose *dg, const struct lp_report *r)
 	for (size_t k = 0; k < r->nprocs; k++) {
 		const struct lp_proc_view *v = &r->procs[k];
 		struct lp_context ctx;
+		bool ran;
 
 		if (!v->live)
 			continue;
@@ -180,13 +196,14 @@ void lp_diagnose_tick(struct lp_diagnose *dg, const struct lp_report *r)
 		}
 		if (w->nsnap && r->now_ns - w->s[w->nsnap - 1].at_ns < LP_DIAGNOSE_WINDOW_NS)
 			continue;
+		ran = ran_since(v, w->nsnap ? &w->s[w->nsnap - 1] : NULL);
 		if (w->nsnap == 2) {
 			snap_free(&w->s[0]);
 			w->s[0] = w->s[1];
 			w->nsnap = 1;
 		}
 		snap_take(&w->s[w->nsnap++], v, r->now_ns,
-			  context_of(w, v->target, h, r->now_ns, false, &ctx));
+			  context_of(w, v->target, h, r->now_ns, false, ran, &ctx));
 	}
 	qsort(dg->w, dg->n, sizeof(*dg->w), by_pid);
 }
@@ -286,7 +303,8 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	in.openmp = false;
 	for (size_t i = 0; t->ggml && i < t->ggml->nobjs; i++)
 		in.openmp |= t->ggml->objs[i]->omp_runtime;
-	if (v->live && (ctx = context_of(w, t, h, r->now_ns, ctr[LP_C_FAULTS_MAJ] > 0, &buf))) {
+	if (v->live && (ctx = context_of(w, t, h, r->now_ns, ctr[LP_C_FAULTS_MAJ] > 0,
+					 ran_since(v, s), &buf))) {
 		in.ctx = ctx;
 		in.host = h;
 		in.throttled_usec = sub(ctx->throttled_usec, s ? s->throttled_usec : 0);
