@@ -5,7 +5,7 @@
  * the caller's cost. A user who opens connections as fast as they can cannot fill the
  * listener's backlog, where root's and a Prometheus server's connections wait their turn:
  * in the daemon's loop, refusing each one would cost more than the user spends making it
- * (daemon/admit.c loads this; server.c then holds each uid to its share of open ones). */
+ * (daemon/serving/admit.c loads this; server.c then holds each uid to its share of open ones). */
 #include "vmlinux.h"
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Precise mode: every matmul, barrier and op call of a process while user space has it
- * switched on (uprobes attached by daemon/precise.c). */
+ * switched on (uprobes attached by daemon/engine/precise.c). */
 #include "lp.bpf.h"
 
 /* The calling thread's state if its process is in precise mode, reset when a new window

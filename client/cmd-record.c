@@ -64,7 +64,7 @@ struct sp {
 	double tid; /* the thread (its CPU track's slices: the thread's) */
 };
 
-#define CPU_TRACK 1e9 /* the CPU track of thread tid is tid + this (daemon/trace.h) */
+#define CPU_TRACK 1e9 /* the CPU track of thread tid is tid + this (daemon/timeline/trace.h) */
 /* Seconds the daemon keeps a record this command no longer asks for (it asks every second). */
 #define CTL_RECORD_LEASE 5
 

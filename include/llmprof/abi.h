@@ -186,7 +186,7 @@ struct lp_range {
 	__u64 end; /* exclusive */
 };
 
-/* Unwinding by call frame information (daemon/cfi.c): each object with ops has its rows,
+/* Unwinding by call frame information (daemon/formats/cfi.c): each object with ops has its rows,
  * sorted by file offset, in an array of its own, sized to them, in a slot of the
  * "unwind_rows" array of maps; shared by every process that maps the object and freed when
  * none does. A row holds from its offset to the next row's. No object is too large (a

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The daemon <-> client contract: HTTP/1.1 with JSON bodies over a Unix socket.
  *
- * Only the daemon's API layer (daemon/api.c, daemon/server.c) and client/ include this file;
+ * Only the daemon's API layer (daemon/serving/api.c, daemon/serving/server.c) and client/ include this file;
  * docs/API.md describes every route with examples.
  *
  * Compatibility: documents only gain fields within an API version, and readers ignore fields

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* Bulk walks and deletes of real kernel hash maps (daemon/mapwalk.c): every entry visited
+/* Bulk walks and deletes of real kernel hash maps (daemon/kernel/mapwalk.c): every entry visited
  * once with its value, in batches and in the entry-per-call fallback; an early stop; large
  * values; deletes that skip keys already gone. Needs root (it creates BPF maps). */
 #include <bpf/bpf.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* libFuzzer target: bytes as an .eh_frame section into daemon/cfi.c (the file is another
+/* libFuzzer target: bytes as an .eh_frame section into daemon/formats/cfi.c (the file is another
  * user's). Seeds: the .eh_frame of the fixtures and of libc (tests/run-all.sh extracts
  * them with objcopy).
  *

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* libFuzzer target: bytes as the header of a model file into daemon/gguf.c (models are other
+/* libFuzzer target: bytes as the header of a model file into daemon/formats/gguf.c (models are other
  * users' files, mapped by their processes). Seeds: models of tests/workload/gen_gguf.py
  * (tests/run-all.sh writes them).
  *

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """What generating one token reads of a GGUF model, computed here from the file as the
-reference for llmprofd's header reader (daemon/gguf.c): every tensor's bytes (by ggml's
+reference for llmprofd's header reader (daemon/formats/gguf.c): every tensor's bytes (by ggml's
 block sizes, not by the offsets the daemon uses), less the token embeddings when the model
 has its own output layer, less the experts a mixture leaves out."""
 import struct

@@ -9,7 +9,7 @@ attributed by the rule llmprofd documents:
   its own futex calls), or any user frame, innermost first, is ggml_barrier /
   GOMP_barrier / __kmpc_barrier before an op function;
 - op X: the innermost user frame that is an op function (ggml_compute_forward_X, with its
-  type and chunk helpers folded into X, as in daemon/ops.c);
+  type and chunk helpers folded into X, as in daemon/engine/ops.c);
 - outside_ops: anything else.
 
 The op naming here is written again from the rule, not shared with the C code, so that a

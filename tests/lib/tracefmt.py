@@ -8,7 +8,7 @@ import json
 import subprocess
 
 EPS = 0.002  # µs: the document's timestamps have three decimals
-CPU_TRACK = 1000000000  # the CPU track of thread tid is tid + this (daemon/trace.h)
+CPU_TRACK = 1000000000  # the CPU track of thread tid is tid + this (daemon/timeline/trace.h)
 
 
 def record(t, d, pid, out, *extra):

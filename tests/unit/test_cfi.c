@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* daemon/cfi.c against two independent readings of the same files: binutils' readelf
+/* daemon/formats/cfi.c against two independent readings of the same files: binutils' readelf
  * --debug-dump=frames-interp prints every FDE's rows as a table (LOC, CFA, rbp, ra), with
  * "exp" where a rule is a DWARF expression; for those, LLVM's llvm-dwarfdump --eh-frame
  * prints the expression at the same address (0x1a: CFA=DW_OP_breg6 RBP-8, DW_OP_deref:

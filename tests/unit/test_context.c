@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* Unit tests of daemon/context.c against /proc and /sys trees written here: what a host
+/* Unit tests of daemon/tracked/context.c against /proc and /sys trees written here: what a host
  * with SMT, two NUMA nodes, cpufreq and cgroup v2 (and v1) shows, which this test VM has
  * not. Then the findings those trees must raise (SMT, NUMA, frequency), end to end from
  * the files. */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* Unit tests of daemon/expo.c: content negotiation, the schema-3 bucket of a value, and the
+/* Unit tests of daemon/serving/expo.c: content negotiation, the schema-3 bucket of a value, and the
  * protobuf stream's framing (length-delimited MetricFamily messages end to end, with the
  * family names where they belong). A real Prometheus reads it in test_prometheus. */
 #include <errno.h>

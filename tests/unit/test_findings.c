@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* Unit tests of daemon/findings.c: each rule on figures made to provoke it, and on the same
+/* Unit tests of daemon/report/findings.c: each rule on figures made to provoke it, and on the same
  * figures one step short of it; a clean process fires nothing; an exited one says which
  * rules it cannot judge. The e2e tier (test_findings.py) provokes them for real. */
 #include <math.h>

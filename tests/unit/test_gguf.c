@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* Unit tests of daemon/gguf.c: GGUF headers written here as ggml writes them (key/values of
+/* Unit tests of daemon/formats/gguf.c: GGUF headers written here as ggml writes them (key/values of
  * every type, string arrays, tensor infos, aligned data), with a separate output layer,
  * tied embeddings and a mixture of experts; then every truncation and some corruptions
  * of them, which must fail cleanly. */

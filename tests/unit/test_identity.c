@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* Unit tests of daemon/identity.c: command lines joined and cut, the cgroup paths that
+/* Unit tests of daemon/tracked/identity.c: command lines joined and cut, the cgroup paths that
  * systemd, Docker, containerd, podman and the kubelet write, hostile names escaped, and the
  * workload name that survives restarts. */
 #include <string.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* daemon/trace.c on events made up to the microsecond: each slice where the events put it
+/* daemon/timeline/trace.c on events made up to the microsecond: each slice where the events put it
  * (running, preempted by whom, a futex wait then runnable, blocked), spans closed at the
  * window's edges, hostile names escaped into valid JSON, counters. */
 #include <cjson/cJSON.h>

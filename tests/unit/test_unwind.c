@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* daemon/unwind.c: an object's rows in a BPF array of their own, in a slot of an array of
+/* daemon/kernel/unwind.c: an object's rows in a BPF array of their own, in a slot of an array of
  * maps made as the daemon's is. Rows as the BPF side reads them (read back with the
  * bpf(2) lookup, not through the daemon's mapping), against cfi.h's rows of the same file;
  * slots given out, given back and taken again; every slot taken says so. Needs CAP_BPF:
