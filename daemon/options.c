@@ -17,8 +17,8 @@
 
 #include "llmprof/abi.h"
 #include "llmprof/protocol.h"
-#include "log.h"
-#include "procfs.h"
+#include "base/log.h"
+#include "base/procfs.h"
 
 static const char *const default_matmul[] = {"ggml_compute_forward_mul_mat",
 					     "ggml_compute_forward_mul_mat_id",

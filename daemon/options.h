@@ -6,7 +6,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "config.h"
+#include "base/config.h"
 
 /* Fills cfg. Returns 0 to run, 1 to exit successfully (--help, --version), -EINVAL on bad
  * usage or a bad file (logged with file and line), -ENOMEM. */

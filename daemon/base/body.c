@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Shared answer bodies (body.h). */
-#include "body.h"
+#include "base/body.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Percentile estimation over the shared log-linear histogram layout. */
-#include "hist.h"
+#include "base/hist.h"
 
 #include <math.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Logging to stderr, with journald priority prefixes when stderr is the journal. */
-#include "log.h"
+#include "base/log.h"
 
 #include <signal.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* /proc parsing for process identity: comm, state, start time, fault counters, exe. */
-#include "procfs.h"
+#include "base/procfs.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Answers written as they are made (stream.h). */
-#include "stream.h"
+#include "base/stream.h"
 
 #include <errno.h>
 #include <stdlib.h>

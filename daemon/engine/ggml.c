@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* ggml discovery: object files and their functions, the sampling table, llama_decode
  * probes. Precise mode is precise.c. */
-#include "ggml.h"
+#include "engine/ggml.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include "core.skel.h"
-#include "log.h"
-#include "precise.h"
-#include "procfs.h"
-#include "uprobe.h"
+#include "base/log.h"
+#include "engine/precise.h"
+#include "base/procfs.h"
+#include "kernel/uprobe.h"
 
 #define MAX_OBJS 4096
 #define PENDING_TRIES 10

@@ -12,14 +12,14 @@
 #include <stdlib.h>
 #include <sys/types.h>
 
-#include "core.h"
-#include "ops.h"
-#include "sampler.h"
-#include "elfsym.h"
-#include "prober.h"
-#include "track.h"
-#include "unwind.h"
-#include "uprobe.h"
+#include "kernel/core.h"
+#include "engine/ops.h"
+#include "kernel/sampler.h"
+#include "formats/elfsym.h"
+#include "kernel/prober.h"
+#include "tracked/track.h"
+#include "kernel/unwind.h"
+#include "kernel/uprobe.h"
 
 /* One executable file, read once per (device, inode, mtime). */
 struct lp_ggml_obj {

@@ -2,7 +2,7 @@
 /* ggml operators from symbol names. Upstream ggml-cpu names each op's function
  * ggml_compute_forward_<op> and splits it by type and chunk into helpers named the same
  * way with a suffix; forks add fused ops under the same prefix. */
-#include "ops.h"
+#include "engine/ops.h"
 
 #include <ctype.h>
 #include <errno.h>

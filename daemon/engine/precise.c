@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Precise mode: uprobes on every matmul and barrier function of one process, and on the op
  * functions it spends its time in, for windows of time (on demand or a duty cycle). */
-#include "precise.h"
+#include "engine/precise.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -15,9 +15,9 @@
 #include <time.h>
 
 #include "core.skel.h"
-#include "log.h"
-#include "ops.h"
-#include "uprobe.h"
+#include "base/log.h"
+#include "engine/ops.h"
+#include "kernel/uprobe.h"
 
 /* The process's CPU time by the kernel's own account (sum_exec_runtime of every thread,
  * the exited ones included), read through its CPU-time clock. Summing the live threads'

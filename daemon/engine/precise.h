@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ggml.h"
+#include "engine/ggml.h"
 
 /* On for seconds (0 = until switched off), or off. The probes go on off the event loop
  * (prober.h): the window opens when they are all on (precise_attaching until then) and

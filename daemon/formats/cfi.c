@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* .eh_frame to unwind rows (cfi.h). The file comes from another user: every read is
  * bounds-checked, and an entry that does not parse ends the walk with what came before. */
-#include "cfi.h"
+#include "formats/cfi.h"
 
 #include <errno.h>
 #include <gelf.h>

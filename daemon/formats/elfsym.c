@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Symbol lookup with libelf: the same rules libbpf uses to turn a function name into a
  * uprobe offset (the PT_LOAD segment holding the address gives the file offset). */
-#include "elfsym.h"
+#include "formats/elfsym.h"
 
 #include <errno.h>
 #include <fnmatch.h>

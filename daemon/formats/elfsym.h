@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "x86entry.h"
+#include "formats/x86entry.h"
 
 struct lp_elf_sym {
 	char *name;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* The GGUF header reader (gguf.h): the format of ggml's docs/gguf.md, versions 2 and 3. */
-#include "gguf.h"
+#include "formats/gguf.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -3,7 +3,7 @@
  * the first one the kernel's uprobes emulate (see x86entry.h). It accepts a short list of
  * encodings and gives up on anything else: a wrong length would put the breakpoint in the
  * middle of an instruction and break the traced program. */
-#include "x86entry.h"
+#include "formats/x86entry.h"
 
 #include <stdbool.h>
 

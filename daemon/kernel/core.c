@@ -3,7 +3,7 @@
  * maps, loads, and attaches: scheduler and lifecycle tracepoints, futex syscalls, and one
  * page-fault perf event per CPU. cpu-clock sampling is per CPU here, or per thread of each
  * LLM process (sampler.c). */
-#include "core.h"
+#include "kernel/core.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -19,11 +19,11 @@
 
 #include "core.skel.h"
 #include "llmprof/abi.h"
-#include "log.h"
-#include "mapwalk.h"
-#include "procfs.h"
-#include "sampler.h"
-#include "uprobe.h"
+#include "base/log.h"
+#include "kernel/mapwalk.h"
+#include "base/procfs.h"
+#include "kernel/sampler.h"
+#include "kernel/uprobe.h"
 
 static int attach_one(struct bpf_program *prog, struct bpf_link **slot)
 {

@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "feature.h"
+#include "base/config.h"
+#include "kernel/feature.h"
 
 struct core_bpf;
 struct bpf_link;

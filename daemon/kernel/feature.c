@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Run-time feature probes: load a trivial program of each kind, open each kind of perf event. */
-#include "feature.h"
+#include "kernel/feature.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -12,8 +12,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "uprobe.h"
+#include "base/log.h"
+#include "kernel/uprobe.h"
 
 #define TRACEFS_MAGIC 0x74726163
 #define TRACEFS_PATH "/sys/kernel/tracing"

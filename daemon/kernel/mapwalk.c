@@ -2,7 +2,7 @@
 /* Bulk reads and deletes of kernel hash maps (see mapwalk.h). A pass of get_next_key and
  * lookup costs two system calls per entry: thousands of short-lived processes exiting while
  * their maps held thousands of entries made the daemon fall behind its ring buffer. */
-#include "mapwalk.h"
+#include "kernel/mapwalk.h"
 
 #include <bpf/bpf.h>
 #include <errno.h>

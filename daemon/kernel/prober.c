@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Uprobes attached and detached off the event loop (prober.h). */
-#include "prober.h"
+#include "kernel/prober.h"
 
 #include <bpf/libbpf.h>
 #include <errno.h>
@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "uprobe.h"
+#include "base/log.h"
+#include "kernel/uprobe.h"
 
 struct lp_probe_job {
 	struct lp_probe_job *next;

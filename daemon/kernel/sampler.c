@@ -5,7 +5,7 @@
  * on llama.cpp's OpenMP build it counted 82-87 % of the CPU time /proc reports, and the
  * samples it missed were barrier samples (share 0.31-0.44 where a thread's event read
  * 0.45 every time). A thread's event counts that thread's CPU time: 96 % of /proc's. */
-#include "sampler.h"
+#include "kernel/sampler.h"
 
 #include <bpf/libbpf.h>
 #include <dirent.h>
@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "uprobe.h"
+#include "base/log.h"
+#include "kernel/uprobe.h"
 
 static int open_thread_event(uint32_t hz, pid_t tid, bool inherit_thread)
 {

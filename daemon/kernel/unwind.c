@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* The unwind rows (unwind.h): an array per object, written through a mapping of it. */
-#include "unwind.h"
+#include "kernel/unwind.h"
 
 #include <bpf/bpf.h>
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cfi.h"
+#include "formats/cfi.h"
 
 /* The map's elements are 8-byte aligned: its mapping is an array of these only if so. */
 _Static_assert(sizeof(struct lp_unwind_row) == 8, "an unwind row is 8 bytes");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Uprobes on a process's object files: where they go, arrays of BPF links, and the
  * kernel's multi-uprobe links. */
-#include "uprobe.h"
+#include "kernel/uprobe.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "elfsym.h"
+#include "formats/elfsym.h"
 
 struct bpf_link;
 struct bpf_program;

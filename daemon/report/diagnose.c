@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Windows, context and bandwidth for the findings (diagnose.h). */
-#include "diagnose.h"
+#include "report/diagnose.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "ggml.h"
-#include "track.h"
+#include "engine/ggml.h"
+#include "tracked/track.h"
 
 /* The host's CPUs change rarely (hotplug, a governor switched): read again each minute. */
 #define HOST_REFRESH_NS (60ULL * 1000000000ULL)

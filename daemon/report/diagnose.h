@@ -7,10 +7,10 @@
 
 #include <stdint.h>
 
-#include "context.h"
-#include "findings.h"
-#include "membw.h"
-#include "report.h"
+#include "tracked/context.h"
+#include "report/findings.h"
+#include "report/membw.h"
+#include "report/report.h"
 
 #define LP_DIAGNOSE_WINDOW_NS (10ULL * 1000000000ULL)
 

@@ -2,7 +2,7 @@
 /* The rules behind `llmprofctl doctor` (findings.h). Thresholds are chosen so that an idle
  * machine running one inference process with as many threads as CPUs fires none: each is
  * named here with the reason for its value. */
-#include "findings.h"
+#include "report/findings.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -12,7 +12,7 @@
 #include <strings.h>
 
 #include "escape.h"
-#include "ops.h"
+#include "engine/ops.h"
 
 const char *const lp_rule_names[LP_RULE_NR] = {
 	[LP_RULE_OVERSUBSCRIBED] = "oversubscribed",

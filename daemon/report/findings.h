@@ -13,9 +13,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "context.h"
+#include "tracked/context.h"
 #include "llmprof/abi.h"
-#include "track.h"
+#include "tracked/track.h"
 
 enum lp_severity {
 	LP_SEV_INFO = 0,

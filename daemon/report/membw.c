@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Measuring the host's memory read bandwidth (membw.h). */
-#include "membw.h"
+#include "report/membw.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "state.h"
-#include "track.h"
+#include "base/log.h"
+#include "report/state.h"
+#include "tracked/track.h"
 
 #define LP_MEMBW_FILE "membw.json"
 #define LP_MEMBW_FORMAT 1

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* JSON rendering of reports: processes with counters, histograms with percentiles,
  * futex addresses and threads, plus collector state, map fill and every loss counter. */
-#include "render.h"
+#include "report/render.h"
 
 #include "llmprof/protocol.h"
 
@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cfi.h"
+#include "formats/cfi.h"
 #include "escape.h"
-#include "hist.h"
-#include "identity.h"
+#include "base/hist.h"
+#include "tracked/identity.h"
 
 #ifndef LLMPROF_VERSION
 #define LLMPROF_VERSION "0"

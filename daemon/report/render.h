@@ -6,7 +6,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "report.h"
+#include "report/report.h"
 
 /* Names of histograms and counters as they appear in the JSON document. */
 extern const char *const lp_hist_names[LP_H_NR];

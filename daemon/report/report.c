@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Reading the kernel maps into a report: process stats, per-thread state, futex addresses,
  * map fill and loss counters. */
-#include "report.h"
+#include "report/report.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -13,9 +13,9 @@
 #include <time.h>
 
 #include "core.skel.h"
-#include "hist.h"
-#include "mapwalk.h"
-#include "procfs.h"
+#include "base/hist.h"
+#include "kernel/mapwalk.h"
+#include "base/procfs.h"
 
 static void read_maps(struct lp_report *r, const struct lp_core *c)
 {

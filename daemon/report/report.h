@@ -4,12 +4,12 @@
 #ifndef LLMPROF_REPORT_H
 #define LLMPROF_REPORT_H
 
-#include "context.h"
-#include "core.h"
-#include "findings.h"
-#include "ggml.h"
-#include "precise.h"
-#include "track.h"
+#include "tracked/context.h"
+#include "kernel/core.h"
+#include "report/findings.h"
+#include "engine/ggml.h"
+#include "engine/precise.h"
+#include "tracked/track.h"
 
 struct lp_thread_view {
 	uint32_t tid;

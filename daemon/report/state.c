@@ -2,7 +2,7 @@
 /* The state file: counters by name and non-empty histogram buckets by index, 64-bit values
  * as decimal strings (JSON numbers lose precision above 2^53), times as ages so that the
  * monotonic clock of the next run can place them. */
-#include "state.h"
+#include "report/state.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 #include "escape.h"
-#include "ggml.h"
-#include "log.h"
-#include "procfs.h"
-#include "render.h"
+#include "engine/ggml.h"
+#include "base/log.h"
+#include "base/procfs.h"
+#include "report/render.h"
 
 static void put_u64(cJSON *o, const char *k, uint64_t v)
 {

@@ -7,8 +7,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "report.h"
-#include "track.h"
+#include "report/report.h"
+#include "tracked/track.h"
 
 #define LP_STATE_FILE "state.json"
 #define LP_STATE_FORMAT 1

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Loads bpf/admit.bpf.c and attaches it at the root of the unified cgroup hierarchy (every
  * process of the host, or of the container, is at or below it). */
-#include "admit.h"
+#include "serving/admit.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "admit.skel.h"
-#include "procfs.h"
+#include "base/procfs.h"
 
 struct lp_admit {
 	struct admit_bpf *skel;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* API routing: every request ends in a JSON document or a JSON error with a fitting status;
  * peers that are neither root nor in LP_GROUP see their own uid's processes only. */
-#include "api.h"
+#include "serving/api.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,11 +12,11 @@
 #include <string.h>
 
 #include "escape.h"
-#include "log.h"
+#include "base/log.h"
 #include "llmprof/protocol.h"
-#include "metrics.h"
-#include "procfs.h"
-#include "render.h"
+#include "serving/metrics.h"
+#include "base/procfs.h"
+#include "report/render.h"
 
 #ifndef LLMPROF_VERSION
 #define LLMPROF_VERSION "0"

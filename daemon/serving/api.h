@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "body.h"
-#include "stream.h"
-#include "report.h"
+#include "base/body.h"
+#include "base/stream.h"
+#include "report/report.h"
 
 /* Who is asking. */
 struct lp_peer {

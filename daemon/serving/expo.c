@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Prometheus exposition: text 0.0.4 lines, or length-delimited MetricFamily messages (the
  * protobuf wire format, protobuf.h). */
-#include "expo.h"
+#include "serving/expo.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "escape.h"
-#include "protobuf.h"
+#include "base/protobuf.h"
 
 struct lp_expo {
 	enum lp_expo_format fmt;

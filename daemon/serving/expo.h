@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "hist.h"
+#include "base/hist.h"
 
 enum lp_expo_format { LP_EXPO_TEXT, LP_EXPO_PROTOBUF };
 enum lp_expo_type { LP_EXPO_COUNTER, LP_EXPO_GAUGE, LP_EXPO_HISTOGRAM };

@@ -2,17 +2,17 @@
 /* What /metrics says of a report: one family per histogram kind and per counter, labelled
  * by process or by workload; then the daemon's own health (losses, map fill, features).
  * How it is written (text or protobuf) is expo.c's. */
-#include "metrics.h"
+#include "serving/metrics.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "expo.h"
-#include "hist.h"
-#include "identity.h"
-#include "render.h"
+#include "serving/expo.h"
+#include "base/hist.h"
+#include "tracked/identity.h"
+#include "report/render.h"
 
 #ifndef LLMPROF_VERSION
 #define LLMPROF_VERSION "0"

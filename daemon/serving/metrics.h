@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "expo.h"
-#include "report.h"
+#include "serving/expo.h"
+#include "report/report.h"
 
 struct lp_metrics_opts {
 	uint32_t max_processes; /* processes exported at most; running ones first */

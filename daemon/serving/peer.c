@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Peer identity for the API's access rule (see peer.h). */
-#include "peer.h"
+#include "serving/peer.h"
 
 #include <errno.h>
 #include <grp.h>

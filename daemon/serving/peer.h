@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "api.h"
+#include "serving/api.h"
 
 /* Fills p for the Unix socket fd. Privileged: root, or group (when have_group) among the
  * peer's primary and supplementary groups at connect time. Returns 0 or -errno. */

@@ -2,7 +2,7 @@
 /* evhttp serving the API: each connection gets a deadline, peers are known by SO_PEERCRED,
  * and the HTML error pages evhttp writes by itself (malformed or oversized requests) are
  * replaced with JSON errors before they reach the socket. */
-#include "server.h"
+#include "serving/server.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -25,11 +25,11 @@
 #include <openssl/ssl.h>
 #include <unistd.h>
 
-#include "admit.h"
+#include "serving/admit.h"
 #include "llmprof/protocol.h"
-#include "log.h"
-#include "peer.h"
-#include "webconfig.h"
+#include "base/log.h"
+#include "serving/peer.h"
+#include "serving/webconfig.h"
 
 struct lp_server;
 

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "api.h"
+#include "serving/api.h"
 
 struct event_base;
 struct lp_server;

@@ -2,7 +2,7 @@
 /* Reading exporter-toolkit's web configuration file (see webconfig.h). Its keys, values
  * and strictness follow exporter-toolkit's docs/web-configuration.md: unknown keys are
  * errors, relative paths are relative to the file. */
-#include "webconfig.h"
+#include "serving/webconfig.h"
 
 #include <crypt.h>
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include <strings.h>
 #include <yaml.h>
 
-#include "log.h"
+#include "base/log.h"
 
 struct ctx {
 	const char *path;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* A timeline in Perfetto's protobuf trace format (perfetto.h). */
-#include "perfetto.h"
+#include "timeline/perfetto.h"
 
 #include <errno.h>
 #include <inttypes.h>

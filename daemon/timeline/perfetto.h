@@ -19,8 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "protobuf.h"
-#include "timeline.h"
+#include "base/protobuf.h"
+#include "timeline/timeline.h"
 
 /* What the writer asks as it goes; each may return NULL (unknown). Names are raw: the
  * writer escapes them. */

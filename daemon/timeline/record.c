@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Timeline records (record.h). */
-#include "record.h"
+#include "timeline/record.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "core.skel.h"
-#include "log.h"
-#include "precise.h"
-#include "procfs.h"
+#include "base/log.h"
+#include "engine/precise.h"
+#include "base/procfs.h"
 
 void lp_recorder_init(struct lp_recorder *r, struct lp_core *core, struct lp_ggml *g,
 		      struct lp_tracker *tr, const char *version)

@@ -14,14 +14,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "body.h"
-#include "core.h"
+#include "base/body.h"
+#include "kernel/core.h"
 #include "llmprof/protocol.h"
-#include "ggml.h"
-#include "perfetto.h"
-#include "stream.h"
-#include "trace.h"
-#include "track.h"
+#include "engine/ggml.h"
+#include "timeline/perfetto.h"
+#include "base/stream.h"
+#include "timeline/trace.h"
+#include "tracked/track.h"
 
 /* Events kept per record: 56 bytes each, 56 MiB at most; more are counted as dropped. */
 #define LP_RECORD_MAX_EVENTS (1u << 20)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Events made into a timeline's tracks and counters (timeline.h). */
-#include "timeline.h"
+#include "timeline/timeline.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* A record's events as a Chrome Trace Event Format document (trace.h). */
-#include "trace.h"
+#include "timeline/trace.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "escape.h"
-#include "protobuf.h"
-#include "timeline.h"
+#include "base/protobuf.h"
+#include "timeline/timeline.h"
 
 /* The document as it is written: lp_pb's growing buffer (protobuf.h), holding text. */
 struct sb {

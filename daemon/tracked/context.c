@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Reading a process's surroundings from /proc and /sys for the findings (context.h). */
-#include "context.h"
+#include "tracked/context.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "procfs.h"
+#include "formats/gguf.h"
+#include "base/procfs.h"
 
 /* lp_read_small of a path made from a format (the roots are parameters). */
 static ssize_t read_small(char *buf, size_t size, const char *fmt, ...)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* A process's identity from /proc: its command line, its cgroup and what the path names. */
-#include "identity.h"
+#include "tracked/identity.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "escape.h"
-#include "gguf.h"
-#include "procfs.h"
+#include "formats/gguf.h"
+#include "base/procfs.h"
 
 void lp_identity_cmdline(char *out, size_t size, const char *raw, size_t len)
 {

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "context.h"
+#include "tracked/context.h"
 
 #define LP_IDENT_CMDLINE 256 /* bytes of the command line kept (escaped), "..." after */
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Tracking: inserting pids into the kernel's "procs" map, matching new processes by comm or
  * exe, and keeping the final record of each tracked process when it exits. */
-#include "track.h"
+#include "tracked/track.h"
 
 #include <bpf/bpf.h>
 #include <dirent.h>
@@ -12,9 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
-#include "mapwalk.h"
-#include "procfs.h"
+#include "base/log.h"
+#include "kernel/mapwalk.h"
+#include "base/procfs.h"
 
 uint64_t lp_now_ns(void)
 {

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "identity.h"
+#include "base/config.h"
+#include "tracked/identity.h"
 #include "llmprof/abi.h"
 
 #define LP_FUTEX_TOP 16

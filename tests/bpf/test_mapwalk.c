@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "../unit/check.h"
-#include "mapwalk.h"
+#include "kernel/mapwalk.h"
 
 struct key {
 	uint32_t tgid;

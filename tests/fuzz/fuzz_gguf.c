@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -17,9 +17,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "log.h"
-#include "server.h"
+#include "serving/api.h"
+#include "base/log.h"
+#include "serving/server.h"
 
 static struct event_base *base;
 static struct lp_server *server;

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cfi.h"
+#include "formats/cfi.h"
 #include "check.h"
 
 /* The rows of the file's .eh_frame by virtual address, as readelf's are. */

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "hist.h"
-#include "render.h"
+#include "base/hist.h"
+#include "report/render.h"
 #include "top.h"
 
 static uint64_t rnd(void)

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "context.h"
-#include "findings.h"
+#include "tracked/context.h"
+#include "report/findings.h"
 
 static char root[256];
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "elfsym.h"
+#include "formats/elfsym.h"
 
 static const char *const matmul[] = {"ggml_compute_forward_mul_mat", "iqk_mul_mat", NULL};
 static const char *const barrier[] = {"ggml_barrier", "GOMP_barrier", NULL};

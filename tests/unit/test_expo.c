@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "expo.h"
+#include "serving/expo.h"
 
 static uint64_t varint(const uint8_t *p, size_t n, size_t *at)
 {

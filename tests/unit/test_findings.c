@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "findings.h"
+#include "report/findings.h"
 
 #define S 1000000000ULL /* a second in ns */
 

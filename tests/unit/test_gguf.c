@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "gguf.h"
+#include "formats/gguf.h"
 
 struct buf {
 	uint8_t *p;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "hist.h"
+#include "base/hist.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "identity.h"
+#include "tracked/identity.h"
 
 #define ID_CGROUP(text) lp_identity_cgroup(&id, text)
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "hist.h"
-#include "metrics.h"
+#include "base/hist.h"
+#include "serving/metrics.h"
 
 /* The value of the first sample line that starts with prefix, or -1. */
 static double sample(const char *text, const char *prefix)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "ops.h"
+#include "engine/ops.h"
 
 static const char *op(const char *sym)
 {

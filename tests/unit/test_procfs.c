@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "procfs.h"
+#include "base/procfs.h"
 
 static void test_stat(void)
 {

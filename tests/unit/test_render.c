@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "hist.h"
-#include "render.h"
+#include "base/hist.h"
+#include "report/render.h"
 
 static double getnum(const cJSON *o, const char *path)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "trace.h"
+#include "timeline/trace.h"
 
 #define T0 1000000000ULL /* the window's start, ns */
 #define US 1000ULL

@@ -17,10 +17,10 @@
 #include <bpf/bpf.h>
 #include <linux/types.h>
 
-#include "cfi.h"
+#include "formats/cfi.h"
 #include "check.h"
 #include "llmprof/abi.h"
-#include "unwind.h"
+#include "kernel/unwind.h"
 
 /* An array of maps as bpf/lp.bpf.h declares "unwind_rows", with nslots slots. */
 static int outer_map(uint32_t nslots)

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "log.h"
-#include "webconfig.h"
+#include "base/log.h"
+#include "serving/webconfig.h"
 
 static char dir[] = "/tmp/lpwebcfg-XXXXXX";
 

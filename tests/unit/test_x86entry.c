@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "elfsym.h"
-#include "x86entry.h"
+#include "formats/elfsym.h"
+#include "formats/x86entry.h"
 
 #define BYTES(...) ((const uint8_t[]){__VA_ARGS__}), sizeof((const uint8_t[]){__VA_ARGS__})
 
