@@ -797,6 +797,7 @@ static int run(struct daemon *d)
 	d->tracker.free_ggml = lp_ggml_proc_free;
 	d->tracker.userdata = d;
 	lp_ggml_init(&d->ggml, &d->cfg, &d->core, &d->tracker);
+	lp_precise_hook(&d->ggml);
 	lp_recorder_init(&d->recorder, &d->core, &d->ggml, &d->tracker, LLMPROF_VERSION);
 	lp_diagnose_init(&d->diagnose, d->cfg.state_dir);
 	d->rb = ring_buffer__new(bpf_map__fd(d->core.skel->maps.events), on_event, d, NULL);

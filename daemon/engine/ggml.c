@@ -22,7 +22,6 @@
 
 #include "core.skel.h"
 #include "base/log.h"
-#include "engine/precise.h"
 #include "base/procfs.h"
 #include "kernel/uprobe.h"
 
@@ -726,10 +725,11 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 			if (s.llm && first) {
 				t->ggml->found_ns = lp_now_ns();
 				log_found(g, t);
-				lp_precise_duty(g, t, t->ggml->found_ns);
+				if (g->hooks.found)
+					g->hooks.found(g, t, t->ggml->found_ns);
 			}
-			if (t->ggml->precise_on)
-				lp_precise_attach(g, t);
+			if (t->ggml->precise_on && g->hooks.mapped)
+				g->hooks.mapped(g, t);
 		}
 	}
 	proc_scan_free(&s);
@@ -820,7 +820,8 @@ void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
 {
 	__u32 key = (__u32)t->pid;
 
-	lp_precise_on_exit(g, t);
+	if (g->hooks.exited)
+		g->hooks.exited(g, t);
 	unwind_gc(g, t);
 	if (t->ggml) {
 		lp_sampler_stop(&t->ggml->sampler);
@@ -865,5 +866,6 @@ void lp_ggml_reset(struct lp_ggml *g, struct lp_target *t)
 		return;
 	reset_op_samples(g, t);
 	gp->oncpu_at_table_ns = 0;
-	lp_precise_reset(g, t);
+	if (g->hooks.reset)
+		g->hooks.reset(g, t);
 }

@@ -222,6 +222,21 @@ static inline bool lp_ggml_proc_has(const struct lp_ggml_proc *gp, const char *p
 	return false;
 }
 
+struct lp_ggml;
+
+/* What a room built on this one (precise mode: engine/precise.h) is told of a process's
+ * life, set by the daemon's wiring; each may be NULL. */
+struct lp_ggml_hooks {
+	/* The process was found to run an LLM (at found_ns). */
+	void (*found)(struct lp_ggml *g, struct lp_target *t, uint64_t found_ns);
+	/* It mapped objects while its precise window is on. */
+	void (*mapped)(struct lp_ggml *g, struct lp_target *t);
+	/* It exited: before its sampler stops and its last op counts are read. */
+	void (*exited)(struct lp_ggml *g, struct lp_target *t);
+	/* Its figures were reset: after the op counts. */
+	void (*reset)(struct lp_ggml *g, struct lp_target *t);
+};
+
 struct lp_ggml {
 	const struct lp_config *cfg;
 	struct lp_core *core;
@@ -237,6 +252,7 @@ struct lp_ggml {
 	struct lp_unwind unwind;
 	struct lp_prober *prober; /* NULL: probes go on and off on the calling thread */
 	struct event_base *base;  /* NULL: timed windows end at the once-a-second tick */
+	struct lp_ggml_hooks hooks;
 };
 
 void lp_ggml_init(struct lp_ggml *g, const struct lp_config *cfg, struct lp_core *core,

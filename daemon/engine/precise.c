@@ -419,7 +419,7 @@ static void window_close_now(struct lp_ggml *g, struct lp_target *t)
 	free(st);
 }
 
-void lp_precise_attach(struct lp_ggml *g, struct lp_target *t)
+static void precise_attach(struct lp_ggml *g, struct lp_target *t)
 {
 	struct lp_ggml_proc *gp = t->ggml;
 	uint64_t now = lp_now_ns();
@@ -465,7 +465,7 @@ int lp_precise_set(struct lp_ggml *g, struct lp_target *t, bool on, double secon
 }
 
 /* The duty cycle, phased from when the process was found. */
-void lp_precise_duty(struct lp_ggml *g, struct lp_target *t, uint64_t now)
+static void precise_duty(struct lp_ggml *g, struct lp_target *t, uint64_t now)
 {
 	double duty = g->cfg->precise_duty, period = g->cfg->precise_period;
 	struct lp_ggml_proc *gp = t->ggml;
@@ -494,7 +494,7 @@ void lp_precise_tick(struct lp_ggml *g)
 				lp_precise_set(g, t, false, 0);
 			continue;
 		}
-		lp_precise_duty(g, t, now);
+		precise_duty(g, t, now);
 	}
 }
 
@@ -568,7 +568,7 @@ static void take_op_precise(struct lp_ggml *g, struct lp_target *t, bool keep)
 	}
 }
 
-void lp_precise_on_exit(struct lp_ggml *g, struct lp_target *t)
+static void precise_on_exit(struct lp_ggml *g, struct lp_target *t)
 {
 	__u32 key = (__u32)t->pid;
 
@@ -595,7 +595,7 @@ void lp_precise_stop(struct lp_ggml *g)
 	g->prober = NULL;
 }
 
-void lp_precise_reset(struct lp_ggml *g, struct lp_target *t)
+static void precise_reset(struct lp_ggml *g, struct lp_target *t)
 {
 	struct lp_ggml_proc *gp = t->ggml;
 
@@ -610,4 +610,14 @@ void lp_precise_reset(struct lp_ggml *g, struct lp_target *t)
 	/* An open window starts again from the zeroed counters. */
 	if (gp->precise_on && !t->exited && window_mark(g, t) < 0)
 		window_close(g, t, NULL);
+}
+
+void lp_precise_hook(struct lp_ggml *g)
+{
+	g->hooks = (struct lp_ggml_hooks){
+		.found = precise_duty,
+		.mapped = precise_attach,
+		.exited = precise_on_exit,
+		.reset = precise_reset,
+	};
 }

@@ -16,18 +16,15 @@
  * from preparing the probes (or attaching them, without a prober). */
 int lp_precise_set(struct lp_ggml *g, struct lp_target *t, bool on, double seconds);
 
-/* The process's objects changed (a dlopen) under an open window: that window ends and one
- * with probes on everything mapped now opens for what was left of it. */
-void lp_precise_attach(struct lp_ggml *g, struct lp_target *t);
-
-/* The duty cycle (--precise-duty), phased from when the process was found. */
-void lp_precise_duty(struct lp_ggml *g, struct lp_target *t, uint64_t now);
+/* Precise mode follows each process's life from ggml.c's hooks (found: the duty cycle,
+ * --precise-duty, phased from then; mapped: a dlopen under an open window ends it and
+ * opens one with probes on everything mapped now, for what was left of it; exited: an open
+ * window closes, the probes go, the ops' last figures stay; reset: the completed windows
+ * and the ops' figures are forgotten, an open window restarts). */
+void lp_precise_hook(struct lp_ggml *g);
 
 /* Once a second: opens and closes windows (duty cycle, timed windows). */
 void lp_precise_tick(struct lp_ggml *g);
-
-/* At the exit: closes an open window, drops the probes, keeps the ops' last figures. */
-void lp_precise_on_exit(struct lp_ggml *g, struct lp_target *t);
 
 /* Before the event loop and the prober go: windows end at the tick, probes on the calling
  * thread, from here on. */
@@ -38,10 +35,6 @@ void lp_precise_stop(struct lp_ggml *g);
 
 /* Precise figures per op index ([ops.n], malloc'ed), or NULL when no op was probed. */
 struct lp_op_precise *lp_precise_ops(const struct lp_core *c, const struct lp_target *t);
-
-/* After a reset: forgets the completed windows and the ops' figures; an open window
- * restarts. */
-void lp_precise_reset(struct lp_ggml *g, struct lp_target *t);
 
 /* Precise-window totals including an open window, for reports. */
 struct lp_precise_totals {
