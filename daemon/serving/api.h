@@ -1,90 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
-/* The HTTP API's routing: method and path to a handler, access control by the peer's
- * credentials, request bodies parsed and checked, every outcome a JSON document or a JSON
- * error. Transport-free: server.c feeds it requests, tests/fuzz feeds it bytes. */
+/* The HTTP API's routing: method and path to a route (figures.h reads, actions.h changes),
+ * access control by the peer's credentials, every outcome a JSON document or a JSON error
+ * (answer.h). Transport-free: server.c feeds it requests, tests/fuzz feeds it bytes. */
 #ifndef LLMPROF_API_H
 #define LLMPROF_API_H
 
-#include <cjson/cJSON.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <sys/types.h>
-
-#include "base/body.h"
-#include "base/stream.h"
-#include "report/report.h"
-
-/* Who is asking. */
-struct lp_peer {
-	bool unix_socket; /* false: the TCP listener, which serves /metrics only */
-	bool known;	  /* uid is who it is: Unix credentials, or a loopback socket's owner */
-	uid_t uid;
-	pid_t pid;
-	bool privileged; /* root or a member of LP_GROUP: sees everything, may change state */
-	/* TCP: the credentials did not match (401 with a challenge), or nobody can be known
-	 * and nothing allows an unknown peer (403): see webconfig.h. */
-	bool auth_failed;
-	bool denied;
-};
-
-/* What the daemon does for the API. Each returns 0 or -errno. */
-struct lp_api_backend {
-	void *ctx;
-	/* A report of every tracked process (pid 0) or of one; freed by report_free. */
-	int (*report)(void *ctx, pid_t pid, struct lp_report *r);
-	void (*report_free)(void *ctx, struct lp_report *r);
-	/* Adds the daemon's own facts (uptime, probes, configuration) to the status object. */
-	void (*status)(void *ctx, cJSON *o);
-	/* -ESRCH: not tracked. */
-	int (*reset)(void *ctx, pid_t pid);
-	/* -ESRCH: not tracked; -ENODATA: exited; -ENOEXEC: not a ggml process. On success
-	 * (and only then) adds the precise-mode state to o. */
-	int (*precise)(void *ctx, pid_t pid, bool on, double seconds, cJSON *o);
-	/* A timeline record: lp_record_start's, lp_record_stop's and lp_record_fetch's
-	 * returns. With stream, the trace is streamed as it is recorded (Perfetto's format),
-	 * and *stream is the answer's. */
-	int (*record_start)(void *ctx, pid_t pid, double seconds, bool ops, double lease,
-			    struct lp_stream **stream);
-	int (*record_stop)(void *ctx, pid_t pid);
-	int (*record_fetch)(void *ctx, pid_t pid, struct lp_body **body, double *remaining);
-	/* The host's memory bandwidth into o; with measure, a measurement is started first. */
-	void (*bandwidth)(void *ctx, bool measure, cJSON *o);
-	const char *group; /* the group whose members are privileged, for messages */
-	/* Options of /metrics. */
-	uint32_t metrics_max_processes;
-	bool metrics_by_workload;
-	double start_time;
-};
-
-struct lp_api_request {
-	const char *method; /* "GET", "POST", ... */
-	const char *uri;    /* path and query, as sent */
-	const char *accept; /* the Accept header, NULL when none */
-	const char *body;
-	size_t body_len;
-	const struct lp_peer *peer;
-};
-
-struct lp_api_response {
-	int status;
-	const char *reason;
-	const char *content_type;
-	const char *allow; /* for 405 */
-	char *body;	   /* malloc'd, or shared's */
-	size_t len;
-	struct lp_body *shared; /* a body kept by its owner too: one reference is the answer's */
-	/* An answer written as it is made (200, content_type; body NULL): the reference is
-	 * the answer's. */
-	struct lp_stream *stream;
-};
+#include "serving/answer.h"
 
 void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *req,
 		   struct lp_api_response *res);
-
-/* A JSON error document: for the transport's own refusals too. */
-void lp_api_error(struct lp_api_response *res, int status, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-void lp_api_response_free(struct lp_api_response *res);
 
 #endif
