@@ -32,9 +32,10 @@ echo "$llama_simple"
 echo "== ik_llama.cpp from source (cached)"
 bash ../shared/workloads/build-ik.sh
 
-echo "== clang-format, SPDX lines"
+echo "== clang-format, SPDX lines, the daemon's floor plan"
 clang-format --dry-run --Werror $(git ls-files '*.c' '*.h')
 scripts/check-spdx.sh
+scripts/check-layout.py
 
 # Scratch that passing tests leave behind in /tmp (they remove theirs; a failing one keeps
 # it for inspection and fails the run anyway).
