@@ -20,8 +20,9 @@ those frames leaves the op to the stack scan, which took flash attention's stale
 addresses for live frames: attention 30 % where perf has 2 %. On the clang build, a walk
 that stopped in libc put libomp's waits outside ops: sync 0.04 where perf has 0.58.
 
-Per run: with the default, per-thread sampler, every op group within 3 points of perf's
-(perfref.check_groups: plus the samples the kernel dropped, measured against perf's count)
+Per run: with the default, per-thread sampler, every op group within 3 points of perf's, or
+3.5 standard errors of the difference where that is more (perfref.check_groups: plus the
+samples the kernel dropped, measured against perf's count)
 and the leading op as perf has it or within 3 points of it; with either sampler, at least
 98 % of the samples placed by the instruction pointer or the walk by rows, or nowhere
 (node's JIT code), at most 1 % by the scan, and the objects with ops and libc walked by
