@@ -387,7 +387,8 @@ def paged_out(d, binary, model):
     t.check(abs(ev["major_faults"] - ref) <= 0.2 * ref + 8,
             "%d major faults in the window, /proc/PID/stat's %d: %s"
             % (ev["major_faults"], ref, f["title"]))
-    t.check(ev["weights_file"] == model and 0 < ev["weights_resident_share"] <= 1
+    # 0 is a reading too: a read right after the page-out finds none of them back yet.
+    t.check(ev["weights_file"] == model and 0 <= ev["weights_resident_share"] <= 1
             and res["share"] < 1,
             "the weights' file and residency: %s, %.2f (below 1 when read again: %.2f)"
             % (ev["weights_file"], ev["weights_resident_share"], res["share"]))
@@ -511,7 +512,7 @@ def diff(d, binary, model, work):
         with open(path, "w") as f:
             f.write(ctl(d, "dump", "--pid", str(p.pid), "--json").stdout)
         return path
-    base, again = run("base"), run("again")
+    base = run("base")
     # Slowed on purpose by more than this VM's noise: one thread instead of two was not
     # (a run with one thread once decoded as fast as the clean one had, 195 against 198
     # tokens/s, where it is 1.4x slower on a quiet host); both threads on one CPU are 3-4x.
@@ -521,8 +522,15 @@ def diff(d, binary, model, work):
     stop(h)
     # Two runs of one configuration differ by the host's noise: up to 12.5 % in tokens/s on
     # this shared VM on a busy day (a CI rehearsal under ASan). A CI gate sets its
-    # threshold above that noise; the slowed runs below must trip the default 10 %.
-    same = ctl(d, "diff", base, again, "--threshold", "25")
+    # threshold above that noise; the slowed runs below must trip the default 10 %. A
+    # build beside the suite once halved a run (run-queue share 5.5 % against 28.3 %, and
+    # the diff said so, rightly): then that pair was not clean, and the run is made again,
+    # up to three times. A diff that always cried regression fails all three.
+    for attempt in range(3):
+        same = ctl(d, "diff", base, run("again-%d" % attempt), "--threshold", "25")
+        if same.returncode == 0:
+            break
+        print("the host's noise over 25 %% (attempt %d of 3):\n%s" % (attempt + 1, same.stdout))
     t.check(same.returncode == 0 and "no regression" in same.stdout,
             "diff of two clean runs exits 0 at a threshold above the noise (25 %):\n"
             + same.stdout)
