@@ -15,6 +15,7 @@ a barrier's entry probe counts for the barrier; precise mode starts timing after
 times the return probe inside the barrier). Runs here differ by 0.01-0.08."""
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -74,20 +75,23 @@ def decode(model, *daemon_args):
 
 
 def record(model):
-    """A timeline of node-llama-cpp for 3 s, the whole of a short decoding inside it."""
+    """A timeline of node-llama-cpp from before a short decoding to its end (stopped as a
+    user stops it, Ctrl-C, once the driver is done: a fixed window of 3 s held only 21 of
+    40 tokens on a busy host)."""
     print("--- llmprofctl record on node-llama-cpp")
     tokens = 40
     d = Daemon("--sample-hz", "99")
     d.wait_ready()
     drv, pid = driver(model, tokens, d)
     out = os.path.join(t.tmpdir("llmprof-record-"), "node.json.gz")
-    rec = tracefmt.record(t, d, pid, out, "--seconds", "3", "--no-ops")
+    rec = tracefmt.record(t, d, pid, out, "--seconds", "60", "--no-ops")
     drv.stdin.write(b"go\n")
     drv.stdin.flush()
     res = read_json_line(drv, "the driver", 120)
+    rec.send_signal(signal.SIGINT)
     drv.stdin.close()
     drv.wait(timeout=30)
-    text, err = rec.communicate(timeout=30)
+    text, err = rec.communicate(timeout=60)
     check(rec.returncode == 0, "llmprofctl record exits 0: %r %r" % (text, err))
     check(d.stop() == 0, "llmprofd exits 0")
     ev = tracefmt.valid(t, tracefmt.load(out), "node-llama-cpp")
