@@ -14,6 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
+#include "daemon.h"
+#include "persist.h"
 #include "serving/api.h"
 #include "kernel/core.h"
 #include "report/diagnose.h"
@@ -30,37 +33,9 @@
 #include "serving/server.h"
 #include "report/report.h"
 #include "report/state.h"
+#include "tracked/sweep.h"
 #include "tracked/track.h"
 #include "serving/webconfig.h"
-
-struct daemon {
-	struct lp_config cfg;
-	struct lp_config_store store;
-	int argc;
-	char **argv;
-	struct lp_features features;
-	struct lp_core core;
-	struct lp_tracker tracker;
-	struct lp_ggml ggml;
-	struct lp_prober prober;
-	struct lp_recorder recorder;
-	struct lp_diagnose diagnose;
-	uint64_t diagnose_ns; /* its last tick */
-	struct ring_buffer *rb;
-	struct event_base *base;
-	struct event *ev_pending;
-	struct event *ev_record; /* reads timeline events every 100 ms while records run */
-	struct event *ev_checkpoint;
-	char *web_config; /* the live --web-config-file, kept across reloads */
-	struct lp_server *server;
-	struct lp_api_backend api;
-	double start_realtime;
-	uint64_t start_ns;
-	uint64_t reloads;
-	uint64_t saves, saves_failed; /* of the totals to the state directory */
-	int save_error;		      /* the last save's: 0 when it worked */
-	char boot_id[64];
-};
 
 static bool libbpf_debug;
 
@@ -105,16 +80,6 @@ static void log_memory(const struct lp_core *c)
 	log_info("kernel maps: %s; %.1f MiB locked in all", line, (double)total / (1 << 20));
 }
 
-/* Reads both ring buffers: exit and mapping records, then timeline events, at most
- * LP_RECORD_BUDGET of those per call (a record of a busy process can bring them faster than
- * a slow daemon reads them, and the event loop must go on: the next call reads on). */
-static void consume(struct daemon *d)
-{
-	d->recorder.budget = LP_RECORD_BUDGET;
-	ring_buffer__consume(d->rb);
-	lp_tracker_harvest(&d->tracker);
-}
-
 static int on_event(void *arg, void *data, size_t size)
 {
 	struct daemon *d = arg;
@@ -142,7 +107,7 @@ static void on_record(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	consume(d);
+	lp_daemon_consume(d);
 	lp_record_tick(&d->recorder);
 	if (lp_record_running(&d->recorder))
 		evtimer_add(d->ev_record, &tv);
@@ -206,7 +171,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	lp_precise_tick(&d->ggml);
 	/* Exit records in flight first, so that the sweep only finds exits the hook missed;
 	 * timeline events before the records whose window ended are finished. */
-	consume(d);
+	lp_daemon_consume(d);
 	lp_record_tick(&d->recorder);
 	lp_tracker_sweep(&d->tracker);
 	if (d->tracker.nwaiting) {
@@ -229,16 +194,6 @@ static void on_watchdog(evutil_socket_t fd, short what, void *arg)
 	(void)arg;
 	sd_notify(0, "WATCHDOG=1");
 }
-
-static double realtime_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void checkpoint_arm(struct daemon *d);
 
 static int web_config_reload(struct daemon *d, const char *path)
 {
@@ -304,7 +259,7 @@ static void on_reload(evutil_socket_t fd, short what, void *arg)
 	cJSON_Delete(now);
 	cJSON_Delete(next);
 	lp_config_reload(&d->cfg, &cfg);
-	checkpoint_arm(d);
+	lp_persist_arm(d);
 	/* The web configuration is read again whether or not its name changed: passwords and
 	 * certificates change in place. A file with errors keeps the current one. */
 	if (d->server && web_config_reload(d, cfg.web_config) < 0)
@@ -332,7 +287,7 @@ static void on_ringbuf(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	consume(d);
+	lp_daemon_consume(d);
 }
 
 static void on_stop(evutil_socket_t fd, short what, void *arg)
@@ -362,291 +317,6 @@ static void on_target_exit(void *userdata, struct lp_target *t)
 			return;
 	}
 	event_base_loopbreak(d->base);
-}
-
-/* --- the API's view of the daemon --- */
-
-/* The collected data of one process or all, read fresh; with findings, judged too. */
-static int read_report(struct daemon *d, pid_t pid, struct lp_report *r, bool findings)
-{
-	int ret;
-
-	/* Exit records waiting in the ring buffer first: a process that just exited is
-	 * reported with its final numbers. */
-	consume(d);
-	lp_tracker_reap(&d->tracker, pid);
-	ret = lp_report_build(r, &d->core, &d->tracker, pid);
-	r->features = &d->features;
-	r->state_saves_failed = d->saves_failed;
-	if (ret == 0 && findings)
-		lp_diagnose_report(&d->diagnose, r);
-	return ret;
-}
-
-static int api_report(void *ctx, pid_t pid, struct lp_report *r)
-{
-	return read_report(ctx, pid, r, true);
-}
-
-static int print_report(struct daemon *d)
-{
-	struct lp_report r;
-	cJSON *json;
-	char *text;
-	int ret;
-
-	ret = api_report(d, 0, &r);
-	if (ret < 0) {
-		lp_report_free(&r);
-		return log_error_errno(ret, "read maps: %m");
-	}
-	json = lp_render_report(&r);
-	text = json ? cJSON_Print(json) : NULL;
-	if (text) {
-		fputs(text, stdout);
-		fputc('\n', stdout);
-		fflush(stdout);
-	}
-	free(text);
-	cJSON_Delete(json);
-	lp_report_free(&r);
-	return text ? 0 : log_error_errno(-ENOMEM, "render report: %m");
-}
-
-static void api_bandwidth(void *ctx, bool measure, cJSON *o)
-{
-	struct daemon *d = ctx;
-
-	if (measure)
-		lp_membw_again(&d->diagnose.membw);
-	lp_membw_render(&d->diagnose.membw, o);
-}
-
-static void api_report_free(void *ctx, struct lp_report *r)
-{
-	(void)ctx;
-	lp_report_free(r);
-}
-
-static void api_status(void *ctx, cJSON *o)
-{
-	struct daemon *d = ctx;
-	struct lp_feature_flag f[LP_FEATURE_FLAGS_MAX];
-	size_t nf = lp_feature_flags(&d->features, f), decode_objs = 0, decode_links = 0;
-	size_t precise_procs = 0, precise_links = 0;
-	struct lp_server_stats st = {};
-	cJSON *x, *found, *missing;
-
-	cJSON_AddNumberToObject(o, "pid", getpid());
-	cJSON_AddNumberToObject(o, "uptime_seconds", (double)(lp_now_ns() - d->start_ns) / 1e9);
-	cJSON_AddNumberToObject(o, "started_at", d->start_realtime);
-	lp_membw_render(&d->diagnose.membw, cJSON_AddObjectToObject(o, "bandwidth"));
-	x = cJSON_AddObjectToObject(o, "kernel_features");
-	found = cJSON_AddArrayToObject(x, "found");
-	missing = cJSON_AddArrayToObject(x, "missing");
-	for (size_t i = 0; i < nf; i++)
-		cJSON_AddItemToArray(f[i].on ? found : missing, cJSON_CreateString(f[i].name));
-	for (size_t i = 0; i < d->ggml.nobjs; i++) {
-		decode_objs += d->ggml.objs[i]->decode.n > 0;
-		decode_links += d->ggml.objs[i]->decode.n;
-	}
-	for (size_t i = 0; i < d->tracker.n; i++) {
-		const struct lp_ggml_proc *gp = d->tracker.v[i]->ggml;
-
-		precise_procs += gp && gp->precise_on;
-		precise_links += gp ? gp->probes.n : 0;
-	}
-	x = cJSON_AddObjectToObject(o, "probes");
-	cJSON_AddNumberToObject(x, "core_links", (double)d->core.nlinks);
-	cJSON_AddNumberToObject(x, "objects_read", (double)d->ggml.nobjs);
-	cJSON_AddNumberToObject(x, "decode_objects", (double)decode_objs);
-	cJSON_AddNumberToObject(x, "decode_links", (double)decode_links);
-	cJSON_AddNumberToObject(x, "precise_processes", (double)precise_procs);
-	cJSON_AddNumberToObject(x, "precise_links", (double)precise_links);
-	/* The .eh_frame rows the sampler walks frames by: the pool, and its use. */
-	x = cJSON_AddObjectToObject(o, "unwind");
-	cJSON_AddBoolToObject(x, "enabled", d->ggml.unwind.outer_fd >= 0);
-	cJSON_AddNumberToObject(x, "objects", (double)d->ggml.unwind.objs);
-	cJSON_AddNumberToObject(x, "objects_max", LP_UNWIND_OBJS);
-	cJSON_AddNumberToObject(x, "rows_used", (double)d->ggml.unwind.used);
-	cJSON_AddNumberToObject(x, "bytes", (double)d->ggml.unwind.bytes);
-	if (d->server)
-		lp_server_stats(d->server, &st);
-	x = cJSON_AddObjectToObject(o, "server");
-	cJSON_AddNumberToObject(x, "connections", (double)st.connections);
-	cJSON_AddNumberToObject(x, "accepted", (double)st.accepted);
-	cJSON_AddNumberToObject(x, "requests", (double)st.requests);
-	cJSON_AddNumberToObject(x, "over_cap", (double)st.over_cap);
-	cJSON_AddNumberToObject(x, "over_uid_cap", (double)st.over_uid_cap);
-	cJSON_AddNumberToObject(x, "refused", (double)st.refused);
-	cJSON_AddNumberToObject(x, "refused_in_kernel", (double)st.refused_in_kernel);
-	if (d->server)
-		cJSON_AddStringToObject(x, "kernel_admission",
-					!st.kernel_admission   ? "on"
-					: *st.kernel_admission ? st.kernel_admission
-							       : "no TCP listener");
-	cJSON_AddNumberToObject(x, "timed_out", (double)st.timed_out);
-	cJSON_AddNumberToObject(x, "http_errors_rewritten", (double)st.rewritten);
-	cJSON_AddNumberToObject(o, "reloads", (double)d->reloads);
-	x = cJSON_AddObjectToObject(o, "state");
-	cJSON_AddNumberToObject(x, "saves", (double)d->saves);
-	cJSON_AddNumberToObject(x, "saves_failed", (double)d->saves_failed);
-	if (d->save_error)
-		cJSON_AddStringToObject(x, "last_error", strerror(-d->save_error));
-	else
-		cJSON_AddNullToObject(x, "last_error");
-	cJSON_AddItemToObject(o, "config", lp_config_describe(&d->cfg));
-}
-
-static int api_reset(void *ctx, pid_t pid)
-{
-	struct daemon *d = ctx;
-	struct lp_target *t = lp_tracker_find(&d->tracker, pid);
-	int r;
-
-	if (!t)
-		return -ESRCH;
-	r = lp_tracker_reset(&d->tracker, t);
-	if (r == 0)
-		lp_ggml_reset(&d->ggml, t);
-	return r;
-}
-
-static int api_record_start(void *ctx, pid_t pid, double seconds, bool ops, double lease,
-			    struct lp_stream **stream)
-{
-	struct daemon *d = ctx;
-	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
-	int r = lp_record_start(&d->recorder, pid, seconds, ops, lease, stream);
-
-	if (r == 0 && !evtimer_pending(d->ev_record, NULL))
-		evtimer_add(d->ev_record, &tv);
-	return r;
-}
-
-static int api_record_stop(void *ctx, pid_t pid)
-{
-	struct daemon *d = ctx;
-
-	/* Its last events are read first: the window closes on what the kernel has. */
-	consume(d);
-	return lp_record_stop(&d->recorder, pid);
-}
-
-static int api_record_fetch(void *ctx, pid_t pid, struct lp_body **body, double *remaining)
-{
-	struct daemon *d = ctx;
-
-	return lp_record_fetch(&d->recorder, pid, body, remaining);
-}
-
-static int api_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
-{
-	struct daemon *d = ctx;
-	struct lp_target *t = lp_tracker_find(&d->tracker, pid);
-	struct lp_ggml_proc *gp;
-	cJSON *x;
-	int r;
-
-	if (!t)
-		return -ESRCH;
-	if (t->exited)
-		return -ENODATA;
-	if (!t->ggml || !t->ggml->found_ns)
-		return -ENOEXEC;
-	r = lp_precise_set(&d->ggml, t, on, seconds);
-	if (r < 0)
-		return r;
-	gp = t->ggml;
-	x = cJSON_AddObjectToObject(o, "precise");
-	lp_render_precise_state(x, gp, lp_now_ns());
-	cJSON_AddNumberToObject(x, "functions_probed", (double)gp->nprobed);
-	return 0;
-}
-
-/* The totals go to the state directory, to be read back at the next start: at SIGTERM,
- * and every --checkpoint-interval so that a crash loses at most that much. */
-static int save_state(struct daemon *d, bool at_exit)
-{
-	struct lp_report r;
-	cJSON *doc;
-	int ret;
-
-	if (!*d->cfg.state_dir)
-		return 0;
-	/* Totals only: the findings are not kept. */
-	ret = read_report(d, 0, &r, false);
-	doc = ret == 0 ? lp_state_render(&r, d->boot_id, realtime_now()) : NULL;
-	lp_report_free(&r);
-	ret = doc ? lp_state_write(d->cfg.state_dir, doc) : ret < 0 ? ret : -ENOMEM;
-	d->saves++;
-	d->saves_failed += ret < 0;
-	d->save_error = ret < 0 ? ret : 0;
-	if (ret < 0)
-		log_error_errno(ret, "save the totals to %s/%s: %m; %s", d->cfg.state_dir,
-				LP_STATE_FILE,
-				at_exit ? "those since the last checkpoint are lost"
-					: "trying again at the next checkpoint");
-	else if (at_exit)
-		log_info("saved the totals of %d process(es) to %s/%s",
-			 cJSON_GetArraySize(cJSON_GetObjectItem(doc, "processes")),
-			 d->cfg.state_dir, LP_STATE_FILE);
-	else
-		log_debug("checkpoint: %d process(es) saved",
-			  cJSON_GetArraySize(cJSON_GetObjectItem(doc, "processes")));
-	cJSON_Delete(doc);
-	return ret;
-}
-
-static void on_checkpoint(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	save_state(arg, false);
-}
-
-/* (Re)arms the checkpoint timer with the configured interval; 0 stops it. */
-static void checkpoint_arm(struct daemon *d)
-{
-	double s = d->cfg.checkpoint;
-	struct timeval tv = {.tv_sec = (time_t)s,
-			     .tv_usec = (suseconds_t)((s - (double)(time_t)s) * 1e6)};
-
-	if (!d->ev_checkpoint)
-		return;
-	event_del(d->ev_checkpoint);
-	if (s > 0 && *d->cfg.state_dir)
-		event_add(d->ev_checkpoint, &tv);
-}
-
-/* At start, so that a state directory that cannot take the totals is found now and not at
- * the first save: it must be (or become) a directory we can write. */
-static int state_dir_check(const char *dir)
-{
-	struct stat st;
-
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return log_error_errno(-errno,
-				       "state directory '%s': %m; create it, or run with "
-				       "--state-directory off to keep no totals across restarts",
-				       dir);
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return log_error_errno(-ENOTDIR, "state directory '%s': %m", dir);
-	/* Whoever else can write there can plant names in it for root to write through. */
-	if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
-		return log_error_errno(
-			-EPERM,
-			"state directory '%s' is writable by others than llmprofd's "
-			"user (owner uid %u, mode %04o), who could make it overwrite "
-			"files; chown it to uid %u and chmod go-w it, or name another",
-			dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
-			(unsigned)geteuid());
-	if (access(dir, W_OK | X_OK) < 0)
-		return log_error_errno(-errno,
-				       "state directory '%s': %m; the totals could not "
-				       "be saved",
-				       dir);
-	return 0;
 }
 
 /* The socket systemd passed, if any: exactly one listening stream socket. */
@@ -705,22 +375,7 @@ static int serve_setup(struct daemon *d, struct event **ev_hup, struct event **e
 		if (r < 0)
 			return r;
 	}
-	d->api = (struct lp_api_backend){
-		.ctx = d,
-		.report = api_report,
-		.report_free = api_report_free,
-		.bandwidth = api_bandwidth,
-		.status = api_status,
-		.reset = api_reset,
-		.precise = api_precise,
-		.record_start = api_record_start,
-		.record_stop = api_record_stop,
-		.record_fetch = api_record_fetch,
-		.group = d->cfg.socket_group,
-		.metrics_max_processes = d->cfg.metrics_max_processes,
-		.metrics_by_workload = d->cfg.metrics_by_workload,
-		.start_time = d->start_realtime,
-	};
+	lp_backend_init(d);
 	sd_notify(0, "STATUS=Opening the API socket");
 	r = lp_server_start(&d->server, d->base, &so, &d->api);
 	if (r < 0)
@@ -749,7 +404,7 @@ static int run(struct daemon *d)
 	int r;
 
 	d->start_ns = lp_now_ns();
-	d->start_realtime = realtime_now();
+	d->start_realtime = lp_realtime_now();
 	if (lp_boot_id(d->boot_id, sizeof(d->boot_id)) < 0)
 		d->boot_id[0] = '\0';
 	raise_nofile();
@@ -808,7 +463,7 @@ static int run(struct daemon *d)
 		return log_error_errno(-errno, "create ring buffer reader: %m");
 
 	if (serve && *d->cfg.state_dir) {
-		r = state_dir_check(d->cfg.state_dir);
+		r = lp_persist_check_dir(d->cfg.state_dir);
 		if (r < 0)
 			return r;
 	}
@@ -879,12 +534,12 @@ static int run(struct daemon *d)
 		r = serve_setup(d, &ev_hup, &ev_wd);
 		if (r < 0)
 			goto out;
-		d->ev_checkpoint = event_new(d->base, -1, EV_PERSIST, on_checkpoint, d);
+		d->ev_checkpoint = event_new(d->base, -1, EV_PERSIST, lp_persist_on_checkpoint, d);
 		if (!d->ev_checkpoint) {
 			r = log_error_errno(-ENOMEM, "set up the checkpoint timer: %m");
 			goto out;
 		}
-		checkpoint_arm(d);
+		lp_persist_arm(d);
 	}
 
 	log_info("ready: tracking %zu process(es)", d->tracker.n);
@@ -896,13 +551,13 @@ static int run(struct daemon *d)
 	sd_notify(0, "STOPPING=1\nSTATUS=Stopping");
 
 	/* Totals that could not be saved are lost: the exit status says so. */
-	r = serve ? save_state(d, true) : 0;
+	r = serve ? lp_persist_save(d, true) : 0;
 	if (d->cfg.once) {
 		/* Exit records still in flight, then what the hooks left behind, before the
 		 * report counts the maps. */
-		consume(d);
+		lp_daemon_consume(d);
 		lp_tracker_sweep(&d->tracker);
-		r = print_report(d);
+		r = lp_backend_print_report(d);
 	}
 out:
 	/* What is still on its way is taken off here; from now on links go at once. */

@@ -16,6 +16,7 @@
 #include "base/hist.h"
 #include "kernel/mapwalk.h"
 #include "base/procfs.h"
+#include "tracked/sweep.h"
 
 static void read_maps(struct lp_report *r, const struct lp_core *c)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* evhttp serving the API: each connection gets a deadline, peers are known by SO_PEERCRED,
- * and the HTML error pages evhttp writes by itself (malformed or oversized requests) are
- * replaced with JSON errors before they reach the socket. */
+/* evhttp serving the API on the Unix socket and the TCP listener: listeners bound and set up,
+ * requests checked (hygiene.h), their peers let in or not (conn.h, and the web
+ * configuration's credentials on TCP), routed (api.h) and answered, whole or streamed. */
 #include "serving/server.h"
 
 #include <errno.h>
@@ -17,96 +17,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <openssl/ssl.h>
 #include <unistd.h>
 
-#include "serving/admit.h"
-#include "llmprof/protocol.h"
 #include "base/log.h"
-#include "serving/peer.h"
-#include "serving/webconfig.h"
-
-struct lp_server;
-
-/* Connections a listener accepts before the loop turns (see on_new_connection()). */
-#define LP_SERVER_ACCEPT_BATCH 32
-
-/* Each listener has a budget of its own: a flood on the TCP /metrics port leaves the Unix
- * socket alone, and the other way round. */
-struct listener {
-	struct lp_server *s;
-	struct evhttp *http;
-	struct evconnlistener *lev;
-	bool unix_socket;
-	bool paused;	      /* at twice its budget: see listener_pause() */
-	bool resting;	      /* took its batch this turn of the loop: see on_new_connection() */
-	uint64_t connections; /* open now */
-	/* Admitted connections of unprivileged peers, counted against their shares. */
-	struct conn *unpriv;
-	uint64_t nunpriv;
-	unsigned batch;	      /* accepted this turn of the loop */
-	struct event *resume; /* the next turn: accepting again */
-};
-
-/* What a new connection is granted once its peer is known (admit()). */
-enum admission {
-	ADMITTED,
-	ANSWER_503, /* root or the group over the whole budget: told so, then closed */
-	REFUSED,    /* anyone else over their share: closed at once, before any work */
-};
-
-struct conn {
-	struct conn *prev, *next;
-	struct conn *uprev, *unext; /* in l->unpriv */
-	struct listener *l;
-	struct bufferevent *bev;
-	struct evhttp_connection *evcon; /* known from the first turn of the loop on */
-	struct evbuffer_cb_entry *out_cb, *in_cb;
-	struct event *deadline;
-	size_t owned; /* bytes at the head of the output written by our own replies */
-	/* The line evhttp read last (a chunk-size line when it fails a chunked body): see
-	 * on_input(). */
-	char last_line[24];
-	unsigned eol_run;  /* line ends drained since last_line */
-	size_t mirror_len; /* bytes of the input mirrored in mirror[] */
-	char mirror[64];
-	/* Bytes of the input so far, added and drained by evhttp, and where its first NUL
-	 * was (UINT64_MAX: none): see on_input(). */
-	uint64_t rx, drained, nul_at;
-	bool replying; /* inside evhttp_send_reply() for one of our replies */
-	/* An answer being streamed (stream.h): its request, until its end is sent. */
-	struct lp_stream *stream;
-	struct evhttp_request *stream_req;
-	enum admission admission;
-	bool peer_known;
-	struct lp_peer peer;
-	/* An unknown TCP peer (not on this host) is counted by its address: family, then
-	 * the IPv4 or IPv6 bytes. */
-	unsigned char source[17];
-};
-
-struct lp_server {
-	struct event_base *base;
-	const struct lp_api_backend *backend;
-	struct listener l[2];
-	int nl;
-	char *created_path; /* the socket file we bound, removed at the end */
-	struct conn *conns;
-	uint32_t max_connections, max_per_uid;
-	uint32_t timeout_s;
-	gid_t group;
-	bool have_group;
-	struct lp_webconfig *web;
-	SSL_CTX *tls;
-	struct lp_admit *admit;
-	const char *admit_why; /* NULL: admit is on; "": no TCP listener */
-	struct lp_server_stats st;
-};
+#include "llmprof/protocol.h"
+#include "serving/conn.h"
+#include "serving/hygiene.h"
 
 static const char *method_name(enum evhttp_cmd_type t)
 {
@@ -131,571 +51,6 @@ static const char *method_name(enum evhttp_cmd_type t)
 		return "PATCH";
 	}
 	return "?";
-}
-
-static void read_peer(struct conn *c)
-{
-	struct lp_server *s = c->l->s;
-	int fd = bufferevent_getfd(c->bev), r;
-
-	c->peer_known = true;
-	c->peer.unix_socket = c->l->unix_socket;
-	c->peer.uid = (uid_t)-1;
-	if (fd < 0)
-		return;
-	if (c->l->unix_socket) {
-		r = lp_peer_unix(fd, s->have_group, s->group, &c->peer);
-		if (r < 0)
-			log_warning_errno(r, "read peer credentials: %m; treating the peer as "
-					     "unprivileged");
-		return;
-	}
-	r = lp_peer_tcp(fd, s->have_group, s->group, &c->peer);
-	if (r < 0 && r != -EADDRNOTAVAIL)
-		log_warning_errno(r, "find the local owner of a /metrics connection: %m; it sees "
-				     "no process");
-	if (!c->peer.known) {
-		struct sockaddr_storage ss;
-		socklen_t len = sizeof(ss);
-
-		if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
-			return;
-		c->source[0] = (unsigned char)ss.ss_family;
-		if (ss.ss_family == AF_INET)
-			memcpy(c->source + 1, &((struct sockaddr_in *)&ss)->sin_addr, 4);
-		else if (ss.ss_family == AF_INET6)
-			memcpy(c->source + 1, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
-	}
-}
-
-static bool same_source(const struct conn *a, const struct conn *b)
-{
-	if (a->peer.known != b->peer.known)
-		return false;
-	return a->peer.known ? a->peer.uid == b->peer.uid
-			     : memcmp(a->source, b->source, sizeof(a->source)) == 0;
-}
-
-/* What a new connection gets, on its listener's budget alone. Root and the group are held
- * to the whole budget; the others leave LP_SERVER_PRIVILEGED_ROOM of it free, and one
- * source (a uid, or the address of a peer on another host) may hold max_per_uid, so that no
- * local user can starve root, the group or another user (a Prometheus server). */
-static enum admission admit(struct conn *c)
-{
-	struct listener *l = c->l;
-	struct lp_server *s = l->s;
-	uint64_t unpriv = 0, same = 0;
-	uint32_t room = s->max_connections > 2 * LP_SERVER_PRIVILEGED_ROOM
-				? s->max_connections - LP_SERVER_PRIVILEGED_ROOM
-				: (s->max_connections + 1) / 2;
-
-	if (c->peer.privileged) {
-		if (l->connections <= s->max_connections)
-			return ADMITTED;
-		s->st.over_cap++;
-		return ANSWER_503;
-	}
-	unpriv = l->nunpriv;
-	for (struct conn *o = l->unpriv; o; o = o->unext)
-		same += same_source(o, c);
-	if (same >= s->max_per_uid) {
-		s->st.over_cap++;
-		s->st.over_uid_cap++;
-		return REFUSED;
-	}
-	if (unpriv >= room || l->connections > s->max_connections) {
-		s->st.over_cap++;
-		return REFUSED;
-	}
-	c->unext = l->unpriv;
-	if (l->unpriv)
-		l->unpriv->uprev = c;
-	l->unpriv = c;
-	l->nunpriv++;
-	return ADMITTED;
-}
-
-/* The hard stop: a listener with twice its budget open accepts no more (the kernel's backlog
- * holds them) until some close. Connections over the budget are closed at their first turn,
- * so only a burst faster than the loop reaches it. */
-static void listener_pause(struct listener *l, bool pause)
-{
-	if (pause == l->paused)
-		return;
-	l->paused = pause;
-	if (pause)
-		evconnlistener_disable(l->lev);
-	else if (!l->resting)
-		evconnlistener_enable(l->lev);
-	if (pause)
-		log_warning("%" PRIu64 " connections open on the %s, twice the cap: not accepting "
-			    "more there until some close",
-			    l->connections, l->unix_socket ? "socket" : "TCP listener");
-}
-
-static void on_resume(evutil_socket_t fd, short what, void *arg)
-{
-	struct listener *l = arg;
-
-	(void)fd;
-	(void)what;
-	l->resting = false;
-	l->batch = 0;
-	if (!l->paused)
-		evconnlistener_enable(l->lev);
-}
-
-static void conn_free(struct conn *c)
-{
-	struct lp_server *s = c->l->s;
-
-	if (c->evcon)
-		evhttp_connection_set_closecb(c->evcon, NULL, NULL);
-	/* Its producer stops: nobody reads any more. A connection that failed (the peer went
-	 * away) left the request to us, detached from it: ending it frees it. Otherwise it
-	 * is still the connection's, which frees it right after this callback. */
-	if (c->stream) {
-		lp_stream_gone(c->stream);
-		lp_stream_put(c->stream);
-		if (!evhttp_request_get_connection(c->stream_req))
-			evhttp_send_reply_end(c->stream_req);
-	}
-	if (c->out_cb)
-		evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
-	if (c->in_cb)
-		evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->in_cb);
-	event_free(c->deadline);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		s->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	if (c->uprev || c->l->unpriv == c) {
-		if (c->uprev)
-			c->uprev->unext = c->unext;
-		else
-			c->l->unpriv = c->unext;
-		if (c->unext)
-			c->unext->uprev = c->uprev;
-		c->l->nunpriv--;
-	}
-	s->st.connections--;
-	c->l->connections--;
-	if (c->l->connections < 2 * (uint64_t)s->max_connections)
-		listener_pause(c->l, false);
-	free(c);
-}
-
-static void on_conn_close(struct evhttp_connection *evcon, void *arg)
-{
-	(void)evcon;
-	conn_free(arg);
-}
-
-/* A new connection has until its first request is complete: a short header timeout, so that
- * peers that never finish one do not hold their share long. Then, after each reply, the whole
- * --http-timeout to write it and read the next request. */
-static void deadline_arm(struct conn *c, bool first)
-{
-	uint32_t t = c->l->s->timeout_s;
-	struct timeval tv = {.tv_sec = c->admission == ANSWER_503 ? 1
-				       : first && t > LP_SERVER_HEADER_TIMEOUT_S
-					       ? LP_SERVER_HEADER_TIMEOUT_S
-					       : t};
-
-	event_add(c->deadline, &tv);
-}
-
-/* Closes a connection over its share at once. What it sent is read first (a request's
- * worth: 8 KiB, the headers' limit), so that closing does not reset the connection, and a
- * 503 goes out when the socket takes it without waiting: a client that sent its request
- * reads why. A peer that sent more is reset: each refusal stays a few system calls. */
-static void refuse(struct conn *c)
-{
-#define REFUSED_BODY                                                                       \
-	"{\"error\":{\"code\":\"" LP_ERR_TOO_MANY_CONNECTIONS "\",\"message\":\"too many " \
-	"connections from your user or address; try again\",\"status\":503}}\n"
-	static const char answer[] = "HTTP/1.1 503 Service Unavailable\r\n"
-				     "Content-Type: application/json\r\nConnection: close\r\n"
-				     "Content-Length: %zu\r\n\r\n%s";
-	int fd = bufferevent_getfd(c->bev), n;
-	char buf[512];
-
-	if (fd >= 0) {
-		for (int i = 0; i < LP_MAX_HEADERS_BYTES / (int)sizeof(buf) &&
-				recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == (ssize_t)sizeof(buf);
-		     i++)
-			;
-		n = snprintf(buf, sizeof(buf), answer, sizeof(REFUSED_BODY) - 1, REFUSED_BODY);
-		(void)!send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
-	}
-#undef REFUSED_BODY
-	c->l->s->st.refused++;
-	if (c->evcon)
-		evhttp_connection_free(c->evcon); /* conn_free() in its close callback */
-	else if (fd >= 0)
-		shutdown(fd, SHUT_RDWR);
-}
-
-/* The first turn: evhttp has set up the connection by now, so its handle is the argument of
- * the bufferevent's callbacks (checked). Later turns: the deadline has passed, and shutting
- * the socket down makes evhttp see EOF and free the connection the usual way. */
-static void on_deadline(evutil_socket_t fd, short what, void *arg)
-{
-	struct conn *c = arg;
-	void *cbarg = NULL;
-
-	(void)fd;
-	(void)what;
-	if (!c->evcon) {
-		bufferevent_getcb(c->bev, NULL, NULL, NULL, &cbarg);
-		if (cbarg && evhttp_connection_get_bufferevent(cbarg) == c->bev) {
-			c->evcon = cbarg;
-			evhttp_connection_set_closecb(c->evcon, on_conn_close, c);
-		} else {
-			log_error("evhttp connection not found for a new connection, ignoring");
-		}
-		read_peer(c);
-		c->admission = admit(c);
-		if (c->admission == REFUSED) {
-			refuse(c);
-			return;
-		}
-		deadline_arm(c, true);
-		return;
-	}
-	c->l->s->st.timed_out++;
-	log_debug("connection dropped: no complete request within %u s", c->l->s->timeout_s);
-	shutdown(bufferevent_getfd(c->bev), SHUT_RDWR);
-}
-
-/* The chains of buf, in v (16) or, when there are more, in an array to free(): evbuffer_peek()
- * over the whole buffer. The positioned read (evbuffer_ptr_set + evbuffer_copyout_from)
- * missed the tail of a second response on a keep-alive connection (libevent 2.1.12; found
- * by tests/fuzz/fuzz_http.c). Returns how many, 0 when empty, -1 out of memory. */
-static int chains(struct evbuffer *buf, struct evbuffer_iovec v[16], struct evbuffer_iovec **vec)
-{
-	int nvec = evbuffer_peek(buf, -1, NULL, NULL, 0);
-
-	*vec = v;
-	if (nvec <= 0)
-		return 0;
-	if (nvec > 16 && !(*vec = malloc((size_t)nvec * sizeof(**vec))))
-		return -1;
-	return evbuffer_peek(buf, -1, NULL, *vec, nvec);
-}
-
-/* Copies n bytes at offset off out of buf. Returns the bytes copied. */
-static size_t copy_at(struct evbuffer *buf, size_t off, char *out, size_t n)
-{
-	struct evbuffer_iovec v[16], *vec;
-	int nvec = chains(buf, v, &vec);
-	size_t got = 0, pos = 0;
-
-	for (int i = 0; i < nvec && got < n; i++) {
-		size_t l = vec[i].iov_len, skip = off > pos ? off - pos : 0;
-
-		if (skip < l) {
-			size_t take = l - skip < n - got ? l - skip : n - got;
-
-			memcpy(out + got, (char *)vec[i].iov_base + skip, take);
-			got += take;
-		}
-		pos += l;
-	}
-	if (vec != v)
-		free(vec);
-	return got;
-}
-
-static bool tail_is(struct evbuffer *buf, size_t from, const char *s)
-{
-	size_t len = evbuffer_get_length(buf), n = strlen(s);
-	char tmp[64];
-
-	if (len < from + n || n > sizeof(tmp))
-		return false;
-	return copy_at(buf, len - n, tmp, n) == n && strncasecmp(tmp, s, n) == 0;
-}
-
-/* The status of the response that starts at offset from. */
-static int status_at(struct evbuffer *buf, size_t from)
-{
-	char line[32] = "";
-	int status = 0;
-
-	copy_at(buf, from, line, sizeof(line) - 1);
-	return sscanf(line, "HTTP/%*d.%*d %d", &status) == 1 ? status : 400;
-}
-
-/* A chunk-size line as RFC 9112 7.1 has it: hex digits, then optional extensions. */
-static bool chunk_size_valid(const char *line)
-{
-	size_t n = strspn(line, "0123456789abcdefABCDEF");
-
-	return n > 0 && n <= 16 && (line[n] == '\0' || line[n] == ';' || line[n] == ' ');
-}
-
-/* Where the first NUL among the last n bytes of buf is, counted from the connection's first
- * byte (the tail starts at rx), or UINT64_MAX. */
-static uint64_t nul_in_tail(struct evbuffer *buf, size_t n, uint64_t rx)
-{
-	struct evbuffer_iovec v[16], *vec;
-	int nvec = chains(buf, v, &vec);
-	size_t len = evbuffer_get_length(buf), from = n < len ? len - n : 0, pos = 0;
-	uint64_t at = UINT64_MAX;
-
-	if (nvec < 0)
-		return rx; /* out of memory: refused rather than let through unread */
-	for (int i = 0; i < nvec && at == UINT64_MAX; i++) {
-		size_t l = vec[i].iov_len, skip = from > pos ? from - pos : 0;
-		const char *z =
-			skip < l ? memchr((char *)vec[i].iov_base + skip, 0, l - skip) : NULL;
-
-		if (z)
-			at = rx + (pos + (size_t)(z - (char *)vec[i].iov_base) - from);
-		pos += l;
-	}
-	if (vec != v)
-		free(vec);
-	return at;
-}
-
-/* Mirrors the front of the input, so that what evhttp drains is still known afterwards.
- * evhttp reads a line as two drains (evbuffer_readln: the text, then its line end); a
- * chunk-size line it fails on is the last text drained, followed by one line end, where a
- * body over the limit follows a header line and the empty line after it (two). Callbacks on
- * a bufferevent's buffers run as the buffer changes. */
-static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
-{
-	struct conn *c = arg;
-
-	if (info->n_deleted) {
-		size_t d = info->n_deleted < c->mirror_len ? info->n_deleted : c->mirror_len;
-		size_t n = d;
-
-		while (n && (c->mirror[n - 1] == '\n' || c->mirror[n - 1] == '\r'))
-			n--;
-		if (n == 0) {
-			c->eol_run++;
-		} else {
-			n = n < sizeof(c->last_line) - 1 ? n : sizeof(c->last_line) - 1;
-			memcpy(c->last_line, c->mirror, n);
-			c->last_line[n] = '\0';
-			c->eol_run = d > n;
-		}
-	}
-	c->mirror_len = copy_at(buf, 0, c->mirror, sizeof(c->mirror));
-	c->drained += info->n_deleted;
-	if (info->n_added && c->nul_at == UINT64_MAX)
-		c->nul_at = nul_in_tail(buf, info->n_added, c->rx);
-	c->rx += info->n_added;
-}
-
-/* Replaces the HTML error page evhttp queued after our own bytes with a JSON error of the
- * same status. evhttp closes the connection after such a page, so it is the last thing
- * written. The output's front is frozen while the bufferevent owns it: thawed for this. */
-static void rewrite_error(struct conn *c, struct evbuffer *buf)
-{
-	struct lp_api_response res = {};
-	int status = status_at(buf, c->owned);
-	struct evbuffer *keep = evbuffer_new();
-	char head[256];
-
-	/* evhttp fails a malformed chunk-size line as "too long" too (libevent 2.1.12,
-	 * evhttp_handle_chunked_read: DATA_CORRUPTED and DATA_TOO_LONG share one path). */
-	if (status == 413 && c->eol_run == 1 && !chunk_size_valid(c->last_line))
-		lp_api_error(&res, 400, LP_ERR_BAD_REQUEST,
-			     "malformed chunk size '%.16s' in a chunked body", c->last_line);
-	else if (status == 413 && c->eol_run == 1 && strpbrk(c->last_line, "; "))
-		lp_api_error(&res, 400, LP_ERR_BAD_REQUEST,
-			     "a chunk extension ('%.16s'): not supported here; send the chunk "
-			     "size alone",
-			     c->last_line);
-	else if (status == 413)
-		lp_api_error(&res, 413, LP_ERR_TOO_LARGE,
-			     "request too large: at most %d bytes of headers and %d of body",
-			     LP_MAX_HEADERS_BYTES, LP_MAX_BODY_BYTES);
-	/* evhttp refuses only methods it does not know (every one it knows reaches the router,
-	 * which answers 405 with Allow): RFC 9110 15.6.2 says 501 for those. */
-	else if (status == 405 || status == 501)
-		lp_api_error(&res, 501, LP_ERR_NOT_IMPLEMENTED,
-			     "method not implemented: GET, HEAD and POST are this API's");
-	else
-		lp_api_error(&res, status, LP_ERR_BAD_REQUEST,
-			     "malformed HTTP request, or headers over %d bytes; see docs/API.md",
-			     LP_MAX_HEADERS_BYTES);
-	if (!keep || !res.body) {
-		evbuffer_free(keep);
-		lp_api_response_free(&res);
-		return;
-	}
-	evbuffer_cb_clear_flags(buf, c->out_cb, EVBUFFER_CB_ENABLED);
-	evbuffer_unfreeze(buf, 1);
-	evbuffer_remove_buffer(buf, keep, c->owned);
-	evbuffer_drain(buf, evbuffer_get_length(buf));
-	evbuffer_add_buffer(buf, keep);
-	snprintf(head, sizeof(head),
-		 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nConnection: close\r\n"
-		 "Content-Length: %zu\r\n\r\n",
-		 res.status, res.reason, res.content_type, res.len);
-	evbuffer_add(buf, head, strlen(head));
-	evbuffer_add(buf, res.body, res.len);
-	c->owned = evbuffer_get_length(buf);
-	evbuffer_freeze(buf, 1);
-	evbuffer_cb_set_flags(buf, c->out_cb, EVBUFFER_CB_ENABLED);
-	evbuffer_free(keep);
-	lp_api_response_free(&res);
-	c->l->s->st.rewritten++;
-}
-
-static void on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
-{
-	struct conn *c = arg;
-	size_t len = evbuffer_get_length(buf);
-
-	/* Written bytes leave from the front; ours are the first ones. */
-	c->owned = info->n_deleted >= c->owned ? 0 : c->owned - info->n_deleted;
-	if (c->stream)
-		c->stream->queued = len;
-	if (c->replying || len <= c->owned) {
-		c->owned = len;
-		return;
-	}
-	/* evhttp's own interim reply to "Expect: 100-continue" passes. */
-	if (len - c->owned <= 32 && (tail_is(buf, c->owned, " 100 Continue\r\n\r\n"))) {
-		c->owned = len;
-		return;
-	}
-	/* The page is complete once its last line is in. */
-	if (tail_is(buf, c->owned, "</html>\n"))
-		rewrite_error(c, buf);
-}
-
-static struct bufferevent *on_new_connection(struct event_base *base, void *arg)
-{
-	struct listener *l = arg;
-	struct lp_server *s = l->s;
-	struct conn *c = calloc(1, sizeof(*c));
-
-	if (!c)
-		return NULL; /* evhttp makes its own; this connection is not tracked */
-	c->l = l;
-	c->nul_at = UINT64_MAX;
-	if (!l->unix_socket && s->tls) {
-		SSL *ssl = SSL_new(s->tls);
-
-		/* evhttp sets the descriptor; the handshake runs before the first request. */
-		c->bev = ssl ? bufferevent_openssl_socket_new(base, -1, ssl,
-							      BUFFEREVENT_SSL_ACCEPTING,
-							      BEV_OPT_CLOSE_ON_FREE)
-			     : NULL;
-		if (!c->bev)
-			SSL_free(ssl);
-	} else {
-		c->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-	}
-	c->deadline = evtimer_new(base, on_deadline, c);
-	c->out_cb = c->bev ? evbuffer_add_cb(bufferevent_get_output(c->bev), on_output, c) : NULL;
-	c->in_cb = c->bev ? evbuffer_add_cb(bufferevent_get_input(c->bev), on_input, c) : NULL;
-	if (!c->bev || !c->deadline || !c->out_cb || !c->in_cb) {
-		if (c->bev)
-			bufferevent_free(c->bev);
-		if (c->deadline)
-			event_free(c->deadline);
-		free(c);
-		return NULL;
-	}
-	c->next = s->conns;
-	if (s->conns)
-		s->conns->prev = c;
-	s->conns = c;
-	s->st.connections++;
-	s->st.accepted++;
-	if (++l->connections >= 2 * (uint64_t)s->max_connections)
-		listener_pause(l, true);
-	/* A batch, then a turn of the loop: evconnlistener accepts until the backlog is empty
-	 * or the listener is disabled, and a flood would otherwise keep the loop in here while
-	 * requests already in wait, and the other listener's connections. The batch is judged
-	 * (the flood's closed) before the next one is taken. */
-	if (++l->batch >= LP_SERVER_ACCEPT_BATCH && !l->resting) {
-		static const struct timeval now = {0, 0};
-
-		l->resting = true;
-		evconnlistener_disable(l->lev);
-		event_add(l->resume, &now);
-	}
-	/* Right away, then at the deadline: see on_deadline(). */
-	event_active(c->deadline, EV_TIMEOUT, 0);
-	return c->bev;
-}
-
-static struct conn *conn_of(struct lp_server *s, struct evhttp_request *req)
-{
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-
-	for (struct conn *c = s->conns; c; c = c->next)
-		if (c->bev == bev)
-			return c;
-	return NULL;
-}
-
-/* What evhttp 2.1 lets through but RFC 9112 6.3 does not: Content-Length given twice with
- * different values, both Content-Length and Transfer-Encoding, or a transfer coding other
- * than chunked alone. Each leaves the body's end unknown, so the connection closes after the
- * error. Returns true when res holds one. */
-static bool framing_error(struct evhttp_request *req, struct lp_api_response *res)
-{
-	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-	const char *cl = NULL, *te = NULL;
-	struct evkeyval *h;
-	int ncl = 0, nte = 0;
-
-	TAILQ_FOREACH(h, in, next)
-	{
-		/* A field name is a token (RFC 9110 5.1): "Foo : bar" or ": bar" is refused,
-		 * as a request a proxy might read another way. */
-		if (!h->key[0] || h->key[strspn(h->key, "!#$%&'*+-.^_`|~0123456789"
-							"abcdefghijklmnopqrstuvwxyz"
-							"ABCDEFGHIJKLMNOPQRSTUVWXYZ")]) {
-			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
-				     "malformed header name '%.40s': a token, with no white "
-				     "space before the colon",
-				     h->key);
-			return true;
-		}
-		if (strcasecmp(h->key, "Content-Length") == 0 &&
-		    (!h->value[0] || h->value[strspn(h->value, "0123456789")])) {
-			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
-				     "Content-Length '%.20s' is not a decimal number", h->value);
-			return true;
-		}
-		if (strcasecmp(h->key, "Content-Length") == 0) {
-			if (cl && strcmp(cl, h->value) != 0) {
-				lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
-					     "Content-Length given twice with different values");
-				return true;
-			}
-			cl = h->value;
-			ncl++;
-		} else if (strcasecmp(h->key, "Transfer-Encoding") == 0) {
-			te = h->value;
-			nte++;
-		}
-	}
-	if (te && (nte > 1 || strcasecmp(te, "chunked") != 0)) {
-		lp_api_error(res, 501, LP_ERR_NOT_IMPLEMENTED,
-			     "Transfer-Encoding '%.40s': only 'chunked' alone is supported", te);
-		return true;
-	}
-	if (te && ncl) {
-		lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
-			     "both Content-Length and Transfer-Encoding: send one");
-		return true;
-	}
-	return false;
 }
 
 /* Whether a verified client certificate came with this TLS connection. */
@@ -787,7 +142,7 @@ static void stream_notify(void *arg)
 	c->stream_req = NULL;
 	lp_stream_put(s);
 	/* Then as after any answer: a deadline for the next request. */
-	deadline_arm(c, false);
+	lp_conn_deadline(c, false);
 }
 
 /* An answer written as it is made: no deadline while it lasts (a record's window is at
@@ -818,7 +173,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 {
 	struct listener *l = arg;
 	struct lp_server *s = l->s;
-	struct conn *c = conn_of(s, req);
+	struct conn *c = lp_conn_of(s, req);
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
 	struct evkeyvalq *hdr = evhttp_request_get_output_headers(req);
 	struct lp_peer anon = {.unix_socket = l->unix_socket, .uid = (uid_t)-1};
@@ -834,7 +189,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 
 	s->st.requests++;
 	if (c && !c->peer_known)
-		read_peer(c);
+		lp_conn_read_peer(c);
 	rp = c ? c->peer : anon;
 	ar.peer = &rp;
 	ar.body = (const char *)evbuffer_pullup(in, -1);
@@ -845,14 +200,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 			     "again",
 			     s->max_connections, s->max_per_uid);
 		evhttp_add_header(hdr, "Connection", "close");
-	} else if (c && c->nul_at < c->drained) {
-		/* evhttp ends a header value at a NUL; RFC 9110 5.5 wants the request refused
-		 * (or the NUL replaced), and a body here is JSON, which holds none. The bytes
-		 * evhttp drained so far are this request's, and those before it. */
-		lp_api_error(&res, 400, LP_ERR_BAD_REQUEST,
-			     "a NUL byte in the request: no header value or body here holds one");
-		evhttp_add_header(hdr, "Connection", "close");
-	} else if (framing_error(req, &res)) {
+	} else if (lp_http_refused(c, req, &res)) {
 		evhttp_add_header(hdr, "Connection", "close");
 	} else if (l->unix_socket || tcp_access(s, c, req, &rp, &res)) {
 		lp_api_handle(s->backend, &ar, &res);
@@ -906,7 +254,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 	if (c) {
 		c->replying = false;
 		/* A fresh deadline for writing this reply and reading the next request. */
-		deadline_arm(c, false);
+		lp_conn_deadline(c, false);
 	}
 	evbuffer_free(out);
 	lp_api_response_free(&res);
@@ -918,7 +266,7 @@ static int listener_init(struct lp_server *s, struct listener *l, struct evconnl
 	l->s = s;
 	l->unix_socket = unix_socket;
 	l->lev = lev;
-	l->resume = evtimer_new(s->base, on_resume, l);
+	l->resume = evtimer_new(s->base, lp_listener_on_resume, l);
 	l->http = evhttp_new(s->base);
 	if (!l->http || !l->resume)
 		return -ENOMEM;
@@ -930,7 +278,7 @@ static int listener_init(struct lp_server *s, struct listener *l, struct evconnl
 	evhttp_set_max_headers_size(l->http, LP_MAX_HEADERS_BYTES);
 	evhttp_set_max_body_size(l->http, LP_MAX_BODY_BYTES);
 	evhttp_set_timeout(l->http, (int)s->timeout_s);
-	evhttp_set_bevcb(l->http, on_new_connection, l);
+	evhttp_set_bevcb(l->http, lp_conn_new, l);
 	evhttp_set_gencb(l->http, on_request, l);
 	if (!evhttp_bind_listener(l->http, lev))
 		return -ENOMEM;
@@ -1151,7 +499,7 @@ void lp_server_free(struct lp_server *s)
 		else if (s->l[i].lev)
 			evconnlistener_free(s->l[i].lev);
 	while (s->conns)
-		conn_free(s->conns);
+		lp_conn_free(s->conns);
 	for (int i = 0; i < s->nl; i++)
 		if (s->l[i].resume)
 			event_free(s->l[i].resume);

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "serving/api.h"
+#include "serving/listener.h"
 
 struct event_base;
 struct lp_server;
@@ -30,27 +31,6 @@ struct lp_server_opts {
 	/* --web-config-file for the TCP listener (TLS, basic auth, headers), or NULL; the
 	 * server owns it from here on. */
 	struct lp_webconfig *web;
-};
-
-#define LP_SERVER_PRIVILEGED_ROOM 16
-/* Seconds a new connection has to send its first complete request (when --http-timeout is
- * longer): what a client sends at once, a peer that holds a partial request does not. */
-#define LP_SERVER_HEADER_TIMEOUT_S 5
-
-struct lp_server_stats {
-	uint64_t connections; /* open now */
-	uint64_t accepted;
-	uint64_t over_cap;     /* over a budget: too many connections */
-	uint64_t over_uid_cap; /* of those, because one uid (or remote address) held too many */
-	uint64_t refused;      /* of those, closed at once (all but root's and the group's) */
-	/* TCP: connections whose connect(2) the kernel refused (admit.h), and whether it
-	 * does: NULL when it does, else why not; "" without a TCP listener. */
-	uint64_t refused_in_kernel;
-	const char *kernel_admission;
-	uint64_t timed_out; /* dropped at the deadline */
-	uint64_t requests;
-	uint64_t rewritten;    /* evhttp's own error pages turned into JSON */
-	uint64_t unauthorized; /* TCP requests refused 401 or 403 */
 };
 
 /* Listens; returns 0 or -errno (logged). The backend must outlive the server. */

@@ -40,13 +40,6 @@ struct lp_preempt_top {
 	uint64_t npreemptors; /* distinct preempting processes seen, listed or not */
 };
 
-/* The preemptors of tgid from the "preemptors" map into top; with take, their entries are
- * deleted (the process exited or was reset). 0 or -errno. */
-int lp_preempt_read(int fd, uint32_t tgid, bool take, struct lp_preempt_top *top);
-/* Counts one more preemptor into top, which keeps the LP_PREEMPT_TOP longest waited for. */
-void lp_preempt_top_add(struct lp_preempt_top *top, uint32_t by_tgid,
-			const struct lp_preempt_val *v);
-
 struct lp_ggml_proc; /* ggml.h, which owns it: the tracker frees it through free_ggml */
 
 struct lp_target {
@@ -124,10 +117,6 @@ void lp_tracker_free(struct lp_tracker *tr);
  * land at the end of v[]. Returns how many. */
 int lp_tracker_retry(struct lp_tracker *tr);
 
-/* Marks exited every tracked process that /proc no longer shows alive but whose kernel
- * entry is still there, with that entry as its final record. Returns how many. */
-int lp_tracker_sweep(struct lp_tracker *tr);
-
 /* Whether the kernel's procs map holds a process: its own entries (--comm at exec) too. */
 bool lp_tracker_tracking(const struct lp_tracker *tr);
 
@@ -139,19 +128,8 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by);
 int lp_tracker_scan(struct lp_tracker *tr);
 
 /* The ring buffer callback: exec records are matched, exit records stored. Call
- * lp_tracker_harvest() after a drain. */
+ * lp_tracker_harvest() (sweep.h) after a drain. */
 int lp_tracker_event(void *tracker, void *data, size_t size);
-
-/* Moves the futex addresses of the processes that exited since the last call out of the
- * kernel map into their final records: one pass over the map for all of them, however many
- * exited (a pass per exit cost the map's size each, and a burst of exits outran the
- * daemon). */
-void lp_tracker_harvest(struct lp_tracker *tr);
-
-/* Marks live targets whose kernel entry is gone as exited with their data lost: the exit
- * record did not reach us. Call after draining the ring buffer. pid 0 checks every target
- * (one map lookup each), another pid only its own. Returns how many. */
-int lp_tracker_reap(struct lp_tracker *tr, pid_t pid);
 
 /* Forgets exited targets that exited more than retention_ns ago. Returns how many. */
 size_t lp_tracker_expire(struct lp_tracker *tr, uint64_t now_ns, uint64_t retention_ns);
@@ -160,21 +138,13 @@ size_t lp_tracker_expire(struct lp_tracker *tr, uint64_t now_ns, uint64_t retent
  * ownership of t. */
 int lp_tracker_restore(struct lp_tracker *tr, struct lp_target *t);
 
-/* Zeroes a target's counters and histograms, in the kernel and in user space. */
-int lp_tracker_reset(struct lp_tracker *tr, struct lp_target *t);
-
 /* The newest target with this pid, or NULL. */
 struct lp_target *lp_tracker_find(struct lp_tracker *tr, pid_t pid);
 
-/* Futex addresses gathered from the map, before they are ranked into an lp_futex_top. */
-struct lp_futex_list {
-	struct lp_futex_view *v;
-	size_t n, cap;
-};
-
-int lp_futex_list_push(struct lp_futex_list *l, uint64_t uaddr, const struct lp_futex_val *val);
-
-/* Ranks the list by wait time into top (the LP_FUTEX_TOP longest) and frees the list. */
-void lp_futex_list_top(struct lp_futex_list *l, struct lp_futex_top *top);
+/* For sweep.c. A target's exit: its time, its place among the exits (the oldest exited are
+ * forgotten first past --max-processes), its futex words queued for the harvest. */
+void lp_tracker_mark_exited(struct lp_tracker *tr, struct lp_target *t);
+/* Clears the mark of a dead process whose procs entry the daemon deleted. */
+void lp_tracker_unmark(struct lp_tracker *tr, __u32 tgid);
 
 #endif

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* The API's view of the daemon (backend.h). */
+#include "backend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "engine/precise.h"
+#include "report/membw.h"
+#include "report/render.h"
+#include "tracked/sweep.h"
+
+static int api_report(void *ctx, pid_t pid, struct lp_report *r)
+{
+	return lp_daemon_report(ctx, pid, r, true);
+}
+
+int lp_backend_print_report(struct daemon *d)
+{
+	struct lp_report r;
+	cJSON *json;
+	char *text;
+	int ret;
+
+	ret = api_report(d, 0, &r);
+	if (ret < 0) {
+		lp_report_free(&r);
+		return log_error_errno(ret, "read maps: %m");
+	}
+	json = lp_render_report(&r);
+	text = json ? cJSON_Print(json) : NULL;
+	if (text) {
+		fputs(text, stdout);
+		fputc('\n', stdout);
+		fflush(stdout);
+	}
+	free(text);
+	cJSON_Delete(json);
+	lp_report_free(&r);
+	return text ? 0 : log_error_errno(-ENOMEM, "render report: %m");
+}
+
+static void api_bandwidth(void *ctx, bool measure, cJSON *o)
+{
+	struct daemon *d = ctx;
+
+	if (measure)
+		lp_membw_again(&d->diagnose.membw);
+	lp_membw_render(&d->diagnose.membw, o);
+}
+
+static void api_report_free(void *ctx, struct lp_report *r)
+{
+	(void)ctx;
+	lp_report_free(r);
+}
+
+static void api_status(void *ctx, cJSON *o)
+{
+	struct daemon *d = ctx;
+	struct lp_feature_flag f[LP_FEATURE_FLAGS_MAX];
+	size_t nf = lp_feature_flags(&d->features, f), decode_objs = 0, decode_links = 0;
+	size_t precise_procs = 0, precise_links = 0;
+	struct lp_server_stats st = {};
+	cJSON *x, *found, *missing;
+
+	cJSON_AddNumberToObject(o, "pid", getpid());
+	cJSON_AddNumberToObject(o, "uptime_seconds", (double)(lp_now_ns() - d->start_ns) / 1e9);
+	cJSON_AddNumberToObject(o, "started_at", d->start_realtime);
+	lp_membw_render(&d->diagnose.membw, cJSON_AddObjectToObject(o, "bandwidth"));
+	x = cJSON_AddObjectToObject(o, "kernel_features");
+	found = cJSON_AddArrayToObject(x, "found");
+	missing = cJSON_AddArrayToObject(x, "missing");
+	for (size_t i = 0; i < nf; i++)
+		cJSON_AddItemToArray(f[i].on ? found : missing, cJSON_CreateString(f[i].name));
+	for (size_t i = 0; i < d->ggml.nobjs; i++) {
+		decode_objs += d->ggml.objs[i]->decode.n > 0;
+		decode_links += d->ggml.objs[i]->decode.n;
+	}
+	for (size_t i = 0; i < d->tracker.n; i++) {
+		const struct lp_ggml_proc *gp = d->tracker.v[i]->ggml;
+
+		precise_procs += gp && gp->precise_on;
+		precise_links += gp ? gp->probes.n : 0;
+	}
+	x = cJSON_AddObjectToObject(o, "probes");
+	cJSON_AddNumberToObject(x, "core_links", (double)d->core.nlinks);
+	cJSON_AddNumberToObject(x, "objects_read", (double)d->ggml.nobjs);
+	cJSON_AddNumberToObject(x, "decode_objects", (double)decode_objs);
+	cJSON_AddNumberToObject(x, "decode_links", (double)decode_links);
+	cJSON_AddNumberToObject(x, "precise_processes", (double)precise_procs);
+	cJSON_AddNumberToObject(x, "precise_links", (double)precise_links);
+	/* The .eh_frame rows the sampler walks frames by: the pool, and its use. */
+	x = cJSON_AddObjectToObject(o, "unwind");
+	cJSON_AddBoolToObject(x, "enabled", d->ggml.unwind.outer_fd >= 0);
+	cJSON_AddNumberToObject(x, "objects", (double)d->ggml.unwind.objs);
+	cJSON_AddNumberToObject(x, "objects_max", LP_UNWIND_OBJS);
+	cJSON_AddNumberToObject(x, "rows_used", (double)d->ggml.unwind.used);
+	cJSON_AddNumberToObject(x, "bytes", (double)d->ggml.unwind.bytes);
+	if (d->server)
+		lp_server_stats(d->server, &st);
+	x = cJSON_AddObjectToObject(o, "server");
+	cJSON_AddNumberToObject(x, "connections", (double)st.connections);
+	cJSON_AddNumberToObject(x, "accepted", (double)st.accepted);
+	cJSON_AddNumberToObject(x, "requests", (double)st.requests);
+	cJSON_AddNumberToObject(x, "over_cap", (double)st.over_cap);
+	cJSON_AddNumberToObject(x, "over_uid_cap", (double)st.over_uid_cap);
+	cJSON_AddNumberToObject(x, "refused", (double)st.refused);
+	cJSON_AddNumberToObject(x, "refused_in_kernel", (double)st.refused_in_kernel);
+	if (d->server)
+		cJSON_AddStringToObject(x, "kernel_admission",
+					!st.kernel_admission   ? "on"
+					: *st.kernel_admission ? st.kernel_admission
+							       : "no TCP listener");
+	cJSON_AddNumberToObject(x, "timed_out", (double)st.timed_out);
+	cJSON_AddNumberToObject(x, "http_errors_rewritten", (double)st.rewritten);
+	cJSON_AddNumberToObject(o, "reloads", (double)d->reloads);
+	x = cJSON_AddObjectToObject(o, "state");
+	cJSON_AddNumberToObject(x, "saves", (double)d->saves);
+	cJSON_AddNumberToObject(x, "saves_failed", (double)d->saves_failed);
+	if (d->save_error)
+		cJSON_AddStringToObject(x, "last_error", strerror(-d->save_error));
+	else
+		cJSON_AddNullToObject(x, "last_error");
+	cJSON_AddItemToObject(o, "config", lp_config_describe(&d->cfg));
+}
+
+static int api_reset(void *ctx, pid_t pid)
+{
+	struct daemon *d = ctx;
+	struct lp_target *t = lp_tracker_find(&d->tracker, pid);
+	int r;
+
+	if (!t)
+		return -ESRCH;
+	r = lp_tracker_reset(&d->tracker, t);
+	if (r == 0)
+		lp_ggml_reset(&d->ggml, t);
+	return r;
+}
+
+static int api_record_start(void *ctx, pid_t pid, double seconds, bool ops, double lease,
+			    struct lp_stream **stream)
+{
+	struct daemon *d = ctx;
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+	int r = lp_record_start(&d->recorder, pid, seconds, ops, lease, stream);
+
+	if (r == 0 && !evtimer_pending(d->ev_record, NULL))
+		evtimer_add(d->ev_record, &tv);
+	return r;
+}
+
+static int api_record_stop(void *ctx, pid_t pid)
+{
+	struct daemon *d = ctx;
+
+	/* Its last events are read first: the window closes on what the kernel has. */
+	lp_daemon_consume(d);
+	return lp_record_stop(&d->recorder, pid);
+}
+
+static int api_record_fetch(void *ctx, pid_t pid, struct lp_body **body, double *remaining)
+{
+	struct daemon *d = ctx;
+
+	return lp_record_fetch(&d->recorder, pid, body, remaining);
+}
+
+static int api_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
+{
+	struct daemon *d = ctx;
+	struct lp_target *t = lp_tracker_find(&d->tracker, pid);
+	struct lp_ggml_proc *gp;
+	cJSON *x;
+	int r;
+
+	if (!t)
+		return -ESRCH;
+	if (t->exited)
+		return -ENODATA;
+	if (!t->ggml || !t->ggml->found_ns)
+		return -ENOEXEC;
+	r = lp_precise_set(&d->ggml, t, on, seconds);
+	if (r < 0)
+		return r;
+	gp = t->ggml;
+	x = cJSON_AddObjectToObject(o, "precise");
+	lp_render_precise_state(x, gp, lp_now_ns());
+	cJSON_AddNumberToObject(x, "functions_probed", (double)gp->nprobed);
+	return 0;
+}
+
+void lp_backend_init(struct daemon *d)
+{
+	d->api = (struct lp_api_backend){
+		.ctx = d,
+		.report = api_report,
+		.report_free = api_report_free,
+		.bandwidth = api_bandwidth,
+		.status = api_status,
+		.reset = api_reset,
+		.precise = api_precise,
+		.record_start = api_record_start,
+		.record_stop = api_record_stop,
+		.record_fetch = api_record_fetch,
+		.group = d->cfg.socket_group,
+		.metrics_max_processes = d->cfg.metrics_max_processes,
+		.metrics_by_workload = d->cfg.metrics_by_workload,
+		.start_time = d->start_realtime,
+	};
+}

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* The daemon's state and its readers' first steps (daemon.h). */
+#include "daemon.h"
+
+#include <time.h>
+
+#include "tracked/sweep.h"
+
+/* Reads both ring buffers: exit and mapping records, then timeline events, at most
+ * LP_RECORD_BUDGET of those per call (a record of a busy process can bring them faster than
+ * a slow daemon reads them, and the event loop must go on: the next call reads on). */
+void lp_daemon_consume(struct daemon *d)
+{
+	d->recorder.budget = LP_RECORD_BUDGET;
+	ring_buffer__consume(d->rb);
+	lp_tracker_harvest(&d->tracker);
+}
+
+double lp_realtime_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The collected data of one process or all, read fresh; with findings, judged too. */
+int lp_daemon_report(struct daemon *d, pid_t pid, struct lp_report *r, bool findings)
+{
+	int ret;
+
+	/* Exit records waiting in the ring buffer first: a process that just exited is
+	 * reported with its final numbers. */
+	lp_daemon_consume(d);
+	lp_tracker_reap(&d->tracker, pid);
+	ret = lp_report_build(r, &d->core, &d->tracker, pid);
+	r->features = &d->features;
+	r->state_saves_failed = d->saves_failed;
+	if (ret == 0 && findings)
+		lp_diagnose_report(&d->diagnose, r);
+	return ret;
+}
