@@ -75,6 +75,15 @@ size_t lp_escape(char *out, size_t size, const char *in, size_t len)
 	return escape(out, size, in, len, false);
 }
 
+char *lp_escape_into(char *small, size_t size, const char *in, size_t len, size_t *n)
+{
+	char *e = LP_ESCAPE_SIZE(len) <= size ? small : malloc(LP_ESCAPE_SIZE(len));
+
+	if (e)
+		*n = lp_escape(e, e == small ? size : LP_ESCAPE_SIZE(len), in, len);
+	return e;
+}
+
 size_t lp_escape_escaped(char *out, size_t size, const char *in, size_t len)
 {
 	return escape(out, size, in, len, true);
@@ -171,13 +180,13 @@ char *lp_utf8_repair(const char *s, size_t len, size_t *out_len)
 
 cJSON *lp_json_add_escaped(cJSON *o, const char *key, const char *s)
 {
-	size_t n = strlen(s);
-	char small[LP_ESCAPE_SIZE(64)], *e = n <= 64 ? small : malloc(LP_ESCAPE_SIZE(n));
+	char small[LP_ESCAPE_SIZE(64)];
+	size_t n;
+	char *e = lp_escape_into(small, sizeof(small), s, strlen(s), &n);
 	cJSON *x;
 
 	if (!e)
 		return cJSON_AddNullToObject(o, key);
-	lp_escape(e, n <= 64 ? sizeof(small) : LP_ESCAPE_SIZE(n), s, n);
 	x = cJSON_AddStringToObject(o, key, e);
 	if (e != small)
 		free(e);

@@ -25,6 +25,11 @@ size_t lp_escape_escaped(char *out, size_t size, const char *in, size_t len);
 /* The room lp_escape() needs for len bytes of input at worst, with the NUL. */
 #define LP_ESCAPE_SIZE(len) (4 * (len) + 1)
 
+/* in[0..len) escaped with lp_escape() into small (size bytes) when it fits there at worst,
+ * else into a buffer malloc'ed for it, to free() when it is not small. NULL when out of
+ * memory; *n: the length written. */
+char *lp_escape_into(char *small, size_t size, const char *in, size_t len, size_t *n);
+
 /* The length of the printable character (ASCII or valid UTF-8, not a C1 control) at s, of
  * at most n bytes, or 0 when lp_escape() would escape the byte there. */
 size_t lp_escape_printable(const char *s, size_t n);

@@ -112,14 +112,15 @@ enum {
 /* A string from other users (a comm, a file name): escaped, so valid UTF-8. */
 static void field_name(struct lp_pb *b, unsigned field, const char *s, size_t max)
 {
-	size_t n = strnlen(s, max);
-	char small[LP_ESCAPE_SIZE(256)], *e = n <= 256 ? small : malloc(LP_ESCAPE_SIZE(n));
+	char small[LP_ESCAPE_SIZE(256)];
+	size_t len;
+	char *e = lp_escape_into(small, sizeof(small), s, strnlen(s, max), &len);
 
 	if (!e) {
 		b->err = -ENOMEM;
 		return;
 	}
-	lp_pb_bytes(b, field, e, lp_escape(e, n <= 256 ? sizeof(small) : LP_ESCAPE_SIZE(n), s, n));
+	lp_pb_bytes(b, field, e, len);
 	if (e != small)
 		free(e);
 }

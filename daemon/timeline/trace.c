@@ -62,14 +62,14 @@ static __attribute__((format(printf, 2, 3))) void sb_add(struct sb *b, const cha
  * character, valid UTF-8 only), then its quotes and backslashes for JSON. */
 static void sb_str(struct sb *b, const char *s, size_t max)
 {
-	size_t n = strnlen(s ? s : "", max), len;
-	char small[LP_ESCAPE_SIZE(256)], *e = n <= 256 ? small : malloc(LP_ESCAPE_SIZE(n));
+	char small[LP_ESCAPE_SIZE(256)];
+	size_t len;
+	char *e = lp_escape_into(small, sizeof(small), s ? s : "", strnlen(s ? s : "", max), &len);
 
 	if (!e) {
 		b->pb.err = -ENOMEM;
 		return;
 	}
-	len = lp_escape(e, n <= 256 ? sizeof(small) : LP_ESCAPE_SIZE(n), s ? s : "", n);
 	if (sb_reserve(b, 2 * len + 2)) {
 		char *o = sb_end(b), *start = o;
 

@@ -80,6 +80,22 @@ int main(void)
 		      "clean once escaped");
 	}
 
+	/* Into a small buffer when it fits at worst, else into one of its own. */
+	{
+		char small[LP_ESCAPE_SIZE(4)], big[LP_ESCAPE_SIZE(64)], *e;
+		const char *longer = "a name \x1b longer than four bytes \xff";
+		size_t n = 0;
+
+		e = lp_escape_into(small, sizeof(small), "a\x1b", 2, &n);
+		CHECK(e == small && n == 5 && !strcmp(e, "a\\x1b"), "fits the small buffer: %s", e);
+		e = lp_escape_into(small, sizeof(small), longer, strlen(longer), &n);
+		lp_escape(big, sizeof(big), longer, strlen(longer));
+		CHECK(e && e != small && n == strlen(big) && !strcmp(e, big),
+		      "a longer one in a buffer of its own, the same text: %s", e ? e : "(null)");
+		if (e != small)
+			free(e);
+	}
+
 	/* UTF-8 validity, and its repair: every answer the daemon sends is UTF-8. */
 	CHECK(lp_utf8_valid("llama \xd0\xbc\xf0\x9f\xa6\x99", 12) &&
 		      lp_utf8_valid("\x1b\xc2\x9b", 3),
