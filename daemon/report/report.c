@@ -200,8 +200,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 			continue;
 		v->target = t;
 		if (t->exited) {
-			if (t->final)
-				v->stats = *t->final;
+			lp_target_final(t, &v->stats);
 			if (t->final_futex)
 				v->futex = *t->final_futex;
 			if (t->final_preempt)

@@ -42,7 +42,7 @@ struct lp_server_stats {
 };
 
 struct lp_server;
-/* Connections a listener accepts before the loop turns (see on_new_connection()). */
+/* Connections a listener accepts before the loop turns (see lp_conn_new()). */
 #define LP_SERVER_ACCEPT_BATCH 32
 /* Each listener has a budget of its own: a flood on the TCP /metrics port leaves the Unix
  * socket alone, and the other way round. */
@@ -52,7 +52,7 @@ struct listener {
 	struct evconnlistener *lev;
 	bool unix_socket;
 	bool paused;	      /* at twice its budget: see listener_pause() */
-	bool resting;	      /* took its batch this turn of the loop: see on_new_connection() */
+	bool resting;	      /* took its batch this turn of the loop: see lp_conn_new() */
 	uint64_t connections; /* open now */
 	/* Admitted connections of unprivileged peers, counted against their shares. */
 	struct conn *unpriv;
@@ -60,7 +60,7 @@ struct listener {
 	unsigned batch;	      /* accepted this turn of the loop */
 	struct event *resume; /* the next turn: accepting again */
 };
-/* What a new connection is granted once its peer is known (admit()). */
+/* What a new connection is granted once its peer is known (admit() in conn.c). */
 enum admission {
 	ADMITTED,
 	ANSWER_503, /* root or the group over the whole budget: told so, then closed */
@@ -76,13 +76,13 @@ struct conn {
 	struct event *deadline;
 	size_t owned; /* bytes at the head of the output written by our own replies */
 	/* The line evhttp read last (a chunk-size line when it fails a chunked body): see
-	 * on_input(). */
+	 * lp_http_on_input(). */
 	char last_line[24];
 	unsigned eol_run;  /* line ends drained since last_line */
 	size_t mirror_len; /* bytes of the input mirrored in mirror[] */
 	char mirror[64];
 	/* Bytes of the input so far, added and drained by evhttp, and where its first NUL
-	 * was (UINT64_MAX: none): see on_input(). */
+	 * was (UINT64_MAX: none): see lp_http_on_input(). */
 	uint64_t rx, drained, nul_at;
 	bool replying; /* inside evhttp_send_reply() for one of our replies */
 	/* An answer being streamed (stream.h): its request, until its end is sent. */

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/procfs.h"
 #include "kernel/mapwalk.h"
+#include "tracked/packed.h"
 
 static int compare_wait_ns(const void *a, const void *b)
 {
@@ -451,11 +452,23 @@ int lp_tracker_reset(struct lp_tracker *tr, struct lp_target *t)
 	free(t->base);
 	t->base = NULL;
 	if (t->exited) {
-		if (t->final) {
-			memset(t->final->ctr, 0, sizeof(t->final->ctr));
-			memset(t->final->hist, 0, sizeof(t->final->hist));
-			t->final->tracked_since_ns = t->tracked_since_ns;
+		struct lp_proc_stats *zero = malloc(sizeof(*zero));
+
+		/* Its header kept, its counts zeroed, packed again. */
+		if (zero && lp_target_final(t, zero)) {
+			struct lp_packed *p;
+
+			memset(zero->ctr, 0, sizeof(zero->ctr));
+			memset(zero->hist, 0, sizeof(zero->hist));
+			zero->tracked_since_ns = t->tracked_since_ns;
+			if (t->final) {
+				*t->final = *zero;
+			} else if ((p = lp_stats_pack(zero))) {
+				free(t->final_packed);
+				t->final_packed = p;
+			}
 		}
+		free(zero);
 		if (t->final_futex)
 			memset(t->final_futex, 0, sizeof(*t->final_futex));
 		if (t->final_preempt)

@@ -8,12 +8,14 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/log.h"
 #include "kernel/mapwalk.h"
+#include "tracked/packed.h"
 #include "base/procfs.h"
 
 uint64_t lp_now_ns(void)
@@ -41,6 +43,7 @@ static void target_free(const struct lp_tracker *tr, struct lp_target *t)
 		return;
 	free(t->exe);
 	free(t->final);
+	free(t->final_packed);
 	free(t->final_futex);
 	free(t->final_preempt);
 	free(t->base);
@@ -153,6 +156,35 @@ static void harvest_later(struct lp_tracker *tr, const struct lp_target *t)
 	tr->harvest[tr->nharvest++] = (struct lp_harvest){(__u32)t->pid, t->exit_seq};
 }
 
+/* An exited target's totals packed: 18 KiB whole, a few hundred bytes packed. glibc keeps
+ * what is freed in its heap, so a megabyte of it is handed back at a time (1,000 exits
+ * left 86 MiB resident packed without that, against 75 MiB whole). */
+static void pack_final(struct lp_tracker *tr, struct lp_target *t)
+{
+	struct lp_packed *p = t->final ? lp_stats_pack(t->final) : NULL;
+
+	if (!p)
+		return; /* none, or out of memory: it stays whole */
+	free(t->final_packed);
+	t->final_packed = p;
+	free(t->final);
+	t->final = NULL;
+	tr->freed_since_trim += sizeof(struct lp_proc_stats) - lp_packed_size(p);
+	if (tr->freed_since_trim >= (1 << 20)) {
+		malloc_trim(0);
+		tr->freed_since_trim = 0;
+	}
+}
+
+bool lp_target_final(const struct lp_target *t, struct lp_proc_stats *out)
+{
+	if (t->final)
+		*out = *t->final;
+	else if (t->final_packed)
+		lp_stats_unpack(t->final_packed, out);
+	return t->final || t->final_packed;
+}
+
 void lp_tracker_mark_exited(struct lp_tracker *tr, struct lp_target *t)
 {
 	t->exited = true;
@@ -162,6 +194,7 @@ void lp_tracker_mark_exited(struct lp_tracker *tr, struct lp_target *t)
 	harvest_later(tr, t);
 	if (tr->on_exit)
 		tr->on_exit(tr->userdata, t);
+	pack_final(tr, t);
 	evict_exited(tr);
 }
 
@@ -450,6 +483,7 @@ int lp_tracker_restore(struct lp_tracker *tr, struct lp_target *t)
 	if (t->exited) {
 		t->exit_seq = ++tr->exit_seq;
 		tr->nexited++;
+		pack_final(tr, t);
 		evict_exited(tr);
 	}
 	return 0;

@@ -40,6 +40,7 @@ struct lp_preempt_top {
 	uint64_t npreemptors; /* distinct preempting processes seen, listed or not */
 };
 
+struct lp_packed;
 struct lp_ggml_proc; /* ggml.h, which owns it: the tracker frees it through free_ggml */
 
 struct lp_target {
@@ -56,7 +57,10 @@ struct lp_target {
 	bool exit_lost;	       /* exited, but its final record was lost: data is gone */
 	uint64_t exit_seq;     /* order of exit, for evicting the oldest */
 	unsigned dead_sweeps;  /* sweeps in a row that found it gone (lp_tracker_sweep) */
-	struct lp_proc_stats *final; /* the kernel's last word, once exited */
+	/* The kernel's last word, once exited: whole until the exit's hooks ran, then packed
+	 * (packed.h); read it with lp_target_final(). */
+	struct lp_proc_stats *final;
+	struct lp_packed *final_packed;
 	struct lp_futex_top *final_futex;
 	struct lp_preempt_top *final_preempt;
 	struct lp_ggml_proc *ggml; /* set once it is seen to map a ggml symbol */
@@ -103,6 +107,7 @@ struct lp_tracker {
 	void (*before_insert)(void *userdata);
 	void (*free_ggml)(struct lp_ggml_proc *gp); /* set by whoever fills target->ggml */
 	void *userdata;
+	size_t freed_since_trim; /* bytes packing freed since the heap was last trimmed */
 };
 
 /* CLOCK_MONOTONIC in nanoseconds: the clock of bpf_ktime_get_ns(). */
@@ -137,6 +142,9 @@ size_t lp_tracker_expire(struct lp_tracker *tr, uint64_t now_ns, uint64_t retent
 /* Adds a target restored from the state file (exited, or live with base totals); takes
  * ownership of t. */
 int lp_tracker_restore(struct lp_tracker *tr, struct lp_target *t);
+
+/* An exited target's last totals into out: false when there are none (lost). */
+bool lp_target_final(const struct lp_target *t, struct lp_proc_stats *out);
 
 /* The newest target with this pid, or NULL. */
 struct lp_target *lp_tracker_find(struct lp_tracker *tr, pid_t pid);
