@@ -284,7 +284,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 		if (opt == -2)
 			return status;
 		if (opt == 't' &&
-		    ctl_parse_seconds(c, &ctl_cmd_diff, "--threshold", optarg, 0, 1000, &threshold))
+		    ctl_parse_percent(c, &ctl_cmd_diff, "--threshold", optarg, 0, 1000, &threshold))
 			return CTL_USAGE;
 		json |= opt == 'j';
 	}

@@ -310,7 +310,7 @@ static int record_streamed(struct ctl *c, const char *path, int pid, double seco
 	}
 	/* What the window held, as the daemon counted it. */
 	status = ctl_request(c, "GET", path, NULL, &doc, NULL);
-	printf("wrote %s: %.0f events (%.0f lost, %.0f dropped) in %.1f s, %llu bytes of "
+	printf("wrote %s: %.0f kernel events (%.0f lost, %.0f dropped) in %.1f s, %llu bytes of "
 	       "Perfetto's protobuf trace; open it at https://ui.perfetto.dev (Open trace file)\n",
 	       out, ctl_num(doc, "events", 0), ctl_num(doc, "events_lost", 0),
 	       ctl_num(doc, "events_dropped", 0), ctl_num(doc, "window_seconds", 0),
@@ -336,12 +336,9 @@ static int exec(struct ctl *c, int argc, char **argv)
 			return status;
 		if (opt == 'p' && ctl_parse_pid(c, &ctl_cmd_record, optarg, &pid))
 			return CTL_USAGE;
-		if (opt == 's' && (ctl_parse_seconds(c, &ctl_cmd_record, "--seconds", optarg, 0,
-						     LP_RECORD_MAX_SECONDS, &seconds) ||
-				   seconds <= 0))
-			return ctl_usage_error(c, &ctl_cmd_record,
-					       "--seconds: above 0 and at most %d",
-					       LP_RECORD_MAX_SECONDS);
+		if (opt == 's' && ctl_parse_seconds_above(c, &ctl_cmd_record, "--seconds", optarg,
+							  0, LP_RECORD_MAX_SECONDS, &seconds))
+			return CTL_USAGE;
 		if (opt == 'o')
 			out = optarg;
 		if (opt == 'n')
@@ -414,10 +411,14 @@ static int exec(struct ctl *c, int argc, char **argv)
 		fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, out, strerror(errno));
 		status = CTL_DAEMON;
 	} else {
-		printf("wrote %s: %.0f events (%.0f lost, %.0f dropped), %zu bytes of JSON; open "
-		       "it "
-		       "at https://ui.perfetto.dev (Open trace file) or chrome://tracing\n",
-		       out, ctl_num(o, "events", 0), ctl_num(o, "events_lost", 0),
+		/* The trace's events (a slice is one, from two kernel events) and the kernel's. */
+		printf("wrote %s: %d trace events from %.0f kernel events (%.0f lost, %.0f "
+		       "dropped), %zu bytes of JSON; open it at https://ui.perfetto.dev (Open "
+		       "trace "
+		       "file) or chrome://tracing\n",
+		       out,
+		       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(doc, "traceEvents")),
+		       ctl_num(o, "events", 0), ctl_num(o, "events_lost", 0),
 		       ctl_num(o, "events_dropped", 0), raw.len);
 		if (table)
 			summary(doc);

@@ -361,10 +361,10 @@ static void draw(struct screen *s)
 		top_layout_fit(&s->o->layout, COLS);
 	mvaddnstr(3, 0, "h: help  q: quit  </>: sort  H: threads  O: ops  space: pause", COLS);
 	if (s->msg[0]) {
-		/* The whole message at the bottom, over as many lines as it takes (at most 3). */
+		/* The whole message at the bottom, over as many lines as it takes (at most 4). */
 		int lines = ((int)strlen(s->msg) + COLS - 1) / (COLS > 0 ? COLS : 1);
 
-		lines = lines < 1 ? 1 : lines > 3 ? 3 : lines;
+		lines = lines < 1 ? 1 : lines > 4 ? 4 : lines;
 		rows_h -= lines;
 		colour_on(s, PAIR_MESSAGE, A_BOLD);
 		mvaddnstr(LINES - lines, 0, s->msg, lines * COLS);
@@ -567,7 +567,6 @@ static int exec(struct ctl *c, int argc, char **argv)
 	struct top_opts o = {.delay = 2, .sort = TC_CPU};
 	int opt, status = CTL_OK, pid;
 	char bad[40];
-	double n;
 
 	while ((opt = ctl_getopt(c, &ctl_cmd_top, argc, argv, &status)) != -1) {
 		switch (opt) {
@@ -582,12 +581,9 @@ static int exec(struct ctl *c, int argc, char **argv)
 			o.batch = true;
 			break;
 		case 'n':
-			if (ctl_parse_seconds(c, &ctl_cmd_top, "--iterations", optarg, 1, 1e9,
-					      &n) ||
-			    n != floor(n))
-				return ctl_usage_error(c, &ctl_cmd_top,
-						       "--iterations wants a whole number");
-			o.iterations = (long)n;
+			if (ctl_parse_count(c, &ctl_cmd_top, "--iterations", optarg, 1, 1000000000,
+					    &o.iterations))
+				return CTL_USAGE;
 			break;
 		case 's':
 			if (parse_sort(c, optarg, &o.sort))
@@ -635,7 +631,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 
 const struct ctl_cmd ctl_cmd_top = {
 	.name = "top",
-	.usage = "[-b] [-n N] [-d SECONDS] [-s COLUMN] [-o COLUMNS] [-a] [-H] [-p PID]...",
+	.usage = "[-b] [-n N] [-d SECONDS] [-s COLUMN] [-o COLUMNS] [-a] [-H] [-O] [-p PID]...",
 	.summary = "live view of every LLM process (plain text with -b)",
 	.help = "One row per LLM process: CPU, tokens/s and ms per token, the share of matmul and "
 		"of barrier\nspinning, futex waits, run-queue latency and major faults, over the "

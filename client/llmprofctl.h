@@ -65,8 +65,15 @@ int ctl_parse_pid(const struct ctl *c, const struct ctl_cmd *cmd, const char *s,
  * --pid was given (pid 0). */
 int ctl_process_path(const struct ctl *c, const struct ctl_cmd *cmd, int pid, const char *action,
 		     char *buf, size_t len);
+/* Numbers from min to max (above min: _above), or a usage error naming the range. */
 int ctl_parse_seconds(const struct ctl *c, const struct ctl_cmd *cmd, const char *opt,
 		      const char *s, double min, double max, double *out);
+int ctl_parse_seconds_above(const struct ctl *c, const struct ctl_cmd *cmd, const char *opt,
+			    const char *s, double min, double max, double *out);
+int ctl_parse_percent(const struct ctl *c, const struct ctl_cmd *cmd, const char *opt,
+		      const char *s, double min, double max, double *out);
+int ctl_parse_count(const struct ctl *c, const struct ctl_cmd *cmd, const char *opt, const char *s,
+		    long min, long max, long *out);
 
 /* http.c: one request on a new connection to the daemon's socket. */
 struct ctl_response {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "llmprof/protocol.h"
 #include "llmprofctl.h"
 
@@ -18,17 +19,19 @@ static const struct ctl_cmd *const commands[] = {
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
-static const char exit_statuses[] =
-	"Exit status:\n"
-	"  0  success\n"
-	"  1  the pid is not tracked by llmprofd, has exited, or is not an LLM process;\n"
-	"     diff: the current report is slower beyond the threshold\n"
-	"  2  bad command line\n"
-	"  3  llmprofd cannot be reached: not running, another socket, or no answer in time\n"
-	"  4  permission denied: only root and members of group '" LP_GROUP "' may connect, "
-	"reset\n"
-	"     and switch precise mode\n"
-	"  5  llmprofd answered with an error, or with something this client does not understand\n";
+/* The exit statuses, with diff's own meaning of 1 where diff is concerned. */
+#define EXIT_ONE "  1  the pid is not tracked by llmprofd, has exited, or is not an LLM process"
+#define EXIT_DIFF ";\n     diff: the current report is slower beyond the threshold"
+#define EXIT_REST                                                                              \
+	"\n  2  bad command line\n"                                                            \
+	"  3  llmprofd cannot be reached: not running, another socket, or no answer in time\n" \
+	"  4  permission denied: only root and members of group '" LP_GROUP "' may connect, "  \
+	"reset\n"                                                                              \
+	"     and switch precise mode\n"                                                       \
+	"  5  llmprofd answered with an error, or with something this client does not "        \
+	"understand\n"
+static const char exit_statuses[] = "Exit status:\n  0  success\n" EXIT_ONE EXIT_DIFF EXIT_REST;
+static const char exit_statuses_nodiff[] = "Exit status:\n  0  success\n" EXIT_ONE EXIT_REST;
 
 static void usage(FILE *f, const char *prog)
 {
@@ -56,10 +59,60 @@ static void usage(FILE *f, const char *prog)
 		prog, prog, prog, prog, prog, exit_statuses);
 }
 
+/* Edits (insertions, deletions, substitutions) from a to b, counted up to 3. */
+static unsigned edits(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned row[32], diag, up;
+
+	if (la >= sizeof(row) / sizeof(row[0]) || lb >= sizeof(row) / sizeof(row[0]))
+		return 3;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++) {
+		diag = row[0];
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned best = diag + (a[i - 1] != b[j - 1]);
+
+			up = row[j];
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb] < 3 ? row[lb] : 3;
+}
+
+/* The command a mistyped name was most likely meant to be: two edits at most, or a
+ * prefix of one command only; NULL when none is close. */
+static const struct ctl_cmd *closest(const char *s)
+{
+	const struct ctl_cmd *best = NULL, *prefix = NULL;
+	unsigned d = 3, nprefix = 0;
+
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		unsigned e = edits(s, commands[i]->name);
+
+		if (e < d) {
+			d = e;
+			best = commands[i];
+		}
+		if (*s && !strncmp(commands[i]->name, s, strlen(s))) {
+			prefix = commands[i];
+			nprefix++;
+		}
+	}
+	return best ? best : nprefix == 1 ? prefix : NULL;
+}
+
 static void command_help(const struct ctl *c, const struct ctl_cmd *cmd)
 {
 	printf("Usage: %s %s %s\n%s\n\n%s\n%s", c->prog, cmd->name, cmd->usage, cmd->summary,
-	       cmd->help, exit_statuses);
+	       cmd->help, cmd == &ctl_cmd_diff ? exit_statuses : exit_statuses_nodiff);
 }
 
 int ctl_usage_error(const struct ctl *c, const struct ctl_cmd *cmd, const char *fmt, ...)
@@ -78,18 +131,58 @@ int ctl_usage_error(const struct ctl *c, const struct ctl_cmd *cmd, const char *
 	return CTL_USAGE;
 }
 
+/* s as a finite number, or false. */
+static bool number(const char *s, double *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtod(s, &end);
+	return !errno && end != s && !*end && isfinite(*v);
+}
+
+/* v in s, from min (above it, with above) to max: a usage error naming the range otherwise. */
+static int parse_range(const struct ctl *c, const struct ctl_cmd *cmd, const char *opt,
+		       const char *s, const char *what, double min, bool above, double max,
+		       double *out)
+{
+	double v;
+
+	if (!number(s, &v) || (above ? v <= min : v < min) || v > max)
+		return ctl_usage_error(c, cmd, "%s wants %s %s %g%s %g, not '%s'", opt, what,
+				       above ? "above" : "from", min, above ? ", at most" : " to",
+				       max, s);
+	*out = v;
+	return 0;
+}
+
 int ctl_parse_seconds(const struct ctl *c, const struct ctl_cmd *cmd, const char *opt,
 		      const char *s, double min, double max, double *out)
 {
-	char *end;
+	return parse_range(c, cmd, opt, s, "seconds", min, false, max, out);
+}
+
+int ctl_parse_seconds_above(const struct ctl *c, const struct ctl_cmd *cmd, const char *opt,
+			    const char *s, double min, double max, double *out)
+{
+	return parse_range(c, cmd, opt, s, "seconds", min, true, max, out);
+}
+
+int ctl_parse_percent(const struct ctl *c, const struct ctl_cmd *cmd, const char *opt,
+		      const char *s, double min, double max, double *out)
+{
+	return parse_range(c, cmd, opt, s, "a percentage", min, false, max, out);
+}
+
+int ctl_parse_count(const struct ctl *c, const struct ctl_cmd *cmd, const char *opt, const char *s,
+		    long min, long max, long *out)
+{
 	double v;
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v) || v < min || v > max)
-		return ctl_usage_error(c, cmd, "%s wants seconds from %g to %g, not '%s'", opt, min,
-				       max, s);
-	*out = v;
+	if (!number(s, &v) || v != floor(v) || v < (double)min || v > (double)max)
+		return ctl_usage_error(c, cmd, "%s wants a whole number from %ld to %ld, not '%s'",
+				       opt, min, max, s);
+	*out = (long)v;
 	return 0;
 }
 
@@ -188,6 +281,8 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {{"version", no_argument, NULL, 'V'}, CTL_COMMON_OPTS};
 	struct ctl c = {.prog = "llmprofctl", .timeout = 10};
 	const char *env = getenv(LP_SOCKET_ENV);
+	const struct ctl_cmd *near;
+	char name[LP_ESCAPE_SIZE(40)];
 	int opt, status = CTL_OK;
 
 	setlocale(LC_ALL, "");
@@ -227,5 +322,11 @@ int main(int argc, char **argv)
 			optind = 0; /* glibc: start afresh on the command's arguments */
 			return commands[i]->exec(&c, argc, argv);
 		}
-	return ctl_usage_error(&c, NULL, "unknown command '%s'", argv[optind]);
+	/* As typed, but escaped: a terminal obeys no byte of it. */
+	lp_escape(name, sizeof(name), argv[optind], strnlen(argv[optind], 40));
+	near = closest(argv[optind]);
+	if (near)
+		return ctl_usage_error(&c, NULL, "unknown command '%s'; did you mean '%s'?", name,
+				       near->name);
+	return ctl_usage_error(&c, NULL, "unknown command '%s'", name);
 }

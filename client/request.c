@@ -43,9 +43,9 @@ static int transport_error(const struct ctl *c, int err, char *msg, size_t n)
 		access("/run/systemd/system", F_OK) == 0
 			? "is llmprofd running? Start it with 'systemctl start "
 			  "llmprofd', or point --socket or $" LP_SOCKET_ENV " at its socket"
-			: "is llmprofd running? Start it as root with 'llmprofd &' (this "
-			  "host has no systemd), or point --socket or $" LP_SOCKET_ENV
-			  " at its socket";
+			: "is llmprofd running? As root, apart from this shell (no systemd here): "
+			  "'setsid -f llmprofd --foreground </dev/null >>/var/log/llmprofd.log "
+			  "2>&1'; or point --socket or $" LP_SOCKET_ENV " at its socket";
 	char group[64];
 
 	switch (err) {

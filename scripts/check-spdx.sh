@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-# Every tracked file that can carry a comment names its license in an SPDX line within its
+# Every file git tracks that can carry a comment names its license in an SPDX line within its
 # first three lines (LICENSE says which files cannot); prints the ones that do not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,5 +14,5 @@ while IFS= read -r f; do
 		echo "no SPDX line: $f" >&2
 		bad=1
 	fi
-done < <(git ls-files --cached --others --exclude-standard)
+done < <(git ls-files --cached)
 exit $bad

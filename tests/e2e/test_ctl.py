@@ -499,7 +499,8 @@ def test_errors(w):
     missing = os.path.join(tmp, "nothing.sock")
     # The hint names the way to start it on this host: systemctl only under systemd.
     start = ("systemctl start llmprofd" if os.path.isdir("/run/systemd/system")
-             else "Start it as root with 'llmprofd &' (this host has no systemd)")
+             else "As root, apart from this shell (no systemd here): 'setsid -f llmprofd "
+             "--foreground")
     expect(["--socket", missing, "list"], 3,
            ["cannot connect to llmprofd at %s: no such socket" % missing, start])
     expect(["list"], 3, missing, env=dict(os.environ, LLMPROF_SOCKET=missing))
@@ -555,8 +556,15 @@ def test_errors(w):
     expect(["dump", "--pid"], 2, "option '--pid' needs a value", env=w.env)
     expect(["dump", "--pid", "1", "--bogus"], 2, "unknown option '--bogus'", env=w.env)
     expect(["frobnicate"], 2, "unknown command 'frobnicate'")
+    expect(["dumpp"], 2, "unknown command 'dumpp'; did you mean 'dump'?")
+    expect(["x\x1b[2J"], 2, "unknown command 'x\\x1b[2J'")
     expect([], 2, "Usage: llmprofctl")
-    expect(["top", "-n", "0"], 2, "--iterations", env=w.env)
+    expect(["top", "-n", "0"], 2, "--iterations wants a whole number from 1", env=w.env)
+    # The range a message names holds the value refused: not "from 0" when 0 is refused.
+    expect(["record", "--pid", "1", "--seconds", "0"], 2,
+           "--seconds wants seconds above 0, at most 60, not '0'", env=w.env)
+    expect(["diff", "a", "b", "--threshold", "x"], 2,
+           "--threshold wants a percentage from 0 to 1000", env=w.env)
     expect(["top", "-s", "nope"], 2, "--sort wants a column name", env=w.env)
     expect(["top", "-d", "0"], 2, "--delay wants seconds from 0.1", env=w.env)
     expect(["precise", "--pid", "1", "--off", "--seconds", "3"], 2, "exclude each other")

@@ -250,6 +250,12 @@ def ops(work):
     t.check("pid %d: precise mode off" % pid in d.log(),
             "precise mode, switched on for the window, is off again")
     doc = tracefmt.load(out)
+    said = re.search(r"wrote \S+: (\d+) trace events from (\d+) kernel events", out_text)
+    t.check(said and int(said.group(1)) == len(doc["traceEvents"]) and
+            int(said.group(2)) == doc["otherData"]["events"],
+            "it says how many trace events the file holds, and from how many kernel events: "
+            "%s, the file %d and %d" % (said and said.group(0), len(doc["traceEvents"]),
+                                        doc["otherData"]["events"]))
     ev = tracefmt.valid(t, doc, "lpops")
     spans = [e for e in ev if e["ph"] == "X" and e["tid"] < tracefmt.CPU_TRACK]
     gen = [e for e in spans if e["name"] == "llama_decode: generation" and e["tid"] == pid]
