@@ -105,7 +105,8 @@ def streamed(simple, model, a, fmt, work):
                            capture_output=True, text=True, timeout=a.window * 3 + 120)
         took = time.monotonic() - t0
         cpu1, hwm = proc_stat(d.proc.pid)
-        m = re.search(r"wrote .*: (\d+) events \((\d+) lost, (\d+) dropped\)", p.stdout)
+        m = re.search(r"wrote .*: (?:\d+ trace events from )?(\d+) kernel events "
+                      r"\((\d+) lost, (\d+) dropped\)", p.stdout)
         if p.returncode or not m:
             raise RuntimeError("llmprofctl record: %r %r" % (p.stdout, p.stderr))
         size = os.path.getsize(out)
