@@ -21,6 +21,7 @@ struct lp_expo {
 	bool in_family;
 	char name[128];
 	enum lp_expo_type type;
+	struct lp_pb set; /* text: the current series' labels, a="x",b="y", reused */
 };
 
 /* --- protobuf --- */
@@ -122,12 +123,15 @@ static void text_printf(struct lp_expo *e, const char *fmt, ...)
 		lp_pb_put(&e->out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
-/* a="x",b="y" into out; label values with \, " and newline escaped (the exposition format's
+/* The series' labels, a="x",b="y", into e->set (kept from series to series, so no
+ * allocation each); label values with \, " and newline escaped (the exposition format's
  * three), each run between them put whole. */
-static void text_label_set(struct lp_pb *out, const struct lp_label *l, size_t n)
+static void text_label_set(struct lp_expo *e, const struct lp_label *l, size_t n)
 {
 	char buf[LP_ESCAPE_SIZE(1024)];
+	struct lp_pb *out = &e->set;
 
+	out->len = 0;
 	for (size_t i = 0; i < n && l[i].name; i++) {
 		const char *v = safe(l[i].value, buf, sizeof(buf));
 
@@ -147,34 +151,29 @@ static void text_label_set(struct lp_pb *out, const struct lp_label *l, size_t n
 	}
 }
 
-/* name{labels[,extra="value"]} with the label set already made (set: a="x",b="y"). */
-static void text_series(struct lp_expo *e, const char *suffix, const struct lp_pb *set,
-			const char *extra, const char *extra_value)
+/* name{labels[,extra="value"]} with the series' labels made by text_label_set(). */
+static void text_series(struct lp_expo *e, const char *suffix, const char *extra,
+			const char *extra_value)
 {
 	text_put(e, e->name);
 	text_put(e, suffix);
-	if (!set->len && !extra)
+	if (!e->set.len && !extra)
 		return; /* no braces for no labels */
 	lp_pb_put(&e->out, "{", 1);
-	lp_pb_put(&e->out, set->p, set->len);
+	lp_pb_put(&e->out, e->set.p, e->set.len);
 	if (extra)
-		text_printf(e, "%s%s=\"%s\"", set->len ? "," : "", extra, extra_value);
+		text_printf(e, "%s%s=\"%s\"", e->set.len ? "," : "", extra, extra_value);
 	lp_pb_put(&e->out, "}", 1);
 }
 
-struct text_bucket {
-	struct lp_expo *e;
-	const struct lp_pb *set;
-};
-
 static void text_bound(void *arg, uint64_t bound, uint64_t cum)
 {
-	struct text_bucket *tb = arg;
+	struct lp_expo *e = arg;
 	char le[32];
 
 	snprintf(le, sizeof(le), "%.12g", (double)bound * 1e-9);
-	text_series(tb->e, "_bucket", tb->set, "le", le);
-	text_printf(tb->e, " %llu\n", (unsigned long long)cum);
+	text_series(e, "_bucket", "le", le);
+	text_printf(e, " %llu\n", (unsigned long long)cum);
 }
 
 /* --- protobuf --- */
@@ -308,13 +307,9 @@ void lp_expo_value(struct lp_expo *e, const struct lp_label *l, size_t n, double
 	struct lp_pb metric = {0}, v = {0};
 
 	if (e->fmt == LP_EXPO_TEXT) {
-		struct lp_pb set = {0};
-
-		text_label_set(&set, l, n);
-		text_series(e, "", &set, NULL, NULL);
+		text_label_set(e, l, n);
+		text_series(e, "", NULL, NULL);
 		text_printf(e, " %.9g\n", value);
-		e->out.err |= set.err;
-		lp_pb_free(&set);
 		return;
 	}
 	pb_labels(&metric, l, n);
@@ -330,19 +325,14 @@ void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const s
 	uint64_t total = lp_hist_total(h);
 
 	if (e->fmt == LP_EXPO_TEXT) {
-		struct lp_pb set = {0};
-		struct text_bucket tb = {e, &set};
-
-		text_label_set(&set, l, n);
-		classic_bounds(h, text_bound, &tb);
-		text_series(e, "_bucket", &set, "le", "+Inf");
+		text_label_set(e, l, n);
+		classic_bounds(h, text_bound, e);
+		text_series(e, "_bucket", "le", "+Inf");
 		text_printf(e, " %llu\n", (unsigned long long)total);
-		text_series(e, "_sum", &set, NULL, NULL);
+		text_series(e, "_sum", NULL, NULL);
 		text_printf(e, " %.9g\n", (double)h->sum_ns * 1e-9);
-		text_series(e, "_count", &set, NULL, NULL);
+		text_series(e, "_count", NULL, NULL);
 		text_printf(e, " %llu\n", (unsigned long long)total);
-		e->out.err |= set.err;
-		lp_pb_free(&set);
 		return;
 	}
 	{
@@ -369,6 +359,9 @@ int lp_expo_close(struct lp_expo *e, char **out, size_t *len)
 	lp_pb_put(&e->out, "", 1);
 	*out = NULL;
 	*len = 0;
+	if (e->set.err)
+		e->out.err = e->set.err; /* a series lost its labels */
+	lp_pb_free(&e->set);
 	if (e->out.err || e->fam.err) {
 		lp_pb_free(&e->out);
 		lp_pb_free(&e->fam);
