@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -400,10 +401,16 @@ def curl(socket_path, method, path, body=None, user=None, timeout=20, headers=()
     return status, text, hdrs
 
 
-def bpftrace(script):
-    """bpftrace running script, its output (stderr with it) to read; returned once its
-    probes are in."""
-    argv = ["bpftrace", "-e", script]
+BPFTRACE_END = "lptest: bpftrace done"
+
+
+def bpftrace(script, end=""):
+    """bpftrace running script, its output (stderr with it) gathered by a thread;
+    returned once its probes are in. Its END probe runs the statements in end (prints of
+    maps, which bpftrace would otherwise print only at its exit) and then marks where
+    its output is complete, so that bpftrace_stop() need not wait for the exit."""
+    script += ' END { %s printf("%s\\n"); }' % (end, BPFTRACE_END)
+    argv = ["bpftrace", "-B", "line", "-e", script]
     if "tracepoint:" in script and not os.path.isdir("/sys/kernel/tracing/events/sched"):
         # bpftrace reads a tracepoint's format from tracefs: where the host has not
         # mounted it, it is mounted in a mount namespace of bpftrace's own, gone with it.
@@ -415,16 +422,28 @@ def bpftrace(script):
     while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
         seen.append(bt.stdout.readline())  # a warning about RLIMIT_MEMLOCK may come first
     check(seen[-1].startswith("Attaching"), "bpftrace attached: %s" % seen)
+    bt.lines = []
+    bt.reader = threading.Thread(target=lambda: bt.lines.extend(iter(bt.stdout.readline, "")),
+                                 daemon=True)
+    bt.reader.start()
     time.sleep(1)  # bpftrace prints "Attaching" before the probes are in
     return bt
 
 
 def bpftrace_stop(bt, timeout=180):
-    """Ends a bpftrace started by bpftrace() with Ctrl-C and returns all it printed. Its
-    exit detaches its uprobes, which waits for RCU grace periods: seconds, and over 30 s
-    seen on a busy 2-CPU host."""
+    """Ends a bpftrace started by bpftrace() with Ctrl-C and returns all it printed after
+    attaching. Its END line follows the last event's; its exit then detaches the uprobes,
+    which waits for RCU grace periods: over 180 s seen on a busy 2-CPU host, so it is left
+    to finish on its own (or be killed at the test's end)."""
     bt.send_signal(signal.SIGINT)
-    return bt.communicate(timeout=timeout)[0]
+    poll("bpftrace's END line", lambda: any(line.startswith(BPFTRACE_END) for line in bt.lines),
+         timeout=timeout, interval=0.1)
+    out = []
+    for line in list(bt.lines):
+        if line.startswith(BPFTRACE_END):
+            break
+        out.append(line)
+    return "".join(out)
 
 
 def hog(cpu=None):
