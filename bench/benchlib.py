@@ -72,8 +72,9 @@ def mount_tracefs():
 
 
 # Among a Daemon's arguments: track a sleeping process of its own (by --pid), so that the
-# programs it attaches only while a process is tracked (the futex ones) are attached, while
-# the load it measures is not tracked: the case of every other process on an inference server.
+# programs it attaches only while a process is tracked (the syscall sources' futex ones)
+# are attached, while the load it measures is not tracked: the case of every other process
+# on an inference server.
 TRACK_OTHER = "track-other"
 
 
@@ -97,7 +98,9 @@ class Daemon:
         try:
             self.wait_log("ready:")
             if self.other:
-                self.wait_log("futex programs attached")
+                self.wait_log("tracking pid %d " % self.other.pid)
+                if "(attached while a process is tracked)" in self.text():
+                    self.wait_log("futex programs attached")
         except BaseException:
             if self.other:
                 self.other.kill()

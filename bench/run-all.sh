@@ -14,6 +14,7 @@ if [[ ${1:-} == --quick ]]; then
 		"syscalls.py --rounds 1 --calls 20000 --trips 2000 --maps 5000"
 		"progcost.py --rounds 1"
 		"progab.py --rounds 2 --workloads pipe,pingpong"
+		"kcost.py --rounds 1 --pairs 2 --tokens 16 --workloads omp"
 		"probes.py --rounds 1 --calls 20000"
 		"daemon_cost.py --sizes 1,20 --window 1 --repeat 2"
 		"ops.py --rounds 1 --tokens 30 --workloads lpops,omp"
@@ -22,7 +23,7 @@ if [[ ${1:-} == --quick ]]; then
 		"apistall.py --windows 2 --seconds 0.5 --links"
 	)
 else
-	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "probes.py" "daemon_cost.py" "ops.py" "record.py" "record.py --stream" "apistall.py")
+	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "kcost.py" "probes.py" "daemon_cost.py" "ops.py" "record.py" "record.py --stream" "apistall.py")
 fi
 for r in "${runs[@]}"; do
 	name=${r%%.py*}

@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* The futex collector: each wait of a tracked thread, its time, result and address, from
- * the classic syscalls:sys_*_futex tracepoints (need tracefs) or, as a fallback, the raw
- * syscall tracepoints (which also carry mmap for discovery then). */
-#include "lp.bpf.h"
-
-#define ETIMEDOUT 110
-#define EAGAIN 11
-#define FUTEX_CMD_MASK 0x7f
+/* The futex collector's syscall sources (--futex-source tracepoint or raw): each wait
+ * of a tracked thread, its time, result and address, from the classic
+ * syscalls:sys_*_futex tracepoints (need tracefs) or the raw syscall tracepoints (which
+ * also carry mmap for discovery then). They cost every syscall on the host the kernel's
+ * slow path while attached; the default sees waits from the scheduler (sched.bpf.c). */
+#include "futex.bpf.h"
 
 static __always_inline void futex_enter(__u64 uaddr, __u32 kind)
 {
@@ -26,37 +24,22 @@ static __always_inline void futex_enter(__u64 uaddr, __u32 kind)
 
 static __always_inline void futex_enter_op(__u64 uaddr, __u64 op)
 {
-	switch (op & FUTEX_CMD_MASK) {
-	case 0:	 /* FUTEX_WAIT */
-	case 9:	 /* FUTEX_WAIT_BITSET */
-	case 11: /* FUTEX_WAIT_REQUEUE_PI */
-		futex_enter(uaddr, LP_FUTEX_WAIT);
-		break;
-	case 6:	 /* FUTEX_LOCK_PI */
-	case 13: /* FUTEX_LOCK_PI2 */
-		futex_enter(uaddr, LP_FUTEX_LOCK_PI);
-		break;
-	}
+	__u32 kind = futex_op_kind(op);
+
+	if (kind)
+		futex_enter(uaddr, kind);
 }
 
 static __always_inline void futex_waitv_enter(const void *waiters)
 {
-	__u64 uaddr = 0;
-
-	/* struct futex_waitv { __u64 val; __u64 uaddr; ... }: key by the first waiter. */
-	bpf_probe_read_user(&uaddr, sizeof(uaddr), (const char *)waiters + 8);
-	futex_enter(uaddr, LP_FUTEX_WAITV);
+	futex_enter(futex_waitv_word(waiters), LP_FUTEX_WAITV);
 }
 
 static __always_inline void futex_exit(long ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
-	struct lp_futex_key key = {};
-	struct lp_proc_stats *p;
-	struct lp_futex_val *v, zero = {};
 	struct lp_thread *t;
-	__u64 d;
 
 	/* Every futex call on the host returns here: FUTEX_WAKE and others' waits leave at
 	 * the first load. */
@@ -65,40 +48,7 @@ static __always_inline void futex_exit(long ret)
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || !t->futex_since)
 		return;
-	d = bpf_ktime_get_ns() - t->futex_since;
-	t->futex_since = 0;
-	t->futex_ns += d;
-	t->futex_waits++;
-	key.tgid = t->tgid;
-	key.uaddr = t->futex_uaddr;
-	p = bpf_map_lookup_elem(&procs, &key.tgid);
-	if (!p)
-		return;
-	hist_add(&p->hist[LP_H_FUTEX], d);
-	if (ret == -ETIMEDOUT)
-		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_TIMEDOUT], 1);
-	else if (ret == -EAGAIN)
-		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_EAGAIN], 1);
-	if (t->futex_kind == LP_FUTEX_LOCK_PI)
-		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_LOCK_PI], 1);
-	else if (t->futex_kind == LP_FUTEX_WAITV)
-		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_WAITV], 1);
-
-	v = bpf_map_lookup_elem(&futex_addrs, &key);
-	if (!v) {
-		if (bpf_map_update_elem(&futex_addrs, &key, &zero, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&futex_addrs, &key)) {
-			drop(LP_D_FUTEX_ADDRS_FULL);
-			return;
-		}
-		v = bpf_map_lookup_elem(&futex_addrs, &key);
-		if (!v)
-			return;
-	}
-	__sync_fetch_and_add(&v->waits, 1);
-	__sync_fetch_and_add(&v->wait_ns, d);
-	if (d > v->max_ns)
-		v->max_ns = d;
+	futex_wait_done(NULL, t, bpf_ktime_get_ns() - t->futex_since, ret);
 }
 
 SEC("tracepoint/syscalls/sys_enter_futex")

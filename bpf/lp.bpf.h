@@ -20,12 +20,16 @@
 #define LP_NR_FUTEX 202
 #define LP_NR_MMAP 9
 #define LP_SYSCALL_NR(regs) ((regs)->orig_ax)
+#define LP_SYSCALL_PARM1(regs) ((regs)->di)
+#define LP_SYSCALL_PARM2(regs) ((regs)->si)
 #define LP_SYSCALL_PARM3(regs) ((regs)->dx)
 #define LP_SYSCALL_PARM5(regs) ((regs)->r8)
 #elif defined(__TARGET_ARCH_arm64)
 #define LP_NR_FUTEX 98
 #define LP_NR_MMAP 222
 #define LP_SYSCALL_NR(regs) ((regs)->syscallno)
+#define LP_SYSCALL_PARM1(regs) ((regs)->orig_x0)
+#define LP_SYSCALL_PARM2(regs) ((regs)->regs[1])
 #define LP_SYSCALL_PARM3(regs) ((regs)->regs[2])
 #define LP_SYSCALL_PARM5(regs) ((regs)->regs[4])
 #endif
@@ -56,6 +60,10 @@ LP_SETTING const volatile bool stack_scan;
 /* Walk the stack by the objects' call frame information (unwind_rows) where they have it,
  * before scanning it. */
 LP_SETTING const volatile bool unwind_cfi;
+/* Futex waits from the scheduler: a tracked thread switched out asleep inside futex(2)
+ * or futex_waitv(2) waits from then until its switch-in (sched.bpf.c). Where it is off,
+ * the syscall tracepoints time them, if attached (futex.bpf.c). */
+LP_SETTING const volatile bool futex_from_sched;
 /* Processes being recorded (the "recording" map's entries), kept by user space: while
  * none is, timeline events cost no map lookup. */
 LP_SETTING volatile __u32 recordings;

@@ -8,4 +8,5 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile bool want_exec_events = false;
 const volatile bool stack_scan = true;
 const volatile bool unwind_cfi = true;
+const volatile bool futex_from_sched = false;
 volatile __u32 recordings = 0;

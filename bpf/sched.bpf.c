@@ -4,7 +4,7 @@
  * and who preempted them, from sched_switch, sched_wakeup and sched_wakeup_new. Each exists as a tp_btf and a
  * raw_tp program with the same body; user space autoloads one set after probing. Untracked tasks cost one
  * array load by tgid per task involved (maybe_ours). */
-#include "lp.bpf.h"
+#include "futex.bpf.h"
 #include "where.bpf.h"
 
 /* On-CPU time and run-queue delay by the kernel's own account, the figures of
@@ -128,11 +128,34 @@ static __always_inline void off_end(struct lp_proc_stats *p, struct lp_thread *t
 	}
 }
 
+/* A tracked thread switched out asleep: if it sleeps inside a futex wait, the wait
+ * starts now, on the word its registers name (futex_from_sched). A wait that returns at
+ * once (EAGAIN) never sleeps and is not seen; nor is a wait's result. */
+static __always_inline void futex_sleep(struct lp_thread *t, const struct pt_regs *regs, __u64 now)
+{
+	long nr = (long)LP_SYSCALL_NR(regs);
+	__u64 uaddr = 0;
+	__u32 kind = 0;
+
+	if (nr == LP_NR_FUTEX) {
+		kind = futex_op_kind(LP_SYSCALL_PARM2(regs));
+		uaddr = LP_SYSCALL_PARM1(regs);
+	} else if (nr == LP_NR_FUTEX_WAITV) {
+		kind = LP_FUTEX_WAITV;
+		uaddr = futex_waitv_word((const void *)LP_SYSCALL_PARM1(regs));
+	}
+	if (!kind)
+		return;
+	t->futex_since = now;
+	t->futex_uaddr = uaddr;
+	t->futex_kind = kind;
+}
+
 /* with_regs: the program may read prev's user registers (tp_btf: a trusted task). */
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, bool with_regs)
 {
-	struct pt_regs *prev_regs;
+	struct pt_regs *prev_regs = NULL;
 	const struct lp_ranges *rg;
 	/* The clock is read once, and only when a tracked thread is involved: most switches on
 	 * a host are not ours. */
@@ -173,6 +196,12 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			if (t->off_since) {
 				if (slice && now - slice > t->off_since)
 					off_end(p, t, tgid, now - slice - t->off_since);
+				if (futex_from_sched && t->futex_since) {
+					if (slice && now - slice > t->futex_since)
+						futex_wait_done(p, t, now - slice - t->futex_since,
+								0);
+					t->futex_since = 0;
+				}
 				__sync_fetch_and_add(&p->ctr[LP_C_SWITCH_IN_UNSEEN], 1);
 			}
 			t->on_since = 0;
@@ -205,6 +234,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				t->runnable_since = 0;
 				t->nvcsw++;
 				__sync_fetch_and_add(&p->ctr[LP_C_NVCSW], 1);
+				if (futex_from_sched && prev_regs)
+					futex_sleep(t, prev_regs, now);
 			}
 			/* A timeline being recorded: why it stopped, and who took the CPU. */
 			if ((e = rec_reserve(tgid, tid, LP_REC_OFF))) {
@@ -249,6 +280,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	}
 	if (t->off_since)
 		off_end(p, t, tgid, now - t->off_since);
+	if (futex_from_sched && t->futex_since)
+		futex_wait_done(p, t, now - t->futex_since, 0);
 	cpu1 = bpf_get_smp_processor_id() + 1;
 	if (t->last_cpu && t->last_cpu != cpu1) {
 		t->migrations++;

@@ -154,6 +154,10 @@ static void print_counters(const cJSON *ctr)
 		size_t len = strlen(e->string);
 		bool ns = len > 3 && !strcmp(e->string + len - 3, "_ns");
 
+		/* null: a figure this daemon's sources do not see (futex results where waits
+		 * come from the scheduler). */
+		if (cJSON_IsNull(e))
+			printf("  %-36s %20s  not collected\n", e->string, "-");
 		if (!cJSON_IsNumber(e))
 			continue;
 		printf("  %-36s %20.0f%s%s\n", e->string, e->valuedouble, ns ? "  " : "",

@@ -126,7 +126,9 @@ static void usage(FILE *out)
 		"\n"
 		"Collectors:\n"
 		"      --sched-raw-tp       use raw_tp even where tp_btf programs load\n"
-		"      --futex-source SRC   auto, tracepoint, raw (raw_syscalls) or off\n"
+		"      --futex-source SRC   auto, sched (waits that sleep, from the scheduler),\n"
+		"                           tracepoint or raw (raw_syscalls: with timeouts and\n"
+		"                           EAGAIN, costing every syscall on the host) or off\n"
 		"      --mmap-source SRC    where new mappings are found: auto, lock (the mmap\n"
 		"                           lock tracepoint), tracepoint (sys_enter_mmap) or raw\n"
 		"      --uprobe-links KIND  a precise window's probes: auto, multi (one link per\n"
@@ -353,7 +355,7 @@ static const struct u32_opt u32_opts[] = {
 
 /* The names of enum lp_futex_source's, lp_mmap_source's and lp_uprobe_links' values, in their
  * order: what the options take and what the configuration is described with. */
-static const char *const futex_src[] = {"auto", "tracepoint", "raw", "off"};
+static const char *const futex_src[] = {"auto", "tracepoint", "raw", "off", "sched"};
 static const char *const mmap_src[] = {"auto", "lock", "tracepoint", "raw"};
 static const char *const uprobe_links[] = {"auto", "multi", "single"};
 

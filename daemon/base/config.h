@@ -9,10 +9,13 @@
 #include <sys/types.h>
 
 enum lp_futex_source {
-	LP_FUTEX_SRC_AUTO = 0, /* syscall tracepoints when tracefs is there, else raw_syscalls */
+	/* the scheduler where tp_btf programs load, else syscall tracepoints where tracefs
+	 * is, else raw_syscalls */
+	LP_FUTEX_SRC_AUTO = 0,
 	LP_FUTEX_SRC_TRACEPOINT,
 	LP_FUTEX_SRC_RAW,
 	LP_FUTEX_SRC_OFF,
+	LP_FUTEX_SRC_SCHED, /* waits that sleep, from sched_switch: nothing on the syscall path */
 };
 
 /* Where new executable mappings (a late dlopen) are found. */

@@ -33,6 +33,7 @@ int lp_log_errno(int priority, int r, const char *fmt, ...) __attribute__((forma
 #define log_notice(...) lp_log(LOG_NOTICE, __VA_ARGS__)
 #define log_warning(...) lp_log(LOG_WARNING, __VA_ARGS__)
 #define log_error(...) lp_log(LOG_ERR, __VA_ARGS__)
+#define log_info_errno(r, ...) lp_log_errno(LOG_INFO, (r), __VA_ARGS__)
 #define log_warning_errno(r, ...) lp_log_errno(LOG_WARNING, (r), __VA_ARGS__)
 #define log_error_errno(r, ...) lp_log_errno(LOG_ERR, (r), __VA_ARGS__)
 

@@ -91,6 +91,7 @@ static int attach_futex_tracepoints(struct lp_core *c)
 		log_warning("futex_waitv(2) waits will not be seen, ignoring");
 	}
 	c->futex_source = "syscall tracepoints";
+	c->futex_results = true;
 	return 0;
 fail:
 	detach_one(&s->links.lp_futex_enter_tp);
@@ -110,6 +111,7 @@ static int attach_futex_raw(struct lp_core *c)
 	}
 	c->futex_source = "raw_syscalls";
 	c->futex_raw = true;
+	c->futex_results = true;
 	return 0;
 }
 
@@ -371,10 +373,13 @@ static size_t marks_bytes(const struct lp_core *c)
 int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp_features *f)
 {
 	bool btf = f->tp_btf && !cfg->sched_raw_tp;
-	bool futex_tp = cfg->futex_source == LP_FUTEX_SRC_AUTO ||
-			cfg->futex_source == LP_FUTEX_SRC_TRACEPOINT;
-	bool futex_raw =
-		cfg->futex_source == LP_FUTEX_SRC_AUTO || cfg->futex_source == LP_FUTEX_SRC_RAW;
+	/* Waits from the scheduler need prev's registers: a trusted task (tp_btf). */
+	bool futex_sched = btf && (cfg->futex_source == LP_FUTEX_SRC_AUTO ||
+				   cfg->futex_source == LP_FUTEX_SRC_SCHED);
+	bool futex_tp = !futex_sched && (cfg->futex_source == LP_FUTEX_SRC_AUTO ||
+					 cfg->futex_source == LP_FUTEX_SRC_TRACEPOINT);
+	bool futex_raw = !futex_sched && (cfg->futex_source == LP_FUTEX_SRC_AUTO ||
+					  cfg->futex_source == LP_FUTEX_SRC_RAW);
 	bool faults = cfg->faults && f->perf_sw;
 	bool sampling = cfg->sample_hz > 0 && f->perf_sw;
 	enum lp_mmap_source msrc = cfg->mmap_source;
@@ -412,6 +417,7 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	s->rodata->want_exec_events = cfg->ncomms > 0 || cfg->nexes > 0;
 	s->rodata->stack_scan = cfg->stack_scan;
 	s->rodata->unwind_cfi = cfg->unwind;
+	s->rodata->futex_from_sched = futex_sched;
 
 	c->wakeups = !f->sched_info;
 	set_autoload_sched(s, btf, c->wakeups);
@@ -457,11 +463,22 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 		return log_error_errno(r, "scheduler tracepoints are required: %m");
 
 	r = -ENOENT;
+	if (futex_sched) {
+		c->futex_source = "scheduler";
+		r = 0;
+	} else if (cfg->futex_source == LP_FUTEX_SRC_SCHED) {
+		log_warning("--futex-source sched needs tp_btf programs (%s): futex waits "
+			    "will not be collected; --futex-source tracepoint or raw collects "
+			    "them from the syscalls",
+			    cfg->sched_raw_tp ? "--sched-raw-tp is set"
+					      : "this kernel refuses them");
+	}
 	if (futex_tp && f->tracefs)
 		r = attach_futex_tracepoints(c);
 	if (r < 0 && futex_raw)
 		r = attach_futex_raw(c);
-	if (r < 0 && cfg->futex_source != LP_FUTEX_SRC_OFF)
+	if (r < 0 && cfg->futex_source != LP_FUTEX_SRC_OFF &&
+	    cfg->futex_source != LP_FUTEX_SRC_SCHED)
 		log_warning_errno(r, "futex waits will not be collected: %m");
 	c->futex_attached = r == 0;
 
@@ -469,12 +486,13 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 		log_warning("page faults will not be counted, ignoring");
 	if (cfg->discover)
 		attach_mmap(c, cfg->mmap_source);
-	/* Any syscall tracepoint sends every syscall of every task on the host through the
+	/* From the scheduler, waits cost nothing on the syscall path. Any syscall tracepoint
+	 * sends every syscall of every task on the host through the
 	 * kernel's slow path: the futex programs stay attached only while a process is
 	 * tracked (attached here, they said whether they can be). Not where the kernel
 	 * inserts processes itself at exec (--comm), nor where the raw syscall program also
 	 * discovers mappings. */
-	c->futex_on_demand = c->futex_attached && cfg->ncomms == 0 &&
+	c->futex_on_demand = c->futex_attached && !futex_sched && cfg->ncomms == 0 &&
 			     !(c->mmap_source && !strcmp(c->mmap_source, "raw_syscalls"));
 	if (c->futex_on_demand)
 		futex_attach(c, false);

@@ -21,9 +21,11 @@ struct lp_core {
 	size_t nlinks;
 	const char *sched_variant; /* "tp_btf" or "raw_tp" */
 	bool wakeups;		   /* sched_wakeup programs attached: no sched_info */
-	const char *futex_source;  /* "syscall tracepoints", "raw_syscalls" or NULL (off) */
-	bool futex_raw;		   /* the futex source is raw_syscalls */
-	bool futex_on_demand;	   /* attached only while a process is tracked */
+	/* "scheduler", "syscall tracepoints", "raw_syscalls" or NULL (off) */
+	const char *futex_source;
+	bool futex_raw;	      /* the futex source is raw_syscalls */
+	bool futex_results;   /* the source sees each wait's result: timeouts, EAGAIN */
+	bool futex_on_demand; /* attached only while a process is tracked */
 	bool futex_attached;
 	uint64_t futex_idle_since_ns; /* attached, and no process tracked since; 0 otherwise */
 	bool faults;		      /* page fault perf events attached */

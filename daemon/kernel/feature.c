@@ -152,7 +152,13 @@ void lp_features_log(const struct lp_features *f)
 	if (!f->fentry)
 		log_info("missing: fentry/fexit (load: %s); not needed, tracepoints are used",
 			 strerror(-f->fentry_err));
-	if (!f->tracefs)
+	/* Only the syscall sources of futex waits and of new mappings read tracefs. */
+	if (!f->tracefs && f->tp_btf)
+		log_info_errno(f->tracefs_err,
+			       "missing: tracefs at " TRACEFS_PATH " (%m); not needed: futex waits "
+			       "come from the scheduler (--futex-source tracepoint would need it: "
+			       "mount -t tracefs tracefs " TRACEFS_PATH ")");
+	else if (!f->tracefs)
 		log_warning_errno(f->tracefs_err,
 				  "missing: tracefs at " TRACEFS_PATH
 				  " (%m); futex waits are taken "

@@ -729,6 +729,17 @@ static cJSON *render_hist_brief(const struct lp_hist *h)
 	return o;
 }
 
+/* The counters, null where this daemon's sources do not collect one. */
+static void render_counters(cJSON *c, const struct lp_report *r, const __u64 *ctr)
+{
+	for (int i = 0; i < LP_C_NR; i++) {
+		if (lp_report_counter_known(r, i))
+			num(c, lp_counter_names[i], ctr[i]);
+		else
+			cJSON_AddNullToObject(c, lp_counter_names[i]);
+	}
+}
+
 cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v)
 {
 	const __u64 *ctr = v->stats.ctr;
@@ -738,8 +749,7 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 	num(o, "threads", v->nthreads);
 	cJSON_AddBoolToObject(o, "ggml", v->target->ggml && v->target->ggml->found_ns);
 	c = cJSON_AddObjectToObject(o, "counters");
-	for (int i = 0; i < LP_C_NR; i++)
-		num(c, lp_counter_names[i], ctr[i]);
+	render_counters(c, r, ctr);
 	num(c, "futex_waits", lp_hist_total(&hist[LP_H_FUTEX]));
 	h = cJSON_AddObjectToObject(o, "histograms");
 	for (int i = 0; i < LP_H_NR; i++)
@@ -769,8 +779,7 @@ cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v)
 
 	num(o, "report_format", LP_REPORT_FORMAT);
 	c = cJSON_AddObjectToObject(o, "counters");
-	for (int i = 0; i < LP_C_NR; i++)
-		num(c, lp_counter_names[i], s->ctr[i]);
+	render_counters(c, r, s->ctr);
 	num(c, "futex_waits", lp_hist_total(&s->hist[LP_H_FUTEX]));
 
 	h = cJSON_AddObjectToObject(o, "histograms");

@@ -174,6 +174,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 	r->futex_source = c->futex_source;
 	r->futex_on_demand = c->futex_on_demand;
 	r->futex_attached = c->futex_attached;
+	r->futex_results = c->futex_results;
 	r->mmap_source = c->mmap_source;
 	r->uprobe_multi = c->uprobe_multi;
 	r->sample_hz = c->sample_hz;

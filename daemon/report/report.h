@@ -41,6 +41,7 @@ struct lp_report {
 	/* The futex programs attach only while a process is tracked (futex_on_demand); whether
 	 * they are now. */
 	bool futex_on_demand, futex_attached;
+	bool futex_results; /* the futex source sees results: timeouts and EAGAIN are counted */
 	const char *mmap_source;
 	bool uprobe_multi;
 	uint32_t sample_hz;
@@ -64,5 +65,13 @@ struct lp_report {
  * (maps, nmaps) and reads only that process's threads. Returns 0 or -errno. */
 int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid);
 void lp_report_free(struct lp_report *r);
+/* Whether counter ctr (enum lp_counter) is collected by this daemon's sources: futex
+ * results are not where waits are seen from the scheduler. */
+static inline bool lp_report_counter_known(const struct lp_report *r, int ctr)
+{
+	if (ctr == LP_C_FUTEX_TIMEDOUT || ctr == LP_C_FUTEX_EAGAIN)
+		return r->futex_results;
+	return true;
+}
 
 #endif

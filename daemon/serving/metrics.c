@@ -22,7 +22,8 @@ static const char *const hist_help[LP_H_NR] = {
 	[LP_H_RUNQ] = "Time threads waited runnable for a CPU (run-queue latency)",
 	[LP_H_OFF_BLOCKED] = "Off-CPU time of threads that blocked (slept)",
 	[LP_H_OFF_PREEMPTED] = "Off-CPU time of threads that were preempted while runnable",
-	[LP_H_FUTEX] = "Futex wait syscalls, entry to return",
+	[LP_H_FUTEX] = "Futex waits: from the scheduler, switch-out asleep in the call to "
+		       "switch-in; from the syscalls, entry to return",
 	[LP_H_DECODE_PROMPT] = "llama_decode calls given more than one token (prompt processing)",
 	[LP_H_DECODE_GEN] = "llama_decode calls given one token (generation)",
 	[LP_H_MATMUL] = "Outermost ggml matmul calls, entry to return (precise mode only)",
@@ -335,7 +336,8 @@ static void put_info(struct lp_expo *e, const struct series *s, size_t n, bool b
 	}
 }
 
-static void put_processes(struct lp_expo *e, const struct series *s, size_t n, bool by_workload)
+static void put_processes(struct lp_expo *e, const struct lp_report *r, const struct series *s,
+			  size_t n, bool by_workload)
 {
 	char name[128];
 
@@ -368,6 +370,8 @@ static void put_processes(struct lp_expo *e, const struct series *s, size_t n, b
 	for (size_t c = 0; c < sizeof(counters) / sizeof(counters[0]); c++) {
 		const struct counter_row *row = &counters[c];
 
+		if (!lp_report_counter_known(r, row->ctr))
+			continue;
 		snprintf(name, sizeof(name), "%s_total", row->name);
 		if (row->help)
 			lp_expo_family(e, name, LP_EXPO_COUNTER, row->help);
@@ -491,7 +495,7 @@ int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o
 	}
 	if (s) {
 		put_info(e, s, ns, o->by_workload);
-		put_processes(e, s, ns, o->by_workload);
+		put_processes(e, r, s, ns, o->by_workload);
 		put_ops(e, s, ns, r->sample_hz);
 		put_daemon(e, r, o, n);
 	}

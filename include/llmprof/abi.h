@@ -21,7 +21,7 @@ enum lp_hist_kind {
 	LP_H_RUNQ = 0,	    /* runnable (woken or preempted) until running again */
 	LP_H_OFF_BLOCKED,   /* switched out while sleeping, until switched in */
 	LP_H_OFF_PREEMPTED, /* switched out while runnable, until switched in */
-	LP_H_FUTEX,	    /* futex wait syscalls, enter to exit */
+	LP_H_FUTEX,	    /* futex waits: asleep (switch-out to in), or syscall enter to exit */
 	LP_H_DECODE_PROMPT, /* llama_decode calls given more than one token */
 	LP_H_DECODE_GEN,    /* llama_decode calls given one token: generation */
 	LP_H_MATMUL,	    /* precise mode: outermost matmul calls, entry to return */

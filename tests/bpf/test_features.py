@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """bpf tier: missing kernel features degrade with a message a user can act on. Here:
-tracefs absent. With --no-mount-tracefs, futex waits come from raw_syscalls (same numbers)
-and the log says how to avoid that; by default llmprofd mounts tracefs itself."""
+tracefs absent. Futex waits come from the scheduler by default, which needs no tracefs.
+Without tp_btf (--sched-raw-tp here) and with --no-mount-tracefs they come from
+raw_syscalls (same numbers) and the log says how to avoid that; by default llmprofd mounts
+tracefs itself, which --futex-source tracepoint uses."""
 import os
 import subprocess
 import sys
@@ -33,6 +35,11 @@ def main():
     try:
         unmount_tracefs()
         d, rep, waits = futex_run("--no-mount-tracefs")
+        t.check(rep["collectors"]["futex"] == "scheduler", "futex waits from the scheduler")
+        t.check(waits == [6, 6], "exact futex counts with no tracefs: %s" % waits)
+        t.check(not tracefs_mounted(), "--no-mount-tracefs left tracefs alone")
+
+        d, rep, waits = futex_run("--no-mount-tracefs", "--sched-raw-tp")
         log = d.log()
         t.check("missing: tracefs" in log and "mount -t tracefs" in log,
                 "log says tracefs is missing and how to mount it")
@@ -41,7 +48,7 @@ def main():
         t.check(waits == [6, 6], "same exact futex counts through the fallback: %s" % waits)
         t.check(not tracefs_mounted(), "--no-mount-tracefs left tracefs alone")
 
-        d, rep, waits = futex_run()
+        d, rep, waits = futex_run("--futex-source", "tracepoint")
         t.check("tracefs mounted by llmprofd" in d.log(), "llmprofd mounted tracefs itself")
         t.check(rep["collectors"]["futex"] == "syscall tracepoints", "futex via syscall tracepoints")
         t.check(waits == [6, 6], "exact futex counts: %s" % waits)

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* A futex wait's account, shared by the two ways a wait is seen: from the switch-out that
+ * put a thread to sleep inside futex(2) to its switch-in (sched.bpf.c, the default), or
+ * from the syscall's entry to its exit (futex.bpf.c, --futex-source tracepoint or raw). */
+#ifndef LP_FUTEX_BPF_H
+#define LP_FUTEX_BPF_H
+
+#include "lp.bpf.h"
+
+#define FUTEX_CMD_MASK 0x7f
+
+/* The kind of wait a futex(2) op is, 0 for one that does not wait (FUTEX_WAKE, ...). */
+static __always_inline __u32 futex_op_kind(__u64 op)
+{
+	switch (op & FUTEX_CMD_MASK) {
+	case 0:	 /* FUTEX_WAIT */
+	case 9:	 /* FUTEX_WAIT_BITSET */
+	case 11: /* FUTEX_WAIT_REQUEUE_PI */
+		return LP_FUTEX_WAIT;
+	case 6:	 /* FUTEX_LOCK_PI */
+	case 13: /* FUTEX_LOCK_PI2 */
+		return LP_FUTEX_LOCK_PI;
+	}
+	return 0;
+}
+
+/* The word a futex_waitv(2) call waits on, keyed by its first waiter: struct futex_waitv
+ * { __u64 val; __u64 uaddr; ... }. Read in the caller's own context (current). */
+static __always_inline __u64 futex_waitv_word(const void *waiters)
+{
+	__u64 uaddr = 0;
+
+	bpf_probe_read_user(&uaddr, sizeof(uaddr), (const char *)waiters + 8);
+	return uaddr;
+}
+
+/* Counts a wait of d ns of thread t, of process p (NULL: looked up), that t->futex_*
+ * describe, ended with ret (0 where the result is not known: seen from the scheduler),
+ * and clears it. */
+static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_thread *t, __u64 d,
+					    long ret)
+{
+	struct lp_futex_key key = {.tgid = t->tgid, .uaddr = t->futex_uaddr};
+	struct lp_futex_val *v, zero = {};
+
+	t->futex_since = 0;
+	t->futex_ns += d;
+	t->futex_waits++;
+	if (!p)
+		p = bpf_map_lookup_elem(&procs, &key.tgid);
+	if (!p)
+		return;
+	hist_add(&p->hist[LP_H_FUTEX], d);
+	if (ret == -110 /* ETIMEDOUT */)
+		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_TIMEDOUT], 1);
+	else if (ret == -11 /* EAGAIN */)
+		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_EAGAIN], 1);
+	if (t->futex_kind == LP_FUTEX_LOCK_PI)
+		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_LOCK_PI], 1);
+	else if (t->futex_kind == LP_FUTEX_WAITV)
+		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_WAITV], 1);
+
+	v = bpf_map_lookup_elem(&futex_addrs, &key);
+	if (!v) {
+		if (bpf_map_update_elem(&futex_addrs, &key, &zero, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&futex_addrs, &key)) {
+			drop(LP_D_FUTEX_ADDRS_FULL);
+			return;
+		}
+		v = bpf_map_lookup_elem(&futex_addrs, &key);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->waits, 1);
+	__sync_fetch_and_add(&v->wait_ns, d);
+	if (d > v->max_ns)
+		v->max_ns = d;
+}
+
+#endif /* LP_FUTEX_BPF_H */
