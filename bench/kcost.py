@@ -25,7 +25,8 @@ Two measurements, in one run:
 
 Configurations: default (futex waits from the scheduler), tracepoint
 (--futex-source tracepoint: the syscall tracepoints, the previous default), off
-(--futex-source off).
+(--futex-source off), sampler-cpu (--sampler cpu: one cpu-clock event per CPU instead of
+per thread), no-sampling (--sample-hz 0).
 """
 import argparse
 import math
@@ -44,6 +45,8 @@ CONFIGS = {
     "default": [],
     "tracepoint": ["--futex-source", "tracepoint"],
     "off": ["--futex-source", "off"],
+    "sampler-cpu": ["--sampler", "cpu"],
+    "no-sampling": ["--sample-hz", "0"],
 }
 COMMS = {"omp": "llama-simple", "prompt": "llama-simple", "ik": "llama-cli", "node": "node"}
 
