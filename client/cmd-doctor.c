@@ -173,11 +173,50 @@ static void print_findings(const struct ctl *c, const cJSON *doc, void *arg)
 	}
 }
 
+static int rank_of(const char *severity)
+{
+	return !strcmp(severity, "critical")  ? 3
+	       : !strcmp(severity, "warning") ? 2
+	       : !strcmp(severity, "info")    ? 1
+					      : 0;
+}
+
 static int severity_rank(const cJSON *summary)
 {
-	const char *w = ctl_str(cJSON_GetObjectItemCaseSensitive(summary, "findings"), "worst", "");
+	return rank_of(ctl_str(cJSON_GetObjectItemCaseSensitive(summary, "findings"), "worst", ""));
+}
 
-	return !strcmp(w, "critical") ? 3 : !strcmp(w, "warning") ? 2 : !strcmp(w, "info") ? 1 : 0;
+/* One process's findings, printed or as the API's document; *worst rises to the most
+ * severe finding's rank. */
+static int show_findings(const struct ctl *c, const char *path, bool json, int *worst)
+{
+	struct ctl_response raw;
+	const cJSON *f;
+	cJSON *doc;
+	int status = ctl_request(c, "GET", path, NULL, &doc, &raw);
+
+	if (status)
+		return status;
+	cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(doc, "findings"))
+	{
+		int r = rank_of(ctl_str(f, "severity", ""));
+
+		if (r > *worst)
+			*worst = r;
+	}
+	if (json)
+		ctl_write_json(stdout, raw.body, raw.len);
+	else
+		print_findings(c, doc, NULL);
+	ctl_response_free(&raw);
+	cJSON_Delete(doc);
+	return CTL_OK;
+}
+
+/* The exit status of a doctor run that met no error: by its worst finding. */
+static int status_of(int worst)
+{
+	return worst >= 3 ? CTL_FINDING_CRITICAL : worst == 2 ? CTL_FINDING_WARNING : CTL_OK;
 }
 
 static int by_severity(const void *a, const void *b)
@@ -192,7 +231,7 @@ static int doctor_all(struct ctl *c, bool json, bool all)
 {
 	const cJSON **v = NULL, *p;
 	size_t n = 0;
-	int status, worst = CTL_OK;
+	int status, error = CTL_OK, worst = 0;
 	cJSON *doc;
 
 	status = ctl_request(c, "GET", LP_ROUTE_PROCESSES, NULL, &doc, NULL);
@@ -207,8 +246,10 @@ static int doctor_all(struct ctl *c, bool json, bool all)
 									    "exited"))) v[n++] = p;
 	if (v)
 		qsort(v, n, sizeof(*v), by_severity);
+	/* With --json, stdout holds the JSON and nothing else. */
 	if (!n)
-		printf("no %sLLM processes to examine\n", all ? "" : "running ");
+		fprintf(json ? stderr : stdout, "no %sLLM processes to examine\n",
+			all ? "" : "running ");
 	if (json)
 		printf("[");
 	for (size_t i = 0; i < n; i++) {
@@ -220,9 +261,9 @@ static int doctor_all(struct ctl *c, bool json, bool all)
 			printf(",");
 		/* A process that exits meanwhile is still reported (it is kept); one forgotten
 		 * meanwhile is skipped. */
-		status = ctl_show(c, path, json, print_findings, NULL);
+		status = show_findings(c, path, json, &worst);
 		if (status && status != CTL_NOT_TRACKED)
-			worst = status;
+			error = status;
 		if (!json && i + 1 < n)
 			printf("\n");
 	}
@@ -230,7 +271,7 @@ static int doctor_all(struct ctl *c, bool json, bool all)
 		printf("]\n");
 	free(v);
 	cJSON_Delete(doc);
-	return worst;
+	return error ? error : status_of(worst);
 }
 
 /* Measures the host's memory bandwidth now (it takes the CPUs for a second or two) and
@@ -275,6 +316,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 {
 	int opt, status = CTL_OK, pid = 0;
 	bool json = false, all = false, bw = false;
+	int worst = 0;
 	char path[96];
 
 	while ((opt = ctl_getopt(c, &ctl_cmd_doctor, argc, argv, &status)) != -1) {
@@ -293,7 +335,9 @@ static int exec(struct ctl *c, int argc, char **argv)
 	if ((status = ctl_process_path(c, &ctl_cmd_doctor, pid, LP_ROUTE_FINDINGS, path,
 				       sizeof(path))))
 		return status;
-	return ctl_show(c, path, json, print_findings, NULL);
+	if ((status = show_findings(c, path, json, &worst)))
+		return status;
+	return status_of(worst);
 }
 
 const struct ctl_cmd ctl_cmd_doctor = {
@@ -325,7 +369,8 @@ const struct ctl_cmd ctl_cmd_doctor = {
 		"                its CPUs for a second or two; llmprofd otherwise waits for quiet\n"
 		"                CPUs, and keeps the figure in its state directory)\n"
 		"  -j, --json    the API documents GET " LP_ROUTE_PROCESSES
-		"/{pid}/" LP_ROUTE_FINDINGS " (a list without --pid)\n\n"
+		"/{pid}/" LP_ROUTE_FINDINGS " (a list without --pid), and nothing else\n"
+		"The exit status says the worst finding (below), where no error came first.\n\n"
 		"Examples:\n"
 		"  llmprofctl doctor\n"
 		"  llmprofctl doctor --pid 4242 --json | jq '.findings[].rule'\n",

@@ -20,6 +20,9 @@ enum {
 	CTL_UNREACHABLE = 3, /* no daemon at the socket, or no answer in time */
 	CTL_DENIED = 4,	     /* the socket or the daemon refused: not root nor in the group */
 	CTL_DAEMON = 5,	     /* the daemon answered with an error, or with something unexpected */
+	/* doctor: the worst finding of the processes examined, where no error came first */
+	CTL_FINDING_WARNING = 6,
+	CTL_FINDING_CRITICAL = 7,
 };
 
 struct ctl {

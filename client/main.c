@@ -30,8 +30,16 @@ static const struct ctl_cmd *const commands[] = {
 	"     and switch precise mode\n"                                                       \
 	"  5  llmprofd answered with an error, or with something this client does not "        \
 	"understand\n"
-static const char exit_statuses[] = "Exit status:\n  0  success\n" EXIT_ONE EXIT_DIFF EXIT_REST;
-static const char exit_statuses_nodiff[] = "Exit status:\n  0  success\n" EXIT_ONE EXIT_REST;
+#define EXIT_DOCTOR                                                               \
+	"  6  doctor: the worst finding of the processes examined is a warning\n" \
+	"  7  doctor: ... is critical\n"
+static const char exit_statuses[] =
+	"Exit status:\n  0  success\n" EXIT_ONE EXIT_DIFF EXIT_REST EXIT_DOCTOR;
+static const char exit_statuses_diff[] =
+	"Exit status:\n  0  success\n" EXIT_ONE EXIT_DIFF EXIT_REST;
+static const char exit_statuses_doctor[] =
+	"Exit status:\n  0  success\n" EXIT_ONE EXIT_REST EXIT_DOCTOR;
+static const char exit_statuses_plain[] = "Exit status:\n  0  success\n" EXIT_ONE EXIT_REST;
 
 static void usage(FILE *f, const char *prog)
 {
@@ -112,7 +120,10 @@ static const struct ctl_cmd *closest(const char *s)
 static void command_help(const struct ctl *c, const struct ctl_cmd *cmd)
 {
 	printf("Usage: %s %s %s\n%s\n\n%s\n%s", c->prog, cmd->name, cmd->usage, cmd->summary,
-	       cmd->help, cmd == &ctl_cmd_diff ? exit_statuses : exit_statuses_nodiff);
+	       cmd->help,
+	       cmd == &ctl_cmd_diff	? exit_statuses_diff
+	       : cmd == &ctl_cmd_doctor ? exit_statuses_doctor
+					: exit_statuses_plain);
 }
 
 int ctl_usage_error(const struct ctl *c, const struct ctl_cmd *cmd, const char *fmt, ...)

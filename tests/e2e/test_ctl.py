@@ -808,12 +808,35 @@ def test_completion_live(w, completion):
     shutil.rmtree(prefix, ignore_errors=True)
 
 
+def test_doctor_json(w):
+    print("--- doctor --json: JSON and nothing else on stdout; the exit status by the worst "
+          "finding")
+    for args in ((), ("--all",)):
+        rc, out, err = ctl("doctor", "--json", *args, env=w.env)
+        docs = json.loads(out)
+        sev = [f["severity"] for doc in docs for f in doc["findings"]]
+        want = 7 if "critical" in sev else 6 if "warning" in sev else 0
+        t.check(isinstance(docs, list) and rc == want,
+                "doctor --json %s: a list of %d documents, exit %d for %s (%s)"
+                % (" ".join(args), len(docs), rc, sev, err.strip()))
+    d = t.Daemon("--no-discover", "--comm", "lp-none-such")
+    d.wait_ready()
+    rc, out, err = ctl("--socket", d.socket, "doctor", "--json")
+    t.check(rc == 0 and json.loads(out) == [] and "no running LLM processes" in err,
+            "nothing to examine: [] on stdout, the words on stderr: %r, %r" % (out, err))
+    rc, out, err = ctl("--socket", d.socket, "doctor")
+    t.check(rc == 0 and out == "no running LLM processes to examine\n",
+            "nothing to examine, as text: %r" % out)
+    d.stop()
+
+
 def main():
     completion = test_docs_and_install()
     w = World()
     try:
         test_batch(w)
         test_dump(w)
+        test_doctor_json(w)
         test_commands(w)
         test_completion_live(w, completion)
         test_errors(w)
