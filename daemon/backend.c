@@ -211,6 +211,7 @@ void lp_backend_init(struct daemon *d)
 		.group = d->cfg.socket_group,
 		.metrics_max_processes = d->cfg.metrics_max_processes,
 		.metrics_by_workload = d->cfg.metrics_by_workload,
+		.metrics_cmdline = d->cfg.metrics_cmdline,
 		.start_time = d->start_realtime,
 	};
 }

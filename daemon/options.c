@@ -96,6 +96,9 @@ static void usage(FILE *out)
 		"      --metrics-labels pid|workload  series per process (pid, comm, exe), or\n"
 		"                           per workload and model, summed over its processes\n"
 		"                           and stable across restarts (default pid)\n"
+		"      --metrics-cmdline    command lines in llmprof_process_info, with the\n"
+		"                           values of options that look like secrets redacted\n"
+		"                           (default: only in the local API)\n"
 		"      --web-config-file FILE  TLS and basic authentication for the TCP listener,\n"
 		"                           in exporter-toolkit's format (also --web.config.file)\n"
 		"      --max-connections N  open connections at most, on the socket and the TCP\n"
@@ -267,6 +270,7 @@ enum {
 	OPT_METRICS_ADDRESS,
 	OPT_METRICS_MAX,
 	OPT_METRICS_LABELS,
+	OPT_METRICS_CMDLINE,
 	OPT_MAX_CONNECTIONS,
 	OPT_HTTP_TIMEOUT,
 	OPT_RETENTION,
@@ -314,6 +318,7 @@ static const struct option opts[] = {
 	{"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
 	{"metrics-max-processes", required_argument, NULL, OPT_METRICS_MAX},
 	{"metrics-labels", required_argument, NULL, OPT_METRICS_LABELS},
+	{"metrics-cmdline", no_argument, NULL, OPT_METRICS_CMDLINE},
 	{"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
 	{"max-connections-per-uid", required_argument, NULL, OPT_MAX_PER_UID},
 	{"web-config-file", required_argument, NULL, OPT_WEB_CONFIG},
@@ -508,6 +513,9 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 		cfg->symbols[cls] = (const char *const *)v;
 		return 0;
 	}
+	case OPT_METRICS_CMDLINE:
+		cfg->metrics_cmdline = true;
+		return 0;
 	case OPT_METRICS_LABELS:
 		if (strcmp(arg, "pid") && strcmp(arg, "workload")) {
 			log_error("--metrics-labels: '%s' is neither pid nor workload", arg);
@@ -876,6 +884,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 				*cfg->metrics_address ? cfg->metrics_address : "off");
 	cJSON_AddNumberToObject(o, "metrics-max-processes", cfg->metrics_max_processes);
 	cJSON_AddStringToObject(o, "metrics-labels", cfg->metrics_by_workload ? "workload" : "pid");
+	cJSON_AddBoolToObject(o, "metrics-cmdline", cfg->metrics_cmdline);
 	cJSON_AddStringToObject(o, "web-config-file", *cfg->web_config ? cfg->web_config : "off");
 	cJSON_AddNumberToObject(o, "max-connections", cfg->max_connections);
 	cJSON_AddNumberToObject(o, "max-connections-per-uid", cfg->max_per_uid);
@@ -893,6 +902,7 @@ void lp_config_reload(struct lp_config *live, const struct lp_config *next)
 	live->precise_period = next->precise_period;
 	live->metrics_max_processes = next->metrics_max_processes;
 	live->metrics_by_workload = next->metrics_by_workload;
+	live->metrics_cmdline = next->metrics_cmdline;
 	live->max_connections = next->max_connections;
 	live->max_per_uid = next->max_per_uid;
 	live->http_timeout = next->http_timeout;
@@ -907,6 +917,7 @@ bool lp_option_reloadable(const char *name)
 					   "precise-period",
 					   "metrics-max-processes",
 					   "metrics-labels",
+					   "metrics-cmdline",
 					   "max-connections",
 					   "http-timeout",
 					   "retention",

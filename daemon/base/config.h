@@ -89,6 +89,7 @@ struct lp_config {
 	const char *metrics_address; /* "" = no TCP listener */
 	uint32_t metrics_max_processes;
 	bool metrics_by_workload; /* --metrics-labels workload: series by workload and model */
+	bool metrics_cmdline;	  /* command lines in /metrics, secrets redacted */
 	uint32_t max_connections;
 	uint32_t max_per_uid;	/* connections one unprivileged uid may hold */
 	const char *web_config; /* exporter-toolkit web configuration for TCP; "" for none */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define PID_MAX_LIMIT (4 * 1024 * 1024)
@@ -271,5 +272,52 @@ int lp_proc_parse_maps_line(const char *line, struct lp_proc_mapping *m)
 	snprintf(m->path, sizeof(m->path), "%s", line + pos);
 	lp_proc_maps_path(m->path);
 	m->dev = ((uint64_t)maj << 20) | min;
+	return 0;
+}
+
+int lp_proc_parse_cpu(const char *stat, long hz, double *out)
+{
+	const char *p = strrchr(stat, ')');
+	unsigned long long ut, st;
+
+	/* After the comm: state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+	 * cmajflt utime stime. */
+	if (!p || hz <= 0 ||
+	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -EINVAL;
+	*out = (double)(ut + st) / (double)hz;
+	return 0;
+}
+
+int lp_self_stats_read(struct lp_self_stats *out)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned long long vsz, rss;
+	struct rlimit rl;
+	struct dirent *e;
+	char buf[1024];
+	DIR *d;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if ((r = lp_read_small("/proc/self/stat", buf, sizeof(buf))) < 0 ||
+	    (r = lp_proc_parse_cpu(buf, sysconf(_SC_CLK_TCK), &out->cpu_seconds)) < 0)
+		return r;
+	if (lp_read_small("/proc/self/statm", buf, sizeof(buf)) >= 0 &&
+	    sscanf(buf, "%llu %llu", &vsz, &rss) == 2) {
+		out->virtual_bytes = vsz * (uint64_t)page;
+		out->resident_bytes = rss * (uint64_t)page;
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		out->max_fds = rl.rlim_cur;
+	d = opendir("/proc/self/fd");
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)))
+		out->open_fds += e->d_name[0] != '.';
+	/* The directory's own descriptor was one of them. */
+	if (out->open_fds)
+		out->open_fds--;
+	closedir(d);
 	return 0;
 }

@@ -39,6 +39,20 @@ int lp_proc_parse_stat(const char *buf, struct lp_proc_stat *out);
  * or -errno. */
 int lp_read_small(const char *path, char *buf, size_t size);
 
+/* What every exporter says about itself (Prometheus' process_* metrics): this process's
+ * CPU seconds, memory, file descriptors. */
+struct lp_self_stats {
+	double cpu_seconds; /* user + system */
+	uint64_t resident_bytes, virtual_bytes;
+	uint64_t open_fds, max_fds;
+};
+
+/* Parses the utime and stime fields of /proc/PID/stat text into CPU seconds, at hz ticks
+ * a second: 0 or -EINVAL. */
+int lp_proc_parse_cpu(const char *stat, long hz, double *out);
+/* Reads them for this process; 0 or -errno (a field it could not read stays 0). */
+int lp_self_stats_read(struct lp_self_stats *out);
+
 /* Reads /proc/PID/stat; -ESRCH when the process is gone or a zombie. */
 int lp_proc_read_stat(pid_t pid, struct lp_proc_stat *out);
 

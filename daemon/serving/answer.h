@@ -53,6 +53,7 @@ struct lp_api_backend {
 	/* Options of /metrics. */
 	uint32_t metrics_max_processes;
 	bool metrics_by_workload;
+	bool metrics_cmdline;
 	double start_time;
 };
 

@@ -277,14 +277,18 @@ void lp_api_get_metrics(const struct lp_api_backend *b, const struct lp_api_requ
 	const struct lp_peer *p = req->peer;
 	struct lp_metrics_opts o = {.max_processes = b->metrics_max_processes,
 				    .by_workload = b->metrics_by_workload,
+				    .cmdline = b->metrics_cmdline,
 				    .format = lp_expo_negotiate(req->accept),
 				    .start_time = b->start_time,
 				    .hide_fill = !p->privileged};
+	struct lp_self_stats self;
 	struct lp_report r;
 	char *text;
 	size_t len;
 	int ret = b->report(b->ctx, 0, &r);
 
+	if (lp_self_stats_read(&self) == 0)
+		o.self = &self;
 	if (ret == 0) {
 		size_t all = lp_api_filter_visible(&r, p);
 

@@ -303,7 +303,8 @@ static void put_ops(struct lp_expo *e, const struct series *s, size_t n, uint32_
 
 /* Who each process is, as labels of a series of value 1 to join on pid (by process), or how
  * many processes each workload has (by workload). */
-static void put_info(struct lp_expo *e, const struct series *s, size_t n, bool by_workload)
+static void put_info(struct lp_expo *e, const struct series *s, size_t n, bool by_workload,
+		     bool cmdline)
 {
 	if (by_workload) {
 		lp_expo_family(e, "llmprof_workload_processes", LP_EXPO_GAUGE,
@@ -313,12 +314,12 @@ static void put_info(struct lp_expo *e, const struct series *s, size_t n, bool b
 		return;
 	}
 	lp_expo_family(e, "llmprof_process_info", LP_EXPO_GAUGE,
-		       "Who the process is: command line, cgroup, systemd unit, container, pod "
-		       "and model; always 1 (join on pid)");
+		       "Who the process is: systemd unit, container, pod and model (and its "
+		       "command line with --metrics-cmdline); always 1 (join on pid)");
 	for (size_t i = 0; i < n; i++) {
 		const struct lp_target *t = s[i].v->target;
 		const struct lp_identity *id = &t->ident;
-		char w[160];
+		char w[160], cmd[LP_IDENT_CMDLINE];
 		struct lp_label l[MAX_LABELS + 9];
 		size_t nl = s[i].nl;
 
@@ -331,7 +332,12 @@ static void put_info(struct lp_expo *e, const struct series *s, size_t n, bool b
 		l[nl++] = (struct lp_label){"unit", id->unit};
 		l[nl++] = (struct lp_label){"container", id->container};
 		l[nl++] = (struct lp_label){"pod", id->pod};
-		l[nl++] = (struct lp_label){"cmdline", id->cmdline};
+		/* Command lines carry secrets (--api-key, tokens in URLs) and go to a
+		 * TSDB from here: only when asked, and redacted. */
+		if (cmdline) {
+			lp_identity_cmdline_redacted(cmd, sizeof(cmd), id->cmdline);
+			l[nl++] = (struct lp_label){"cmdline", cmd};
+		}
 		lp_expo_value(e, l, nl, 1);
 	}
 }
@@ -410,6 +416,29 @@ static void one(struct lp_expo *e, const char *name, const char *label, double x
 	lp_expo_value(e, &(struct lp_label){name, label}, name ? 1 : 0, x);
 }
 
+/* The process_* metrics every exporter has (Prometheus' client libraries' process
+ * collector): the daemon's own CPU, memory and descriptors. */
+static void put_self(struct lp_expo *e, const struct lp_self_stats *s, double start_time)
+{
+	lp_expo_family(e, "process_cpu_seconds_total", LP_EXPO_COUNTER,
+		       "Total user and system CPU time spent in seconds");
+	one(e, NULL, NULL, s->cpu_seconds);
+	lp_expo_family(e, "process_resident_memory_bytes", LP_EXPO_GAUGE,
+		       "Resident memory size in bytes");
+	one(e, NULL, NULL, (double)s->resident_bytes);
+	lp_expo_family(e, "process_virtual_memory_bytes", LP_EXPO_GAUGE,
+		       "Virtual memory size in bytes");
+	one(e, NULL, NULL, (double)s->virtual_bytes);
+	lp_expo_family(e, "process_open_fds", LP_EXPO_GAUGE, "Number of open file descriptors");
+	one(e, NULL, NULL, (double)s->open_fds);
+	lp_expo_family(e, "process_max_fds", LP_EXPO_GAUGE,
+		       "Maximum number of open file descriptors");
+	one(e, NULL, NULL, (double)s->max_fds);
+	lp_expo_family(e, "process_start_time_seconds", LP_EXPO_GAUGE,
+		       "Start time of the process since unix epoch in seconds");
+	one(e, NULL, NULL, start_time);
+}
+
 static void put_daemon(struct lp_expo *e, const struct lp_report *r,
 		       const struct lp_metrics_opts *o, size_t exported)
 {
@@ -471,6 +500,8 @@ static void put_daemon(struct lp_expo *e, const struct lp_report *r,
 		       "cpu-clock samples per second and CPU (0: sampling off)");
 	one(e, NULL, NULL, r->sample_hz);
 	put_findings(e, r);
+	if (o->self)
+		put_self(e, o->self, o->start_time);
 }
 
 int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o, char **out,
@@ -494,7 +525,7 @@ int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o
 		s = series_of(v, n, o->by_workload, &ns);
 	}
 	if (s) {
-		put_info(e, s, ns, o->by_workload);
+		put_info(e, s, ns, o->by_workload, o->cmdline);
 		put_processes(e, r, s, ns, o->by_workload);
 		put_ops(e, s, ns, r->sample_hz);
 		put_daemon(e, r, o, n);

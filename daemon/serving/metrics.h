@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "serving/expo.h"
+#include "base/procfs.h"
 #include "report/report.h"
 
 struct lp_metrics_opts {
@@ -16,7 +17,9 @@ struct lp_metrics_opts {
 	double start_time;	/* the daemon's start, seconds since the Unix epoch */
 	bool hide_fill;	  /* leave out map fill: it counts every user's processes and threads */
 	bool by_workload; /* series by workload and model (identity.h), not by process */
+	bool cmdline;	  /* the command line among process_info's labels, secrets redacted */
 	enum lp_expo_format format;
+	const struct lp_self_stats *self; /* the daemon's process_* metrics; NULL: none */
 };
 
 /* Renders the report; *out is malloc'd text of *len bytes. Returns 0 or -ENOMEM. */

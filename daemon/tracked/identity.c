@@ -42,6 +42,114 @@ void lp_identity_cmdline(char *out, size_t size, const char *raw, size_t len)
 	snprintf(out + w, size - w, "...");
 }
 
+/* Whether an option or parameter name (its first n bytes) looks like it names a secret. */
+static bool secret_name(const char *s, size_t n)
+{
+	static const char *const words[] = {"key",  "token",	  "secret", "passw",
+					    "auth", "credential", "cookie"};
+	char low[64];
+
+	if (n >= sizeof(low))
+		n = sizeof(low) - 1;
+	for (size_t i = 0; i < n; i++)
+		low[i] = (char)tolower((unsigned char)s[i]);
+	low[n] = '\0';
+	for (size_t i = 0; i < sizeof(words) / sizeof(*words); i++)
+		if (strstr(low, words[i]))
+			return true;
+	return false;
+}
+
+/* Appends n bytes of s to out (of size, at *w), as far as they fit. */
+static void put(char *out, size_t size, size_t *w, const char *s, size_t n)
+{
+	while (n-- && *w + 1 < size)
+		out[(*w)++] = *s++;
+	out[*w] = '\0';
+}
+
+#define REDACTED "<redacted>"
+
+/* One argument (n bytes at a) without its value where that is a secret; returns whether
+ * the next argument is this one's value (a secret option given as two arguments). */
+static bool redact_arg(char *out, size_t size, size_t *w, const char *a, size_t n)
+{
+	const char *eq = memchr(a, '=', n), *at, *colon, *scheme = NULL;
+	size_t i = 0;
+
+	for (size_t j = 0; j + 3 <= n; j++)
+		if (!memcmp(a + j, "://", 3)) {
+			scheme = a + j + 3;
+			break;
+		}
+	if (a[0] == '-' && !scheme) {
+		size_t name = eq ? (size_t)(eq - a) : n;
+
+		if (!secret_name(a, name)) {
+			put(out, size, w, a, n);
+			return false;
+		}
+		put(out, size, w, a, name);
+		if (eq)
+			put(out, size, w, "=" REDACTED, strlen("=" REDACTED));
+		return !eq;
+	}
+	if (!scheme) {
+		put(out, size, w, a, n);
+		return false;
+	}
+	/* A URL: its password, then each query parameter named like a secret. */
+	at = memchr(scheme, '@', n - (size_t)(scheme - a));
+	colon = at ? memchr(scheme, ':', (size_t)(at - scheme)) : NULL;
+	if (colon) {
+		put(out, size, w, a, (size_t)(colon - a) + 1);
+		put(out, size, w, REDACTED, strlen(REDACTED));
+		i = (size_t)(at - a);
+	}
+	while (i < n) {
+		char c = a[i++];
+		size_t k = i;
+
+		put(out, size, w, &c, 1);
+		if (c != '?' && c != '&')
+			continue;
+		while (i < n && a[i] != '=' && a[i] != '&')
+			i++;
+		put(out, size, w, a + k, i - k);
+		if (i < n && a[i] == '=' && secret_name(a + k, i - k)) {
+			put(out, size, w, "=" REDACTED, strlen("=" REDACTED));
+			while (i < n && a[i] != '&')
+				i++;
+		}
+	}
+	return false;
+}
+
+void lp_identity_cmdline_redacted(char *out, size_t size, const char *in)
+{
+	bool value = false;
+	size_t w = 0;
+
+	if (!size)
+		return;
+	out[0] = '\0';
+	for (const char *p = in; *p;) {
+		size_t n = strcspn(p, " ");
+
+		if (value && n) {
+			put(out, size, &w, REDACTED, sizeof(REDACTED) - 1);
+			value = false;
+		} else if (n) {
+			value = redact_arg(out, size, &w, p, n);
+		}
+		p += n;
+		if (*p == ' ') {
+			put(out, size, &w, " ", 1);
+			p++;
+		}
+	}
+}
+
 static bool is_hex(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

@@ -35,6 +35,11 @@ int lp_identity_read(struct lp_identity *id, pid_t pid, const char *proc_root);
 /* Parsers, for the tests. */
 /* /proc/PID/cmdline (NUL-separated): arguments joined by spaces, escaped, cut to size. */
 void lp_identity_cmdline(char *out, size_t size, const char *raw, size_t len);
+/* A joined command line (lp_identity_cmdline's) with the values of options that look like
+ * secrets replaced by "<redacted>": an option whose name holds key, token, secret, passw,
+ * auth, credential or cookie (--api-key X, --api-key=X), a URL's password
+ * (scheme://user:PASS@), and such a URL query parameter (?token=X). out may not be in. */
+void lp_identity_cmdline_redacted(char *out, size_t size, const char *in);
 /* /proc/PID/cgroup: the path (v2 "0::", else name=systemd, else the cpu controller's), and
  * the unit, container and pod it names. */
 void lp_identity_cgroup(struct lp_identity *id, const char *proc_cgroup);

@@ -5,6 +5,7 @@ server (Debian's package) on loopback scrapes the daemon's TCP listener, after w
 PromQL histogram_quantile over run-queue latency returns a value for the fixture."""
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -203,6 +204,27 @@ def main():
                        text=True)
     t.check(p.returncode == 0, "promtool check metrics passes: %s" % (p.stdout + p.stderr)[:500])
     types, samples = families(text)
+    # The daemon's own process_* metrics, against /proc read before and after a second
+    # scrape (a scrape's own allocations move its resident memory by tens of MiB).
+    def statm():
+        with open("/proc/%d/statm" % d.proc.pid) as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    rss0 = statm()
+    _, _, text2 = http_get("http://127.0.0.1:%d/metrics" % port)
+    rss1 = statm()
+    own = {k: float(v) for k, v in re.findall(r"^(process_\w+) (\S+)$", text2, re.M)}
+    with open("/proc/%d/stat" % d.proc.pid) as f:
+        st = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+    fds = len(os.listdir("/proc/%d/fd" % d.proc.pid))
+    t.check(types.get("process_cpu_seconds_total") == "counter" and
+            0 < own.get("process_cpu_seconds_total", 0) <= cpu and
+            0.75 * min(rss0, rss1) <= own.get("process_resident_memory_bytes", 0)
+            <= 1.25 * max(rss0, rss1) and
+            abs(own.get("process_open_fds", 0) - fds) <= 4 and own.get("process_max_fds", 0) > 0
+            and own.get("process_start_time_seconds", 0) > 1e9,
+            "process_* of the daemon: %s; /proc: %.2f CPU s, %d-%d bytes resident, %d fds"
+            % (own, cpu, rss0, rss1, fds))
     t.check(types.get("llmprof_runqueue_latency_seconds") == "histogram" and
             types.get("llmprof_oncpu_seconds_total") == "counter",
             "histograms and _total counters are typed")

@@ -118,8 +118,10 @@ def main():
         info = [l for l in text.splitlines()
                 if l.startswith('llmprof_process_info{pid="%d",' % pid)]
         t.check(len(info) == 1 and 'model="%s"' % name in info[0] and
-                'model_type="%s"' % ("Q8_0" if "alpha" in name else "F16") in info[0],
-                "/metrics: llmprof_process_info of pid %d names %s" % (pid, name))
+                'model_type="%s"' % ("Q8_0" if "alpha" in name else "F16") in info[0] and
+                'cmdline=' not in info[0],
+                "/metrics: llmprof_process_info of pid %d names %s, not its command line"
+                % (pid, name))
     out = subprocess.run([t.LLMPROFCTL, "dump", "--pid", str(apps["beta-small.gguf"][1])],
                          capture_output=True, text=True, env=env).stdout
     t.check("model beta-small.gguf (llama, F16, 8 MB)" in out, "dump names the model: %s" %

@@ -28,6 +28,30 @@ int main(void)
 	CHECK(strlen(out) < sizeof(out) && !strcmp(out + strlen(out) - 3, "..."),
 	      "cut when the escaping outgrows it: %zu", strlen(out));
 
+	{
+		static const char *const cases[][2] = {
+			{"llama-server -m /m.gguf --api-key s3cr3t --port 8080",
+			 "llama-server -m /m.gguf --api-key <redacted> --port 8080"},
+			{"llama-server --api-key=s3cr3t -t 4",
+			 "llama-server --api-key=<redacted> -t 4"},
+			{"x --hf-token hf_abc --ssl-key-file /k.pem --keep 5",
+			 "x --hf-token <redacted> --ssl-key-file <redacted> --keep 5"},
+			{"x --model-url https://u:pw@host/m.gguf?a=1&token=t0k&b=2",
+			 "x --model-url https://u:<redacted>@host/m.gguf?a=1&token=<redacted>&b=2"},
+			{"x -PASSWORD=y http://h/p?Auth=z",
+			 "x -PASSWORD=<redacted> http://h/p?Auth=<redacted>"},
+			{"ollama serve", "ollama serve"},
+			{"x --api-key", "x --api-key"},
+		};
+
+		for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+			lp_identity_cmdline_redacted(out, sizeof(out), cases[i][0]);
+			CHECK(!strcmp(out, cases[i][1]), "redacted: %s -> %s", cases[i][0], out);
+		}
+		lp_identity_cmdline_redacted(out, 12, "x --api-key s3cr3t");
+		CHECK(!strcmp(out, "x --api-key"), "cut to its size: %s", out);
+	}
+
 	ID_CGROUP("0::/system.slice/llama-server.service\n");
 	CHECK(!strcmp(id.cgroup, "/system.slice/llama-server.service") &&
 		      !strcmp(id.unit, "llama-server.service") && !id.container[0] && !id.pod[0],

@@ -52,7 +52,7 @@ int main(void)
 		strcpy(t->ident.model, "/srv/q.gguf");
 		strcpy(t->ident.model_type, "Q8_0");
 		strcpy(t->ident.model_arch, "llama");
-		strcpy(t->ident.cmdline, "llama -m q.gguf");
+		strcpy(t->ident.cmdline, "llama -m q.gguf --api-key s3cr3t");
 	}
 	views[0].target = &a;
 	views[1].target = &b;
@@ -110,11 +110,19 @@ int main(void)
 		      "llmprof_process_info{pid=\"10\",comm=\"llama\\\"cli\","
 		      "exe=\"/opt/llama\\\\\\\\bin/llama-cli\\\\x0ax\",workload=\"llama.service\","
 		      "model=\"q.gguf\",model_type=\"Q8_0\",model_arch=\"llama\","
-		      "unit=\"llama.service\",container=\"\",pod=\"\",cmdline=\"llama -m "
-		      "q.gguf\"} 1") == 1,
-	      "process_info names its workload, model and command line");
+		      "unit=\"llama.service\",container=\"\",pod=\"\"} 1") == 1,
+	      "process_info names its workload and model, not its command line");
 	CHECK(sample(text, "llmprofd_sample_hertz") == 199, "sample rate in hertz");
+	CHECK(!strstr(text, "s3cr3t"), "no secret in /metrics");
 	free(text);
+	o.cmdline = true;
+	CHECK(lp_metrics_render(&r, &o, &text, &len) == 0, "rendered with command lines");
+	CHECK(count_lines(text, "pod=\"\",cmdline=\"llama -m q.gguf --api-key <redacted>\"} 1") ==
+		      2,
+	      "--metrics-cmdline: the command line, its secret redacted");
+	CHECK(!strstr(text, "s3cr3t"), "still no secret in /metrics");
+	free(text);
+	o.cmdline = false;
 
 	/* By workload: the two processes of llama.service with q.gguf sum into one series. */
 	o.by_workload = true;

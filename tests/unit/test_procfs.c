@@ -27,6 +27,13 @@ static void test_stat(void)
 	CHECK(lp_proc_parse_stat("12 (x) R 1 2", &st) == -EINVAL, "truncated");
 	CHECK(lp_proc_parse_stat("garbage", &st) == -EINVAL, "no parentheses");
 	CHECK(lp_proc_parse_stat("1 (x)", &st) == -EINVAL, "nothing after comm");
+	{
+		double cpu = 0;
+
+		CHECK(lp_proc_parse_cpu(line, 100, &cpu) == 0 && cpu == 0.3,
+		      "utime 10 + stime 20 ticks at 100 Hz: %g s", cpu);
+		CHECK(lp_proc_parse_cpu("12 (x) R 1 2", 100, &cpu) == -EINVAL, "truncated");
+	}
 }
 
 static void test_self(void)
