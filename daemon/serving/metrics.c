@@ -22,8 +22,7 @@ static const char *const hist_help[LP_H_NR] = {
 	[LP_H_RUNQ] = "Time threads waited runnable for a CPU (run-queue latency)",
 	[LP_H_OFF_BLOCKED] = "Off-CPU time of threads that blocked (slept)",
 	[LP_H_OFF_PREEMPTED] = "Off-CPU time of threads that were preempted while runnable",
-	[LP_H_FUTEX] = "Futex waits: from the scheduler, switch-out asleep in the call to "
-		       "switch-in; from the syscalls, entry to return",
+	[LP_H_FUTEX] = "Futex waits: asleep in the call (default), or syscall entry to return",
 	[LP_H_DECODE_PROMPT] = "llama_decode calls given more than one token (prompt processing)",
 	[LP_H_DECODE_GEN] = "llama_decode calls given one token (generation)",
 	[LP_H_MATMUL] = "Outermost ggml matmul calls, entry to return (precise mode only)",
