@@ -33,13 +33,8 @@ static const struct ctl_cmd *const commands[] = {
 #define EXIT_DOCTOR                                                               \
 	"  6  doctor: the worst finding of the processes examined is a warning\n" \
 	"  7  doctor: ... is critical\n"
-static const char exit_statuses[] =
-	"Exit status:\n  0  success\n" EXIT_ONE EXIT_DIFF EXIT_REST EXIT_DOCTOR;
-static const char exit_statuses_diff[] =
-	"Exit status:\n  0  success\n" EXIT_ONE EXIT_DIFF EXIT_REST;
-static const char exit_statuses_doctor[] =
-	"Exit status:\n  0  success\n" EXIT_ONE EXIT_REST EXIT_DOCTOR;
-static const char exit_statuses_plain[] = "Exit status:\n  0  success\n" EXIT_ONE EXIT_REST;
+#define EXIT_ZERO "Exit status:\n  0  success\n" EXIT_ONE
+static const char exit_statuses[] = EXIT_ZERO EXIT_DIFF EXIT_REST EXIT_DOCTOR;
 
 static void usage(FILE *f, const char *prog)
 {
@@ -119,11 +114,10 @@ static const struct ctl_cmd *closest(const char *s)
 
 static void command_help(const struct ctl *c, const struct ctl_cmd *cmd)
 {
-	printf("Usage: %s %s %s\n%s\n\n%s\n%s", c->prog, cmd->name, cmd->usage, cmd->summary,
-	       cmd->help,
-	       cmd == &ctl_cmd_diff	? exit_statuses_diff
-	       : cmd == &ctl_cmd_doctor ? exit_statuses_doctor
-					: exit_statuses_plain);
+	/* A command's own statuses only where it has them. */
+	printf("Usage: %s %s %s\n%s\n\n%s\n%s%s%s%s", c->prog, cmd->name, cmd->usage, cmd->summary,
+	       cmd->help, EXIT_ZERO, cmd == &ctl_cmd_diff ? EXIT_DIFF : "", EXIT_REST,
+	       cmd == &ctl_cmd_doctor ? EXIT_DOCTOR : "");
 }
 
 int ctl_usage_error(const struct ctl *c, const struct ctl_cmd *cmd, const char *fmt, ...)

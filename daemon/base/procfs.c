@@ -47,6 +47,8 @@ int lp_proc_parse_stat(const char *buf, struct lp_proc_stat *out)
 	out->flags = (unsigned)v[5];
 	out->minflt = v[6];
 	out->majflt = v[8];
+	out->utime = v[10];
+	out->stime = v[11];
 	out->starttime = v[18];
 	return 0;
 }
@@ -275,34 +277,21 @@ int lp_proc_parse_maps_line(const char *line, struct lp_proc_mapping *m)
 	return 0;
 }
 
-int lp_proc_parse_cpu(const char *stat, long hz, double *out)
-{
-	const char *p = strrchr(stat, ')');
-	unsigned long long ut, st;
-
-	/* After the comm: state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
-	 * cmajflt utime stime. */
-	if (!p || hz <= 0 ||
-	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-		return -EINVAL;
-	*out = (double)(ut + st) / (double)hz;
-	return 0;
-}
-
 int lp_self_stats_read(struct lp_self_stats *out)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	unsigned long long vsz, rss;
+	struct lp_proc_stat st;
 	struct rlimit rl;
 	struct dirent *e;
-	char buf[1024];
+	char buf[128];
 	DIR *d;
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	if ((r = lp_read_small("/proc/self/stat", buf, sizeof(buf))) < 0 ||
-	    (r = lp_proc_parse_cpu(buf, sysconf(_SC_CLK_TCK), &out->cpu_seconds)) < 0)
+	if ((r = lp_proc_read_stat(getpid(), &st)) < 0)
 		return r;
+	out->cpu_seconds = (double)(st.utime + st.stime) / (double)sysconf(_SC_CLK_TCK);
 	if (lp_read_small("/proc/self/statm", buf, sizeof(buf)) >= 0 &&
 	    sscanf(buf, "%llu %llu", &vsz, &rss) == 2) {
 		out->virtual_bytes = vsz * (uint64_t)page;

@@ -16,7 +16,8 @@ struct lp_proc_stat {
 	unsigned flags; /* PF_*: PF_EXITING once the thread is in do_exit() */
 	uint64_t minflt;
 	uint64_t majflt;
-	uint64_t starttime; /* clock ticks after boot: with the pid, identifies the process */
+	uint64_t utime, stime; /* clock ticks in user and system mode */
+	uint64_t starttime;    /* clock ticks after boot: with the pid, identifies the process */
 };
 
 /* A thread that has not begun to exit: neither a zombie nor past exit_signals(), which
@@ -47,9 +48,6 @@ struct lp_self_stats {
 	uint64_t open_fds, max_fds;
 };
 
-/* Parses the utime and stime fields of /proc/PID/stat text into CPU seconds, at hz ticks
- * a second: 0 or -EINVAL. */
-int lp_proc_parse_cpu(const char *stat, long hz, double *out);
 /* Reads them for this process; 0 or -errno (a field it could not read stays 0). */
 int lp_self_stats_read(struct lp_self_stats *out);
 

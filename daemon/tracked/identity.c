@@ -74,14 +74,11 @@ static void put(char *out, size_t size, size_t *w, const char *s, size_t n)
  * the next argument is this one's value (a secret option given as two arguments). */
 static bool redact_arg(char *out, size_t size, size_t *w, const char *a, size_t n)
 {
-	const char *eq = memchr(a, '=', n), *at, *colon, *scheme = NULL;
+	const char *eq = memchr(a, '=', n), *scheme = memmem(a, n, "://", 3), *at, *colon;
 	size_t i = 0;
 
-	for (size_t j = 0; j + 3 <= n; j++)
-		if (!memcmp(a + j, "://", 3)) {
-			scheme = a + j + 3;
-			break;
-		}
+	if (scheme)
+		scheme += 3;
 	if (a[0] == '-' && !scheme) {
 		size_t name = eq ? (size_t)(eq - a) : n;
 
@@ -137,7 +134,7 @@ void lp_identity_cmdline_redacted(char *out, size_t size, const char *in)
 		size_t n = strcspn(p, " ");
 
 		if (value && n) {
-			put(out, size, &w, REDACTED, sizeof(REDACTED) - 1);
+			put(out, size, &w, REDACTED, strlen(REDACTED));
 			value = false;
 		} else if (n) {
 			value = redact_arg(out, size, &w, p, n);
