@@ -23,6 +23,8 @@ static const struct option opts[] = {{"threshold", required_argument, NULL, 't'}
 /* How a figure is read from a process's document and judged. */
 struct figure {
 	const char *name;
+	const char *id;		       /* its name in --json */
+	const char *unit;	       /* of base and current in --json; "share": a fraction of 1 */
 	double (*get)(const cJSON *p); /* NULL: the share of op group share */
 	const char *share;
 	int better;  /* +1 higher is better, -1 lower is better */
@@ -97,22 +99,28 @@ static double faults_per_token(const cJSON *p)
 }
 
 static const struct figure figures[] = {
-	{"tokens/s (wall)", tokens_per_s, NULL, +1, false, true, "%.1f"},
-	{"ms/token (decode, mean)", ms_per_token, NULL, -1, false, true, "%.2f"},
-	{"ms/token p50", p50, NULL, -1, false, false, "%.2f"},
-	{"ms/token p99", p99, NULL, -1, false, false, "%.2f"},
-	{"run-queue p99 (ms)", runq_p99, NULL, -1, false, false, "%.3f"},
-	{"run-queue share", runq_share, NULL, -1, true, false, NULL},
-	{"major faults/token", faults_per_token, NULL, -1, false, false, "%.2f"},
-	{"share matmul", NULL, "matmul", 0, true, false, NULL},
-	{"share attention", NULL, "attention", 0, true, false, NULL},
-	{"share norm", NULL, "norm", 0, true, false, NULL},
-	{"share rope", NULL, "rope", 0, true, false, NULL},
-	{"share elementwise", NULL, "elementwise", 0, true, false, NULL},
-	{"share copy", NULL, "copy", 0, true, false, NULL},
-	{"share other ops", NULL, "other_ops", 0, true, false, NULL},
-	{"share sync", NULL, "sync", -1, true, false, NULL},
-	{"share outside ops", NULL, "outside_ops", 0, true, false, NULL},
+	{"tokens/s (wall)", "wall_tokens_per_s", "tokens/s", tokens_per_s, NULL, +1, false, true,
+	 "%.1f"},
+	{"ms/token (decode, mean)", "ms_per_token", "ms", ms_per_token, NULL, -1, false, true,
+	 "%.2f"},
+	{"ms/token p50", "ms_per_token_p50", "ms", p50, NULL, -1, false, false, "%.2f"},
+	{"ms/token p99", "ms_per_token_p99", "ms", p99, NULL, -1, false, false, "%.2f"},
+	{"run-queue p99 (ms)", "runqueue_latency_p99", "ms", runq_p99, NULL, -1, false, false,
+	 "%.3f"},
+	{"run-queue share", "runqueue_share", "share", runq_share, NULL, -1, true, false, NULL},
+	{"major faults/token", "major_faults_per_token", "faults/token", faults_per_token, NULL, -1,
+	 false, false, "%.2f"},
+	{"share matmul", "share_matmul", "share", NULL, "matmul", 0, true, false, NULL},
+	{"share attention", "share_attention", "share", NULL, "attention", 0, true, false, NULL},
+	{"share norm", "share_norm", "share", NULL, "norm", 0, true, false, NULL},
+	{"share rope", "share_rope", "share", NULL, "rope", 0, true, false, NULL},
+	{"share elementwise", "share_elementwise", "share", NULL, "elementwise", 0, true, false,
+	 NULL},
+	{"share copy", "share_copy", "share", NULL, "copy", 0, true, false, NULL},
+	{"share other ops", "share_other_ops", "share", NULL, "other_ops", 0, true, false, NULL},
+	{"share sync", "share_sync", "share", NULL, "sync", -1, true, false, NULL},
+	{"share outside ops", "share_outside_ops", "share", NULL, "outside_ops", 0, true, false,
+	 NULL},
 };
 #define NFIGURES (sizeof(figures) / sizeof(figures[0]))
 
@@ -241,6 +249,7 @@ static int compare(const cJSON *a, const cJSON *b, double threshold, bool json, 
 			cJSON *e = cJSON_CreateObject();
 
 			cJSON_AddStringToObject(e, "figure", f->name);
+			cJSON_AddStringToObject(e, "id", f->id);
 			if (isnan(x))
 				cJSON_AddNullToObject(e, "base");
 			else
@@ -253,7 +262,10 @@ static int compare(const cJSON *a, const cJSON *b, double threshold, bool json, 
 				cJSON_AddNullToObject(e, "change");
 			else
 				cJSON_AddNumberToObject(e, "change", change);
-			cJSON_AddStringToObject(e, "unit", f->points ? "share" : "value");
+			cJSON_AddStringToObject(e, "unit", f->unit);
+			/* A share changes by its difference, any other figure by its ratio. */
+			cJSON_AddStringToObject(e, "change_is",
+						f->points ? "difference" : "relative");
 			cJSON_AddBoolToObject(e, "gate", f->gate);
 			cJSON_AddStringToObject(e, "verdict", verdict);
 			cJSON_AddItemToArray(out, e);

@@ -6,17 +6,17 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "llmprof/protocol.h"
 #include "llmprofctl.h"
 
-static const struct option opts[] = {{"pid", required_argument, NULL, 'p'},
-				     {"seconds", required_argument, NULL, 's'},
-				     {"off", no_argument, NULL, 'o'},
-				     {"no-wait", no_argument, NULL, 'n'},
-				     CTL_COMMON_OPTS};
+static const struct option opts[] = {
+	{"pid", required_argument, NULL, 'p'}, {"seconds", required_argument, NULL, 's'},
+	{"off", no_argument, NULL, 'o'},       {"no-wait", no_argument, NULL, 'n'},
+	{"json", no_argument, NULL, 'j'},      CTL_COMMON_OPTS};
 
 /* The precise totals a process document holds (ggml.precise), or NULL. */
 static const cJSON *precise_of(const cJSON *doc)
@@ -36,36 +36,86 @@ static double grew(const cJSON *a, const cJSON *b, const char *obj, const char *
 }
 
 /* What the window measured: the growth of the process's precise totals across it. */
-static void print_window(int pid, const cJSON *a, const cJSON *b, double probed)
+struct window {
+	double s, cpu, attach_ms, probed;
+	double mc, mns, mex; /* matmul: calls, wall ns inside, ns on CPU outside barriers */
+	double bc, bns, spin, sleep;
+};
+
+static struct window window_of(const cJSON *a, const cJSON *b, double probed)
 {
-	double s = grew(a, b, NULL, "seconds"), cpu = grew(a, b, NULL, "oncpu_ns"),
-	       mc = grew(a, b, "matmul", "calls"), mns = grew(a, b, "matmul", "ns"),
-	       mex = grew(a, b, "matmul", "exclusive_oncpu_ns"),
-	       bc = grew(a, b, "barrier", "calls"), bns = grew(a, b, "barrier", "ns"),
-	       spin = grew(a, b, "barrier", "spin_ns"), sleep = grew(a, b, "barrier", "sleep_ns");
+	return (struct window){
+		.s = grew(a, b, NULL, "seconds"),
+		.cpu = grew(a, b, NULL, "oncpu_ns"),
+		.attach_ms = ctl_num(b, "attach_ms", 0),
+		.probed = probed,
+		.mc = grew(a, b, "matmul", "calls"),
+		.mns = grew(a, b, "matmul", "ns"),
+		.mex = grew(a, b, "matmul", "exclusive_oncpu_ns"),
+		.bc = grew(a, b, "barrier", "calls"),
+		.bns = grew(a, b, "barrier", "ns"),
+		.spin = grew(a, b, "barrier", "spin_ns"),
+		.sleep = grew(a, b, "barrier", "sleep_ns"),
+	};
+}
+
+static void print_window(int pid, const struct window *w)
+{
 	char x[4][32];
 
-	printf("pid %d: precise window of %.2f s, probes on %.0f functions (on in %s)\n", pid, s,
-	       probed, ctl_fmt_dur(x[0], 32, ctl_num(b, "attach_ms", 0) * 1e6));
-	printf("  its CPU time      %s (%.2f CPUs)\n", ctl_fmt_dur(x[0], 32, cpu),
-	       s > 0 ? cpu / 1e9 / s : 0);
+	printf("pid %d: precise window of %.2f s, probes on %.0f functions (on in %s)\n", pid, w->s,
+	       w->probed, ctl_fmt_dur(x[0], 32, w->attach_ms * 1e6));
+	printf("  its CPU time      %s (%.2f CPUs)\n", ctl_fmt_dur(x[0], 32, w->cpu),
+	       w->s > 0 ? w->cpu / 1e9 / w->s : 0);
 	printf("  matmul   %9.0f calls, %s inside them (wall, all threads), %s per call;\n"
 	       "                    %s on CPU outside barriers, %.1f%% of its CPU time\n",
-	       mc, ctl_fmt_dur(x[0], 32, mns), ctl_fmt_dur(x[1], 32, mc > 0 ? mns / mc : 0),
-	       ctl_fmt_dur(x[2], 32, mex), cpu > 0 ? 100 * mex / cpu : 0);
+	       w->mc, ctl_fmt_dur(x[0], 32, w->mns),
+	       ctl_fmt_dur(x[1], 32, w->mc > 0 ? w->mns / w->mc : 0), ctl_fmt_dur(x[2], 32, w->mex),
+	       w->cpu > 0 ? 100 * w->mex / w->cpu : 0);
 	printf("  barrier  %9.0f calls, %s inside them (wall, all threads): spinning %s, "
 	       "asleep %s\n",
-	       bc, ctl_fmt_dur(x[0], 32, bns), ctl_fmt_dur(x[1], 32, spin),
-	       ctl_fmt_dur(x[2], 32, sleep));
+	       w->bc, ctl_fmt_dur(x[0], 32, w->bns), ctl_fmt_dur(x[1], 32, w->spin),
+	       ctl_fmt_dur(x[2], 32, w->sleep));
 	printf("  (wall time inside calls counts every thread's calls, asleep or not; the "
 	       "CPU share counts\n   only time on CPU: 'llmprofctl dump --pid %d' has the ops "
 	       "and the totals of all windows)\n",
 	       pid);
 }
 
+/* The window as JSON (docs/API.md, "llmprofctl --json"): the same figures, in ns. */
+static int print_window_json(int pid, const struct window *w)
+{
+	cJSON *o = cJSON_CreateObject(), *m, *b;
+	char *s;
+
+	if (!o)
+		return CTL_DAEMON;
+	cJSON_AddNumberToObject(o, "pid", pid);
+	cJSON_AddNumberToObject(o, "seconds", w->s);
+	cJSON_AddNumberToObject(o, "functions_probed", w->probed);
+	cJSON_AddNumberToObject(o, "attach_ms", w->attach_ms);
+	cJSON_AddNumberToObject(o, "oncpu_ns", w->cpu);
+	m = cJSON_AddObjectToObject(o, "matmul");
+	cJSON_AddNumberToObject(m, "calls", w->mc);
+	cJSON_AddNumberToObject(m, "ns", w->mns);
+	cJSON_AddNumberToObject(m, "exclusive_oncpu_ns", w->mex);
+	b = cJSON_AddObjectToObject(o, "barrier");
+	cJSON_AddNumberToObject(b, "calls", w->bc);
+	cJSON_AddNumberToObject(b, "ns", w->bns);
+	cJSON_AddNumberToObject(b, "spin_ns", w->spin);
+	cJSON_AddNumberToObject(b, "sleep_ns", w->sleep);
+	s = cJSON_Print(o);
+	cJSON_Delete(o);
+	if (!s)
+		return CTL_DAEMON;
+	puts(s);
+	free(s);
+	return CTL_OK;
+}
+
 /* Waits for the window to open and close (or for Ctrl-C, then closes it), then prints it. */
 static int wait_window(struct ctl *c, int pid, const char *path, const char *ppath,
-		       const cJSON *before, double seconds)
+		       const cJSON *before, double seconds, bool json)
 {
 	bool tty = isatty(STDERR_FILENO), asked_off = false;
 	double windows0 = ctl_num(before, "windows", 0), probed = 0;
@@ -106,9 +156,14 @@ static int wait_window(struct ctl *c, int pid, const char *path, const char *ppa
 		}
 		if (!strcmp(state, "off") || !strcmp(ctl_str(doc, "state", "running"), "exited")) {
 			if (ctl_num(p, "windows", 0) > windows0) {
+				struct window w = window_of(before, p, probed);
+
 				if (tty)
 					fprintf(stderr, "\r%60s\r", "");
-				print_window(pid, before, p, probed);
+				if (json)
+					status = print_window_json(pid, &w);
+				else
+					print_window(pid, &w);
 			} else {
 				fprintf(stderr,
 					"%sllmprofctl: pid %d: no precise window was "
@@ -129,7 +184,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 	char path[96], ppath[112], body[64];
 	double seconds = 60, left, probed;
 	int pid = 0, opt, status = CTL_OK;
-	bool off = false, given = false, no_wait = false;
+	bool off = false, given = false, no_wait = false, json = false;
 	const cJSON *p;
 	cJSON *doc, *before = NULL;
 
@@ -144,6 +199,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 		given |= opt == 's';
 		off |= opt == 'o';
 		no_wait |= opt == 'n';
+		json |= opt == 'j';
 	}
 	if (ctl_process_path(c, &ctl_cmd_precise, pid, LP_ROUTE_PRECISE, ppath, sizeof(ppath)) ||
 	    ctl_process_path(c, &ctl_cmd_precise, pid, NULL, path, sizeof(path)))
@@ -168,14 +224,21 @@ static int exec(struct ctl *c, int argc, char **argv)
 	p = cJSON_GetObjectItemCaseSensitive(doc, "precise");
 	if (!off && !no_wait) {
 		/* A window already open is extended, not started: it is measured from here. */
-		status = wait_window(c, pid, path, ppath, precise_of(before), seconds);
+		status = wait_window(c, pid, path, ppath, precise_of(before), seconds, json);
 		cJSON_Delete(before);
 		cJSON_Delete(doc);
 		return status;
 	}
 	left = ctl_num(p, "seconds_left", NAN);
 	probed = ctl_num(p, "functions_probed", 0);
-	if (!ctl_true(p, "active"))
+	if (json) {
+		/* The daemon's answer as it is: the route's document (docs/API.md). */
+		char *text = cJSON_Print(doc);
+
+		if (text)
+			puts(text);
+		free(text);
+	} else if (!ctl_true(p, "active"))
 		printf("pid %d: precise mode off\n", pid);
 	else if (!strcmp(ctl_str(p, "state", "on"), "attaching"))
 		printf("pid %d: precise mode attaching its probes; %s%.0f s once they are on; then "
@@ -196,7 +259,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 
 const struct ctl_cmd ctl_cmd_precise = {
 	.name = "precise",
-	.usage = "--pid PID [--seconds S] [--no-wait] | --pid PID --off",
+	.usage = "--pid PID [--seconds S] [--no-wait] [--json] | --pid PID --off [--json]",
 	.summary = "exact matmul and barrier times for one process, for a while",
 	.help = "Puts a uprobe on every matmul and barrier function of the process, and on the "
 		"ops it spends\nits time in: exact calls, times, and barrier spin against sleep, "
@@ -211,12 +274,14 @@ const struct ctl_cmd ctl_cmd_precise = {
 		"until\n"
 		"                     Ctrl-C, or --off with --no-wait)\n"
 		"  -n, --no-wait      switch it on and return at once (for scripts)\n"
-		"  -o, --off          switch it off now\n\n"
+		"  -o, --off          switch it off now\n"
+		"  -j, --json         the window's figures as JSON; with --no-wait or --off, the\n"
+		"                     daemon's answer (docs/API.md)\n\n"
 		"Examples:\n"
 		"  llmprofctl precise --pid 4242 --seconds 5\n"
 		"  llmprofctl precise --pid 4242 --seconds 30 --no-wait\n"
 		"  llmprofctl precise --pid 4242 --off\n",
-	.shortopt = "p:s:on",
+	.shortopt = "p:s:onj",
 	.longopts = opts,
 	.exec = exec,
 };

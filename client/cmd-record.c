@@ -13,13 +13,11 @@
 #include "llmprof/protocol.h"
 #include "llmprofctl.h"
 
-static const struct option opts[] = {{"pid", required_argument, NULL, 'p'},
-				     {"seconds", required_argument, NULL, 's'},
-				     {"output", required_argument, NULL, 'o'},
-				     {"no-ops", no_argument, NULL, 'n'},
-				     {"summary", no_argument, NULL, 'S'},
-				     {"format", required_argument, NULL, 'f'},
-				     CTL_COMMON_OPTS};
+static const struct option opts[] = {
+	{"pid", required_argument, NULL, 'p'},	  {"seconds", required_argument, NULL, 's'},
+	{"output", required_argument, NULL, 'o'}, {"no-ops", no_argument, NULL, 'n'},
+	{"summary", no_argument, NULL, 'S'},	  {"format", required_argument, NULL, 'f'},
+	{"json", no_argument, NULL, 'j'},	  CTL_COMMON_OPTS};
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -132,79 +130,191 @@ static double off_within(const struct sp *off, int noff, double tid, double a, d
 	return sum;
 }
 
-static void summary(const cJSON *doc)
+/* A generated token: its llama_decode's wall time and, within it, each kind's time summed
+ * over the threads, in microseconds (the trace's unit). */
+struct token_row {
+	double us;
+	double in[K_NR];
+};
+
+/* The spans of a JSON trace by kind: tok (generation decodes), sp (op, barrier and sched
+ * slices, by start) and off (the off-CPU ones, by thread and start). */
+struct spans {
+	struct sp *tok, *sp, *off;
+	int ntok, nsp, noff;
+	double total[K_NR], longest;
+};
+
+static void spans_free(struct spans *x)
+{
+	free(x->tok);
+	free(x->sp);
+	free(x->off);
+}
+
+static int spans_read(const cJSON *doc, struct spans *x)
 {
 	const cJSON *e, *ev = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
-	int n = cJSON_GetArraySize(ev), ntok = 0, nsp = 0;
-	struct sp *tok = calloc((size_t)n + 1, sizeof(*tok)),
-		  *sp = calloc((size_t)n + 1, sizeof(*sp)),
-		  *off = calloc((size_t)n + 1, sizeof(*off));
-	int noff = 0;
-	double total[K_NR] = {0}, longest = 0;
+	size_t n = (size_t)cJSON_GetArraySize(ev) + 1;
 
-	if (!tok || !sp || !off)
-		goto out;
+	memset(x, 0, sizeof(*x));
+	x->tok = calloc(n, sizeof(*x->tok));
+	x->sp = calloc(n, sizeof(*x->sp));
+	x->off = calloc(n, sizeof(*x->off));
+	if (!x->tok || !x->sp || !x->off) {
+		spans_free(x);
+		return -ENOMEM;
+	}
 	cJSON_ArrayForEach(e, ev)
 	{
-		double ts = ctl_num(e, "ts", 0), end = ts + ctl_num(e, "dur", 0);
+		double ts = ctl_num(e, "ts", 0), end = ts + ctl_num(e, "dur", 0),
+		       tid = ctl_num(e, "tid", 0);
 		int k = -1;
 
 		if (strcmp(ctl_str(e, "ph", ""), "X"))
 			continue;
-		double tid = ctl_num(e, "tid", 0);
-
 		if (!strcmp(ctl_str(e, "name", ""), "llama_decode: generation"))
-			tok[ntok++] = (struct sp){ts, end, -1, tid};
+			x->tok[x->ntok++] = (struct sp){ts, end, -1, tid};
 		else if ((k = kind_of(e)) >= 0)
-			sp[nsp++] =
+			x->sp[x->nsp++] =
 				(struct sp){ts, end, k, tid >= CPU_TRACK ? tid - CPU_TRACK : tid};
 		if (k > K_BARRIER)
-			off[noff++] = sp[nsp - 1];
+			x->off[x->noff++] = x->sp[x->nsp - 1];
 	}
-	qsort(off, (size_t)noff, sizeof(*off), by_tid_ts);
-	qsort(tok, (size_t)ntok, sizeof(*tok), by_ts);
-	qsort(sp, (size_t)nsp, sizeof(*sp), by_ts);
-	/* Which columns have anything, over the whole window. */
-	for (int i = 0; i < nsp; i++) {
-		total[sp[i].kind] += sp[i].end - sp[i].ts;
-		longest = fmax(longest, sp[i].end - sp[i].ts);
+	qsort(x->off, (size_t)x->noff, sizeof(*x->off), by_tid_ts);
+	qsort(x->tok, (size_t)x->ntok, sizeof(*x->tok), by_ts);
+	qsort(x->sp, (size_t)x->nsp, sizeof(*x->sp), by_ts);
+	/* Which kinds have anything, over the whole window. */
+	for (int i = 0; i < x->nsp; i++) {
+		x->total[x->sp[i].kind] += x->sp[i].end - x->sp[i].ts;
+		x->longest = fmax(x->longest, x->sp[i].end - x->sp[i].ts);
 	}
+	return 0;
+}
+
+/* The per-token table of a JSON trace: *rows malloc'ed (x->ntok of them), 0 or -ENOMEM. */
+static int per_token(const cJSON *doc, struct spans *x, struct token_row **rows)
+{
+	if (spans_read(doc, x) < 0 || !(*rows = calloc((size_t)x->ntok + 1, sizeof(**rows)))) {
+		spans_free(x);
+		return -ENOMEM;
+	}
+	for (int t = 0, first = 0; t < x->ntok; t++) {
+		const struct sp *tok = &x->tok[t];
+		struct token_row *r = &(*rows)[t];
+
+		/* Spans are sorted by start: those that start a longest span's length before
+		 * this token cannot reach it. */
+		while (first < x->nsp && x->sp[first].ts + x->longest < tok->ts)
+			first++;
+		for (int i = first; i < x->nsp && x->sp[i].ts < tok->end; i++) {
+			const struct sp *p = &x->sp[i];
+			double a = fmax(p->ts, tok->ts), b = fmin(p->end, tok->end);
+
+			/* An op's or a barrier's own CPU time: less its thread's time off CPU. */
+			if (b > a)
+				r->in[p->kind] +=
+					b - a -
+					(p->kind <= K_BARRIER
+						 ? off_within(x->off, x->noff, p->tid, a, b)
+						 : 0);
+		}
+		r->us = tok->end - tok->ts;
+	}
+	return 0;
+}
+
+static void summary_text(const struct spans *x, const struct token_row *rows)
+{
 	printf("\nper generated token (ms; CPU and off-CPU time summed over threads, within the "
 	       "token's llama_decode)\n%6s %8s",
 	       "TOKEN", "MS");
 	for (int k = 0; k < K_NR; k++)
-		if (total[k] > 0)
+		if (x->total[k] > 0)
 			printf(" %8s", kind_heads[k]);
 	printf("\n");
-	for (int t = 0, first = 0; t < ntok; t++) {
-		double in[K_NR] = {0};
-
-		/* Spans are sorted by start: those that start a longest span's length before
-		 * this token cannot reach it. */
-		while (first < nsp && sp[first].ts + longest < tok[t].ts)
-			first++;
-		for (int i = first; i < nsp && sp[i].ts < tok[t].end; i++) {
-			double a = fmax(sp[i].ts, tok[t].ts), b = fmin(sp[i].end, tok[t].end);
-
-			/* An op's or a barrier's own CPU time: less its thread's time off CPU. */
-			if (b > a)
-				in[sp[i].kind] += b - a -
-						  (sp[i].kind <= K_BARRIER
-							   ? off_within(off, noff, sp[i].tid, a, b)
-							   : 0);
-		}
-		printf("%6d %8.2f", t + 1, (tok[t].end - tok[t].ts) / 1e3);
+	for (int t = 0; t < x->ntok; t++) {
+		printf("%6d %8.2f", t + 1, rows[t].us / 1e3);
 		for (int k = 0; k < K_NR; k++)
-			if (total[k] > 0)
-				printf(" %8.2f", in[k] / 1e3);
+			if (x->total[k] > 0)
+				printf(" %8.2f", rows[t].in[k] / 1e3);
 		printf("\n");
 	}
-	if (!ntok)
+	if (!x->ntok)
 		printf("(no generated token in the window)\n");
-out:
-	free(tok);
-	free(sp);
-	free(off);
+}
+
+/* The same table as an array: {"ms", "<kind>_ms"...} per token, every kind. */
+static cJSON *summary_json(const struct spans *x, const struct token_row *rows)
+{
+	cJSON *a = cJSON_CreateArray();
+
+	for (int t = 0; a && t < x->ntok; t++) {
+		cJSON *o = cJSON_CreateObject();
+		char key[32];
+
+		if (!o || !cJSON_AddItemToArray(a, o))
+			break;
+		cJSON_AddNumberToObject(o, "ms", rows[t].us / 1e3);
+		for (int k = 0; k < K_NR; k++) {
+			snprintf(key, sizeof(key), "%s_ms", kind_names[k]);
+			cJSON_AddNumberToObject(o, key, rows[t].in[k] / 1e3);
+		}
+	}
+	return a;
+}
+
+/* What record wrote, for --json (docs/API.md, "llmprofctl --json"). */
+struct written {
+	const char *file, *format;
+	double bytes, seconds, kernel_events, lost, dropped;
+	int trace_events; /* -1: not counted (Perfetto's protobuf) */
+};
+
+/* counts: the daemon's record document, or a JSON trace's otherData (the same names). */
+static struct written written_of(const char *file, const char *format, double bytes,
+				 const cJSON *counts, int trace_events)
+{
+	return (struct written){file,
+				format,
+				bytes,
+				ctl_num(counts, "window_seconds", 0),
+				ctl_num(counts, "events", 0),
+				ctl_num(counts, "events_lost", 0),
+				ctl_num(counts, "events_dropped", 0),
+				trace_events};
+}
+
+static int print_written_json(const struct written *w, cJSON *tokens)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *s;
+
+	if (!o) {
+		cJSON_Delete(tokens);
+		return CTL_DAEMON;
+	}
+	cJSON_AddStringToObject(o, "file", w->file);
+	cJSON_AddStringToObject(o, "format", w->format);
+	cJSON_AddNumberToObject(o, "bytes", w->bytes);
+	cJSON_AddNumberToObject(o, "window_seconds", w->seconds);
+	cJSON_AddNumberToObject(o, "kernel_events", w->kernel_events);
+	cJSON_AddNumberToObject(o, "events_lost", w->lost);
+	cJSON_AddNumberToObject(o, "events_dropped", w->dropped);
+	if (w->trace_events >= 0)
+		cJSON_AddNumberToObject(o, "trace_events", w->trace_events);
+	else
+		cJSON_AddNullToObject(o, "trace_events");
+	if (tokens)
+		cJSON_AddItemToObject(o, "tokens", tokens);
+	s = cJSON_Print(o);
+	cJSON_Delete(o);
+	if (!s)
+		return CTL_DAEMON;
+	ctl_write_json(stdout, s, strlen(s)); /* FILE is the user's: any bytes */
+	putchar('\n');
+	free(s);
+	return CTL_OK;
 }
 
 /* A trace streamed as it is recorded, into its file. */
@@ -260,129 +370,100 @@ static void streamed_tick(void *arg)
 	}
 }
 
+/* What the command line asked for. */
+struct record_opts {
+	int pid;
+	double seconds;
+	const char *out, *format;
+	bool ops, table, json;
+	char path[96];	      /* the route */
+	char out_default[64]; /* llmprof-PID.* */
+};
+
 /* The record as Perfetto's protobuf trace, written as it comes. */
-static int record_streamed(struct ctl *c, const char *path, int pid, double seconds, bool ops,
-			   const char *out)
+static int record_streamed(struct ctl *c, const struct record_opts *ro)
 {
-	struct streamed o = {
-		.c = c, .path = out, .pid = pid, .seconds = seconds, .tty = isatty(STDERR_FILENO)};
+	struct streamed o = {.c = c,
+			     .path = ro->out,
+			     .pid = ro->pid,
+			     .seconds = ro->seconds,
+			     .tty = isatty(STDERR_FILENO)};
 	struct ctl_stream sink = {streamed_write, streamed_tick, &o};
 	char body[128];
 	bool complete = false;
 	int status, closed;
 	cJSON *doc = NULL;
 
-	if (ends_with(out, ".gz"))
-		o.g = gzopen(out, "wb6");
+	if (ends_with(ro->out, ".gz"))
+		o.g = gzopen(ro->out, "wb6");
 	else
-		o.f = fopen(out, "we");
+		o.f = fopen(ro->out, "we");
 	if (!o.g && !o.f) {
-		fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, out, strerror(errno));
+		fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, ro->out, strerror(errno));
 		return CTL_DAEMON;
 	}
 	snprintf(body, sizeof(body), "{\"seconds\":%.17g,\"ops\":%s,\"format\":\"perfetto\"}",
-		 seconds, ops ? "true" : "false");
+		 ro->seconds, ro->ops ? "true" : "false");
 	fprintf(stderr,
 		"pid %d: recording a timeline for %g s%s into %s as it comes (Ctrl-C ends it "
 		"early)...\n",
-		pid, seconds, ops ? " with op spans (precise mode, for the window)" : "", out);
+		ro->pid, ro->seconds,
+		ro->ops ? " with op spans (precise mode, for the window)" : "", ro->out);
 	ctl_catch_interrupt();
 	o.start = ctl_now_s();
-	status = ctl_request_stream(c, "POST", path, body, &sink, &complete);
+	status = ctl_request_stream(c, "POST", ro->path, body, &sink, &complete);
 	closed = o.g ? gzclose(o.g) == Z_OK : fclose(o.f) == 0;
 	if (o.tty && o.shown > 0)
 		fprintf(stderr, "\n");
 	if (status) {
 		if (!o.bytes)
-			unlink(out);
+			unlink(ro->out);
 		return status;
 	}
 	if (!closed) {
-		fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, out, strerror(errno));
+		fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, ro->out, strerror(errno));
 		return CTL_DAEMON;
 	}
 	if (!complete) {
 		fprintf(stderr,
 			"%s: llmprofd's answer ended before the trace did; %s holds the %llu bytes "
 			"that came\n",
-			c->prog, out, (unsigned long long)o.bytes);
+			c->prog, ro->out, (unsigned long long)o.bytes);
 		return CTL_DAEMON;
 	}
 	/* What the window held, as the daemon counted it. */
-	status = ctl_request(c, "GET", path, NULL, &doc, NULL);
-	printf("wrote %s: %.0f kernel events (%.0f lost, %.0f dropped) in %.1f s, %llu bytes of "
-	       "Perfetto's protobuf trace; open it at https://ui.perfetto.dev (Open trace file)\n",
-	       out, ctl_num(doc, "events", 0), ctl_num(doc, "events_lost", 0),
-	       ctl_num(doc, "events_dropped", 0), ctl_num(doc, "window_seconds", 0),
-	       (unsigned long long)o.bytes);
+	status = ctl_request(c, "GET", ro->path, NULL, &doc, NULL);
+	struct written w = written_of(ro->out, "perfetto", (double)o.bytes, doc, -1);
 	cJSON_Delete(doc);
-	return status;
-}
-
-static int exec(struct ctl *c, int argc, char **argv)
-{
-	char path[96], body[96], out_default[64];
-	double seconds = LP_RECORD_DEFAULT_SECONDS, left;
-	const char *out = NULL;
-	int pid = 0, opt, status = CTL_OK;
-	struct ctl_response raw;
-	bool ops = true, table = false;
-	const char *format = NULL;
-	const cJSON *o;
-	cJSON *doc;
-
-	while ((opt = ctl_getopt(c, &ctl_cmd_record, argc, argv, &status)) != -1) {
-		if (opt == -2)
-			return status;
-		if (opt == 'p' && ctl_parse_pid(c, &ctl_cmd_record, optarg, &pid))
-			return CTL_USAGE;
-		if (opt == 's' && ctl_parse_seconds_above(c, &ctl_cmd_record, "--seconds", optarg,
-							  0, LP_RECORD_MAX_SECONDS, &seconds))
-			return CTL_USAGE;
-		if (opt == 'o')
-			out = optarg;
-		if (opt == 'n')
-			ops = false;
-		if (opt == 'S')
-			table = true;
-		if (opt == 'f' && strcmp(optarg, "json") && strcmp(optarg, "perfetto"))
-			return ctl_usage_error(c, &ctl_cmd_record,
-					       "--format: json or perfetto, not '%s'", optarg);
-		if (opt == 'f')
-			format = optarg;
-	}
-	if (ctl_process_path(c, &ctl_cmd_record, pid, LP_ROUTE_RECORD, path, sizeof(path)))
-		return CTL_USAGE;
-	/* Perfetto's protobuf, streamed, unless JSON is asked for: by name, by a FILE that
-	 * ends in .json or .json.gz, or for --summary, which reads the JSON. */
-	if (!format)
-		format = table || (out && (ends_with(out, ".json") || ends_with(out, ".json.gz")))
-				 ? "json"
-				 : "perfetto";
-	if (table && !strcmp(format, "perfetto"))
-		return ctl_usage_error(
-			c, &ctl_cmd_record,
-			"--summary reads the JSON trace: not with --format perfetto");
-	if (!out) {
-		snprintf(out_default, sizeof(out_default),
-			 !strcmp(format, "json") ? "llmprof-%d.json.gz"
-						 : "llmprof-%d.perfetto-trace",
-			 pid);
-		out = out_default;
-	}
-	if (!strcmp(format, "perfetto"))
-		return record_streamed(c, path, pid, seconds, ops, out);
-	/* The record is this command's: it asks for it every second (at most), and if it
-	 * dies (killed, its terminal closed) the daemon cancels the record a lease later. */
-	snprintf(body, sizeof(body), "{\"seconds\":%.17g,\"ops\":%s,\"lease\":%d}", seconds,
-		 ops ? "true" : "false", CTL_RECORD_LEASE);
-	status = ctl_request(c, "POST", path, body, &doc, NULL);
 	if (status)
 		return status;
-	cJSON_Delete(doc);
-	fprintf(stderr, "pid %d: recording a timeline for %g s%s (Ctrl-C ends it early)...\n", pid,
-		seconds, ops ? " with op spans (precise mode, for the window)" : "");
-	/* Ctrl-C, as with perf record: the window ends now, and what it recorded is written. */
+	if (ro->json)
+		return print_written_json(&w, NULL);
+	printf("wrote %s: %.0f kernel events (%.0f lost, %.0f dropped) in %.1f s, %.0f bytes of "
+	       "Perfetto's protobuf trace; open it at https://ui.perfetto.dev (Open trace file)\n",
+	       w.file, w.kernel_events, w.lost, w.dropped, w.seconds, w.bytes);
+	return CTL_OK;
+}
+
+/* Starts a JSON record and waits for it (Ctrl-C, as with perf record: the window ends now,
+ * and what it recorded is fetched): CTL_OK with *doc and *raw the trace. */
+static int record_wait(struct ctl *c, const struct record_opts *ro, cJSON **doc,
+		       struct ctl_response *raw)
+{
+	char body[96];
+	int status;
+
+	/* The record is this command's: it asks for it every second (at most), and if it
+	 * dies (killed, its terminal closed) the daemon cancels the record a lease later. */
+	snprintf(body, sizeof(body), "{\"seconds\":%.17g,\"ops\":%s,\"lease\":%d}", ro->seconds,
+		 ro->ops ? "true" : "false", CTL_RECORD_LEASE);
+	status = ctl_request(c, "POST", ro->path, body, doc, NULL);
+	if (status)
+		return status;
+	cJSON_Delete(*doc);
+	fprintf(stderr, "pid %d: recording a timeline for %g s%s (Ctrl-C ends it early)...\n",
+		ro->pid, ro->seconds,
+		ro->ops ? " with op spans (precise mode, for the window)" : "");
 	ctl_catch_interrupt();
 	for (bool stopped = false;;) {
 		if (ctl_interrupted && !stopped) {
@@ -391,47 +472,127 @@ static int exec(struct ctl *c, int argc, char **argv)
 			stopped = true;
 			/* An error here (it ended meanwhile: 409) still leaves a trace to fetch;
 			 * the fetch below says what is wrong otherwise. */
-			if (ctl_request_quiet(c, "POST", path, "{\"stop\":true}", &doc, NULL, msg,
-					      sizeof(msg)) == CTL_OK)
-				fprintf(stderr, "pid %d: recording stopped; fetching it...\n", pid);
-			cJSON_Delete(doc);
+			if (ctl_request_quiet(c, "POST", ro->path, "{\"stop\":true}", doc, NULL,
+					      msg, sizeof(msg)) == CTL_OK)
+				fprintf(stderr, "pid %d: recording stopped; fetching it...\n",
+					ro->pid);
+			cJSON_Delete(*doc);
 		}
-		status = ctl_request(c, "GET", path, NULL, &doc, &raw);
-		if (status)
+		status = ctl_request(c, "GET", ro->path, NULL, doc, raw);
+		if (status || raw->status == 200)
 			return status;
-		if (raw.status == 200)
-			break;
-		left = ctl_num(doc, "remaining_seconds", 0);
-		cJSON_Delete(doc);
-		ctl_response_free(&raw);
+		double left = ctl_num(*doc, "remaining_seconds", 0);
+
+		cJSON_Delete(*doc);
+		ctl_response_free(raw);
 		ctl_nap(fmax(0.2, fmin(left, 1)));
 	}
-	o = cJSON_GetObjectItemCaseSensitive(doc, "otherData");
-	if (write_trace(out, raw.body, raw.len) < 0) {
-		fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, out, strerror(errno));
+}
+
+/* The JSON record, fetched at its end, written, and with --summary its table. */
+static int record_fetched(struct ctl *c, const struct record_opts *ro)
+{
+	struct ctl_response raw;
+	struct token_row *rows = NULL;
+	struct spans x;
+	cJSON *doc;
+	int status = record_wait(c, ro, &doc, &raw);
+
+	if (status)
+		return status;
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(doc, "otherData");
+	struct written w = written_of(
+		ro->out, "json", (double)raw.len, o,
+		cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(doc, "traceEvents")));
+
+	if (write_trace(ro->out, raw.body, raw.len) < 0) {
+		fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, ro->out, strerror(errno));
 		status = CTL_DAEMON;
+	} else if (ro->table && per_token(doc, &x, &rows) < 0) {
+		fprintf(stderr, "%s: out of memory for the summary\n", c->prog);
+		status = CTL_DAEMON;
+	} else if (ro->json) {
+		status = print_written_json(&w, rows ? summary_json(&x, rows) : NULL);
 	} else {
 		/* The trace's events (a slice is one, from two kernel events) and the kernel's. */
 		printf("wrote %s: %d trace events from %.0f kernel events (%.0f lost, %.0f "
-		       "dropped), %zu bytes of JSON; open it at https://ui.perfetto.dev (Open "
-		       "trace "
-		       "file) or chrome://tracing\n",
-		       out,
-		       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(doc, "traceEvents")),
-		       ctl_num(o, "events", 0), ctl_num(o, "events_lost", 0),
-		       ctl_num(o, "events_dropped", 0), raw.len);
-		if (table)
-			summary(doc);
+		       "dropped), %.0f bytes of JSON; open it at https://ui.perfetto.dev (Open "
+		       "trace file) or chrome://tracing\n",
+		       w.file, w.trace_events, w.kernel_events, w.lost, w.dropped, w.bytes);
+		if (rows)
+			summary_text(&x, rows);
+	}
+	if (rows) {
+		free(rows);
+		spans_free(&x);
 	}
 	cJSON_Delete(doc);
 	ctl_response_free(&raw);
 	return status;
 }
 
+/* The options into ro: -1 to go on, else the exit status (usage reported, or --help). */
+static int parse(struct ctl *c, int argc, char **argv, struct record_opts *ro)
+{
+	int opt, status = CTL_OK;
+
+	while ((opt = ctl_getopt(c, &ctl_cmd_record, argc, argv, &status)) != -1) {
+		if (opt == -2)
+			return status;
+		if (opt == 'p' && ctl_parse_pid(c, &ctl_cmd_record, optarg, &ro->pid))
+			return CTL_USAGE;
+		if (opt == 's' && ctl_parse_seconds_above(c, &ctl_cmd_record, "--seconds", optarg,
+							  0, LP_RECORD_MAX_SECONDS, &ro->seconds))
+			return CTL_USAGE;
+		if (opt == 'f' && strcmp(optarg, "json") && strcmp(optarg, "perfetto"))
+			return ctl_usage_error(c, &ctl_cmd_record,
+					       "--format: json or perfetto, not '%s'", optarg);
+		ro->out = opt == 'o' ? optarg : ro->out;
+		ro->format = opt == 'f' ? optarg : ro->format;
+		ro->ops &= opt != 'n';
+		ro->table |= opt == 'S';
+		ro->json |= opt == 'j';
+	}
+	if (ctl_process_path(c, &ctl_cmd_record, ro->pid, LP_ROUTE_RECORD, ro->path,
+			     sizeof(ro->path)))
+		return CTL_USAGE;
+	/* Perfetto's protobuf, streamed, unless JSON is asked for: by name, by a FILE that
+	 * ends in .json or .json.gz, or for --summary, which reads the JSON. */
+	if (!ro->format)
+		ro->format = ro->table || (ro->out && (ends_with(ro->out, ".json") ||
+						       ends_with(ro->out, ".json.gz")))
+				     ? "json"
+				     : "perfetto";
+	if (ro->table && !strcmp(ro->format, "perfetto"))
+		return ctl_usage_error(
+			c, &ctl_cmd_record,
+			"--summary reads the JSON trace: not with --format perfetto");
+	if (!ro->out) {
+		snprintf(ro->out_default, sizeof(ro->out_default),
+			 !strcmp(ro->format, "json") ? "llmprof-%d.json.gz"
+						     : "llmprof-%d.perfetto-trace",
+			 ro->pid);
+		ro->out = ro->out_default;
+	}
+	return -1;
+}
+
+static int exec(struct ctl *c, int argc, char **argv)
+{
+	struct record_opts ro = {.seconds = LP_RECORD_DEFAULT_SECONDS, .ops = true};
+	int status = parse(c, argc, argv, &ro);
+
+	if (status >= 0)
+		return status;
+	if (!strcmp(ro.format, "perfetto"))
+		return record_streamed(c, &ro);
+	return record_fetched(c, &ro);
+}
+
 const struct ctl_cmd ctl_cmd_record = {
 	.name = "record",
 	.usage = "--pid PID [--seconds S] [-o FILE] [--no-ops] [--format perfetto|json] "
-		 "[--summary]",
+		 "[--summary] [--json]",
 	.summary = "a timeline of one process, for Perfetto",
 	.help = "Records what every thread of the process did for S seconds: running, runnable, "
 		"preempted (by\nwhom, on which CPU), blocked in a futex wait (on which word) or "
@@ -455,12 +616,14 @@ const struct ctl_cmd ctl_cmd_record = {
 		"                     .json or .json.gz, and with --summary)\n"
 		"  -S, --summary      then print a table per generated token: its time, CPU time "
 		"by\n"
-		"                     op group and in barriers, time off CPU by reason (JSON)\n\n"
+		"                     op group and in barriers, time off CPU by reason (JSON)\n"
+		"  -j, --json         say what was written (and the summary) as JSON on stdout\n"
+		"                     (docs/API.md, \"llmprofctl --json\")\n\n"
 		"Examples:\n"
 		"  llmprofctl record --pid 4242 --seconds 30\n"
 		"  llmprofctl record --pid 4242 -o decode.json --no-ops\n"
 		"  llmprofctl record --pid 4242 --seconds 2 --summary\n",
-	.shortopt = "p:s:o:nSf:",
+	.shortopt = "p:s:o:nSf:j",
 	.longopts = opts,
 	.exec = exec,
 };

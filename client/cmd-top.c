@@ -20,7 +20,7 @@
 struct top_opts {
 	double delay;
 	long iterations; /* 0: until quit */
-	bool batch, all, threads, ops, reverse;
+	bool batch, all, threads, ops, reverse, json;
 	bool columns; /* -o chose the layout */
 	struct top_layout layout;
 	enum top_col sort;
@@ -165,8 +165,6 @@ static void title(const struct top_opts *o, const struct reading *r, bool first,
 	fit(l2, buf);
 }
 
-#define TOP_OPS 5
-
 /* With --ops: the leading ops of a row over its interval. */
 static void print_ops(const struct top_opts *o, const struct top_row *r)
 {
@@ -174,7 +172,7 @@ static void print_ops(const struct top_opts *o, const struct top_row *r)
 	char line[TOP_LINE];
 	int n;
 
-	if (!o->ops || (n = top_ops(r, &ops, TOP_OPS)) < 0)
+	if (!o->ops || (n = top_ops(r, &ops, TOP_OPS_SHOWN)) < 0)
 		return;
 	for (int k = 0; k < n; k++) {
 		top_format_op(line, &ops[k]);
@@ -194,56 +192,101 @@ static void host_line(const struct reading *cur, const struct reading *prev,
 	top_format_host(buf, &cur->host, prev && prev->have_host ? &prev->host : NULL, rows, n);
 }
 
+/* One refresh as text: the title, host line and table. */
+static void print_table(const struct top_opts *o, const struct reading *cur,
+			const struct reading *prev, const struct top_row *rows, size_t n)
+{
+	char l1[TOP_LINE], l2[TOP_LINE], l3[TOP_LINE], line[TOP_LINE];
+
+	title(o, cur, !prev, false, l1, l2);
+	host_line(cur, prev, rows, n, l3);
+	top_format_header(line, &o->layout);
+	printf("%s%s\n%s\n%s\n\n%s\n", prev ? "\n" : "", l1, l3, l2, line);
+	for (size_t j = 0; j < n; j++) {
+		struct top_thread_row *t;
+		int nt;
+
+		top_format_row(line, &rows[j], &o->layout);
+		printf("%s\n", line);
+		print_ops(o, &rows[j]);
+		if (!o->threads || (nt = top_threads(&rows[j], &t)) < 0)
+			continue;
+		for (int k = 0; k < nt; k++) {
+			top_format_thread(line, &t[k], &o->layout);
+			printf("%s\n", line);
+		}
+		free(t);
+	}
+}
+
+/* One refresh as a line of JSON (docs/API.md, "llmprofctl --json"): 0, or -ENOMEM. */
+static int print_json(const struct top_opts *o, const struct reading *cur,
+		      const struct reading *prev, const struct top_row *rows, size_t n)
+{
+	cJSON *doc = cJSON_CreateObject(), *procs;
+	char *s = NULL;
+
+	if (!doc)
+		return -ENOMEM;
+	cJSON_AddNumberToObject(doc, "time", (double)time(NULL));
+	cJSON_AddBoolToObject(doc, "since_tracked", !prev);
+	cJSON_AddStringToObject(doc, "sort", top_columns[o->sort].json);
+	cJSON_AddBoolToObject(doc, "reversed", o->reverse);
+	if (cur->have_host)
+		cJSON_AddItemToObject(doc, "host",
+				      top_host_json(&cur->host,
+						    prev && prev->have_host ? &prev->host : NULL,
+						    rows, n));
+	else
+		cJSON_AddNullToObject(doc, "host");
+	cJSON_AddItemReferenceToObject(doc, "lost",
+				       cJSON_GetObjectItemCaseSensitive(cur->status, "lost"));
+	procs = cJSON_AddArrayToObject(doc, "processes");
+	for (size_t j = 0; procs && j < n; j++)
+		cJSON_AddItemToArray(procs, top_row_json(&rows[j], o->threads, o->ops));
+	s = procs ? cJSON_PrintUnformatted(doc) : NULL;
+	cJSON_Delete(doc);
+	if (!s)
+		return -ENOMEM;
+	puts(s);
+	free(s);
+	return 0;
+}
+
 static int batch(struct ctl *c, struct top_opts *o)
 {
 	struct reading prev = {0}, cur;
-	char msg[1024], l1[TOP_LINE], l2[TOP_LINE], l3[TOP_LINE], line[TOP_LINE];
+	char msg[1024];
+	int st = CTL_OK;
 
-	for (long i = 0; !o->iterations || i < o->iterations; i++) {
+	for (long i = 0; !st && (!o->iterations || i < o->iterations); i++) {
 		struct top_row *rows;
 		size_t n;
-		int st;
 
 		if (i)
 			usleep((useconds_t)(o->delay * 1e6));
 		st = fetch(c, o, &cur, msg, sizeof(msg));
 		if (st) {
 			fprintf(stderr, "%s: %s\n", c->prog, msg);
-			reading_free(&prev);
-			return st;
+			break;
 		}
 		if (top_rows(&cur.snap, i ? &prev.snap : NULL, o->all, &rows, &n) < 0) {
 			reading_free(&cur);
-			reading_free(&prev);
-			return CTL_DAEMON;
+			st = CTL_DAEMON;
+			break;
 		}
 		top_sort(rows, n, o->sort, o->reverse);
-		title(o, &cur, i == 0, false, l1, l2);
-		host_line(&cur, i ? &prev : NULL, rows, n, l3);
-		top_format_header(line, &o->layout);
-		printf("%s%s\n%s\n%s\n\n%s\n", i ? "\n" : "", l1, l3, l2, line);
-		for (size_t j = 0; j < n; j++) {
-			struct top_thread_row *t;
-			int nt;
-
-			top_format_row(line, &rows[j], &o->layout);
-			printf("%s\n", line);
-			print_ops(o, &rows[j]);
-			if (!o->threads || (nt = top_threads(&rows[j], &t)) < 0)
-				continue;
-			for (int k = 0; k < nt; k++) {
-				top_format_thread(line, &t[k], &o->layout);
-				printf("%s\n", line);
-			}
-			free(t);
-		}
+		if (!o->json)
+			print_table(o, &cur, i ? &prev : NULL, rows, n);
+		else if (print_json(o, &cur, i ? &prev : NULL, rows, n) < 0)
+			st = CTL_DAEMON;
 		fflush(stdout);
 		free(rows);
 		reading_free(&prev);
 		prev = cur;
 	}
 	reading_free(&prev);
-	return CTL_OK;
+	return st;
 }
 
 /* --- the interactive view --- */
@@ -379,7 +422,7 @@ static void draw(struct screen *s)
 		s->sel_pid = s->rows[sel].pid;
 		if (s->o->threads && (nt = top_threads(&s->rows[sel], &t)) < 0)
 			nt = 0;
-		if (s->o->ops && (no = top_ops(&s->rows[sel], &ops, TOP_OPS)) < 0)
+		if (s->o->ops && (no = top_ops(&s->rows[sel], &ops, TOP_OPS_SHOWN)) < 0)
 			no = 0;
 	}
 	nt += no; /* the selection's extra rows: its ops, then its threads */
@@ -547,6 +590,7 @@ static const struct option opts[] = {{"delay", required_argument, NULL, 'd'},
 				     {"ops", no_argument, NULL, 'O'},
 				     {"pid", required_argument, NULL, 'p'},
 				     {"columns", required_argument, NULL, 'o'},
+				     {"json", no_argument, NULL, 'j'},
 				     CTL_COMMON_OPTS};
 
 static int parse_sort(struct ctl *c, const char *s, enum top_col *out)
@@ -598,6 +642,9 @@ static int exec(struct ctl *c, int argc, char **argv)
 		case 'O':
 			o.ops = true;
 			break;
+		case 'j':
+			o.json = o.batch = true;
+			break;
 		case 'o':
 			if (top_layout_parse(optarg, &o.layout, bad, sizeof(bad)) < 0)
 				return ctl_usage_error(
@@ -631,7 +678,8 @@ static int exec(struct ctl *c, int argc, char **argv)
 
 const struct ctl_cmd ctl_cmd_top = {
 	.name = "top",
-	.usage = "[-b] [-n N] [-d SECONDS] [-s COLUMN] [-o COLUMNS] [-a] [-H] [-O] [-p PID]...",
+	.usage = "[-b | --json] [-n N] [-d SECONDS] [-s COLUMN] [-o COLUMNS] [-a] [-H] [-O] "
+		 "[-p PID]...",
 	.summary = "live view of every LLM process (plain text with -b)",
 	.help = "One row per LLM process: CPU, tokens/s and ms per token, the share of matmul and "
 		"of barrier\nspinning, futex waits, run-queue latency and major faults, over the "
@@ -643,6 +691,10 @@ const struct ctl_cmd ctl_cmd_top = {
 		"  -d, --delay SECONDS    refresh interval (default 2)\n"
 		"  -b, --batch            plain text, one table per refresh (also when output is "
 		"not a terminal)\n"
+		"  -j, --json             as -b, each refresh as one line of JSON: every column "
+		"with\n"
+		"                         its unit in its name, null where the table prints '-'\n"
+		"                         (docs/API.md, \"llmprofctl --json\")\n"
 		"  -n, --iterations N     stop after N tables\n"
 		"  -s, --sort COLUMN      sort by the column with this header (default CPU%)\n"
 		"  -a, --all              include exited processes, as [name]\n"
@@ -674,8 +726,9 @@ const struct ctl_cmd ctl_cmd_top = {
 		"  Colour where the terminal has it; NO_COLOR=1 turns it off.\n\n"
 		"Examples:\n"
 		"  llmprofctl top\n"
-		"  llmprofctl top -b -n 3 -d 5 -s RQ99 > top.txt\n",
-	.shortopt = "d:bn:s:aHOp:o:",
+		"  llmprofctl top -b -n 3 -d 5 -s RQ99 > top.txt\n"
+		"  llmprofctl top --json -n 1 | jq '.processes[] | {pid, cpu_percent}'\n",
+	.shortopt = "d:bn:s:aHOp:o:j",
 	.longopts = opts,
 	.exec = exec,
 };

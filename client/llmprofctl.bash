@@ -43,13 +43,13 @@ _llmprofctl() {
 	esac
 	case $cmd in
 	"") opts="top dump doctor diff list status reset precise record help $common --version" ;;
-	top) opts="--delay --batch --iterations --sort --columns --all --threads --ops --pid $common" ;;
+	top) opts="--delay --batch --json --iterations --sort --columns --all --threads --ops --pid $common" ;;
 	dump) opts="--pid --json --fine $common" ;;
 	list) opts="--json --pids $common" ;;
 	status) opts="--json $common" ;;
 	reset) opts="--pid $common" ;;
-	precise) opts="--pid --seconds --no-wait --off $common" ;;
-	record) opts="--pid --seconds --output --no-ops --format --summary $common" ;;
+	precise) opts="--pid --seconds --no-wait --off --json $common" ;;
+	record) opts="--pid --seconds --output --no-ops --format --summary --json $common" ;;
 	doctor) opts="--pid --all --json --measure-bandwidth $common" ;;
 	diff)
 		# two saved reports, then options

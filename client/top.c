@@ -11,27 +11,33 @@
 #include <strings.h>
 
 const struct top_column top_columns[TC_NR] = {
-	[TC_PID] = {"PID", "pid", 7, 'p', "process id (thread id in thread rows)"},
-	[TC_COMM] = {"COMMAND", "comm", -9, 'n', "command name; [name] once exited (with -a)"},
-	[TC_THR] = {"THR", "thr", 3, 0, "live threads"},
-	[TC_CPU] = {"CPU%", "cpu", 5, 'c', "CPU time, % of one CPU"},
-	[TC_TOKS] = {"TOK/S", "toks", 5, 't',
+	[TC_PID] = {"PID", "pid", "pid", 7, 'p', "process id (thread id in thread rows)"},
+	[TC_COMM] = {"COMMAND", "comm", "comm", -9, 'n',
+		     "command name; [name] once exited (with -a)"},
+	[TC_THR] = {"THR", "thr", "live_threads", 3, 0, "live threads"},
+	[TC_CPU] = {"CPU%", "cpu", "cpu_percent", 5, 'c', "CPU time, % of one CPU"},
+	[TC_TOKS] = {"TOK/S", "toks", "decode_tokens_per_s", 5, 't',
 		     "decode tokens/s: generated tokens per second inside llama_decode"},
-	[TC_MS50] = {"MS50", "ms50", 5, 0, "milliseconds per generated token, median"},
-	[TC_MS99] = {"MS99", "ms99", 5, 'l', "milliseconds per generated token, 99th percentile"},
-	[TC_MM] = {"MM%", "mm", 3, 'm',
+	[TC_MS50] = {"MS50", "ms50", "ms_per_token_p50", 5, 0,
+		     "milliseconds per generated token, median"},
+	[TC_MS99] = {"MS99", "ms99", "ms_per_token_p99", 5, 'l',
+		     "milliseconds per generated token, 99th percentile"},
+	[TC_MM] = {"MM%", "mm", "matmul_percent", 3, 'm',
 		   "CPU samples in matmul functions, % of the process's ('?': placed by the "
 		   "stack scan, not to be trusted: see dump)"},
-	[TC_SPIN] = {"SPIN%", "spin", 5, 'b',
+	[TC_SPIN] = {"SPIN%", "spin", "spin_percent", 5, 'b',
 		     "CPU samples in barrier functions (spinning), %; threads: in sync"},
-	[TC_FTXS] = {"FTX/S", "ftxs", 5, 'f', "futex waits per second"},
-	[TC_FTX99] = {"FTX99", "ftx99", 5, 0, "futex wait time, 99th percentile"},
-	[TC_RQ99] = {"RQ99", "rq99", 5, 'r', "run-queue latency (runnable until running), p99"},
-	[TC_MAJS] = {"MAJ/S", "majs", 5, 'g', "major page faults (read from disk) per second"},
-	[TC_WTOKS] = {"WTOK/S", "wtoks", 6, 'w',
+	[TC_FTXS] = {"FTX/S", "ftxs", "futex_waits_per_s", 5, 'f', "futex waits per second"},
+	[TC_FTX99] = {"FTX99", "ftx99", "futex_wait_p99_ns", 5, 0,
+		      "futex wait time, 99th percentile"},
+	[TC_RQ99] = {"RQ99", "rq99", "runqueue_latency_p99_ns", 5, 'r',
+		     "run-queue latency (runnable until running), p99"},
+	[TC_MAJS] = {"MAJ/S", "majs", "major_faults_per_s", 5, 'g',
+		     "major page faults (read from disk) per second"},
+	[TC_WTOKS] = {"WTOK/S", "wtoks", "wall_tokens_per_s", 6, 'w',
 		      "wall tokens/s: generated tokens per second of elapsed time"},
-	[TC_MODEL] = {"MODEL", "model", -24, 'M', "the model file it maps"},
-	[TC_WORKLOAD] = {"WORKLOAD", "workload", -24, 'W',
+	[TC_MODEL] = {"MODEL", "model", "model", -24, 'M', "the model file it maps"},
+	[TC_WORKLOAD] = {"WORKLOAD", "workload", "workload", -24, 'W',
 			 "its service unit or container, else its command name"},
 };
 
@@ -518,21 +524,150 @@ int top_host_parse(const char *stat, const char *loadavg, struct top_host *h)
 	return h->cpus ? 0 : -EINVAL;
 }
 
+/* The busy CPU over the interval and the LLM processes' part, in % of one CPU (as the CPU%
+ * column): false without a previous read. */
+static bool host_split(const struct top_host *now, const struct top_host *prev,
+		       const struct top_row *rows, size_t n, double *busy, double *llm)
+{
+	if (!prev || now->total <= prev->total)
+		return false;
+	*busy = 100.0 * now->cpus * (now->busy - prev->busy) / (now->total - prev->total);
+	*llm = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!rows[i].exited && !isnan(rows[i].v[TC_CPU]))
+			*llm += rows[i].v[TC_CPU];
+	return true;
+}
+
 void top_format_host(char *buf, const struct top_host *now, const struct top_host *prev,
 		     const struct top_row *rows, size_t n)
 {
-	double busy, llm = 0;
+	double busy, llm;
 	int len;
 
 	len = snprintf(buf, TOP_LINE, "host  load %.2f %.2f %.2f  %d CPU%s", now->load[0],
 		       now->load[1], now->load[2], now->cpus, now->cpus == 1 ? "" : "s");
-	if (!prev || now->total <= prev->total || len < 0 || len >= TOP_LINE)
+	if (len < 0 || len >= TOP_LINE || !host_split(now, prev, rows, n, &busy, &llm))
 		return;
-	/* In % of one CPU, as the CPU% column: the busy share of all CPUs' time, times them. */
-	busy = 100.0 * now->cpus * (now->busy - prev->busy) / (now->total - prev->total);
-	for (size_t i = 0; i < n; i++)
-		if (!rows[i].exited && !isnan(rows[i].v[TC_CPU]))
-			llm += rows[i].v[TC_CPU];
 	snprintf(buf + len, TOP_LINE - (size_t)len, "  busy %.0f%% = LLM %.0f%% + other %.0f%%",
 		 busy, llm, busy > llm ? busy - llm : 0);
+}
+
+/* --- --json --- */
+
+/* A figure, or null where the table prints '-'. */
+static void add_num(cJSON *o, const char *key, double v)
+{
+	if (isnan(v) || isinf(v))
+		cJSON_AddNullToObject(o, key);
+	else
+		cJSON_AddNumberToObject(o, key, v);
+}
+
+/* A text column: null for the table's '-'. */
+static void add_text(cJSON *o, const char *key, const char *s)
+{
+	if (strcmp(s, "-"))
+		cJSON_AddStringToObject(o, key, s);
+	else
+		cJSON_AddNullToObject(o, key);
+}
+
+static const char *severity(char mark)
+{
+	return mark == '!' ? "critical" : mark == '*' ? "warning" : mark == '+' ? "info" : NULL;
+}
+
+/* The numeric columns a thread row has: the others are the process's alone. */
+static const enum top_col thread_cols[] = {TC_CPU, TC_SPIN, TC_FTXS, TC_MAJS};
+
+static cJSON *threads_json(const struct top_row *r)
+{
+	struct top_thread_row *t;
+	int n = top_threads(r, &t);
+	cJSON *a = cJSON_CreateArray();
+
+	for (int i = 0; a && i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		if (!o || !cJSON_AddItemToArray(a, o))
+			break;
+		add_num(o, "tid", t[i].tid ? t[i].tid : NAN);
+		if (t[i].tid)
+			cJSON_AddStringToObject(o, "comm", t[i].comm);
+		else
+			cJSON_AddNullToObject(o, "comm");
+		for (size_t k = 0; k < sizeof(thread_cols) / sizeof(thread_cols[0]); k++)
+			add_num(o, top_columns[thread_cols[k]].json, t[i].v[thread_cols[k]]);
+	}
+	if (n >= 0)
+		free(t);
+	return a;
+}
+
+static cJSON *ops_json(const struct top_row *r)
+{
+	struct top_op_row *ops;
+	int n = top_ops(r, &ops, TOP_OPS_SHOWN);
+	cJSON *a = cJSON_CreateArray();
+
+	for (int i = 0; a && i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		if (!o || !cJSON_AddItemToArray(a, o))
+			break;
+		cJSON_AddStringToObject(o, "op", ops[i].op);
+		add_num(o, "percent", ops[i].share);
+	}
+	if (n >= 0)
+		free(ops);
+	return a;
+}
+
+cJSON *top_row_json(const struct top_row *r, bool threads, bool ops)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	for (int c = 0; c < TC_NR; c++) {
+		if (c == TC_COMM)
+			cJSON_AddStringToObject(o, top_columns[c].json,
+						ctl_str(r->doc, "comm", "?"));
+		else if (c == TC_MODEL)
+			add_text(o, top_columns[c].json, r->model);
+		else if (c == TC_WORKLOAD)
+			add_text(o, top_columns[c].json, r->workload);
+		else
+			add_num(o, top_columns[c].json, r->v[c]);
+	}
+	cJSON_AddBoolToObject(o, "matmul_from_stack_scan", r->scanned);
+	cJSON_AddBoolToObject(o, "exited", r->exited);
+	if (severity(r->mark))
+		cJSON_AddStringToObject(o, "finding", severity(r->mark));
+	else
+		cJSON_AddNullToObject(o, "finding");
+	add_num(o, "interval_seconds", r->dt_ns / 1e9);
+	if (threads)
+		cJSON_AddItemToObject(o, "threads", threads_json(r));
+	if (ops)
+		cJSON_AddItemToObject(o, "ops", ops_json(r));
+	return o;
+}
+
+cJSON *top_host_json(const struct top_host *now, const struct top_host *prev,
+		     const struct top_row *rows, size_t n)
+{
+	cJSON *o = cJSON_CreateObject();
+	double busy = NAN, llm = NAN;
+
+	if (!o)
+		return NULL;
+	cJSON_AddItemToObject(o, "load", cJSON_CreateDoubleArray(now->load, 3));
+	cJSON_AddNumberToObject(o, "cpus", now->cpus);
+	host_split(now, prev, rows, n, &busy, &llm);
+	add_num(o, "busy_percent", busy);
+	add_num(o, "llm_percent", llm);
+	add_num(o, "other_percent", isnan(busy) ? NAN : busy > llm ? busy - llm : 0);
+	return o;
 }

@@ -31,6 +31,7 @@ enum top_col {
 struct top_column {
 	const char *name; /* header */
 	const char *id;	  /* its name for -o */
+	const char *json; /* its member in --json, named with its unit */
 	int width;	  /* a negative width: left-aligned text */
 	char key;	  /* the key that sorts by it in the interactive view, or 0 */
 	const char *help; /* one line for the help screen and the man page */
@@ -86,6 +87,7 @@ int top_threads(const struct top_row *r, struct top_thread_row **out);
 /* The ops of a row over its interval, the busiest first (at most max). *out is malloc'ed;
  * the count, or -ENOMEM. */
 int top_ops(const struct top_row *r, struct top_op_row **out, int max);
+#define TOP_OPS_SHOWN 5 /* the ops shown under a process (-O) */
 
 /* Which columns, in which order: -o's list, or the default ones and as many more as fit. */
 struct top_layout {
@@ -116,6 +118,15 @@ int top_host_parse(const char *stat, const char *loadavg, struct top_host *h);
 /* "host  load 1.20 0.80 0.50  2 CPUs  busy 180% = LLM 150% + other 30%", CPU in % of one
  * CPU over the interval; the busy part only with a previous read. */
 void top_format_host(char *buf, const struct top_host *now, const struct top_host *prev,
+		     const struct top_row *rows, size_t n);
+
+/* --json: a row as an object, a member per column named top_columns[].json (null where the
+ * table prints '-'; comm as the daemon wrote it, exited apart), with its worst finding and
+ * its interval; with threads, "threads" (tid null: what threads that exited in the
+ * interval took), with ops, its leading ops. NULL when out of memory. */
+cJSON *top_row_json(const struct top_row *r, bool threads, bool ops);
+/* The host line as an object: load, cpus, and the busy split (null on the first read). */
+cJSON *top_host_json(const struct top_host *now, const struct top_host *prev,
 		     const struct top_row *rows, size_t n);
 
 #endif

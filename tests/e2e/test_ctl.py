@@ -729,9 +729,10 @@ def test_docs_and_install():
     page = open(os.path.join(ROOT, "man", "llmprofctl.1")).read().replace("\\-", "-")
     completion = os.path.join(ROOT, "client", "llmprofctl.bash")
     for cmd in ("top", "dump", "list", "status", "reset", "precise", "record", "doctor", "diff"):
-        opts = set(re.findall(r"^\s+(?:-\w, )?(--[a-z-]+)", ctl(cmd, "--help")[1], re.M))
+        rc, helptext, _ = ctl(cmd, "--help")
+        opts = set(re.findall(r"^\s+(?:-\w, )?(--[a-z-]+)", helptext, re.M))
         got = complete([t.LLMPROFCTL, cmd, "--"], completion)
-        t.check(opts <= set(got) and not [o for o in opts if o not in page],
+        t.check(rc == 0 and opts and opts <= set(got) and not [o for o in opts if o not in page],
                 "%s: every option is completed and in llmprofctl(1): %s" % (cmd, sorted(opts)))
     # Figures the docs state come from one source: the probe cost from bench/RESULTS.md's
     # headline, the kernel memory from what the daemon itself prints with the defaults.
@@ -808,6 +809,138 @@ def test_completion_live(w, completion):
     shutil.rmtree(prefix, ignore_errors=True)
 
 
+def documented_fields():
+    """docs/API.md's "llmprofctl --json" field lists: {"top.processes[]": [...], ...}."""
+    text = open(os.path.join(ROOT, "docs", "API.md")).read()
+    sec = text[text.index("## llmprofctl --json"):]
+    block = sec[sec.index("```text\n") + 8:]
+    block = block[:block.index("```")]
+    return {name.strip(): [k.strip() for k in keys.split(",")]
+            for name, keys in (line.split(":", 1) for line in block.strip().splitlines())}
+
+
+def shape(fields, doc, name, bad):
+    """Every object under name holds the documented members and no others (recursively;
+    "member?" only with the option that asks for it)."""
+    if isinstance(doc, list):
+        for x in doc:
+            shape(fields, x, name + "[]", bad)
+        return
+    if name not in fields or not isinstance(doc, dict):
+        return
+    need = {k for k in fields[name] if not k.endswith("?")}
+    may = need | {k[:-1] for k in fields[name] if k.endswith("?")}
+    if not need <= set(doc) <= may:
+        bad.append("%s: %s" % (name, sorted((set(doc) - may) | (need - set(doc)))))
+    for k, v in doc.items():
+        shape(fields, v, name + "." + k, bad)
+
+
+def test_json(w):
+    print("--- --json: JSON alone on stdout, in the shape docs/API.md lists, the API's figures")
+    fields = documented_fields()
+    pids = [w.g.pid, w.x_pid]
+    only = sum((["-p", str(p)] for p in pids), [])
+    rc, out, err = ctl("top", "--json", "-n", "2", "-d", "0.5", "-a", "-H", "-O", *only,
+                       env=w.env)
+    lines = out.splitlines()
+    docs = [json.loads(line) for line in lines]
+    bad = []
+    for doc in docs:
+        shape(fields, doc, "top", bad)
+    t.check(rc == 0 and len(docs) == 2 and not bad,
+            "top --json -n 2: two lines of JSON, each as documented %s %s" % (bad, err.strip()))
+    t.check(docs and docs[0]["since_tracked"] and not docs[-1]["since_tracked"] and
+            docs[0]["host"]["busy_percent"] is None and
+            docs[-1]["host"]["busy_percent"] is not None,
+            "the first refresh runs since tracking began, the second over its interval")
+    x = w.doc(w.x_pid)
+    row = next((r for r in docs[0]["processes"] if r["pid"] == w.x_pid), {}) if docs else {}
+    c, h = x["counters"], x["histograms"]
+    want = {"comm": x["comm"], "exited": True, "live_threads": len(x["threads"]),
+            "ms_per_token_p50": h["decode_generation"]["p50"] / 1e6,
+            "ms_per_token_p99": h["decode_generation"]["p99"] / 1e6,
+            "decode_tokens_per_s": c["decode_generation_tokens"] * 1e9 /
+            c["decode_generation_ns"],
+            "matmul_percent": 100 * c["samples_matmul"] / c["samples"],
+            "spin_percent": 100 * c["samples_barrier"] / c["samples"],
+            "runqueue_latency_p99_ns": h["runqueue_latency"]["p99"] or None}
+    off = {k: (row.get(k), v) for k, v in want.items()
+           if not (row.get(k) == v or (isinstance(v, float) and row.get(k) is not None and
+                                       abs(row[k] - v) <= 1e-9 * abs(v)))}
+    t.check(row and not off, "the exited process's row holds the API's figures: %s" % off)
+    t.check(all(th["tid"] is not None or th["comm"] is None for r in docs[-1]["processes"]
+                for th in r["threads"]) and
+            any(r["ops"] for r in docs[0]["processes"]),
+            "-H and -O add threads and ops to the rows")
+
+    # diff: two saved reports; each figure named, with its unit and the API's value.
+    work = t.tmpdir("llmprofctl-json-")
+    paths = []
+    for pid in (w.x_pid, w.g.pid):
+        rc, out, _ = ctl("dump", "--pid", str(pid), "--json", env=w.env)
+        paths.append(os.path.join(work, "%d.json" % pid))
+        with open(paths[-1], "w") as f:
+            f.write(out)
+    rc, out, err = ctl("diff", paths[0], paths[1], "--json")
+    doc = json.loads(out)
+    bad = []
+    shape(fields, doc, "diff", bad)
+    a, b = (json.load(open(p)) for p in paths)
+    fig = {f["id"]: f for f in doc["figures"]}
+
+    def gen(d):
+        return d["ggml"]["tokens"]["generation"]
+    checks = [("wall_tokens_per_s", "tokens/s", gen(a)["wall_tokens_per_s"],
+               gen(b)["wall_tokens_per_s"]),
+              ("ms_per_token_p99", "ms", a["histograms"]["decode_generation"]["p99"] / 1e6,
+               b["histograms"]["decode_generation"]["p99"] / 1e6),
+              ("share_matmul", "share", a["ggml"]["op_groups"]["share"]["matmul"],
+               b["ggml"]["op_groups"]["share"]["matmul"])]
+    for fid, unit, base, cur in checks:
+        f = fig.get(fid, {})
+        change = (cur - base) if unit == "share" else (cur - base) / abs(base)
+        if not (f.get("unit") == unit and f.get("base") == base and f.get("current") == cur
+                and abs(f.get("change", 0) - change) < 1e-12 and
+                f.get("change_is") == ("difference" if unit == "share" else "relative")):
+            bad.append((fid, f))
+    t.check(rc in (0, 1) and not bad and doc["regression"] == (rc == 1),
+            "diff --json: as documented, each figure with its id, unit and the reports' "
+            "values: %s %s" % (bad, err.strip()))
+
+    # precise: the window's figures, the growth of the API's totals.
+    before = w.doc(w.g.pid)["ggml"]["precise"]
+    rc, out, err = ctl("precise", "--pid", str(w.g.pid), "--seconds", "1", "--json", env=w.env)
+    after = w.doc(w.g.pid)["ggml"]["precise"]
+    doc = json.loads(out)
+    bad = []
+    shape(fields, doc, "precise", bad)
+    t.check(rc == 0 and not bad and
+            abs(doc["seconds"] - (after["seconds"] - before["seconds"])) < 1e-6 and
+            doc["matmul"]["calls"] == after["matmul"]["calls"] - before["matmul"]["calls"],
+            "precise --json: the window as documented, the growth of the API's totals: %s %s"
+            % (bad, err.strip()[-200:]))
+    rc, out, _ = ctl("precise", "--pid", str(w.g.pid), "--off", "--json", env=w.env)
+    doc = json.loads(out)
+    t.check(rc == 0 and doc["pid"] == w.g.pid and doc["precise"]["active"] is False,
+            "precise --off --json: the daemon's answer")
+
+    # record: what was written, in either format.
+    for fmt, name in (("perfetto", "r.perfetto-trace"), ("json", "r.json")):
+        path = os.path.join(work, name)
+        rc, out, err = ctl("record", "--pid", str(w.g.pid), "--seconds", "0.5", "--no-ops",
+                           "-o", path, "--json", env=w.env)
+        doc = json.loads(out)
+        bad = []
+        shape(fields, doc, "record", bad)
+        t.check(rc == 0 and not bad and doc["format"] == fmt and doc["file"] == path and
+                doc["bytes"] == os.path.getsize(path) and
+                (doc["trace_events"] is None) == (fmt == "perfetto"),
+                "record --json (%s): what it wrote, as documented: %s %s"
+                % (fmt, bad, err.strip()[-200:]))
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def test_doctor_json(w):
     print("--- doctor --json: JSON and nothing else on stdout; the exit status by the worst "
           "finding")
@@ -837,6 +970,7 @@ def main():
         test_batch(w)
         test_dump(w)
         test_doctor_json(w)
+        test_json(w)
         test_commands(w)
         test_completion_live(w, completion)
         test_errors(w)

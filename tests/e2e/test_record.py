@@ -225,20 +225,54 @@ def gone_streamed(d, pid, work):
         t.check(st == 400, "format %s: 400 (%s)" % (body, doc["error"]["message"]))
 
 
-def ops(work):
-    print("--- lpops: llama_decode, op and barrier spans")
-    tokens = 150
-    # The ops to probe by name: precise mode otherwise picks those with samples, and lpops
-    # has none before "go".
-    d = t.Daemon("--sample-hz", "99", "--precise-ops", "mul_mat_up_gate,rms_norm,soft_max")
-    d.wait_ready()
+KINDS = (("matmul_ms", "MATMUL", "mul_mat_up_gate"), ("attention_ms", "ATTN", "soft_max"),
+         ("norm_ms", "NORM", "rms_norm"), ("barrier_ms", "BARRIER", "barrier"))
+
+
+def own_per_token(ev, gen, op):
+    """For each generation decode span, the CPU time of op's spans within it, summed over
+    threads, less each span's thread's time off CPU within it: the summary's definition,
+    computed again from the file (ms)."""
+    spans = [e for e in ev if e["ph"] == "X" and e["tid"] < tracefmt.CPU_TRACK
+             and e["name"] == op]
+    off = {}
+    for e in ev:
+        if e["ph"] == "X" and e["tid"] >= tracefmt.CPU_TRACK and e["name"] != "running":
+            off.setdefault(e["tid"] - tracefmt.CPU_TRACK, []).append(e)
+
+    def within(e, a, b):
+        return max(0.0, min(e["ts"] + e["dur"], b) - max(e["ts"], a))
+    own = []
+    for g in gen:
+        a, b = g["ts"], g["ts"] + g["dur"]
+        inside = [e for e in spans if e["ts"] < b and e["ts"] + e["dur"] > a]
+        own.append(sum(within(e, a, b) - sum(within(o, max(a, e["ts"]),
+                                                    min(b, e["ts"] + e["dur"]))
+                                             for o in off.get(e["tid"], []))
+                       for e in inside) / 1e3)
+    return own
+
+
+def check_rows(ev, gen, rows, which, slack, what):
+    """Each summary row's op times (rows[i][KINDS[k][which]]) against the file: within slack
+    (the printed precision) and 0.5 %."""
+    for kind in KINDS:
+        own = own_per_token(ev, gen, kind[2])
+        bad = [(i, r.get(kind[which]), round(x, 3)) for i, (r, x) in enumerate(zip(rows, own))
+               if abs(r.get(kind[which], 0) - x) > slack + 0.005 * x]
+        t.check(not bad, "%s: %s per token is the op's own CPU time in the file: %s"
+                % (what, kind[which], bad[:3]))
+
+
+def run_lpops(d, work, name, tokens, *extra):
+    """lpops decoding tokens while `llmprofctl record` records it into work/name."""
     proc = subprocess.Popen([os.path.realpath(LPOPS), "--wait-go", "--tokens", str(tokens)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     t._children.append(proc)
     pid = t.read_json_line(proc, "lpops", 30)["pid"]
     d.wait_log("pid %d (lpops) runs ggml" % pid)
-    out = os.path.join(work, "lpops.json")
-    rec = tracefmt.record(t, d, pid, out, "--seconds", "6", "--summary")
+    out = os.path.join(work, name)
+    rec = tracefmt.record(t, d, pid, out, "--seconds", "6", "--summary", *extra)
     d.wait_log("pid %d: precise probes on " % pid)
     proc.stdin.write(b"go\n")
     proc.stdin.flush()
@@ -249,13 +283,26 @@ def ops(work):
     t.check(rec.returncode == 0, "llmprofctl record exits 0: %r %r" % (out_text, err))
     t.check("pid %d: precise mode off" % pid in d.log(),
             "precise mode, switched on for the window, is off again")
+    return pid, out, out_text, done
+
+
+def ops(work):
+    print("--- lpops: llama_decode, op and barrier spans")
+    tokens = 150
+    # The ops to probe by name: precise mode otherwise picks those with samples, and lpops
+    # has none before "go".
+    d = t.Daemon("--sample-hz", "99", "--precise-ops", "mul_mat_up_gate,rms_norm,soft_max")
+    d.wait_ready()
+    pid, out, out_text, done = run_lpops(d, work, "lpops.json", tokens, "--json")
     doc = tracefmt.load(out)
-    said = re.search(r"wrote \S+: (\d+) trace events from (\d+) kernel events", out_text)
-    t.check(said and int(said.group(1)) == len(doc["traceEvents"]) and
-            int(said.group(2)) == doc["otherData"]["events"],
-            "it says how many trace events the file holds, and from how many kernel events: "
-            "%s, the file %d and %d" % (said and said.group(0), len(doc["traceEvents"]),
-                                        doc["otherData"]["events"]))
+    said = t.json.loads(out_text)
+    t.check(said["file"] == out and said["format"] == "json" and
+            said["trace_events"] == len(doc["traceEvents"]) and
+            said["kernel_events"] == doc["otherData"]["events"] and
+            said["bytes"] == os.path.getsize(out) and
+            said["window_seconds"] == doc["otherData"]["window_seconds"],
+            "--json says what it wrote: the file's trace events, kernel events and bytes: %s"
+            % {k: v for k, v in said.items() if k != "tokens"})
     ev = tracefmt.valid(t, doc, "lpops")
     spans = [e for e in ev if e["ph"] == "X" and e["tid"] < tracefmt.CPU_TRACK]
     gen = [e for e in spans if e["name"] == "llama_decode: generation" and e["tid"] == pid]
@@ -279,45 +326,47 @@ def ops(work):
             % (len(tps), rates[len(rates) // 2] if rates else 0))
     t.check(re.search(r"pid %d: timeline recorded: \d+ events" % pid, d.log()) is not None,
             "the log says what was recorded")
-    # --summary: a row per generated token, an op's own CPU time (its span less its
-    # thread's time off CPU within it), computed again here from the file. Each op's spans
-    # in all: lpops' own wall time of its calls, call to return by its TSC (preemptions
-    # included, as in a span), within 2 % and 20 us a call (the probes' own time inside
-    # the span, about 2 us a call here, 10 on endbr64).
-    lines = out_text.splitlines()
-    head = next((i for i, l in enumerate(lines) if l.split()[:2] == ["TOKEN", "MS"]), None)
-    t.check(head is not None, "--summary prints the per-token table:\n%s" % out_text[-600:])
-    cols = lines[head].split()
-    rows = [dict(zip(cols, map(float, l.split()))) for l in lines[head + 1:] if l.strip()]
-    t.check(len(rows) == tokens, "a row per generated token: %d" % len(rows))
+    # --summary --json: a row per generated token, an op's own CPU time (its span less its
+    # thread's time off CPU within it), computed again here from the file, within 1 us and
+    # 0.5 % (the file's timestamps are in us with 3 decimals). Each op's spans in all:
+    # lpops' own wall time of its calls, call to return by its TSC (preemptions included,
+    # as in a span), within 2 % and 20 us a call (the probes' own time inside the span,
+    # about 2 us a call here, 10 on endbr64).
+    rows = said.get("tokens", [])
     gen.sort(key=lambda e: e["ts"])
-    off = {}
-    for e in ev:
-        if e["ph"] == "X" and e["tid"] >= tracefmt.CPU_TRACK and e["name"] != "running":
-            off.setdefault(e["tid"] - tracefmt.CPU_TRACK, []).append(e)
-
-    def within(e, a, b):
-        return max(0.0, min(e["ts"] + e["dur"], b) - max(e["ts"], a))
-    for col, op in (("MATMUL", "mul_mat_up_gate"), ("ATTN", "soft_max"), ("NORM", "rms_norm"),
-                    ("BARRIER", "barrier")):
+    t.check(len(rows) == tokens and all(abs(r["ms"] - g["dur"] / 1e3) < 1e-3
+                                        for r, g in zip(rows, gen)),
+            "--summary --json: a row per generated token, its decode's time: %d" % len(rows))
+    check_rows(ev, gen, rows, 0, 0.001, "--summary --json")
+    for _, _, op in KINDS:
         calls = [e for e in spans if e["name"] == op]
-        own = []
-        for g in gen:
-            a, b = g["ts"], g["ts"] + g["dur"]
-            inside = [e for e in calls if e["ts"] < b and e["ts"] + e["dur"] > a]
-            own.append(sum(within(e, a, b) - sum(within(o, max(a, e["ts"]),
-                                                        min(b, e["ts"] + e["dur"]))
-                                                 for o in off.get(e["tid"], []))
-                           for e in inside) / 1e3)
-        bad = [(i, r.get(col), round(x, 2)) for i, (r, x) in enumerate(zip(rows, own))
-               if abs(r.get(col, 0) - x) > 0.01 + 0.005 * x]
-        t.check(not bad, "--summary: %s per token is the op's own CPU time in the file: %s"
-                % (col, bad[:3]))
         total = sum(e["dur"] for e in calls) / 1e3
         want = done["wall_ms"][op]
         t.check(abs(total - want) <= 0.02 * want + 0.02 * len(calls),
                 "%s: %.1f ms of spans in all, lpops measured %.1f ms of its %d calls"
                 % (op, total, want, len(calls)))
+
+    print("--- lpops: the summary as a table")
+    tokens = 20
+    pid, out, out_text, _ = run_lpops(d, work, "lpops-text.json", tokens)
+    doc = tracefmt.load(out)
+    said = re.search(r"wrote \S+: (\d+) trace events from (\d+) kernel events", out_text)
+    t.check(said and int(said.group(1)) == len(doc["traceEvents"]) and
+            int(said.group(2)) == doc["otherData"]["events"],
+            "it says how many trace events the file holds, and from how many kernel events: "
+            "%s, the file %d and %d" % (said and said.group(0), len(doc["traceEvents"]),
+                                        doc["otherData"]["events"]))
+    ev = tracefmt.valid(t, doc, "lpops")
+    gen = sorted((e for e in ev if e["ph"] == "X" and e["tid"] == pid and
+                  e["name"] == "llama_decode: generation"), key=lambda e: e["ts"])
+    lines = out_text.splitlines()
+    head = next((i for i, l in enumerate(lines) if l.split()[:2] == ["TOKEN", "MS"]), None)
+    t.check(head is not None, "--summary prints the per-token table:\n%s" % out_text[-600:])
+    cols = lines[head].split() if head is not None else []
+    rows = [dict(zip(cols, map(float, l.split()))) for l in lines[head + 1:] if l.strip()] \
+        if head is not None else []
+    t.check(len(rows) == tokens == len(gen), "a row per generated token: %d" % len(rows))
+    check_rows(ev, gen, rows, 1, 0.006, "--summary, to the 2 decimals printed")
     t.check(d.stop() == 0, "llmprofd exits 0")
 
 
