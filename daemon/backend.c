@@ -209,9 +209,7 @@ void lp_backend_init(struct daemon *d)
 		.record_stop = api_record_stop,
 		.record_fetch = api_record_fetch,
 		.group = d->cfg.socket_group,
-		.metrics_max_processes = d->cfg.metrics_max_processes,
-		.metrics_by_workload = d->cfg.metrics_by_workload,
-		.metrics_cmdline = d->cfg.metrics_cmdline,
+		.cfg = &d->cfg,
 		.start_time = d->start_realtime,
 	};
 }

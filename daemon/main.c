@@ -265,9 +265,6 @@ static void on_reload(evutil_socket_t fd, short what, void *arg)
 	if (d->server && web_config_reload(d, cfg.web_config) < 0)
 		log_error("reload: keeping the current web configuration");
 	lp_log_set_level(cfg.verbose ? LOG_DEBUG : LOG_INFO);
-	d->api.metrics_max_processes = cfg.metrics_max_processes;
-	d->api.metrics_by_workload = cfg.metrics_by_workload;
-	d->api.metrics_cmdline = cfg.metrics_cmdline;
 	if (d->server) {
 		struct lp_server_opts so = {.max_connections = cfg.max_connections,
 					    .max_per_uid = cfg.max_per_uid,

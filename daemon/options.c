@@ -99,6 +99,12 @@ static void usage(FILE *out)
 		"      --metrics-cmdline    command lines in llmprof_process_info, with the\n"
 		"                           values of options that look like secrets redacted\n"
 		"                           (default: only in the local API)\n"
+		"      --metrics-buckets exact|coarse  classic histogram buckets: the kernel's\n"
+		"                           bounds around every counted bucket, so percentiles\n"
+		"                           agree with the API within 12.5 %%; or powers of two\n"
+		"                           only, 30 series a histogram (default exact)\n"
+		"      --metrics-exited-seconds S  an exited process's series stay S seconds in\n"
+		"                           /metrics by pid (default 120: two scrapes at 1m)\n"
 		"      --web-config-file FILE  TLS and basic authentication for the TCP listener,\n"
 		"                           in exporter-toolkit's format (also --web.config.file)\n"
 		"      --max-connections N  open connections at most, on the socket and the TCP\n"
@@ -271,6 +277,8 @@ enum {
 	OPT_METRICS_MAX,
 	OPT_METRICS_LABELS,
 	OPT_METRICS_CMDLINE,
+	OPT_METRICS_BUCKETS,
+	OPT_METRICS_EXITED,
 	OPT_MAX_CONNECTIONS,
 	OPT_HTTP_TIMEOUT,
 	OPT_RETENTION,
@@ -319,6 +327,8 @@ static const struct option opts[] = {
 	{"metrics-max-processes", required_argument, NULL, OPT_METRICS_MAX},
 	{"metrics-labels", required_argument, NULL, OPT_METRICS_LABELS},
 	{"metrics-cmdline", no_argument, NULL, OPT_METRICS_CMDLINE},
+	{"metrics-buckets", required_argument, NULL, OPT_METRICS_BUCKETS},
+	{"metrics-exited-seconds", required_argument, NULL, OPT_METRICS_EXITED},
 	{"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
 	{"max-connections-per-uid", required_argument, NULL, OPT_MAX_PER_UID},
 	{"web-config-file", required_argument, NULL, OPT_WEB_CONFIG},
@@ -353,6 +363,7 @@ static const struct u32_opt u32_opts[] = {
 	{OPT_MAX_FUTEX, 1, 1 << 22, offsetof(struct lp_config, max_futex_addrs)},
 	{OPT_SAMPLE_HZ, 0, 10000, offsetof(struct lp_config, sample_hz)},
 	{OPT_METRICS_MAX, 1, 100000, offsetof(struct lp_config, metrics_max_processes)},
+	{OPT_METRICS_EXITED, 0, 86400, offsetof(struct lp_config, metrics_exited_seconds)},
 	{OPT_MAX_CONNECTIONS, 1, 100000, offsetof(struct lp_config, max_connections)},
 	{OPT_MAX_PER_UID, 1, 100000, offsetof(struct lp_config, max_per_uid)},
 	{OPT_HTTP_TIMEOUT, 1, 3600, offsetof(struct lp_config, http_timeout)},
@@ -516,6 +527,13 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 	case OPT_METRICS_CMDLINE:
 		cfg->metrics_cmdline = true;
 		return 0;
+	case OPT_METRICS_BUCKETS:
+		if (strcmp(arg, "exact") && strcmp(arg, "coarse")) {
+			log_error("%s: '%s' is neither exact nor coarse", name, arg);
+			return -EINVAL;
+		}
+		cfg->metrics_coarse = strcmp(arg, "coarse") == 0;
+		return 0;
 	case OPT_METRICS_LABELS:
 		if (strcmp(arg, "pid") && strcmp(arg, "workload")) {
 			log_error("--metrics-labels: '%s' is neither pid nor workload", arg);
@@ -658,6 +676,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->socket_group = LP_GROUP;
 	cfg->metrics_address = LP_METRICS_ADDRESS;
 	cfg->metrics_max_processes = 100;
+	cfg->metrics_exited_seconds = 120;
 	cfg->max_connections = 1024;
 	cfg->max_per_uid = 64;
 	cfg->http_timeout = 10;
@@ -885,6 +904,8 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddNumberToObject(o, "metrics-max-processes", cfg->metrics_max_processes);
 	cJSON_AddStringToObject(o, "metrics-labels", cfg->metrics_by_workload ? "workload" : "pid");
 	cJSON_AddBoolToObject(o, "metrics-cmdline", cfg->metrics_cmdline);
+	cJSON_AddStringToObject(o, "metrics-buckets", cfg->metrics_coarse ? "coarse" : "exact");
+	cJSON_AddNumberToObject(o, "metrics-exited-seconds", cfg->metrics_exited_seconds);
 	cJSON_AddStringToObject(o, "web-config-file", *cfg->web_config ? cfg->web_config : "off");
 	cJSON_AddNumberToObject(o, "max-connections", cfg->max_connections);
 	cJSON_AddNumberToObject(o, "max-connections-per-uid", cfg->max_per_uid);
@@ -903,6 +924,8 @@ void lp_config_reload(struct lp_config *live, const struct lp_config *next)
 	live->metrics_max_processes = next->metrics_max_processes;
 	live->metrics_by_workload = next->metrics_by_workload;
 	live->metrics_cmdline = next->metrics_cmdline;
+	live->metrics_coarse = next->metrics_coarse;
+	live->metrics_exited_seconds = next->metrics_exited_seconds;
 	live->max_connections = next->max_connections;
 	live->max_per_uid = next->max_per_uid;
 	live->http_timeout = next->http_timeout;
@@ -918,6 +941,8 @@ bool lp_option_reloadable(const char *name)
 					   "metrics-max-processes",
 					   "metrics-labels",
 					   "metrics-cmdline",
+					   "metrics-buckets",
+					   "metrics-exited-seconds",
 					   "max-connections",
 					   "http-timeout",
 					   "retention",

@@ -90,6 +90,8 @@ struct lp_config {
 	uint32_t metrics_max_processes;
 	bool metrics_by_workload; /* --metrics-labels workload: series by workload and model */
 	bool metrics_cmdline;	  /* command lines in /metrics, secrets redacted */
+	bool metrics_coarse;	  /* classic buckets at powers of two only */
+	uint32_t metrics_exited_seconds; /* an exited process's series stay this long (by pid) */
 	uint32_t max_connections;
 	uint32_t max_per_uid;	/* connections one unprivileged uid may hold */
 	const char *web_config; /* exporter-toolkit web configuration for TCP; "" for none */

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "base/body.h"
+#include "base/config.h"
 #include "base/stream.h"
 #include "report/report.h"
 
@@ -50,10 +51,8 @@ struct lp_api_backend {
 	/* The host's memory bandwidth into o; with measure, a measurement is started first. */
 	void (*bandwidth)(void *ctx, bool measure, cJSON *o);
 	const char *group; /* the group whose members are privileged, for messages */
-	/* Options of /metrics. */
-	uint32_t metrics_max_processes;
-	bool metrics_by_workload;
-	bool metrics_cmdline;
+	/* The live settings (a reload changes them in place): /metrics reads its own. */
+	const struct lp_config *cfg;
 	double start_time;
 };
 

@@ -22,6 +22,7 @@ struct lp_expo {
 	char name[128];
 	enum lp_expo_type type;
 	struct lp_pb set; /* text: the current series' labels, a="x",b="y", reused */
+	bool coarse;	  /* classic bounds at powers of two only */
 };
 
 /* --- protobuf --- */
@@ -68,6 +69,11 @@ struct lp_expo *lp_expo_open(enum lp_expo_format fmt)
 	return e;
 }
 
+void lp_expo_coarse(struct lp_expo *e)
+{
+	e->coarse = true;
+}
+
 /* A label value: as it is when printable UTF-8, else escaped (a scraper refuses invalid
  * UTF-8, a terminal obeys escapes). Returns v or buf. */
 static const char *safe(const char *v, char *buf, size_t size)
@@ -80,8 +86,8 @@ static const char *safe(const char *v, char *buf, size_t size)
 
 /* The histogram's classic bounds, exact at ns resolution: bucket b of the kernel's layout
  * starts at lp_hist_lower(b). Calls fn(bound_ns, count below it) in increasing order. */
-static void classic_bounds(const struct lp_hist *h, void (*fn)(void *, uint64_t, uint64_t),
-			   void *arg)
+static void classic_bounds(const struct lp_hist *h, bool coarse,
+			   void (*fn)(void *, uint64_t, uint64_t), void *arg)
 {
 	unsigned lo = lp_hist_index(1ULL << LP_EXPO_LE_MIN_EXP);
 	unsigned hi = lp_hist_index(1ULL << LP_EXPO_LE_MAX_EXP);
@@ -92,9 +98,9 @@ static void classic_bounds(const struct lp_hist *h, void (*fn)(void *, uint64_t,
 	for (unsigned b = lo; b <= hi; b++) {
 		uint64_t bound = lp_hist_lower(b);
 
-		/* A power of two always; the bound between two kernel buckets once either has
-		 * counted. Counts only grow, so a bound that appeared stays. */
-		if (!(bound & (bound - 1)) || h->buckets[b] || h->buckets[b - 1])
+		/* A power of two always; unless coarse, the bound between two kernel buckets
+		 * once either has counted. Counts only grow, so a bound that appeared stays. */
+		if (!(bound & (bound - 1)) || (!coarse && (h->buckets[b] || h->buckets[b - 1])))
 			fn(arg, bound, cum);
 		cum += h->buckets[b];
 	}
@@ -326,7 +332,7 @@ void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const s
 
 	if (e->fmt == LP_EXPO_TEXT) {
 		text_label_set(e, l, n);
-		classic_bounds(h, text_bound, e);
+		classic_bounds(h, e->coarse, text_bound, e);
 		text_series(e, "_bucket", "le", "+Inf");
 		text_printf(e, " %llu\n", (unsigned long long)total);
 		text_series(e, "_sum", NULL, NULL);
@@ -342,7 +348,7 @@ void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const s
 		pb_labels(&metric, l, n);
 		lp_pb_uint(&hist, 1, total);
 		lp_pb_double(&hist, 2, (double)h->sum_ns * 1e-9);
-		classic_bounds(h, pb_bound, &pbb);
+		classic_bounds(h, e->coarse, pb_bound, &pbb);
 		pb_native(&hist, h);
 		pb_message(&metric, 7, &hist);
 		pb_message(&e->fam, 4, &metric);

@@ -38,6 +38,9 @@ struct lp_label {
 struct lp_expo;
 
 struct lp_expo *lp_expo_open(enum lp_expo_format fmt);
+/* Classic bounds at the powers of two only: 30 series a histogram, whatever counted, and
+ * histogram_quantile() within a factor of two (native histograms are unchanged). */
+void lp_expo_coarse(struct lp_expo *e);
 /* Starts a family; name is the whole name (counters with _total, histograms without
  * _bucket). Every sample until the next family belongs to it. */
 void lp_expo_family(struct lp_expo *e, const char *name, enum lp_expo_type type, const char *help);

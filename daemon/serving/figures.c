@@ -275,9 +275,12 @@ void lp_api_get_metrics(const struct lp_api_backend *b, const struct lp_api_requ
 			struct lp_api_response *res)
 {
 	const struct lp_peer *p = req->peer;
-	struct lp_metrics_opts o = {.max_processes = b->metrics_max_processes,
-				    .by_workload = b->metrics_by_workload,
-				    .cmdline = b->metrics_cmdline,
+	struct lp_metrics_opts o = {.max_processes = b->cfg->metrics_max_processes,
+				    .by_workload = b->cfg->metrics_by_workload,
+				    .cmdline = b->cfg->metrics_cmdline,
+				    .coarse = b->cfg->metrics_coarse,
+				    .exited_ns =
+					    (uint64_t)b->cfg->metrics_exited_seconds * 1000000000,
 				    .format = lp_expo_negotiate(req->accept),
 				    .start_time = b->start_time,
 				    .hide_fill = !p->privileged};

@@ -439,7 +439,7 @@ static void put_self(struct lp_expo *e, const struct lp_self_stats *s, double st
 }
 
 static void put_daemon(struct lp_expo *e, const struct lp_report *r,
-		       const struct lp_metrics_opts *o, size_t exported)
+		       const struct lp_metrics_opts *o, size_t omitted)
 {
 	static const char *const lost_names[] = {"threads_map_full", "futex_addrs_map_full",
 						 "ring_buffer_full", "preemptors_map_full"};
@@ -464,7 +464,7 @@ static void put_daemon(struct lp_expo *e, const struct lp_report *r,
 	one(e, "state", "exited", (double)(r->nprocs - running));
 	lp_expo_family(e, "llmprofd_processes_omitted", LP_EXPO_GAUGE,
 		       "Processes left out of this scrape by the metrics max-processes cap");
-	one(e, NULL, NULL, (double)(r->nprocs - exported));
+	one(e, NULL, NULL, (double)omitted);
 	lp_expo_family(e, "llmprofd_lost_total", LP_EXPO_COUNTER,
 		       "Data lost, by reason: full maps, full ring buffer, evicted exited "
 		       "processes");
@@ -503,21 +503,34 @@ static void put_daemon(struct lp_expo *e, const struct lp_report *r,
 		put_self(e, o->self, o->start_time);
 }
 
+/* An exited process whose series have stayed long enough. */
+static bool gone(const struct lp_proc_view *v, uint64_t now_ns, uint64_t linger_ns)
+{
+	const struct lp_target *t = v->target;
+
+	return t->exited && now_ns >= t->exited_at_ns && now_ns - t->exited_at_ns >= linger_ns;
+}
+
 int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o, char **out,
 		      size_t *len)
 {
 	const struct lp_proc_view **v = calloc(r->nprocs ? r->nprocs : 1, sizeof(*v));
 	struct lp_expo *e = lp_expo_open(o->format);
 	struct series *s = NULL;
-	size_t n = r->nprocs, ns = 0;
+	size_t n = 0, ns = 0, eligible = 0;
 
 	*out = NULL;
 	*len = 0;
 	if (v && e) {
-		for (size_t i = 0; i < n; i++)
-			v[i] = &r->procs[i];
+		if (o->coarse)
+			lp_expo_coarse(e);
+		n = 0;
+		for (size_t i = 0; i < r->nprocs; i++)
+			if (o->by_workload || !gone(&r->procs[i], r->now_ns, o->exited_ns))
+				v[n++] = &r->procs[i];
 		/* Over the cap, running processes go first, the busiest first. */
 		qsort(v, n, sizeof(*v), compare_views);
+		eligible = n;
 		if (o->max_processes && n > o->max_processes)
 			n = o->max_processes;
 		/* By workload, the cap's processes regrouped (series_of sorts them). */
@@ -527,7 +540,7 @@ int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o
 		put_info(e, s, ns, o->by_workload, o->cmdline);
 		put_processes(e, r, s, ns, o->by_workload);
 		put_ops(e, s, ns, r->sample_hz);
-		put_daemon(e, r, o, n);
+		put_daemon(e, r, o, eligible - n);
 	}
 	series_free(s, ns);
 	free(v);

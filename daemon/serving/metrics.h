@@ -18,6 +18,10 @@ struct lp_metrics_opts {
 	bool hide_fill;	  /* leave out map fill: it counts every user's processes and threads */
 	bool by_workload; /* series by workload and model (identity.h), not by process */
 	bool cmdline;	  /* the command line among process_info's labels, secrets redacted */
+	bool coarse;	  /* classic buckets at powers of two only (expo.h) */
+	/* By pid, an exited process's series go once it exited this long ago (by workload
+	 * its totals stay in the sums for the retention: leaving would read as a reset). */
+	uint64_t exited_ns;
 	enum lp_expo_format format;
 	const struct lp_self_stats *self; /* the daemon's process_* metrics; NULL: none */
 };

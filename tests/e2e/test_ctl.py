@@ -713,6 +713,39 @@ def test_interactive(w):
         tm.close()
 
 
+def test_config_file():
+    print("--- etc/llmprofd.conf: every setting of --help, each default the daemon's own")
+    helptext = subprocess.run([t.LLMPROFD, "--help"], capture_output=True, text=True).stdout
+    cli_only = {"once", "seconds", "config", "check", "foreground", "help", "version",
+                "unix-socket", "web.config.file"}  # the last two: curl's, and an alias
+    opts = {o[2:] for o in re.findall(r"--[a-z][a-z.-]+", helptext)}
+    opts = {o[3:] if o.startswith("no-") else o for o in opts} - cli_only
+    conf = open(os.path.join(ROOT, "etc", "llmprofd.conf")).read()
+    lines = re.findall(r"^# ([a-z][a-z-]*) = (.*?)(?:\s{2,}\((.*)\))?$", conf, re.M)
+    named = {name for name, _, _ in lines}
+    t.check(opts == named, "the file names every setting of --help: missing %s, unknown %s"
+            % (sorted(opts - named), sorted(named - opts)))
+    d = t.Daemon()
+    d.wait_ready()
+    cfg = d.get("/v1/status")["config"]
+    d.stop()
+    given = {"socket", "state-directory", "metrics-address", "discover-cgroup"}  # by t.Daemon
+    bad = []
+    for name, value, note in lines:
+        if name in given or "for example" in (note or ""):
+            continue
+        have = cfg.get(name)
+        if isinstance(have, bool):
+            have = "yes" if have else "no"
+        elif isinstance(have, list):
+            have = ", ".join(have)
+        elif isinstance(have, (int, float)):
+            have = "%g" % have
+        if have != value:
+            bad.append((name, value, have))
+    t.check(not bad, "each default the file shows is the daemon's (file, daemon): %s" % bad)
+
+
 def test_docs_and_install():
     print("--- man pages, bash completion, cmake --install")
     for page in ("llmprofctl.1", "llmprofd.8"):
@@ -965,6 +998,7 @@ def test_doctor_json(w):
 
 def main():
     completion = test_docs_and_install()
+    test_config_file()
     w = World()
     try:
         test_batch(w)

@@ -286,11 +286,12 @@ def main():
     fx.release()
     t.check(d.stop() == 0, "daemon exits cleanly")
 
-    print("--- cardinality: retention and the exported-process cap")
+    print("--- cardinality: the exported-process cap; exited processes leave /metrics")
     fxs = [t.Fixture("--futex-threads", "0", "--hold") for _ in range(3)]
+    linger = 3
     d = t.Daemon(*sum([["--pid", str(f.pid)] for f in fxs], []),
                  "--metrics-address", "127.0.0.1:%d" % port, "--metrics-max-processes", "2",
-                 "--retention", "1")
+                 "--metrics-exited-seconds", str(linger))
     d.wait_ready()
     _, _, text = http_get("http://127.0.0.1:%d/metrics" % port)
     shown = [f.pid for f in fxs if ('pid="%d"' % f.pid) in text]
@@ -300,11 +301,72 @@ def main():
         f.go()
         f.result()
         f.release()
-    t.poll("exited processes' series to disappear after the 1 s retention",
-           lambda: 'pid="' not in http_get("http://127.0.0.1:%d/metrics" % port)[2],
-           timeout=10)
-    t.check(True, "no per-process series left")
+    t.poll("the three to show as exited",
+           lambda: d.get("/v1/processes?state=exited")["processes"].__len__() == 3, timeout=10)
+    text = http_get("http://127.0.0.1:%d/metrics" % port)[2]
+    ago = max(p["exited_seconds_ago"] for p in d.get("/v1/processes")["processes"])
+    t.check(ago >= linger or
+            sum('llmprof_process_running{pid="%d"' % f.pid in line and line.endswith(" 0")
+                for f in fxs for line in text.splitlines()) == 2,
+            "just after their exit, the exited processes' last values are scraped "
+            "(llmprof_process_running 0): %.1f s after the exit" % ago)
+    def gone():
+        text = http_get("http://127.0.0.1:%d/metrics" % port)[2]
+        return text if 'pid="' not in text else None
+    text = t.poll("exited processes' series to leave /metrics after %d s" % linger, gone,
+                  timeout=30)
+    docs = d.get("/v1/processes")["processes"]
+    t.check(len(docs) == 3 and min(p["exited_seconds_ago"] for p in docs) >= linger and
+            'llmprofd_processes{state="exited"} 3' in text and
+            "llmprofd_processes_omitted 0" in text,
+            "they leave /metrics %d s after their exit (the API keeps them for the retention, "
+            "and counts them: exited 3, none omitted): %s s ago"
+            % (linger, [round(p["exited_seconds_ago"], 1) for p in docs]))
+    t.check(d.get("/v1/status")["config"]["metrics-exited-seconds"] == linger,
+            "the setting is in the status")
     d.stop()
+
+    print("--- cardinality: series per process, exact and coarse buckets")
+    ds = {m: t.Daemon("--comm", "lpggml", "--no-discover", "--metrics-address", "off",
+                      "--metrics-buckets", m, "--precise-ops", "mul_mat", "--precise-duty", "1")
+          for m in ("exact", "coarse")}
+    for d in ds.values():
+        d.wait_ready()
+    g = t.Lpggml("--hold", "--threads", "2", "--iters", "200", "--gen", "20")
+    for d in ds.values():
+        d.wait_log("pid %d (lpggml) runs ggml" % g.pid)
+        d.wait_log("pid %d: precise probes on " % g.pid)
+    g.go()
+    g.line()
+    series, hists = {}, {}
+    for m, d in ds.items():
+        text = d.api("GET", "/metrics")[1]
+        mine = [line for line in text.splitlines()
+                if ('pid="%d"' % g.pid) in line and not line.startswith("#")]
+        series[m] = len(mine)
+        hists[m] = {}
+        for line in mine:
+            name = line.split("{", 1)[0]
+            if name.endswith("_bucket"):
+                le = re.search(r'le="([^"]+)"', line).group(1)
+                hists[m].setdefault(name, {})[le] = float(line.split()[-1])
+    coarse = hists["coarse"]
+    t.check(len(coarse) == 8 and all(len(b) == 28 for b in coarse.values()),
+            "coarse: all 8 histograms, 28 buckets each (27 powers of two and +Inf): %s"
+            % {k: len(v) for k, v in coarse.items()})
+    t.check(series["coarse"] <= 300 and series["coarse"] < series["exact"] <= 1750,
+            "series per process, held to docs/API.md's budget: coarse %d (at most 300), exact "
+            "%d (at most 1,750)" % (series["coarse"], series["exact"]))
+    exact = hists["exact"].get("llmprof_decode_generation_seconds_bucket", {})
+    t.check(coarse.get("llmprof_decode_generation_seconds_bucket") and
+            all(exact.get(le) == n for le, n in
+                coarse["llmprof_decode_generation_seconds_bucket"].items()),
+            "coarse keeps the exact counts at its bounds (decode: both daemons counted every "
+            "token)")
+    g.proc.stdin.close()
+    g.proc.wait(timeout=20)
+    for d in ds.values():
+        d.stop()
 
     print("--- by workload: a restarted process keeps its series")
     d = t.Daemon("--comm", "lpfixture", "--metrics-address", "127.0.0.1:%d" % port,

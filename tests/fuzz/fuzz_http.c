@@ -24,6 +24,7 @@
 static struct event_base *base;
 static struct lp_server *server;
 static struct lp_api_backend backend;
+static struct lp_config cfg = {.metrics_max_processes = 1};
 static char sock_path[108];
 static struct lp_target targets[2];
 
@@ -159,7 +160,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 					  .record_start = fake_record_start,
 					  .record_fetch = fake_record_fetch,
 					  .record_stop = fake_record_stop,
-					  .metrics_max_processes = 1};
+					  .cfg = &cfg};
 	snprintf(sock_path, sizeof(sock_path), "/tmp/fuzz_http.%d.sock", (int)getpid());
 	atexit(remove_socket);
 	o.socket_path = sock_path;

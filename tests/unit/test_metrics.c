@@ -31,9 +31,16 @@ int main(void)
 	static struct lp_proc_view views[3];
 	struct lp_target a = {.pid = 10, .comm = "llama\"cli", .matched_by = "ggml"};
 	struct lp_target b = {.pid = 20, .comm = "idle", .matched_by = "pid"};
-	struct lp_target c = {.pid = 30, .comm = "gone", .matched_by = "pid", .exited = true};
-	struct lp_report r = {.procs = views, .nprocs = 3, .sample_hz = 199};
-	struct lp_metrics_opts o = {.max_processes = 2, .start_time = 1700000000};
+	struct lp_target c = {.pid = 30,
+			      .comm = "gone",
+			      .matched_by = "pid",
+			      .exited = true,
+			      .exited_at_ns = 90000000000ULL};
+	struct lp_report r = {
+		.procs = views, .nprocs = 3, .sample_hz = 199, .now_ns = 100000000000ULL};
+	/* c exited 10 s ago: its series stay for 120. */
+	struct lp_metrics_opts o = {
+		.max_processes = 2, .start_time = 1700000000, .exited_ns = 120000000000ULL};
 	struct lp_hist *h = &views[0].stats.hist[LP_H_RUNQ];
 	const __u64 values[] = {500, 1023, 1024, 1025, 2047, 5000, 70000000000ULL};
 	const char *bucket =
@@ -123,6 +130,32 @@ int main(void)
 	CHECK(!strstr(text, "s3cr3t"), "still no secret in /metrics");
 	free(text);
 	o.cmdline = false;
+
+	/* Coarse: the powers of two only, the counts at them the same. */
+	o.coarse = true;
+	CHECK(lp_metrics_render(&r, &o, &text, &len) == 0, "rendered coarse");
+	for (size_t i = 0; i < sizeof(les) / sizeof(les[0]); i++) {
+		snprintf(line, sizeof(line), "%s%s\"}", bucket, les[i].le);
+		CHECK(sample(text, line) == les[i].count, "coarse le=%s: %d values", les[i].le,
+		      les[i].count);
+	}
+	CHECK(count_lines(text, bucket) == 27 + 1, "coarse: 27 powers of two and +Inf: %d",
+	      count_lines(text, bucket));
+	free(text);
+	o.coarse = false;
+
+	/* Once exited longer ago than the setting, a process leaves: not omitted, still there. */
+	o.exited_ns = 5000000000ULL;
+	o.max_processes = 3;
+	CHECK(lp_metrics_render(&r, &o, &text, &len) == 0, "rendered after the exited linger");
+	CHECK(strstr(text, "pid=\"30\"") == NULL && strstr(text, "pid=\"20\"") != NULL &&
+		      sample(text, "llmprofd_processes_omitted") == 0 &&
+		      sample(text, "llmprofd_processes{state=\"exited\"}") == 1,
+	      "exited 10 s ago, linger 5 s: its series are gone, it is neither omitted nor "
+	      "forgotten");
+	free(text);
+	o.exited_ns = 120000000000ULL;
+	o.max_processes = 2;
 
 	/* By workload: the two processes of llama.service with q.gguf sum into one series. */
 	o.by_workload = true;
