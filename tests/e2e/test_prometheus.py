@@ -83,38 +83,60 @@ def check_percentiles(d, pid, prom_port, native=False):
 DASHBOARD_FILLED = ("Run-queue latency p99", "Futex wait p99", "Preempted")
 
 
-def panel_results(prom_port, panels):
-    """{title: (all queries valid, all queries found series)} of the dashboard's panels."""
+def promql(prom_port, expr):
+    _, _, body = http_get("http://127.0.0.1:%d/api/v1/query?query=%s" %
+                          (prom_port, urllib.parse.quote(expr)))
+    return json.loads(body)
+
+
+def panel_results(prom_port, panels, workload=".*"):
+    """{title: (all queries valid, all queries found series)} of the dashboard's panels, with
+    $workload as given (All is .*)."""
     out = {}
     for panel in panels:
         ok, found = True, True
         for target in panel["targets"]:
-            expr = (target["expr"].replace("$instance", ".*").replace("$comm", ".*")
+            expr = (target["expr"].replace("$instance", ".*").replace("$workload", workload)
                     .replace("$__rate_interval", "1m"))
-            _, _, body = http_get("http://127.0.0.1:%d/api/v1/query?query=%s" %
-                                  (prom_port, urllib.parse.quote(expr)))
-            res = json.loads(body)
+            res = promql(prom_port, expr)
             ok &= res["status"] == "success"
             found &= ok and bool(res["data"]["result"])
         out[panel["title"]] = (ok, found)
     return out
 
 
-def check_dashboard(prom_port, kind):
-    """The shipped dashboard's queries are valid PromQL, and the histogram panels find the
-    fixture's series."""
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "examples",
-                           "grafana-dashboard.json")) as f:
-        panels = json.load(f)["panels"]
+def check_dashboard(prom_port, kind, workload):
+    """The shipped dashboard is what scripts/gen-dashboard.py writes; its queries are valid
+    PromQL; its $workload variable lists the fixture's workload; the histogram panels find
+    the fixture with that workload chosen, and nothing with another."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "gen-dashboard.py"),
+                        "--check"], capture_output=True, text=True)
+    t.check(p.returncode == 0, "examples/grafana-dashboard.json is generated %s" % p.stderr)
+    with open(os.path.join(root, "examples", "grafana-dashboard.json")) as f:
+        dash = json.load(f)
+    panels = dash["panels"]
     bad = [title for title, (ok, _) in panel_results(prom_port, panels).items() if not ok]
     t.check(not bad, "every dashboard query is valid PromQL (%s): %s"
             % (kind, bad or "all %d" % len(panels)))
+    var = next(v for v in dash["templating"]["list"] if v["name"] == "workload")
+    m = re.match(r"label_values\((.*), (\w+)\)$", var["query"])
+    url = "http://127.0.0.1:%d/api/v1/label/%s/values?match[]=%s" % (
+        prom_port, m.group(2), urllib.parse.quote(m.group(1).replace("$instance", ".*")))
+    values = t.poll("the $workload variable to list %r (%s)" % (workload, kind),
+                    lambda: (lambda v: v if workload in v else None)(
+                        json.loads(http_get(url)[2])["data"]), timeout=30, interval=1)
+    t.check(workload in values, "$workload lists %s (%s): %s" % (workload, kind, values))
     want = [p for p in panels if p["title"].startswith(DASHBOARD_FILLED)]
+    chosen = re.escape(workload).replace("\\", "\\\\")
     t.poll("the histogram panels to find the fixture (%s)" % kind,
-           lambda: all(found for _, found in panel_results(prom_port, want).values()),
+           lambda: all(found for _, found in panel_results(prom_port, want, chosen).values()),
            timeout=30, interval=1)
-    t.check(len(want) == 3, "%s histograms: %s show the fixture"
+    t.check(len(want) == 3, "%s histograms: %s show the fixture's workload"
             % (kind, [p["title"] for p in want]))
+    none = [title for title, (_, found) in panel_results(prom_port, want, "no-such").items()
+            if found]
+    t.check(not none, "with another workload chosen they find nothing (%s): %s" % (kind, none))
 
 
 def start_prometheus(port, *flags):
@@ -171,7 +193,7 @@ def native_prometheus(d, pid, port):
     health = [x["health"] for x in json.loads(body)["data"]["activeTargets"]]
     t.check(health == ["up"], "the protobuf scrape is up: %s" % health)
     check_percentiles(d, pid, prom_port, native=True)
-    check_dashboard(prom_port, "native")
+    check_dashboard(prom_port, "native", d.get("/v1/processes/%d" % pid)["workload"])
     prom.terminate()
     prom.wait(timeout=20)
     shutil.rmtree(work, ignore_errors=True)
@@ -274,7 +296,7 @@ def main():
     t.check(health == ["up"], "the scrape target is up: %s" % health)
     check_percentiles(d, fx.pid, prom_port)
     native_prometheus(d, fx.pid, port)
-    check_dashboard(prom_port, "classic")
+    check_dashboard(prom_port, "classic", one["workload"])
     p = subprocess.run(["promtool", "check", "config", os.path.join(
         os.path.dirname(__file__), "..", "..", "examples", "prometheus.yml")],
         capture_output=True, text=True)
@@ -391,6 +413,26 @@ def main():
     t.check(sets[0] == sets[1] == ['workload="lpfixture",model=""'] and
             'pid="' not in text and counts == [["1"], ["1"]],
             "both runs are one series without pid: %s, processes %s" % (sets, counts))
+    # The dashboard by workload: a Prometheus scrapes before and after the fixture works.
+    f = t.Fixture("--contend-ms", "300", "--futex-threads", "2", "--futex-waits", "10",
+                  "--futex-ms", "1", "--hold")
+    t.poll("the fixture to be tracked",
+           lambda: any(p["pid"] == f.pid for p in d.get("/v1/processes")["processes"]),
+           timeout=10)
+    prom, prom_port, work = start_prometheus(port)
+    def scraped():
+        try:
+            return promql(prom_port, "llmprof_workload_processes")["data"]["result"]
+        except OSError:  # not listening yet
+            return None
+    t.poll("Prometheus to scrape llmprofd", scraped, timeout=60, interval=0.5)
+    f.go()
+    f.result()
+    check_dashboard(prom_port, "workload", d.get("/v1/processes/%d" % f.pid)["workload"])
+    prom.terminate()
+    prom.wait(timeout=20)
+    shutil.rmtree(work, ignore_errors=True)
+    f.release()
     d.stop()
 
 
