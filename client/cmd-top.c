@@ -343,15 +343,13 @@ static void draw_help(const struct screen *s)
 
 	erase();
 	mvaddstr(y++, 0, "llmprofctl top: keys");
-	mvaddstr(y++, 2, "q       quit                  h, ?   this help (any key returns)");
-	mvaddstr(y++, 2, "space   pause / resume        H      threads of the selected process");
-	mvaddstr(y++, 2, "O       its leading ggml ops, share of its samples in the interval");
+	mvaddstr(y++, 2, "q  quit     h ?  this help (any key returns)    space  pause / resume");
+	mvaddstr(y++, 2, "H  threads of the selected process    O  its leading ggml ops");
+	mvaddstr(y++, 2, "< >  sort by the shown column to the left / right    R  reverse");
+	mvaddstr(y++, 2, "up/down j/k  select    a letter below: sort by its column (shown ones)");
 	mvaddstr(y++, 2,
-		 "< >     sort by the column to the left / right       R  reverse the order");
-	mvaddstr(y++, 2, "up/down, j/k  select a process    a letter below: sort by its column");
-	mvaddstr(y++, 2,
-		 "! * + after a PID: a critical, warning or info finding (llmprofctl doctor)");
-	y++;
+		 "! * + before a PID: a critical, warning or info finding (doctor says "
+		 "why)");
 	mvaddstr(y++, 0, "columns (over the last interval; the first screen: since tracked)");
 	for (int c = 0; c < TC_NR && y < LINES; c++) {
 		char line[TOP_LINE];
@@ -366,7 +364,7 @@ static void draw_help(const struct screen *s)
 }
 
 /* Colour pairs, where the terminal has colours and NO_COLOR is unset. */
-enum { PAIR_HEADER = 1, PAIR_CRITICAL, PAIR_WARNING, PAIR_MESSAGE };
+enum { PAIR_HEADER = 1, PAIR_CRITICAL, PAIR_WARNING, PAIR_MESSAGE, PAIR_SORT };
 
 static void colour_on(const struct screen *s, int pair, attr_t fallback)
 {
@@ -376,6 +374,45 @@ static void colour_on(const struct screen *s, int pair, attr_t fallback)
 static void colour_off(const struct screen *s, int pair, attr_t fallback)
 {
 	attroff(s->colour ? COLOR_PAIR(pair) : fallback);
+}
+
+/* The header, bold (or coloured) apart from the selection, its sort column reversed. */
+static void draw_header(const struct screen *s, int y)
+{
+	char line[TOP_LINE];
+	int x, w;
+
+	top_format_header(line, &s->o->layout);
+	colour_on(s, PAIR_HEADER, A_BOLD | A_UNDERLINE);
+	mvaddnstr(y, 0, line, COLS);
+	colour_off(s, PAIR_HEADER, A_BOLD | A_UNDERLINE);
+	if (top_layout_find(&s->o->layout, s->o->sort, &x, &w) && x < COLS) {
+		attron(A_REVERSE | A_BOLD);
+		mvaddnstr(y, x, line + x, w < COLS - x ? w : COLS - x);
+		attroff(A_REVERSE | A_BOLD);
+	}
+}
+
+/* The cells of figures a finding judged, in its severity's colour (bold without colour). */
+static void draw_flags(const struct screen *s, const struct top_row *r, const char *line, int y,
+		       bool selected)
+{
+	int x, w;
+
+	for (int c = 0; c < TC_NR; c++) {
+		int pair = r->flag[c] == TOP_FLAG_CRITICAL  ? PAIR_CRITICAL
+			   : r->flag[c] == TOP_FLAG_WARNING ? PAIR_WARNING
+							    : 0;
+		attr_t a = (s->colour ? COLOR_PAIR(pair) | A_BOLD : A_BOLD | A_UNDERLINE) |
+			   (selected ? A_REVERSE : 0);
+
+		if (!pair || !top_layout_find(&s->o->layout, c, &x, &w) || x >= COLS ||
+		    x + w > (int)strlen(line))
+			continue;
+		attron(a);
+		mvaddnstr(y, x, line + x, w < COLS - x ? w : COLS - x);
+		attroff(a);
+	}
 }
 
 static void draw(struct screen *s)
@@ -413,11 +450,7 @@ static void draw(struct screen *s)
 		mvaddnstr(LINES - lines, 0, s->msg, lines * COLS);
 		colour_off(s, PAIR_MESSAGE, A_BOLD);
 	}
-	top_format_header(line, &s->o->layout);
-	/* The header apart from the selection: bold (or coloured) rather than reversed. */
-	colour_on(s, PAIR_HEADER, A_BOLD | A_UNDERLINE);
-	mvaddnstr(4, 0, line, COLS);
-	colour_off(s, PAIR_HEADER, A_BOLD | A_UNDERLINE);
+	draw_header(s, 4);
 	if (sel >= 0) {
 		s->sel_pid = s->rows[sel].pid;
 		if (s->o->threads && (nt = top_threads(&s->rows[sel], &t)) < 0)
@@ -441,8 +474,9 @@ static void draw(struct screen *s)
 			attron(COLOR_PAIR(pair));
 		if (i == sel)
 			attron(A_REVERSE);
-		mvaddnstr(y++, 0, line, COLS);
+		mvaddnstr(y, 0, line, COLS);
 		attroff(A_REVERSE | (pair && s->colour ? COLOR_PAIR(pair) : 0));
+		draw_flags(s, &s->rows[i], line, y++, i == sel);
 		for (int k = 0; i == sel && k < nt && y < 5 + rows_h; k++) {
 			if (k < no)
 				top_format_op(line, &ops[k]);
@@ -457,6 +491,15 @@ static void draw(struct screen *s)
 	free(t);
 	free(ops);
 	refresh();
+}
+
+/* The column shown dir steps from col (the first shown when col is not). */
+static enum top_col next_shown(const struct top_layout *l, enum top_col col, int dir)
+{
+	for (int i = 0; i < l->n; i++)
+		if (l->col[i] == col)
+			return l->col[(i + dir + l->n) % l->n];
+	return l->col[0];
 }
 
 /* A key; false to quit. */
@@ -480,10 +523,8 @@ static bool key(struct screen *s, int ch)
 		s->paused = !s->paused;
 		break;
 	case '<':
-		s->o->sort = s->o->sort ? s->o->sort - 1 : TC_NR - 1;
-		break;
 	case '>':
-		s->o->sort = (s->o->sort + 1) % TC_NR;
+		s->o->sort = next_shown(&s->o->layout, s->o->sort, ch == '>' ? 1 : -1);
 		break;
 	case 'R':
 		s->o->reverse = !s->o->reverse;
@@ -505,9 +546,19 @@ static bool key(struct screen *s, int ch)
 			s->sel_pid = s->rows[sel + 1].pid;
 		break;
 	default:
-		for (int c = 0; c < TC_NR; c++)
-			if (top_columns[c].key && top_columns[c].key == ch)
+		for (int c = 0; c < TC_NR; c++) {
+			int x, w;
+
+			if (!top_columns[c].key || top_columns[c].key != ch)
+				continue;
+			if (top_layout_find(&s->o->layout, c, &x, &w))
 				s->o->sort = c;
+			else
+				snprintf(s->msg, sizeof(s->msg),
+					 "%c: %s is not shown at %d columns (a wider terminal or "
+					 "-o shows it)",
+					 ch, top_columns[c].name, COLS);
+		}
 		break;
 	}
 	if (s->have && s->rows)
@@ -718,8 +769,12 @@ const struct ctl_cmd ctl_cmd_top = {
 		"  not to be trusted; dump says why); FTX/S futex waits per second and FTX99 "
 		"their\n"
 		"  p99; RQ99 run-queue latency p99; MAJ/S major page faults per second.\n"
-		"  A mark between PID and COMMAND flags the worst finding: ! critical, * warning,\n"
-		"  + info (`llmprofctl doctor --pid PID` says what and why).\n"
+		"  A mark before the PID flags the worst finding: ! critical, * warning, + info\n"
+		"  (`llmprofctl doctor --pid PID` says what and why); interactively the figure it\n"
+		"  judged (RQ99 for preempted or oversubscribed, SPIN% for late_thread or\n"
+		"  omp_wait_policy, MAJ/S for weights_not_resident) is red or yellow, and the\n"
+		"  sort column's heading reversed. Sort keys act on the columns shown.\n"
+		"  COMMAND widens to a whole name where the terminal has room.\n"
 		"  Thread rows (-H) show what a thread has: CPU%, SPIN% (its samples in sync),\n"
 		"  FTX/S and MAJ/S; a row '- (exited)' holds what threads that exited during the\n"
 		"  interval took, so that the rows add up to the process.\n"

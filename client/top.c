@@ -41,11 +41,20 @@ const struct top_column top_columns[TC_NR] = {
 			 "its service unit or container, else its command name"},
 };
 
+#define TOP_COMM_MAX 15 /* a task's name: TASK_COMM_LEN less its NUL */
+
+static void layout_widths(struct top_layout *l)
+{
+	for (int c = 0; c < TC_NR; c++)
+		l->width[c] = abs(top_columns[c].width);
+}
+
 int top_layout_parse(const char *list, struct top_layout *l, char *err, size_t errlen)
 {
 	const char *p = list;
 
 	l->n = 0;
+	layout_widths(l);
 	while (*p) {
 		size_t len = strcspn(p, ",");
 		int c;
@@ -68,22 +77,42 @@ int top_layout_parse(const char *list, struct top_layout *l, char *err, size_t e
 	return 0;
 }
 
-static int col_width(enum top_col c)
-{
-	return abs(top_columns[c].width);
-}
-
 void top_layout_fit(struct top_layout *l, int width)
 {
-	int len = -1;
+	int len = -1, grow;
 
 	l->n = 0;
-	for (int c = 0; c < TC_NR; c++) {
-		if (c >= TC_DEFAULT_NR && len + 1 + col_width(c) >= width)
-			break;
+	layout_widths(l);
+	for (int c = 0; c < TC_DEFAULT_NR; c++) {
 		l->col[l->n++] = (enum top_col)c;
-		len += 1 + col_width(c);
+		len += 1 + l->width[c];
 	}
+	/* A whole command name first, then the wider columns while they fit. */
+	grow = width - 1 - len;
+	grow = grow < 0					 ? 0
+	       : grow > TOP_COMM_MAX - l->width[TC_COMM] ? TOP_COMM_MAX - l->width[TC_COMM]
+							 : grow;
+	l->width[TC_COMM] += grow;
+	len += grow;
+	for (int c = TC_DEFAULT_NR; c < TC_NR && len + 1 + l->width[c] < width; c++) {
+		l->col[l->n++] = (enum top_col)c;
+		len += 1 + l->width[c];
+	}
+}
+
+bool top_layout_find(const struct top_layout *l, enum top_col c, int *x, int *width)
+{
+	int at = 0;
+
+	for (int i = 0; i < l->n; i++) {
+		if (l->col[i] == c) {
+			*x = at;
+			*width = l->width[c];
+			return true;
+		}
+		at += l->width[l->col[i]] + 1;
+	}
+	return false;
 }
 
 void top_snap_free(struct top_snap *s)
@@ -166,19 +195,47 @@ static double share(double part, double whole)
 	return whole > 0 ? 100 * part / whole : NAN;
 }
 
-/* The worst finding of a process's document: '!' critical, '*' warning, '+' info. */
-static char finding_mark(const cJSON *d)
+/* A finding's rule and the column that shows the figure it judged (none: the mark alone). */
+static const struct {
+	const char *rule;
+	enum top_col col;
+} rule_cols[] = {
+	{"oversubscribed", TC_RQ99},	   {"preempted", TC_RQ99},
+	{"late_thread", TC_SPIN},	   {"omp_wait_policy", TC_SPIN},
+	{"weights_not_resident", TC_MAJS}, {"memory_bound", TC_MS50},
+};
+
+static enum top_flag severity_flag(const char *s)
+{
+	return !strcmp(s, "critical")  ? TOP_FLAG_CRITICAL
+	       : !strcmp(s, "warning") ? TOP_FLAG_WARNING
+	       : !strcmp(s, "info")    ? TOP_FLAG_INFO
+				       : TOP_FLAG_NONE;
+}
+
+/* The worst finding of a process's document as its mark ('!' critical, '*' warning, '+'
+ * info), and each column's worst. */
+static void findings_of(const cJSON *d, struct top_row *r)
 {
 	const cJSON *f = cJSON_GetObjectItemCaseSensitive(d, "findings");
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(f, "findings");
-	const char *worst = cJSON_IsArray(list)
-				    ? ctl_str(cJSON_GetArrayItem(list, 0), "severity", "")
-				    : ctl_str(f, "worst", "");
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(f, "findings"), *e;
+	enum top_flag worst = severity_flag(ctl_str(f, "worst", ""));
 
-	return !strcmp(worst, "critical")  ? '!'
-	       : !strcmp(worst, "warning") ? '*'
-	       : !strcmp(worst, "info")	   ? '+'
-					   : ' ';
+	memset(r->flag, 0, sizeof(r->flag));
+	cJSON_ArrayForEach(e, list)
+	{
+		enum top_flag sev = severity_flag(ctl_str(e, "severity", ""));
+		const char *rule = ctl_str(e, "rule", "");
+
+		worst = sev > worst ? sev : worst;
+		for (size_t i = 0; i < sizeof(rule_cols) / sizeof(rule_cols[0]); i++)
+			if (!strcmp(rule, rule_cols[i].rule) && sev > r->flag[rule_cols[i].col])
+				r->flag[rule_cols[i].col] = (unsigned char)sev;
+	}
+	r->mark = worst == TOP_FLAG_CRITICAL  ? '!'
+		  : worst == TOP_FLAG_WARNING ? '*'
+		  : worst == TOP_FLAG_INFO    ? '+'
+					      : ' ';
 }
 
 static void copy_text(char *dst, size_t size, const char *src)
@@ -234,7 +291,7 @@ int top_rows(const struct top_snap *cur, const struct top_snap *prev, bool all,
 		r->pid = (int)ctl_num(d, "pid", 0);
 		snprintf(r->comm, sizeof(r->comm), r->exited ? "[%s]" : "%s",
 			 ctl_str(d, "comm", "?"));
-		r->mark = finding_mark(d);
+		findings_of(d, r);
 		r->doc = d;
 		r->prev = top_snap_find(prev, r->pid);
 		if (!comparable(d, r->prev))
@@ -425,7 +482,8 @@ static char *pct(char *buf, size_t n, double v, int width)
 	return buf;
 }
 
-/* The cells of a line in the layout's order, each cut to its width; after PID the mark. */
+/* The cells of a line in the layout's order, each cut to its width; the mark, if any, as
+ * the first character of the PID cell (a PID too long for it widens the line). */
 static void format_line(char *buf, const struct top_layout *l, char cell[TC_NR][64], char mark)
 {
 	size_t len = 0;
@@ -433,11 +491,16 @@ static void format_line(char *buf, const struct top_layout *l, char cell[TC_NR][
 	buf[0] = '\0';
 	for (int i = 0; i < l->n && len < TOP_LINE; i++) {
 		enum top_col c = l->col[i];
-		int w = top_columns[c].width;
-		char sep = i && l->col[i - 1] == TC_PID ? mark : ' ';
+		int w = l->width[c];
+		const char *sep = i ? " " : "";
 
-		len += (size_t)snprintf(buf + len, TOP_LINE - len, w < 0 ? "%s%-*.*s" : "%s%*.*s",
-					i ? (char[]){sep, 0} : "", abs(w), abs(w), cell[c]);
+		if (c == TC_PID && mark != ' ')
+			len += (size_t)snprintf(buf + len, TOP_LINE - len, "%s%c%*s", sep, mark,
+						w - 1, cell[c]);
+		else
+			len += (size_t)snprintf(buf + len, TOP_LINE - len,
+						top_columns[c].width < 0 ? "%s%-*.*s" : "%s%*.*s",
+						sep, w, w, cell[c]);
 	}
 	/* Left-aligned text at the end leaves trailing blanks. */
 	while (len && len < TOP_LINE && buf[len - 1] == ' ')
@@ -486,7 +549,8 @@ void top_format_row(char *buf, const struct top_row *r, const struct top_layout 
 
 void top_format_op(char *buf, const struct top_op_row *o)
 {
-	snprintf(buf, TOP_LINE, "          op %-40.40s %5.1f%%", o->op, o->share);
+	/* Under COMMAND, and named for what it is: not a figure of the columns above it. */
+	snprintf(buf, TOP_LINE, "        op %-40.40s %5.1f%% of its samples", o->op, o->share);
 }
 
 void top_format_thread(char *buf, const struct top_thread_row *t, const struct top_layout *l)

@@ -46,13 +46,17 @@ struct top_snap {
 void top_snap_free(struct top_snap *s);
 const cJSON *top_snap_find(const struct top_snap *s, int pid);
 
+enum top_flag { TOP_FLAG_NONE, TOP_FLAG_INFO, TOP_FLAG_WARNING, TOP_FLAG_CRITICAL };
+
 struct top_row {
 	int pid;
 	bool exited;
 	char comm[20];
 	char model[64];
 	char workload[64];
-	char mark;	   /* its worst finding: '!' critical, '*' warning, '+' info, ' ' none */
+	char mark; /* its worst finding: '!' critical, '*' warning, '+' info, ' ' none */
+	/* The severity of the worst finding whose figure a column shows (enum top_flag). */
+	unsigned char flag[TC_NR];
 	bool scanned;	   /* its op shares rest on the stack scan (ggml.unwind): MM% reads "n?" */
 	double v[TC_NR];   /* NAN where there is nothing to show */
 	const cJSON *doc;  /* the current document (owned by the snapshot) */
@@ -89,16 +93,20 @@ int top_threads(const struct top_row *r, struct top_thread_row **out);
 int top_ops(const struct top_row *r, struct top_op_row **out, int max);
 #define TOP_OPS_SHOWN 5 /* the ops shown under a process (-O) */
 
-/* Which columns, in which order: -o's list, or the default ones and as many more as fit. */
+/* Which columns, in which order: -o's list, or the default ones and as many more as fit;
+ * and each one's width (top_columns'; COMMAND grows to a whole name where there is room). */
 struct top_layout {
 	int n;
 	enum top_col col[TC_NR];
+	int width[TC_NR];
 };
 /* "pid,comm,model,cpu": 0, or -EINVAL with the unknown name in err. */
 int top_layout_parse(const char *list, struct top_layout *l, char *err, size_t errlen);
-/* The default columns (79 characters), then TC_WTOKS, TC_MODEL, TC_WORKLOAD while the line
- * stays shorter than width. */
+/* The default columns (79 characters); where width allows, COMMAND widened to a whole name
+ * (15 characters), then TC_WTOKS, TC_MODEL, TC_WORKLOAD while the line stays shorter. */
 void top_layout_fit(struct top_layout *l, int width);
+/* Where column c starts in a line of layout l, and its width: false when l does not show it. */
+bool top_layout_find(const struct top_layout *l, enum top_col c, int *x, int *width);
 
 /* The lines of the table; the default layout makes 79 characters, so 80 columns never wrap. */
 #define TOP_LINE 512
@@ -106,6 +114,8 @@ void top_format_header(char *buf, const struct top_layout *l);
 void top_format_row(char *buf, const struct top_row *r, const struct top_layout *l);
 void top_format_thread(char *buf, const struct top_thread_row *t, const struct top_layout *l);
 void top_format_op(char *buf, const struct top_op_row *o);
+/* A row's mark is the first character of its PID cell (the PID right-aligned after it), so
+ * it never touches the next column. */
 
 /* The host, from /proc/stat and /proc/loadavg (read by the caller). */
 struct top_host {

@@ -138,6 +138,9 @@ def parse_table(text):
         for name, w in zip(HEADER, WIDTHS):
             cells[name] = line[pos:pos + w].strip()
             pos += w + 1
+        # A finding's mark is the PID cell's first character, apart from the PID.
+        cells["MARK"] = cells["PID"][0] if cells["PID"][:1] in ("!", "*", "+") else ""
+        cells["PID"] = cells["PID"].lstrip("!*+ ")
         rows.append(cells)
     return tables
 
@@ -259,15 +262,16 @@ def test_batch(w):
     t.check(shown == sorted([w.f1.pid, w.f2.pid]), "-p selects, -s PID sorts: %s" % shown)
     rc, out, _ = ctl("top", "-b", "-n", "1", "-H", "-p", str(w.f1.pid), env=w.env)
     tids = sorted(int(x) for x in os.listdir("/proc/%d/task" % w.f1.pid))
-    printed = sorted(int(line[:7]) for line in out.splitlines()[4:] if line[:7].strip().isdigit())
+    printed = sorted(int(line[:7].lstrip("!*+")) for line in out.splitlines()[4:]
+                     if line[:7].lstrip("!*+").strip().isdigit())
     t.check(printed == sorted([w.f1.pid] + tids), "-H adds a row per thread: %s, tids %s"
             % (printed, tids))
 
     rc, out, _ = ctl("top", "-b", "-n", "1", "-a", "-O", "-p", str(w.x_pid), env=w.env)
     g = w.doc(w.x_pid)["ggml"]
-    want = ["          op %-40s %5.1f%%" % (o["op"], 100.0 * o["samples"] / g["op_groups"]["samples"])
-            for o in g["ops"]][:5]
-    got = [l for l in out.splitlines() if l.startswith("          op ")]
+    want = ["        op %-40s %5.1f%% of its samples"
+            % (o["op"], 100.0 * o["samples"] / g["op_groups"]["samples"]) for o in g["ops"]][:5]
+    got = [l for l in out.splitlines() if l.startswith("        op ")]
     t.check(rc == 0 and want and got == want,
             "-O: the leading ops under the process, shares of the API's op samples: %s" % got)
 
@@ -589,14 +593,14 @@ def test_errors(w):
 
 
 class Tmux:
-    """A private tmux server running one command in an 80x24 window."""
+    """A private tmux server running one command in a window of 80x24 (or as given)."""
 
-    def __init__(self, cmd):
-        self.name = "llmprofctl-test-%d" % os.getpid()
+    def __init__(self, cmd, x=80, y=24):
+        self.name = "llmprofctl-test-%d-%d" % (os.getpid(), x)
         conf = t.tmpfile("set -g remain-on-exit on\nset -g status off\n", ".conf")
         self.base = ["tmux", "-L", self.name, "-f", conf]
-        subprocess.run(self.base + ["new-session", "-d", "-s", "top", "-x", "80", "-y", "24",
-                                    cmd], check=True, timeout=20)
+        subprocess.run(self.base + ["new-session", "-d", "-s", "top", "-x", str(x), "-y",
+                                    str(y), cmd], check=True, timeout=20)
 
     def tmux(self, *args):
         return subprocess.run(self.base + list(args), capture_output=True, text=True,
@@ -604,6 +608,24 @@ class Tmux:
 
     def screen(self):
         return self.tmux("capture-pane", "-p", "-t", "top")
+
+    def reversed_text(self, line_no):
+        """The text of a screen line shown in reverse video (SGR 7), as tmux captures it
+        with its attributes."""
+        line = self.tmux("capture-pane", "-p", "-e", "-t", "top").splitlines()[line_no]
+        out, on = [], False
+        for part in re.split(r"(\x1b\[[0-9;]*m)", line):
+            if part.startswith("\x1b["):
+                codes = part[2:-1].split(";")
+                if codes in ([""], ["0"]):
+                    on = False
+                elif "7" in codes:
+                    on = True
+                elif "27" in codes:
+                    on = False
+            elif on:
+                out.append(part)
+        return "".join(out)
 
     def keys(self, *keys, literal=False):
         self.tmux("send-keys", "-t", "top", *((["-l"] if literal else []) + list(keys)))
@@ -627,14 +649,18 @@ class Tmux:
         subprocess.run(self.base + ["kill-server"], capture_output=True, timeout=20)
 
 
+def header_line(screen):
+    return next(i for i, l in enumerate(screen.splitlines()) if l.split()[:2] == ["PID", "COMMAND"])
+
+
 def order(screen):
     """The pids of the process rows, top to bottom."""
     lines = screen.splitlines()
     start = next((i for i, l in enumerate(lines) if l.split()[:2] == ["PID", "COMMAND"]), None)
     if start is None:
         return []
-    return [int(l[:7]) for l in lines[start + 1:] if l[:7].strip().isdigit() and
-            l[8:9] != " "]
+    return [int(l[:7].lstrip("!*+")) for l in lines[start + 1:]
+            if l[:7].lstrip("!*+").strip().isdigit() and l[8:9] != " "]
 
 
 def thread_rows(screen):
@@ -664,6 +690,13 @@ def test_interactive(w):
         tm.keys("p")
         tm.wait("pid order", lambda s: order(s) == pids and "sort PID" in s)
         t.check(True, "p sorts by PID: %s" % pids)
+        hl = header_line(tm.screen())
+        t.check(tm.reversed_text(hl).strip() == "PID",
+                "the sort column's heading is shown reversed: %r" % tm.reversed_text(hl))
+        tm.keys("W")
+        tm.wait("the word that WORKLOAD is hidden",
+                lambda s: "W: WORKLOAD is not shown at 80 columns" in s and "sort PID" in s)
+        t.check(True, "W at 80 columns, where WORKLOAD is hidden: said so, the sort kept")
         tm.keys("R")
         tm.wait("reversed", lambda s: order(s) == pids[::-1] and "(reversed)" in s)
         t.check(True, "R reverses the order")
@@ -682,6 +715,10 @@ def test_interactive(w):
         tm.wait("threads hidden", lambda s: not thread_rows(s))
         tm.keys("h")
         tm.wait("help", lambda s: "llmprofctl top: keys" in s and "run-queue latency" in s)
+        t.check(all(re.search(r"^\s+\S?\s+%s " % re.escape(c), tm.screen(), re.M)
+                    for c in HEADER + ["WTOK/S", "MODEL", "WORKLOAD"]),
+                "the help fits 24 rows: a line for every column, WORKLOAD the last:\n%s"
+                % tm.screen())
         tm.keys("x")
         tm.wait("help closed", lambda s: "llmprofctl top: keys" not in s and order(s))
         t.check(True, "h shows the keys and columns; any key returns")
@@ -711,6 +748,55 @@ def test_interactive(w):
                                                                      open(errors).read()))
     finally:
         tm.close()
+
+
+def test_wide():
+    print("--- top at 200x50: whole command names, the wider columns, ops under their name")
+    work = t.tmpdir("llmprofctl-wide-")
+    exe = os.path.join(work, "lpggml-long-name")  # comm: its first 15 characters
+    shutil.copy(t.LPGGML, exe)
+    lib = os.path.join(os.path.dirname(os.path.realpath(t.LPGGML)), "liblpggml.so")
+    g = t.Lpggml("--hold", "--iters", "100", "--gen", "10", "--lib", lib,
+                 wrap=lambda argv: [exe] + argv[1:])
+    d = t.Daemon("--pid", str(g.pid))
+    d.wait_ready()
+    d.wait_log("pid %d (lpggml-long-nam) runs ggml" % g.pid)
+    g.go()
+    g.line()
+    t.poll("its ops sampled", lambda: d.get("/v1/processes/%d" % g.pid)["ggml"]["ops"])
+    tm = Tmux("LLMPROF_SOCKET=%s %s top -d 0.5 -p %d" % (d.socket, t.LLMPROFCTL, g.pid),
+              x=200, y=50)
+    try:
+        head = tm.wait("the table", lambda s: next((l for l in s.splitlines()
+                                                     if l.split()[:2] == ["PID", "COMMAND"]),
+                                                    None))
+        t.check(head.split()[-3:] == ["WTOK/S", "MODEL", "WORKLOAD"],
+                "200 columns add WTOK/S, MODEL and WORKLOAD: %r" % head.split())
+        row = tm.wait("its row", lambda s: next((l for l in s.splitlines()
+                                                  if l[:7].lstrip("!*+").strip() == str(g.pid)),
+                                                 None))
+        t.check(row[8:23] == "lpggml-long-nam" and row[23] == " ",
+                "COMMAND shows the whole name where there is room: %r" % row[8:24])
+        tm.keys("W")
+        tm.wait("sorted by WORKLOAD", lambda s: "sort WORKLOAD" in s)
+        t.check(tm.reversed_text(header_line(tm.screen())).strip() == "WORKLOAD",
+                "W sorts by WORKLOAD, shown at 200 columns, its heading reversed")
+        tm.keys("O")
+        ops = tm.wait("the ops under the process",
+                      lambda s: [l for l in s.splitlines() if l.startswith("        op ")])
+        doc = d.get("/v1/processes/%d" % g.pid)["ggml"]
+        first = doc["ops"][0]
+        want = "        op %-40s %5.1f%% of its samples" % (
+            first["op"], 100.0 * first["samples"] / doc["op_groups"]["samples"])
+        t.check(ops[0] == want, "O: the leading op, its share named as one: %r (want %r)"
+                % (ops[0], want))
+        tm.keys("q")
+    finally:
+        tm.close()
+        g.proc.stdin.close()
+        g.proc.wait(timeout=20)
+        d.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_config_file():
@@ -1008,6 +1094,7 @@ def main():
         test_commands(w)
         test_completion_live(w, completion)
         test_errors(w)
+        test_wide()
         test_interactive(w)  # last: it stops the daemon
     finally:
         for f in (w.f1, w.f2):

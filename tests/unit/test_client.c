@@ -224,10 +224,45 @@ static void test_top_rows(void)
 		top_format_row(line, &rows[i], &layout);
 		CHECK(strlen(line) <= 79, "row fits 80 columns: '%s'", line);
 	}
-	top_layout_fit(&layout, 140);
+	/* A finding: the mark leads the PID cell, apart from COMMAND; its figure's column is
+	 * flagged with its severity. */
+	{
+		cJSON *f = cJSON_AddObjectToObject(b.docs[0], "findings"),
+		      *e = cJSON_CreateObject();
+		struct top_row *marked;
+		size_t nm;
+
+		cJSON_AddStringToObject(e, "rule", "preempted");
+		cJSON_AddStringToObject(e, "severity", "warning");
+		cJSON_AddItemToArray(cJSON_AddArrayToObject(f, "findings"), e);
+		CHECK(top_rows(&b, &a, false, &marked, &nm) == 0 && marked[0].pid == 100, "marked");
+		top_layout_fit(&layout, 80);
+		top_format_row(line, &marked[0], &layout);
+		CHECK(marked[0].mark == '*' && marked[0].flag[TC_RQ99] == TOP_FLAG_WARNING &&
+			      marked[0].flag[TC_CPU] == TOP_FLAG_NONE,
+		      "preempted: a warning, flagged on RQ99");
+		CHECK(!strncmp(line, "*   100 llama-ser", 17), "the mark before the PID: '%s'",
+		      line);
+		free(marked);
+		cJSON_DeleteItemFromObject(b.docs[0], "findings");
+	}
+	top_layout_fit(&layout, 86);
 	top_format_header(line, &layout);
-	CHECK(strlen(line) < 140 && strstr(line, " WTOK/S MODEL") && strstr(line, " WORKLOAD"),
-	      "140 columns add WTOK/S, MODEL, WORKLOAD: '%s'", line);
+	CHECK(layout.width[TC_COMM] == 15 && layout.n == TC_DEFAULT_NR && strlen(line) < 86,
+	      "86 columns: COMMAND widened to a whole name first: '%s'", line);
+	top_layout_fit(&layout, 150);
+	top_format_header(line, &layout);
+	CHECK(strlen(line) < 150 && strstr(line, " WTOK/S MODEL") && strstr(line, " WORKLOAD"),
+	      "150 columns add WTOK/S, MODEL, WORKLOAD: '%s'", line);
+	{
+		int x, w;
+
+		CHECK(top_layout_find(&layout, TC_WORKLOAD, &x, &w) && w == 24 &&
+			      !strncmp(line + x, "WORKLOAD", 8),
+		      "a column's place in the line: %d", x);
+		top_layout_fit(&layout, 80);
+		CHECK(!top_layout_find(&layout, TC_WORKLOAD, &x, &w), "not shown at 80");
+	}
 	CHECK(top_layout_parse("pid,model,WTOKS,cpu", &layout, bad, sizeof(bad)) == 0 &&
 		      layout.n == 4 && layout.col[1] == TC_MODEL && layout.col[2] == TC_WTOKS,
 	      "-o picks and orders columns");
