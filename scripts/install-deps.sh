@@ -3,7 +3,8 @@
 # Installs what building, running and testing llmprofd needs, from Debian's packages
 # (nodejs with its npm runs the real llama.cpp workload: tests/workload; curl, prometheus,
 # systemd and libclang-rt-dev serve the e2e tests and the libFuzzer target; libncurses-dev
-# builds llmprofctl's top, and tmux, groff-base and man-db test it and its man pages;
+# builds llmprofctl's top, and tmux, groff-base, man-db, zsh and fish test it, its man pages
+# and its completions;
 # linux-perf, libbpf-tools and bpftrace are what bench/ compares llmprofd with; libomp-dev is
 # LLVM's OpenMP runtime, which llama.cpp built with clang uses: tests/e2e/test_engines.py;
 # protobuf-compiler and python3-protobuf decode the Perfetto traces in tests/lib/tracefmt.py).
@@ -18,7 +19,7 @@ PACKAGES=(
 	libseccomp-dev iproute2
 	openssl
 	curl prometheus systemd libclang-rt-dev
-	libncurses-dev tmux groff-base man-db
+	libncurses-dev tmux groff-base man-db zsh fish
 	linux-perf libbpf-tools bpftrace libomp-dev
 	python3 util-linux binutils nodejs
 	protobuf-compiler python3-protobuf

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -850,9 +851,12 @@ def test_docs_and_install():
     for cmd in ("top", "dump", "list", "status", "reset", "precise", "record", "doctor", "diff"):
         rc, helptext, _ = ctl(cmd, "--help")
         opts = set(re.findall(r"^\s+(?:-\w, )?(--[a-z-]+)", helptext, re.M))
-        got = complete([t.LLMPROFCTL, cmd, "--"], completion)
-        t.check(rc == 0 and opts and opts <= set(got) and not [o for o in opts if o not in page],
-                "%s: every option is completed and in llmprofctl(1): %s" % (cmd, sorted(opts)))
+        missing = {sh: sorted(opts - set(complete_in(sh, [t.LLMPROFCTL, cmd, "--"])))
+                   for sh in SHELLS}
+        t.check(rc == 0 and opts and not any(missing.values()) and
+                not [o for o in opts if o not in page],
+                "%s: every option is completed (bash, zsh, fish) and in llmprofctl(1): %s %s"
+                % (cmd, sorted(opts), {k: v for k, v in missing.items() if v}))
     # Figures the docs state come from one source: the probe cost from bench/RESULTS.md's
     # headline, the kernel memory from what the daemon itself prints with the defaults.
     results = open(os.path.join(ROOT, "bench", "RESULTS.md")).read()
@@ -891,6 +895,38 @@ def test_docs_and_install():
     return completion
 
 
+SHELLS = ("bash", "zsh", "fish")
+ZSH_HARNESS = """file=$1; shift
+words=("$@"); CURRENT=$#; PREFIX=${words[-1]}
+_describe() { local -a a; a=("${(@P)2}"); print -l -- "${a[@]%%:*}" }
+compadd() { while [[ $1 == -* && $1 != -- ]]; do shift; done; [[ $1 == -- ]] && shift; print -l -- "$@" }
+_files() { print -- "<files>" }
+source $file
+"""
+
+
+def complete_in(shell, words, env=None):
+    """What shell's completion of llmprofctl offers for the last of words (the word being
+    completed), through the same files as installed: bash's and fish's completion
+    machinery, zsh's with its completion builtins stood in for."""
+    if shell == "bash":
+        return complete(words, os.path.join(ROOT, "client", "llmprofctl.bash"), env)
+    if shutil.which(shell) is None:
+        raise AssertionError("%s is not installed (scripts/install-deps.sh installs it)" % shell)
+    if shell == "fish":
+        line = " ".join(words)
+        p = subprocess.run(["fish", "--no-config", "-c", "source %s; complete -C %s" % (
+            os.path.join(ROOT, "client", "llmprofctl.fish"), shlex.quote(line))],
+            capture_output=True, text=True, env=env, timeout=30)
+        got = [x.split("\t")[0] for x in p.stdout.splitlines()]
+    else:
+        p = subprocess.run(["zsh", "-f", "-c", ZSH_HARNESS, "zsh",
+                            os.path.join(ROOT, "client", "_llmprofctl")] + list(words),
+                           capture_output=True, text=True, env=env, timeout=30)
+        got = [x for x in p.stdout.splitlines() if x.startswith(words[-1])]
+    return got
+
+
 def complete(words, completion, env=None):
     script = ('source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _llmprofctl; printf "%%s\\n" '
               '"${COMPREPLY[@]}"' % (completion, " ".join("'%s'" % x for x in words),
@@ -900,21 +936,38 @@ def complete(words, completion, env=None):
     return p.stdout.split()
 
 
+def top_columns(env):
+    """The headers of every column top has: -o's list in its --help, as top prints them."""
+    helptext = " ".join(ctl("top", "--help")[1].split())
+    ids = re.search(r"as ps -o: ([a-z0-9, ]+)", helptext).group(1).replace(" ", "")
+    out = ctl("top", "-b", "-n", "1", "-o", ids, "-p", "1", env=env)[1]
+    return next(l.split() for l in out.splitlines() if l.split()[:1] == ["PID"])
+
+
 def test_completion_live(w, completion):
-    got = complete([t.LLMPROFCTL, "d"], completion)
-    t.check(got == ["dump", "doctor", "diff"], "completion of a command: %s" % got)
-    got = complete([t.LLMPROFCTL, "--socket", w.d.socket, "dump", "--pid", ""], completion)
     want = sorted(str(p["pid"]) for p in w.d.get("/v1/processes")["processes"])
-    t.check(sorted(got) == want, "--pid completes the pids the daemon tracks: %s" % got)
-    got = complete([t.LLMPROFCTL, "top", "-s", "RQ"], completion)
-    t.check(got == ["RQ99"], "--sort completes column names: %s" % got)
+    columns = top_columns(w.env)
+    for sh in SHELLS:
+        got = complete_in(sh, [t.LLMPROFCTL, "d"])
+        t.check(sorted(got) == ["diff", "doctor", "dump"], "%s: completion of a command: %s"
+                % (sh, got))
+        got = complete_in(sh, [t.LLMPROFCTL, "--socket", w.d.socket, "dump", "--pid", ""])
+        t.check(sorted(got) == want, "%s: --pid completes the pids the daemon tracks: %s"
+                % (sh, got))
+        got = complete_in(sh, [t.LLMPROFCTL, "top", "-s", "RQ"])
+        t.check(got == ["RQ99"], "%s: --sort completes column names: %s" % (sh, got))
+        got = complete_in(sh, [t.LLMPROFCTL, "top", "-s", ""])
+        t.check(sorted(got) == sorted(columns), "%s: --sort offers every column top has: %s"
+                % (sh, sorted(set(got) ^ set(columns))))
 
     prefix = t.tmpdir("llmprofd-install-")
     build = os.path.dirname(t.LLMPROFCTL)
     p = subprocess.run(["cmake", "--install", build, "--prefix", prefix], capture_output=True,
                        text=True, timeout=120)
     files = ["bin/llmprofctl", "sbin/llmprofd", "share/man/man1/llmprofctl.1",
-             "share/man/man8/llmprofd.8", "share/bash-completion/completions/llmprofctl"]
+             "share/man/man8/llmprofd.8", "share/bash-completion/completions/llmprofctl",
+             "share/zsh/vendor-completions/_llmprofctl",
+             "share/fish/vendor_completions.d/llmprofctl.fish"]
     t.check(p.returncode == 0 and all(os.path.exists(os.path.join(prefix, f)) for f in files),
             "cmake --install puts in place %s" % files)
     out = subprocess.run(["man", "-l", os.path.join(prefix, "share/man/man1/llmprofctl.1")],
