@@ -394,18 +394,11 @@ static int serve_setup(struct daemon *d, struct event **ev_hup, struct event **e
 	return 0;
 }
 
-static int run(struct daemon *d)
+/* Kernel features, then the BPF object loaded and attached. 1: --check is done. */
+static int load(struct daemon *d)
 {
-	struct event *ev_rb = NULL, *ev_int = NULL, *ev_term = NULL, *ev_timer = NULL;
-	struct event *ev_tick = NULL, *ev_hup = NULL, *ev_wd = NULL;
-	bool serve = !d->cfg.once && !d->cfg.check;
 	int r;
 
-	d->start_ns = lp_now_ns();
-	d->start_realtime = lp_realtime_now();
-	if (lp_boot_id(d->boot_id, sizeof(d->boot_id)) < 0)
-		d->boot_id[0] = '\0';
-	raise_nofile();
 	sd_notify(0, "STATUS=Probing kernel features");
 	lp_features_probe(&d->features, d->cfg.mount_tracefs);
 	lp_features_log(&d->features);
@@ -426,19 +419,23 @@ static int run(struct daemon *d)
 		 d->core.mmap_source ? d->core.mmap_source : "nothing (off)", d->core.sample_hz,
 		 d->core.sample_per_thread ? "per thread of each LLM process" : "per CPU");
 	log_memory(&d->core);
-	if (d->cfg.check && *d->cfg.web_config) {
+	if (!d->cfg.check)
+		return 0;
+	if (*d->cfg.web_config) {
 		r = lp_webconfig_check(d->cfg.web_config);
 		if (r < 0)
 			return r;
 		log_info("check: web configuration %s is usable", d->cfg.web_config);
 	}
-	if (d->cfg.check) {
-		/* Everything required attached (lp_core_load fails otherwise); what degraded was
-		 * logged above with what it costs. */
-		log_info("check: ok, %zu programs attached", d->core.nlinks);
-		return 0;
-	}
+	/* Everything required attached (lp_core_load fails otherwise); what degraded was
+	 * logged above with what it costs. */
+	log_info("check: ok, %zu programs attached", d->core.nlinks);
+	return 1;
+}
 
+/* The rooms that read the kernel's maps, wired to each other, and the ring buffers. */
+static int wire(struct daemon *d)
+{
 	lp_tracker_init(&d->tracker, &d->cfg, bpf_map__fd(d->core.skel->maps.procs),
 			bpf_map__fd(d->core.skel->maps.futex_addrs),
 			bpf_map__fd(d->core.skel->maps.threads));
@@ -459,6 +456,14 @@ static int run(struct daemon *d)
 	if (ring_buffer__add(d->rb, bpf_map__fd(d->core.skel->maps.rec_ring), lp_record_on_event,
 			     &d->recorder) < 0)
 		return log_error_errno(-errno, "create ring buffer reader: %m");
+	return 0;
+}
+
+/* The first targets: --pid, the processes running now, and the saved ones still running
+ * that the rules in force track again (state.h). */
+static int first_targets(struct daemon *d, bool serve)
+{
+	int r;
 
 	if (serve && *d->cfg.state_dir) {
 		r = lp_persist_check_dir(d->cfg.state_dir);
@@ -484,62 +489,113 @@ static int run(struct daemon *d)
 		for (size_t i = 0; i < d->tracker.n; i++)
 			lp_ggml_check(&d->ggml, d->tracker.v[i]);
 	}
-	/* After the scans: a saved process still running is adopted only if the rules in
-	 * force track it again (state.h). */
 	if (serve && *d->cfg.state_dir)
 		lp_state_restore(d->cfg.state_dir, &d->tracker, d->boot_id[0] ? d->boot_id : NULL,
 				 d->start_realtime);
+	return 0;
+}
+
+/* The loop's own events (the daemon's are in struct daemon). */
+struct loop {
+	struct event *rb, *sigint, *sigterm, *timer, *tick, *hup, *wd;
+};
+
+/* --once --seconds S: the report after S seconds. */
+static int once_timer(struct daemon *d, struct loop *l)
+{
+	struct timeval tv = {
+		.tv_sec = (time_t)d->cfg.seconds,
+		.tv_usec = (suseconds_t)((d->cfg.seconds - (double)(time_t)d->cfg.seconds) * 1e6)};
+
+	l->timer = evtimer_new(d->base, on_stop, d);
+	if (!l->timer || evtimer_add(l->timer, &tv))
+		return log_error_errno(-ENOMEM, "set up timer: %m");
+	return 0;
+}
+
+static int loop_setup(struct daemon *d, struct loop *l, bool serve)
+{
+	int r;
 
 	d->base = event_base_new();
 	if (!d->base)
 		return log_error_errno(-ENOMEM, "create event loop: %m");
 	d->ev_pending = evtimer_new(d->base, on_pending, d);
 	d->ev_record = evtimer_new(d->base, on_record, d);
-	ev_tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
-	if (!d->ev_pending || !d->ev_record || !ev_tick ||
-	    event_add(ev_tick, &(struct timeval){.tv_sec = 1, .tv_usec = 0})) {
-		r = log_error_errno(-ENOMEM, "set up event loop: %m");
-		goto out;
-	}
+	l->tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
+	if (!d->ev_pending || !d->ev_record || !l->tick ||
+	    event_add(l->tick, &(struct timeval){.tv_sec = 1, .tv_usec = 0}))
+		return log_error_errno(-ENOMEM, "set up event loop: %m");
 	/* Probes go on and off on a thread of their own: the kernel's waits there hold no
 	 * answer (prober.h). Without it, on the loop as before. */
 	if (lp_prober_start(&d->prober, d->base) == 0)
 		d->ggml.prober = &d->prober;
 	d->ggml.base = d->base;
 	lp_precise_tick(&d->ggml);
-	ev_rb = event_new(d->base, ring_buffer__epoll_fd(d->rb), EV_READ | EV_PERSIST, on_ringbuf,
+	l->rb = event_new(d->base, ring_buffer__epoll_fd(d->rb), EV_READ | EV_PERSIST, on_ringbuf,
 			  d);
-	ev_int = evsignal_new(d->base, SIGINT, on_stop, d);
-	ev_term = evsignal_new(d->base, SIGTERM, on_stop, d);
-	if (!ev_rb || !ev_int || !ev_term || event_add(ev_rb, NULL) || event_add(ev_int, NULL) ||
-	    event_add(ev_term, NULL)) {
-		r = log_error_errno(-ENOMEM, "set up event loop: %m");
-		goto out;
-	}
-	if (d->cfg.once && d->cfg.seconds > 0) {
-		struct timeval tv = {
-			.tv_sec = (time_t)d->cfg.seconds,
-			.tv_usec = (suseconds_t)((d->cfg.seconds - (double)(time_t)d->cfg.seconds) *
-						 1e6)};
+	l->sigint = evsignal_new(d->base, SIGINT, on_stop, d);
+	l->sigterm = evsignal_new(d->base, SIGTERM, on_stop, d);
+	if (!l->rb || !l->sigint || !l->sigterm || event_add(l->rb, NULL) ||
+	    event_add(l->sigint, NULL) || event_add(l->sigterm, NULL))
+		return log_error_errno(-ENOMEM, "set up event loop: %m");
+	if (d->cfg.once && d->cfg.seconds > 0 && (r = once_timer(d, l)) < 0)
+		return r;
+	if (!serve)
+		return 0;
+	r = serve_setup(d, &l->hup, &l->wd);
+	if (r < 0)
+		return r;
+	d->ev_checkpoint = event_new(d->base, -1, EV_PERSIST, lp_persist_on_checkpoint, d);
+	if (!d->ev_checkpoint)
+		return log_error_errno(-ENOMEM, "set up the checkpoint timer: %m");
+	lp_persist_arm(d);
+	return 0;
+}
 
-		ev_timer = evtimer_new(d->base, on_stop, d);
-		if (!ev_timer || evtimer_add(ev_timer, &tv)) {
-			r = log_error_errno(-ENOMEM, "set up timer: %m");
-			goto out;
-		}
-	}
-	if (serve) {
-		r = serve_setup(d, &ev_hup, &ev_wd);
-		if (r < 0)
-			goto out;
-		d->ev_checkpoint = event_new(d->base, -1, EV_PERSIST, lp_persist_on_checkpoint, d);
-		if (!d->ev_checkpoint) {
-			r = log_error_errno(-ENOMEM, "set up the checkpoint timer: %m");
-			goto out;
-		}
-		lp_persist_arm(d);
-	}
+/* What is still on its way is taken off here; from now on links go at once. */
+static void loop_free(struct daemon *d, struct loop *l)
+{
+	lp_precise_stop(&d->ggml);
+	lp_prober_stop(&d->prober);
+	event_free_safe(d->ev_checkpoint);
+	d->ev_checkpoint = NULL;
+	lp_server_free(d->server);
+	d->server = NULL;
+	event_free_safe(l->wd);
+	event_free_safe(l->hup);
+	event_free_safe(l->tick);
+	event_free_safe(d->ev_pending);
+	d->ev_pending = NULL;
+	event_free_safe(d->ev_record);
+	d->ev_record = NULL;
+	event_free_safe(l->timer);
+	event_free_safe(l->sigterm);
+	event_free_safe(l->sigint);
+	event_free_safe(l->rb);
+}
 
+static int run(struct daemon *d)
+{
+	struct loop l = {0};
+	bool serve = !d->cfg.once && !d->cfg.check;
+	int r;
+
+	d->start_ns = lp_now_ns();
+	d->start_realtime = lp_realtime_now();
+	if (lp_boot_id(d->boot_id, sizeof(d->boot_id)) < 0)
+		d->boot_id[0] = '\0';
+	raise_nofile();
+	r = load(d);
+	if (r)
+		return r > 0 ? 0 : r;
+	if ((r = wire(d)) < 0 || (r = first_targets(d, serve)) < 0)
+		return r;
+	r = loop_setup(d, &l, serve);
+	if (r < 0) {
+		loop_free(d, &l);
+		return r;
+	}
 	log_info("ready: tracking %zu process(es)", d->tracker.n);
 	sd_notify(0, "READY=1\nSTATUS=Collecting");
 	/* With only --pid targets that are all gone already, report at once. */
@@ -557,25 +613,7 @@ static int run(struct daemon *d)
 		lp_tracker_sweep(&d->tracker);
 		r = lp_backend_print_report(d);
 	}
-out:
-	/* What is still on its way is taken off here; from now on links go at once. */
-	lp_precise_stop(&d->ggml);
-	lp_prober_stop(&d->prober);
-	event_free_safe(d->ev_checkpoint);
-	d->ev_checkpoint = NULL;
-	lp_server_free(d->server);
-	d->server = NULL;
-	event_free_safe(ev_wd);
-	event_free_safe(ev_hup);
-	event_free_safe(ev_tick);
-	event_free_safe(d->ev_pending);
-	d->ev_pending = NULL;
-	event_free_safe(d->ev_record);
-	d->ev_record = NULL;
-	event_free_safe(ev_timer);
-	event_free_safe(ev_term);
-	event_free_safe(ev_int);
-	event_free_safe(ev_rb);
+	loop_free(d, &l);
 	return r;
 }
 

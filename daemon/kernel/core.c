@@ -370,37 +370,37 @@ static size_t marks_bytes(const struct lp_core *c)
 	return ((c->ntgid_marks + 7) / 8 * 8 + page - 1) / page * page;
 }
 
-int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp_features *f)
-{
-	bool btf = f->tp_btf && !cfg->sched_raw_tp;
-	/* Waits from the scheduler need prev's registers: a trusted task (tp_btf). */
-	bool futex_sched = btf && (cfg->futex_source == LP_FUTEX_SRC_AUTO ||
-				   cfg->futex_source == LP_FUTEX_SRC_SCHED);
-	bool futex_tp = !futex_sched && (cfg->futex_source == LP_FUTEX_SRC_AUTO ||
-					 cfg->futex_source == LP_FUTEX_SRC_TRACEPOINT);
-	bool futex_raw = !futex_sched && (cfg->futex_source == LP_FUTEX_SRC_AUTO ||
-					  cfg->futex_source == LP_FUTEX_SRC_RAW);
-	bool faults = cfg->faults && f->perf_sw;
-	bool sampling = cfg->sample_hz > 0 && f->perf_sw;
-	enum lp_mmap_source msrc = cfg->mmap_source;
-	bool mmap_lock = cfg->discover && (msrc == LP_MMAP_SRC_AUTO || msrc == LP_MMAP_SRC_LOCK);
-	bool mmap_tp = cfg->discover && f->tracefs &&
-		       (msrc == LP_MMAP_SRC_AUTO || msrc == LP_MMAP_SRC_TRACEPOINT);
-	bool mmap_raw = cfg->discover && (msrc == LP_MMAP_SRC_AUTO || msrc == LP_MMAP_SRC_RAW);
-	bool raw_sys = futex_raw || mmap_raw;
-	struct core_bpf *s;
-	int r;
+/* Which programs load, from the settings and what the kernel offers. */
+struct plan {
+	bool btf;			       /* scheduler programs as tp_btf, else raw_tp */
+	bool futex_sched, futex_tp, futex_raw; /* where futex waits come from */
+	bool faults, sampling;
+	bool mmap_lock, mmap_tp, mmap_raw; /* where new mappings are seen */
+};
 
-	memset(c, 0, sizeof(*c));
-	if (!f->btf)
-		return log_error_errno(-EOPNOTSUPP, "cannot load BPF programs: the kernel has no "
-						    "BTF (/sys/kernel/btf/vmlinux)");
-	if (!btf && !f->raw_tp)
-		return log_error_errno(-EOPNOTSUPP, "cannot attach to scheduler tracepoints: "
-						    "neither tp_btf nor raw_tp programs load");
-	s = c->skel = core_bpf__open();
-	if (!s)
-		return log_error_errno(-errno, "open BPF object: %m");
+static struct plan plan_of(const struct lp_config *cfg, const struct lp_features *f)
+{
+	struct plan p = {.btf = f->tp_btf && !cfg->sched_raw_tp};
+	enum lp_futex_source fs = cfg->futex_source;
+	enum lp_mmap_source ms = cfg->mmap_source;
+
+	/* Waits from the scheduler need prev's registers: a trusted task (tp_btf). */
+	p.futex_sched = p.btf && (fs == LP_FUTEX_SRC_AUTO || fs == LP_FUTEX_SRC_SCHED);
+	p.futex_tp = !p.futex_sched && (fs == LP_FUTEX_SRC_AUTO || fs == LP_FUTEX_SRC_TRACEPOINT);
+	p.futex_raw = !p.futex_sched && (fs == LP_FUTEX_SRC_AUTO || fs == LP_FUTEX_SRC_RAW);
+	p.faults = cfg->faults && f->perf_sw;
+	p.sampling = cfg->sample_hz > 0 && f->perf_sw;
+	p.mmap_lock = cfg->discover && (ms == LP_MMAP_SRC_AUTO || ms == LP_MMAP_SRC_LOCK);
+	p.mmap_tp = cfg->discover && f->tracefs &&
+		    (ms == LP_MMAP_SRC_AUTO || ms == LP_MMAP_SRC_TRACEPOINT);
+	p.mmap_raw = cfg->discover && (ms == LP_MMAP_SRC_AUTO || ms == LP_MMAP_SRC_RAW);
+	return p;
+}
+
+/* The maps' sizes and the programs' constants, before the load. */
+static void configure(struct lp_core *c, const struct lp_config *cfg, const struct plan *p)
+{
+	struct core_bpf *s = c->skel;
 
 	bpf_map__set_max_entries(s->maps.procs, cfg->max_processes);
 	bpf_map__set_max_entries(s->maps.threads, cfg->max_threads);
@@ -417,28 +417,35 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	s->rodata->want_exec_events = cfg->ncomms > 0 || cfg->nexes > 0;
 	s->rodata->stack_scan = cfg->stack_scan;
 	s->rodata->unwind_cfi = cfg->unwind;
-	s->rodata->futex_from_sched = futex_sched;
+	s->rodata->futex_from_sched = p->futex_sched;
+}
 
-	c->wakeups = !f->sched_info;
-	set_autoload_sched(s, btf, c->wakeups);
-	bpf_program__set_autoload(s->progs.lp_futex_enter_tp, futex_tp);
-	bpf_program__set_autoload(s->progs.lp_futex_exit_tp, futex_tp);
-	bpf_program__set_autoload(s->progs.lp_futex_waitv_enter_tp, futex_tp);
-	bpf_program__set_autoload(s->progs.lp_futex_waitv_exit_tp, futex_tp);
-	bpf_program__set_autoload(s->progs.lp_sys_enter_raw, raw_sys);
-	bpf_program__set_autoload(s->progs.lp_sys_exit_raw, futex_raw);
-	bpf_program__set_autoload(s->progs.lp_mmap_enter_tp, mmap_tp);
-	bpf_program__set_autoload(s->progs.lp_mmap_lock_btf, mmap_lock && btf && f->mmap_lock_btf);
+static void set_autoload(struct lp_core *c, const struct plan *p, const struct lp_features *f)
+{
+	struct core_bpf *s = c->skel;
+
+	set_autoload_sched(s, p->btf, c->wakeups);
+	bpf_program__set_autoload(s->progs.lp_futex_enter_tp, p->futex_tp);
+	bpf_program__set_autoload(s->progs.lp_futex_exit_tp, p->futex_tp);
+	bpf_program__set_autoload(s->progs.lp_futex_waitv_enter_tp, p->futex_tp);
+	bpf_program__set_autoload(s->progs.lp_futex_waitv_exit_tp, p->futex_tp);
+	bpf_program__set_autoload(s->progs.lp_sys_enter_raw, p->futex_raw || p->mmap_raw);
+	bpf_program__set_autoload(s->progs.lp_sys_exit_raw, p->futex_raw);
+	bpf_program__set_autoload(s->progs.lp_mmap_enter_tp, p->mmap_tp);
+	bpf_program__set_autoload(s->progs.lp_mmap_lock_btf,
+				  p->mmap_lock && p->btf && f->mmap_lock_btf);
 	bpf_program__set_autoload(s->progs.lp_mmap_lock_raw,
-				  mmap_lock && !(btf && f->mmap_lock_btf));
-	bpf_program__set_autoload(s->progs.lp_fault_min, faults);
-	bpf_program__set_autoload(s->progs.lp_fault_maj, faults);
-	bpf_program__set_autoload(s->progs.lp_sample, sampling);
-	set_uprobe_links(c, cfg, f);
+				  p->mmap_lock && !(p->btf && f->mmap_lock_btf));
+	bpf_program__set_autoload(s->progs.lp_fault_min, p->faults);
+	bpf_program__set_autoload(s->progs.lp_fault_maj, p->faults);
+	bpf_program__set_autoload(s->progs.lp_sample, p->sampling);
+}
 
-	r = core_bpf__load(s);
-	if (r < 0)
-		return log_error_errno(r, "load BPF programs: %m");
+/* After the load: the tgid marks mapped, the --comm names in the kernel's table. */
+static int fill(struct lp_core *c, const struct lp_config *cfg)
+{
+	struct core_bpf *s = c->skel;
+
 	c->tgid_marks = mmap(NULL, marks_bytes(c), PROT_READ | PROT_WRITE, MAP_SHARED,
 			     bpf_map__fd(s->maps.tgid_marks), 0);
 	if (c->tgid_marks == MAP_FAILED) {
@@ -457,13 +464,16 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 			"more than %d --comm names: the others are tracked from when their exec "
 			"is read, not from the exec itself",
 			LP_MAX_COMMS);
+	return 0;
+}
 
-	r = attach_sched(c, btf);
-	if (r < 0)
-		return log_error_errno(r, "scheduler tracepoints are required: %m");
+/* Futex waits from the planned source, falling back from tracepoints to raw syscalls. */
+static void attach_futex(struct lp_core *c, const struct lp_config *cfg,
+			 const struct lp_features *f, const struct plan *p)
+{
+	int r = -ENOENT;
 
-	r = -ENOENT;
-	if (futex_sched) {
+	if (p->futex_sched) {
 		c->futex_source = "scheduler";
 		r = 0;
 	} else if (cfg->futex_source == LP_FUTEX_SRC_SCHED) {
@@ -473,16 +483,45 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 			    cfg->sched_raw_tp ? "--sched-raw-tp is set"
 					      : "this kernel refuses them");
 	}
-	if (futex_tp && f->tracefs)
+	if (p->futex_tp && f->tracefs)
 		r = attach_futex_tracepoints(c);
-	if (r < 0 && futex_raw)
+	if (r < 0 && p->futex_raw)
 		r = attach_futex_raw(c);
 	if (r < 0 && cfg->futex_source != LP_FUTEX_SRC_OFF &&
 	    cfg->futex_source != LP_FUTEX_SRC_SCHED)
 		log_warning_errno(r, "futex waits will not be collected: %m");
 	c->futex_attached = r == 0;
+}
 
-	if (faults && attach_faults(c) < 0)
+int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp_features *f)
+{
+	struct plan p = plan_of(cfg, f);
+	int r;
+
+	memset(c, 0, sizeof(*c));
+	if (!f->btf)
+		return log_error_errno(-EOPNOTSUPP, "cannot load BPF programs: the kernel has no "
+						    "BTF (/sys/kernel/btf/vmlinux)");
+	if (!p.btf && !f->raw_tp)
+		return log_error_errno(-EOPNOTSUPP, "cannot attach to scheduler tracepoints: "
+						    "neither tp_btf nor raw_tp programs load");
+	c->skel = core_bpf__open();
+	if (!c->skel)
+		return log_error_errno(-errno, "open BPF object: %m");
+	configure(c, cfg, &p);
+	c->wakeups = !f->sched_info;
+	set_autoload(c, &p, f);
+	set_uprobe_links(c, cfg, f);
+	r = core_bpf__load(c->skel);
+	if (r < 0)
+		return log_error_errno(r, "load BPF programs: %m");
+	if ((r = fill(c, cfg)) < 0)
+		return r;
+	r = attach_sched(c, p.btf);
+	if (r < 0)
+		return log_error_errno(r, "scheduler tracepoints are required: %m");
+	attach_futex(c, cfg, f, &p);
+	if (p.faults && attach_faults(c) < 0)
 		log_warning("page faults will not be counted, ignoring");
 	if (cfg->discover)
 		attach_mmap(c, cfg->mmap_source);
@@ -492,11 +531,11 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	 * tracked (attached here, they said whether they can be). Not where the kernel
 	 * inserts processes itself at exec (--comm), nor where the raw syscall program also
 	 * discovers mappings. */
-	c->futex_on_demand = c->futex_attached && !futex_sched && cfg->ncomms == 0 &&
+	c->futex_on_demand = c->futex_attached && !p.futex_sched && cfg->ncomms == 0 &&
 			     !(c->mmap_source && !strcmp(c->mmap_source, "raw_syscalls"));
 	if (c->futex_on_demand)
 		futex_attach(c, false);
-	if (sampling)
+	if (p.sampling)
 		attach_sampling(c, cfg->sample_hz, cfg->sample_per_thread);
 	else if (cfg->sample_hz)
 		log_warning("matmul and barrier shares will not be estimated: this kernel has no "

@@ -283,40 +283,39 @@ static bool ggml_thread(const struct ctx *c, const struct lp_find_thread *t)
 	       t->samples >= THREAD_SAMPLES && 2 * t->ggml >= t->samples;
 }
 
-static void rule_late_thread(struct ctx *c)
+/* Whether late_thread can be judged, and why not (said) when it cannot. */
+static bool late_thread_evaluable(struct ctx *c)
 {
-	const struct lp_find_input *in = c->in;
-	const struct lp_find_thread *late = NULL, *t;
-	uint64_t on[64], rq[64], maj[64], mig[64], ts[64], sm[64], mon, mrq, mmaj, mmig;
-	double late_sync, peers_sync, noise;
-	double sync = share((double)in->sync, (double)in->samples);
-	const struct lp_preempt_view *top;
-	const char *cause = NULL;
-	char comm[LP_COMM_LEN + 1];
-	struct lp_finding *f;
-	size_t n = 0;
-
-	if (!in->threads) {
+	if (!c->in->threads)
 		not_evaluated(c, LP_RULE_LATE_THREAD, "its threads are not known");
-		return;
-	}
-	if (in->samples < 50) {
+	else if (c->in->samples < 50)
 		not_evaluated(c, LP_RULE_LATE_THREAD, "too few samples of its ops in the window");
-		return;
-	}
-	if (!c->out->shares_trusted) {
+	else if (!c->out->shares_trusted)
 		not_evaluated(c, LP_RULE_LATE_THREAD,
 			      "its sync shares rest on the stack scan, which can take a stale "
 			      "return address for a live frame");
-		return;
-	}
-	if (sync < SYNC_SHARE || c->nactive < 2)
-		return;
+	else
+		return true;
+	return false;
+}
+
+/* The ggml thread that ran least, and the medians of the others. */
+struct peers {
+	size_t n;
+	uint64_t on, rq, maj, mig, samples;
+	double sync; /* their sync share */
+};
+
+static const struct lp_find_thread *late_and_peers(struct ctx *c, struct peers *p)
+{
+	const struct lp_find_input *in = c->in;
+	const struct lp_find_thread *late = NULL, *t;
+	uint64_t on[64], rq[64], maj[64], mig[64], ts[64], sm[64];
+	size_t n = 0;
+
 	for (size_t i = 0; i < in->nthreads; i++) {
 		t = &in->threads[i];
-		if (!ggml_thread(c, t))
-			continue;
-		if (!late || t->oncpu_ns < late->oncpu_ns)
+		if (ggml_thread(c, t) && (!late || t->oncpu_ns < late->oncpu_ns))
 			late = t;
 	}
 	for (size_t i = 0; i < in->nthreads && n < 64; i++) {
@@ -327,52 +326,54 @@ static void rule_late_thread(struct ctx *c)
 		rq[n] = t->runq_ns;
 		maj[n] = t->faults_maj;
 		mig[n] = t->migrations;
+		ts[n] = t->sync * 1000 / t->samples; /* per mille, for the median */
+		sm[n] = t->samples;
 		n++;
-		ts[n - 1] = t->sync * 1000 / t->samples; /* per mille, for the median */
-		sm[n - 1] = t->samples;
 	}
 	if (!late || !n)
-		return;
-	/* The others wait for it: they sample in barriers more than it does, by more than the
-	 * sampling could make up (three standard errors of the difference of two shares, the
-	 * peers' taken at their median count). A pool whose threads take turns (node's libuv
-	 * workers) has threads of one kind, not a late one. How much more depends on how the
-	 * runtime waits: an OpenMP barrier that spins shows, one that sleeps does not (two
-	 * bound threads, one beside a hog: 0.45 against 0.30 here, on a quiet host as on a
-	 * busy one). */
-	late_sync = share((double)late->sync, (double)late->samples);
-	peers_sync = (double)median(ts, n) / 1000;
-	noise = 3 * sqrt(late_sync * (1 - late_sync) / (double)late->samples +
-			 peers_sync * (1 - peers_sync) / (double)median(sm, n));
-	if (peers_sync - late_sync <= noise)
-		return;
-	mon = median(on, n);
-	mrq = median(rq, n);
-	mmaj = median(maj, n);
-	mmig = median(mig, n);
-	if ((double)late->oncpu_ns >= LATE_RATIO * (double)mon)
-		return;
-	/* The cause must account for at least half of what it lacks. */
-	if (late->runq_ns > mrq && late->runq_ns - mrq >= (mon - late->oncpu_ns) / 2)
-		cause = "preempted";
-	else if (late->faults_maj >= 10 && late->faults_maj >= 3 * mmaj)
-		cause = "faulting";
-	else if (late->migrations >= 3 * mmig + 10)
-		cause = "migrated";
-	if (!cause)
-		return;
-	f = add(c, LP_RULE_LATE_THREAD, LP_SEV_WARNING);
-	others_wait(in, &top);
-	if (!strcmp(cause, "preempted") && top)
+		return NULL;
+	*p = (struct peers){.n = n,
+			    .on = median(on, n),
+			    .rq = median(rq, n),
+			    .maj = median(maj, n),
+			    .mig = median(mig, n),
+			    .samples = median(sm, n),
+			    .sync = (double)median(ts, n) / 1000};
+	return late;
+}
+
+/* What accounts for at least half of what the late thread lacks, or NULL. */
+static const char *late_cause(const struct lp_find_thread *late, const struct peers *p)
+{
+	if (late->runq_ns > p->rq && late->runq_ns - p->rq >= (p->on - late->oncpu_ns) / 2)
+		return "preempted";
+	if (late->faults_maj >= 10 && late->faults_maj >= 3 * p->maj)
+		return "faulting";
+	if (late->migrations >= 3 * p->mig + 10)
+		return "migrated";
+	return NULL;
+}
+
+static void late_thread_finding(struct ctx *c, const struct lp_find_thread *late,
+				const struct peers *p, const char *cause, double noise)
+{
+	double sync = share((double)c->in->sync, (double)c->in->samples);
+	struct lp_finding *f = add(c, LP_RULE_LATE_THREAD, LP_SEV_WARNING);
+	bool preempted = !strcmp(cause, "preempted");
+	const struct lp_preempt_view *top;
+	char comm[LP_COMM_LEN + 1];
+
+	others_wait(c->in, &top);
+	if (preempted && top)
 		comm_of(top, comm);
 	else
 		snprintf(comm, sizeof(comm), "its own threads");
 	title(f,
 	      "thread %u (%s) ran %.0f%% less than its peers, which wait for it at barriers (sync "
 	      "is %.0f%% of the samples): %s",
-	      late->tid, late->comm, 100 * (1 - share((double)late->oncpu_ns, (double)mon)),
+	      late->tid, late->comm, 100 * (1 - share((double)late->oncpu_ns, (double)p->on)),
 	      100 * sync,
-	      !strcmp(cause, "preempted")  ? "it waits for a CPU more than they do"
+	      preempted			   ? "it waits for a CPU more than they do"
 	      : !strcmp(cause, "faulting") ? "it takes major page faults"
 					   : "it moves between CPUs");
 	ev(f, "tid", late->tid);
@@ -380,16 +381,16 @@ static void rule_late_thread(struct ctx *c)
 	ev_str(f, "cause", cause);
 	ev(f, "cpu", late->cpu);
 	ev(f, "oncpu_ns", (double)late->oncpu_ns);
-	ev(f, "peers_median_oncpu_ns", (double)mon);
+	ev(f, "peers_median_oncpu_ns", (double)p->on);
 	ev(f, "runqueue_ns", (double)late->runq_ns);
-	ev(f, "peers_median_runqueue_ns", (double)mrq);
+	ev(f, "peers_median_runqueue_ns", (double)p->rq);
 	ev(f, "major_faults", (double)late->faults_maj);
 	ev(f, "migrations", (double)late->migrations);
 	ev(f, "sync_share", sync);
-	ev(f, "thread_sync_share", late_sync);
-	ev(f, "peers_median_sync_share", peers_sync);
+	ev(f, "thread_sync_share", share((double)late->sync, (double)late->samples));
+	ev(f, "peers_median_sync_share", p->sync);
 	ev(f, "sync_share_noise", noise);
-	if (!strcmp(cause, "preempted")) {
+	if (preempted) {
 		ev_str(f, "preempted_by", comm);
 		if (top)
 			ev(f, "preempted_by_pid", top->by_tgid);
@@ -403,6 +404,34 @@ static void rule_late_thread(struct ctx *c)
 		action(f, "pin the threads (OMP_PROC_BIND=true, or llama.cpp's --cpu-mask with "
 			  "--cpu-strict 1)");
 	}
+}
+
+static void rule_late_thread(struct ctx *c)
+{
+	const struct lp_find_thread *late;
+	const char *cause;
+	double late_sync, noise;
+	struct peers p;
+
+	if (!late_thread_evaluable(c) ||
+	    share((double)c->in->sync, (double)c->in->samples) < SYNC_SHARE || c->nactive < 2 ||
+	    !(late = late_and_peers(c, &p)))
+		return;
+	/* The others wait for it: they sample in barriers more than it does, by more than the
+	 * sampling could make up (three standard errors of the difference of two shares, the
+	 * peers' taken at their median count). A pool whose threads take turns (node's libuv
+	 * workers) has threads of one kind, not a late one. How much more depends on how the
+	 * runtime waits: an OpenMP barrier that spins shows, one that sleeps does not (two
+	 * bound threads, one beside a hog: 0.45 against 0.30 here, on a quiet host as on a
+	 * busy one). */
+	late_sync = share((double)late->sync, (double)late->samples);
+	noise = 3 * sqrt(late_sync * (1 - late_sync) / (double)late->samples +
+			 p.sync * (1 - p.sync) / (double)p.samples);
+	if (p.sync - late_sync <= noise || (double)late->oncpu_ns >= LATE_RATIO * (double)p.on)
+		return;
+	/* The cause must account for at least half of what it lacks. */
+	if ((cause = late_cause(late, &p)))
+		late_thread_finding(c, late, &p, cause, noise);
 }
 
 static void rule_smt(struct ctx *c)

@@ -603,43 +603,36 @@ static char *read_capped(const char *path, size_t max, size_t *len, int *err)
 	return text;
 }
 
-int lp_state_restore(const char *dir, struct lp_tracker *tr, const char *boot_id, double realtime_s)
+/* The state file's document, checked to be one this version reads: NULL with *err set
+ * (0 when there is no file; a file that is not one is set aside, and says why). */
+static cJSON *load_doc(const char *path, const struct lp_tracker *tr, int *err)
 {
-	size_t max_records = 2 * (size_t)tr->cfg->max_processes, seen = 0, refused = 0;
 	size_t max_bytes = lp_state_max_bytes(tr->cfg->max_processes), len = 0;
-	uint64_t now = lp_now_ns(), downtime_ns = 0;
-	const cJSON *procs, *p, *boot, *format;
-	struct saved *sv = NULL;
-	char path[4096];
-	double saved_at;
+	const cJSON *format;
+	char suffix[32], *text = read_capped(path, max_bytes, &len, err);
 	cJSON *doc;
-	uint64_t evicted = tr->exited_evicted;
-	char *text;
-	size_t n = 0;
-	bool same_boot;
-	int r;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, LP_STATE_FILE);
-	text = read_capped(path, max_bytes, &len, &r);
-	if (r == -ENOENT)
-		return 0;
-	if (r == -EFBIG) {
-		log_error("%s is %zu bytes, over the %zu a state file of --max-processes %u can "
-			  "be: not restored",
-			  path, len, max_bytes, tr->cfg->max_processes);
-		set_aside(path, "corrupt");
-		return -EFBIG;
+	if (*err == -ENOENT) {
+		*err = 0;
+		return NULL;
 	}
-	if (r == -EINVAL) {
-		log_error("%s is not a regular file (a FIFO, a device or a symbolic link): not "
-			  "restored",
-			  path);
+	if (*err == -EFBIG || *err == -EINVAL) {
+		if (*err == -EFBIG)
+			log_error(
+				"%s is %zu bytes, over the %zu a state file of --max-processes %u "
+				"can be: not restored",
+				path, len, max_bytes, tr->cfg->max_processes);
+		else
+			log_error("%s is not a regular file (a FIFO, a device or a symbolic link): "
+				  "not restored",
+				  path);
 		set_aside(path, "corrupt");
-		return -EINVAL;
+		return NULL;
 	}
-	if (r < 0)
-		return log_warning_errno(r, "read %s: %m; the totals it holds are not restored",
-					 path);
+	if (*err < 0) {
+		log_warning_errno(*err, "read %s: %m; the totals it holds are not restored", path);
+		return NULL;
+	}
 	doc = cJSON_ParseWithLength(text, len);
 	free(text);
 	format = cJSON_GetObjectItemCaseSensitive(doc, "format");
@@ -648,35 +641,39 @@ int lp_state_restore(const char *dir, struct lp_tracker *tr, const char *boot_id
 		log_error("%s is corrupt (not a JSON object with a format number): not restored",
 			  path);
 		set_aside(path, "corrupt");
-		return -EINVAL;
+		*err = -EINVAL;
+		return NULL;
 	}
-	if (format->valuedouble != LP_STATE_FORMAT ||
-	    cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_sub_bits")) != LP_HIST_SUB_BITS ||
-	    cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_buckets")) != LP_HIST_NBUCKETS) {
-		char suffix[32];
+	if (format->valuedouble == LP_STATE_FORMAT &&
+	    cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_sub_bits")) == LP_HIST_SUB_BITS &&
+	    cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_buckets")) == LP_HIST_NBUCKETS)
+		return doc;
+	log_error("%s was written by another version of llmprofd (state format %g, histograms "
+		  "%g/%g; this one reads %d, %d/%d): not restored",
+		  path, format->valuedouble,
+		  cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_sub_bits")),
+		  cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_buckets")), LP_STATE_FORMAT,
+		  LP_HIST_SUB_BITS, LP_HIST_NBUCKETS);
+	snprintf(suffix, sizeof(suffix), "format-%g", format->valuedouble);
+	cJSON_Delete(doc);
+	set_aside(path, suffix);
+	*err = -EPROTO;
+	return NULL;
+}
 
-		log_error("%s was written by another version of llmprofd (state format %g, "
-			  "histograms %g/%g; this one reads %d, %d/%d): not restored",
-			  path, format->valuedouble,
-			  cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_sub_bits")),
-			  cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "hist_buckets")),
-			  LP_STATE_FORMAT, LP_HIST_SUB_BITS, LP_HIST_NBUCKETS);
-		snprintf(suffix, sizeof(suffix), "format-%g", format->valuedouble);
-		cJSON_Delete(doc);
-		set_aside(path, suffix);
-		return -EPROTO;
-	}
-	boot = cJSON_GetObjectItem(doc, "boot_id");
-	same_boot = boot_id && cJSON_IsString(boot) && strcmp(boot->valuestring, boot_id) == 0;
-	saved_at = cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "saved_at"));
-	if (saved_at > 0 && realtime_s > saved_at)
-		downtime_ns = (uint64_t)((realtime_s - saved_at) * 1e9);
-	procs = cJSON_GetObjectItem(doc, "processes");
-	sv = malloc(sizeof(*sv));
-	if (!sv) {
-		cJSON_Delete(doc);
+/* Each record of procs restored or refused (the first refusals said in full): how many
+ * were restored, or -ENOMEM. */
+static int restore_records(struct lp_tracker *tr, const char *path, const cJSON *procs,
+			   bool same_boot, uint64_t downtime_ns)
+{
+	size_t max_records = 2 * (size_t)tr->cfg->max_processes, seen = 0, refused = 0, n = 0;
+	struct saved *sv = malloc(sizeof(*sv));
+	uint64_t now = lp_now_ns();
+	const cJSON *p;
+	int r;
+
+	if (!sv)
 		return log_error_errno(-ENOMEM, "read %s: %m", path);
-	}
 	cJSON_ArrayForEach(p, procs)
 	{
 		struct reader rd = {""};
@@ -708,9 +705,34 @@ int lp_state_restore(const char *dir, struct lp_tracker *tr, const char *boot_id
 	if (refused)
 		log_warning("%s: %zu record(s) refused in all", path, refused);
 	free(sv);
+	return (int)n;
+}
+
+int lp_state_restore(const char *dir, struct lp_tracker *tr, const char *boot_id, double realtime_s)
+{
+	uint64_t evicted = tr->exited_evicted, downtime_ns = 0;
+	const cJSON *boot;
+	char path[4096];
+	double saved_at;
+	cJSON *doc;
+	int r, n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, LP_STATE_FILE);
+	if (!(doc = load_doc(path, tr, &r)))
+		return r;
+	boot = cJSON_GetObjectItem(doc, "boot_id");
+	saved_at = cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "saved_at"));
+	if (saved_at > 0 && realtime_s > saved_at)
+		downtime_ns = (uint64_t)((realtime_s - saved_at) * 1e9);
+	n = restore_records(tr, path, cJSON_GetObjectItem(doc, "processes"),
+			    boot_id && cJSON_IsString(boot) &&
+				    strcmp(boot->valuestring, boot_id) == 0,
+			    downtime_ns);
 	cJSON_Delete(doc);
+	if (n < 0)
+		return n;
 	evicted = tr->exited_evicted - evicted;
-	log_info("restored %zu process(es) from %s%s", n - evicted, path,
+	log_info("restored %zu process(es) from %s%s", (size_t)n - evicted, path,
 		 evicted ? " (the oldest exited ones beyond --max-processes left out)" : "");
-	return (int)(n - evicted);
+	return (int)((size_t)n - evicted);
 }
