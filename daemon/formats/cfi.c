@@ -579,11 +579,37 @@ bool lp_cfi_same_rule(const struct lp_cfi_row *a, const struct lp_cfi_row *b)
 	       a->rbp == b->rbp && a->rbp_off == b->rbp_off && a->why == b->why;
 }
 
+/* The rows the FDEs pushed, sorted into out's table; b's are freed. 0 or -ENOMEM. */
+static int table(struct builder *b, struct lp_cfi *out)
+{
+	size_t k = 0;
+
+	qsort(b->v, b->n, sizeof(*b->v), by_addr);
+	out->rows = malloc(b->n * sizeof(*out->rows));
+	if (!out->rows) {
+		free(b->v);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		const struct lp_cfi_row *r = &b->v[i].r;
+
+		/* The last row at one address wins; then no row repeats the one before. */
+		if (k && out->rows[k - 1].addr == r->addr)
+			k--;
+		if (k && lp_cfi_same_rule(&out->rows[k - 1], r))
+			continue;
+		out->rows[k++] = *r;
+	}
+	out->n = k;
+	free(b->v);
+	return 0;
+}
+
 int lp_cfi_parse(const uint8_t *data, size_t len, uint64_t vaddr, struct lp_cfi *out)
 {
 	const uint8_t *p = data, *end = data + len;
 	struct builder b = {0};
-	size_t fdes = 0, k = 0;
+	size_t fdes = 0;
 
 	memset(out, 0, sizeof(*out));
 	while ((size_t)(end - p) >= 4) {
@@ -633,34 +659,12 @@ int lp_cfi_parse(const uint8_t *data, size_t len, uint64_t vaddr, struct lp_cfi 
 			push_row(&b, loc, &s, false, &c);
 		push_row(&b, pc + range, &s, true, &c);
 	}
-	if (b.err) {
+	if (b.err || !b.n) {
 		free(b.v);
-		return b.err;
+		return b.err ? b.err : fdes ? 0 : -EINVAL;
 	}
-	if (!b.n) {
-		free(b.v);
-		return fdes ? 0 : -EINVAL;
-	}
-	qsort(b.v, b.n, sizeof(*b.v), by_addr);
-	out->rows = malloc(b.n * sizeof(*out->rows));
-	if (!out->rows) {
-		free(b.v);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < b.n; i++) {
-		const struct lp_cfi_row *r = &b.v[i].r;
-
-		/* The last row at one address wins; then no row repeats the one before. */
-		if (k && out->rows[k - 1].addr == r->addr)
-			k--;
-		if (k && lp_cfi_same_rule(&out->rows[k - 1], r))
-			continue;
-		out->rows[k++] = *r;
-	}
-	out->n = k;
 	out->fdes = fdes;
-	free(b.v);
-	return 0;
+	return table(&b, out);
 }
 
 const struct lp_cfi_row *lp_cfi_find(const struct lp_cfi *c, uint64_t addr)

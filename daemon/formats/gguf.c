@@ -169,34 +169,22 @@ static int by_off(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-int lp_gguf_parse(const void *buf, size_t len, uint64_t file_size, struct lp_gguf *out)
+/* The key-value section: the architecture, file type, experts and alignment. */
+static bool read_kv(struct rd *r, uint64_t nkv, struct lp_gguf *out, uint64_t *align)
 {
-	struct rd r = {.p = buf, .len = len};
-	uint64_t nkv, align = 32, data, v;
-	struct tinfo *ti = NULL;
-	uint32_t magic, t;
-	bool output = false;
-	int ret = -EINVAL;
-
-	memset(out, 0, sizeof(*out));
-	out->file_type = -1;
-	if (!u32(&r, &magic) || memcmp(&magic, "GGUF", 4) || !u32(&r, &out->version) ||
-	    out->version < 2 || out->version > 3 || !u64(&r, &out->tensors) || !u64(&r, &nkv) ||
-	    out->tensors > MAX_TENSORS)
-		goto out;
 	for (uint64_t i = 0; i < nkv; i++) {
 		const char *k;
-		uint64_t kn;
-
+		uint64_t kn, v;
+		uint32_t t;
 		size_t at;
 
-		if (!str(&r, &k, &kn) || !u32(&r, &t))
-			goto out;
-		at = r.off;
-		if (!skip_value(&r, t, &v, false))
-			goto out;
+		if (!str(r, &k, &kn) || !u32(r, &t))
+			return false;
+		at = r->off;
+		if (!skip_value(r, t, &v, false))
+			return false;
 		if (str_is(k, kn, "general.architecture") && t == T_STRING)
-			copy_name(out->arch, sizeof(out->arch), r.p + at + 8, r.off - at - 8);
+			copy_name(out->arch, sizeof(out->arch), r->p + at + 8, r->off - at - 8);
 		else if (str_is(k, kn, "general.file_type") && (t == T_U32 || t == T_I32))
 			out->file_type = (int32_t)v;
 		if (ends_with(k, kn, ".expert_count") && (t == T_U32 || t == T_I32))
@@ -204,49 +192,81 @@ int lp_gguf_parse(const void *buf, size_t len, uint64_t file_size, struct lp_ggu
 		else if (ends_with(k, kn, ".expert_used_count") && (t == T_U32 || t == T_I32))
 			out->experts_used = (uint32_t)v;
 		else if (str_is(k, kn, "general.alignment") && t == T_U32 && v && !(v & (v - 1)))
-			align = v;
+			*align = v;
 	}
-	ti = calloc(out->tensors ? out->tensors : 1, sizeof(*ti));
-	if (!ti) {
-		ret = -ENOMEM;
-		goto out;
-	}
+	return true;
+}
+
+/* The tensor infos: each one's offset and kind; *output: an output.weight of its own. */
+static bool read_tensors(struct rd *r, const struct lp_gguf *out, uint64_t align, struct tinfo *ti,
+			 bool *output)
+{
 	for (uint64_t i = 0; i < out->tensors; i++) {
 		const char *name;
 		uint64_t nn, dim;
-		uint32_t ndims;
+		uint32_t ndims, t;
 
-		if (!str(&r, &name, &nn) || !u32(&r, &ndims) || ndims > MAX_DIMS)
-			goto out;
+		if (!str(r, &name, &nn) || !u32(r, &ndims) || ndims > MAX_DIMS)
+			return false;
 		for (uint32_t d = 0; d < ndims; d++)
-			if (!u64(&r, &dim))
-				goto out;
-		if (!u32(&r, &t) || !u64(&r, &ti[i].off) || ti[i].off % align)
-			goto out;
+			if (!u64(r, &dim))
+				return false;
+		if (!u32(r, &t) || !u64(r, &ti[i].off) || ti[i].off % align)
+			return false;
 		if (str_is(name, nn, "token_embd.weight"))
 			ti[i].kind = 1;
 		else if (str_is(name, nn, "output.weight"))
-			output = true;
+			*output = true;
 		else if (ends_with(name, nn, "_exps.weight"))
 			ti[i].kind = 2;
 	}
-	data = (r.off + align - 1) / align * align;
-	if (data > file_size)
-		goto out;
-	/* Each tensor's bytes are its extent: to the next tensor, the last to the file's end
-	 * (ggml pads to the alignment). No table of types needed, new types included. */
+	return true;
+}
+
+/* Each tensor's bytes are its extent: to the next tensor, the last to the file's end (ggml
+ * pads to the alignment). No table of types needed, new types included. */
+static bool sizes(struct tinfo *ti, uint64_t data, uint64_t file_size, struct lp_gguf *out)
+{
 	qsort(ti, out->tensors, sizeof(*ti), by_off);
 	for (uint64_t i = 0; i < out->tensors; i++) {
 		uint64_t end = i + 1 < out->tensors ? ti[i + 1].off : file_size - data;
 
 		if (end < ti[i].off || end > file_size - data)
-			goto out;
+			return false;
 		out->tensor_bytes += end - ti[i].off;
 		if (ti[i].kind == 1)
 			out->token_embd_bytes += end - ti[i].off;
 		else if (ti[i].kind == 2)
 			out->expert_bytes += end - ti[i].off;
 	}
+	return true;
+}
+
+int lp_gguf_parse(const void *buf, size_t len, uint64_t file_size, struct lp_gguf *out)
+{
+	struct rd r = {.p = buf, .len = len};
+	uint64_t nkv, align = 32, data;
+	struct tinfo *ti = NULL;
+	bool output = false;
+	uint32_t magic;
+	int ret = -EINVAL;
+
+	memset(out, 0, sizeof(*out));
+	out->file_type = -1;
+	if (!u32(&r, &magic) || memcmp(&magic, "GGUF", 4) || !u32(&r, &out->version) ||
+	    out->version < 2 || out->version > 3 || !u64(&r, &out->tensors) || !u64(&r, &nkv) ||
+	    out->tensors > MAX_TENSORS || !read_kv(&r, nkv, out, &align))
+		goto out;
+	ti = calloc(out->tensors ? out->tensors : 1, sizeof(*ti));
+	if (!ti) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (!read_tensors(&r, out, align, ti, &output))
+		goto out;
+	data = (r.off + align - 1) / align * align;
+	if (data > file_size || !sizes(ti, data, file_size, out))
+		goto out;
 	out->tied = !output;
 	out->per_token_bytes = out->tensor_bytes - (output ? out->token_embd_bytes : 0);
 	if (out->experts && out->experts_used && out->experts_used < out->experts)

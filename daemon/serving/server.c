@@ -169,11 +169,12 @@ static void stream_start(struct conn *c, struct evhttp_request *req, struct lp_a
 	stream_notify(c); /* what was written before */
 }
 
-static void on_request(struct evhttp_request *req, void *arg)
+/* The answer to req into res: refused (over the budget, unfit to route, no access), or the
+ * route's. */
+static void answer(struct listener *l, struct conn *c, struct evhttp_request *req,
+		   struct lp_api_response *res)
 {
-	struct listener *l = arg;
 	struct lp_server *s = l->s;
-	struct conn *c = lp_conn_of(s, req);
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
 	struct evkeyvalq *hdr = evhttp_request_get_output_headers(req);
 	struct lp_peer anon = {.unix_socket = l->unix_socket, .uid = (uid_t)-1};
@@ -183,30 +184,83 @@ static void on_request(struct evhttp_request *req, void *arg)
 		.accept = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept"),
 		.body_len = evbuffer_get_length(in),
 	};
-	struct lp_api_response res;
 	struct lp_peer rp;
-	struct evbuffer *out;
 
-	s->st.requests++;
 	if (c && !c->peer_known)
 		lp_conn_read_peer(c);
 	rp = c ? c->peer : anon;
 	ar.peer = &rp;
 	ar.body = (const char *)evbuffer_pullup(in, -1);
-	memset(&res, 0, sizeof(res));
+	memset(res, 0, sizeof(*res));
 	if (c && c->admission != ADMITTED) {
-		lp_api_error(&res, 503, LP_ERR_TOO_MANY_CONNECTIONS,
+		lp_api_error(res, 503, LP_ERR_TOO_MANY_CONNECTIONS,
 			     "too many connections are open (at most %u, %u for one user); try "
 			     "again",
 			     s->max_connections, s->max_per_uid);
 		evhttp_add_header(hdr, "Connection", "close");
-	} else if (lp_http_refused(c, req, &res)) {
+	} else if (lp_http_refused(c, req, res)) {
 		evhttp_add_header(hdr, "Connection", "close");
-	} else if (l->unix_socket || tcp_access(s, c, req, &rp, &res)) {
-		lp_api_handle(s->backend, &ar, &res);
+	} else if (l->unix_socket || tcp_access(s, c, req, &rp, res)) {
+		lp_api_handle(s->backend, &ar, res);
 	}
 	for (size_t i = 0; !l->unix_socket && s->web && i < s->web->nheaders; i++)
 		evhttp_add_header(hdr, s->web->headers[i].name, s->web->headers[i].value);
+}
+
+/* res as req's reply; res is freed. */
+static void reply(struct conn *c, struct evhttp_request *req, struct lp_api_response *res)
+{
+	struct evkeyvalq *hdr = evhttp_request_get_output_headers(req);
+	struct evbuffer *out = evbuffer_new();
+
+	/* HEAD: the headers GET would have, Content-Length included, and no body (evhttp
+	 * 2.1.12 writes whatever body it is given, HEAD or not). */
+	if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+		char len[24];
+
+		snprintf(len, sizeof(len), "%zu", res->len);
+		evhttp_add_header(hdr, "Content-Length", len);
+	} else if (out && res->len) {
+		/* Handed over, not copied: a timeline is tens of MB, and a copy of it on the
+		 * event loop (its page faults on a busy host) held every other answer. */
+		if (evbuffer_add_reference(out, res->body, res->len, free_body, res->shared) < 0) {
+			evbuffer_free(out);
+			out = NULL;
+		} else {
+			res->shared = NULL;
+			res->body = NULL;
+			res->len = 0;
+		}
+	}
+	if (!out) {
+		lp_api_response_free(res);
+		evhttp_connection_free(evhttp_request_get_connection(req));
+		return;
+	}
+	evhttp_add_header(hdr, "Content-Type", res->content_type);
+	evhttp_add_header(hdr, "Cache-Control", "no-store");
+	if (res->allow)
+		evhttp_add_header(hdr, "Allow", res->allow);
+	if (c)
+		c->replying = true;
+	evhttp_send_reply(req, res->status, res->reason, out);
+	if (c) {
+		c->replying = false;
+		/* A fresh deadline for writing this reply and reading the next request. */
+		lp_conn_deadline(c, false);
+	}
+	evbuffer_free(out);
+	lp_api_response_free(res);
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+	struct listener *l = arg;
+	struct conn *c = lp_conn_of(l->s, req);
+	struct lp_api_response res;
+
+	l->s->st.requests++;
+	answer(l, c, req, &res);
 	if (res.stream) {
 		if (c) {
 			stream_start(c, req, &res);
@@ -218,46 +272,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 		lp_api_response_free(&res);
 		lp_api_error(&res, 503, LP_ERR_INTERNAL, "out of memory");
 	}
-	out = evbuffer_new();
-	/* HEAD: the headers GET would have, Content-Length included, and no body (evhttp
-	 * 2.1.12 writes whatever body it is given, HEAD or not). */
-	if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-		char len[24];
-
-		snprintf(len, sizeof(len), "%zu", res.len);
-		evhttp_add_header(hdr, "Content-Length", len);
-	} else if (out && res.len) {
-		/* Handed over, not copied: a timeline is tens of MB, and a copy of it on the
-		 * event loop (its page faults on a busy host) held every other answer. */
-		if (evbuffer_add_reference(out, res.body, res.len, free_body, res.shared) < 0) {
-			evbuffer_free(out);
-			out = NULL;
-		} else {
-			res.shared = NULL;
-			res.body = NULL;
-			res.len = 0;
-		}
-	}
-	if (!out) {
-		evbuffer_free(out);
-		lp_api_response_free(&res);
-		evhttp_connection_free(evhttp_request_get_connection(req));
-		return;
-	}
-	evhttp_add_header(hdr, "Content-Type", res.content_type);
-	evhttp_add_header(hdr, "Cache-Control", "no-store");
-	if (res.allow)
-		evhttp_add_header(hdr, "Allow", res.allow);
-	if (c)
-		c->replying = true;
-	evhttp_send_reply(req, res.status, res.reason, out);
-	if (c) {
-		c->replying = false;
-		/* A fresh deadline for writing this reply and reading the next request. */
-		lp_conn_deadline(c, false);
-	}
-	evbuffer_free(out);
-	lp_api_response_free(&res);
+	reply(c, req, &res);
 }
 
 static int listener_init(struct lp_server *s, struct listener *l, struct evconnlistener *lev,

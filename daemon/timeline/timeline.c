@@ -182,6 +182,37 @@ static void span_end(struct lp_tl *tl, struct lp_tl_thread *t, uint8_t type, uin
 	}
 }
 
+/* A switch-out: the stretch on the CPU ends, one off it begins. */
+static void switch_out(struct lp_tl *tl, struct lp_tl_thread *t, const struct lp_rec_ev *e)
+{
+	/* Off the CPU already: the kernel ran the thread without a switch-in the tracepoint
+	 * showed. Its slice, by the kernel's account, began e->oncpu before this switch-out:
+	 * the stretch off the CPU ended there. */
+	if (t->state == OFF && t->have_off && e->oncpu && e->ts - e->oncpu > t->since) {
+		struct lp_rec_ev on = {.ts = e->ts - e->oncpu,
+				       .tgid = e->tgid,
+				       .tid = e->tid,
+				       .type = LP_REC_ON,
+				       .cpu = e->cpu};
+
+		if (lp_tl_feed(tl, &on))
+			return;
+	}
+	if (t->have_pending)
+		off_stretch(tl, t, t->pending.runq + e->runq);
+	if (t->state == UNKNOWN)
+		on_cpu(tl, tl->start_ns, true);
+	if (t->state != OFF) {
+		t->cpu = e->cpu;
+		stretch(tl, t, LP_TL_RUNNING, t->since, e->ts);
+		on_cpu(tl, e->ts, false);
+	}
+	t->state = OFF;
+	t->since = e->ts;
+	t->off = *e;
+	t->have_off = true;
+}
+
 int lp_tl_feed(struct lp_tl *tl, const struct lp_rec_ev *e)
 {
 	struct lp_tl_thread *t;
@@ -194,32 +225,7 @@ int lp_tl_feed(struct lp_tl *tl, const struct lp_rec_ev *e)
 		return tl->err = -ENOMEM;
 	switch (e->type) {
 	case LP_REC_OFF:
-		/* Off the CPU already: the kernel ran the thread without a switch-in the
-		 * tracepoint showed. Its slice, by the kernel's account, began e->oncpu before
-		 * this switch-out: the stretch off the CPU ended there. */
-		if (t->state == OFF && t->have_off && e->oncpu && e->ts - e->oncpu > t->since) {
-			struct lp_rec_ev on = {.ts = e->ts - e->oncpu,
-					       .tgid = e->tgid,
-					       .tid = e->tid,
-					       .type = LP_REC_ON,
-					       .cpu = e->cpu};
-
-			if (lp_tl_feed(tl, &on))
-				return tl->err;
-		}
-		if (t->have_pending)
-			off_stretch(tl, t, t->pending.runq + e->runq);
-		if (t->state == UNKNOWN)
-			on_cpu(tl, tl->start_ns, true);
-		if (t->state != OFF) {
-			t->cpu = e->cpu;
-			stretch(tl, t, LP_TL_RUNNING, t->since, e->ts);
-			on_cpu(tl, e->ts, false);
-		}
-		t->state = OFF;
-		t->since = e->ts;
-		t->off = *e;
-		t->have_off = true;
+		switch_out(tl, t, e);
 		break;
 	case LP_REC_ON:
 		if (t->state == OFF && t->have_off) {

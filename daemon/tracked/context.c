@@ -429,6 +429,55 @@ static bool is_gguf(pid_t pid, const char *proc, uint64_t start, uint64_t end, s
 /* Mappings of GGUF files (llama.cpp maps a model from its first tensor's page), then their
  * residency and NUMA placement. The magic is read at the file's start, whatever the
  * mapping's offset: the map_files link opens the file itself. */
+/* Resident and huge-page bytes of the mappings that start at starts[0..n), from smaps. */
+static void read_weights_rss(struct lp_context *ctx, pid_t pid, const char *proc,
+			     const uint64_t *starts, unsigned n)
+{
+	char line[1024], path[64];
+	bool in = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%d/smaps", proc, (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		uint64_t start, kb;
+		char *end;
+
+		if (isxdigit((unsigned char)line[0]) && strchr(line, '-')) {
+			start = strtoull(line, &end, 16);
+			in = false;
+			for (unsigned i = 0; i < n; i++)
+				in |= starts[i] == start;
+		} else if (in && sscanf(line, "Rss: %" SCNu64, &kb) == 1) {
+			ctx->weights_rss += kb << 10;
+		} else if (in && (sscanf(line, "FilePmdMapped: %" SCNu64, &kb) == 1 ||
+				  sscanf(line, "AnonHugePages: %" SCNu64, &kb) == 1)) {
+			ctx->weights_huge += kb << 10;
+		}
+	}
+	fclose(f);
+}
+
+/* Where the weights' pages are, by NUMA node, from numa_maps. */
+static void read_weights_nodes(struct lp_context *ctx, pid_t pid, const char *proc,
+			       const uint64_t *starts, unsigned n)
+{
+	char line[1024], path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%d/numa_maps", proc, (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		for (unsigned i = 0; i < n; i++)
+			if (lp_context_numa_line(line, starts[i], ctx->weights_node_pages))
+				break;
+	fclose(f);
+}
+
 static void read_weights(struct lp_context *ctx, pid_t pid, const char *proc, unsigned nnodes)
 {
 	uint64_t starts[LP_CTX_MAX_WEIGHTS];
@@ -479,40 +528,9 @@ static void read_weights(struct lp_context *ctx, pid_t pid, const char *proc, un
 	ctx->weights_mappings = n;
 	if (!n)
 		return;
-	snprintf(path, sizeof(path), "%s/%d/smaps", proc, (int)pid);
-	f = fopen(path, "re");
-	if (f) {
-		bool in = false;
-
-		while (fgets(line, sizeof(line), f)) {
-			uint64_t start, kb;
-			char *end;
-
-			if (isxdigit((unsigned char)line[0]) && strchr(line, '-')) {
-				start = strtoull(line, &end, 16);
-				in = false;
-				for (unsigned i = 0; i < n; i++)
-					in |= starts[i] == start;
-			} else if (in && sscanf(line, "Rss: %" SCNu64, &kb) == 1) {
-				ctx->weights_rss += kb << 10;
-			} else if (in && (sscanf(line, "FilePmdMapped: %" SCNu64, &kb) == 1 ||
-					  sscanf(line, "AnonHugePages: %" SCNu64, &kb) == 1)) {
-				ctx->weights_huge += kb << 10;
-			}
-		}
-		fclose(f);
-	}
-	if (nnodes < 2)
-		return;
-	snprintf(path, sizeof(path), "%s/%d/numa_maps", proc, (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f))
-		for (unsigned i = 0; i < n; i++)
-			if (lp_context_numa_line(line, starts[i], ctx->weights_node_pages))
-				break;
-	fclose(f);
+	read_weights_rss(ctx, pid, proc, starts, n);
+	if (nnodes >= 2)
+		read_weights_nodes(ctx, pid, proc, starts, n);
 }
 
 /* The CPUs any of its threads may run on: threads bound one per CPU (OMP_PROC_BIND,
