@@ -109,7 +109,7 @@ def main():
             "top in 140 columns adds MODEL: %r" % header)
     for name, (_, pid) in apps.items():
         # The PID column is 7 wide; a finding's mark may follow it.
-        row = [l for l in lines if l[:7].strip() == str(pid)]
+        row = [l for l in lines if l[:7].lstrip("!*+").strip() == str(pid)]
         t.check(row and row[0][header.index("MODEL"):].split()[0] == name,
                 "top's MODEL for pid %d: %s" % (pid, row))
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
@@ -150,7 +150,9 @@ def main():
     t.check(len(tables) == 2 and len(refs) == 2, "top printed two tables")
     lines = tables[1]
     header = next(l for l in lines if l.lstrip().startswith("PID COMMAND"))
-    prow = next(l for l in lines if l[:7].strip() == str(pid))
+    # The process's row: its PID cell may lead with a finding's mark (a thread row holds
+    # the main thread's tid, the same number, with none).
+    prow = next(l for l in lines if l[:7].lstrip("!*+").strip() == str(pid))
     threads = lines[lines.index(prow) + 1:]
     exited = [l for l in threads if l.split()[:2] == ["-", "(exited)"]]
     cpu = float(cell(header, prow, "CPU%"))
