@@ -39,6 +39,8 @@ int BPF_KPROBE(lp_decode_enter)
 		__sync_fetch_and_add(&p->ctr[LP_C_GEN_GAP_NS], now - p->gen_end_ns);
 	}
 	p->gen_last_ns = n_tokens == 1 ? now : 0;
+	if (n_tokens == 1)
+		__sync_fetch_and_add(&p->gen_seq, 1);
 	/* A generation decode is in flight for the process's samples, once per thread. */
 	if (n_tokens == 1 && !t->gen_in)
 		t->gen_in = gen_depth_add(tgid, 1);
@@ -69,6 +71,8 @@ int BPF_KRETPROBE(lp_decode_exit, int ret)
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return 0;
+	if (t->decode_tokens == 1)
+		__sync_fetch_and_add(&p->gen_seq, 1);
 	if (ret != 0) {
 		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_ERRORS], 1);
 		return 0;

@@ -10,9 +10,10 @@ static __always_inline void futex_enter(__u64 uaddr, __u32 kind)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
+	struct lp_proc_stats *p = proc_of(tgid);
 	struct lp_thread *t;
 
-	if (!proc_of(tgid))
+	if (!p)
 		return;
 	t = thread_get((__u32)id, tgid);
 	if (!t)
@@ -20,6 +21,7 @@ static __always_inline void futex_enter(__u64 uaddr, __u32 kind)
 	t->futex_since = bpf_ktime_get_ns();
 	t->futex_uaddr = uaddr;
 	t->futex_kind = kind;
+	t->futex_gen = p->gen_seq;
 }
 
 static __always_inline void futex_enter_op(__u64 uaddr, __u64 op)

@@ -51,6 +51,10 @@ static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_t
 	if (!p)
 		return;
 	hist_add(&p->hist[LP_H_FUTEX], d);
+	/* Inside one generation decode: a wait the token waited for, not a thread idle between
+	 * requests or tokens. */
+	if ((t->futex_gen & 1) && t->futex_gen == p->gen_seq)
+		hist_add(&p->hist[LP_H_FUTEX_GEN], d);
 	if (ret == -110 /* ETIMEDOUT */)
 		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_TIMEDOUT], 1);
 	else if (ret == -11 /* EAGAIN */)

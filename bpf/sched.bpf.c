@@ -131,7 +131,8 @@ static __always_inline void off_end(struct lp_proc_stats *p, struct lp_thread *t
 /* A tracked thread switched out asleep: if it sleeps inside a futex wait, the wait
  * starts now, on the word its registers name (futex_from_sched). A wait that returns at
  * once (EAGAIN) never sleeps and is not seen; nor is a wait's result. */
-static __always_inline void futex_sleep(struct lp_thread *t, const struct pt_regs *regs, __u64 now)
+static __always_inline void futex_sleep(const struct lp_proc_stats *p, struct lp_thread *t,
+					const struct pt_regs *regs, __u64 now)
 {
 	long nr = (long)LP_SYSCALL_NR(regs);
 	__u64 uaddr = 0;
@@ -149,6 +150,7 @@ static __always_inline void futex_sleep(struct lp_thread *t, const struct pt_reg
 	t->futex_since = now;
 	t->futex_uaddr = uaddr;
 	t->futex_kind = kind;
+	t->futex_gen = p->gen_seq;
 }
 
 /* with_regs: the program may read prev's user registers (tp_btf: a trusted task). */
@@ -235,7 +237,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				t->nvcsw++;
 				__sync_fetch_and_add(&p->ctr[LP_C_NVCSW], 1);
 				if (futex_from_sched && prev_regs)
-					futex_sleep(t, prev_regs, now);
+					futex_sleep(p, t, prev_regs, now);
 			}
 			/* A timeline being recorded: why it stopped, and who took the CPU. */
 			if ((e = rec_reserve(tgid, tid, LP_REC_OFF))) {

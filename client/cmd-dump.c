@@ -23,7 +23,9 @@ static const struct {
 	{"runqueue_latency", "runnable until running: after a wakeup, or after being preempted"},
 	{"offcpu_blocked", "off CPU while sleeping (futex, I/O, sleep), until switched in again"},
 	{"offcpu_preempted", "off CPU while still runnable, until switched in again"},
-	{"futex_wait", "futex wait system calls, entry to return"},
+	{"futex_wait", "futex waits: asleep in the call (or the call, entry to return)"},
+	{"futex_wait_generation", "of those, the waits that began and ended inside one "
+				  "generation decode (what a token waited for)"},
 	{"decode_prompt", "llama_decode calls given more than one token (prompt processing)"},
 	{"decode_generation", "llama_decode calls given one token: time per generated token"},
 	{"matmul", "precise mode: outermost matmul calls, entry to return"},

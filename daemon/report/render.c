@@ -28,6 +28,7 @@ const char *const lp_hist_names[LP_H_NR] = {
 	[LP_H_DECODE_GEN] = "decode_generation",
 	[LP_H_MATMUL] = "matmul",
 	[LP_H_BARRIER] = "barrier",
+	[LP_H_FUTEX_GEN] = "futex_wait_generation",
 };
 
 const char *const lp_counter_names[LP_C_NR] = {

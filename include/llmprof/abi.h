@@ -26,6 +26,7 @@ enum lp_hist_kind {
 	LP_H_DECODE_GEN,    /* llama_decode calls given one token: generation */
 	LP_H_MATMUL,	    /* precise mode: outermost matmul calls, entry to return */
 	LP_H_BARRIER,	    /* precise mode: outermost barrier calls, entry to return */
+	LP_H_FUTEX_GEN,	    /* the futex waits that began and ended in one generation decode */
 	LP_H_NR,
 };
 
@@ -86,7 +87,9 @@ struct lp_proc_stats {
 	__u64 gen_last_ns;	/* when the last generation decode began; 0 after a prompt */
 	__u64 gen_end_ns;	/* when the last generation decode returned */
 	__u32 tgid;
-	__u32 pad;
+	/* Odd while a generation decode is in flight: one more at its entry and at its return,
+	 * so that a futex wait can tell it began and ended in the same one. */
+	__u32 gen_seq;
 	__u64 ctr[LP_C_NR];
 	struct lp_hist hist[LP_H_NR];
 };
@@ -113,7 +116,7 @@ struct lp_thread {
 	__u64 sum_last;
 	__u64 rd_last;
 	__u32 acct_seen;
-	__u32 pad4;
+	__u32 futex_gen;   /* its process's gen_seq when the wait in flight began */
 	__u64 futex_since; /* in a futex wait since; 0 otherwise */
 	__u64 futex_uaddr;
 	__u32 futex_kind;    /* enum lp_futex_kind of the wait in flight */

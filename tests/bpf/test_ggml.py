@@ -316,7 +316,46 @@ def test_sites_beside_probes():
     d.stop()
 
 
+def test_futex_in_generation():
+    # 20 generation decodes, each with a 2 ms futex wait inside it and one of 100 ms after
+    # it: the waits inside one generation decode are its histogram's, exactly; the others
+    # (and pthread_join's) only the process's. Durations from the scheduler: each asleep
+    # from its switch-out to its switch-in, so its timeout and a wakeup's latency.
+    print("--- futex waits inside generation decodes, apart from those between them")
+    gen, inside, between = 20, 2000, 100000
+    d = Daemon()
+    d.wait_ready()
+    fx = Lpggml("--hold", "--threads", "1", "--iters", "2", "--prompt", "4", "--gen", str(gen),
+                "--decode-us", "100", "--decode-futex-us", str(inside), "--between-futex-us",
+                str(between))
+    d.wait_log("pid %d (lpggml) runs ggml" % fx.pid)
+    fx.go()
+    fx.line()
+    doc = d.get("/v1/processes/%d" % fx.pid)
+    h, all_ = doc["histograms"]["futex_wait_generation"], doc["histograms"]["futex_wait"]
+    check(h["count"] == gen, "one wait inside each of the %d generation decodes: %d"
+          % (gen, h["count"]))
+    check(all_["count"] >= 2 * gen, "the process's histogram has the waits between them too: "
+          "%d" % all_["count"])
+    check(inside * 1000 <= h["p50"] and h["max"] < between * 1000,
+          "each inside one lasted its 2 ms timeout or more, none the 100 ms of those between "
+          "(p50 %.2f ms, max %.2f ms)" % (h["p50"] / 1e6, h["max"] / 1e6))
+    check(all_["max"] >= between * 1000, "the process's own longest is one between them: "
+          "%.1f ms" % (all_["max"] / 1e6))
+    out = t.subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "top", "--json", "-n", "1",
+                            "-p", str(fx.pid)], capture_output=True, text=True, timeout=60)
+    row = t.json.loads(out.stdout)["processes"][0]
+    check(row["futex_wait_p99_ns"] == d.get("/v1/processes/%d" % fx.pid)["histograms"]
+          ["futex_wait_generation"]["p99"],
+          "top's FTX99 of a process generating tokens is the p99 of the waits inside its "
+          "generation decodes: %.2f ms" % (row["futex_wait_p99_ns"] / 1e6))
+    fx.proc.stdin.close()
+    fx.proc.wait(timeout=20)
+    check(d.stop() == 0, "llmprofd exits 0")
+
+
 def main():
+    test_futex_in_generation()
     test_sites_beside_probes()
     test_precise(True)
     test_precise(False)
