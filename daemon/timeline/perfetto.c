@@ -252,11 +252,12 @@ static void ann_u64(struct lp_pb *b, unsigned name_iid, uint64_t v)
 	close_msg(b, at);
 }
 
-static void ann_str(struct lp_pb *b, unsigned name_iid, const char *s)
+/* A string annotation: s is NUL-terminated within max bytes. */
+static void ann_str(struct lp_pb *b, unsigned name_iid, const char *s, size_t max)
 {
 	size_t at = ann_open(b, name_iid);
 
-	field_name(b, ANN_STRING, s, 4096);
+	field_name(b, ANN_STRING, s, max);
 	close_msg(b, at);
 }
 
@@ -335,10 +336,10 @@ static void on_stretch(void *ctx, const struct lp_tl_stretch *s)
 		ann_u64(b, ANN_BY_PID, s->off->other);
 	} else if (s->state == LP_TL_FUTEX) {
 		snprintf(buf, sizeof(buf), "0x%" PRIx64, (uint64_t)s->off->a);
-		ann_str(b, ANN_UADDR, buf);
+		ann_str(b, ANN_UADDR, buf, sizeof(buf));
 		object = w->names.object ? w->names.object(w->names.ctx, s->off->a) : NULL;
 		if (object)
-			ann_str(b, ANN_OBJECT, object);
+			ann_str(b, ANN_OBJECT, object, 4096);
 	}
 	event_close(w, e);
 	end_event(w, s->to, UUID_CPU(s->tid));
@@ -369,7 +370,7 @@ static void on_span_begin(void *ctx, const struct lp_tl_span *s)
 	if (s->type == LP_REC_DECODE_BEGIN)
 		ann_u64(b, ANN_TOKENS, s->began ? s->a : 0);
 	else if (s->type == LP_REC_OP_BEGIN)
-		ann_str(b, ANN_GROUP, group ? group : "other_ops");
+		ann_str(b, ANN_GROUP, group ? group : "other_ops", 4096);
 	event_close(w, e);
 }
 
