@@ -364,7 +364,7 @@ static void draw_help(const struct screen *s)
 }
 
 /* Colour pairs, where the terminal has colours and NO_COLOR is unset. */
-enum { PAIR_HEADER = 1, PAIR_CRITICAL, PAIR_WARNING, PAIR_MESSAGE, PAIR_SORT };
+enum { PAIR_HEADER = 1, PAIR_CRITICAL, PAIR_WARNING, PAIR_MESSAGE };
 
 static void colour_on(const struct screen *s, int pair, attr_t fallback)
 {
@@ -376,42 +376,45 @@ static void colour_off(const struct screen *s, int pair, attr_t fallback)
 	attroff(s->colour ? COLOR_PAIR(pair) : fallback);
 }
 
+/* Column c's cell of line, drawn again at row y with attributes a, as far as the line and
+ * the screen hold it (a line ends at its last character: trailing blanks are trimmed). */
+static void redraw_cell(const struct screen *s, enum top_col c, const char *line, int y, attr_t a)
+{
+	int x, w, len = (int)strlen(line);
+
+	if (!top_layout_find(&s->o->layout, c, &x, &w) || x >= COLS || x >= len)
+		return;
+	w = w < len - x ? w : len - x;
+	attron(a);
+	mvaddnstr(y, x, line + x, w < COLS - x ? w : COLS - x);
+	attroff(a);
+}
+
 /* The header, bold (or coloured) apart from the selection, its sort column reversed. */
 static void draw_header(const struct screen *s, int y)
 {
 	char line[TOP_LINE];
-	int x, w;
 
 	top_format_header(line, &s->o->layout);
 	colour_on(s, PAIR_HEADER, A_BOLD | A_UNDERLINE);
 	mvaddnstr(y, 0, line, COLS);
 	colour_off(s, PAIR_HEADER, A_BOLD | A_UNDERLINE);
-	if (top_layout_find(&s->o->layout, s->o->sort, &x, &w) && x < COLS) {
-		attron(A_REVERSE | A_BOLD);
-		mvaddnstr(y, x, line + x, w < COLS - x ? w : COLS - x);
-		attroff(A_REVERSE | A_BOLD);
-	}
+	redraw_cell(s, s->o->sort, line, y, A_REVERSE | A_BOLD);
 }
 
 /* The cells of figures a finding judged, in its severity's colour (bold without colour). */
 static void draw_flags(const struct screen *s, const struct top_row *r, const char *line, int y,
 		       bool selected)
 {
-	int x, w;
-
 	for (int c = 0; c < TC_NR; c++) {
 		int pair = r->flag[c] == TOP_FLAG_CRITICAL  ? PAIR_CRITICAL
 			   : r->flag[c] == TOP_FLAG_WARNING ? PAIR_WARNING
 							    : 0;
-		attr_t a = (s->colour ? COLOR_PAIR(pair) | A_BOLD : A_BOLD | A_UNDERLINE) |
-			   (selected ? A_REVERSE : 0);
 
-		if (!pair || !top_layout_find(&s->o->layout, c, &x, &w) || x >= COLS ||
-		    x + w > (int)strlen(line))
-			continue;
-		attron(a);
-		mvaddnstr(y, x, line + x, w < COLS - x ? w : COLS - x);
-		attroff(a);
+		if (pair)
+			redraw_cell(s, c, line, y,
+				    (s->colour ? COLOR_PAIR(pair) | A_BOLD : A_BOLD | A_UNDERLINE) |
+					    (selected ? A_REVERSE : 0));
 	}
 }
 
