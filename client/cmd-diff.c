@@ -319,13 +319,8 @@ static int exec(struct ctl *c, int argc, char **argv)
 	regressions =
 		compare(a, b, threshold, json, out ? cJSON_AddArrayToObject(out, "figures") : NULL);
 	if (json) {
-		char *s;
-
 		cJSON_AddBoolToObject(out, "regression", regressions > 0);
-		s = cJSON_Print(out);
-		if (s)
-			puts(s);
-		free(s);
+		ctl_print_json(out, false);
 		cJSON_Delete(out);
 	} else {
 		printf("\n%s (threshold %g%%; * marks the figures that decide)\n",

@@ -6,7 +6,6 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -86,7 +85,7 @@ static void print_window(int pid, const struct window *w)
 static int print_window_json(int pid, const struct window *w)
 {
 	cJSON *o = cJSON_CreateObject(), *m, *b;
-	char *s;
+	int status;
 
 	if (!o)
 		return CTL_DAEMON;
@@ -104,13 +103,9 @@ static int print_window_json(int pid, const struct window *w)
 	cJSON_AddNumberToObject(b, "ns", w->bns);
 	cJSON_AddNumberToObject(b, "spin_ns", w->spin);
 	cJSON_AddNumberToObject(b, "sleep_ns", w->sleep);
-	s = cJSON_Print(o);
+	status = ctl_print_json(o, false);
 	cJSON_Delete(o);
-	if (!s)
-		return CTL_DAEMON;
-	puts(s);
-	free(s);
-	return CTL_OK;
+	return status;
 }
 
 /* Waits for the window to open and close (or for Ctrl-C, then closes it), then prints it. */
@@ -231,14 +226,9 @@ static int exec(struct ctl *c, int argc, char **argv)
 	}
 	left = ctl_num(p, "seconds_left", NAN);
 	probed = ctl_num(p, "functions_probed", 0);
-	if (json) {
-		/* The daemon's answer as it is: the route's document (docs/API.md). */
-		char *text = cJSON_Print(doc);
-
-		if (text)
-			puts(text);
-		free(text);
-	} else if (!ctl_true(p, "active"))
+	if (json) /* the daemon's answer: the route's document (docs/API.md) */
+		status = ctl_print_json(doc, false);
+	else if (!ctl_true(p, "active"))
 		printf("pid %d: precise mode off\n", pid);
 	else if (!strcmp(ctl_str(p, "state", "on"), "attaching"))
 		printf("pid %d: precise mode attaching its probes; %s%.0f s once they are on; then "
@@ -254,7 +244,7 @@ static int exec(struct ctl *c, int argc, char **argv)
 		       "'llmprofctl dump --pid %d'\n",
 		       pid, left, probed, pid);
 	cJSON_Delete(doc);
-	return CTL_OK;
+	return status;
 }
 
 const struct ctl_cmd ctl_cmd_precise = {

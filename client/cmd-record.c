@@ -288,7 +288,7 @@ static struct written written_of(const char *file, const char *format, double by
 static int print_written_json(const struct written *w, cJSON *tokens)
 {
 	cJSON *o = cJSON_CreateObject();
-	char *s;
+	int status;
 
 	if (!o) {
 		cJSON_Delete(tokens);
@@ -307,14 +307,9 @@ static int print_written_json(const struct written *w, cJSON *tokens)
 		cJSON_AddNullToObject(o, "trace_events");
 	if (tokens)
 		cJSON_AddItemToObject(o, "tokens", tokens);
-	s = cJSON_Print(o);
+	status = ctl_print_json(o, false); /* FILE is the user's: any bytes */
 	cJSON_Delete(o);
-	if (!s)
-		return CTL_DAEMON;
-	ctl_write_json(stdout, s, strlen(s)); /* FILE is the user's: any bytes */
-	putchar('\n');
-	free(s);
-	return CTL_OK;
+	return status;
 }
 
 /* A trace streamed as it is recorded, into its file. */

@@ -224,7 +224,7 @@ static int print_json(const struct top_opts *o, const struct reading *cur,
 		      const struct reading *prev, const struct top_row *rows, size_t n)
 {
 	cJSON *doc = cJSON_CreateObject(), *procs;
-	char *s = NULL;
+	int status;
 
 	if (!doc)
 		return -ENOMEM;
@@ -244,13 +244,9 @@ static int print_json(const struct top_opts *o, const struct reading *cur,
 	procs = cJSON_AddArrayToObject(doc, "processes");
 	for (size_t j = 0; procs && j < n; j++)
 		cJSON_AddItemToArray(procs, top_row_json(&rows[j], o->threads, o->ops));
-	s = procs ? cJSON_PrintUnformatted(doc) : NULL;
+	status = procs ? ctl_print_json(doc, true) : CTL_DAEMON;
 	cJSON_Delete(doc);
-	if (!s)
-		return -ENOMEM;
-	puts(s);
-	free(s);
-	return 0;
+	return status == CTL_OK ? 0 : -ENOMEM;
 }
 
 static int batch(struct ctl *c, struct top_opts *o)

@@ -76,6 +76,18 @@ void ctl_write_json(FILE *f, const char *s, size_t len)
 	}
 }
 
+int ctl_print_json(const cJSON *o, bool compact)
+{
+	char *s = o ? (compact ? cJSON_PrintUnformatted(o) : cJSON_Print(o)) : NULL;
+
+	if (!s)
+		return CTL_DAEMON;
+	ctl_write_json(stdout, s, strlen(s));
+	putchar('\n');
+	cJSON_free(s);
+	return CTL_OK;
+}
+
 bool ctl_true(const cJSON *o, const char *key)
 {
 	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key));

@@ -145,6 +145,9 @@ void ctl_sanitize(cJSON *o);
 /* A JSON document as received, with DEL, C1 controls and bytes that are not UTF-8 written
  * as \u escapes: the same JSON, safe on a terminal. */
 void ctl_write_json(FILE *f, const char *s, size_t len);
+/* A document of the client's own on stdout (indented, or on one line with compact) and a
+ * newline, written as ctl_write_json writes: CTL_OK, or CTL_DAEMON out of memory. */
+int ctl_print_json(const cJSON *o, bool compact);
 
 /* wait.c: commands that wait on a window. After ctl_catch_interrupt(), the first Ctrl-C
  * (or SIGTERM) sets ctl_interrupted and ends a ctl_nap() early; the second ends the
