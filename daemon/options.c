@@ -369,11 +369,13 @@ static const struct u32_opt u32_opts[] = {
 	{OPT_HTTP_TIMEOUT, 1, 3600, offsetof(struct lp_config, http_timeout)},
 };
 
-/* The names of enum lp_futex_source's, lp_mmap_source's and lp_uprobe_links' values, in their
- * order: what the options take and what the configuration is described with. */
+/* The names of enum lp_futex_source's, lp_mmap_source's and lp_uprobe_links' values, and of
+ * metrics_coarse's, in their order: what the options take and what the configuration is
+ * described with. */
 static const char *const futex_src[] = {"auto", "tracepoint", "raw", "off", "sched"};
 static const char *const mmap_src[] = {"auto", "lock", "tracepoint", "raw"};
 static const char *const uprobe_links[] = {"auto", "multi", "single"};
+static const char *const metrics_buckets[] = {"exact", "coarse"};
 
 /* The index of arg among the n names, or -EINVAL (logged, with the names). */
 static int choice(const char *name, const char *arg, const char *const *names, size_t n)
@@ -528,11 +530,10 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 		cfg->metrics_cmdline = true;
 		return 0;
 	case OPT_METRICS_BUCKETS:
-		if (strcmp(arg, "exact") && strcmp(arg, "coarse")) {
-			log_error("%s: '%s' is neither exact nor coarse", name, arg);
-			return -EINVAL;
-		}
-		cfg->metrics_coarse = strcmp(arg, "coarse") == 0;
+		if ((r = choice(name, arg, metrics_buckets,
+				sizeof(metrics_buckets) / sizeof(*metrics_buckets))) < 0)
+			return r;
+		cfg->metrics_coarse = r == 1;
 		return 0;
 	case OPT_METRICS_LABELS:
 		if (strcmp(arg, "pid") && strcmp(arg, "workload")) {
@@ -904,7 +905,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddNumberToObject(o, "metrics-max-processes", cfg->metrics_max_processes);
 	cJSON_AddStringToObject(o, "metrics-labels", cfg->metrics_by_workload ? "workload" : "pid");
 	cJSON_AddBoolToObject(o, "metrics-cmdline", cfg->metrics_cmdline);
-	cJSON_AddStringToObject(o, "metrics-buckets", cfg->metrics_coarse ? "coarse" : "exact");
+	cJSON_AddStringToObject(o, "metrics-buckets", metrics_buckets[cfg->metrics_coarse]);
 	cJSON_AddNumberToObject(o, "metrics-exited-seconds", cfg->metrics_exited_seconds);
 	cJSON_AddStringToObject(o, "web-config-file", *cfg->web_config ? cfg->web_config : "off");
 	cJSON_AddNumberToObject(o, "max-connections", cfg->max_connections);
