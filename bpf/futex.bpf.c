@@ -18,10 +18,7 @@ static __always_inline void futex_enter(__u64 uaddr, __u32 kind)
 	t = thread_get((__u32)id, tgid);
 	if (!t)
 		return;
-	t->futex_since = bpf_ktime_get_ns();
-	t->futex_uaddr = uaddr;
-	t->futex_kind = kind;
-	t->futex_gen = p->gen_seq;
+	futex_wait_begin(p, t, bpf_ktime_get_ns(), uaddr, kind);
 }
 
 static __always_inline void futex_enter_op(__u64 uaddr, __u64 op)

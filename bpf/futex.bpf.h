@@ -34,6 +34,16 @@ static __always_inline __u64 futex_waitv_word(const void *waiters)
 	return uaddr;
 }
 
+/* Thread t of process p begins a wait of kind on the word uaddr, now. */
+static __always_inline void futex_wait_begin(const struct lp_proc_stats *p, struct lp_thread *t,
+					     __u64 now, __u64 uaddr, __u32 kind)
+{
+	t->futex_since = now;
+	t->futex_uaddr = uaddr;
+	t->futex_kind = kind;
+	t->futex_gen = p->gen_seq;
+}
+
 /* Counts a wait of d ns of thread t, of process p (NULL: looked up), that t->futex_*
  * describe, ended with ret (0 where the result is not known: seen from the scheduler),
  * and clears it. */

@@ -145,12 +145,8 @@ static __always_inline void futex_sleep(const struct lp_proc_stats *p, struct lp
 		kind = LP_FUTEX_WAITV;
 		uaddr = futex_waitv_word((const void *)LP_SYSCALL_PARM1(regs));
 	}
-	if (!kind)
-		return;
-	t->futex_since = now;
-	t->futex_uaddr = uaddr;
-	t->futex_kind = kind;
-	t->futex_gen = p->gen_seq;
+	if (kind)
+		futex_wait_begin(p, t, now, uaddr, kind);
 }
 
 /* with_regs: the program may read prev's user registers (tp_btf: a trusted task). */
