@@ -205,12 +205,17 @@ static const struct {
 	{"weights_not_resident", TC_MAJS}, {"memory_bound", TC_MS50},
 };
 
+/* enum top_flag's severities as the findings name them, and the marks top shows. */
+static const char *const flag_names[] = {
+	[TOP_FLAG_INFO] = "info", [TOP_FLAG_WARNING] = "warning", [TOP_FLAG_CRITICAL] = "critical"};
+static const char flag_marks[] = " +*!";
+
 static enum top_flag severity_flag(const char *s)
 {
-	return !strcmp(s, "critical")  ? TOP_FLAG_CRITICAL
-	       : !strcmp(s, "warning") ? TOP_FLAG_WARNING
-	       : !strcmp(s, "info")    ? TOP_FLAG_INFO
-				       : TOP_FLAG_NONE;
+	for (int f = TOP_FLAG_CRITICAL; f > TOP_FLAG_NONE; f--)
+		if (!strcmp(s, flag_names[f]))
+			return (enum top_flag)f;
+	return TOP_FLAG_NONE;
 }
 
 /* The worst finding of a process's document as its mark ('!' critical, '*' warning, '+'
@@ -232,10 +237,7 @@ static void findings_of(const cJSON *d, struct top_row *r)
 			if (!strcmp(rule, rule_cols[i].rule) && sev > r->flag[rule_cols[i].col])
 				r->flag[rule_cols[i].col] = (unsigned char)sev;
 	}
-	r->mark = worst == TOP_FLAG_CRITICAL  ? '!'
-		  : worst == TOP_FLAG_WARNING ? '*'
-		  : worst == TOP_FLAG_INFO    ? '+'
-					      : ' ';
+	r->mark = flag_marks[worst];
 }
 
 static void copy_text(char *dst, size_t size, const char *src)
@@ -641,9 +643,12 @@ static void add_text(cJSON *o, const char *key, const char *s)
 		cJSON_AddNullToObject(o, key);
 }
 
+/* The severity a row's mark stands for, or NULL. */
 static const char *severity(char mark)
 {
-	return mark == '!' ? "critical" : mark == '*' ? "warning" : mark == '+' ? "info" : NULL;
+	const char *m = mark ? strchr(flag_marks, mark) : NULL;
+
+	return m ? flag_names[m - flag_marks] : NULL;
 }
 
 /* The numeric columns a thread row has: the others are the process's alone. */
