@@ -27,6 +27,8 @@ WL = 'workload=~"$workload",workload!=""'
 BY_PID = "instance, comm, pid"
 BY_WL = "instance, workload, model"
 LEGEND = "{{instance}} {{comm}} {{pid}}{{workload}} {{model}}"
+# Each label mode: what its series are summed by, its matchers, and what selects them after.
+MODES = ((BY_PID, INST, " " + OF_WORKLOAD), (BY_WL, INST + "," + WL, ""))
 
 
 def sel(*matchers):
@@ -36,10 +38,8 @@ def sel(*matchers):
 def rate_sum(metric, match="", by=""):
     """sum of a counter's rate per process, or per workload and model."""
     extra = ", " + by if by else ""
-    pid = "sum by (%s%s) (rate(%s%s%s) %s)" % (BY_PID, extra, metric, sel(match, INST), RATE,
-                                               OF_WORKLOAD)
-    wl = "sum by (%s%s) (rate(%s%s%s))" % (BY_WL, extra, metric, sel(match, INST, WL), RATE)
-    return pid, wl
+    return tuple("sum by (%s%s) (rate(%s%s%s)%s)" % (mby, extra, metric, sel(match, mmatch), RATE,
+                                                       of) for mby, mmatch, of in MODES)
 
 
 def either(pair):
@@ -56,22 +56,22 @@ def ratio(num, den, on=""):
 def quantile(metric, q=0.99):
     """histogram_quantile over classic buckets or native histograms, in either label mode."""
     forms = []
-    for by, match, of in ((BY_PID, INST, OF_WORKLOAD), (BY_WL, INST + "," + WL, "")):
-        forms.append("histogram_quantile(%g, sum by (%s, le) (rate(%s_bucket{%s}%s) %s))"
+    for by, match, of in MODES:
+        forms.append("histogram_quantile(%g, sum by (%s, le) (rate(%s_bucket{%s}%s)%s))"
                      % (q, by, metric, match, RATE, of))
-        forms.append("histogram_quantile(%g, sum by (%s) (rate(%s{%s}%s) %s))"
+        forms.append("histogram_quantile(%g, sum by (%s) (rate(%s{%s}%s)%s))"
                      % (q, by, metric, match, RATE, of))
-    return " or ".join(forms).replace(" )", ")")
+    return " or ".join(forms)
 
 
 def seconds_sum(metric):
     """Seconds per second in a histogram: its classic _sum's rate or the native one's."""
     forms = []
-    for by, match, of in ((BY_PID, INST, OF_WORKLOAD), (BY_WL, INST + "," + WL, "")):
-        forms.append("sum by (%s) (rate(%s_sum{%s}%s) %s)" % (by, metric, match, RATE, of))
-        forms.append("sum by (%s) (histogram_sum(rate(%s{%s}%s)) %s)"
+    for by, match, of in MODES:
+        forms.append("sum by (%s) (rate(%s_sum{%s}%s)%s)" % (by, metric, match, RATE, of))
+        forms.append("sum by (%s) (histogram_sum(rate(%s{%s}%s))%s)"
                      % (by, metric, match, RATE, of))
-    return " or ".join(forms).replace(" )", ")")
+    return " or ".join(forms)
 
 
 def processes_by_model():
