@@ -32,8 +32,30 @@ if [[ ! -f $bundle ]]; then
 	echo "build-llama: $bundle is missing: run 'npm install --no-save' in tests/workload" >&2
 	exit 1
 fi
+# A CPU that reports AMX (cpuid) on a kernel that does not let processes use its tile
+# data (ARCH_GET_XCOMP_SUPP without XTILEDATA, bit 18: a hypervisor keeps it out of XCR0):
+# -march=native compiles ggml's AMX kernels in, ggml's own check (ARCH_REQ_XCOMP_PERM)
+# passes anyway, and the first matmul dies of SIGILL at ldtilecfg. Such a host gets a
+# build without AMX, in a directory of its own (gcc and clang let -mno-amx-* override
+# what -march=native enables, wherever it stands on the command line).
+amx_unusable() {
+	grep -qw amx_tile /proc/cpuinfo || return 1
+	python3 -c '
+import ctypes, sys
+mask = ctypes.c_ulong(0)
+r = ctypes.CDLL(None).syscall(158, 0x1022, ctypes.byref(mask))  # arch_prctl(ARCH_GET_XCOMP_SUPP)
+sys.exit(0 if r == 0 and not (mask.value >> 18) & 1 else 1)'
+}
+flags=()
+suffix=
+if amx_unusable; then
+	no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+	flags=(-DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx")
+	suffix=-noamx
+	echo "build-llama: the CPU has AMX but the kernel does not let processes use it: built without" >&2
+fi
 commit=$(git bundle list-heads "$bundle" | awk 'NR == 1 { print substr($1, 1, 12) }')
-dir="$cache/$commit-$cc"
+dir="$cache/$commit-$cc$suffix"
 bin="$dir/build/bin/$target"
 # A target counts as built once its stamp is there: an interrupted build is finished by the
 # next call (cmake picks up where it stopped), never taken for a cached one.
@@ -48,7 +70,7 @@ if [[ ! -e $dir/.cloned ]]; then
 	touch "$dir/.cloned"
 fi
 CC=$cc CXX=$cxx cmake -S "$dir" -B "$dir/build" -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
-	-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >&2
+	-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "${flags[@]}" >&2
 cmake --build "$dir/build" --target "$target" -j"$(nproc)" >&2
 touch "$dir/.built-$target"
 echo "$bin"
