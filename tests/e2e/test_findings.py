@@ -44,10 +44,30 @@ SHARE_TOL = 0.10
 
 class History:
     """What the kernel says of a process over time: per thread CPU time and run-queue wait
-    (schedstat), major faults, voluntary switches; sampled as the test polls."""
+    (schedstat), major faults, voluntary switches; sampled as the test polls.
 
-    def __init__(self, pid):
-        self.pid, self.samples = pid, []
+    With exits=True, also the threads that exited between two samples: ggml's own thread
+    pool (node-llama-cpp) starts its workers for each graph and joins them after it, so
+    most of a window's compute runs in threads that /proc no longer lists at the window's
+    end. bpftrace reads each exiting thread of the process as it leaves the CPU
+    (sched_switch of a task with PF_EXITING: its sum_exec_runtime brought up to date by
+    the switch, which it is not yet at sched_process_exit, a tick's worth short: 8 % of
+    the process's CPU time here; and its run_delay: its schedstat's two figures); the last
+    such switch of a thread is its final figure."""
+
+    def __init__(self, pid, exits=False):
+        self.pid, self.samples, self.bt = pid, [], None
+        if exits:
+            self.bt = t.bpftrace(
+                'tracepoint:sched:sched_switch /pid == %d && (curtask->flags & 4)/ { '
+                'printf("exit %%d %%lld %%lld %%lld\\n", tid, nsecs, '
+                'curtask->se.sum_exec_runtime, curtask->sched_info.run_delay); }' % pid)
+
+    def stop(self):
+        """Ends bpftrace once it printed every exit it saw (times() is then complete)."""
+        if self.bt and not getattr(self.bt, "done", False):
+            self.bt.lines = t.bpftrace_stop(self.bt).splitlines()
+            self.bt.done = True
 
     def sample(self):
         s = {"t": time.monotonic(), "threads": {}, "majflt": 0, "nvcsw": 0}
@@ -60,7 +80,10 @@ class History:
                 s["threads"][int(tid)] = (on, rq)
                 s["nvcsw"] += int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", st, re.M)[1])
             with open("/proc/%d/stat" % self.pid) as f:
-                s["majflt"] = int(f.read().rsplit(")", 1)[1].split()[9])
+                st = f.read().rsplit(")", 1)[1].split()
+            s["majflt"] = int(st[9])
+            # utime + stime: the whole process's, its exited threads' included (s)
+            s["cpu"] = (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
         except (OSError, TypeError):
             return
         self.samples.append(s)
@@ -71,10 +94,26 @@ class History:
         start = min(self.samples, key=lambda s: abs(s["t"] - (end["t"] - seconds)))
         return start, end
 
-    def runq_share(self, seconds):
+    def times(self, seconds):
+        """On-CPU and run-queue ns of all the process's threads over the last `seconds`:
+        those listed at its end, and (with exits) those that exited inside it, at their
+        exit; each less its figures at the window's start."""
         a, b = self.window(seconds)
         on = sum(b["threads"][k][0] - a["threads"].get(k, (0, 0))[0] for k in b["threads"])
         rq = sum(b["threads"][k][1] - a["threads"].get(k, (0, 0))[1] for k in b["threads"])
+        last = {}  # tid: its last switch while exiting (time, on, rq)
+        for line in list(self.bt.lines) if self.bt else []:
+            f = line.split()
+            if len(f) == 5 and f[0] == "exit":
+                last[int(f[1])] = (int(f[2]) / 1e9, int(f[3]), int(f[4]))
+        for tid, (at, x_on, x_rq) in last.items():
+            if a["t"] < at <= b["t"] and tid not in b["threads"]:
+                on += x_on - a["threads"].get(tid, (0, 0))[0]
+                rq += x_rq - a["threads"].get(tid, (0, 0))[1]
+        return on, rq, b["t"] - a["t"]
+
+    def runq_share(self, seconds):
+        on, rq, _ = self.times(seconds)
         return rq / (on + rq) if on + rq else 0
 
 
@@ -459,11 +498,11 @@ def clean_node(d, model):
     t._children.append(drv)
     pid = t.read_json_line(drv, "the driver", 120)["pid"]
     d.wait_log("pid %d (node) runs ggml" % pid, 60)
+    hist = History(pid, exits=True)
     drv.stdin.write("go\n")
     drv.stdin.flush()
     go = time.monotonic()
     inside = []
-    hist = History(pid)
 
     def two_inside():
         hist.sample()
@@ -479,19 +518,23 @@ def clean_node(d, model):
            interval=0.5)
     drv.kill()
     drv.wait(timeout=30)
+    hist.stop()
     # With --threads equal to the CPUs, node's event loop and its other libuv workers
     # compete with ggml's threads, and on a busy host the process can want more than its
     # CPUs. Oversubscribed is then no false alarm if the kernel says so over the window:
-    # schedstat's demand (on CPU and waiting) above the CPUs, less the window edges' 0.1,
-    # and its run-queue share within SHARE_TOL of the finding's.
+    # schedstat's demand (on CPU and waiting, ggml's workers that exited in the window
+    # included) above the CPUs, less the window edges' 0.1, and its run-queue share within
+    # SHARE_TOL of the finding's.
     for doc in inside:
+        on, rq, span = hist.times(doc["window_seconds"])
+        a, b = hist.window(doc["window_seconds"])
+        t.check(abs(on / 1e9 - (b["cpu"] - a["cpu"])) <= 0.03 * (b["cpu"] - a["cpu"]) + 0.02,
+                "the reference, schedstat and the exited threads: %.3f s on CPU over %.1f s, "
+                "/proc/PID/stat's %.3f s" % (on / 1e9, span, b["cpu"] - a["cpu"]))
         f = finding(doc, "oversubscribed")
         if not f:
             continue
-        a, b = hist.window(doc["window_seconds"])
-        on = sum(b["threads"][k][0] - a["threads"].get(k, (0, 0))[0] for k in b["threads"])
-        rq = sum(b["threads"][k][1] - a["threads"].get(k, (0, 0))[1] for k in b["threads"])
-        demand = (on + rq) / max(1e-9, (b["t"] - a["t"]) * 1e9)
+        demand = (on + rq) / max(1e-9, span * 1e9)
         ref = hist.runq_share(doc["window_seconds"])
         true = demand > CPUS + 0.05 - 0.1 and \
             abs(f["evidence"]["runqueue_share"] - ref) <= SHARE_TOL
