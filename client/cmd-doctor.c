@@ -117,6 +117,14 @@ static void print_context(const cJSON *x)
 	printf("\n");
 }
 
+static const char *upper(char *buf, size_t size, const char *s)
+{
+	snprintf(buf, size, "%s", s);
+	for (size_t i = 0; buf[i]; i++)
+		buf[i] = (char)(buf[i] >= 'a' && buf[i] <= 'z' ? buf[i] - 32 : buf[i]);
+	return buf;
+}
+
 static void print_findings(const struct ctl *c, const cJSON *doc, void *arg)
 {
 	const cJSON *fs = cJSON_GetObjectItemCaseSensitive(doc, "findings"), *f, *ne, *e;
@@ -134,14 +142,21 @@ static void print_findings(const struct ctl *c, const cJSON *doc, void *arg)
 	cJSON_ArrayForEach(f, fs)
 	{
 		char sev[16];
-		size_t i;
 
-		snprintf(sev, sizeof(sev), "%s", ctl_str(f, "severity", "?"));
-		for (i = 0; sev[i]; i++)
-			sev[i] = (char)(sev[i] >= 'a' && sev[i] <= 'z' ? sev[i] - 32 : sev[i]);
-		printf("  %-8s %s: %s\n", sev, ctl_str(f, "rule", "?"), ctl_str(f, "title", ""));
+		printf("  %-8s %s: %s\n", upper(sev, sizeof(sev), ctl_str(f, "severity", "?")),
+		       ctl_str(f, "rule", "?"), ctl_str(f, "title", ""));
 		print_evidence(cJSON_GetObjectItemCaseSensitive(f, "evidence"));
 		printf("      action:   %s\n", ctl_str(f, "action", ""));
+	}
+	/* Rules that fired a few seconds ago and not over this window: near a threshold. */
+	cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(doc, "recent"))
+	{
+		char sev[16];
+
+		printf("  recently: %s %s, %.0f s ago (not over this window): %s\n",
+		       upper(sev, sizeof(sev), ctl_str(f, "severity", "?")),
+		       ctl_str(f, "rule", "?"), ctl_num(f, "seconds_ago", 0),
+		       ctl_str(f, "title", ""));
 	}
 	print_bandwidth(cJSON_GetObjectItemCaseSensitive(doc, "bandwidth"));
 	print_context(cJSON_GetObjectItemCaseSensitive(doc, "context"));

@@ -218,8 +218,8 @@ static enum top_flag severity_flag(const char *s)
 	return TOP_FLAG_NONE;
 }
 
-/* The worst finding of a process's document as its mark ('!' critical, '*' warning, '+'
- * info), and each column's worst. */
+/* The worst finding of a process's document, or of its recent ones, as its mark ('!'
+ * critical, '*' warning, '+' info), and each column's worst. */
 static void findings_of(const cJSON *d, struct top_row *r)
 {
 	const cJSON *f = cJSON_GetObjectItemCaseSensitive(d, "findings");
@@ -236,6 +236,14 @@ static void findings_of(const cJSON *d, struct top_row *r)
 		for (size_t i = 0; i < sizeof(rule_cols) / sizeof(rule_cols[0]); i++)
 			if (!strcmp(rule, rule_cols[i].rule) && sev > r->flag[rule_cols[i].col])
 				r->flag[rule_cols[i].col] = (unsigned char)sev;
+	}
+	/* A rule that fired in the last seconds keeps the mark (not the figure's colour: the
+	 * figure shown no longer says it): near a threshold it would flip at each refresh. */
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(f, "recent"))
+	{
+		enum top_flag sev = severity_flag(ctl_str(e, "severity", ""));
+
+		worst = sev > worst ? sev : worst;
 	}
 	r->mark = flag_marks[worst];
 }

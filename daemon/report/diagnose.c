@@ -330,6 +330,8 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 		break;
 	}
 	lp_findings_eval(&in, v->findings);
+	if (w && w->tracked_since_ns == t->tracked_since_ns)
+		lp_findings_hold(v->findings, w->held, r->now_ns);
 	if (in.ctx)
 		v->context = *in.ctx;
 	v->has_context = in.ctx != NULL;

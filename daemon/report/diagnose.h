@@ -42,6 +42,7 @@ struct lp_watch {
 	unsigned nsnap;
 	struct lp_context ctx; /* read at ctx_ns; 0: never */
 	uint64_t ctx_ns;
+	struct lp_recent_finding held[LP_RULE_NR]; /* by rule: when each last fired */
 	bool seen; /* lp_diagnose_tick: its process is still in the report */
 };
 

@@ -776,7 +776,37 @@ void lp_findings_clear(struct lp_findings *f)
 
 int lp_findings_worst(const struct lp_findings *f)
 {
-	return f->n ? (int)f->f[0].severity : -1;
+	int w = f->n ? (int)f->f[0].severity : -1;
+
+	return f->nrecent && (int)f->recent[0].severity > w ? (int)f->recent[0].severity : w;
+}
+
+static int recent_by_severity(const void *a, const void *b)
+{
+	const struct lp_recent_finding *x = a, *y = b;
+
+	return (int)y->severity - (int)x->severity;
+}
+
+void lp_findings_hold(struct lp_findings *f, struct lp_recent_finding *held, uint64_t now)
+{
+	bool fired[LP_RULE_NR] = {false};
+
+	f->now_ns = now;
+	for (size_t i = 0; i < f->n; i++) {
+		struct lp_recent_finding *h = &held[f->f[i].rule];
+
+		fired[f->f[i].rule] = true;
+		h->rule = f->f[i].rule;
+		h->severity = f->f[i].severity;
+		h->at_ns = now;
+		memcpy(h->title, f->f[i].title, sizeof(h->title));
+	}
+	f->nrecent = 0;
+	for (int r = 0; r < LP_RULE_NR; r++)
+		if (!fired[r] && held[r].at_ns && now - held[r].at_ns < LP_FINDINGS_RECENT_NS)
+			f->recent[f->nrecent++] = held[r];
+	qsort(f->recent, f->nrecent, sizeof(f->recent[0]), recent_by_severity);
 }
 
 cJSON *lp_findings_render(const struct lp_findings *f)
@@ -794,6 +824,17 @@ cJSON *lp_findings_render(const struct lp_findings *f)
 		cJSON_AddStringToObject(e, "title", x->title);
 		cJSON_AddItemToObject(e, "evidence", cJSON_Duplicate(x->evidence, true));
 		cJSON_AddStringToObject(e, "action", x->action);
+		cJSON_AddItemToArray(a, e);
+	}
+	a = cJSON_AddArrayToObject(o, "recent");
+	for (size_t i = 0; i < f->nrecent; i++) {
+		const struct lp_recent_finding *r = &f->recent[i];
+		cJSON *e = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(e, "rule", lp_rule_names[r->rule]);
+		cJSON_AddStringToObject(e, "severity", lp_severity_names[r->severity]);
+		cJSON_AddStringToObject(e, "title", r->title);
+		cJSON_AddNumberToObject(e, "seconds_ago", (double)(f->now_ns - r->at_ns) / 1e9);
 		cJSON_AddItemToArray(a, e);
 	}
 	/* Whether the op and sync shares of the window are measured or rest on the scan. */

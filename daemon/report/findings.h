@@ -76,9 +76,23 @@ struct lp_finding {
 	cJSON *evidence;
 };
 
+/* A rule that fired in an earlier evaluation and not in this one, for a short while after
+ * (LP_FINDINGS_RECENT_NS): figures near a threshold would otherwise flip a table's mark
+ * from one refresh to the next. */
+#define LP_FINDINGS_RECENT_NS (10ULL * 1000000000ULL)
+struct lp_recent_finding {
+	enum lp_rule rule;
+	enum lp_severity severity;
+	uint64_t at_ns; /* the evaluation it last fired in */
+	char title[384];
+};
+
 struct lp_findings {
 	struct lp_finding f[LP_RULE_NR]; /* most severe first */
 	size_t n;
+	struct lp_recent_finding recent[LP_RULE_NR]; /* rules not in f, most severe first */
+	size_t nrecent;
+	uint64_t now_ns;		       /* when evaluated: the recent ones' age */
 	const char *not_evaluated[LP_RULE_NR]; /* why a rule could not be, or NULL */
 	/* memory-bound or not, answered whenever it can be */
 	uint64_t weights_bytes;
@@ -95,7 +109,11 @@ struct lp_findings {
 void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out);
 void lp_findings_clear(struct lp_findings *f);
 /* The most severe finding's severity, or -1 when none fired. */
+/* The most severe of the window's findings and the recent ones, or -1. */
 int lp_findings_worst(const struct lp_findings *f);
+/* Keeps f's findings in held (LP_RULE_NR, by rule) and adds to f those held that fired
+ * less than LP_FINDINGS_RECENT_NS before now but not in f. */
+void lp_findings_hold(struct lp_findings *f, struct lp_recent_finding *held, uint64_t now);
 /* {"window_seconds", "findings": [...], "not_evaluated": {...}, "bandwidth": {...}} */
 cJSON *lp_findings_render(const struct lp_findings *f);
 

@@ -761,10 +761,11 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 	cJSON_AddBoolToObject(o, "precise_active",
 			      v->target->ggml && (v->target->ggml->precise_on ||
 						  v->target->ggml->precise_attaching));
-	/* How many rules fired and the worst severity, for a table to mark the process. */
+	/* How many rules fired and the worst severity (of them and the recent ones), for a
+	 * table to mark the process. */
 	c = cJSON_AddObjectToObject(o, "findings");
 	num(c, "count", v->findings ? v->findings->n : 0);
-	if (v->findings && v->findings->n)
+	if (v->findings && lp_findings_worst(v->findings) >= 0)
 		cJSON_AddStringToObject(c, "worst",
 					lp_severity_names[lp_findings_worst(v->findings)]);
 	else

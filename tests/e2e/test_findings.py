@@ -337,7 +337,58 @@ def oversubscribed(d, binary, model):
     _, metrics, _ = d.api("GET", "/metrics")
     t.check(re.search(r'^llmprofd_finding\{rule="oversubscribed"\} 1$', metrics, re.M)
             is not None, "llmprofd_finding counts it")
+    recent(d, p)
     stop(p)
+
+
+def recent(d, p):
+    """Its CPUs widened (taskset on every thread), oversubscribed leaves the window's
+    findings; it stays as recent, with the process's mark, until 10 s after the last read
+    it fired in, then leaves. Each read's evaluation lies between the request's start and
+    its end: a read that ended less than 10 s after the last firing read began must still
+    list it, one that began 10 s after that read ended must not."""
+    reads = []  # (start, end, "fired" | "recent" | "gone", doc, the recent entry)
+
+    def read():
+        start = time.monotonic()
+        doc = findings(d, p.pid)
+        r = next((x for x in doc.get("recent", []) if x["rule"] == "oversubscribed"), None)
+        state = "fired" if finding(doc, "oversubscribed") else "recent" if r else "gone"
+        reads.append((start, time.monotonic(), state, doc, r))
+        return state
+
+    t.check(read() == "fired", "it fires before its CPUs are widened")
+    subprocess.run(["taskset", "-a", "-p", "-c", "0-%d" % (CPUS - 1), str(p.pid)], check=True,
+                   capture_output=True, timeout=30)
+    t.poll("oversubscribed to leave pid %d's window once its CPUs were widened" % p.pid,
+           lambda: read() != "fired", timeout=60, interval=0.25)
+    first = reads[-1]
+    t.check(first[2] == "recent" and first[4]["severity"] in ("critical", "warning") and
+            0 < first[4]["seconds_ago"] <= first[1] - reads[-2][0],
+            "out of the window, it is recent: %s, %.2f s after the read it fired in (%.2f s "
+            "apart)" % (first[4], (first[4] or {}).get("seconds_ago", -1),
+                        first[1] - reads[-2][0]))
+    procs = d.get("/v1/processes?pid=%d" % p.pid)["processes"]
+    worst = procs[0]["findings"]["worst"] if procs else None
+    out = ctl(d, "doctor", "--pid", str(p.pid))
+    top = ctl(d, "top", "-b", "-n", "1")
+    row = next((ln for ln in top.stdout.splitlines()
+                if ln[:7].lstrip("!*+").strip() == str(p.pid)), "")
+    t.check(worst in ("critical", "warning") and row[:1] in "!*" and row[:1] != "" and
+            re.search(r"recently: (CRITICAL|WARNING) oversubscribed, \d+ s ago", out.stdout)
+            and out.returncode == doctor_status(out.stdout),
+            "it keeps the process's mark (%s, top %r) and doctor lists it, its exit status "
+            "by the window's findings (%d):\n%s" % (worst, row[:8], out.returncode, out.stdout))
+    t.poll("oversubscribed to leave pid %d's recent findings" % p.pid,
+           lambda: read() == "gone", timeout=60, interval=0.25)
+    fired = max(i for i, r in enumerate(reads) if r[2] == "fired")
+    f_start, f_end = reads[fired][0], reads[fired][1]
+    wrong = [(round(s - f_end, 2), round(e - f_start, 2), st) for s, e, st, _, _ in
+             reads[fired + 1:] if (st == "gone" and e < f_start + 10) or
+             (st != "gone" and s >= f_end + 10)]
+    t.check(not wrong and reads[-1][2] == "gone",
+            "recent until 10 s after the last read it fired in, then gone, over %d reads: "
+            "%s" % (len(reads) - fired - 1, wrong))
 
 
 def hog(d, binary, model):

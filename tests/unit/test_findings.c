@@ -570,6 +570,59 @@ static void test_exited(void)
 	lp_findings_clear(&o);
 }
 
+/* A rule near its threshold: fired, then not, then again. It stays as recent for
+ * LP_FINDINGS_RECENT_NS after the last evaluation it fired in, with its severity in the
+ * worst, and never beside itself in the findings. */
+static void test_recent(void)
+{
+	struct lp_recent_finding held[LP_RULE_NR] = {0};
+	struct lp_findings o;
+	struct fx f;
+	uint64_t t0 = 1000 * S;
+
+	clean(&f);
+	threads(&f, 4, 5 * S, 4 * S);
+	f.ctr[LP_C_ONCPU_NS] = 20 * S;
+	f.in.runq_ns = 16 * S;
+	lp_findings_eval(&f.in, &o);
+	lp_findings_hold(&o, held, t0);
+	CHECK(fired(&o, LP_RULE_OVERSUBSCRIBED) && o.nrecent == 0,
+	      "fired: a finding, nothing recent (%zu)", o.nrecent);
+	lp_findings_clear(&o);
+
+	f.in.runq_ns = S; /* 5 %: below the threshold */
+	lp_findings_eval(&f.in, &o);
+	lp_findings_hold(&o, held, t0 + 4 * S);
+	CHECK(!fired(&o, LP_RULE_OVERSUBSCRIBED) && o.nrecent == 1 &&
+		      o.recent[0].rule == LP_RULE_OVERSUBSCRIBED &&
+		      o.recent[0].severity == LP_SEV_CRITICAL && o.recent[0].at_ns == t0 &&
+		      strstr(o.recent[0].title, "compute threads") &&
+		      lp_findings_worst(&o) == LP_SEV_CRITICAL,
+	      "4 s later, below the threshold: recent, critical, the worst (%zu, %d)", o.nrecent,
+	      lp_findings_worst(&o));
+	lp_findings_clear(&o);
+
+	f.in.runq_ns = 16 * S; /* fires again: the finding, not the recent one */
+	lp_findings_eval(&f.in, &o);
+	lp_findings_hold(&o, held, t0 + 8 * S);
+	CHECK(fired(&o, LP_RULE_OVERSUBSCRIBED) && o.nrecent == 0,
+	      "firing again: a finding only (%zu recent)", o.nrecent);
+	lp_findings_clear(&o);
+
+	f.in.runq_ns = S;
+	lp_findings_eval(&f.in, &o);
+	lp_findings_hold(&o, held, t0 + 8 * S + LP_FINDINGS_RECENT_NS - 1);
+	CHECK(o.nrecent == 1, "recent until %llu ns after it last fired",
+	      (unsigned long long)LP_FINDINGS_RECENT_NS);
+	lp_findings_clear(&o);
+	lp_findings_eval(&f.in, &o);
+	lp_findings_hold(&o, held, t0 + 8 * S + LP_FINDINGS_RECENT_NS);
+	CHECK(o.nrecent == 0 && lp_findings_worst(&o) == -1,
+	      "and then gone: nothing recent, no worst (%zu, %d)", o.nrecent,
+	      lp_findings_worst(&o));
+	lp_findings_clear(&o);
+}
+
 int main(void)
 {
 	test_clean();
@@ -581,5 +634,6 @@ int main(void)
 	test_numa_and_frequency();
 	test_memory_bound();
 	test_exited();
+	test_recent();
 	return check_done();
 }
