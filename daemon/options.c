@@ -20,11 +20,16 @@
 #include "base/log.h"
 #include "base/procfs.h"
 
+/* The extra buffer types' compute_forward (ggml::cpu::<type>::...::compute_forward: AMX,
+ * repack) computes MUL_MAT and MUL_MAT_ID from weights it laid out itself, on the hosts
+ * whose CPU it was built for (AMX: Sapphire Rapids and later), instead of
+ * ggml_compute_forward_mul_mat: without it, precise mode counted no matmul there. */
 static const char *const default_matmul[] = {"ggml_compute_forward_mul_mat",
 					     "ggml_compute_forward_mul_mat_id",
 					     "iqk_mul_mat",
 					     "iqk_mul_mat_4d",
 					     "iqk_mul_mat_moe",
+					     "_ZN4ggml3cpu*15compute_forwardE*",
 					     NULL};
 static const char *const default_barrier[] = {"ggml_barrier", "GOMP_barrier", "__kmpc_barrier",
 					      NULL};
@@ -54,7 +59,8 @@ static void usage(FILE *out)
 		"ggml (LIST: comma-separated function names or fnmatch globs, mangled for C++):\n"
 		"      --matmul-symbols LIST   default ggml_compute_forward_mul_mat,\n"
 		"                           ggml_compute_forward_mul_mat_id, iqk_mul_mat,\n"
-		"                           iqk_mul_mat_4d, iqk_mul_mat_moe\n"
+		"                           iqk_mul_mat_4d, iqk_mul_mat_moe,\n"
+		"                           _ZN4ggml3cpu*15compute_forwardE* (AMX, repack)\n"
 		"      --barrier-symbols LIST  default ggml_barrier, GOMP_barrier, __kmpc_barrier\n"
 		"      --decode-symbols LIST   default llama_decode\n"
 		"      --op-symbols LIST       operator functions; default "

@@ -9,7 +9,10 @@ attributed by the rule llmprofd documents:
   its own futex calls), or any user frame, innermost first, is ggml_barrier /
   GOMP_barrier / __kmpc_barrier before an op function;
 - op X: the innermost user frame that is an op function (ggml_compute_forward_X, with its
-  type and chunk helpers folded into X, as in daemon/engine/ops.c);
+  type and chunk helpers folded into X, as in daemon/engine/ops.c), or an extra buffer
+  type's ggml::cpu::T::...::compute_forward, op mul_mat_T: ggml_cpu_extra_compute_forward
+  hands it MUL_MAT (and MUL_MAT_ID) of weights that type laid out (AMX on a Sapphire
+  Rapids, repack), and ggml_compute_forward_mul_mat is then never called;
 - outside_ops: anything else.
 
 The op naming here is written again from the rule, not shared with the C code, so that a
@@ -35,9 +38,16 @@ ELEMENTWISE = {"add", "add1", "add_id", "acc", "sub", "mul", "div", "sqr", "sqrt
                "round", "trunc", "softplus", "fill", "set"}
 
 
+EXTRA = re.compile(r"ggml::cpu::([A-Za-z0-9_]+)::(?:.*::)?compute_forward$")
+
+
 def op_name(sym):
-    """'mul_mat' for ggml_compute_forward_mul_mat_one_chunk, and so on; None for others.
-    perf prints C++ names demangled, so a template's arguments follow a '<'."""
+    """'mul_mat' for ggml_compute_forward_mul_mat_one_chunk, and so on; 'mul_mat_amx' for
+    ggml::cpu::amx::tensor_traits::compute_forward; None for others. perf prints C++ names
+    demangled, so a template's arguments follow a '<'."""
+    m = EXTRA.match(sym)
+    if m:
+        return "mul_mat_" + m.group(1)
     p = sym.find(PREFIX)
     if p < 0:
         return None
