@@ -14,7 +14,8 @@
 // --wait-go prints {"pid", "ready": true} once the model is loaded and waits
 // for a line on stdin before decoding; --hold waits for another line after.
 // --forever decodes the same prompt and N tokens again and again, printing
-// nothing: a neighbour that keeps decoding beside a test suite.
+// nothing: a neighbour that keeps decoding beside a test suite. --repeat R decodes
+// them R times, then prints.
 
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 import {createInterface} from "node:readline";
@@ -29,6 +30,7 @@ const {values: opt} = parseArgs({
 		"wait-go": {type: "boolean", default: false},
 		hold: {type: "boolean", default: false},
 		forever: {type: "boolean", default: false},
+		repeat: {type: "string", default: "1"},
 	},
 });
 if (!opt.model) {
@@ -65,13 +67,23 @@ while (opt.forever) {
 	await seq.clearHistory();
 }
 
-let generated = 0, tFirst = 0;
-const t0 = performance.now();
-for await (const _token of seq.evaluate(prompt, {temperature: 0})) {
-	if (generated === 0)
-		tFirst = performance.now();
-	if (++generated >= nGen)
-		break;
+// --repeat R: the prompt and N tokens R times, the history cleared between (a prompt
+// phase long enough to sample on a host that decodes it in a fraction of a second); the
+// timings are the last run's, decoded_tokens all runs'.
+const nRepeat = Math.max(1, Number(opt.repeat));
+let generated = 0, tFirst = 0, t0 = 0, decoded = 0;
+for (let r = 0; r < nRepeat; r++) {
+	if (r > 0)
+		await seq.clearHistory();
+	generated = 0;
+	t0 = performance.now();
+	for await (const _token of seq.evaluate(prompt, {temperature: 0})) {
+		if (generated === 0)
+			tFirst = performance.now();
+		if (++generated >= nGen)
+			break;
+	}
+	decoded += nPrompt + generated - 1;
 }
 const t1 = performance.now();
 
@@ -80,7 +92,8 @@ const result = {
 	threads: nThreads,
 	prompt_tokens: nPrompt,
 	generated_tokens: generated,
-	decoded_tokens: nPrompt + generated - 1,
+	decoded_tokens: decoded,
+	repeats: nRepeat,
 	prompt_ms: +(tFirst - t0).toFixed(3),
 	generate_ms: +(t1 - tFirst).toFixed(3),
 	tokens_per_s: +((generated - 1) / ((t1 - tFirst) / 1000)).toFixed(3),
