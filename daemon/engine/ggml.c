@@ -166,29 +166,33 @@ static struct lp_ggml_obj *obj_find(struct lp_ggml *g, uint64_t dev, uint64_t in
 	return NULL;
 }
 
-/* Appends to a fixed buffer, truncating quietly: for log lines. */
+#define LOG_NAMED 3
+
 static void log_obj(const struct lp_ggml_obj *o)
 {
 	size_t nops = lp_ggml_obj_op_functions(o);
 	struct lp_line l = {.len = 0};
 
-	/* Op functions are many (150 in llama.cpp's static build): counted, not named. */
+	/* Op functions are many (150 in llama.cpp's static build): counted, not named; of the
+	 * others the first LOG_NAMED of a class are named (the repack buffer types' matmuls
+	 * are a dozen templates of 120 characters each), the rest counted. */
 	for (int c = 0; c < LP_SYM_NR; c++) {
-		bool first = true;
+		size_t n = 0;
 
 		for (size_t i = 0; i < o->syms.nsyms && c != LP_SYM_OP; i++) {
 			const struct lp_elf_sym *sym = &o->syms.syms[i];
 
-			if (sym->cls != c)
+			if (sym->cls != c || n++ >= LOG_NAMED)
 				continue;
-			if (first)
+			if (n == 1)
 				lp_line_add(&l, "%s%s ", l.len ? "; " : "", class_names[c]);
-			lp_line_add(&l, "%s%s", first ? "" : ", ", sym->name);
+			lp_line_add(&l, "%s%s", n == 1 ? "" : ", ", sym->name);
 			if (sym->entry_skip)
 				lp_line_add(&l, " (probe at +%u, a %s)", sym->entry_skip,
 					    lp_x86_site_names[sym->site]);
-			first = false;
 		}
+		if (n > LOG_NAMED)
+			lp_line_add(&l, " and %zu more", n - LOG_NAMED);
 	}
 	if (nops)
 		lp_line_add(&l, "%s%zu op functions", l.len ? "; " : "", nops);
