@@ -76,7 +76,7 @@ static struct lp_finding *add(struct ctx *c, enum lp_rule rule, enum lp_severity
  * escaped once, as a whole, so that every answer is UTF-8 and no terminal obeys it. */
 static void text(char *out, size_t size, const char *fmt, va_list ap)
 {
-	char raw[384];
+	char raw[LP_FINDING_TEXT];
 	int n = vsnprintf(raw, sizeof(raw), fmt, ap);
 
 	if (n < 0)

@@ -68,11 +68,13 @@ struct lp_find_input {
 	const char *membw_why; /* membw 0: why, when not merely measuring now */
 };
 
+#define LP_FINDING_TEXT 384 /* a title or an action, NUL included */
+
 struct lp_finding {
 	enum lp_rule rule;
 	enum lp_severity severity;
-	char title[384];
-	char action[384];
+	char title[LP_FINDING_TEXT];
+	char action[LP_FINDING_TEXT];
 	cJSON *evidence;
 };
 
@@ -84,7 +86,7 @@ struct lp_recent_finding {
 	enum lp_rule rule;
 	enum lp_severity severity;
 	uint64_t at_ns; /* the evaluation it last fired in */
-	char title[384];
+	char title[LP_FINDING_TEXT];
 };
 
 struct lp_findings {
@@ -108,7 +110,6 @@ struct lp_findings {
 /* Evaluates every rule; out holds what fired. Free with lp_findings_clear. */
 void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out);
 void lp_findings_clear(struct lp_findings *f);
-/* The most severe finding's severity, or -1 when none fired. */
 /* The most severe of the window's findings and the recent ones, or -1. */
 int lp_findings_worst(const struct lp_findings *f);
 /* Keeps f's findings in held (LP_RULE_NR, by rule) and adds to f those held that fired

@@ -746,6 +746,7 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 	const __u64 *ctr = v->stats.ctr;
 	const struct lp_hist *hist = v->stats.hist;
 	cJSON *o = render_identity(r, v), *c, *h;
+	int worst;
 
 	num(o, "threads", v->nthreads);
 	cJSON_AddBoolToObject(o, "ggml", v->target->ggml && v->target->ggml->found_ns);
@@ -765,9 +766,9 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 	 * table to mark the process. */
 	c = cJSON_AddObjectToObject(o, "findings");
 	num(c, "count", v->findings ? v->findings->n : 0);
-	if (v->findings && lp_findings_worst(v->findings) >= 0)
-		cJSON_AddStringToObject(c, "worst",
-					lp_severity_names[lp_findings_worst(v->findings)]);
+	worst = v->findings ? lp_findings_worst(v->findings) : -1;
+	if (worst >= 0)
+		cJSON_AddStringToObject(c, "worst", lp_severity_names[worst]);
 	else
 		cJSON_AddNullToObject(c, "worst");
 	return o;
