@@ -66,6 +66,33 @@ static struct lp_watch *watch_of(struct lp_diagnose *dg, const struct lp_target 
 	return watch_in(dg, dg->n, t);
 }
 
+/* w, emptied, watches t. */
+static void watch_start(struct lp_watch *w, const struct lp_target *t)
+{
+	memset(w, 0, sizeof(*w));
+	w->pid = t->pid;
+	w->tracked_since_ns = t->tracked_since_ns;
+}
+
+/* A new watch of t, after the others (the caller sorts them again); NULL out of memory. */
+static struct lp_watch *watch_add(struct lp_diagnose *dg, const struct lp_target *t)
+{
+	struct lp_watch *w;
+
+	if (dg->n == dg->cap) {
+		size_t cap = dg->cap ? 2 * dg->cap : 16;
+		struct lp_watch *a = realloc(dg->w, cap * sizeof(*a));
+
+		if (!a)
+			return NULL;
+		dg->w = a;
+		dg->cap = cap;
+	}
+	w = &dg->w[dg->n++];
+	watch_start(w, t);
+	return w;
+}
+
 const struct lp_context *lp_diagnose_context(struct lp_diagnose *dg, const struct lp_target *t)
 {
 	const struct lp_watch *w = watch_of(dg, t);
@@ -179,21 +206,8 @@ void lp_diagnose_tick(struct lp_diagnose *dg, const struct lp_report *r)
 			continue;
 		/* New watches go after the sorted ones until the end of the tick. */
 		w = watch_in(dg, sorted, v->target);
-		if (!w) {
-			if (dg->n == dg->cap) {
-				size_t cap = dg->cap ? 2 * dg->cap : 16;
-				struct lp_watch *a = realloc(dg->w, cap * sizeof(*a));
-
-				if (!a)
-					return;
-				dg->w = a;
-				dg->cap = cap;
-			}
-			w = &dg->w[dg->n++];
-			memset(w, 0, sizeof(*w));
-			w->pid = v->target->pid;
-			w->tracked_since_ns = v->target->tracked_since_ns;
-		}
+		if (!w && !(w = watch_add(dg, v->target)))
+			return;
 		if (w->nsnap && r->now_ns - w->s[w->nsnap - 1].at_ns < LP_DIAGNOSE_WINDOW_NS)
 			continue;
 		ran = ran_since(v, w->nsnap ? &w->s[w->nsnap - 1] : NULL);
@@ -341,7 +355,27 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 void lp_diagnose_report(struct lp_diagnose *dg, struct lp_report *r)
 {
 	const struct lp_host_cpus *h = host(dg, r->now_ns);
+	size_t sorted = dg->n;
 
+	/* Every live process has its watch before it is judged: a finding that fires in its
+	 * first seconds, before the tick's first snapshot, is held as recent like any other. A
+	 * pid used again starts a new watch. */
+	for (size_t i = 0; i < r->nprocs; i++) {
+		const struct lp_target *t = r->procs[i].target;
+		struct lp_watch *w;
+
+		if (!r->procs[i].live)
+			continue;
+		if (!(w = watch_in(dg, sorted, t)))
+			watch_add(dg, t);
+		else if (w->tracked_since_ns != t->tracked_since_ns) {
+			for (unsigned k = 0; k < w->nsnap; k++)
+				snap_free(&w->s[k]);
+			watch_start(w, t);
+		}
+	}
+	if (dg->n != sorted)
+		qsort(dg->w, dg->n, sizeof(*dg->w), by_pid);
 	for (size_t i = 0; i < r->nprocs; i++)
 		diagnose_one(dg, r, &r->procs[i], h);
 }
