@@ -298,17 +298,19 @@ def bandwidth(d, work):
             "the host's read bandwidth, the daemon's over lpmemread's measured beside it: "
             "median %.2f of %d pairs (%s), within 15 %%"
             % (mid, len(pairs), "on quiet CPUs" if sum(quiet) >= 3 else "on a busy host"))
-    if sum(quiet) >= 3:
+    # A figure taken on quiet CPUs is used and kept from the first one on; one taken under
+    # load replaces none of those.
+    if any(quiet):
         t.check(not doc["contended"] and doc["bytes_per_s"] in
                 [ours[i] for i in range(5) if quiet[i]],
-                "the figure in use was measured on quiet CPUs")
+                "the figure in use was measured on quiet CPUs (%d of 5)" % sum(quiet))
     else:
         t.check(doc["contended"] and doc["others_cpu_share"] > 0.05,
                 "busy all along (%d of 5 quiet): the figure in use says it was taken while "
                 "other work used the CPUs (%.0f %% of them)"
                 % (sum(quiet), 100 * doc["others_cpu_share"]))
     path = os.path.join(d.state_dir, "membw.json")
-    if sum(quiet) >= 3:
+    if any(quiet):
         with open(path) as f:
             kept = json.load(f)
         t.check(kept["bytes_per_s"] == doc["bytes_per_s"], "and is kept in the state directory")
