@@ -223,6 +223,23 @@ LP_MAP struct {
 	__type(value, __u8);
 } comms SEC(".maps");
 
+/* llama_decode's batch (decode.bpf.c), by thread, from entry to return; built in
+ * batch_scratch, too large for the BPF stack. LRU: a thread that died inside a decode
+ * leaves its entry behind. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct lp_ev_decode);
+} decode_batch SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_ev_decode);
+} batch_scratch SEC(".maps");
+
 /* A zeroed record to insert from: too large for the BPF stack. */
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

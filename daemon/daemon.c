@@ -4,6 +4,7 @@
 
 #include <time.h>
 
+#include "engine/requests.h"
 #include "tracked/sweep.h"
 
 /* Reads both ring buffers: exit and mapping records, then timeline events, at most
@@ -36,6 +37,13 @@ int lp_daemon_report(struct daemon *d, pid_t pid, struct lp_report *r, bool find
 	ret = lp_report_build(r, &d->core, &d->tracker, pid);
 	r->features = &d->features;
 	r->state_saves_failed = d->saves_failed;
+	/* Requests quiet long enough are over, as of this read. */
+	for (size_t i = 0; ret == 0 && i < r->nprocs; i++) {
+		const struct lp_target *t = r->procs[i].target;
+
+		if (t->requests)
+			lp_requests_settle(t->requests, r->now_ns, t->exited);
+	}
 	if (ret == 0 && findings)
 		lp_diagnose_report(&d->diagnose, r);
 	return ret;

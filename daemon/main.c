@@ -88,6 +88,11 @@ static int on_event(void *arg, void *data, size_t size)
 	if (size < sizeof(type))
 		return 0;
 	memcpy(&type, data, sizeof(type));
+	if (type == LP_EV_DECODE) {
+		if (size >= sizeof(struct lp_ev_decode))
+			lp_ggml_decode_event(&d->ggml, data);
+		return 0;
+	}
 	if (type != LP_EV_MAP || size < sizeof(struct lp_ev_map))
 		return lp_tracker_event(&d->tracker, data, size);
 	lp_ggml_event(&d->ggml, data);

@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "base/procfs.h"
 #include "kernel/uprobe.h"
+#include "engine/requests.h"
 
 #define MAX_OBJS 4096
 #define PENDING_TRIES 10
@@ -615,10 +616,15 @@ static void attach_decode(struct lp_ggml *g, pid_t pid, struct lp_ggml_obj *o)
 
 		if (sym->cls != LP_SYM_DECODE)
 			continue;
-		for (int ret = 0; ret < 2 && r == 0; ret++) {
-			struct bpf_link *l = bpf_program__attach_uprobe(
-				ret ? s->progs.lp_decode_exit : s->progs.lp_decode_enter, ret, -1,
-				path, lp_uprobe_offset(sym));
+		/* The batch's reader, where the kernel loaded it (bpf_loop), then entry and
+		 * return. */
+		for (int k = bpf_program__fd(s->progs.lp_decode_batch) < 0; k < 3 && r == 0; k++) {
+			static const bool ret_of[] = {false, false, true};
+			struct bpf_program *p = k == 0	 ? s->progs.lp_decode_batch
+						: k == 1 ? s->progs.lp_decode_enter
+							 : s->progs.lp_decode_exit;
+			struct bpf_link *l = bpf_program__attach_uprobe(p, ret_of[k], -1, path,
+									lp_uprobe_offset(sym));
 
 			r = l ? lp_links_push(&o->decode.links, &o->decode.nlinks, l) : -errno;
 			o->decode.n += l != NULL;
@@ -783,6 +789,17 @@ void lp_ggml_event(struct lp_ggml *g, const struct lp_ev_map *e)
 		return;
 	g->pending = v;
 	v[g->npending++] = (struct lp_ggml_pending){.pid = (pid_t)e->tgid, .key = e->obj};
+}
+
+void lp_ggml_decode_event(struct lp_ggml *g, const struct lp_ev_decode *e)
+{
+	struct lp_target *t = lp_tracker_find(g->tr, (pid_t)e->tgid);
+
+	if (!t || t->exited)
+		return;
+	if (!t->requests && !(t->requests = calloc(1, sizeof(*t->requests))))
+		return;
+	lp_requests_decode(t->requests, e);
 }
 
 bool lp_ggml_process_pending(struct lp_ggml *g)

@@ -266,6 +266,9 @@ int lp_ggml_scan_all(struct lp_ggml *g);
 /* An LP_EV_MAP record: queued, read by lp_ggml_process_pending() once the mapping exists. */
 void lp_ggml_event(struct lp_ggml *g, const struct lp_ev_map *e);
 
+/* An LP_EV_DECODE record: a decode's batch, to its process's requests (requests.h). */
+void lp_ggml_decode_event(struct lp_ggml *g, const struct lp_ev_decode *e);
+
 /* Reads the queued processes' mappings. Returns true while some are still queued. */
 bool lp_ggml_process_pending(struct lp_ggml *g);
 

@@ -439,6 +439,7 @@ static void set_autoload(struct lp_core *c, const struct plan *p, const struct l
 	bpf_program__set_autoload(s->progs.lp_fault_min, p->faults);
 	bpf_program__set_autoload(s->progs.lp_fault_maj, p->faults);
 	bpf_program__set_autoload(s->progs.lp_sample, p->sampling);
+	bpf_program__set_autoload(s->progs.lp_decode_batch, f->bpf_loop);
 }
 
 /* After the load: the tgid marks mapped, the --comm names in the kernel's table. */

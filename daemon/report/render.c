@@ -13,6 +13,7 @@
 #include "formats/cfi.h"
 #include "escape.h"
 #include "base/hist.h"
+#include "report/requests.h"
 #include "tracked/identity.h"
 
 #ifndef LLMPROF_VERSION
@@ -652,6 +653,16 @@ cJSON *lp_render_proc_findings(const struct lp_report *r, const struct lp_proc_v
 	return o;
 }
 
+cJSON *lp_render_proc_requests(const struct lp_report *r, const struct lp_proc_view *v)
+{
+	cJSON *o = render_identity(r, v);
+
+	cJSON_AddItemToObject(
+		o, "requests",
+		lp_render_requests(v->requests, !r->features || r->features->bpf_loop));
+	return o;
+}
+
 static void str_or_null(cJSON *o, const char *k, const char *v)
 {
 	if (v && *v)
@@ -816,6 +827,7 @@ size_t lp_feature_flags(const struct lp_features *f, struct lp_feature_flag *out
 		{"ring_buffer", f->ringbuf},
 		{"sched_info", f->sched_info},
 		{"uprobe_multi", f->uprobe_multi},
+		{"bpf_loop", f->bpf_loop},
 	};
 
 	memcpy(out, v, sizeof(v));
@@ -879,6 +891,7 @@ cJSON *lp_render_report(const struct lp_report *r)
 	num(lost, "futex_addrs_map_full", r->drops[LP_D_FUTEX_ADDRS_FULL]);
 	num(lost, "ring_buffer_full", r->drops[LP_D_EVENTS_LOST]);
 	num(lost, "preemptors_map_full", r->drops[LP_D_PREEMPTORS_FULL]);
+	num(lost, "decodes_ring_buffer_half_full", r->drops[LP_D_DECODES_LOST]);
 	num(lost, "procs_map_full", r->procs_full);
 	num(lost, "exited_evicted", r->exited_evicted);
 	num(lost, "exited_before_tracking", r->exited_untracked);

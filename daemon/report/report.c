@@ -213,6 +213,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 			v->live = true;
 		}
 		read_ops(v, t->ggml, c);
+		v->requests = t->requests;
 		v->op_precise = lp_precise_ops(c, t);
 		/* Window deltas are of the kernel's counts: before the base is added. */
 		lp_precise_totals(t, &v->stats, v->ops, &v->precise);

@@ -139,6 +139,11 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 			wrong_method(res, m, "GET", req->uri);
 		else
 			lp_api_get_process(b, p, pid, res, lp_render_proc_findings);
+	} else if (strcmp(rest, LP_ROUTE_REQUESTS) == 0) {
+		if (!method_is(m, "GET"))
+			wrong_method(res, m, "GET", req->uri);
+		else
+			lp_api_get_process(b, p, pid, res, lp_render_proc_requests);
 	} else if (strcmp(rest, LP_ROUTE_RESET) == 0) {
 		if (strcmp(m, "POST") != 0)
 			wrong_method(res, m, "POST", req->uri);
@@ -158,10 +163,11 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 			wrong_method(res, m, "GET, POST", req->uri);
 	} else {
 		lp_api_error(res, 404, LP_ERR_NOT_FOUND,
-			     "no route %s; a process has %s/{pid}/%s, %s/{pid}/%s, %s/{pid}/%s "
-			     "and %s/{pid}/%s",
+			     "no route %s; a process has %s/{pid}/%s, %s/{pid}/%s, %s/{pid}/%s, "
+			     "%s/{pid}/%s and %s/{pid}/%s",
 			     req->uri, LP_ROUTE_PROCESSES, LP_ROUTE_FINDINGS, LP_ROUTE_PROCESSES,
-			     LP_ROUTE_RESET, LP_ROUTE_PROCESSES, LP_ROUTE_PRECISE,
-			     LP_ROUTE_PROCESSES, LP_ROUTE_RECORD);
+			     LP_ROUTE_REQUESTS, LP_ROUTE_PROCESSES, LP_ROUTE_RESET,
+			     LP_ROUTE_PROCESSES, LP_ROUTE_PRECISE, LP_ROUTE_PROCESSES,
+			     LP_ROUTE_RECORD);
 	}
 }

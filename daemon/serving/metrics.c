@@ -447,7 +447,8 @@ static void put_daemon(struct lp_expo *e, const struct lp_report *r,
 		       const struct lp_metrics_opts *o, size_t omitted)
 {
 	static const char *const lost_names[] = {"threads_map_full", "futex_addrs_map_full",
-						 "ring_buffer_full", "preemptors_map_full"};
+						 "ring_buffer_full", "preemptors_map_full",
+						 "decodes_ring_buffer_half_full"};
 	struct lp_feature_flag feat[LP_FEATURE_FLAGS_MAX];
 	size_t nfeat = r->features ? lp_feature_flags(r->features, feat) : 0;
 	size_t running = 0;
@@ -473,6 +474,7 @@ static void put_daemon(struct lp_expo *e, const struct lp_report *r,
 	lp_expo_family(e, "llmprofd_lost_total", LP_EXPO_COUNTER,
 		       "Data lost, by reason: full maps, full ring buffer, evicted exited "
 		       "processes");
+	_Static_assert(sizeof(lost_names) / sizeof(lost_names[0]) == LP_D_NR, "a name per drop");
 	for (int i = 0; i < LP_D_NR; i++)
 		one(e, "reason", lost_names[i], (double)r->drops[i]);
 	one(e, "reason", "procs_map_full", (double)r->procs_full);

@@ -43,6 +43,8 @@ struct lp_preempt_top {
 struct lp_packed;
 struct lp_ggml_proc; /* ggml.h, which owns it: the tracker frees it through free_ggml */
 
+struct lp_requests;
+
 struct lp_target {
 	pid_t pid;
 	uint64_t starttime; /* /proc/PID/stat field 22: tells a reused pid apart */
@@ -64,7 +66,10 @@ struct lp_target {
 	struct lp_futex_top *final_futex;
 	struct lp_preempt_top *final_preempt;
 	struct lp_ggml_proc *ggml; /* set once it is seen to map a ggml symbol */
-	struct lp_identity ident;  /* command line, cgroup, model (identity.h) */
+	/* Its requests, from its first decode's batch on (engine/requests.h: a flat record,
+	 * freed with free()); NULL before. Its decodes may come before ggml above is set. */
+	struct lp_requests *requests;
+	struct lp_identity ident; /* command line, cgroup, model (identity.h) */
 	/* Totals from before a restart of the daemon (read from the state file), added to
 	 * what the kernel counts now; NULL when none. */
 	struct lp_proc_stats *base;

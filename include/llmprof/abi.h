@@ -420,6 +420,7 @@ enum lp_drop {
 	LP_D_FUTEX_ADDRS_FULL, /* a new futex address found "futex_addrs" full */
 	LP_D_EVENTS_LOST,      /* a ring buffer record could not be reserved */
 	LP_D_PREEMPTORS_FULL,  /* a new preemptor found "preemptors" full */
+	LP_D_DECODES_LOST,     /* a decode's batch record left out: "events" was half full */
 	LP_D_NR,
 };
 
@@ -427,6 +428,7 @@ enum lp_event_type {
 	LP_EV_EXEC = 1,
 	LP_EV_EXIT,
 	LP_EV_MAP,
+	LP_EV_DECODE,
 };
 
 /* Ring buffer record for an exec anywhere on the system (only when user space asked
@@ -448,6 +450,42 @@ struct lp_ev_map {
 	__u32 tgid;
 	struct lp_obj_key obj;
 	__u64 mtime_ns;
+};
+
+/* A llama_decode's batch, by sequence: read at entry (decode.bpf.c, lp_decode_batch), sent
+ * at return. llama.cpp's struct llama_batch, passed in memory: n_tokens, then the pointers
+ * token, embd, pos, n_seq_id, seq_id and logits. Tokens past LP_BATCH_MAX, and sequences
+ * past LP_BATCH_SEQS, are not read (flags say so). */
+#define LP_BATCH_MAX 8192
+#define LP_BATCH_SEQS 16
+
+enum lp_batch_flag {
+	LP_BATCH_UNREAD = 1 << 0,    /* the struct was unreadable or made no sense */
+	LP_BATCH_TRUNCATED = 1 << 1, /* more than LP_BATCH_MAX tokens */
+	LP_BATCH_SEQS_FULL = 1 << 2, /* more than LP_BATCH_SEQS sequences */
+	LP_BATCH_NO_POS = 1 << 3,    /* pos NULL: llama.cpp places the tokens itself */
+	LP_BATCH_SHARED = 1 << 4,    /* a token in several sequences: counted in its first */
+};
+
+struct lp_batch_seq {
+	__s32 seq;
+	__u32 tokens;  /* its tokens in the batch */
+	__u32 outputs; /* of them, those whose logits are wanted */
+	__s32 pos_min; /* -1: not given (LP_BATCH_NO_POS) */
+	__s32 pos_max;
+};
+
+struct lp_ev_decode {
+	__u32 type; /* LP_EV_DECODE */
+	__u32 tgid;
+	__u32 tid;
+	__s32 ret; /* llama_decode's */
+	__u64 begin_ns, end_ns;
+	__s32 n_tokens;
+	__u32 flags; /* enum lp_batch_flag */
+	__u32 nseq;
+	__u32 pad;
+	struct lp_batch_seq seq[LP_BATCH_SEQS];
 };
 
 /* Ring buffer record sent when a tracked process's last thread exits: its final stats. */

@@ -41,6 +41,9 @@
 #define LP_ROUTE_RESET "reset"
 #define LP_ROUTE_PRECISE "precise"
 #define LP_ROUTE_RECORD "record"
+/* GET /v1/processes/{pid}/requests: its requests, from llama_decode's batches (docs/API.md,
+ * "Requests") */
+#define LP_ROUTE_REQUESTS "requests"
 /* GET: the host's measured memory read bandwidth; POST: measure it (again), 202 */
 #define LP_ROUTE_BANDWIDTH "/v1/bandwidth"
 #define LP_ROUTE_METRICS "/metrics" /* GET: Prometheus text exposition format 0.0.4 */

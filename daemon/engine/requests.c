@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Requests from llama_decode's batches (requests.h). */
+#include "engine/requests.h"
+
+#include <string.h>
+
+const char *const lp_req_end_names[LP_REQ_END_NR] = {"open", "absent", "restart", "idle", "exit"};
+
+uint64_t lp_request_ttft_ns(const struct lp_request *q)
+{
+	return q->first_ns > q->start_ns ? q->first_ns - q->start_ns : 0;
+}
+
+uint64_t lp_request_decode_ns(const struct lp_request *q)
+{
+	return q->first_ns && q->last_ns > q->first_ns ? q->last_ns - q->first_ns : 0;
+}
+
+uint64_t lp_request_tpot_ns(const struct lp_request *q)
+{
+	return q->output_tokens > 1 ? lp_request_decode_ns(q) / (q->output_tokens - 1) : 0;
+}
+
+const struct lp_request *lp_requests_done(const struct lp_requests *rq, uint64_t i)
+{
+	return &rq->done[(rq->ndone - 1 - i) % LP_REQ_KEEP];
+}
+
+/* Moves active request k to the finished ones. */
+static void finish(struct lp_requests *rq, uint32_t k, enum lp_req_end why)
+{
+	struct lp_request *q = &rq->active[k];
+
+	q->end = why;
+	rq->done[rq->ndone++ % LP_REQ_KEEP] = *q;
+	rq->active[k] = rq->active[--rq->nactive];
+}
+
+static struct lp_request *active_of(struct lp_requests *rq, int32_t seq)
+{
+	for (uint32_t k = 0; k < rq->nactive; k++)
+		if (rq->active[k].seq == seq)
+			return &rq->active[k];
+	return NULL;
+}
+
+static struct lp_request *start(struct lp_requests *rq, const struct lp_ev_decode *e,
+				const struct lp_batch_seq *b)
+{
+	struct lp_request *q;
+
+	if (rq->nactive == LP_REQ_ACTIVE) {
+		rq->active_full++;
+		return NULL;
+	}
+	q = &rq->active[rq->nactive++];
+	memset(q, 0, sizeof(*q));
+	q->id = ++rq->next_id;
+	q->seq = b->seq;
+	q->reused = b->pos_min;
+	q->pos_max = -1;
+	q->start_ns = e->begin_ns;
+	if (b->pos_min > 0)
+		rq->reused_tokens += (uint64_t)b->pos_min;
+	return q;
+}
+
+/* Whether b, of a sequence with request q in flight, begins another one. */
+static bool starts_again(const struct lp_request *q, const struct lp_batch_seq *b)
+{
+	if (b->pos_min >= 0 && q->pos_max >= 0 && b->pos_min <= q->pos_max)
+		return true;
+	return q->output_tokens > 0 && b->tokens > b->outputs;
+}
+
+void lp_requests_decode(struct lp_requests *rq, const struct lp_ev_decode *e)
+{
+	uint32_t nseq = e->nseq < LP_BATCH_SEQS ? e->nseq : LP_BATCH_SEQS;
+	uint64_t took = e->end_ns > e->begin_ns ? e->end_ns - e->begin_ns : 0;
+
+	rq->decodes++;
+	if (e->ret != 0) {
+		/* Nothing came of it: a server tries again, often with a smaller batch. */
+		rq->decodes_failed++;
+		return;
+	}
+	if (e->flags & LP_BATCH_UNREAD) {
+		rq->decodes_unread++;
+		return;
+	}
+	rq->flags |= e->flags;
+	rq->occupancy[e->flags & LP_BATCH_SEQS_FULL ? LP_BATCH_SEQS : nseq]++;
+	lp_requests_settle(rq, e->begin_ns, false);
+	/* Generating sequences a decode went on without are over (unknowable when the
+	 * batch had more sequences than were read). */
+	for (uint32_t k = 0; k < rq->nactive && !(e->flags & LP_BATCH_SEQS_FULL);) {
+		const struct lp_request *q = &rq->active[k];
+		bool carried = false;
+
+		for (uint32_t i = 0; i < nseq && !carried; i++)
+			carried = e->seq[i].seq == q->seq;
+		if (!carried && q->output_tokens > 0)
+			finish(rq, k, LP_REQ_END_ABSENT);
+		else
+			k++;
+	}
+	for (uint32_t i = 0; i < nseq; i++) {
+		const struct lp_batch_seq *b = &e->seq[i];
+		struct lp_request *q = active_of(rq, b->seq);
+
+		if (q && starts_again(q, b)) {
+			finish(rq, (uint32_t)(q - rq->active), LP_REQ_END_RESTART);
+			q = NULL;
+		}
+		if (!q && !(q = start(rq, e, b)))
+			continue;
+		q->decodes++;
+		q->peers_sum += nseq;
+		q->flags |= e->flags;
+		if (!q->first_ns) {
+			q->prompt_tokens += b->tokens;
+			q->prefill_ns += took;
+			rq->prompt_tokens += b->tokens;
+			if (b->outputs)
+				q->first_ns = e->end_ns;
+		}
+		q->output_tokens += b->outputs;
+		rq->output_tokens += b->outputs;
+		q->last_ns = e->end_ns;
+		if (b->pos_max > q->pos_max)
+			q->pos_max = b->pos_max;
+	}
+}
+
+void lp_requests_settle(struct lp_requests *rq, uint64_t now, bool exited)
+{
+	for (uint32_t k = 0; k < rq->nactive;) {
+		const struct lp_request *q = &rq->active[k];
+		uint64_t quiet = now > q->last_ns ? now - q->last_ns : 0;
+
+		if (exited)
+			finish(rq, k, LP_REQ_END_EXIT);
+		else if (quiet >= (q->output_tokens ? LP_REQ_IDLE_NS : LP_REQ_STALE_NS))
+			finish(rq, k, LP_REQ_END_IDLE);
+		else
+			k++;
+	}
+}

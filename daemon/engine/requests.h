@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/* Requests from llama_decode's batches (struct lp_ev_decode): which sequence each token
+ * belongs to, at which position, and whether its logits are wanted say where a request
+ * starts, when its first token came out and when it ended, in any llama.cpp server,
+ * binding or app, with no flag of theirs.
+ *
+ * A request of sequence s starts at a decode carrying s when s has none in flight, or when
+ * s's positions start again (a position at or below the last one seen), or when s, having
+ * produced output, is given tokens whose logits are not wanted (a new prompt). It ends
+ * when a decode that carries other sequences does not carry s after s produced output (a
+ * server's generating slots are in every decode), when s starts again, when the process
+ * exits, or LP_REQ_IDLE_NS after s's last decode. */
+#ifndef LLMPROF_REQUESTS_H
+#define LLMPROF_REQUESTS_H
+
+#include <linux/types.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "llmprof/abi.h"
+
+#define LP_REQ_KEEP 256		       /* finished requests kept per process */
+#define LP_REQ_ACTIVE 64	       /* sequences in flight followed at once */
+#define LP_REQ_IDLE_NS 2000000000ULL   /* a generating sequence quiet this long is over */
+#define LP_REQ_STALE_NS 60000000000ULL /* one still in its prompt, this long */
+
+enum lp_req_end {
+	LP_REQ_OPEN = 0,
+	LP_REQ_END_ABSENT,  /* a decode went on without it */
+	LP_REQ_END_RESTART, /* its sequence started again */
+	LP_REQ_END_IDLE,    /* no decode of it for LP_REQ_IDLE_NS */
+	LP_REQ_END_EXIT,    /* the process exited */
+	LP_REQ_END_NR,
+};
+
+extern const char *const lp_req_end_names[LP_REQ_END_NR];
+
+struct lp_request {
+	uint64_t id;	     /* its number in the process, from 1 */
+	int32_t seq;	     /* llama_seq_id */
+	int32_t reused;	     /* its first position: tokens kept from before; -1 unknown */
+	int32_t pos_max;     /* -1 unknown */
+	uint32_t flags;	     /* enum lp_batch_flag of its decodes */
+	uint64_t start_ns;   /* the first decode's entry */
+	uint64_t first_ns;   /* the return of the decode of its first output; 0 none yet */
+	uint64_t last_ns;    /* the return of its last decode */
+	uint64_t prefill_ns; /* the decodes that carried its prompt, summed */
+	uint32_t prompt_tokens;
+	uint32_t output_tokens; /* logits wanted for it: tokens it generated */
+	uint32_t decodes;
+	uint32_t peers_sum; /* the sequences of its decodes, summed (occupancy) */
+	enum lp_req_end end;
+};
+
+/* Derived figures of one request, in ns; 0 where not defined. */
+uint64_t lp_request_ttft_ns(const struct lp_request *q);
+uint64_t lp_request_decode_ns(const struct lp_request *q); /* first output to the last */
+uint64_t lp_request_tpot_ns(const struct lp_request *q);   /* decode_ns per output after */
+
+struct lp_requests {
+	struct lp_request active[LP_REQ_ACTIVE];
+	uint32_t nactive;
+	struct lp_request done[LP_REQ_KEEP]; /* a ring: the last ndone % LP_REQ_KEEP */
+	uint64_t ndone;
+	uint64_t next_id;
+	/* totals */
+	uint64_t decodes, decodes_failed, decodes_unread;
+	uint64_t prompt_tokens, output_tokens, reused_tokens;
+	uint64_t occupancy[LP_BATCH_SEQS + 1]; /* decodes by sequences carried (16: more) */
+	uint64_t active_full;		       /* sequences not followed: LP_REQ_ACTIVE in flight */
+	uint32_t flags;			       /* enum lp_batch_flag, of all its decodes */
+};
+
+/* A decode's record of this process. */
+void lp_requests_decode(struct lp_requests *rq, const struct lp_ev_decode *e);
+/* Ends the requests quiet since before now (or all, exited). */
+void lp_requests_settle(struct lp_requests *rq, uint64_t now, bool exited);
+/* The i-th newest finished request, i < min(ndone, LP_REQ_KEEP). */
+const struct lp_request *lp_requests_done(const struct lp_requests *rq, uint64_t i);
+
+#endif
