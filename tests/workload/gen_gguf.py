@@ -229,9 +229,12 @@ def main():
     ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     ap.add_argument("--type", choices=["q8_0", "f16"], default="q8_0")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ctx", type=int, help="the context it was trained on (the shape's)")
     ap.add_argument("output")
     a = ap.parse_args()
     wtype = {"q8_0": GGML_Q8_0, "f16": GGML_F16}[a.type]
+    if a.ctx:
+        SHAPES[a.shape] = dict(SHAPES[a.shape], ctx=a.ctx)
     size = write(a.output, a.shape, wtype, a.seed)
     print("%s: %s %s, %d bytes" % (a.output, a.shape, a.type, size))
 
