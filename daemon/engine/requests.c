@@ -6,6 +6,48 @@
 
 const char *const lp_req_end_names[LP_REQ_END_NR] = {"open", "absent", "restart", "idle", "exit"};
 
+/* gen_ai.server.time_to_first_token, gen_ai.server.time_per_output_token and
+ * gen_ai.server.request.duration's explicit_bucket_boundaries advisory. */
+const struct lp_req_bounds lp_req_bounds[LP_RH_NR] = {
+	[LP_RH_TTFT] = {16,
+			{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+			 5.0, 7.5, 10.0}},
+	[LP_RH_TPOT] = {13,
+			{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}},
+	[LP_RH_E2E] = {14,
+		       {0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+			40.96, 81.92}},
+};
+
+static void observe(struct lp_req_metrics *m, enum lp_req_hist k, uint64_t ns)
+{
+	struct lp_hist *h = &m->h[k];
+
+	h->buckets[lp_hist_index(ns)]++;
+	h->sum_ns += ns;
+	if (ns > h->max_ns)
+		h->max_ns = ns;
+	for (size_t i = 0; i < lp_req_bounds[k].n; i++)
+		m->le[k][i] += (double)ns <= lp_req_bounds[k].le[i] * 1e9;
+}
+
+void lp_req_metrics_add(struct lp_req_metrics *to, const struct lp_req_metrics *from)
+{
+	for (int k = 0; k < LP_RH_NR; k++) {
+		for (size_t b = 0; b < LP_HIST_NBUCKETS; b++)
+			to->h[k].buckets[b] += from->h[k].buckets[b];
+		to->h[k].sum_ns += from->h[k].sum_ns;
+		if (from->h[k].max_ns > to->h[k].max_ns)
+			to->h[k].max_ns = from->h[k].max_ns;
+		for (size_t i = 0; i < LP_REQ_BOUNDS_MAX; i++)
+			to->le[k][i] += from->le[k][i];
+	}
+	to->requests += from->requests;
+	to->prompt_tokens += from->prompt_tokens;
+	to->output_tokens += from->output_tokens;
+	to->reused_tokens += from->reused_tokens;
+}
+
 uint64_t lp_request_ttft_ns(const struct lp_request *q)
 {
 	return q->first_ns > q->start_ns ? q->first_ns - q->start_ns : 0;
@@ -32,6 +74,15 @@ static void finish(struct lp_requests *rq, uint32_t k, enum lp_req_end why)
 	struct lp_request *q = &rq->active[k];
 
 	q->end = why;
+	rq->m.requests++;
+	rq->m.prompt_tokens += q->prompt_tokens;
+	rq->m.output_tokens += q->output_tokens;
+	rq->m.reused_tokens += q->reused > 0 ? (uint64_t)q->reused : 0;
+	if (q->first_ns)
+		observe(&rq->m, LP_RH_TTFT, lp_request_ttft_ns(q));
+	if (q->output_tokens > 1)
+		observe(&rq->m, LP_RH_TPOT, lp_request_tpot_ns(q));
+	observe(&rq->m, LP_RH_E2E, q->last_ns > q->start_ns ? q->last_ns - q->start_ns : 0);
 	rq->done[rq->ndone++ % LP_REQ_KEEP] = *q;
 	rq->active[k] = rq->active[--rq->nactive];
 }

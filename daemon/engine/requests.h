@@ -15,9 +15,11 @@
 
 #include <linux/types.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "llmprof/abi.h"
+#include "llmprof/hist.h"
 
 #define LP_REQ_KEEP 256		       /* finished requests kept per process */
 #define LP_REQ_ACTIVE 64	       /* sequences in flight followed at once */
@@ -34,6 +36,27 @@ enum lp_req_end {
 };
 
 extern const char *const lp_req_end_names[LP_REQ_END_NR];
+
+/* The requests over, for /metrics: log-linear histograms (the kernel's layout: native
+ * histograms) and exact counts at the OpenTelemetry GenAI conventions' advised bounds
+ * (classic buckets) of time to first token, time per output token and duration. */
+enum lp_req_hist { LP_RH_TTFT, LP_RH_TPOT, LP_RH_E2E, LP_RH_NR };
+#define LP_REQ_BOUNDS_MAX 16
+
+struct lp_req_bounds {
+	size_t n;
+	double le[LP_REQ_BOUNDS_MAX]; /* seconds */
+};
+
+extern const struct lp_req_bounds lp_req_bounds[LP_RH_NR];
+
+struct lp_req_metrics {
+	struct lp_hist h[LP_RH_NR];
+	uint64_t le[LP_RH_NR][LP_REQ_BOUNDS_MAX]; /* requests at or below each bound */
+	uint64_t requests, prompt_tokens, output_tokens, reused_tokens;
+};
+
+void lp_req_metrics_add(struct lp_req_metrics *to, const struct lp_req_metrics *from);
 
 struct lp_request {
 	uint64_t id;	     /* its number in the process, from 1 */
@@ -68,6 +91,7 @@ struct lp_requests {
 	uint64_t prompt_tokens, output_tokens, reused_tokens;
 	uint64_t occupancy[LP_BATCH_SEQS + 1]; /* decodes by sequences carried (16: more) */
 	uint64_t active_full;		       /* sequences not followed: LP_REQ_ACTIVE in flight */
+	struct lp_req_metrics m;	       /* of the requests over */
 	uint32_t flags;			       /* enum lp_batch_flag, of all its decodes */
 };
 

@@ -326,13 +326,33 @@ void lp_expo_value(struct lp_expo *e, const struct lp_label *l, size_t n, double
 	lp_pb_free(&v);
 }
 
-void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const struct lp_hist *h)
+/* Classic bounds given with their counts (lp_expo_hist_at), for classic_of. */
+struct given {
+	const double *le;
+	const uint64_t *cum;
+	size_t n;
+};
+
+/* Calls fn for each classic bound: given ones, else the histogram's own. */
+static void classic_of(const struct lp_expo *e, const struct lp_hist *h, const struct given *g,
+		       void (*fn)(void *, uint64_t, uint64_t), void *arg)
+{
+	if (!g) {
+		classic_bounds(h, e->coarse, fn, arg);
+		return;
+	}
+	for (size_t i = 0; i < g->n; i++)
+		fn(arg, (uint64_t)(g->le[i] * 1e9 + 0.5), g->cum[i]);
+}
+
+static void put_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const struct lp_hist *h,
+		     const struct given *g)
 {
 	uint64_t total = lp_hist_total(h);
 
 	if (e->fmt == LP_EXPO_TEXT) {
 		text_label_set(e, l, n);
-		classic_bounds(h, e->coarse, text_bound, e);
+		classic_of(e, h, g, text_bound, e);
 		text_series(e, "_bucket", "le", "+Inf");
 		text_printf(e, " %llu\n", (unsigned long long)total);
 		text_series(e, "_sum", NULL, NULL);
@@ -348,7 +368,7 @@ void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const s
 		pb_labels(&metric, l, n);
 		lp_pb_uint(&hist, 1, total);
 		lp_pb_double(&hist, 2, (double)h->sum_ns * 1e-9);
-		classic_bounds(h, e->coarse, pb_bound, &pbb);
+		classic_of(e, h, g, pb_bound, &pbb);
 		pb_native(&hist, h);
 		pb_message(&metric, 7, &hist);
 		pb_message(&e->fam, 4, &metric);
@@ -356,6 +376,19 @@ void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const s
 		lp_pb_free(&hist);
 		lp_pb_free(&bucket);
 	}
+}
+
+void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const struct lp_hist *h)
+{
+	put_hist(e, l, n, h, NULL);
+}
+
+void lp_expo_hist_at(struct lp_expo *e, const struct lp_label *l, size_t n, const struct lp_hist *h,
+		     const double *le, const uint64_t *cum, size_t nle)
+{
+	struct given g = {le, cum, nle};
+
+	put_hist(e, l, n, h, &g);
 }
 
 int lp_expo_close(struct lp_expo *e, char **out, size_t *len)

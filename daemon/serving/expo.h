@@ -48,6 +48,11 @@ void lp_expo_family(struct lp_expo *e, const char *name, enum lp_expo_type type,
 void lp_expo_value(struct lp_expo *e, const struct lp_label *l, size_t n, double value);
 /* A histogram of nanoseconds, written in seconds. */
 void lp_expo_hist(struct lp_expo *e, const struct lp_label *l, size_t n, const struct lp_hist *h);
+/* The same with classic buckets at the bounds le[0..nle) (seconds, increasing), cum[i]
+ * observations at or below le[i]: exact where the caller kept them (the native buckets and
+ * the sum still come from h). */
+void lp_expo_hist_at(struct lp_expo *e, const struct lp_label *l, size_t n, const struct lp_hist *h,
+		     const double *le, const uint64_t *cum, size_t nle);
 /* The whole exposition, malloc'd: 0, or -ENOMEM (nothing to free then). Frees e. */
 int lp_expo_close(struct lp_expo *e, char **out, size_t *len);
 

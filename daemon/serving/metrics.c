@@ -11,6 +11,7 @@
 
 #include "serving/expo.h"
 #include "base/hist.h"
+#include "engine/requests.h"
 #include "tracked/identity.h"
 #include "report/render.h"
 
@@ -114,6 +115,7 @@ struct series {
 	struct lp_proc_stats *sum;    /* owned, by workload only */
 	const struct lp_proc_view *v; /* by process only */
 	size_t nthreads, running, processes, precise;
+	struct lp_req_metrics *req; /* owned: its processes' requests over; NULL: none */
 };
 
 static void workload_key(const struct lp_target *t, char *out, size_t size)
@@ -184,12 +186,16 @@ static void series_add(struct series *s, const struct lp_proc_view *v)
 	s->running += !v->target->exited;
 	s->processes++;
 	s->precise += v->target->ggml && v->target->ggml->precise_on;
+	if (v->requests && (s->req || (s->req = calloc(1, sizeof(*s->req)))))
+		lp_req_metrics_add(s->req, &v->requests->m);
 }
 
 static void series_free(struct series *s, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(s[i].sum);
+		free(s[i].req);
+	}
 	free(s);
 }
 
@@ -298,6 +304,59 @@ static void put_ops(struct lp_expo *e, const struct series *s, size_t n, uint32_
 					   (double)v->ops->all[k] / hz);
 		}
 		value_with(e, &s[i], "op", "other", (double)rest / hz);
+	}
+}
+
+/* Requests (engine/requests.h) under the OpenTelemetry GenAI conventions' server metrics,
+ * with their advised classic bounds (exact) and native histograms; the tokens of the
+ * requests over. Series of processes whose decodes' batches were read. */
+static void put_requests(struct lp_expo *e, const struct series *s, size_t n)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[LP_RH_NR] = {
+		[LP_RH_TTFT] =
+			{"gen_ai_server_time_to_first_token_seconds",
+			 "Time to first token of the requests over: from the entry of a "
+			 "sequence's first llama_decode to the return of the one that produced "
+			 "its first output"},
+		[LP_RH_TPOT] = {"gen_ai_server_time_per_output_token_seconds",
+				"Time per output token after the first, of the requests over"},
+		[LP_RH_E2E] = {"gen_ai_server_request_duration_seconds",
+			       "Requests over, from their first decode's entry to their last "
+			       "decode's return"},
+	};
+	static const char *const types[] = {"input", "output", "cached_input"};
+	struct lp_label l[MAX_LABELS + 2];
+	size_t nl;
+
+	for (int k = 0; k < LP_RH_NR; k++) {
+		lp_expo_family(e, fam[k].name, LP_EXPO_HISTOGRAM, fam[k].help);
+		for (size_t i = 0; i < n; i++) {
+			if (!s[i].req)
+				continue;
+			nl = with(&s[i], l, "gen_ai_operation_name", "text_completion");
+			l[nl++] = (struct lp_label){"gen_ai_provider_name", "llama.cpp"};
+			lp_expo_hist_at(e, l, nl, &s[i].req->h[k], lp_req_bounds[k].le,
+					s[i].req->le[k], lp_req_bounds[k].n);
+		}
+	}
+	lp_expo_family(e, "llmprof_requests_total", LP_EXPO_COUNTER,
+		       "Requests over, read from llama_decode's batches (llmprofctl requests)");
+	for (size_t i = 0; i < n; i++)
+		if (s[i].req)
+			value(e, &s[i], (double)s[i].req->requests);
+	lp_expo_family(e, "llmprof_request_tokens_total", LP_EXPO_COUNTER,
+		       "Tokens of the requests over: input (prompt tokens decoded), output "
+		       "(generated), cached_input (kept in the cache from before)");
+	for (size_t i = 0; i < n; i++) {
+		const struct lp_req_metrics *m = s[i].req;
+
+		if (!m)
+			continue;
+		value_with(e, &s[i], "gen_ai_token_type", types[0], (double)m->prompt_tokens);
+		value_with(e, &s[i], "gen_ai_token_type", types[1], (double)m->output_tokens);
+		value_with(e, &s[i], "gen_ai_token_type", types[2], (double)m->reused_tokens);
 	}
 }
 
@@ -547,6 +606,7 @@ int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o
 		put_info(e, s, ns, o->by_workload, o->cmdline);
 		put_processes(e, r, s, ns, o->by_workload);
 		put_ops(e, s, ns, r->sample_hz);
+		put_requests(e, s, ns);
 		put_daemon(e, r, o, eligible - n);
 	}
 	series_free(s, ns);

@@ -203,6 +203,66 @@ def judge(d, srv, name, answers, before, decodes):
     return rq
 
 
+def exposition(d, pid):
+    """This pid's series in the daemon's /metrics: {(name, frozenset of the labels but pid,
+    comm and exe): value}."""
+    status, text, _ = d.api("GET", "/metrics")
+    t.check(status == 200, "GET /metrics: %d" % status)
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'^([a-z_]+)\{(.*)\} (\S+)$', line)
+        if not m:
+            continue
+        labels = dict(re.findall(r'([a-z_]+)="([^"]*)"', m.group(2)))
+        labels.pop("comm", None)
+        labels.pop("exe", None)
+        if labels.pop("pid", None) == str(pid):
+            out[(m.group(1), frozenset(labels.items()))] = float(m.group(3))
+    return out
+
+
+# The OpenTelemetry GenAI conventions' advised bounds (seconds), as /metrics must give them.
+BOUNDS = {"gen_ai_server_time_to_first_token_seconds":
+          ("ttft_ns", [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                       2.5, 5.0, 7.5, 10.0]),
+          "gen_ai_server_time_per_output_token_seconds":
+          ("tpot_ns", [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+                       2.5]),
+          "gen_ai_server_request_duration_seconds":
+          ("e2e_ns", [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+                      40.96, 81.92])}
+
+
+def metrics(d, pid, rq):
+    """/metrics against the requests the API lists (all of them: fewer than it keeps):
+    each classic bucket counts exactly the requests at or below its bound, and the counters
+    the API's totals of the requests over."""
+    ex = exposition(d, pid)
+    reqs = rq["last"]
+    kind = frozenset({("gen_ai_operation_name", "text_completion"),
+                      ("gen_ai_provider_name", "llama.cpp")})
+    for name, (field, bounds) in BOUNDS.items():
+        values = [q[field] for q in reqs if q[field] is not None]
+        wrong = []
+        for le in bounds:
+            key = (name + "_bucket", frozenset(set(kind) | {("le", "%.12g" % le)}))
+            want = sum(1 for v in values if v <= le * 1e9)
+            if ex.get(key, -1) != want:
+                wrong.append((le, ex.get(key), want))
+        count = ex.get((name + "_count", kind))
+        t.check(not wrong and count == len(values),
+                "/metrics %s: %d observations, every bucket as the requests' own figures "
+                "say: %s" % (name, count or 0, wrong[:4]))
+    got = ex.get(("llmprof_requests_total", frozenset()))
+    toks = {k: ex.get(("llmprof_request_tokens_total", frozenset({("gen_ai_token_type", k)})))
+            for k in ("input", "output", "cached_input")}
+    want = {"input": sum(q["prompt_tokens"] for q in reqs),
+            "output": sum(q["output_tokens"] for q in reqs),
+            "cached_input": sum(q["reused_tokens"] or 0 for q in reqs)}
+    t.check(got == len(reqs) and toks == want,
+            "/metrics: %s requests (%d), tokens %s (%s)" % (got, len(reqs), toks, want))
+
+
 def phase(d, binary, model, slots):
     name = "-np %d" % slots
     srv = Server(binary, model, slots)
@@ -250,6 +310,7 @@ def phase(d, binary, model, slots):
             "request(s) before the first (warm-up)"
             % (name, prompt, m["llamacpp:prompt_tokens_total"], output,
                m["llamacpp:tokens_predicted_total"], before))
+    metrics(d, pid, rq)
     busy = [o for o in rq["occupancy"] if o["sequences"] > 1]
     t.check(busy, "%s: decodes carried several sequences at once: %s" % (name, rq["occupancy"]))
     out = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "requests", "--pid", str(pid)],
