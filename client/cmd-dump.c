@@ -501,6 +501,28 @@ static void print_who(const cJSON *d)
 		printf("model none mapped yet\n");
 }
 
+/* Its requests in one line: read from llama_decode's batches (llmprofctl requests). */
+static void print_requests(const cJSON *rq, double pid)
+{
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(rq, "histograms");
+	const cJSON *ttft = cJSON_GetObjectItemCaseSensitive(h, "ttft");
+	const cJSON *tpot = cJSON_GetObjectItemCaseSensitive(h, "tpot");
+	double decodes = ctl_num(rq, "decodes", 0);
+	char s[4][32];
+
+	if (!cJSON_IsObject(rq))
+		return;
+	printf("requests    %.0f over, %.0f in flight; time to first token p50 %s p99 %s, per "
+	       "output token p50 %s p99 %s; %.2f sequences a decode (llmprofctl requests --pid "
+	       "%.0f)\n",
+	       ctl_num(rq, "requests", 0), ctl_num(rq, "in_flight", 0),
+	       ctl_num(ttft, "count", 0) ? ctl_fmt_dur(s[0], 32, ctl_num(ttft, "p50", 0)) : "-",
+	       ctl_num(ttft, "count", 0) ? ctl_fmt_dur(s[1], 32, ctl_num(ttft, "p99", 0)) : "-",
+	       ctl_num(tpot, "count", 0) ? ctl_fmt_dur(s[2], 32, ctl_num(tpot, "p50", 0)) : "-",
+	       ctl_num(tpot, "count", 0) ? ctl_fmt_dur(s[3], 32, ctl_num(tpot, "p99", 0)) : "-",
+	       decodes ? ctl_num(rq, "sequences", 0) / decodes : 0, pid);
+}
+
 static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 {
 	bool fine = *(const bool *)arg;
@@ -525,6 +547,7 @@ static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 	       ctl_str(d, "exe", "(unknown)"));
 	print_who(d);
 	print_ggml(cJSON_GetObjectItemCaseSensitive(d, "ggml"));
+	print_requests(cJSON_GetObjectItemCaseSensitive(d, "requests"), ctl_num(d, "pid", 0));
 	print_counters(cJSON_GetObjectItemCaseSensitive(d, "counters"));
 	print_histograms(cJSON_GetObjectItemCaseSensitive(d, "histograms"), fine);
 	print_futex(cJSON_GetObjectItemCaseSensitive(d, "futex"));

@@ -26,11 +26,11 @@ _llmprofctl() {
 		return
 		;;
 	--sort | -s)
-		COMPREPLY=($(compgen -W "PID COMMAND THR CPU% TOK/S MS50 MS99 MM% SPIN% FTX/S FTX99 RQ99 MAJ/S WTOK/S MODEL WORKLOAD" -- "$cur"))
+		COMPREPLY=($(compgen -W "PID COMMAND THR CPU% TOK/S MS50 MS99 MM% SPIN% FTX/S FTX99 RQ99 MAJ/S WTOK/S MODEL WORKLOAD REQ/S TTFT99 TPOT99 OCC" -- "$cur"))
 		return
 		;;
 	--columns | -o)
-		COMPREPLY=($(compgen -W "pid comm thr cpu toks wtoks ms50 ms99 mm spin ftxs ftx99 rq99 majs model workload" -- "${cur##*,}"))
+		COMPREPLY=($(compgen -W "pid comm thr cpu toks wtoks ms50 ms99 mm spin ftxs ftx99 rq99 majs model workload reqs ttft99 tpot99 occ" -- "${cur##*,}"))
 		return
 		;;
 	--format)

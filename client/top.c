@@ -39,6 +39,15 @@ const struct top_column top_columns[TC_NR] = {
 	[TC_MODEL] = {"MODEL", "model", "model", -24, 'M', "the model file it maps"},
 	[TC_WORKLOAD] = {"WORKLOAD", "workload", "workload", -24, 'W',
 			 "its service unit or container, else its command name"},
+	[TC_REQS] = {"REQ/S", "reqs", "requests_per_s", 5, 'e',
+		     "requests over per second, read from llama_decode's batches (any llama.cpp "
+		     "server or app: llmprofctl requests)"},
+	[TC_TTFT99] = {"TTFT99", "ttft99", "time_to_first_token_p99_ns", 6, 0,
+		       "time to first token of the requests over, p99"},
+	[TC_TPOT99] = {"TPOT99", "tpot99", "time_per_output_token_p99_ns", 6, 0,
+		       "time per output token of the requests over, p99"},
+	[TC_OCC] = {"OCC", "occ", "sequences_per_decode", 4, 0,
+		    "sequences a decode carried, mean (continuous batching)"},
 };
 
 #define TOP_COMM_MAX 15 /* a task's name: TASK_COMM_LEN less its NUL */
@@ -144,20 +153,23 @@ static double delta(const struct top_row *r, const char *name)
 }
 
 /* A percentile of the histogram over the interval, in ns; NAN when it is empty. */
-static double interval_quantile(const struct top_row *r, const char *name, double q)
+static double interval_quantile_in(const struct top_row *r, const char *in, const char *name,
+				   double q)
 {
+	const cJSON *doc = in ? cJSON_GetObjectItemCaseSensitive(r->doc, in) : r->doc;
+	const cJSON *prev = in ? cJSON_GetObjectItemCaseSensitive(r->prev, in) : r->prev;
 	const cJSON *hn = cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(r->doc, "histograms"), name);
+		cJSON_GetObjectItemCaseSensitive(doc, "histograms"), name);
 	struct ctl_hist now, before, d;
 	double v = NAN;
 
-	if (ctl_hist_parse(hn, &now) < 0)
+	if (!cJSON_IsObject(hn) || ctl_hist_parse(hn, &now) < 0)
 		return NAN;
 	if (!r->prev) {
 		v = ctl_hist_quantile(&now, q);
 	} else if (ctl_hist_parse(
 			   cJSON_GetObjectItemCaseSensitive(
-				   cJSON_GetObjectItemCaseSensitive(r->prev, "histograms"), name),
+				   cJSON_GetObjectItemCaseSensitive(prev, "histograms"), name),
 			   &before) == 0) {
 		if (ctl_hist_delta(&now, &before, &d) == 0) {
 			v = ctl_hist_quantile(&d, q);
@@ -167,6 +179,23 @@ static double interval_quantile(const struct top_row *r, const char *name, doubl
 	}
 	ctl_hist_free(&now);
 	return v;
+}
+
+static double interval_quantile(const struct top_row *r, const char *name, double q)
+{
+	return interval_quantile_in(r, NULL, name, q);
+}
+
+/* A figure of the process's requests over the interval (NAN before any decode's batch). */
+static double req_delta(const struct top_row *r, const char *name)
+{
+	const cJSON *now = cJSON_GetObjectItemCaseSensitive(r->doc, "requests");
+
+	if (!cJSON_IsObject(now))
+		return NAN;
+	return ctl_num(now, name, 0) -
+	       (r->prev ? ctl_num(cJSON_GetObjectItemCaseSensitive(r->prev, "requests"), name, 0)
+			: 0);
 }
 
 /* A reset (or a pid reused) between the reads makes counters go back: start afresh. */
@@ -278,6 +307,12 @@ static void fill(struct top_row *r)
 	v[TC_RQ99] = interval_quantile(r, "runqueue_latency", 0.99);
 	v[TC_MAJS] = per_s(delta(r, "page_faults_major"), r->dt_ns);
 	v[TC_WTOKS] = gen > 0 ? per_s(gen, r->dt_ns) : NAN;
+	v[TC_REQS] = per_s(req_delta(r, "requests"), r->dt_ns);
+	v[TC_TTFT99] = interval_quantile_in(r, "requests", "ttft", 0.99);
+	v[TC_TPOT99] = interval_quantile_in(r, "requests", "tpot", 0.99);
+	v[TC_OCC] = req_delta(r, "decodes") > 0
+			    ? req_delta(r, "sequences") / req_delta(r, "decodes")
+			    : NAN;
 	/* A process whose samples the stack scan placed: its MM% is not to be trusted. */
 	const cJSON *uw = cJSON_GetObjectItemCaseSensitive(
 		cJSON_GetObjectItemCaseSensitive(r->doc, "ggml"), "unwind");
@@ -544,6 +579,10 @@ static void number_cells(char cell[TC_NR][64], const double *v)
 	ctl_fmt_dur5(cell[TC_RQ99], 64, v[TC_RQ99]);
 	ctl_fmt_num5(cell[TC_MAJS], 64, v[TC_MAJS]);
 	ctl_fmt_num5(cell[TC_WTOKS], 64, v[TC_WTOKS]);
+	ctl_fmt_num5(cell[TC_REQS], 64, v[TC_REQS]);
+	ctl_fmt_dur5(cell[TC_TTFT99], 64, v[TC_TTFT99]);
+	ctl_fmt_dur5(cell[TC_TPOT99], 64, v[TC_TPOT99]);
+	ctl_fmt_num5(cell[TC_OCC], 64, v[TC_OCC]);
 }
 
 void top_format_row(char *buf, const struct top_row *r, const struct top_layout *l)

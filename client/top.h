@@ -24,6 +24,10 @@ enum top_col {
 	TC_WTOKS,    /* generated tokens per second of wall-clock time */
 	TC_MODEL,    /* the model file's name */
 	TC_WORKLOAD, /* the service unit or container, else the command name */
+	TC_REQS,     /* requests over per second (from llama_decode's batches) */
+	TC_TTFT99,   /* time to first token of the requests over, p99, ns */
+	TC_TPOT99,   /* time per output token, p99, ns */
+	TC_OCC,	     /* sequences a decode carried, mean */
 	TC_NR,
 };
 #define TC_DEFAULT_NR TC_WTOKS /* the columns that fit 80: PID to MAJ/S */

@@ -785,6 +785,35 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 	return o;
 }
 
+/* Its requests in brief, as counters and histograms that two reads can subtract (top's
+ * columns, dump's line); null before a decode's batch was read. */
+static cJSON *render_requests_brief(const struct lp_requests *rq)
+{
+	static const char *const names[LP_RH_NR] = {"ttft", "tpot", "e2e"};
+	uint64_t seqs = 0, decodes = 0;
+	cJSON *o, *h;
+
+	if (!rq)
+		return cJSON_CreateNull();
+	o = cJSON_CreateObject();
+	for (int i = 1; i <= LP_BATCH_SEQS; i++) {
+		seqs += (uint64_t)i * rq->occupancy[i];
+		decodes += rq->occupancy[i];
+	}
+	num(o, "requests", rq->ndone);
+	num(o, "in_flight", rq->nactive);
+	num(o, "prompt_tokens", rq->m.prompt_tokens);
+	num(o, "output_tokens", rq->m.output_tokens);
+	num(o, "reused_tokens", rq->m.reused_tokens);
+	/* decodes read, and the sequences they carried: their ratio is the occupancy */
+	num(o, "decodes", decodes);
+	num(o, "sequences", seqs);
+	h = cJSON_AddObjectToObject(o, "histograms");
+	for (int k = 0; k < LP_RH_NR; k++)
+		cJSON_AddItemToObject(h, names[k], lp_render_hist(&rq->m.h[k]));
+	return o;
+}
+
 cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v)
 {
 	const struct lp_target *t = v->target;
@@ -803,6 +832,7 @@ cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v)
 	cJSON_AddItemToObject(o, "futex", render_futex(&v->futex));
 	cJSON_AddItemToObject(o, "preemptors", render_preempt(&v->preempt, t->pid));
 	cJSON_AddItemToObject(o, "findings", lp_render_findings(v));
+	cJSON_AddItemToObject(o, "requests", render_requests_brief(v->requests));
 	if (t->ggml && t->ggml->found_ns)
 		cJSON_AddItemToObject(o, "ggml", render_ggml(v, r->cfg, r->sample_hz, r->now_ns));
 	else

@@ -773,8 +773,9 @@ def test_wide():
         head = tm.wait("the table", lambda s: next((l for l in s.splitlines()
                                                      if l.split()[:2] == ["PID", "COMMAND"]),
                                                     None))
-        t.check(head.split()[-3:] == ["WTOK/S", "MODEL", "WORKLOAD"],
-                "200 columns add WTOK/S, MODEL and WORKLOAD: %r" % head.split())
+        wide = ["WTOK/S", "MODEL", "WORKLOAD", "REQ/S", "TTFT99", "TPOT99", "OCC"]
+        t.check(head.split()[-len(wide):] == wide,
+                "200 columns add %s: %r" % (", ".join(wide), head.split()))
         row = tm.wait("its row", lambda s: next((l for l in s.splitlines()
                                                   if l[:7].lstrip("!*+").strip() == str(g.pid)),
                                                  None))

@@ -263,6 +263,44 @@ def metrics(d, pid, rq):
             "/metrics: %s requests (%d), tokens %s (%s)" % (got, len(reqs), toks, want))
 
 
+def ctl(d, *args):
+    out = subprocess.run([t.LLMPROFCTL, "--socket", d.socket] + list(args),
+                         capture_output=True, text=True, timeout=30)
+    t.check(out.returncode == 0, "llmprofctl %s: exit 0: %s" % (" ".join(args), out.stderr))
+    return out.stdout
+
+
+def client(d, pid, rq):
+    """What a user reads: requests lists them all, dump's line and top's columns (over the
+    interval since tracked, on one read) say what the list says. top's p99 comes from the
+    histogram (within 6.25 % of the value, the midpoint of its bucket), the list's by rank."""
+    out = ctl(d, "requests", "--pid", str(pid), "--last", "100")
+    print(out)
+    listed = [ln for ln in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+\d+\s", ln)]
+    t.check(len(listed) == len(rq["last"]) + len(rq["in_flight"]) and
+            "%d requests over" % rq["requests"] in out,
+            "requests --pid: %d rows for %d requests" % (len(listed), rq["requests"]))
+    dump = ctl(d, "dump", "--pid", str(pid))
+    line = next((ln for ln in dump.splitlines() if ln.startswith("requests ")), "")
+    t.check("%d over" % rq["requests"] in line, "dump's line: %s" % line)
+    doc = json.loads(ctl(d, "top", "-b", "-n", "1", "--json", "-p", str(pid)))
+    row = next(p for p in doc["processes"] if p["pid"] == pid)
+
+    def p99(field):
+        v = sorted(q[field] for q in rq["last"] if q[field] is not None)
+        return v[-1] if len(v) < 100 else v[int(len(v) * 0.99 + 0.999999) - 1]
+    occ = (sum(o["sequences"] * o["decodes"] for o in rq["occupancy"]) /
+           sum(o["decodes"] for o in rq["occupancy"]))
+    t.check(abs(row["time_to_first_token_p99_ns"] - p99("ttft_ns")) <= 0.0625 * p99("ttft_ns")
+            and abs(row["time_per_output_token_p99_ns"] - p99("tpot_ns")) <=
+            0.0625 * p99("tpot_ns") and abs(row["sequences_per_decode"] - occ) < 1e-6 and
+            row["requests_per_s"] > 0,
+            "top: TTFT99 %.2f ms (the list's %.2f), TPOT99 %.2f ms (%.2f), OCC %.3f (%.3f), "
+            "REQ/S %.3f" % (row["time_to_first_token_p99_ns"] / 1e6, p99("ttft_ns") / 1e6,
+                            row["time_per_output_token_p99_ns"] / 1e6, p99("tpot_ns") / 1e6,
+                            row["sequences_per_decode"], occ, row["requests_per_s"]))
+
+
 def phase(d, binary, model, slots):
     name = "-np %d" % slots
     srv = Server(binary, model, slots)
@@ -313,9 +351,7 @@ def phase(d, binary, model, slots):
     metrics(d, pid, rq)
     busy = [o for o in rq["occupancy"] if o["sequences"] > 1]
     t.check(busy, "%s: decodes carried several sequences at once: %s" % (name, rq["occupancy"]))
-    out = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "requests", "--pid", str(pid)],
-                         capture_output=True, text=True, timeout=30)
-    print(out.stdout)
+    client(d, pid, rq)
     srv.stop()
 
 
