@@ -91,6 +91,36 @@ static double runq_share(const cJSON *p)
 	return rq + on > 0 ? rq / (rq + on) : NAN;
 }
 
+/* Of its requests (read from llama_decode's batches): NAN where it has none. */
+static double req_ms(const cJSON *p, const char *h, const char *q)
+{
+	const cJSON *hist = at(p, "requests", "histograms", h);
+
+	return num(cJSON_GetObjectItemCaseSensitive(hist, "count")) > 0
+		       ? num(cJSON_GetObjectItemCaseSensitive(hist, q)) / 1e6
+		       : NAN;
+}
+
+static double ttft_p50(const cJSON *p)
+{
+	return req_ms(p, "ttft", "p50");
+}
+
+static double ttft_p99(const cJSON *p)
+{
+	return req_ms(p, "ttft", "p99");
+}
+
+static double tpot_p50(const cJSON *p)
+{
+	return req_ms(p, "tpot", "p50");
+}
+
+static double tpot_p99(const cJSON *p)
+{
+	return req_ms(p, "tpot", "p99");
+}
+
 static double faults_per_token(const cJSON *p)
 {
 	double t = num(cJSON_GetObjectItemCaseSensitive(generation(p), "tokens"));
@@ -105,6 +135,14 @@ static const struct figure figures[] = {
 	 "%.2f"},
 	{"ms/token p50", "ms_per_token_p50", "ms", p50, NULL, -1, false, false, "%.2f"},
 	{"ms/token p99", "ms_per_token_p99", "ms", p99, NULL, -1, false, false, "%.2f"},
+	{"TTFT p50 (ms)", "time_to_first_token_p50", "ms", ttft_p50, NULL, -1, false, false,
+	 "%.2f"},
+	{"TTFT p99 (ms)", "time_to_first_token_p99", "ms", ttft_p99, NULL, -1, false, false,
+	 "%.2f"},
+	{"TPOT p50 (ms)", "time_per_output_token_p50", "ms", tpot_p50, NULL, -1, false, false,
+	 "%.2f"},
+	{"TPOT p99 (ms)", "time_per_output_token_p99", "ms", tpot_p99, NULL, -1, false, false,
+	 "%.2f"},
 	{"run-queue p99 (ms)", "runqueue_latency_p99", "ms", runq_p99, NULL, -1, false, false,
 	 "%.3f"},
 	{"run-queue share", "runqueue_share", "share", runq_share, NULL, -1, true, false, NULL},
@@ -337,9 +375,10 @@ const struct ctl_cmd ctl_cmd_diff = {
 	.summary = "compare two saved reports; exit 1 when the current one is slower",
 	.help = "Compares two reports saved with `llmprofctl dump --pid N --json > FILE` or "
 		"`llmprofd --once > FILE`\n(of a report with several processes, the one that "
-		"generated the most tokens): tokens/s,\nms/token (mean, p50, p99), run-queue "
-		"latency and share, major faults per token, and the\nshare of each op group "
-		"and of sync. '-' reads standard input.\n\n"
+		"generated the most tokens): tokens/s,\nms/token (mean, p50, p99), its requests' "
+		"time to first token and per output token\n(p50, p99), run-queue latency and "
+		"share, major faults per token, and the share of each\nop group and of sync. '-' "
+		"reads standard input.\n\n"
 		"The exit status is 1 when tokens/s fell, or the mean ms/token rose, by more than "
 		"the\nthreshold (the figures marked *); other changes beyond it are marked better "
 		"or worse but\ndo not fail (percentiles come from histogram buckets an eighth of "

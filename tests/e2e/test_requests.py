@@ -352,7 +352,11 @@ def phase(d, binary, model, slots):
     busy = [o for o in rq["occupancy"] if o["sequences"] > 1]
     t.check(busy, "%s: decodes carried several sequences at once: %s" % (name, rq["occupancy"]))
     client(d, pid, rq)
+    saved = os.path.join(t.tmpdir("llmprofd-requests-report-"), "np%d.json" % slots)
+    with open(saved, "w") as f:
+        f.write(ctl(d, "dump", "--pid", str(pid), "--json"))
     srv.stop()
+    return saved
 
 
 def one_sequence(d, model):
@@ -422,8 +426,20 @@ def main():
     d = t.Daemon("--comm", "llama-simple")
     d.wait_ready()
     one_sequence(d, model)
-    for slots in (2, 4):
-        phase(d, binary, model, slots)
+    reports = [phase(d, binary, model, slots) for slots in (2, 4)]
+    # diff of the two servers' reports: their requests' percentiles, as the reports hold them.
+    out = subprocess.run([t.LLMPROFCTL, "diff", reports[0], reports[1], "--json"],
+                         capture_output=True, text=True, timeout=30)
+    fig = {f["id"]: f for f in json.loads(out.stdout)["figures"]} if out.stdout else {}
+    a, b = (json.load(open(p))["requests"]["histograms"] for p in reports)
+    bad = [(fid, fig.get(fid)) for fid, h, q in
+           (("time_to_first_token_p50", "ttft", "p50"), ("time_to_first_token_p99", "ttft", "p99"),
+            ("time_per_output_token_p50", "tpot", "p50"),
+            ("time_per_output_token_p99", "tpot", "p99"))
+           if not fig.get(fid) or fig[fid]["base"] != a[h][q] / 1e6 or
+           fig[fid]["current"] != b[h][q] / 1e6]
+    t.check(out.returncode in (0, 1) and not bad,
+            "diff: TTFT and TPOT p50/p99 of both reports: %s %s" % (bad, out.stderr))
     d.stop()
 
 
