@@ -376,6 +376,8 @@ const struct ctl_cmd ctl_cmd_doctor = {
 		"  cpu_frequency         a powersave governor or a capped maximum frequency\n"
 		"  memory_bound          decode streams its weights near the host's measured "
 		"bandwidth\n"
+		"  batch_interference    other requests' prompts stall the requests generating "
+		"beside them\n"
 		"Every process also gets the memory line (memory-bound or not) and its context.\n\n"
 		"Options:\n"
 		"  -p, --pid N   one process\n"

@@ -126,7 +126,7 @@ static bool starts_again(const struct lp_request *q, const struct lp_batch_seq *
 
 void lp_requests_decode(struct lp_requests *rq, const struct lp_ev_decode *e)
 {
-	uint32_t nseq = e->nseq < LP_BATCH_SEQS ? e->nseq : LP_BATCH_SEQS;
+	uint32_t nseq = e->nseq < LP_BATCH_SEQS ? e->nseq : LP_BATCH_SEQS, prompts = 0;
 	uint64_t took = e->end_ns > e->begin_ns ? e->end_ns - e->begin_ns : 0;
 
 	rq->decodes++;
@@ -155,6 +155,8 @@ void lp_requests_decode(struct lp_requests *rq, const struct lp_ev_decode *e)
 		else
 			k++;
 	}
+	for (uint32_t i = 0; i < nseq; i++)
+		prompts += e->seq[i].tokens > e->seq[i].outputs;
 	for (uint32_t i = 0; i < nseq; i++) {
 		const struct lp_batch_seq *b = &e->seq[i];
 		struct lp_request *q = active_of(rq, b->seq);
@@ -174,6 +176,10 @@ void lp_requests_decode(struct lp_requests *rq, const struct lp_ev_decode *e)
 			rq->prompt_tokens += b->tokens;
 			if (b->outputs)
 				q->first_ns = e->end_ns;
+		} else {
+			q->gen_decode_ns += took;
+			if (prompts > (b->tokens > b->outputs))
+				q->interfered_ns += took;
 		}
 		q->output_tokens += b->outputs;
 		rq->output_tokens += b->outputs;

@@ -68,6 +68,9 @@ struct lp_request {
 	uint64_t first_ns;   /* the return of the decode of its first output; 0 none yet */
 	uint64_t last_ns;    /* the return of its last decode */
 	uint64_t prefill_ns; /* the decodes that carried its prompt, summed */
+	/* the decodes after its first output, summed; of them, those that also carried
+	 * other sequences' prompt tokens (tokens whose logits are not wanted) */
+	uint64_t gen_decode_ns, interfered_ns;
 	uint32_t prompt_tokens;
 	uint32_t output_tokens; /* logits wanted for it: tokens it generated */
 	uint32_t decodes;

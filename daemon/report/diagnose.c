@@ -343,6 +343,8 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	default:
 		break;
 	}
+	in.requests = v->requests;
+	in.since_ns = s ? s->at_ns : t->tracked_since_ns;
 	lp_findings_eval(&in, v->findings);
 	if (w && w->tracked_since_ns == t->tracked_since_ns)
 		lp_findings_hold(v->findings, w->held, r->now_ns);

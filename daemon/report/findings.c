@@ -24,6 +24,7 @@ const char *const lp_rule_names[LP_RULE_NR] = {
 	[LP_RULE_NUMA] = "numa",
 	[LP_RULE_CPU_FREQUENCY] = "cpu_frequency",
 	[LP_RULE_MEMORY_BOUND] = "memory_bound",
+	[LP_RULE_BATCH_INTERFERENCE] = "batch_interference",
 };
 
 const char *const lp_severity_names[3] = {"info", "warning", "critical"};
@@ -47,6 +48,10 @@ const char *const lp_severity_names[3] = {"info", "warning", "critical"};
 #define MEMBOUND_FRACTION 0.60
 /* Rules wait for this much of a window. */
 #define MIN_WINDOW_S 3.0
+/* batch_interference: of the generating requests' decode time, the share in decodes that
+ * also carried other requests' prompts; over at least this much of it, and 2 requests. */
+#define INTERFERED_SHARE 0.25
+#define INTERFERED_MIN_NS 1000000000ULL
 
 struct ctx {
 	const struct lp_find_input *in;
@@ -704,6 +709,60 @@ static void bandwidth(struct ctx *c)
 		  "faster memory; threads beyond those that saturate it only spin");
 }
 
+static int by_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Continuous batching: a prompt that joins a decode makes every generating request in it
+ * wait for the prompt's tokens. Over the requests that decoded in the window (over or in
+ * flight), their generation decodes' time and the part of it in decodes that carried
+ * other sequences' prompt tokens. */
+static void rule_batch_interference(struct ctx *c)
+{
+	const struct lp_requests *rq = c->in->requests;
+	uint64_t gen = 0, hit = 0, tpot[LP_REQ_KEEP + LP_REQ_ACTIVE];
+	uint64_t kept = rq ? (rq->ndone < LP_REQ_KEEP ? rq->ndone : LP_REQ_KEEP) : 0;
+	size_t n = 0, reqs = 0;
+	struct lp_finding *f;
+
+	for (uint64_t i = 0; i < kept + (rq ? rq->nactive : 0); i++) {
+		const struct lp_request *q =
+			i < kept ? lp_requests_done(rq, i) : &rq->active[i - kept];
+
+		if (q->last_ns < c->in->since_ns || !q->gen_decode_ns)
+			continue;
+		reqs++;
+		gen += q->gen_decode_ns;
+		hit += q->interfered_ns;
+		if (q->output_tokens > 1)
+			tpot[n++] = lp_request_tpot_ns(q);
+	}
+	if (reqs < 2 || gen < INTERFERED_MIN_NS || (double)hit < INTERFERED_SHARE * (double)gen)
+		return;
+	qsort(tpot, n, sizeof(*tpot), by_u64);
+	f = add(c, LP_RULE_BATCH_INTERFERENCE, LP_SEV_WARNING);
+	title(f,
+	      "generating requests spent %.0f%% of their decode time in decodes that also "
+	      "processed other requests' prompts: each prompt that joins stalls every request "
+	      "in flight (time per output token p50 %.1f ms, max %.1f ms over %zu requests)",
+	      100 * share((double)hit, (double)gen), n ? (double)tpot[n / 2] / 1e6 : 0,
+	      n ? (double)tpot[n - 1] / 1e6 : 0, reqs);
+	ev(f, "interfered_share", share((double)hit, (double)gen));
+	ev(f, "generation_decode_ns", (double)gen);
+	ev(f, "interfered_ns", (double)hit);
+	ev(f, "requests", (double)reqs);
+	if (n) {
+		ev(f, "tpot_p50_ns", (double)tpot[n / 2]);
+		ev(f, "tpot_max_ns", (double)tpot[n - 1]);
+	}
+	action(f, "bound a decode's prompt work: llama-server's --batch-size (-b) splits prompts "
+		  "into smaller chunks (shorter stalls, a longer time to first token), or fewer "
+		  "slots (-np); or serve long prompts on another instance");
+}
+
 static int by_severity(const void *a, const void *b)
 {
 	const struct lp_finding *x = a, *y = b;
@@ -755,6 +814,7 @@ void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out)
 		rule_cpu_frequency(&c);
 	}
 	rule_weights(&c);
+	rule_batch_interference(&c);
 	if (in->ctx)
 		bandwidth(&c);
 	/* Stable: rules of one severity keep the order above, causes before consequences. */

@@ -16,6 +16,7 @@
 #include "tracked/context.h"
 #include "llmprof/abi.h"
 #include "tracked/track.h"
+#include "engine/requests.h"
 
 enum lp_severity {
 	LP_SEV_INFO = 0,
@@ -33,6 +34,7 @@ enum lp_rule {
 	LP_RULE_NUMA,
 	LP_RULE_CPU_FREQUENCY,
 	LP_RULE_MEMORY_BOUND,
+	LP_RULE_BATCH_INTERFERENCE,
 	LP_RULE_NR,
 };
 
@@ -64,7 +66,11 @@ struct lp_find_input {
 	const struct lp_host_cpus *host; /* NULL with ctx */
 	uint64_t throttled_usec;	 /* the cgroup's, over the window */
 	uint64_t nr_throttled;
-	double membw;	       /* the host's read bandwidth, bytes/s; 0: not known (yet) */
+	double membw; /* the host's read bandwidth, bytes/s; 0: not known (yet) */
+	/* its requests (engine/requests.h), NULL: none read; the window's start, to take those
+	 * that decoded in it */
+	const struct lp_requests *requests;
+	uint64_t since_ns;
 	const char *membw_why; /* membw 0: why, when not merely measuring now */
 };
 

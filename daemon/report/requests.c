@@ -29,6 +29,8 @@ static cJSON *request(const struct lp_request *q)
 		cJSON_AddNullToObject(o, "ttft_ns");
 	num(o, "prefill_ns", q->prefill_ns);
 	num(o, "decode_ns", lp_request_decode_ns(q));
+	num(o, "generation_decode_ns", q->gen_decode_ns);
+	num(o, "interfered_ns", q->interfered_ns);
 	if (q->output_tokens > 1)
 		num(o, "tpot_ns", lp_request_tpot_ns(q));
 	else

@@ -417,6 +417,63 @@ def one_sequence(d, model):
             "(its eval %.2f)" % (q["ttft_ns"] / 1e6, p_ms, q["decode_ns"] / 1e6, e_ms))
 
 
+def interference(d, binary, model):
+    """Continuous batching's cost, as doctor's batch_interference says it: on the medium
+    model, client A generates 100 tokens while client B sends three prompts of some 300
+    tokens, each joining a decode of A's. A's time in decodes that carried another
+    sequence's prompt tokens must be the sum of B's prompt decodes that fell inside A's
+    generation (B's prefill, held to the server's own timings above), and the rule fires
+    with the share the requests' list gives."""
+    srv = Server(binary, model, 2)
+    pid = srv.proc.pid
+    t.poll("the daemon to track llama-server %d" % pid,
+           lambda: d.api("GET", "/v1/processes/%d" % pid)[0] == 200, timeout=60)
+    story = "Once upon a time there was a small model that"
+    done = []
+    a = threading.Thread(target=lambda: done.append(srv.complete(story, 100, True)))
+    a.start()
+
+    def generating():
+        st, doc, _ = d.api("GET", "/v1/processes/%d/requests" % pid)
+        return st == 200 and any(q["output_tokens"] >= 2
+                                 for q in doc["requests"].get("in_flight", []))
+    t.poll("A to generate", generating, timeout=60, interval=0.02)
+    # Each prompt different from its first token: none comes from the cache.
+    b = [srv.complete("%s %s" % (w, " ".join([story] * 14)), 2, False)
+         for w in ("Yesterday", "Tomorrow", "Today")]
+    a.join(timeout=300)
+    t.check(done and all(x["timings"]["predicted_n"] == 2 for x in b),
+            "A answered, B's three prompts answered")
+    rq = t.poll("the requests over", lambda: (lambda x: x if not x.get("in_flight") and
+                                             x.get("requests", 0) >= 4 else None)(
+        d.get("/v1/processes/%d/requests" % pid)["requests"]), timeout=60, interval=0.25)
+    reqs = rq["last"]
+    qa = max(reqs, key=lambda q: q["output_tokens"])
+    start, end = qa["start_ns"] + qa["ttft_ns"], qa["start_ns"] + qa["e2e_ns"]
+    inside = [q for q in reqs if q is not qa and start <= q["start_ns"] and
+              q["start_ns"] + q["ttft_ns"] <= end]
+    ref = sum(q["prefill_ns"] for q in inside)
+    t.check(qa["output_tokens"] == 100 and len(inside) == 3 and
+            abs(qa["interfered_ns"] - ref) <= 0.001 * ref,
+            "A: %.1f ms of its %.1f ms of generation decodes carried another's prompt; B's %d "
+            "prompt decodes inside its generation took %.1f ms"
+            % (qa["interfered_ns"] / 1e6, qa["generation_decode_ns"] / 1e6, len(inside),
+               ref / 1e6))
+    gen = sum(q["generation_decode_ns"] for q in reqs)
+    hit = sum(q["interfered_ns"] for q in reqs)
+    doc = t.poll("batch_interference to fire", lambda: (lambda x: x if any(
+        f["rule"] == "batch_interference" for f in x["findings"]) else None)(
+        d.get("/v1/processes/%d/findings" % pid)), timeout=30, interval=0.5)
+    f = next(f for f in doc["findings"] if f["rule"] == "batch_interference")
+    t.check(abs(f["evidence"]["interfered_share"] - hit / gen) < 1e-6 and hit / gen >= 0.25,
+            "batch_interference: %s (the list: %.3f)" % (f["title"], hit / gen))
+    out = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "doctor", "--pid", str(pid)],
+                         capture_output=True, text=True, timeout=30)
+    t.check("WARNING  batch_interference" in out.stdout and out.returncode == 6,
+            "doctor says it, and exits 6:\n%s" % out.stdout)
+    srv.stop()
+
+
 def main():
     binary = build_server()
     work = t.tmpdir("llmprofd-requests-")
@@ -426,6 +483,10 @@ def main():
     d = t.Daemon("--comm", "llama-simple")
     d.wait_ready()
     one_sequence(d, model)
+    medium = os.path.join(work, "medium.gguf")
+    subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",
+                    medium], check=True, timeout=120)
+    interference(d, binary, medium)
     reports = [phase(d, binary, model, slots) for slots in (2, 4)]
     # diff of the two servers' reports: their requests' percentiles, as the reports hold them.
     out = subprocess.run([t.LLMPROFCTL, "diff", reports[0], reports[1], "--json"],

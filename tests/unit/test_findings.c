@@ -623,6 +623,65 @@ static void test_recent(void)
 	lp_findings_clear(&o);
 }
 
+/* Two slots of a server: sequence 0 generates 100 tokens a decode of 10 ms each; sequence
+ * 1's prompts (60 ms decodes, tokens without logits) join k of those decodes. */
+static void serve(struct lp_requests *rq, int k)
+{
+	uint64_t t = 0;
+
+	memset(rq, 0, sizeof(*rq));
+	for (int r = 0; r < 2; r++) {
+		struct lp_ev_decode e = {
+			.type = LP_EV_DECODE, .begin_ns = t, .end_ns = t + 50000000, .nseq = 1};
+
+		/* A request of sequence 0: its prompt, then 100 tokens. */
+		e.seq[0] = (struct lp_batch_seq){0, 20, 1, 0, 19};
+		lp_requests_decode(rq, &e);
+		t = e.end_ns + 1000;
+		for (int i = 0; i < 100; i++) {
+			bool joined = i < k;
+
+			e = (struct lp_ev_decode){.type = LP_EV_DECODE,
+						  .begin_ns = t,
+						  .end_ns = t + (joined ? 60 : 10) * 1000000ULL,
+						  .nseq = joined ? 2 : 1};
+			e.seq[0] = (struct lp_batch_seq){0, 1, 1, 20 + i, 20 + i};
+			if (joined)
+				e.seq[1] = (struct lp_batch_seq){1, 300, 1, 0, 299};
+			lp_requests_decode(rq, &e);
+			t = e.end_ns + 1000;
+		}
+		/* ... and its next prompt starts the next request of sequence 0. */
+	}
+	lp_requests_settle(rq, t + LP_REQ_IDLE_NS, false);
+}
+
+static void test_batch_interference(void)
+{
+	static struct lp_requests rq;
+	const struct lp_finding *x;
+	struct lp_findings o;
+	struct fx f;
+
+	clean(&f);
+	f.in.requests = &rq;
+	serve(&rq, 10); /* 600 ms of 1,500 in each request of sequence 0 */
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_BATCH_INTERFERENCE);
+	CHECK(x && x->severity == LP_SEV_WARNING && fabs(ev(x, "interfered_share") - 0.4) < 1e-9,
+	      "10 prompts in 100 decodes of 10 ms, at 60 ms each: %s", x ? x->title : "(none)");
+	lp_findings_clear(&o);
+	serve(&rq, 3); /* 180 ms of 1,150: 0.157 */
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_BATCH_INTERFERENCE), "3 prompts: under a quarter of the time");
+	lp_findings_clear(&o);
+	serve(&rq, 10);
+	f.in.since_ns = UINT64_MAX;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_BATCH_INTERFERENCE), "requests before the window are not judged");
+	lp_findings_clear(&o);
+}
+
 int main(void)
 {
 	test_clean();
@@ -635,5 +694,6 @@ int main(void)
 	test_memory_bound();
 	test_exited();
 	test_recent();
+	test_batch_interference();
 	return check_done();
 }
