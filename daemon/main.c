@@ -24,6 +24,7 @@
 #include "engine/ggml.h"
 #include "tracked/identity.h"
 #include "engine/precise.h"
+#include "engine/requests.h"
 #include "base/log.h"
 #include "options.h"
 #include "kernel/feature.h"
@@ -450,6 +451,7 @@ static int wire(struct daemon *d)
 	d->tracker.on_exit = on_target_exit;
 	d->tracker.before_insert = before_insert;
 	d->tracker.free_ggml = lp_ggml_proc_free;
+	d->tracker.free_requests = lp_requests_free;
 	d->tracker.userdata = d;
 	lp_ggml_init(&d->ggml, &d->cfg, &d->core, &d->tracker);
 	lp_precise_hook(&d->ggml);

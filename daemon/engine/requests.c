@@ -2,6 +2,7 @@
 /* Requests from llama_decode's batches (requests.h). */
 #include "engine/requests.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const char *const lp_req_end_names[LP_REQ_END_NR] = {"open", "absent", "restart", "idle", "exit"};
@@ -63,9 +64,46 @@ uint64_t lp_request_tpot_ns(const struct lp_request *q)
 	return q->output_tokens > 1 ? lp_request_decode_ns(q) / (q->output_tokens - 1) : 0;
 }
 
+uint64_t lp_requests_kept(const struct lp_requests *rq)
+{
+	return !rq ? 0 : rq->ndone < rq->cap ? rq->ndone : rq->cap;
+}
+
 const struct lp_request *lp_requests_done(const struct lp_requests *rq, uint64_t i)
 {
-	return &rq->done[(rq->ndone - 1 - i) % LP_REQ_KEEP];
+	return &rq->done[(rq->ndone - 1 - i) % rq->cap];
+}
+
+void lp_requests_clear(struct lp_requests *rq)
+{
+	free(rq->done);
+	memset(rq, 0, sizeof(*rq));
+}
+
+void lp_requests_free(struct lp_requests *rq)
+{
+	if (rq)
+		lp_requests_clear(rq);
+	free(rq);
+}
+
+/* Room for one more finished request: the ring doubles until LP_REQ_KEEP, then the oldest
+ * goes. False out of memory (the request is counted, not kept). */
+static bool room(struct lp_requests *rq)
+{
+	uint32_t cap = rq->cap ? 2 * rq->cap : 8;
+	struct lp_request *v;
+
+	if (rq->ndone < rq->cap || rq->cap >= LP_REQ_KEEP)
+		return true;
+	if (cap > LP_REQ_KEEP)
+		cap = LP_REQ_KEEP;
+	v = realloc(rq->done, cap * sizeof(*v));
+	if (!v)
+		return false;
+	rq->done = v;
+	rq->cap = cap;
+	return true;
 }
 
 /* Moves active request k to the finished ones. */
@@ -83,7 +121,8 @@ static void finish(struct lp_requests *rq, uint32_t k, enum lp_req_end why)
 	if (q->output_tokens > 1)
 		observe(&rq->m, LP_RH_TPOT, lp_request_tpot_ns(q));
 	observe(&rq->m, LP_RH_E2E, q->last_ns > q->start_ns ? q->last_ns - q->start_ns : 0);
-	rq->done[rq->ndone++ % LP_REQ_KEEP] = *q;
+	if (room(rq))
+		rq->done[rq->ndone++ % rq->cap] = *q;
 	rq->active[k] = rq->active[--rq->nactive];
 }
 

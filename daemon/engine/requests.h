@@ -86,7 +86,10 @@ uint64_t lp_request_tpot_ns(const struct lp_request *q);   /* decode_ns per outp
 struct lp_requests {
 	struct lp_request active[LP_REQ_ACTIVE];
 	uint32_t nactive;
-	struct lp_request done[LP_REQ_KEEP]; /* a ring: the last ndone % LP_REQ_KEEP */
+	/* The requests over: a ring of cap (growing to LP_REQ_KEEP, doubling: most processes
+	 * have a few), the newest at (ndone - 1) % cap. */
+	struct lp_request *done;
+	uint32_t cap;
 	uint64_t ndone;
 	uint64_t next_id;
 	/* totals */
@@ -98,11 +101,15 @@ struct lp_requests {
 	uint32_t flags;			       /* enum lp_batch_flag, of all its decodes */
 };
 
+/* Frees what rq holds and zeroes it; lp_requests_free() frees rq too (calloc'd). */
+void lp_requests_clear(struct lp_requests *rq);
+void lp_requests_free(struct lp_requests *rq);
 /* A decode's record of this process. */
 void lp_requests_decode(struct lp_requests *rq, const struct lp_ev_decode *e);
 /* Ends the requests quiet since before now (or all, exited). */
 void lp_requests_settle(struct lp_requests *rq, uint64_t now, bool exited);
-/* The i-th newest finished request, i < min(ndone, LP_REQ_KEEP). */
+/* How many finished requests are kept (NULL: 0), and the i-th newest of them. */
+uint64_t lp_requests_kept(const struct lp_requests *rq);
 const struct lp_request *lp_requests_done(const struct lp_requests *rq, uint64_t i);
 
 #endif

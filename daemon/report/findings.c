@@ -724,7 +724,7 @@ static void rule_batch_interference(struct ctx *c)
 {
 	const struct lp_requests *rq = c->in->requests;
 	uint64_t gen = 0, hit = 0, tpot[LP_REQ_KEEP + LP_REQ_ACTIVE];
-	uint64_t kept = rq ? (rq->ndone < LP_REQ_KEEP ? rq->ndone : LP_REQ_KEEP) : 0;
+	uint64_t kept = lp_requests_kept(rq);
 	size_t n = 0, reqs = 0;
 	struct lp_finding *f;
 

@@ -106,7 +106,7 @@ static const char *const flag_names[] = {"unread", "truncated", "sequences_full"
 cJSON *lp_render_requests(const struct lp_requests *rq, bool batch_reader)
 {
 	cJSON *o = cJSON_CreateObject(), *a;
-	uint64_t kept = rq ? (rq->ndone < LP_REQ_KEEP ? rq->ndone : LP_REQ_KEEP) : 0;
+	uint64_t kept = lp_requests_kept(rq);
 
 	cJSON_AddStringToObject(o, "source", "llama_decode's batches");
 	if (!batch_reader)

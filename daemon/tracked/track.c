@@ -47,7 +47,8 @@ static void target_free(const struct lp_tracker *tr, struct lp_target *t)
 	free(t->final_futex);
 	free(t->final_preempt);
 	free(t->base);
-	free(t->requests);
+	if (t->requests && tr->free_requests)
+		tr->free_requests(t->requests);
 	if (t->ggml && tr->free_ggml)
 		tr->free_ggml(t->ggml);
 	free(t);

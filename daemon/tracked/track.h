@@ -66,8 +66,8 @@ struct lp_target {
 	struct lp_futex_top *final_futex;
 	struct lp_preempt_top *final_preempt;
 	struct lp_ggml_proc *ggml; /* set once it is seen to map a ggml symbol */
-	/* Its requests, from its first decode's batch on (engine/requests.h: a flat record,
-	 * freed with free()); NULL before. Its decodes may come before ggml above is set. */
+	/* Its requests, from its first decode's batch on (engine/requests.h, which frees them
+	 * through free_requests); NULL before. Its decodes may come before ggml is set. */
 	struct lp_requests *requests;
 	struct lp_identity ident; /* command line, cgroup, model (identity.h) */
 	/* Totals from before a restart of the daemon (read from the state file), added to
@@ -110,7 +110,8 @@ struct lp_tracker {
 	void (*on_exit)(void *userdata, struct lp_target *t);
 	/* Called before a process enters procs (its collectors attached on demand) */
 	void (*before_insert)(void *userdata);
-	void (*free_ggml)(struct lp_ggml_proc *gp); /* set by whoever fills target->ggml */
+	void (*free_ggml)(struct lp_ggml_proc *gp);    /* set by whoever fills target->ggml */
+	void (*free_requests)(struct lp_requests *rq); /* ... and target->requests */
 	void *userdata;
 	size_t freed_since_trim; /* bytes packing freed since the heap was last trimmed */
 };

@@ -629,7 +629,7 @@ static void serve(struct lp_requests *rq, int k)
 {
 	uint64_t t = 0;
 
-	memset(rq, 0, sizeof(*rq));
+	lp_requests_clear(rq);
 	for (int r = 0; r < 2; r++) {
 		struct lp_ev_decode e = {
 			.type = LP_EV_DECODE, .begin_ns = t, .end_ns = t + 50000000, .nseq = 1};
@@ -680,6 +680,7 @@ static void test_batch_interference(void)
 	lp_findings_eval(&f.in, &o);
 	CHECK(!fired(&o, LP_RULE_BATCH_INTERFERENCE), "requests before the window are not judged");
 	lp_findings_clear(&o);
+	lp_requests_clear(&rq);
 }
 
 int main(void)

@@ -9,6 +9,8 @@
 
 #define MS 1000000ULL
 
+static struct lp_requests rq; /* each test clears it first */
+
 /* A decode record: n sequences, each {seq, tokens, outputs, pos_min, pos_max}. */
 static struct lp_ev_decode dec(uint64_t begin_ms, uint64_t end_ms, unsigned n,
 			       const struct lp_batch_seq *s)
@@ -34,10 +36,9 @@ static void feed(struct lp_requests *rq, uint64_t b, uint64_t e, unsigned n,
 /* A server's two slots: continuous batching, one prompt joining another's generation. */
 static void test_server(void)
 {
-	static struct lp_requests rq;
 	const struct lp_request *q;
 
-	memset(&rq, 0, sizeof(rq));
+	lp_requests_clear(&rq);
 	/* Slot 0: a prompt of 10 tokens at 0-9, its last token's logits wanted. */
 	feed(&rq, 0, 10, 1, (struct lp_batch_seq[]){{0, 10, 1, 0, 9}});
 	/* Slot 0 generates; slot 1's prompt of 5 joins at 12. */
@@ -87,10 +88,9 @@ static void test_server(void)
  * waits (not carried, no output yet: still in flight). */
 static void test_chunked_prompt(void)
 {
-	static struct lp_requests rq;
 	const struct lp_request *q;
 
-	memset(&rq, 0, sizeof(rq));
+	lp_requests_clear(&rq);
 	feed(&rq, 0, 50, 2, (struct lp_batch_seq[]){{0, 512, 0, 0, 511}, {1, 10, 0, 0, 9}});
 	feed(&rq, 51, 60, 1, (struct lp_batch_seq[]){{0, 100, 1, 512, 611}});
 	CHECK(rq.nactive == 2, "slot 1, its prompt begun and no output, is not over");
@@ -107,10 +107,9 @@ static void test_chunked_prompt(void)
  * new request; the process exits. */
 static void test_one_sequence(void)
 {
-	static struct lp_requests rq;
 	struct lp_ev_decode e;
 
-	memset(&rq, 0, sizeof(rq));
+	lp_requests_clear(&rq);
 	e = dec(0, 5, 1, (struct lp_batch_seq[]){{0, 8, 1, -1, -1}});
 	e.flags = LP_BATCH_NO_POS;
 	lp_requests_decode(&rq, &e);
@@ -138,10 +137,9 @@ static void test_one_sequence(void)
  * ring keeps the last LP_REQ_KEEP. */
 static void test_limits(void)
 {
-	static struct lp_requests rq;
 	struct lp_ev_decode e;
 
-	memset(&rq, 0, sizeof(rq));
+	lp_requests_clear(&rq);
 	feed(&rq, 0, 5, 1, (struct lp_batch_seq[]){{3, 4, 1, 0, 3}});
 	e = dec(6, 7, 1, (struct lp_batch_seq[]){{3, 1, 1, 4, 4}});
 	e.ret = 1;
@@ -157,12 +155,12 @@ static void test_limits(void)
 	lp_requests_decode(&rq, &e);
 	CHECK(rq.nactive == 2 && rq.occupancy[LP_BATCH_SEQS] == 1,
 	      "sequence 3 absent from a batch not read whole: still in flight");
-	memset(&rq, 0, sizeof(rq));
+	lp_requests_clear(&rq);
 	for (int32_t s = 0; s < LP_REQ_ACTIVE + 3; s++)
 		feed(&rq, 0, 1, 1, (struct lp_batch_seq[]){{s, 2, 0, 0, 1}});
 	CHECK(rq.nactive == LP_REQ_ACTIVE && rq.active_full == 3, "%u followed, %llu not",
 	      rq.nactive, (unsigned long long)rq.active_full);
-	memset(&rq, 0, sizeof(rq));
+	lp_requests_clear(&rq);
 	for (uint64_t i = 0; i < LP_REQ_KEEP + 10; i++)
 		feed(&rq, 10 * i, 10 * i + 1, 1, (struct lp_batch_seq[]){{0, 3, 1, 0, 2}});
 	CHECK(rq.ndone == LP_REQ_KEEP + 9 && lp_requests_done(&rq, 0)->id == LP_REQ_KEEP + 9 &&
@@ -178,5 +176,6 @@ int main(void)
 	test_chunked_prompt();
 	test_one_sequence();
 	test_limits();
+	lp_requests_clear(&rq);
 	return check_done();
 }
