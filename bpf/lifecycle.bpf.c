@@ -37,7 +37,7 @@ static __always_inline void on_exit(struct task_struct *task)
 		e->pad = 0;
 		bpf_probe_read_kernel(&e->stats, sizeof(e->stats), p);
 		e->stats.exit_ns = bpf_ktime_get_ns();
-		bpf_ringbuf_submit(e, 0);
+		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	} else {
 		drop(LP_D_EVENTS_LOST);
 	}
@@ -108,7 +108,7 @@ static __always_inline void exec_mapping(__u32 tgid, struct file *f)
 	e->tgid = tgid;
 	e->obj = key;
 	e->mtime_ns = mtime;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 __noinline __hidden int lp_mmap_exec(__u64 prot, __s64 fd)
@@ -159,7 +159,7 @@ static __always_inline void on_exec(struct task_struct *task)
 			e->inserted = !bpf_map_update_elem(&procs, &tgid, init, BPF_NOEXIST);
 		}
 	}
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 SEC("tp_btf/sched_process_exit")
