@@ -181,15 +181,20 @@ void lp_requests_decode(struct lp_requests *rq, const struct lp_ev_decode *e)
 	rq->flags |= e->flags;
 	rq->occupancy[e->flags & LP_BATCH_SEQS_FULL ? LP_BATCH_SEQS : nseq]++;
 	lp_requests_settle(rq, e->begin_ns, false);
-	/* Generating sequences a decode went on without are over (unknowable when the
-	 * batch had more sequences than were read). */
-	for (uint32_t k = 0; k < rq->nactive && !(e->flags & LP_BATCH_SEQS_FULL);) {
-		const struct lp_request *q = &rq->active[k];
+	/* A generating sequence that decodes went on without, more of them in a row than
+	 * there are sequences in flight, is over: a server puts every generating slot into
+	 * every decode, an app may take its sequences in turns (node-llama-cpp: 0, 1, 0, 1).
+	 * Its end is its last decode's, whenever it is seen. Unknowable when the batch had
+	 * more sequences than were read. */
+	for (uint32_t k = 0, inflight = rq->nactive;
+	     k < rq->nactive && !(e->flags & LP_BATCH_SEQS_FULL);) {
+		struct lp_request *q = &rq->active[k];
 		bool carried = false;
 
 		for (uint32_t i = 0; i < nseq && !carried; i++)
 			carried = e->seq[i].seq == q->seq;
-		if (!carried && q->output_tokens > 0)
+		q->missed = carried ? 0 : q->missed + 1;
+		if (q->output_tokens > 0 && q->missed > inflight)
 			finish(rq, k, LP_REQ_END_ABSENT);
 		else
 			k++;

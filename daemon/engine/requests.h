@@ -7,9 +7,10 @@
  * A request of sequence s starts at a decode carrying s when s has none in flight, or when
  * s's positions start again (a position at or below the last one seen), or when s, having
  * produced output, is given tokens whose logits are not wanted (a new prompt). It ends
- * when a decode that carries other sequences does not carry s after s produced output (a
- * server's generating slots are in every decode), when s starts again, when the process
- * exits, or LP_REQ_IDLE_NS after s's last decode. */
+ * when, having produced output, s is left out of more decodes in a row than there are
+ * sequences in flight (a server's generating slots are in every decode; an app may take
+ * them in turns), when s starts again, when the process exits, or LP_REQ_IDLE_NS after s's
+ * last decode. */
 #ifndef LLMPROF_REQUESTS_H
 #define LLMPROF_REQUESTS_H
 
@@ -75,6 +76,7 @@ struct lp_request {
 	uint32_t output_tokens; /* logits wanted for it: tokens it generated */
 	uint32_t decodes;
 	uint32_t peers_sum; /* the sequences of its decodes, summed (occupancy) */
+	uint32_t missed;    /* decodes in a row that went on without it */
 	enum lp_req_end end;
 };
 

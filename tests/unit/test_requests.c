@@ -46,9 +46,13 @@ static void test_server(void)
 	feed(&rq, 21, 23, 2, (struct lp_batch_seq[]){{0, 1, 1, 11, 11}, {1, 1, 1, 5, 5}});
 	CHECK(rq.nactive == 2 && rq.ndone == 0, "two in flight: %u, %llu over", rq.nactive,
 	      (unsigned long long)rq.ndone);
-	/* Slot 0 stopped: the next decode carries slot 1 only. */
+	/* Slot 0 stopped: the next decodes carry slot 1 only. Two in a row could be an app
+	 * taking its two sequences in turns; the third ends it, at its own last decode. */
 	feed(&rq, 24, 26, 1, (struct lp_batch_seq[]){{1, 1, 1, 6, 6}});
-	CHECK(rq.ndone == 1, "slot 0 over once a decode went on without it");
+	feed(&rq, 27, 28, 1, (struct lp_batch_seq[]){{1, 1, 1, 7, 7}});
+	CHECK(rq.ndone == 0, "slot 0 still in flight, left out of 2 decodes with 2 in flight");
+	feed(&rq, 29, 30, 1, (struct lp_batch_seq[]){{1, 1, 1, 8, 8}});
+	CHECK(rq.ndone == 1, "slot 0 over once 3 decodes in a row went on without it");
 	q = lp_requests_done(&rq, 0);
 	CHECK(q->seq == 0 && q->end == LP_REQ_END_ABSENT && q->prompt_tokens == 10 &&
 		      q->output_tokens == 3 && q->reused == 0,
@@ -63,11 +67,11 @@ static void test_server(void)
 	CHECK(q->decodes == 3 && q->peers_sum == 5, "slot 0 shared 2 of its 3 decodes");
 	/* Slot 1's client sends its prompt again: 4 of its tokens come from the cache, the
 	 * positions start again at 4. */
-	feed(&rq, 30, 33, 1, (struct lp_batch_seq[]){{1, 2, 1, 4, 5}});
+	feed(&rq, 31, 33, 1, (struct lp_batch_seq[]){{1, 2, 1, 4, 5}});
 	CHECK(rq.ndone == 2, "slot 1's positions started again: a new request");
 	q = lp_requests_done(&rq, 0);
 	CHECK(q->seq == 1 && q->end == LP_REQ_END_RESTART && q->prompt_tokens == 5 &&
-		      q->output_tokens == 3 && lp_request_ttft_ns(q) == 8 * MS,
+		      q->output_tokens == 5 && lp_request_ttft_ns(q) == 8 * MS,
 	      "slot 1's first: in %u, out %u, ttft %llu", q->prompt_tokens, q->output_tokens,
 	      (unsigned long long)lp_request_ttft_ns(q));
 	CHECK(rq.active[0].reused == 4 && rq.reused_tokens == 4, "4 tokens reused");
@@ -77,11 +81,11 @@ static void test_server(void)
 	lp_requests_settle(&rq, 33 * MS + LP_REQ_IDLE_NS, false);
 	CHECK(rq.nactive == 0 && lp_requests_done(&rq, 0)->end == LP_REQ_END_IDLE,
 	      "then over, idle");
-	CHECK(rq.prompt_tokens == 17 && rq.output_tokens == 7 && rq.decodes == 5,
+	CHECK(rq.prompt_tokens == 17 && rq.output_tokens == 9 && rq.decodes == 7,
 	      "totals: prompt %llu, output %llu, decodes %llu",
 	      (unsigned long long)rq.prompt_tokens, (unsigned long long)rq.output_tokens,
 	      (unsigned long long)rq.decodes);
-	CHECK(rq.occupancy[1] == 3 && rq.occupancy[2] == 2, "occupancy by decode");
+	CHECK(rq.occupancy[1] == 5 && rq.occupancy[2] == 2, "occupancy by decode");
 }
 
 /* A prompt longer than a batch, in two decodes; a server prefilling one slot while another
@@ -101,6 +105,24 @@ static void test_chunked_prompt(void)
 	      "slot 0: prompt %u over two decodes, first output at the second's end",
 	      q->prompt_tokens);
 	CHECK(rq.active[1].prompt_tokens == 13, "slot 1: 13 prompt tokens over two decodes");
+}
+
+/* node-llama-cpp with two sequences of one context: their prompts in one decode, then
+ * their tokens in turns, one sequence a decode. Two requests of 20 outputs, not forty. */
+static void test_turns(void)
+{
+	lp_requests_clear(&rq);
+	feed(&rq, 0, 10, 2, (struct lp_batch_seq[]){{0, 16, 1, 0, 15}, {1, 16, 1, 0, 15}});
+	for (int32_t i = 0; i < 38; i++)
+		feed(&rq, 11 + 2 * (uint64_t)i, 12 + 2 * (uint64_t)i, 1,
+		     (struct lp_batch_seq[]){{i % 2, 1, 1, 16 + i / 2, 16 + i / 2}});
+	lp_requests_settle(&rq, 100 * MS, true);
+	CHECK(rq.ndone == 2 && lp_requests_done(&rq, 0)->output_tokens == 20 &&
+		      lp_requests_done(&rq, 1)->output_tokens == 20 &&
+		      lp_requests_done(&rq, 0)->prompt_tokens == 16,
+	      "two requests of 20 outputs: %llu over, %u and %u", (unsigned long long)rq.ndone,
+	      rq.ndone ? lp_requests_done(&rq, 0)->output_tokens : 0,
+	      rq.ndone > 1 ? lp_requests_done(&rq, 1)->output_tokens : 0);
 }
 
 /* llama-simple: llama_batch_get_one, no positions; a new prompt after generation starts a
@@ -174,6 +196,7 @@ int main(void)
 {
 	test_server();
 	test_chunked_prompt();
+	test_turns();
 	test_one_sequence();
 	test_limits();
 	lp_requests_clear(&rq);

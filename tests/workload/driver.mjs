@@ -15,7 +15,9 @@
 // for a line on stdin before decoding; --hold waits for another line after.
 // --forever decodes the same prompt and N tokens again and again, printing
 // nothing: a neighbour that keeps decoding beside a test suite. --repeat R decodes
-// them R times, then prints.
+// them R times, then prints. --sequences S (S > 1) decodes S sequences of one context at
+// once, each the prompt and N tokens (node-llama-cpp batches them into shared
+// decodes), and prints {"pid", "sequences": [{"prompt_tokens", "generated_tokens"}...]}.
 
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 import {createInterface} from "node:readline";
@@ -31,6 +33,7 @@ const {values: opt} = parseArgs({
 		hold: {type: "boolean", default: false},
 		forever: {type: "boolean", default: false},
 		repeat: {type: "string", default: "1"},
+		sequences: {type: "string", default: "1"},
 	},
 });
 if (!opt.model) {
@@ -38,6 +41,7 @@ if (!opt.model) {
 	process.exit(2);
 }
 const nGen = Number(opt.tokens), nThreads = Number(opt.threads), nPrompt = Number(opt.prompt);
+const nSeq = Math.max(1, Number(opt.sequences));
 
 const stdinLines = createInterface({input: process.stdin})[Symbol.asyncIterator]();
 const waitLine = async () => { await stdinLines.next(); };
@@ -48,7 +52,8 @@ const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLeve
 const model = await llama.loadModel({modelPath: opt.model});
 const context = await model.createContext({contextSize: Math.min(512, model.trainContextSize),
 					   threads: {ideal: nThreads, min: nThreads},
-					   batchSize: Math.max(nPrompt, 1)});
+					   batchSize: Math.max(nPrompt, 1) * nSeq,
+					   sequences: nSeq});
 const seq = context.getSequence();
 
 // A fixed prompt of ordinary tokens (ids past the control and byte tokens).
@@ -57,6 +62,25 @@ const prompt = Array.from({length: nPrompt}, (_, i) => 259 + ((i * 7) % 200));
 if (opt["wait-go"]) {
 	emit({pid: process.pid, ready: true});
 	await waitLine();
+}
+
+if (nSeq > 1) {
+	const others = [seq];
+	for (let s = 1; s < nSeq; s++)
+		others.push(context.getSequence());
+	// The same prompt in each: another could sample an end-of-generation token at once.
+	const counts = await Promise.all(others.map(async (sq) => {
+		let n = 0;
+		for await (const _token of sq.evaluate(prompt, {temperature: 0}))
+			if (++n >= nGen)
+				break;
+		return {prompt_tokens: prompt.length, generated_tokens: n};
+	}));
+	emit({pid: process.pid, sequences: counts});
+	await context.dispose();
+	await model.dispose();
+	await llama.dispose();
+	process.exit(0);
 }
 
 while (opt.forever) {
