@@ -78,10 +78,12 @@ enum { UNIT_COUNT = 2 };
 #define UUID_COUNTER(c) (2 + (uint64_t)(c))
 #define UUID_THREAD(tid) (1ULL << 32 | (uint64_t)(tid) << 1)
 #define UUID_CPU(tid) (UUID_THREAD(tid) | 1)
+#define UUID_REQUESTS(seq) (2ULL << 32 | (uint32_t)(seq))
 
 /* Interned strings: categories, static event names, annotation names by iid. */
-static const char *const categories[] = {NULL, "sched", "decode", "op", "barrier", "fault"};
-enum { CAT_SCHED = 1, CAT_DECODE, CAT_OP, CAT_BARRIER, CAT_FAULT };
+static const char *const categories[] = {NULL,	    "sched", "decode", "op",
+					 "barrier", "fault", "request"};
+enum { CAT_SCHED = 1, CAT_DECODE, CAT_OP, CAT_BARRIER, CAT_FAULT, CAT_REQUEST };
 static const char *const static_names[] = {
 	NULL,
 	"running",
@@ -95,7 +97,8 @@ static const char *const static_names[] = {
 };
 #define OP_IID_BASE 1000 /* an op's name: this plus its index */
 static const char *const annotations[] = {
-	NULL, "cpu", "by_pid", "uaddr", "object", "tokens", "group", "events", "lost", "dropped",
+	NULL,	"cpu",	   "by_pid", "uaddr",	      "object",	       "tokens", "group", "events",
+	"lost", "dropped", "seq",    "prompt_tokens", "output_tokens", "began",	 "over",
 };
 enum {
 	ANN_CPU = 1,
@@ -106,7 +109,12 @@ enum {
 	ANN_GROUP,
 	ANN_EVENTS,
 	ANN_LOST,
-	ANN_DROPPED
+	ANN_DROPPED,
+	ANN_SEQ,
+	ANN_PROMPT_TOKENS,
+	ANN_OUTPUT_TOKENS,
+	ANN_BEGAN,
+	ANN_OVER,
 };
 
 /* A string from other users (a comm, a file name): escaped, so valid UTF-8. */
@@ -482,6 +490,38 @@ int lp_pf_end(struct lp_pf *w, uint64_t end_ns)
 	int r = lp_tl_end(&w->tl, end_ns);
 
 	return r ? r : w->out.err;
+}
+
+int lp_pf_requests(struct lp_pf *w, const struct lp_tl_request *r, size_t n)
+{
+	char name[64];
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t tr = UUID_REQUESTS(r[i].seq);
+		struct event e;
+
+		if (!i || r[i].seq != r[i - 1].seq)
+			track(w, tr, UUID_PROCESS,
+			      lp_tl_request_track_name(r[i].seq, name, sizeof(name)));
+		e = event_open(w, r[i].from, SLICE_BEGIN, tr, CAT_REQUEST, 0,
+			       lp_tl_request_name(&r[i], name, sizeof(name)), -1);
+		ann_u64(&w->out, ANN_SEQ, (uint64_t)(int64_t)r[i].seq);
+		ann_u64(&w->out, ANN_PROMPT_TOKENS, r[i].prompt_tokens);
+		ann_u64(&w->out, ANN_OUTPUT_TOKENS, r[i].output_tokens);
+		ann_u64(&w->out, ANN_BEGAN, r[i].began);
+		ann_u64(&w->out, ANN_OVER, r[i].over);
+		event_close(w, e);
+		if (r[i].first) {
+			event_close(w, event_open(w, r[i].from, SLICE_BEGIN, tr, CAT_REQUEST, 0,
+						  "prefill", -1));
+			end_event(w, r[i].first, tr);
+			event_close(w, event_open(w, r[i].first, SLICE_BEGIN, tr, CAT_REQUEST, 0,
+						  "generation", -1));
+			end_event(w, r[i].to, tr);
+		}
+		end_event(w, r[i].to, tr);
+	}
+	return w->out.err;
 }
 
 int lp_pf_finish(struct lp_pf *w, size_t max, uint64_t lost, uint64_t dropped)

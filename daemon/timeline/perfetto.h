@@ -61,6 +61,10 @@ int lp_pf_feed(struct lp_pf *w, const struct lp_rec_ev *e);
 /* The window ended at end_ns: the open slices are closed. Returns 0 or -ENOMEM. */
 int lp_pf_end(struct lp_pf *w, uint64_t end_ns);
 
+/* The process's requests over the window (timeline.h), a track per sequence; after
+ * lp_pf_end(). Returns 0 or -ENOMEM. */
+int lp_pf_requests(struct lp_pf *w, const struct lp_tl_request *r, size_t n);
+
 /* Then the counters, at most max points a call, and once they are all written the window's
  * slice ends, saying how many events were written, lost by the kernel's ring buffer and
  * dropped by the daemon. Returns 1 when done, 0 when more is to come, or -ENOMEM. */

@@ -16,6 +16,7 @@
 #include "core.skel.h"
 #include "base/log.h"
 #include "engine/precise.h"
+#include "engine/requests.h"
 #include "base/procfs.h"
 
 void lp_recorder_init(struct lp_recorder *r, struct lp_core *core, struct lp_ggml *g,
@@ -41,6 +42,9 @@ static void render_free(struct lp_record *rec)
 	rec->op_names = NULL;
 	rec->op_groups = NULL;
 	rec->nops = 0;
+	free(rec->requests);
+	rec->requests = NULL;
+	rec->nrequests = 0;
 }
 
 static void record_free(struct lp_record *rec)
@@ -428,11 +432,57 @@ static void *render(void *arg)
 		.lost = rec->lost,
 		.dropped = rec->dropped,
 		.version = rec->version,
+		.requests = rec->requests,
+		.nrequests = rec->nrequests,
 	};
 
 	rec->error = lp_trace_render(&in, &rec->trace, &rec->len);
 	atomic_store(&rec->rendered, true);
 	return NULL;
+}
+
+static int by_seq_from(const void *a, const void *b)
+{
+	const struct lp_tl_request *x = a, *y = b;
+
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return x->from < y->from ? -1 : x->from > y->from;
+}
+
+/* The process's requests that overlap the window (the finished ones kept, those in
+ * flight), clipped to it, by sequence and start. */
+static void read_requests(struct lp_record *rec, const struct lp_target *t)
+{
+	const struct lp_requests *rq = t ? t->requests : NULL;
+	uint64_t kept = lp_requests_kept(rq), n = kept + (rq ? rq->nactive : 0);
+
+	if (!n || !(rec->requests = calloc(n, sizeof(*rec->requests))))
+		return;
+	for (uint64_t i = 0; i < n; i++) {
+		const struct lp_request *q =
+			i < kept ? lp_requests_done(rq, i) : &rq->active[i - kept];
+		bool over = i < kept && q->last_ns <= rec->until_ns;
+		uint64_t to = over ? q->last_ns : rec->until_ns;
+		struct lp_tl_request *r = &rec->requests[rec->nrequests];
+
+		if (q->start_ns > rec->until_ns || (i < kept && q->last_ns < rec->start_ns))
+			continue;
+		*r = (struct lp_tl_request){
+			.id = q->id,
+			.seq = q->seq,
+			.prompt_tokens = q->prompt_tokens,
+			.output_tokens = q->output_tokens,
+			.from = q->start_ns > rec->start_ns ? q->start_ns : rec->start_ns,
+			.to = to,
+			.began = q->start_ns >= rec->start_ns,
+			.over = over,
+		};
+		if (q->first_ns >= r->from && q->first_ns <= r->to)
+			r->first = q->first_ns;
+		rec->nrequests++;
+	}
+	qsort(rec->requests, rec->nrequests, sizeof(*rec->requests), by_seq_from);
 }
 
 /* The kernel stops recording the process, and precise mode goes back as it was. */
@@ -451,10 +501,13 @@ static void stop_kernel(struct lp_recorder *r, struct lp_record *rec, struct lp_
 
 /* A streamed record's window is over: open slices are closed, and its counters follow a
  * piece at a time (stream_close()). */
-static void finish_stream(struct lp_recorder *r, struct lp_record *rec)
+static void finish_stream(struct lp_recorder *r, struct lp_record *rec, struct lp_target *t)
 {
 	if (!rec->error)
 		rec->error = lp_pf_end(rec->pf, rec->until_ns);
+	read_requests(rec, t);
+	if (!rec->error)
+		rec->error = lp_pf_requests(rec->pf, rec->requests, rec->nrequests);
 	stream_flush(rec);
 	rec->finished = true;
 	count_recordings(r);
@@ -513,11 +566,12 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 
 	stop_kernel(r, rec, t);
 	if (rec->pf) {
-		finish_stream(r, rec);
+		finish_stream(r, rec, t);
 		return;
 	}
 	read_threads(rec);
 	read_maps(rec);
+	read_requests(rec, t);
 	if (t)
 		memcpy(rec->comm, t->comm, sizeof(rec->comm));
 	/* The op table may grow while the thread renders: copies of the names. */

@@ -63,6 +63,8 @@ struct lp_record {
 	size_t nthreads;
 	struct lp_trace_map *maps; /* its mappings, for what futex words lie in */
 	size_t nmaps;
+	struct lp_tl_request *requests; /* its requests over the window, read at its end */
+	size_t nrequests;
 	char *trace;
 	size_t len;
 	struct lp_body *shared; /* the trace once fetched (then trace is NULL) */

@@ -401,3 +401,15 @@ const char *lp_tl_counter_name(enum lp_tl_counter c)
 
 	return c < LP_TL_NCOUNTERS ? names[c] : "?";
 }
+
+const char *lp_tl_request_track_name(int32_t seq, char *buf, size_t size)
+{
+	snprintf(buf, size, "requests, sequence %" PRId32, seq);
+	return buf;
+}
+
+const char *lp_tl_request_name(const struct lp_tl_request *r, char *buf, size_t size)
+{
+	snprintf(buf, size, "request %" PRIu64, r->id);
+	return buf;
+}

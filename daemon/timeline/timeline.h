@@ -76,6 +76,18 @@ struct lp_tl_sink {
 	void (*counter)(void *ctx, enum lp_tl_counter c, uint64_t ts, double v);
 };
 
+/* A request of the process (engine/requests.h) that overlaps the window, for a track per
+ * sequence: a span from its first decode's entry to its last decode's return, and under it
+ * its prefill (to its first output) and its generation. Clipped to the window: began and
+ * over say whether its own ends are in it. */
+struct lp_tl_request {
+	uint64_t id;
+	int32_t seq;
+	uint32_t prompt_tokens, output_tokens;
+	uint64_t from, first, to; /* first: 0 when its first output is outside the window */
+	bool began, over;
+};
+
 struct lp_tl_thread;
 
 struct lp_tl {
@@ -121,5 +133,8 @@ const char *lp_tl_span_name(const struct lp_tl_span *s, const char *op, char *bu
 /* A span's category: "decode", "op" or "barrier"; a counter's name. */
 const char *lp_tl_span_category(const struct lp_tl_span *s);
 const char *lp_tl_counter_name(enum lp_tl_counter c);
+/* "requests, sequence S" and "request ID". */
+const char *lp_tl_request_track_name(int32_t seq, char *buf, size_t size);
+const char *lp_tl_request_name(const struct lp_tl_request *r, char *buf, size_t size);
 
 #endif

@@ -264,6 +264,46 @@ static void on_thread(void *ctx, uint32_t tid)
 	}
 }
 
+/* Each sequence's requests on a track of their own, below the threads: a span each, its
+ * prefill and generation under it. */
+static void requests(struct sb *b, const struct lp_trace_in *in)
+{
+	char name[64], args[160];
+
+	for (size_t i = 0; i < in->nrequests; i++) {
+		const struct lp_tl_request *r = &in->requests[i];
+		uint32_t tid = LP_TRACE_REQUEST_TRACK + ((uint32_t)r->seq & 0x3fffffffu);
+
+		if (!i || r->seq != in->requests[i - 1].seq) {
+			sb_event(b);
+			sb_add(b,
+			       "{\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu32
+			       ",\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
+			       (int)in->pid, tid,
+			       lp_tl_request_track_name(r->seq, name, sizeof(name)));
+			sb_event(b);
+			sb_add(b,
+			       "{\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu32
+			       ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%" PRIu64
+			       "}}",
+			       (int)in->pid, tid, (uint64_t)tid * 2);
+		}
+		snprintf(args, sizeof(args),
+			 "\"seq\":%" PRId32 ",\"prompt_tokens\":%" PRIu32
+			 ",\"output_tokens\":%" PRIu32 ",\"began\":%s,\"over\":%s",
+			 r->seq, r->prompt_tokens, r->output_tokens, r->began ? "true" : "false",
+			 r->over ? "true" : "false");
+		slice(b, in, tid, "request", r->from, r->to,
+		      lp_tl_request_name(r, name, sizeof(name)), args, NULL, NULL);
+		if (r->first) {
+			slice(b, in, tid, "request", r->from, r->first, "prefill", NULL, NULL,
+			      NULL);
+			slice(b, in, tid, "request", r->first, r->to, "generation", NULL, NULL,
+			      NULL);
+		}
+	}
+}
+
 int lp_trace_render(const struct lp_trace_in *in, char **out, size_t *len)
 {
 	const struct lp_rec_ev **ev = malloc((in->n ? in->n : 1) * sizeof(*ev));
@@ -299,6 +339,7 @@ int lp_trace_render(const struct lp_trace_in *in, char **out, size_t *len)
 	       (int)in->pid);
 	sb_str(b, in->comm ? in->comm : "?", LP_COMM_LEN);
 	sb_add(b, "}}");
+	requests(b, in);
 	lp_tl_init(&tl, in->start_ns, in->end_ns, &sink);
 	for (size_t i = 0; i < in->n && !r; i++)
 		r = lp_tl_feed(&tl, ev[i]);

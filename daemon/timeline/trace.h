@@ -17,9 +17,12 @@
 #include <linux/types.h>
 
 #include "llmprof/abi.h"
+#include "timeline/timeline.h"
 
-/* The CPU track of thread tid is thread tid + this in the document (pids fit in 22 bits). */
+/* The CPU track of thread tid is thread tid + this in the document (pids fit in 22 bits);
+ * the requests of sequence s are on "thread" LP_TRACE_REQUEST_TRACK + s. */
 #define LP_TRACE_CPU_TRACK 1000000000u
+#define LP_TRACE_REQUEST_TRACK 2000000000u
 
 struct lp_trace_thread {
 	uint32_t tid;
@@ -48,6 +51,8 @@ struct lp_trace_in {
 	uint64_t lost;	  /* events the kernel's ring buffer had no room for */
 	uint64_t dropped; /* events past the daemon's bound */
 	const char *version;
+	const struct lp_tl_request *requests; /* by sequence, then start */
+	size_t nrequests;
 };
 
 /* Renders the document into *out (malloc'd, NUL-terminated), *len bytes. Returns 0 or

@@ -27,6 +27,7 @@ The daemon's requests, by slot and in order, must have:
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -35,6 +36,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
+import tracefmt  # noqa: E402
 
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
 ON_DECODE_NS = 500000
@@ -301,6 +303,35 @@ def client(d, pid, rq):
                             row["sequences_per_decode"], occ, row["requests_per_s"]))
 
 
+def timeline(d, pid, path, rq):
+    """What llmprofctl record wrote over the phase: a track per sequence with a span per
+    request, where and as long as the API says, its prefill and generation under it."""
+    doc = tracefmt.load_any(t, path)
+    ev = tracefmt.valid(t, doc, path)
+    start = doc["otherData"]["window_start_ns"]
+    spans = {e["name"]: e for e in ev if e["ph"] == "X" and e.get("cat") == "request" and
+             e["name"].startswith("request ")}
+    names = {e["tid"]: e["args"]["name"] for e in ev
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    bad = []
+    for q in rq["last"]:
+        s = spans.get("request %d" % q["id"])
+        if q["start_ns"] < start:
+            continue  # before the window (the server's warm-up)
+        if not s or s["tid"] != tracefmt.REQUEST_TRACK + q["seq"] or \
+                abs(s["ts"] - (q["start_ns"] - start) / 1e3) > tracefmt.EPS or \
+                abs(s["dur"] - q["e2e_ns"] / 1e3) > 2 * tracefmt.EPS or \
+                s["args"]["prompt_tokens"] != q["prompt_tokens"] or \
+                s["args"]["output_tokens"] != q["output_tokens"] or \
+                names.get(s["tid"]) != "requests, sequence %d" % q["seq"]:
+            bad.append((q["id"], s))
+    under = [e for e in ev if e["ph"] == "X" and e["name"] in ("prefill", "generation")]
+    t.check(spans and not bad and len(under) == 2 * len(spans),
+            "%s: %d request spans, each where the API puts it, on its sequence's track, "
+            "prefill and generation under it: %s" % (os.path.basename(path), len(spans),
+                                                      bad[:2]))
+
+
 def phase(d, binary, model, slots):
     name = "-np %d" % slots
     srv = Server(binary, model, slots)
@@ -332,6 +363,9 @@ def phase(d, binary, model, slots):
             order[0] += 1
         return a
     srv.complete = numbered
+    trace = os.path.join(t.tmpdir("llmprofd-requests-trace-"), "np%d.%s" % (
+        slots, "json.gz" if slots == 2 else "perfetto-trace.gz"))
+    rec = tracefmt.record(t, d, pid, trace, "--seconds", "60", "--no-ops")
     bt = t.bpftrace('uprobe:%s:llama_decode /pid == %d/ { @b[tid] = nsecs; } '
                     'uretprobe:%s:llama_decode /pid == %d && @b[tid]/ '
                     '{ printf("D %%llu %%llu\\n", @b[tid], nsecs); delete(@b[tid]); }'
@@ -339,6 +373,11 @@ def phase(d, binary, model, slots):
     answers = clients(srv, plans)
     decodes = decodes_of(t.bpftrace_stop(bt))
     rq = judge(d, srv, name, answers, before, decodes)
+    # Ctrl-C ends the record once every request is over.
+    rec.send_signal(signal.SIGINT)
+    out, err = rec.communicate(timeout=60)
+    t.check(rec.returncode == 0, "llmprofctl record: %s %s" % (out, err))
+    timeline(d, pid, trace, rq)
     m = srv.metrics()
     prompt = rq["prompt_tokens"] - base.get("prompt_tokens", 0)
     output = rq["output_tokens"] - base.get("output_tokens", 0)
@@ -417,6 +456,36 @@ def one_sequence(d, model):
             "(its eval %.2f)" % (q["ttft_ns"] / 1e6, p_ms, q["decode_ns"] / 1e6, e_ms))
 
 
+def two_sequences(d, model):
+    """node-llama-cpp (its prebuilt libllama, loaded late), one context with two sequences
+    decoding at once: two requests, one per sequence, each with the prompt's tokens and as
+    many outputs as the tokens the driver was given; decodes that carried both."""
+    p = subprocess.Popen(["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model,
+                          "--tokens", "20", "--threads", "1", "--prompt", "16", "--sequences",
+                          "2", "--wait-go"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         cwd=WORKLOAD)
+    t._children.append(p)
+    pid = t.read_json_line(p, "node", 60)["pid"]
+    d.wait_log("pid %d (node) runs ggml" % pid, timeout=60)
+    p.stdin.write(b"go\n")
+    p.stdin.flush()
+    out = t.read_json_line(p, "node", 120)
+    p.wait(timeout=60)
+    rq = t.poll("node's requests, ended by its exit", lambda: (lambda x: x if x.get(
+        "requests", 0) >= 2 and not x.get("in_flight") else None)(
+        d.get("/v1/processes/%d/requests" % pid)["requests"]), timeout=30, interval=0.25)
+    mine = sorted(rq["last"], key=lambda q: q["seq"])
+    want = sorted(out["sequences"], key=lambda s: 0)
+    both = sum(o["decodes"] for o in rq["occupancy"] if o["sequences"] == 2)
+    t.check(len(mine) == 2 and [q["seq"] for q in mine] == [0, 1] and
+            all(q["prompt_tokens"] == w["prompt_tokens"] and
+                q["output_tokens"] == w["generated_tokens"] for q, w in zip(mine, want)) and
+            both > 0,
+            "node-llama-cpp, two sequences: %s, the driver's %s; %d decodes carried both"
+            % ([(q["seq"], q["prompt_tokens"], q["output_tokens"], q["ended_by"])
+                for q in mine], out["sequences"], both))
+
+
 def interference(d, binary, model):
     """Continuous batching's cost, as doctor's batch_interference says it: on the medium
     model, client A generates 100 tokens while client B sends three prompts of some 300
@@ -483,6 +552,7 @@ def main():
     d = t.Daemon("--comm", "llama-simple")
     d.wait_ready()
     one_sequence(d, model)
+    two_sequences(d, model)
     medium = os.path.join(work, "medium.gguf")
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",
                     medium], check=True, timeout=120)

@@ -9,6 +9,7 @@ import subprocess
 
 EPS = 0.002  # µs: the document's timestamps have three decimals
 CPU_TRACK = 1000000000  # the CPU track of thread tid is tid + this (daemon/timeline/trace.h)
+REQUEST_TRACK = 2000000000  # the requests of sequence s: s + this
 
 
 def record(t, d, pid, out, *extra):
@@ -61,7 +62,7 @@ def valid(t, doc, what):
             open_ends.append(e["ts"] + e["dur"])
     t.check(not unnested, "%s: slices are properly nested on each of %d tracks: %s"
             % (what, len(tracks), unnested[:3]))
-    cpu = [s for (pid, tid), s in tracks.items() if tid >= CPU_TRACK]
+    cpu = [s for (pid, tid), s in tracks.items() if CPU_TRACK <= tid < REQUEST_TRACK]
     overlap = [(a["name"], b["name"], b["ts"]) for s in cpu for a, b in zip(s, s[1:])
                if b["ts"] + EPS < a["ts"] + a["dur"]]
     t.check(cpu and not overlap, "%s: each CPU track is one slice after another, in time "
@@ -213,6 +214,8 @@ def load_perfetto(t, path):
         parent = tracks.get(td.parent_uuid)
         if parent is not None and parent.HasField("thread"):
             return parent.thread.tid + CPU_TRACK
+        if parent is not None and parent.HasField("process") and uuid >> 32 == 2:
+            return REQUEST_TRACK + (uuid & 0x3fffffff)  # a sequence's requests
         return None
 
     out = [{"ph": "M", "pid": pid, "name": "process_name",
