@@ -95,6 +95,10 @@ static void print_requests(const struct ctl *c, const cJSON *doc, void *arg)
 			       "their "
 			       "requests are incomplete\n");
 	}
+	if (cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rq, "not_measured"),
+					     "queue_wait"))
+		printf("  not measured: a request's wait from its arrival to its first decode "
+		       "(time to first token starts there)\n");
 	if (!ctl_num(kept, "requests", 0))
 		return;
 	printf("\n  over the last %.0f requests %9s %9s %9s %9s\n", ctl_num(kept, "requests", 0),

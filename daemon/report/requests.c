@@ -116,6 +116,13 @@ cJSON *lp_render_requests(const struct lp_requests *rq, bool batch_reader)
 	else if (!rq)
 		cJSON_AddStringToObject(o, "unavailable",
 					"no llama_decode of this process was seen yet");
+	/* What the batches cannot say: a request's arrival is in the server's code, not in
+	 * llama_decode's arguments. Said, not guessed. */
+	cJSON_AddStringToObject(
+		cJSON_AddObjectToObject(o, "not_measured"), "queue_wait",
+		"the time from a request's arrival to its first decode (tokenizing, "
+		"waiting for a slot) is not in llama_decode's batches; ttft_ns "
+		"starts at the first decode");
 	if (!rq)
 		return o;
 	num(o, "requests", rq->ndone);
