@@ -378,6 +378,8 @@ const struct ctl_cmd ctl_cmd_doctor = {
 		"bandwidth\n"
 		"  batch_interference    other requests' prompts stall the requests generating "
 		"beside them\n"
+		"  prefill_contention    prompts that arrive together share their decodes: each "
+		"first token waits\n"
 		"Every process also gets the memory line (memory-bound or not) and its context.\n\n"
 		"Options:\n"
 		"  -p, --pid N   one process\n"

@@ -166,6 +166,7 @@ static bool starts_again(const struct lp_request *q, const struct lp_batch_seq *
 void lp_requests_decode(struct lp_requests *rq, const struct lp_ev_decode *e)
 {
 	uint32_t nseq = e->nseq < LP_BATCH_SEQS ? e->nseq : LP_BATCH_SEQS, prompts = 0;
+	uint64_t prompt_tokens = 0; /* of the sequences given prompt tokens */
 	uint64_t took = e->end_ns > e->begin_ns ? e->end_ns - e->begin_ns : 0;
 
 	rq->decodes++;
@@ -200,7 +201,10 @@ void lp_requests_decode(struct lp_requests *rq, const struct lp_ev_decode *e)
 			k++;
 	}
 	for (uint32_t i = 0; i < nseq; i++)
-		prompts += e->seq[i].tokens > e->seq[i].outputs;
+		if (e->seq[i].tokens > e->seq[i].outputs) {
+			prompts++;
+			prompt_tokens += e->seq[i].tokens;
+		}
 	for (uint32_t i = 0; i < nseq; i++) {
 		const struct lp_batch_seq *b = &e->seq[i];
 		struct lp_request *q = active_of(rq, b->seq);
@@ -217,6 +221,8 @@ void lp_requests_decode(struct lp_requests *rq, const struct lp_ev_decode *e)
 		if (!q->first_ns) {
 			q->prompt_tokens += b->tokens;
 			q->prefill_ns += took;
+			q->prefill_peer_tokens +=
+				prompt_tokens - (b->tokens > b->outputs ? b->tokens : 0);
 			rq->prompt_tokens += b->tokens;
 			if (b->outputs)
 				q->first_ns = e->end_ns;

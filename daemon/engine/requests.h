@@ -72,6 +72,8 @@ struct lp_request {
 	/* the decodes after its first output, summed; of them, those that also carried
 	 * other sequences' prompt tokens (tokens whose logits are not wanted) */
 	uint64_t gen_decode_ns, interfered_ns;
+	/* other sequences' prompt tokens in the decodes that carried its prompt */
+	uint64_t prefill_peer_tokens;
 	uint32_t prompt_tokens;
 	uint32_t output_tokens; /* logits wanted for it: tokens it generated */
 	uint32_t decodes;

@@ -25,6 +25,7 @@ const char *const lp_rule_names[LP_RULE_NR] = {
 	[LP_RULE_CPU_FREQUENCY] = "cpu_frequency",
 	[LP_RULE_MEMORY_BOUND] = "memory_bound",
 	[LP_RULE_BATCH_INTERFERENCE] = "batch_interference",
+	[LP_RULE_PREFILL_CONTENTION] = "prefill_contention",
 };
 
 const char *const lp_severity_names[3] = {"info", "warning", "critical"};
@@ -709,6 +710,14 @@ static void bandwidth(struct ctx *c)
 		  "faster memory; threads beyond those that saturate it only spin");
 }
 
+/* The i-th of a process's requests: the kept finished ones (kept of them), then those in
+ * flight. */
+static const struct lp_request *request_at(const struct lp_requests *rq, uint64_t kept,
+					   uint64_t i)
+{
+	return i < kept ? lp_requests_done(rq, i) : &rq->active[i - kept];
+}
+
 static int by_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -729,8 +738,7 @@ static void rule_batch_interference(struct ctx *c)
 	struct lp_finding *f;
 
 	for (uint64_t i = 0; i < kept + (rq ? rq->nactive : 0); i++) {
-		const struct lp_request *q =
-			i < kept ? lp_requests_done(rq, i) : &rq->active[i - kept];
+		const struct lp_request *q = request_at(rq, kept, i);
 
 		if (q->last_ns < c->in->since_ns || !q->gen_decode_ns)
 			continue;
@@ -761,6 +769,50 @@ static void rule_batch_interference(struct ctx *c)
 	action(f, "bound a decode's prompt work: llama-server's --batch-size (-b) splits prompts "
 		  "into smaller chunks (shorter stalls, a longer time to first token), or fewer "
 		  "slots (-np); or serve long prompts on another instance");
+}
+
+/* Prompts that arrive together share their decodes: each request's first token then waits
+ * for the others' prompts too. Over the requests whose prefill was in the window, the
+ * share of the prompt tokens in their prefill decodes that were other sequences'. */
+static void rule_prefill_contention(struct ctx *c)
+{
+	const struct lp_requests *rq = c->in->requests;
+	uint64_t own = 0, peer = 0, prefill = 0, ttft[LP_REQ_KEEP + LP_REQ_ACTIVE];
+	uint64_t kept = lp_requests_kept(rq);
+	size_t reqs = 0;
+	struct lp_finding *f;
+
+	for (uint64_t i = 0; i < kept + (rq ? rq->nactive : 0); i++) {
+		const struct lp_request *q = request_at(rq, kept, i);
+
+		if (q->first_ns < c->in->since_ns || !q->prompt_tokens)
+			continue;
+		own += q->prompt_tokens;
+		peer += q->prefill_peer_tokens;
+		prefill += q->prefill_ns;
+		ttft[reqs++] = lp_request_ttft_ns(q);
+	}
+	if (reqs < 2 || prefill < INTERFERED_MIN_NS ||
+	    (double)peer < INTERFERED_SHARE * (double)(own + peer))
+		return;
+	qsort(ttft, reqs, sizeof(*ttft), by_u64);
+	f = add(c, LP_RULE_PREFILL_CONTENTION, LP_SEV_WARNING);
+	title(f,
+	      "requests' prompts shared their decodes with other requests' prompts: %.0f%% of "
+	      "the prompt tokens their first token waited for were others' (time to first token "
+	      "p50 %.1f ms, max %.1f ms over %zu requests)",
+	      100 * share((double)peer, (double)(own + peer)), (double)ttft[reqs / 2] / 1e6,
+	      (double)ttft[reqs - 1] / 1e6, reqs);
+	ev(f, "peer_prompt_share", share((double)peer, (double)(own + peer)));
+	ev(f, "prompt_tokens", (double)own);
+	ev(f, "peer_prompt_tokens", (double)peer);
+	ev(f, "prefill_ns", (double)prefill);
+	ev(f, "requests", (double)reqs);
+	ev(f, "ttft_p50_ns", (double)ttft[reqs / 2]);
+	ev(f, "ttft_max_ns", (double)ttft[reqs - 1]);
+	action(f, "prompts arrive faster than they are processed one at a time: fewer slots "
+		  "(-np) let the first ones finish sooner; more CPUs or a smaller model shorten "
+		  "them all");
 }
 
 static int by_severity(const void *a, const void *b)
@@ -815,6 +867,7 @@ void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out)
 	}
 	rule_weights(&c);
 	rule_batch_interference(&c);
+	rule_prefill_contention(&c);
 	if (in->ctx)
 		bandwidth(&c);
 	/* Stable: rules of one severity keep the order above, causes before consequences. */

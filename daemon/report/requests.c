@@ -31,6 +31,7 @@ static cJSON *request(const struct lp_request *q)
 	num(o, "decode_ns", lp_request_decode_ns(q));
 	num(o, "generation_decode_ns", q->gen_decode_ns);
 	num(o, "interfered_ns", q->interfered_ns);
+	num(o, "prefill_peer_tokens", q->prefill_peer_tokens);
 	if (q->output_tokens > 1)
 		num(o, "tpot_ns", lp_request_tpot_ns(q));
 	else

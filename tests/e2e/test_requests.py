@@ -40,6 +40,7 @@ import tracefmt  # noqa: E402
 
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
 ON_DECODE_NS = 500000
+STORY = "Once upon a time there was a small model that"
 ROUNDING_NS = 100000
 
 
@@ -344,13 +345,12 @@ def phase(d, binary, model, slots):
     status, doc, _ = d.api("GET", "/v1/processes/%d/requests" % pid)
     base = doc["requests"] if status == 200 else {}
     before = base.get("requests", 0) + base.get("in_flight_now", 0)
-    story = "Once upon a time there was a small model that"
-    long = " ".join([story] * 8)
+    long = " ".join([STORY] * 8)
     # Per client: a short prompt, a long one streamed, and the first one again (its slot
     # still holds it: all but its last token come from the cache).
     plans = []
     for c in range(slots):
-        first = "%s number %d" % (story, c)
+        first = "%s number %d" % (STORY, c)
         plans.append([(first, 12 + 6 * c, False), (long, 20, True), (first, 16, False)])
     order = [0]
     lock = threading.Lock()
@@ -486,6 +486,29 @@ def two_sequences(d, model):
                 for q in mine], out["sequences"], both))
 
 
+def tracked_server(d, binary, model, slots):
+    """A llama-server the daemon tracks."""
+    srv = Server(binary, model, slots)
+    t.poll("the daemon to track llama-server %d" % srv.proc.pid,
+           lambda: d.api("GET", "/v1/processes/%d" % srv.proc.pid)[0] == 200, timeout=60)
+    return srv
+
+
+def generate_beside(d, srv, tokens):
+    """Client A asks for tokens, streamed, in a thread; returned once A generates (the
+    daemon sees its request in flight with two outputs). join() it; its answer in .done."""
+    a = threading.Thread(target=lambda: a.done.append(srv.complete(STORY, tokens, True)))
+    a.done = []
+    a.start()
+
+    def generating():
+        st, doc, _ = d.api("GET", "/v1/processes/%d/requests" % srv.proc.pid)
+        return st == 200 and any(q["output_tokens"] >= 2
+                                 for q in doc["requests"].get("in_flight", []))
+    t.poll("A to generate", generating, timeout=60, interval=0.02)
+    return a
+
+
 def interference(d, binary, model):
     """Continuous batching's cost, as doctor's batch_interference says it: on the medium
     model, client A generates 100 tokens while client B sends three prompts of some 300
@@ -493,25 +516,14 @@ def interference(d, binary, model):
     sequence's prompt tokens must be the sum of B's prompt decodes that fell inside A's
     generation (B's prefill, held to the server's own timings above), and the rule fires
     with the share the requests' list gives."""
-    srv = Server(binary, model, 2)
+    srv = tracked_server(d, binary, model, 2)
     pid = srv.proc.pid
-    t.poll("the daemon to track llama-server %d" % pid,
-           lambda: d.api("GET", "/v1/processes/%d" % pid)[0] == 200, timeout=60)
-    story = "Once upon a time there was a small model that"
-    done = []
-    a = threading.Thread(target=lambda: done.append(srv.complete(story, 100, True)))
-    a.start()
-
-    def generating():
-        st, doc, _ = d.api("GET", "/v1/processes/%d/requests" % pid)
-        return st == 200 and any(q["output_tokens"] >= 2
-                                 for q in doc["requests"].get("in_flight", []))
-    t.poll("A to generate", generating, timeout=60, interval=0.02)
+    a = generate_beside(d, srv, 100)
     # Each prompt different from its first token: none comes from the cache.
-    b = [srv.complete("%s %s" % (w, " ".join([story] * 14)), 2, False)
+    b = [srv.complete("%s %s" % (w, " ".join([STORY] * 14)), 2, False)
          for w in ("Yesterday", "Tomorrow", "Today")]
     a.join(timeout=300)
-    t.check(done and all(x["timings"]["predicted_n"] == 2 for x in b),
+    t.check(a.done and all(x["timings"]["predicted_n"] == 2 for x in b),
             "A answered, B's three prompts answered")
     rq = t.poll("the requests over", lambda: (lambda x: x if not x.get("in_flight") and
                                              x.get("requests", 0) >= 4 else None)(
@@ -543,6 +555,55 @@ def interference(d, binary, model):
     srv.stop()
 
 
+def contention(d, binary, model):
+    """Prompts that share a decode: while A generates, C and D send 300-token prompts at
+    once, twice; those that reach the server within one of A's decodes are prefilled
+    together. Each request's count of other sequences' prompt tokens in its prefill decodes
+    must be what the list shows beside it: the other's prompt tokens where their first
+    decodes coincide, none otherwise; and doctor's prefill_contention, where it fires, the
+    share of those tokens over the requests it judged."""
+    srv = tracked_server(d, binary, model, 3)
+    pid = srv.proc.pid
+    for rnd in range(2):
+        a = generate_beside(d, srv, 60)
+        answers = clients(srv, [[("%s %d %s" % (w, rnd, " ".join([STORY] * 14)), 2, False)]
+                                for w in ("Yesterday", "Tomorrow")])
+        a.join(timeout=300)
+        t.check(a.done and len(answers) == 2, "round %d: A, C and D answered" % rnd)
+    rq = t.poll("the requests over", lambda: (lambda x: x if not x.get("in_flight") and
+                                             x.get("requests", 0) >= 6 else None)(
+        d.get("/v1/processes/%d/requests" % pid)["requests"]), timeout=60, interval=0.25)
+    reqs = [q for q in rq["last"] if q["ttft_ns"] is not None]
+    bad = []
+    for q in reqs:
+        # Prompts (more tokens than the one with its logits) whose first decode was q's.
+        peers = sum(o["prompt_tokens"] for o in reqs if o is not q and
+                    o["start_ns"] == q["start_ns"] and o["prompt_tokens"] > 1)
+        if q["prompt_tokens"] > 1 and q["prefill_peer_tokens"] != peers:
+            bad.append((q["id"], q["prefill_peer_tokens"], peers))
+    shared = sum(1 for q in reqs if q["prefill_peer_tokens"])
+    t.check(not bad, "each request's peers' prompt tokens in its prefill decodes: those of "
+            "the prompts decoded with it (%d of %d requests shared): %s"
+            % (shared, len(reqs), bad))
+    doc = d.get("/v1/processes/%d/findings" % pid)
+    f = next((f for f in doc["findings"] if f["rule"] == "prefill_contention"), None)
+    if f:
+        n = int(f["evidence"]["requests"])
+        judged = sorted(reqs, key=lambda q: q["start_ns"] + q["ttft_ns"])[-n:]
+        own = sum(q["prompt_tokens"] for q in judged)
+        peer = sum(q["prefill_peer_tokens"] for q in judged)
+        t.check(abs(f["evidence"]["peer_prompt_share"] - peer / (own + peer)) < 1e-6,
+                "prefill_contention: %s (the list's newest %d: %.3f)"
+                % (f["title"], n, peer / (own + peer)))
+    else:
+        own = sum(q["prompt_tokens"] for q in reqs)
+        peer = sum(q["prefill_peer_tokens"] for q in reqs)
+        t.check(peer < 0.25 * (own + peer) or
+                sum(q["prefill_ns"] for q in reqs) < 1e9,
+                "prefill_contention does not fire: the list's share %.3f" % (peer / (own + peer)))
+    srv.stop()
+
+
 def main():
     binary = build_server()
     work = t.tmpdir("llmprofd-requests-")
@@ -557,6 +618,7 @@ def main():
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",
                     medium], check=True, timeout=120)
     interference(d, binary, medium)
+    contention(d, binary, medium)
     reports = [phase(d, binary, model, slots) for slots in (2, 4)]
     # diff of the two servers' reports: their requests' percentiles, as the reports hold them.
     out = subprocess.run([t.LLMPROFCTL, "diff", reports[0], reports[1], "--json"],

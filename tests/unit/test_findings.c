@@ -683,6 +683,52 @@ static void test_batch_interference(void)
 	lp_requests_clear(&rq);
 }
 
+/* Two prompts of 300 tokens: in one decode of 600 ms (shared), or one after the other. */
+static void prompts(struct lp_requests *rq, bool shared)
+{
+	struct lp_ev_decode e = {.type = LP_EV_DECODE, .begin_ns = 0, .end_ns = 600000000};
+
+	lp_requests_clear(rq);
+	if (shared) {
+		e.nseq = 2;
+		e.seq[0] = (struct lp_batch_seq){0, 300, 1, 0, 299};
+		e.seq[1] = (struct lp_batch_seq){1, 300, 1, 0, 299};
+		lp_requests_decode(rq, &e);
+	} else {
+		for (int32_t s = 0; s < 2; s++) {
+			e.nseq = 1;
+			e.seq[0] = (struct lp_batch_seq){s, 300, 1, 0, 299};
+			lp_requests_decode(rq, &e);
+			e.begin_ns = e.end_ns + 1000;
+			e.end_ns = e.begin_ns + 600000000;
+		}
+	}
+	lp_requests_settle(rq, 10ULL * S, true);
+}
+
+static void test_prefill_contention(void)
+{
+	static struct lp_requests rq;
+	const struct lp_finding *x;
+	struct lp_findings o;
+	struct fx f;
+
+	clean(&f);
+	f.in.requests = &rq;
+	prompts(&rq, true);
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_PREFILL_CONTENTION);
+	CHECK(x && fabs(ev(x, "peer_prompt_share") - 0.5) < 1e-9 && ev(x, "requests") == 2,
+	      "two prompts in one decode: half the tokens each waited for were the other's: %s",
+	      x ? x->title : "(none)");
+	lp_findings_clear(&o);
+	prompts(&rq, false);
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_PREFILL_CONTENTION), "one after the other: nothing shared");
+	lp_findings_clear(&o);
+	lp_requests_clear(&rq);
+}
+
 int main(void)
 {
 	test_clean();
@@ -696,5 +742,6 @@ int main(void)
 	test_exited();
 	test_recent();
 	test_batch_interference();
+	test_prefill_contention();
 	return check_done();
 }
