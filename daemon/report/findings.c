@@ -712,8 +712,7 @@ static void bandwidth(struct ctx *c)
 
 /* The i-th of a process's requests: the kept finished ones (kept of them), then those in
  * flight. */
-static const struct lp_request *request_at(const struct lp_requests *rq, uint64_t kept,
-					   uint64_t i)
+static const struct lp_request *request_at(const struct lp_requests *rq, uint64_t kept, uint64_t i)
 {
 	return i < kept ? lp_requests_done(rq, i) : &rq->active[i - kept];
 }
