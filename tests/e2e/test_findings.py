@@ -279,9 +279,12 @@ def bandwidth(d, work):
                                                  else None)(d.get("/v1/bandwidth")),
                      timeout=60, interval=0.5)
         last = doc["last_measurement"]
-        # The same procedure as the daemon's: the best of 6 rounds of 0.2 s.
-        r = subprocess.run([LPMEMREAD, str(CPUS), "256", "0.2", "6"], capture_output=True,
-                           text=True, timeout=60, check=True)
+        # The same procedure as the daemon's: its threads over its buffer (a buffer four
+        # times smaller read 5-15 % faster here: fewer page walks miss the caches), the best
+        # of 6 rounds of 0.2 s.
+        mib = max(1, doc["buffer_bytes"] // doc["threads"] >> 20)
+        r = subprocess.run([LPMEMREAD, str(doc["threads"]), str(mib), "0.2", "6"],
+                           capture_output=True, text=True, timeout=60, check=True)
         ref.append(json.loads(r.stdout)["bytes_per_s"])
         ours.append(last["bytes_per_s"])
         ratios.append(last["bytes_per_s"] / ref[-1])
