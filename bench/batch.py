@@ -15,13 +15,12 @@ per token), in one table: the batch read as a share of the decode it rides on.
     sudo bench/batch.py [--rounds 3] [--sizes 32,512,2048] [--tokens 16]
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
-import urllib.request
 
 import benchlib as b
+import llamaserver
 import lptest
 import progcost as pc
 
@@ -35,43 +34,9 @@ def prompt_of(tokens):
     return " ".join(words[i % len(words)] for i in range(max(1, int(tokens / 2.2))))
 
 
-class Server:
-    """llama-server (tests/workload/build-llama.sh --server), one slot, batches of 2,048."""
-
-    def __init__(self, model):
-        p = subprocess.run([os.path.join(b.ROOT, "tests", "workload", "build-llama.sh"),
-                            "--server"], capture_output=True, text=True, timeout=1800)
-        if p.returncode:
-            raise SystemExit("building llama-server failed:\n" + p.stderr[-2000:])
-        self.port = lptest.free_port()
-        self.proc = subprocess.Popen(
-            [p.stdout.split()[-1], "-m", model, "--host", "127.0.0.1", "--port",
-             str(self.port), "-t", "2", "-tb", "2", "-c", "4096", "-np", "1", "-b", "2048",
-             "-ub", "2048"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
-        lptest.poll("llama-server's /health", self.healthy, timeout=300, interval=0.2)
-
-    def healthy(self):
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/health" % self.port, timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            if self.proc.poll() is not None:
-                raise SystemExit("llama-server exited %s" % self.proc.returncode)
-            return False
-
-    def complete(self, tokens, gen):
-        # cache_prompt off: each request decodes its whole prompt.
-        body = json.dumps({"prompt": prompt_of(tokens), "n_predict": gen, "temperature": 0,
-                           "ignore_eos": True, "cache_prompt": False}).encode()
-        req = urllib.request.Request("http://127.0.0.1:%d/completion" % self.port, data=body,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=1800) as r:
-            return json.loads(r.read())
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
+def complete(srv, tokens, gen):
+    """A request of a prompt of that many tokens, decoded whole (cache_prompt off)."""
+    return srv.complete(prompt_of(tokens), gen, cache_prompt=False, timeout=1800)
 
 
 def requests_of(d, pid):
@@ -96,21 +61,23 @@ def main():
     with b.bpf_stats():
         # Only the server: a discovered engine beside it (a busy host's) would run the
         # program too.
-        srv = Server(model)
+        # One slot, batches of 2,048.
+        srv = llamaserver.Server(llamaserver.build("--server"), model, ctx=4096,
+                                 extra=["-b", "2048", "-ub", "2048"])
         d = b.Daemon("--pid", str(srv.proc.pid), "--no-discover")
         try:
             ids = lptest.prog_ids_of(d.proc.pid)
             # Its probes go on once the daemon has read the binary: a request until one is
             # seen.
             lptest.poll("the daemon to see a decode's batch",
-                        lambda: srv.complete(8, 2) and requests_of(d, srv.proc.pid)
+                        lambda: complete(srv, 8, 2) and requests_of(d, srv.proc.pid)
                         .get("decodes", 0) > 0, timeout=120, interval=0.5)
             per = {n: [] for n in sizes}
             for r in range(a.rounds):
                 for n in sizes[r % len(sizes):] + sizes[:r % len(sizes)]:
                     seen = requests_of(d, srv.proc.pid).get("requests", 0)
                     before = pc.stats(ids)
-                    answer = srv.complete(n, a.tokens)
+                    answer = complete(srv, n, a.tokens)
                     cost = pc.delta(before, pc.stats(ids)).get("lp_decode_batch", (0, 0))
                     # Over when idle 2 s (the one before it ended at its start).
                     rq = lptest.poll("the request over", lambda: (lambda x: x if x.get(

@@ -36,9 +36,9 @@ import re
 import signal
 import subprocess
 import sys
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import llamaserver  # noqa: E402
 import lptest as t  # noqa: E402
 import perfref  # noqa: E402
 
@@ -55,14 +55,6 @@ def ik_llama_cli():
     p = subprocess.run(["bash", BUILD_IK], capture_output=True, text=True, timeout=1500)
     if p.returncode != 0:
         raise AssertionError("building ik_llama.cpp failed:\n" + p.stderr[-2000:])
-    return p.stdout.strip().splitlines()[-1]
-
-
-def build_llama(*args):
-    p = subprocess.run([os.path.join(WORKLOAD, "build-llama.sh")] + list(args),
-                       capture_output=True, text=True, timeout=1500)
-    if p.returncode != 0:
-        raise AssertionError("building llama.cpp %s failed:\n%s" % (args, p.stderr[-2000:]))
     return p.stdout.strip().splitlines()[-1]
 
 
@@ -137,33 +129,12 @@ def server(binary, model, work, threads, phase, prompt, tokens):
     """llama-server under perf: one completion asked over HTTP, then SIGINT."""
     name = "llama-server %s -t %d" % (phase, threads)
     d, dcpu = daemons()
-    port = t.free_port()
     data = os.path.join(work, "server-%s-%d.data" % (phase, threads))
-    proc = subprocess.Popen(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"],
-                                                stack=65528) +
-                            [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port),
-                             "-t", str(threads), "-tb", str(threads), "-c", "1024", "-np",
-                             "1"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, cwd=work)
-    t._children.append(proc)
-    base = "http://127.0.0.1:%d" % port
-
-    def healthy():
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                return r.status == 200
-        except (OSError, ValueError):
-            if proc.poll() is not None:
-                raise AssertionError("llama-server exited: %s" % proc.returncode)
-            return False
-    t.poll("llama-server to answer /health", healthy, timeout=120, interval=0.2)
-    body = json.dumps({"prompt": prompt, "n_predict": tokens, "temperature": 0,
-                       "ignore_eos": True}).encode()
-    req = urllib.request.Request(base + "/completion", data=body,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=300) as r:
-        answer = json.loads(r.read())
+    srv = llamaserver.Server(binary, model, threads=threads, cwd=work, timeout=120,
+                             prefix=perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC",
+                                                                   "--"], stack=65528))
+    proc = srv.proc
+    answer = srv.complete(prompt, tokens)
     t.check(answer.get("tokens_predicted") == tokens, "%s: %d tokens predicted: %s"
             % (name, tokens, {k: answer.get(k) for k in ("tokens_predicted", "stop_type")}))
     # The server's own pid: perf's child.
@@ -238,12 +209,12 @@ def main():
         run_once(node(model, threads, 480, 4, repeat=4), work,
                  "node-llama-cpp prompt -t %d" % threads, "node")
     for threads in (2, 4) if wanted("server") else ():
-        llama_server = build_llama("--server")
+        llama_server = llamaserver.build("--server")
         server(llama_server, model, work, threads, "generation", "Once upon a time", 200)
         server(llama_server, model, work, threads, "prompt", long_prompt, 4)
     # llama-simple takes its thread count from the host, as its users get it.
     if wanted("clang"):
-        simple = build_llama("--cc", "clang")
+        simple = llamaserver.build("--cc", "clang")
         run_once([simple, "-m", model, "-n", "300", "Once upon a time"], work,
                  "llama-simple (clang) generation", "llama-simple", runtime="libomp")
 

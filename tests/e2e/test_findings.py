@@ -15,7 +15,8 @@ window (schedstat, /proc/PID/stat, /proc/PID/status, the cgroup's cpu.stat):
 - clean runs (the OpenMP build with as many threads as CPUs, node-llama-cpp): nothing.
 
 Then the host's memory bandwidth against a reader written apart (tests/fixtures/lpmemread:
-glibc's memchr), in alternating rounds, within 15 %; the bytes a token reads against the
+an unrolled XOR over the daemon's threads and buffer size), in alternating rounds, within
+15 %; the bytes a token reads against the
 model file read here (tests/lib/ggufref.py); `llmprofctl diff` on runs slowed on purpose
 and on two clean runs; and bad input."""
 import ctypes

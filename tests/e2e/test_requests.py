@@ -31,80 +31,16 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
+import llamaserver  # noqa: E402
 import tracefmt  # noqa: E402
 
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
 ON_DECODE_NS = 500000
 STORY = "Once upon a time there was a small model that"
 ROUNDING_NS = 100000
-
-
-def build_server():
-    p = subprocess.run([os.path.join(WORKLOAD, "build-llama.sh"), "--server"],
-                       capture_output=True, text=True, timeout=1500)
-    if p.returncode != 0:
-        raise AssertionError("building llama-server failed:\n" + p.stderr[-2000:])
-    return p.stdout.strip().splitlines()[-1]
-
-
-class Server:
-    def __init__(self, binary, model, slots):
-        self.port = t.free_port()
-        self.base = "http://127.0.0.1:%d" % self.port
-        self.proc = subprocess.Popen(
-            [binary, "-m", model, "--host", "127.0.0.1", "--port", str(self.port), "-t", "2",
-             "-tb", "2", "-c", str(512 * slots), "-np", str(slots), "--metrics"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        t._children.append(self.proc)
-        t.poll("llama-server to answer /health", self.healthy, timeout=120, interval=0.2)
-
-    def healthy(self):
-        try:
-            with urllib.request.urlopen(self.base + "/health", timeout=2) as r:
-                return r.status == 200
-        except (OSError, ValueError):
-            if self.proc.poll() is not None:
-                raise AssertionError("llama-server exited: %s" % self.proc.returncode)
-            return False
-
-    def complete(self, prompt, tokens, stream):
-        sent = time.monotonic_ns()  # CLOCK_MONOTONIC, as bpf_ktime_get_ns() and ggml's
-        a = self._complete(prompt, tokens, stream)
-        a["sent_ns"], a["received_ns"] = sent, time.monotonic_ns()
-        return a
-
-    def _complete(self, prompt, tokens, stream):
-        body = json.dumps({"prompt": prompt, "n_predict": tokens, "temperature": 0,
-                           "ignore_eos": True, "stream": stream, "cache_prompt": True}).encode()
-        req = urllib.request.Request(self.base + "/completion", data=body,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=300) as r:
-            if not stream:
-                return json.loads(r.read())
-            last = None
-            for line in r:
-                line = line.decode().strip()
-                if line.startswith("data: ") and line[6:] != "[DONE]":
-                    last = json.loads(line[6:])
-            return last  # the final chunk carries the timings
-
-    def metrics(self):
-        with urllib.request.urlopen(self.base + "/metrics", timeout=10) as r:
-            out = {}
-            for line in r.read().decode().splitlines():
-                if line and not line.startswith("#"):
-                    name, value = line.rsplit(" ", 1)
-                    out[name] = float(value)
-            return out
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
 
 
 def clients(srv, plans):
@@ -335,7 +271,8 @@ def timeline(d, pid, path, rq):
 
 def phase(d, binary, model, slots):
     name = "-np %d" % slots
-    srv = Server(binary, model, slots)
+    srv = llamaserver.Server(binary, model, ctx=512 * slots, slots=slots,
+                             extra=["--metrics"])
     pid = srv.proc.pid
     t.poll("the daemon to track llama-server %d" % pid,
            lambda: d.api("GET", "/v1/processes/%d" % pid)[0] == 200, timeout=60)
@@ -488,7 +425,8 @@ def two_sequences(d, model):
 
 def tracked_server(d, binary, model, slots):
     """A llama-server the daemon tracks."""
-    srv = Server(binary, model, slots)
+    srv = llamaserver.Server(binary, model, ctx=512 * slots, slots=slots,
+                             extra=["--metrics"])
     t.poll("the daemon to track llama-server %d" % srv.proc.pid,
            lambda: d.api("GET", "/v1/processes/%d" % srv.proc.pid)[0] == 200, timeout=60)
     return srv
@@ -605,7 +543,7 @@ def contention(d, binary, model):
 
 
 def main():
-    binary = build_server()
+    binary = llamaserver.build("--server")
     work = t.tmpdir("llmprofd-requests-")
     model = os.path.join(work, "small.gguf")
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "small",
