@@ -67,7 +67,7 @@ static void usage(FILE *out)
 		"*ggml_compute_forward_*,\n"
 		"                           _ZN4ggml3cpu*compute_forward*\n"
 		"      --sample-hz N        cpu-clock samples per second and CPU for the matmul\n"
-		"                           and barrier shares (default 199; 0 = off)\n"
+		"                           and barrier shares (default 99; 0 = off)\n"
 		"      --no-stack-scan      classify samples by instruction pointer only\n"
 		"      --no-unwind          find a sample's op by scanning its stack only, not by\n"
 		"                           walking its frames by .eh_frame (for comparison)\n"
@@ -669,7 +669,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->symbols[LP_SYM_BARRIER] = default_barrier;
 	cfg->symbols[LP_SYM_DECODE] = default_decode;
 	cfg->symbols[LP_SYM_OP] = default_op;
-	cfg->sample_hz = 199;
+	cfg->sample_hz = 99;
 	/* Per thread: right wherever perf is (test_engines: every op group within 3 points of
 	 * perf on each engine); per CPU, the timer's phase biased generation by up to 17
 	 * points on a virtual machine. */
