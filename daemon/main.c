@@ -61,13 +61,17 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 
 static void log_memory(const struct lp_core *c)
 {
-	struct lp_map_usage u[16];
-	size_t n = lp_core_map_usage(c, u, 16);
-	char line[640];
+	struct lp_map_usage u[LP_MAPS_MAX];
+	size_t n = lp_core_map_usage(c, u, LP_MAPS_MAX);
+	char line[1536];
 	uint64_t total = 0;
 	int len = 0;
 
-	for (size_t i = 0; i < n && len < (int)sizeof(line); i++) {
+	line[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		total += u[i].memlock;
+		if (len >= (int)sizeof(line))
+			continue; /* the line is full; the total still counts every map */
 		/* A ring buffer's max_entries is its size in bytes. */
 		if (u[i].value_size == 0)
 			len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s %u KiB",
@@ -76,7 +80,6 @@ static void log_memory(const struct lp_core *c)
 			len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s %u x %u B",
 					i ? ", " : "", u[i].name, u[i].max_entries,
 					u[i].value_size);
-		total += u[i].memlock;
 	}
 	log_info("kernel maps: %s; %.1f MiB locked in all", line, (double)total / (1 << 20));
 }

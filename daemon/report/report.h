@@ -48,7 +48,7 @@ struct lp_report {
 	uint32_t sample_hz;
 	const struct lp_config *cfg;
 	int fault_cpus; /* 0: page faults are not collected */
-	struct lp_map_usage maps[14];
+	struct lp_map_usage maps[LP_MAPS_MAX];
 	size_t nmaps;
 	uint64_t drops[LP_D_NR];
 	uint64_t procs_full;
