@@ -61,7 +61,7 @@ void lp_core_futex_tick(struct lp_core *c, bool tracking, uint64_t now_ns);
 /* Detaches and frees everything; accepts a zeroed or partly loaded lp_core. */
 void lp_core_destroy(struct lp_core *c);
 
-/* At least the maps the BPF object has (27 today). */
+/* At least the maps the BPF object makes (24 today). */
 #define LP_MAPS_MAX 40
 struct lp_map_usage {
 	const char *name;
