@@ -432,18 +432,23 @@ def bpftrace(script, end=""):
 
 def bpftrace_stop(bt, timeout=180):
     """Ends a bpftrace started by bpftrace() with Ctrl-C and returns all it printed after
-    attaching. Its END line follows the last event's; its exit then detaches the uprobes,
-    which waits for RCU grace periods: over 180 s seen on a busy 2-CPU host, so it is left
-    to finish on its own (or be killed at the test's end)."""
+    attaching but its END line. Events printed on other CPUs can come after that line
+    (bpftrace reads a buffer per CPU: test_requests once lost a request's last decodes
+    that way), so the lines are taken once the output has been quiet for half a second
+    after it. Its exit then detaches the uprobes, which waits for RCU grace periods: over
+    180 s seen on a busy 2-CPU host, so it is left to finish on its own (or be killed at
+    the test's end)."""
     bt.send_signal(signal.SIGINT)
     poll("bpftrace's END line", lambda: any(line.startswith(BPFTRACE_END) for line in bt.lines),
          timeout=timeout, interval=0.1)
-    out = []
-    for line in list(bt.lines):
-        if line.startswith(BPFTRACE_END):
-            break
-        out.append(line)
-    return "".join(out)
+    seen = [len(bt.lines), time.monotonic()]
+
+    def quiet():
+        if len(bt.lines) != seen[0]:
+            seen[:] = [len(bt.lines), time.monotonic()]
+        return time.monotonic() - seen[1] >= 0.5
+    poll("bpftrace's output to end", quiet, timeout=30, interval=0.1)
+    return "".join(line for line in list(bt.lines) if not line.startswith(BPFTRACE_END))
 
 
 def hog(cpu=None):
