@@ -62,7 +62,7 @@ def main():
         # Only the server: a discovered engine beside it (a busy host's) would run the
         # program too.
         # One slot, batches of 2,048.
-        srv = llamaserver.Server(llamaserver.build("--server"), model, ctx=4096,
+        srv = llamaserver.Server(lptest.build_llama("--server"), model, ctx=4096,
                                  extra=["-b", "2048", "-ub", "2048"])
         d = b.Daemon("--pid", str(srv.proc.pid), "--no-discover")
         try:

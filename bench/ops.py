@@ -36,11 +36,6 @@ LPOPS = os.environ.get("LPOPS", os.path.join(b.BUILD, "tests", "lpops"))
 HZ = 499
 
 
-def llama_simple():
-    return subprocess.run([os.path.join(WORKLOAD, "build-llama.sh")], check=True,
-                          capture_output=True, text=True).stdout.strip().splitlines()[-1]
-
-
 def ik_llama_cli():
     script = os.path.join(b.ROOT, "..", "shared", "workloads", "build-ik.sh")
     return subprocess.run(["bash", script], check=True, capture_output=True,
@@ -49,9 +44,10 @@ def ik_llama_cli():
 
 def argv_of(workload, tokens):
     if workload == "omp":
-        return [llama_simple(), "-m", b.model("medium"), "-n", str(tokens), "Once upon a time"]
+        return [lptest.llama_simple(), "-m", b.model("medium"), "-n", str(tokens),
+                "Once upon a time"]
     if workload == "prompt":
-        return [llama_simple(), "-m", b.model("medium"), "-n", "4",
+        return [lptest.llama_simple(), "-m", b.model("medium"), "-n", "4",
                 " ".join(["Once upon a time there was a small model that"] * 30)]
     if workload == "ik":
         return [ik_llama_cli(), "-m", b.model("medium"), "-p", "Once upon a time", "-n",

@@ -209,12 +209,12 @@ def main():
         run_once(node(model, threads, 480, 4, repeat=4), work,
                  "node-llama-cpp prompt -t %d" % threads, "node")
     for threads in (2, 4) if wanted("server") else ():
-        llama_server = llamaserver.build("--server")
+        llama_server = t.build_llama("--server")
         server(llama_server, model, work, threads, "generation", "Once upon a time", 200)
         server(llama_server, model, work, threads, "prompt", long_prompt, 4)
     # llama-simple takes its thread count from the host, as its users get it.
     if wanted("clang"):
-        simple = llamaserver.build("--cc", "clang")
+        simple = t.build_llama("--cc", "clang")
         run_once([simple, "-m", model, "-n", "300", "Once upon a time"], work,
                  "llama-simple (clang) generation", "llama-simple", runtime="libomp")
 

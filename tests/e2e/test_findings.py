@@ -16,9 +16,9 @@ window (schedstat, /proc/PID/stat, /proc/PID/status, the cgroup's cpu.stat):
 
 Then the host's memory bandwidth against a reader written apart (tests/fixtures/lpmemread:
 an unrolled XOR over the daemon's threads and buffer size), in alternating rounds, within
-15 % on quiet CPUs (beside load, the lower bound the daemon says its figure then is); the bytes a token reads against the
-model file read here (tests/lib/ggufref.py); `llmprofctl diff` on runs slowed on purpose
-and on two clean runs; and bad input."""
+15 % on quiet CPUs (beside load, the lower bound the daemon says its figure then is); the
+bytes a token reads against the model file read here (tests/lib/ggufref.py); `llmprofctl
+diff` on runs slowed on purpose and on two clean runs; and bad input."""
 import ctypes
 import json
 import os
@@ -267,10 +267,11 @@ def bandwidth(d, work):
     the best of 6 rounds of 0.2 s. Compared pair by pair (a round of the daemon's and the
     reference's right after it), the daemon's that it took on quiet CPUs (it flags the others
     itself): the median of their ratios within 15 %; where fewer than three were quiet, the
-    lower bound the daemon says a figure taken under load is. This virtual machine's bandwidth moves
-    by tens of per cent from one second to the next (seen: the reference at 40.6 GB/s four
-    times and 67.6 once; on CI the pairs' ratios 1.05-1.47 in one run), so no one figure of
-    either side is the host's: the best of each had failed on a single burst of either."""
+    lower bound the daemon says a figure taken under load is. This virtual machine's
+    bandwidth moves by tens of per cent from one second to the next (seen: the reference at
+    40.6 GB/s four times and 67.6 once; on CI the pairs' ratios 1.05-1.47 in one run), so no
+    one figure of either side is the host's: the best of each had failed on a single burst
+    of either."""
     ours, ref, ratios, quiet = [], [], [], []
     for _ in range(5):
         status, doc, _ = d.api("POST", "/v1/bandwidth")

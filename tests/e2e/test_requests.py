@@ -271,11 +271,8 @@ def timeline(d, pid, path, rq):
 
 def phase(d, binary, model, slots):
     name = "-np %d" % slots
-    srv = llamaserver.Server(binary, model, ctx=512 * slots, slots=slots,
-                             extra=["--metrics"])
+    srv = tracked_server(d, binary, model, slots)
     pid = srv.proc.pid
-    t.poll("the daemon to track llama-server %d" % pid,
-           lambda: d.api("GET", "/v1/processes/%d" % pid)[0] == 200, timeout=60)
     # The server decodes a warm-up batch of its own before it answers /health (two tokens
     # of sequence 0): a request to us when its probes were on by then, none to its
     # /metrics. What was seen before the first request is left out.
@@ -543,7 +540,7 @@ def contention(d, binary, model):
 
 
 def main():
-    binary = llamaserver.build("--server")
+    binary = t.build_llama("--server")
     work = t.tmpdir("llmprofd-requests-")
     model = os.path.join(work, "small.gguf")
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "small",

@@ -1,27 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """llama-server for the tests and benches: built from node-llama-cpp's bundle
-(tests/workload/build-llama.sh --server, cached), started on a free port, asked for
-completions over HTTP, stopped. test_requests, test_engines and bench/batch.py share it."""
+(lptest.build_llama("--server"), cached), started on a free port, asked for completions
+over HTTP, stopped. test_requests, test_engines and bench/batch.py share it."""
 import json
-import os
 import subprocess
 import time
 import urllib.request
 
 import lptest
-
-WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
-
-
-def build(*args):
-    """The path of a llama.cpp binary built by build-llama.sh with args (llama-simple by
-    default, llama-server with --server); the first build takes minutes, later ones reuse
-    its cache."""
-    p = subprocess.run([os.path.join(WORKLOAD, "build-llama.sh")] + list(args),
-                       capture_output=True, text=True, timeout=1800)
-    if p.returncode != 0:
-        raise AssertionError("build-llama.sh %s failed:\n%s" % (" ".join(args), p.stderr[-2000:]))
-    return p.stdout.strip().splitlines()[-1]
 
 
 class Server:

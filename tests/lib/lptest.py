@@ -31,14 +31,22 @@ _scratch = []  # directories and files removed at the end when the test passed
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
 
 
+def build_llama(*args, timeout=1800):
+    """The path of a llama.cpp binary tests/workload/build-llama.sh builds with args
+    (llama-simple by default, llama-server with --server); the first build takes minutes,
+    later ones reuse its cache."""
+    p = subprocess.run([os.path.join(WORKLOAD, "build-llama.sh")] + list(args),
+                       capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise AssertionError("build-llama.sh %s failed:\n%s" % (" ".join(args),
+                                                                  p.stderr[-2000:]))
+    return p.stdout.strip().splitlines()[-1]
+
+
 def llama_simple():
     """llama.cpp's llama-simple built from source with its defaults (OpenMP), cached by
     tests/workload/build-llama.sh: its path."""
-    p = subprocess.run([os.path.join(WORKLOAD, "build-llama.sh")], capture_output=True,
-                       text=True, timeout=1200)
-    if p.returncode != 0:
-        raise AssertionError("building llama.cpp failed:\n" + p.stderr[-2000:])
-    return p.stdout.strip().splitlines()[-1]
+    return build_llama(timeout=1200)
 
 
 class Timeout(Exception):
