@@ -160,7 +160,8 @@ def test_newline_path():
     shutil.copy(os.environ.get("LPOPS", "build/tests/lpops"), exe)
     d = t.Daemon("--precise-duty", "1")
     d.wait_ready()
-    pid, _ = t.run_found([exe, "--wait-go", "--tokens", "40"], d, "lpops")
+    pid, _ = t.run_found([exe, "--wait-go", "--tokens", "40"], d, "lpops",
+                         then=("pid %d: precise mode on",))
     d.wait_log("pid %d (lpops) exited" % pid)
     doc = d.get("/v1/processes/%d" % pid)
     g = doc.get("ggml") or {}

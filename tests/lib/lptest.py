@@ -489,14 +489,18 @@ def read_json_line(proc, what, timeout=60):
     return json.loads(line)
 
 
-def run_found(argv, d, comm, timeout=300):
+def run_found(argv, d, comm, timeout=300, then=()):
     """Runs a workload that prints {"pid": N} and then waits for "go" on stdin (lpops,
-    lpops-noops): once daemon d has found it running ggml, says go, and returns its pid and
-    the last JSON line it printed, after it exited."""
+    lpops-noops): once daemon d has found it running ggml (and logged each line of then, a
+    format of the pid, such as "pid %d: precise mode on": the prober attaches on its own
+    thread, after the find), says go, and returns its pid and the last JSON line it
+    printed, after it exited."""
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     _children.append(p)
     pid = read_json_line(p, comm, 30)["pid"]
     d.wait_log("pid %d (%s) runs ggml" % (pid, comm))
+    for line in then:
+        d.wait_log(line % pid)
     p.stdin.write(b"go\n")
     p.stdin.flush()
     last = read_json_line(p, comm, timeout)
