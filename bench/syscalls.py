@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""Overhead on the syscall path: llmprofd's futex collector is on syscall tracepoints (attached
-while it tracks a process), so every futex call on the host runs it then, LLM process or not;
-its mmap discovery hook is on the mmap lock's release, which every mmap and munmap reaches.
+"""Overhead on the syscall path: llmprofd sees futex waits from the scheduler by default; with
+--futex-source tracepoint or raw its futex collector is on syscall tracepoints (attached while
+it tracks a process), so that every futex call on the host runs it then, LLM process or not,
+and every syscall takes the kernel's slow path; the floor here is that design's empty
+programs. Its mmap discovery hook is on the mmap lock's release, which every mmap and
+munmap reaches.
 lpsysbench (bench/sysbench.c) makes FUTEX_WAKE calls nobody waits on, WAIT/WAKE round trips
 between two threads on one CPU, and anonymous mmap/munmap pairs; each runs with no tracer,
 with empty programs on the same tracepoints (the floor), with llmprofd not tracking it
