@@ -53,8 +53,9 @@ TOLERANCE = 0.03
 # noise explains, and its sync over: under it by 0.002-0.030 in 10 of 11 generation runs
 # on this VM (2026-11-27: llama-server, ik_llama.cpp, node-llama-cpp, quiet and beside
 # tests/busy-host.sh; over by 0.004 in one), by 0.031 and 0.034 on a Sapphire Rapids VM;
-# the largest on llama-server with 2 threads, there sync read 0.034 over perf's. Both sample each thread's
-# CPU time by a cpu-clock event; the cause is not found (README, "Which sampler"). The
+# the largest on llama-server with 2 threads, there sync read 0.034 over perf's. Both
+# sample each thread's CPU time by a cpu-clock event; the cause is not found (README,
+# "Which sampler"). The
 # bound carries it, so that the check still catches an attribution gone wrong (the
 # failures it was built for were 0.14-0.54) without failing on this.
 GENERATION_RESIDUAL = 0.01
