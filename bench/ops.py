@@ -36,12 +36,6 @@ LPOPS = os.environ.get("LPOPS", os.path.join(b.BUILD, "tests", "lpops"))
 HZ = 499
 
 
-def ik_llama_cli():
-    script = os.path.join(b.ROOT, "..", "shared", "workloads", "build-ik.sh")
-    return subprocess.run(["bash", script], check=True, capture_output=True,
-                          text=True).stdout.strip().splitlines()[-1]
-
-
 def argv_of(workload, tokens):
     if workload == "omp":
         return [lptest.llama_simple(), "-m", b.model("medium"), "-n", str(tokens),
@@ -50,7 +44,7 @@ def argv_of(workload, tokens):
         return [lptest.llama_simple(), "-m", b.model("medium"), "-n", "4",
                 " ".join(["Once upon a time there was a small model that"] * 30)]
     if workload == "ik":
-        return [ik_llama_cli(), "-m", b.model("medium"), "-p", "Once upon a time", "-n",
+        return [lptest.build_ik(), "-m", b.model("medium"), "-p", "Once upon a time", "-n",
                 str(tokens), "-c", "1024", "--temp", "0", "-t", "2", "-tb", "2", "--ignore-eos"]
     if workload == "node":
         return ["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", b.model("medium"),

@@ -45,8 +45,6 @@ import perfref  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, "..", "workload")
-BUILD_IK = os.environ.get("LLMPROF_BUILD_IK",
-                          os.path.join(HERE, "..", "..", "..", "shared", "workloads", "build-ik.sh"))
 HZ = 997
 TOLERANCE = 0.03
 # In generation the default sampler's matmul share reads under perf's more often than
@@ -59,14 +57,6 @@ TOLERANCE = 0.03
 # bound carries it, so that the check still catches an attribution gone wrong (the
 # failures it was built for were 0.14-0.54) without failing on this.
 GENERATION_RESIDUAL = 0.01
-
-
-def ik_llama_cli():
-    """ik_llama.cpp's llama-cli, built once and cached by the snapshot's hash."""
-    p = subprocess.run(["bash", BUILD_IK], capture_output=True, text=True, timeout=1500)
-    if p.returncode != 0:
-        raise AssertionError("building ik_llama.cpp failed:\n" + p.stderr[-2000:])
-    return p.stdout.strip().splitlines()[-1]
 
 
 def placed(name, uw):
@@ -206,7 +196,7 @@ def main():
     # 300 tokens after a short prompt.
     long_prompt = " ".join(["Once upon a time there was a small model that"] * 42)
     for threads in (2, 4) if wanted("ik") else ():
-        binary = ik_llama_cli()
+        binary = t.build_ik()
         run_once(ik(binary, model, threads, "Once upon a time", 300), work,
                  "ik generation -t %d" % threads, "llama-cli")
         run_once(ik(binary, model, threads, long_prompt, 4), work, "ik prompt -t %d" % threads,

@@ -31,16 +31,31 @@ _scratch = []  # directories and files removed at the end when the test passed
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
 
 
+# ik_llama.cpp's build script, beside this tree (../shared/workloads), or where
+# LLMPROF_BUILD_IK says.
+BUILD_IK = os.environ.get("LLMPROF_BUILD_IK",
+                          os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                       "..", "shared", "workloads", "build-ik.sh"))
+
+
+def _built(argv, timeout):
+    """The path a build script prints last; the first build takes minutes, later ones
+    reuse its cache."""
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise AssertionError("%s failed:\n%s" % (" ".join(argv), p.stderr[-2000:]))
+    return p.stdout.strip().splitlines()[-1]
+
+
 def build_llama(*args, timeout=1800):
     """The path of a llama.cpp binary tests/workload/build-llama.sh builds with args
-    (llama-simple by default, llama-server with --server); the first build takes minutes,
-    later ones reuse its cache."""
-    p = subprocess.run([os.path.join(WORKLOAD, "build-llama.sh")] + list(args),
-                       capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0:
-        raise AssertionError("build-llama.sh %s failed:\n%s" % (" ".join(args),
-                                                                  p.stderr[-2000:]))
-    return p.stdout.strip().splitlines()[-1]
+    (llama-simple by default, llama-server with --server)."""
+    return _built([os.path.join(WORKLOAD, "build-llama.sh")] + list(args), timeout)
+
+
+def build_ik(timeout=1500):
+    """ik_llama.cpp's llama-cli, built by BUILD_IK and cached by the snapshot's hash."""
+    return _built(["bash", BUILD_IK], timeout)
 
 
 def llama_simple():
