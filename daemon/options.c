@@ -671,8 +671,8 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->symbols[LP_SYM_OP] = default_op;
 	cfg->sample_hz = 99;
 	/* Per thread: right wherever perf is (test_engines: every op group within 3 points of
-	 * perf on each engine); per CPU, the timer's phase biased generation by up to 17
-	 * points on a virtual machine. */
+	 * perf on each engine); per CPU, generation's shares were off by up to 17 points on
+	 * a virtual machine, for a cause not yet found (not the timer's phase: README). */
 	cfg->sample_per_thread = true;
 	cfg->stack_scan = true;
 	cfg->unwind = true;

@@ -53,9 +53,8 @@ TOLERANCE = 0.03
 # tests/busy-host.sh; over by 0.004 in one), by 0.031 and 0.034 on a Sapphire Rapids VM;
 # the largest on llama-server with 2 threads, there sync read 0.034 over perf's. Both
 # sample each thread's CPU time by a cpu-clock event; the cause is not found (README,
-# "Which sampler"). The
-# bound carries it, so that the check still catches an attribution gone wrong (the
-# failures it was built for were 0.14-0.54) without failing on this.
+# "Which sampler"). The bound carries it, so that the check still catches an attribution
+# gone wrong (the failures it was built for were 0.14-0.54) without failing on this.
 GENERATION_RESIDUAL = 0.01
 
 
