@@ -140,6 +140,48 @@ LP_MAP struct {
 	__type(value, struct lp_op_precise);
 } op_precise SEC(".maps");
 
+/* Calls sniffed per probed op while its arguments are not yet checked (abi.h). */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192); /* resized by user space */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lp_op_key);
+	__type(value, struct lp_tensor_sniff);
+} tensor_sniff SEC(".maps");
+
+/* Graph nodes by shape, made as probed ops return: not preallocated. A process that fills
+ * its share finds the map full; that is counted (LP_D_NODES_FULL). */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); /* resized by user space */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lp_node_key);
+	__type(value, struct lp_node_val);
+} nodes SEC(".maps");
+
+/* Each thread's node in flight, by tid. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct lp_node_flight);
+} node_flight SEC(".maps");
+
+/* Zeroed values to insert from, too large for the BPF stack. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_tensor_sniff);
+} tensor_scratch SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_node_flight);
+} flight_scratch SEC(".maps");
+
 /* A zeroed op_precise value to insert from: too large for the BPF stack. */
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

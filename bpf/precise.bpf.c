@@ -5,7 +5,8 @@
 
 /* The calling thread's state if its process is in precise mode, reset when a new window
  * began since the thread was last seen: calls in flight then were half-observed. */
-static __always_inline struct lp_thread *precise_thread(__u32 *tgid_out)
+static __always_inline struct lp_thread *precise_thread_pr(__u32 *tgid_out,
+							   struct lp_precise **pr_out)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
@@ -25,7 +26,15 @@ static __always_inline struct lp_thread *precise_thread(__u32 *tgid_out)
 		t->op.depth = 0;
 	}
 	*tgid_out = tgid;
+	*pr_out = pr;
 	return t;
+}
+
+static __always_inline struct lp_thread *precise_thread(__u32 *tgid_out)
+{
+	struct lp_precise *pr;
+
+	return precise_thread_pr(tgid_out, &pr);
 }
 
 /* Whether a generation decode (one token) is in flight in the process: the calls that
@@ -116,8 +125,10 @@ int BPF_KRETPROBE(lp_barrier_exit)
 	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_CALLS], 1);
 	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_NS], d);
 	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_OFF_NS], off);
-	if (generating(tgid))
+	if (generating(tgid)) {
 		__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_GEN_ONCPU_NS], d - off);
+		__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_GEN_CALLS], 1);
+	}
 	hist_add(&p->hist[LP_H_BARRIER], d);
 	if (t->mm.depth)
 		t->mm.inner_ns += d;
@@ -126,16 +137,209 @@ int BPF_KRETPROBE(lp_barrier_exit)
 	return 0;
 }
 
+/* Tensors (issue 32). ggml's compute_forward functions get (params, dst); params begins
+ * with the thread's index and the thread count, dst names its sources. Until user space
+ * has checked an op's function on LP_TSNIFF_N calls, its calls are only sniffed. */
+
+/* The head of every ggml_tensor layout lp_tensor_layout knows: type, buffer, ne, nb. */
+struct tensor_head {
+	__s32 type;
+	__u32 pad;
+	__u64 buffer;
+	__s64 ne[4];
+	__u64 nb[4];
+};
+
+static __always_inline void sniff(struct pt_regs *ctx, __u32 tgid, __u32 op)
+{
+	struct lp_op_key key = {.tgid = tgid, .op = op};
+	struct lp_tensor_sniff *s;
+	__u32 zero = 0, i;
+	__u64 dst;
+
+	s = bpf_map_lookup_elem(&tensor_sniff, &key);
+	if (!s) {
+		s = bpf_map_lookup_elem(&tensor_scratch, &zero);
+		if (!s)
+			return;
+		bpf_map_update_elem(&tensor_sniff, &key, s, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&tensor_sniff, &key);
+		if (!s)
+			return;
+	}
+	/* Two threads may take one slot: then it holds one call's fields or a mix of two
+	 * calls' of the same op, which a check either passes as it would each or refuses. */
+	i = s->n;
+	if (i >= LP_TSNIFF_N)
+		return;
+	s->n = i + 1;
+	dst = PT_REGS_PARM2(ctx);
+	bpf_probe_read_user(&s->params[i], sizeof(s->params[i]), (void *)PT_REGS_PARM1(ctx));
+	bpf_probe_read_user(s->raw[i], sizeof(s->raw[i]), (void *)dst);
+	/* Last: user space reads a slot once its dst is set. */
+	asm volatile("" ::: "memory");
+	s->dst[i] = dst ? dst : 1;
+}
+
+/* Reads one tensor into slot k of the key; its bytes into *bytes, or marks them unknown. */
+static __always_inline bool read_tensor(struct lp_node_flight *f, int k, __u64 ptr,
+					const struct lp_tensor_layout *lay, __u64 *bytes)
+{
+	struct tensor_head h;
+	__u64 vsrc = 0, b;
+	int i;
+
+	if (bpf_probe_read_user(&h, sizeof(h), (void *)ptr) ||
+	    bpf_probe_read_user(&vsrc, sizeof(vsrc), (void *)(ptr + lay->view_src)))
+		return false;
+	if (h.type < 0 || h.type >= LP_NODE_NO_TYPE)
+		return false;
+	f->key.type[k] = (__u8)h.type;
+	for (i = 0; i < 4; i++) {
+		if (h.ne[i] < 1)
+			return false;
+		f->key.ne[k][i] = h.ne[i] > 0xffffffffLL ? 0xffffffffU : (__u32)h.ne[i];
+	}
+	if (!vsrc) {
+		/* Made by ggml_new_tensor: contiguous, nb[3] * ne[3] bytes (ggml_nbytes). */
+		*bytes = h.nb[3] * (__u64)h.ne[3];
+		return true;
+	}
+	if (h.type > 1) { /* a view of a block type: its extent needs the block size */
+		f->unknown = 1;
+		*bytes = 0;
+		return true;
+	}
+	/* F32 and F16 (0 and 1 in every ggml): ggml_nbytes for a block of one element. */
+	b = h.nb[0];
+	for (i = 0; i < 4; i++)
+		b += (__u64)(h.ne[i] - 1) * h.nb[i];
+	*bytes = b;
+	return true;
+}
+
+/* The layer from a name's "-N" suffix and the name before it, cut to the key's stem. */
+static __always_inline void name_parse(struct lp_node_flight *f, const char *name, int len)
+{
+	int i, dash = -1, layer = 0, digits = 0;
+
+	for (i = 0; i < len && i < 48; i++) {
+		char c = name[i];
+
+		if (!c)
+			break;
+		if (c == '-') {
+			dash = i;
+			layer = 0;
+			digits = 0;
+		} else if (c >= '0' && c <= '9' && dash >= 0 && digits < 5) {
+			layer = layer * 10 + (c - '0');
+			digits++;
+		} else {
+			dash = -1;
+		}
+	}
+	if (i >= 48 || name[i & 63]) /* not terminated where it was read */
+		dash = -2;
+	f->key.layer = dash >= 0 && digits > 0 && digits < 5 ? (__s16)layer : -1;
+	len = dash >= 0 && digits > 0 ? dash : i;
+	for (i = 0; i < LP_NODE_STEM - 1 && i < len; i++)
+		f->key.stem[i] = name[i];
+}
+
+static __always_inline void node_enter(struct pt_regs *ctx, const struct lp_precise *pr, __u32 tgid,
+				       __u32 op)
+{
+	__u32 zero = 0, tid = (__u32)bpf_get_current_pid_tgid();
+	struct lp_tensor_layout lay = pr->lay;
+	__u64 dst = PT_REGS_PARM2(ctx), src[LP_NODE_SRCS] = {}, b;
+	struct lp_node_flight *f;
+	char name[64] = {};
+	__s32 ith = -1;
+	__u8 ta = pr->targs[op & (LP_MAX_OPS - 1)];
+	int k;
+
+	if (ta == LP_TA_UNKNOWN) {
+		sniff(ctx, tgid, op);
+		return;
+	}
+	if (ta != LP_TA_READ || !lay.src || !lay.name || !lay.view_src)
+		return;
+	f = bpf_map_lookup_elem(&flight_scratch, &zero);
+	if (!f)
+		return;
+	__builtin_memset(f, 0, sizeof(*f));
+	f->key.tgid = tgid;
+	f->key.op = (__u16)op;
+	f->key.type[1] = f->key.type[2] = f->key.type[3] = LP_NODE_NO_TYPE;
+	if (bpf_probe_read_user(&ith, sizeof(ith), (void *)PT_REGS_PARM1(ctx)) ||
+	    !read_tensor(f, 0, dst, &lay, &b) ||
+	    bpf_probe_read_user(src, sizeof(src), (void *)(dst + lay.src)) ||
+	    bpf_probe_read_user(name, 48, (void *)(dst + lay.name)))
+		return;
+	f->wr_bytes = b;
+	for (k = 0; k < LP_NODE_SRCS; k++) {
+		if (!src[k])
+			continue;
+		if (!read_tensor(f, k + 1, src[k], &lay, &b))
+			return;
+		f->rd_bytes += b;
+	}
+	name_parse(f, name, 48);
+	f->pgen = pr->gen;
+	f->ith0 = ith == 0;
+	f->ok = 1;
+	bpf_map_update_elem(&node_flight, &tid, f, BPF_ANY);
+}
+
+/* At the op's return: its node's figures, if its entry read them in this window. */
+static __always_inline void node_exit(__u32 pgen, __u64 d, __u64 own, bool gen)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct lp_node_flight *f = bpf_map_lookup_elem(&node_flight, &tid);
+	struct lp_node_val zero = {}, *v;
+
+	if (!f || !f->ok || f->pgen != pgen)
+		return;
+	f->ok = 0;
+	v = bpf_map_lookup_elem(&nodes, &f->key);
+	if (!v) {
+		bpf_map_update_elem(&nodes, &f->key, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&nodes, &f->key);
+		if (!v) {
+			drop(LP_D_NODES_FULL);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->calls, 1);
+	__sync_fetch_and_add(&v->ns, d);
+	__sync_fetch_and_add(&v->oncpu_ns, own);
+	if (d > v->max_ns)
+		v->max_ns = d; /* a race loses one maximum to another: either is a call's */
+	if (gen)
+		__sync_fetch_and_add(&v->gen_oncpu_ns, own);
+	if (!f->ith0)
+		return;
+	__sync_fetch_and_add(&v->instances, 1);
+	__sync_fetch_and_add(&v->rd_bytes, f->rd_bytes);
+	__sync_fetch_and_add(&v->wr_bytes, f->wr_bytes);
+	if (f->unknown)
+		__sync_fetch_and_add(&v->bytes_unknown, 1);
+	if (gen)
+		__sync_fetch_and_add(&v->gen_instances, 1);
+}
+
 /* An op function: which op comes from the sampling table, by the probe's address. */
 SEC("uprobe")
 int BPF_KPROBE(lp_op_enter)
 {
 	const struct lp_ranges *rg;
+	struct lp_precise *pr;
 	struct lp_thread *t;
 	__u32 tgid;
 	int i;
 
-	t = precise_thread(&tgid);
+	t = precise_thread_pr(&tgid, &pr);
 	if (!t)
 		return 0;
 	if (t->op.depth == 0) {
@@ -146,8 +350,10 @@ int BPF_KPROBE(lp_op_enter)
 		t->op_idx = rg->op[i & (LP_MAX_RANGES - 1)];
 	}
 	call_enter(&t->op);
-	if (t->op.depth == 1)
+	if (t->op.depth == 1) {
 		rec_emit(tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_OP_BEGIN, t->op_idx);
+		node_enter(ctx, pr, tgid, t->op_idx);
+	}
 	return 0;
 }
 
@@ -159,6 +365,7 @@ int BPF_KRETPROBE(lp_op_exit)
 	struct lp_thread *t;
 	__u32 zero = 0;
 	__u64 d, own;
+	bool gen;
 
 	t = precise_thread(&key.tgid);
 	if (!t || !(d = call_exit(&t->op)))
@@ -181,9 +388,11 @@ int BPF_KRETPROBE(lp_op_exit)
 	__sync_fetch_and_add(&s->ns, d);
 	__sync_fetch_and_add(&s->oncpu_ns, own);
 	hist_add(&s->hist, d);
-	if (generating(key.tgid)) {
+	gen = generating(key.tgid);
+	if (gen) {
 		__sync_fetch_and_add(&s->gen_calls, 1);
 		__sync_fetch_and_add(&s->gen_oncpu_ns, own);
 	}
+	node_exit(t->pgen, d, own, gen);
 	return 0;
 }

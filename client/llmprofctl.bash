@@ -37,18 +37,23 @@ _llmprofctl() {
 		COMPREPLY=($(compgen -W "perfetto json" -- "$cur"))
 		return
 		;;
-	--timeout | --delay | -d | --iterations | -n | --last | --seconds | --threshold | -t)
+	--by | -b)
+		COMPREPLY=($(compgen -W "op shape layer block node" -- "$cur"))
+		return
+		;;
+	--timeout | --delay | -d | --iterations | -n | --last | --seconds | --threshold | -t | --top)
 		return
 		;;
 	esac
 	case $cmd in
-	"") opts="top dump doctor diff requests list status reset precise record help $common --version" ;;
+	"") opts="top dump ops doctor diff requests list status reset precise record help $common --version" ;;
 	top) opts="--delay --batch --json --iterations --sort --columns --all --threads --ops --pid $common" ;;
 	dump) opts="--pid --json --fine $common" ;;
 	list) opts="--json --pids $common" ;;
 	status) opts="--json $common" ;;
 	reset) opts="--pid $common" ;;
 	requests) opts="--pid --last --json $common" ;;
+	ops) opts="--pid --by --top --json $common" ;;
 	precise) opts="--pid --seconds --no-wait --off --json $common" ;;
 	record) opts="--pid --seconds --output --no-ops --format --summary --json $common" ;;
 	doctor) opts="--pid --all --json --measure-bandwidth $common" ;;
@@ -57,7 +62,7 @@ _llmprofctl() {
 		COMPREPLY=($(compgen -f -- "$cur") $(compgen -W "--threshold --json $common" -- "$cur"))
 		return
 		;;
-	help) opts="top dump doctor diff requests list status reset precise record" ;;
+	help) opts="top dump ops doctor diff requests list status reset precise record" ;;
 	esac
 	COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 }

@@ -42,7 +42,7 @@ function __llmprofctl_complete
         case --pid -p
             $words[1] $sock list --pids 2>/dev/null
             return
-        case --timeout --delay -d --iterations -n --seconds --threshold -t
+        case --timeout --delay -d --iterations -n --seconds --threshold -t --top
             return
     end
     if test "$cmd" = record; and contains -- $prev --format -f
@@ -50,6 +50,9 @@ function __llmprofctl_complete
         return
     else if test "$cmd" = record; and contains -- $prev --output -o
         __fish_complete_path (commandline -ct)
+        return
+    else if test "$cmd" = ops; and contains -- $prev --by -b
+        printf '%s\n' op shape layer block node
         return
     else if test "$cmd" = top; and contains -- $prev --sort -s
         printf '%s\n' PID COMMAND THR CPU% TOK/S MS50 MS99 MM% SPIN% FTX/S FTX99 RQ99 MAJ/S WTOK/S MODEL WORKLOAD REQ/S TTFT99 TPOT99 OCC

@@ -43,7 +43,8 @@ struct ctl_cmd {
 };
 
 extern const struct ctl_cmd ctl_cmd_top, ctl_cmd_dump, ctl_cmd_list, ctl_cmd_status, ctl_cmd_reset,
-	ctl_cmd_precise, ctl_cmd_record, ctl_cmd_doctor, ctl_cmd_diff, ctl_cmd_requests;
+	ctl_cmd_precise, ctl_cmd_record, ctl_cmd_doctor, ctl_cmd_diff, ctl_cmd_requests,
+	ctl_cmd_ops;
 
 /* Options every command takes; their getopt values are above the printable range. */
 enum { CTL_OPT_SOCKET = 0x100, CTL_OPT_TIMEOUT, CTL_OPT_HELP };

@@ -178,7 +178,7 @@ char *lp_utf8_repair(const char *s, size_t len, size_t *out_len)
 	return out;
 }
 
-cJSON *lp_json_add_escaped(cJSON *o, const char *key, const char *s)
+cJSON *lp_json_escaped(const char *s)
 {
 	char small[LP_ESCAPE_SIZE(64)];
 	size_t n;
@@ -186,9 +186,20 @@ cJSON *lp_json_add_escaped(cJSON *o, const char *key, const char *s)
 	cJSON *x;
 
 	if (!e)
-		return cJSON_AddNullToObject(o, key);
-	x = cJSON_AddStringToObject(o, key, e);
+		return cJSON_CreateNull();
+	x = cJSON_CreateString(e);
 	if (e != small)
 		free(e);
+	return x ? x : cJSON_CreateNull();
+}
+
+cJSON *lp_json_add_escaped(cJSON *o, const char *key, const char *s)
+{
+	cJSON *x = lp_json_escaped(s);
+
+	if (x && !cJSON_AddItemToObject(o, key, x)) {
+		cJSON_Delete(x);
+		return NULL;
+	}
 	return x;
 }

@@ -58,4 +58,7 @@ char *lp_utf8_repair(const char *s, size_t len, size_t *out_len);
  * that every answer is UTF-8 and reads back unambiguously. null when out of memory. */
 cJSON *lp_json_add_escaped(cJSON *o, const char *key, const char *s);
 
+/* The same as an item of its own, for arrays. */
+cJSON *lp_json_escaped(const char *s);
+
 #endif

@@ -51,6 +51,7 @@ void lp_ggml_proc_free(struct lp_ggml_proc *gp)
 	lp_op_table_free(&gp->ops);
 	free(gp->final_ops);
 	free(gp->final_op_precise);
+	free(gp->final_nodes);
 	free(gp->precise_ops_missing);
 	free(gp->objs);
 	free(gp);
@@ -727,8 +728,8 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 	if (t && (s.n || t->ggml)) {
 		bool first = !t->ggml || !t->ggml->found_ns;
 
-		if (!t->ggml)
-			t->ggml = calloc(1, sizeof(*t->ggml));
+		if (!t->ggml && (t->ggml = calloc(1, sizeof(*t->ggml))))
+			lp_tensor_state_init(&t->ggml->tensors);
 		if (t->ggml) {
 			attach_new_objects(g, t, &s);
 			write_ranges(g, t, &s);

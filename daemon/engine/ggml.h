@@ -14,6 +14,7 @@
 
 #include "kernel/core.h"
 #include "engine/ops.h"
+#include "engine/tensors.h"
 #include "kernel/sampler.h"
 #include "formats/elfsym.h"
 #include "kernel/prober.h"
@@ -83,6 +84,13 @@ struct lp_ggml_proc {
 	size_t nops_probed;	       /* in the current window */
 	char *precise_ops_missing;     /* --precise-ops names this process has no op of */
 	struct lp_op_precise *final_op_precise; /* [ops.n], read at the exit */
+	/* precise mode's tensors (nodes.c) */
+	uint8_t op_plain[LP_MAX_OPS]; /* 1: probed by its ggml_compute_forward_<op> itself */
+	struct lp_tensor_state tensors;
+	bool tensors_logged;	      /* the layout's decision is in the log */
+	uint64_t tensors_gen_tokens0; /* LP_W_GEN_TOKENS when nodes began to be read */
+	struct lp_node *final_nodes;  /* read at the exit */
+	size_t nfinal_nodes;
 	/* LP_C_ONCPU_NS when the sampling table was first written: samples count from then */
 	uint64_t oncpu_at_table_ns;
 	uint64_t table_ns; /* CLOCK_MONOTONIC then; 0: not written yet */

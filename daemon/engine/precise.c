@@ -16,6 +16,7 @@
 
 #include "core.skel.h"
 #include "base/log.h"
+#include "engine/nodes.h"
 #include "engine/ops.h"
 #include "kernel/uprobe.h"
 
@@ -81,6 +82,7 @@ static int window_mark(struct lp_ggml *g, struct lp_target *t)
 
 	if (!st)
 		return -ENOMEM;
+	lp_nodes_fill(gp, &pr);
 	r = read_stats(g, t->pid, st);
 	if (r == 0 &&
 	    bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr, BPF_ANY) < 0)
@@ -183,6 +185,7 @@ static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 
 	choose_ops(g, t, want);
 	gp->nops_probed = 0;
+	memset(gp->op_plain, 0, sizeof(gp->op_plain));
 	for (pass = 0; pass < 2 && r == 0; pass++)
 		for (size_t i = 0; i < gp->nobjs && r == 0; i++) {
 			struct lp_ggml_obj *o = gp->objs[i];
@@ -213,6 +216,7 @@ static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 					r = spec_pair(sp, s->progs.lp_op_enter, s->progs.lp_op_exit,
 						      t->pid, path, sym);
 				gp->op_probed[idx] = 1;
+				gp->op_plain[idx] = plain[idx];
 				gp->nops_probed++;
 			}
 		}
@@ -419,6 +423,19 @@ static void window_close_now(struct lp_ggml *g, struct lp_target *t)
 	free(st);
 }
 
+/* Tokens generated inside precise windows so far, the open one included. */
+static uint64_t window_gen_tokens(struct lp_ggml *g, struct lp_target *t)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_proc_stats *st = malloc(sizeof(*st));
+	uint64_t n = gp->window_ctr[LP_W_GEN_TOKENS];
+
+	if (st && gp->precise_on && read_stats(g, t->pid, st) == 0)
+		n += st->ctr[LP_C_DECODE_GEN_CALLS] - gp->ctr_start[LP_W_GEN_TOKENS];
+	free(st);
+	return n;
+}
+
 static void precise_attach(struct lp_ggml *g, struct lp_target *t)
 {
 	struct lp_ggml_proc *gp = t->ggml;
@@ -489,6 +506,8 @@ void lp_precise_tick(struct lp_ggml *g)
 
 		if (t->exited || !gp || !gp->found_ns)
 			continue;
+		if (gp->precise_on)
+			lp_nodes_check(g->core, t, window_gen_tokens(g, t));
 		if (gp->precise_on && gp->window_until_ns) {
 			if (now >= gp->window_until_ns)
 				lp_precise_set(g, t, false, 0);
@@ -581,6 +600,7 @@ static void precise_on_exit(struct lp_ggml *g, struct lp_target *t)
 			window_close(g, t, t->final);
 		lp_prober_release(g->prober, &t->ggml->probes, NULL);
 		take_op_precise(g, t, true);
+		lp_nodes_take(g->core, t, true);
 	}
 	/* The exit hook deletes it; an exit it missed (lp_tracker_sweep) leaves it. */
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
@@ -607,6 +627,10 @@ static void precise_reset(struct lp_ggml *g, struct lp_target *t)
 		memset(gp->final_op_precise, 0, gp->ops.n * sizeof(*gp->final_op_precise));
 	else
 		take_op_precise(g, t, false);
+	if (gp->final_nodes)
+		gp->nfinal_nodes = 0;
+	else
+		lp_nodes_take(g->core, t, false);
 	/* An open window starts again from the zeroed counters. */
 	if (gp->precise_on && !t->exited && window_mark(g, t) < 0)
 		window_close(g, t, NULL);

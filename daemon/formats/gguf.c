@@ -157,6 +157,24 @@ const char *lp_gguf_file_type_name(int32_t t)
 	return file_types[t];
 }
 
+/* ggml's enum ggml_type as GGUF files store it: the numbers every ggml fork shares (a fork's
+ * own types come after them, under numbers that differ between forks). */
+static const char *const tensor_types[] = {
+	[0] = "f32",	 [1] = "f16",	   [2] = "q4_0",   [3] = "q4_1",    [6] = "q5_0",
+	[7] = "q5_1",	 [8] = "q8_0",	   [9] = "q8_1",   [10] = "q2_K",   [11] = "q3_K",
+	[12] = "q4_K",	 [13] = "q5_K",	   [14] = "q6_K",  [15] = "q8_K",   [16] = "iq2_xxs",
+	[17] = "iq2_xs", [18] = "iq3_xxs", [19] = "iq1_s", [20] = "iq4_nl", [21] = "iq3_s",
+	[22] = "iq2_s",	 [23] = "iq4_xs",  [24] = "i8",	   [25] = "i16",    [26] = "i32",
+	[27] = "i64",	 [28] = "f64",	   [29] = "iq1_m", [30] = "bf16",
+};
+
+const char *lp_gguf_type_name(int32_t t)
+{
+	if (t < 0 || (size_t)t >= sizeof(tensor_types) / sizeof(tensor_types[0]))
+		return NULL;
+	return tensor_types[t];
+}
+
 struct tinfo {
 	uint64_t off;
 	uint8_t kind; /* 0 other, 1 token_embd, 2 expert */

@@ -25,6 +25,9 @@ struct lp_gguf {
 /* The name of a llama_ftype ("Q8_0"), or NULL when unknown. */
 const char *lp_gguf_file_type_name(int32_t t);
 
+/* The name of a tensor type (ggml's enum ggml_type) shared by every ggml, or NULL. */
+const char *lp_gguf_type_name(int32_t t);
+
 /* Parses the header in buf (the file's first len bytes; file_size its whole size).
  * 0, -EINVAL (not GGUF, malformed, or a header that does not fit in len: -ENODATA). */
 int lp_gguf_parse(const void *buf, size_t len, uint64_t file_size, struct lp_gguf *out);

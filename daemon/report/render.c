@@ -13,6 +13,7 @@
 #include "formats/cfi.h"
 #include "escape.h"
 #include "base/hist.h"
+#include "report/graph.h"
 #include "report/requests.h"
 #include "tracked/identity.h"
 
@@ -53,6 +54,7 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_SAMPLES_MATMUL] = "samples_matmul",
 	[LP_C_SAMPLES_BARRIER] = "samples_barrier",
 	[LP_C_BARRIER_OFF_EST_NS] = "barrier_offcpu_estimate_ns",
+	[LP_C_BARRIER_GEN_CALLS] = "precise_barrier_generation_calls",
 	[LP_C_MATMUL_CALLS] = "precise_matmul_calls",
 	[LP_C_MATMUL_NS] = "precise_matmul_ns",
 	[LP_C_MATMUL_EXCL_ONCPU_NS] = "precise_matmul_exclusive_oncpu_ns",
@@ -529,6 +531,8 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	/* Each sample stands for 1/hz seconds of CPU time. */
 	render_ops(o, gp, v->ops, v->op_precise, w, ctr[LP_C_DECODE_GEN_CALLS],
 		   ctr[LP_C_DECODE_GEN_NS], sample_hz);
+	lp_render_graph(o, gp, v->nodes, v->nnodes, w->ctr[LP_W_GEN_TOKENS],
+			ctr[LP_C_BARRIER_GEN_CALLS]);
 	x = cJSON_AddObjectToObject(o, "sampled");
 	num(x, "hz", sample_hz);
 	/* one per thread there when sampling started; later threads inherit theirs */
@@ -922,6 +926,7 @@ cJSON *lp_render_report(const struct lp_report *r)
 	num(lost, "ring_buffer_full", r->drops[LP_D_EVENTS_LOST]);
 	num(lost, "preemptors_map_full", r->drops[LP_D_PREEMPTORS_FULL]);
 	num(lost, "decodes_ring_buffer_half_full", r->drops[LP_D_DECODES_LOST]);
+	num(lost, "nodes_map_full", r->drops[LP_D_NODES_FULL]);
 	num(lost, "procs_map_full", r->procs_full);
 	num(lost, "exited_evicted", r->exited_evicted);
 	num(lost, "exited_before_tracking", r->exited_untracked);

@@ -14,6 +14,7 @@
 
 #include "core.skel.h"
 #include "base/hist.h"
+#include "engine/nodes.h"
 #include "kernel/mapwalk.h"
 #include "base/procfs.h"
 #include "tracked/sweep.h"
@@ -215,6 +216,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 		read_ops(v, t->ggml, c);
 		v->requests = t->requests;
 		v->op_precise = lp_precise_ops(c, t);
+		v->nodes = lp_nodes_read(c, t, &v->nnodes);
 		/* Window deltas are of the kernel's counts: before the base is added. */
 		lp_precise_totals(t, &v->stats, v->ops, &v->precise);
 		if (t->base)
@@ -238,6 +240,7 @@ void lp_report_free(struct lp_report *r)
 		free(r->procs[i].threads);
 		free(r->procs[i].ops);
 		free(r->procs[i].op_precise);
+		free(r->procs[i].nodes);
 		if (r->procs[i].findings)
 			lp_findings_clear(r->procs[i].findings);
 		free(r->procs[i].findings);

@@ -25,9 +25,11 @@ struct lp_proc_view {
 	struct lp_preempt_top preempt;
 	struct lp_thread_view *threads;
 	size_t nthreads;
-	struct lp_precise_totals precise;   /* precise-mode windows, the open one included */
-	struct lp_op_samples *ops;	    /* NULL: no op counts (yet) */
-	struct lp_op_precise *op_precise;   /* [ggml->ops.n]; NULL: no op probed */
+	struct lp_precise_totals precise; /* precise-mode windows, the open one included */
+	struct lp_op_samples *ops;	  /* NULL: no op counts (yet) */
+	struct lp_op_precise *op_precise; /* [ggml->ops.n]; NULL: no op probed */
+	struct lp_node *nodes;		  /* precise mode's graph nodes (tensors.h) */
+	size_t nnodes;
 	struct lp_findings *findings;	    /* NULL: not evaluated (diagnose.h) */
 	const struct lp_requests *requests; /* NULL: no decode's batch seen (requests.h) */
 	bool has_context;		    /* context below was read */

@@ -75,6 +75,8 @@ enum lp_counter {
 	 * without a sched_switch naming it (its off-CPU time then ends where its own account
 	 * of the slice says the slice began) */
 	LP_C_SWITCH_IN_UNSEEN,
+	/* precise mode: barrier calls returned while a generation decode was in flight */
+	LP_C_BARRIER_GEN_CALLS,
 	LP_C_NR,
 };
 
@@ -355,10 +357,88 @@ struct lp_rec_ev {
 	char comm[LP_COMM_LEN]; /* LP_REC_OFF preempted: the comm of the task that took the CPU */
 };
 
+/* Where a ggml_tensor's fields are (daemon/engine/tensors.c). type, ne, nb and op sit at
+ * LP_T_TYPE, LP_T_NE, LP_T_NB and LP_T_OP in every layout ggml has had since op_params
+ * (2023); the sources, view_src and name moved as fields came and went before them. */
+#define LP_T_TYPE 0
+#define LP_T_NE 16
+#define LP_T_NB 48
+#define LP_T_OP 80
+struct lp_tensor_layout {
+	__u16 src;	/* the src[] array; 0: not known yet, or none fits */
+	__u16 view_src; /* the view's source, then view_offs and data */
+	__u16 name;
+	__u16 pad;
+};
+
+/* Whether an op's probed function gets (params, dst) as its first two arguments, as
+ * ggml's compute_forward functions are declared: a compiler may drop or split arguments
+ * of a static function, so it is checked on calls (LP_TSNIFF_N) before any is read. */
+enum lp_targ {
+	LP_TA_UNKNOWN = 0, /* calls are sniffed into "tensor_sniff" */
+	LP_TA_READ,	   /* checked: read every call's tensors */
+	LP_TA_NO,	   /* not readable: a helper, a clone, or arguments that did not fit */
+};
+
 /* Value of the "precise" map, keyed by tgid: present while precise probes are attached. */
 struct lp_precise {
 	__u32 gen; /* bumped per window, so state left by the last one is discarded */
 	__u32 pad;
+	struct lp_tensor_layout lay;
+	__u8 targs[LP_MAX_OPS]; /* enum lp_targ per op index */
+};
+
+/* Calls sniffed per op, and the bytes of each destination tensor kept: enough for the
+ * largest layout (ik_llama.cpp's: 16 sources and a grad, 384 bytes). */
+#define LP_TSNIFF_N 4
+#define LP_TSNIFF_BYTES 448
+struct lp_tensor_sniff {
+	__u32 n;
+	__u32 pad;
+	__u64 params[LP_TSNIFF_N]; /* the first 8 bytes the first argument points to */
+	__u64 dst[LP_TSNIFF_N];	   /* the second argument */
+	__u8 raw[LP_TSNIFF_N][LP_TSNIFF_BYTES];
+};
+
+/* Key and value of the "nodes" map: precise mode's figures of one graph node shape of one
+ * process, from the tensors its op's function gets. Sources beyond LP_NODE_SRCS are not
+ * read; a name's "-N" suffix (llama.cpp's per-layer names) is the layer. */
+#define LP_NODE_SRCS 3
+#define LP_NODE_STEM 24
+#define LP_NODE_NO_TYPE 0xff
+struct lp_node_key {
+	__u32 tgid;
+	__u16 op;
+	__s16 layer;		       /* -1: none in the name */
+	__u8 type[1 + LP_NODE_SRCS];   /* dst, src[0..]; LP_NODE_NO_TYPE: no such source */
+	__u32 ne[1 + LP_NODE_SRCS][4]; /* clamped at 2^32 - 1 */
+	char stem[LP_NODE_STEM];       /* the name without its "-N", cut */
+};
+
+struct lp_node_val {
+	__u64 instances; /* calls by the thread of index 0: once per node evaluated */
+	__u64 calls;	 /* by every thread */
+	__u64 ns;	 /* wall time, entry to return, summed over threads */
+	__u64 oncpu_ns;	 /* own on-CPU time: less off-CPU time and barriers inside */
+	__u64 max_ns;	 /* the longest call */
+	__u64 gen_instances;
+	__u64 gen_oncpu_ns;
+	__u64 rd_bytes; /* per instance, summed: the sources' bytes */
+	__u64 wr_bytes; /* the destination's */
+	/* instances with a tensor whose bytes are not known: a view (its extent needs the
+	 * type's block size) of a type other than F32 and F16 */
+	__u64 bytes_unknown;
+};
+
+/* A thread's node in flight, keyed by tid: read at the op's entry, counted at its return. */
+struct lp_node_flight {
+	struct lp_node_key key;
+	__u64 rd_bytes, wr_bytes;
+	__u32 pgen; /* the window it was read in */
+	__u8 ith0;
+	__u8 unknown;
+	__u8 ok;
+	__u8 pad;
 };
 
 /* Key and value of the "objs" map: what user space found in an executable file, so that
@@ -421,6 +501,7 @@ enum lp_drop {
 	LP_D_EVENTS_LOST,      /* a ring buffer record could not be reserved */
 	LP_D_PREEMPTORS_FULL,  /* a new preemptor found "preemptors" full */
 	LP_D_DECODES_LOST,     /* a decode's batch record left out: "events" was half full */
+	LP_D_NODES_FULL,       /* a new graph node found "nodes" full (precise mode) */
 	LP_D_NR,
 };
 

@@ -14,6 +14,26 @@ SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 
 
 def per_token_bytes(path):
+    kv, tensors = read(path)
+    sizes, output, embd, experts_bytes = 0, False, 0, 0
+    for name, (_dims, _ttype, b) in tensors.items():
+        sizes += b
+        if name == "token_embd.weight":
+            embd += b
+        elif name == "output.weight":
+            output = True
+        elif name.endswith("_exps.weight"):
+            experts_bytes += b
+    total = sizes - (embd if output else 0)
+    count = next((v for k, v in kv.items() if k.endswith(".expert_count")), 0)
+    used = next((v for k, v in kv.items() if k.endswith(".expert_used_count")), 0)
+    if count and used and used < count:
+        total -= experts_bytes - experts_bytes // count * used
+    return total
+
+
+def read(path):
+    """The header's key-values, and every tensor's (dims, ggml type, bytes) by name."""
     with open(path, "rb") as f:
         data = f.read(64 << 20)
     pos = 0
@@ -49,7 +69,7 @@ def per_token_bytes(path):
     for _ in range(nkv):
         k = string()
         kv[k] = value(take("I"))
-    sizes, output, embd, experts_bytes = 0, False, 0, 0
+    tensors = {}
     for _ in range(ntensors):
         name = string()
         dims = [take("Q") for _ in range(take("I"))]
@@ -58,17 +78,5 @@ def per_token_bytes(path):
         for d in dims:
             n *= d
         block, size = TYPES[ttype]
-        b = n // block * size
-        sizes += b
-        if name == "token_embd.weight":
-            embd += b
-        elif name == "output.weight":
-            output = True
-        elif name.endswith("_exps.weight"):
-            experts_bytes += b
-    total = sizes - (embd if output else 0)
-    count = next((v for k, v in kv.items() if k.endswith(".expert_count")), 0)
-    used = next((v for k, v in kv.items() if k.endswith(".expert_used_count")), 0)
-    if count and used and used < count:
-        total -= experts_bytes - experts_bytes // count * used
-    return total
+        tensors[name] = (dims, ttype, n // block * size)
+    return kv, tensors

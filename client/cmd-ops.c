@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* llmprofctl ops: what each op did in precise mode, by op, shape, layer, block or node. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmprofctl.h"
+
+static const struct option opts[] = {{"pid", required_argument, NULL, 'p'},
+				     {"by", required_argument, NULL, 'b'},
+				     {"top", required_argument, NULL, 'n'},
+				     {"json", no_argument, NULL, 'j'},
+				     CTL_COMMON_OPTS};
+
+static const char *const bys[] = {"op", "shape", "layer", "block", "node", NULL};
+
+struct args {
+	int by;
+	long top;
+};
+
+struct group {
+	char key[200];
+	double instances, calls, ns, oncpu, max, rd, wr, flops;
+	bool rd_unknown;
+	const cJSON *longest; /* the node with the longest call */
+};
+
+static void shape(char *out, size_t n, const cJSON *t)
+{
+	const cJSON *d;
+	size_t k = 0;
+	int dims = 0, last = 1;
+
+	/* trailing dimensions of one left out, two kept: [4096,1] */
+	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(t, "ne"))
+	{
+		dims++;
+		if (cJSON_IsNumber(d) && d->valuedouble != 1)
+			last = dims;
+	}
+	k += (size_t)snprintf(out + k, n - k, "[");
+	dims = 0;
+	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(t, "ne"))
+	{
+		if (++dims > (last > 2 ? last : 2) || k >= n)
+			break;
+		k += (size_t)snprintf(out + k, n - k, "%s%.0f", dims > 1 ? "," : "",
+				      cJSON_IsNumber(d) ? d->valuedouble : 0);
+	}
+	if (k < n)
+		snprintf(out + k, n - k, "]%s", ctl_str(t, "type", "?"));
+}
+
+/* "mul_mat [1024,8192]q8_0 x [1024,1]f32 -> [8192,1]f32" */
+static void node_shape(char *out, size_t n, const cJSON *x)
+{
+	const cJSON *s;
+	char t[64];
+	size_t k = (size_t)snprintf(out, n, "%s", ctl_str(x, "op", "?"));
+	int i = 0;
+
+	cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(x, "src"))
+	{
+		shape(t, sizeof(t), s);
+		if (k < n)
+			k += (size_t)snprintf(out + k, n - k, "%s%s", i++ ? " x " : " ", t);
+	}
+	shape(t, sizeof(t), cJSON_GetObjectItemCaseSensitive(x, "dst"));
+	if (k < n)
+		snprintf(out + k, n - k, " -> %s", t);
+}
+
+static void key_of(char *out, size_t n, const cJSON *x, int by)
+{
+	const cJSON *layer = cJSON_GetObjectItemCaseSensitive(x, "layer");
+	char sh[160];
+
+	switch (by) {
+	case 0:
+		snprintf(out, n, "%s", ctl_str(x, "op", "?"));
+		break;
+	case 1:
+		node_shape(out, n, x);
+		break;
+	case 2:
+		if (cJSON_IsNumber(layer))
+			snprintf(out, n, "layer %.0f", layer->valuedouble);
+		else
+			snprintf(out, n, "(no layer)");
+		break;
+	case 3:
+		snprintf(out, n, "%s", ctl_str(x, "block", "?"));
+		break;
+	default:
+		node_shape(sh, sizeof(sh), x);
+		if (cJSON_IsNumber(layer))
+			snprintf(out, n, "%s-%.0f %s", ctl_str(x, "name", ""), layer->valuedouble,
+				 sh);
+		else
+			snprintf(out, n, "%s %s", ctl_str(x, "name", ""), sh);
+	}
+}
+
+static int by_cpu(const void *a, const void *b)
+{
+	const struct group *x = a, *y = b;
+
+	return x->oncpu < y->oncpu ? 1 : x->oncpu > y->oncpu ? -1 : 0;
+}
+
+static int by_layer(const void *a, const void *b)
+{
+	const struct group *x = a, *y = b;
+	int lx = -1, ly = -1;
+
+	sscanf(x->key, "layer %d", &lx);
+	sscanf(y->key, "layer %d", &ly);
+	return lx < ly ? -1 : lx > ly;
+}
+
+static size_t group(const cJSON *nodes, int by, struct group **out)
+{
+	struct group *g = NULL;
+	size_t n = 0;
+	const cJSON *x;
+
+	cJSON_ArrayForEach(x, nodes)
+	{
+		char key[200];
+		size_t i;
+		const cJSON *rd = cJSON_GetObjectItemCaseSensitive(x, "bytes_read");
+
+		key_of(key, sizeof(key), x, by);
+		for (i = 0; i < n && strcmp(g[i].key, key); i++)
+			;
+		if (i == n) {
+			struct group *v = realloc(g, (n + 1) * sizeof(*g));
+
+			if (!v)
+				break;
+			g = v;
+			memset(&g[n], 0, sizeof(g[n]));
+			snprintf(g[n].key, sizeof(g[n].key), "%s", key);
+			n++;
+		}
+		g[i].instances += ctl_num(x, "instances", 0);
+		g[i].calls += ctl_num(x, "calls", 0);
+		g[i].ns += ctl_num(x, "ns", 0);
+		g[i].oncpu += ctl_num(x, "oncpu_ns", 0);
+		g[i].rd += ctl_num(x, "bytes_read", 0);
+		g[i].wr += ctl_num(x, "bytes_written", 0);
+		g[i].flops += ctl_num(x, "flops", 0);
+		g[i].rd_unknown |= !cJSON_IsNumber(rd);
+		if (ctl_num(x, "max_ns", 0) > g[i].max) {
+			g[i].max = ctl_num(x, "max_ns", 0);
+			g[i].longest = x;
+		}
+	}
+	qsort(g, n, sizeof(*g), by == 2 ? by_layer : by_cpu);
+	*out = g;
+	return n;
+}
+
+static void print_ops(const struct ctl *c, const cJSON *doc, void *arg)
+{
+	const struct args *a = arg;
+	const cJSON *gr = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(doc, "ggml"), "graph");
+	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(gr, "nodes"), *e;
+	const cJSON *pt = cJSON_GetObjectItemCaseSensitive(gr, "per_token");
+	struct group *g = NULL;
+	double total = 0;
+	size_t n, i;
+
+	(void)c;
+	printf("pid %.0f (%s): ", ctl_num(doc, "pid", 0), ctl_str(doc, "comm", "?"));
+	if (!cJSON_IsObject(gr)) {
+		printf("not a ggml process\n");
+		return;
+	}
+	if (!strcmp(ctl_str(gr, "tensors", ""), "refused")) {
+		printf("its tensors are not read: %s\n", ctl_str(gr, "not_read_because", "?"));
+		return;
+	}
+	if (!cJSON_GetArraySize(nodes)) {
+		printf("no node read yet: tensors are read in precise mode ('llmprofctl precise "
+		       "--pid %.0f')\n",
+		       ctl_num(doc, "pid", 0));
+		return;
+	}
+	printf("tensors read (ggml_tensor: %s), %.0f threads\n", ctl_str(gr, "layout", "?"),
+	       ctl_num(gr, "threads", 0));
+	printf("  ops read:");
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(gr, "ops_read"))
+		printf(" %s", cJSON_IsString(e) ? e->valuestring : "?");
+	printf("\n");
+	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(gr, "ops_not_read"))) {
+		printf("  probed, not read:");
+		cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(gr, "ops_not_read"))
+			printf(" %s", cJSON_IsString(e) ? e->valuestring : "?");
+		printf("\n");
+	}
+	if (ctl_num(pt, "generated", 0))
+		printf("  per generated token (%.0f): %.1f nodes of the ops read, %.1f barriers\n",
+		       ctl_num(pt, "generated", 0), ctl_num(pt, "probed_nodes", 0),
+		       ctl_num(pt, "barriers", 0));
+	n = group(nodes, a->by, &g);
+	for (i = 0; i < n; i++)
+		total += g[i].oncpu;
+	printf("\n%7s %8s %6s %8s %8s %9s %8s %8s  %s\n", "NODES", "CPU", "SHARE", "WALL/N", "MAX",
+	       "BYTES/N", "GB/S", "GFLOP/S", bys[a->by]);
+	for (i = 0; i < n && (long)i < a->top; i++) {
+		double wall = g[i].calls ? g[i].ns / g[i].calls : 0;
+		double per = g[i].instances ? 1 / g[i].instances : 0;
+		/* each thread's mean time in a node: its wall time when the threads run it
+		 * side by side; bytes and FLOPs over that, for every node */
+		double t = wall * g[i].instances;
+		char b[5][24], gbs[16] = "?", gfl[16] = "-";
+
+		if (!g[i].rd_unknown && t > 0)
+			snprintf(gbs, sizeof(gbs), "%.2f", (g[i].rd + g[i].wr) / t);
+		if (g[i].flops > 0 && t > 0)
+			snprintf(gfl, sizeof(gfl), "%.2f", g[i].flops / t);
+		printf("%7.0f %8s %5.1f%% %8s %8s %9s %8s %8s  %s\n", g[i].instances,
+		       ctl_fmt_dur(b[0], 24, g[i].oncpu), total ? 100 * g[i].oncpu / total : 0,
+		       ctl_fmt_dur(b[1], 24, wall), ctl_fmt_dur(b[2], 24, g[i].max),
+		       g[i].rd_unknown ? "?" : ctl_fmt_bytes(b[3], 24, (g[i].rd + g[i].wr) * per),
+		       gbs, gfl, g[i].key);
+	}
+	if ((long)n > a->top)
+		printf("  ... %zu more (--top)\n", n - (size_t)a->top);
+	free(g);
+}
+
+static int exec(struct ctl *c, int argc, char **argv)
+{
+	struct args a = {.by = 0, .top = 20};
+	int pid = 0, opt, status = CTL_OK;
+	bool json = false;
+	char path[96];
+
+	while ((opt = ctl_getopt(c, &ctl_cmd_ops, argc, argv, &status)) != -1) {
+		if (opt == -2)
+			return status;
+		if (opt == 'p' && ctl_parse_pid(c, &ctl_cmd_ops, optarg, &pid))
+			return CTL_USAGE;
+		if (opt == 'n' &&
+		    ctl_parse_count(c, &ctl_cmd_ops, "--top", optarg, 1, 100000, &a.top))
+			return CTL_USAGE;
+		if (opt == 'b') {
+			for (a.by = 0; bys[a.by] && strcmp(bys[a.by], optarg); a.by++)
+				;
+			if (!bys[a.by])
+				return ctl_usage_error(
+					c, &ctl_cmd_ops,
+					"--by takes op, shape, layer, block or node");
+		}
+		json |= opt == 'j';
+	}
+	if (ctl_process_path(c, &ctl_cmd_ops, pid, NULL, path, sizeof(path)))
+		return CTL_USAGE;
+	return ctl_show(c, path, json, print_ops, &a);
+}
+
+const struct ctl_cmd ctl_cmd_ops = {
+	.name = "ops",
+	.usage = "--pid PID [--by op|shape|layer|block|node] [--top N] [--json]",
+	.summary = "what each op did in precise mode: shapes, bytes, GB/s, layers, blocks",
+	.help = "Prints the graph nodes precise mode read the tensors of (llmprofctl precise, or\n"
+		"--precise-duty): per op, shape, layer, model block or node, the nodes evaluated, "
+		"their\nown CPU time (every thread's, less barriers and off-CPU time) and share, "
+		"each thread's\nmean time in one (WALL/N) and the longest call, the bytes a node "
+		"reads and writes, and\nthe GB/s and GFLOP/s over WALL/N. Layers and blocks come "
+		"from the names llama.cpp gives\nits nodes (\"ffn_up-3\"); BYTES/N is ? where a "
+		"source is a view whose extent is not known.\n\n"
+		"Options:\n"
+		"  -p, --pid PID   the process\n"
+		"  -b, --by KEY    op (default), shape, layer, block or node\n"
+		"  -n, --top N     rows printed (default 20)\n"
+		"  -j, --json      the process's document (GET /v1/processes/PID); its nodes are\n"
+		"                  under .ggml.graph\n\n"
+		"Examples:\n"
+		"  llmprofctl ops --pid 4242 --by block\n"
+		"  llmprofctl ops --pid 4242 --by shape --top 5\n"
+		"  llmprofctl ops --pid 4242 --json | jq '.ggml.graph.per_token'\n",
+	.shortopt = "p:b:n:j",
+	.longopts = opts,
+	.exec = exec,
+};

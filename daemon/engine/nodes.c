@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Precise mode's graph nodes in the kernel (nodes.h). */
+#include "engine/nodes.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.skel.h"
+#include "base/log.h"
+#include "kernel/mapwalk.h"
+
+void lp_nodes_fill(const struct lp_ggml_proc *gp, struct lp_precise *pr)
+{
+	const struct lp_tensor_state *ts = &gp->tensors;
+
+	memset(&pr->lay, 0, sizeof(pr->lay));
+	if (ts->chosen >= 0 && !ts->refused)
+		pr->lay = lp_tensor_candidate(ts->chosen);
+	for (int i = 0; i < LP_MAX_OPS; i++)
+		pr->targs[i] = gp->op_plain[i] ? ts->targs[i] : LP_TA_NO;
+}
+
+static void log_decision(const struct lp_ggml_proc *gp, pid_t pid)
+{
+	const struct lp_tensor_state *ts = &gp->tensors;
+	struct lp_tensor_layout lay;
+	char where[96];
+	size_t read = 0, no = 0;
+
+	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++)
+		if (gp->op_plain[i]) {
+			read += ts->targs[i] == LP_TA_READ;
+			no += ts->targs[i] == LP_TA_NO;
+		}
+	if (ts->refused) {
+		log_warning("pid %d: its tensors are not read: %s", (int)pid, ts->why);
+		return;
+	}
+	lay = lp_tensor_candidate(ts->chosen);
+	lp_tensor_describe(&lay, where, sizeof(where));
+	log_info("pid %d: tensors read on %zu op functions (ggml_tensor: %s; %d threads)%s%s",
+		 (int)pid, read, where, ts->nth, no ? "; not on some: " : "", no ? ts->why : "");
+}
+
+void lp_nodes_check(struct lp_core *c, struct lp_target *t, uint64_t gen_tokens)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	int sfd = bpf_map__fd(c->skel->maps.tensor_sniff);
+	int pfd = bpf_map__fd(c->skel->maps.precise);
+	struct lp_tensor_sniff *s;
+	struct lp_precise pr;
+	__u32 key = (__u32)t->pid;
+	bool changed = false;
+
+	if (!gp->precise_on || gp->tensors.refused)
+		return;
+	s = malloc(sizeof(*s));
+	if (!s)
+		return;
+	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
+		struct lp_op_key k = {.tgid = (__u32)t->pid, .op = (__u32)i};
+		bool full = true;
+
+		if (!gp->op_plain[i] || gp->tensors.targs[i] != LP_TA_UNKNOWN ||
+		    gp->tensors.op_fits[i] || bpf_map_lookup_elem(sfd, &k, s) < 0)
+			continue;
+		for (int j = 0; j < LP_TSNIFF_N; j++)
+			full &= s->n >= LP_TSNIFF_N && s->dst[j] != 0;
+		if (!full)
+			continue;
+		changed |= lp_tensor_decide(&gp->tensors, (int)i, s);
+		if (gp->tensors.targs[i] == LP_TA_NO)
+			log_info("pid %d: op %s: tensors not read: %s", (int)t->pid,
+				 gp->ops.v[i].name, gp->tensors.why);
+		bpf_map_delete_elem(sfd, &k);
+	}
+	free(s);
+	if (!changed || bpf_map_lookup_elem(pfd, &key, &pr) < 0)
+		return;
+	if (gp->tensors.chosen >= 0 && !gp->tensors_logged)
+		gp->tensors_gen_tokens0 = gen_tokens;
+	lp_nodes_fill(gp, &pr);
+	if (bpf_map_update_elem(pfd, &key, &pr, BPF_EXIST) < 0)
+		return;
+	if (!gp->tensors_logged && (gp->tensors.chosen >= 0 || gp->tensors.refused)) {
+		gp->tensors_logged = true;
+		log_decision(gp, t->pid);
+	}
+}
+
+struct collect {
+	__u32 tgid;
+	struct lp_node *v;
+	size_t n, cap;
+	struct lp_keys *keys; /* or collect the keys to delete */
+};
+
+static int visit(void *ctx, const void *key, const void *value)
+{
+	const struct lp_node_key *k = key;
+	struct collect *c = ctx;
+
+	if (k->tgid != c->tgid)
+		return 0;
+	if (c->keys)
+		return lp_keys_add(c->keys, key);
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 64;
+		struct lp_node *v = realloc(c->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		c->v = v;
+		c->cap = cap;
+	}
+	c->v[c->n].key = *k;
+	memcpy(&c->v[c->n].val, value, sizeof(c->v[c->n].val));
+	c->n++;
+	return 0;
+}
+
+struct lp_node *lp_nodes_read(const struct lp_core *c, const struct lp_target *t, size_t *n)
+{
+	const struct lp_ggml_proc *gp = t->ggml;
+	struct collect col = {.tgid = (__u32)t->pid};
+	struct lp_node *v;
+
+	*n = 0;
+	if (!gp)
+		return NULL;
+	if (gp->final_nodes) {
+		v = malloc(gp->nfinal_nodes * sizeof(*v));
+		if (!v)
+			return NULL;
+		memcpy(v, gp->final_nodes, gp->nfinal_nodes * sizeof(*v));
+		*n = gp->nfinal_nodes;
+		return v;
+	}
+	if (lp_map_walk(bpf_map__fd(c->skel->maps.nodes), sizeof(struct lp_node_key),
+			sizeof(struct lp_node_val), visit, &col) != 0) {
+		free(col.v);
+		return NULL;
+	}
+	*n = col.n;
+	return col.v;
+}
+
+void lp_nodes_take(struct lp_core *c, struct lp_target *t, bool keep)
+{
+	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_keys keys = {.size = sizeof(struct lp_node_key)};
+	struct collect col = {.tgid = (__u32)t->pid, .keys = &keys};
+	int fd = bpf_map__fd(c->skel->maps.nodes);
+
+	if (!gp)
+		return;
+	if (keep && !gp->final_nodes) {
+		size_t n;
+		struct lp_node *v = lp_nodes_read(c, t, &n);
+
+		gp->final_nodes = v ? v : calloc(1, sizeof(*v));
+		gp->nfinal_nodes = v ? n : 0;
+	}
+	if (lp_map_walk(fd, sizeof(struct lp_node_key), 0, visit, &col) == 0)
+		lp_map_delete(fd, &keys);
+	else
+		free(keys.v);
+	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
+		struct lp_op_key k = {.tgid = (__u32)t->pid, .op = (__u32)i};
+
+		if (gp->op_plain[i])
+			bpf_map_delete_elem(bpf_map__fd(c->skel->maps.tensor_sniff), &k);
+	}
+}

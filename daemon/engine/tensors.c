@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* ggml tensor layouts, checked on real tensors, and nodes' blocks (tensors.h). */
+#include "engine/tensors.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* x86-64 and arm64 user space: canonical addresses below 2^47 (2^48 with 52-bit VAs
+ * disabled); tensors are at least 8-byte aligned (GGML_MEM_ALIGN is 16). */
+#define USER_TOP (1ULL << 48)
+
+struct lp_tensor_layout lp_tensor_candidate(int i)
+{
+	unsigned src = (i & 1) ? 160 : 152, n = (i & 2) ? 16 : 10;
+	struct lp_tensor_layout l = {.src = (__u16)src};
+
+	l.view_src = (__u16)(src + 8 * n);
+	l.name = (__u16)(l.view_src + 24);
+	return l;
+}
+
+void lp_tensor_describe(const struct lp_tensor_layout *lay, char *out, size_t size)
+{
+	snprintf(out, size, "src[] at %u, view_src at %u, name at %u", lay->src, lay->view_src,
+		 lay->name);
+}
+
+void lp_tensor_state_init(struct lp_tensor_state *ts)
+{
+	memset(ts, 0, sizeof(*ts));
+	ts->fits = (1U << LP_TLAYOUTS) - 1;
+	ts->chosen = -1;
+}
+
+static uint64_t u64_at(const uint8_t *raw, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, raw + off, sizeof(v));
+	return v;
+}
+
+static int32_t i32_at(const uint8_t *raw, size_t off)
+{
+	int32_t v;
+
+	memcpy(&v, raw + off, sizeof(v));
+	return v;
+}
+
+static bool user_ptr(uint64_t p)
+{
+	return p && p < USER_TOP && (p & 7) == 0;
+}
+
+/* Whether raw holds a tensor of this layout that an op function computes: a type and an
+ * opcode in range, at least one element per dimension, strides of a real layout
+ * (contiguous unless it is a view), a first source, data, and a printable name. */
+static bool fits(const uint8_t *raw, const struct lp_tensor_layout *l)
+{
+	int32_t type = i32_at(raw, LP_T_TYPE), op = i32_at(raw, LP_T_OP);
+	uint64_t ne[4], nb[4], vsrc, voffs, data;
+
+	if ((size_t)l->name + 64 > LP_TSNIFF_BYTES)
+		return false;
+	if (type < 0 || type >= LP_NODE_NO_TYPE || op <= 0 || op >= 1024)
+		return false;
+	for (int i = 0; i < 4; i++) {
+		ne[i] = u64_at(raw, LP_T_NE + 8 * i);
+		nb[i] = u64_at(raw, LP_T_NB + 8 * i);
+		if (ne[i] < 1 || ne[i] >= (1ULL << 40) || nb[i] < 1 || nb[i] >= (1ULL << 48))
+			return false;
+	}
+	if (!user_ptr(u64_at(raw, l->src)))
+		return false;
+	vsrc = u64_at(raw, l->view_src);
+	voffs = u64_at(raw, l->view_src + 8);
+	data = u64_at(raw, l->view_src + 16);
+	if ((vsrc && !user_ptr(vsrc)) || (!vsrc && voffs) || !data || data >= USER_TOP)
+		return false;
+	/* ggml_new_tensor: nb[i] = nb[i-1] * ne[i-1] past the first row. */
+	if (!vsrc && (nb[2] != nb[1] * ne[1] || nb[3] != nb[2] * ne[2] || nb[1] < nb[0]))
+		return false;
+	for (int i = 0; i < 64; i++) {
+		uint8_t c = raw[l->name + i];
+
+		if (c == 0)
+			return true;
+		if (c < 0x20 || c > 0x7e)
+			return false;
+	}
+	return false;
+}
+
+bool lp_tensor_decide(struct lp_tensor_state *ts, int op, const struct lp_tensor_sniff *s)
+{
+	uint32_t fit = (1U << LP_TLAYOUTS) - 1;
+	int32_t opcode = 0;
+	int nth = 0;
+	bool changed = false;
+
+	if (op < 0 || op >= LP_MAX_OPS || ts->targs[op] != LP_TA_UNKNOWN || ts->op_fits[op] ||
+	    ts->refused)
+		return false;
+	for (int k = 0; k < LP_TSNIFF_N; k++) {
+		int32_t ith = (int32_t)(uint32_t)s->params[k], n = (int32_t)(s->params[k] >> 32);
+		int32_t code = i32_at(s->raw[k], LP_T_OP);
+
+		if (ith < 0 || n < 1 || n > 4096 || ith >= n || (nth && n != nth) ||
+		    (opcode && code != opcode)) {
+			fit = 0;
+			break;
+		}
+		nth = n;
+		opcode = code;
+		for (int c = 0; c < LP_TLAYOUTS; c++) {
+			struct lp_tensor_layout l = lp_tensor_candidate(c);
+
+			if (!fits(s->raw[k], &l))
+				fit &= ~(1U << c);
+		}
+	}
+	if (!(fit & ts->fits)) {
+		ts->targs[op] = LP_TA_NO;
+		snprintf(ts->why, sizeof(ts->why),
+			 "its calls' arguments are not (params, tensor) of a known layout");
+		return true;
+	}
+	for (int o = 0; o < LP_MAX_OPS; o++)
+		if (o != op && ts->op_fits[o] && ts->opcode[o] == opcode) {
+			ts->refused = true;
+			snprintf(ts->why, sizeof(ts->why),
+				 "two ops' functions computed tensors of one opcode (%d)",
+				 (int)opcode);
+			break;
+		}
+	ts->opcode[op] = opcode;
+	ts->op_fits[op] = fit;
+	ts->fits &= fit;
+	if (!ts->nth)
+		ts->nth = nth;
+	if (ts->refused) {
+		for (int o = 0; o < LP_MAX_OPS; o++)
+			if (ts->targs[o] != LP_TA_NO) {
+				ts->targs[o] = LP_TA_NO;
+				changed = true;
+			}
+		return true;
+	}
+	if (ts->fits & (ts->fits - 1)) /* more than one left: more ops must tell */
+		return changed;
+	ts->chosen = __builtin_ctz(ts->fits);
+	for (int o = 0; o < LP_MAX_OPS; o++)
+		if (ts->op_fits[o] & ts->fits && ts->targs[o] == LP_TA_UNKNOWN) {
+			ts->targs[o] = LP_TA_READ;
+			changed = true;
+		}
+	return changed;
+}
+
+static bool starts(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+const char *lp_node_block(const char *op, const char *stem)
+{
+	static const char *const attn[] = {"attn", "Qcur", "Kcur", "Vcur", "kq",    "kqv",
+					   "q",	   "k",	   "v",	   "wo",   "fattn", NULL};
+
+	/* by the op where it has one block whatever its name (ggml names an unnamed node
+	 * "node_N") */
+	if (starts(op, "flash_attn") || starts(op, "soft_max"))
+		return "attention";
+	if (strstr(stem, "norm"))
+		return "norm";
+	if (starts(stem, "cache_k") || starts(stem, "cache_v"))
+		return "attention";
+	if (starts(stem, "ffn") || starts(stem, "moe"))
+		return "ffn";
+	if (starts(stem, "result_output") || starts(stem, "output"))
+		return "output";
+	if (starts(stem, "inp_") || !strcmp(stem, "embd"))
+		return "input";
+	for (const char *const *a = attn; *a; a++) {
+		size_t n = strlen(*a);
+
+		/* a whole word: "kq", "kq_soft_max", "kqv_out", "q-", not "quant" */
+		if (strncmp(stem, *a, n) == 0 &&
+		    (stem[n] == '\0' || stem[n] == '_' || stem[n] == ' ' || stem[n] == '-'))
+			return "attention";
+	}
+	return "other";
+}
+
+uint64_t lp_node_flops(const char *op, const struct lp_node_key *k)
+{
+	uint64_t out = 1;
+
+	if (strcmp(op, "mul_mat") != 0 || k->type[1] == LP_NODE_NO_TYPE)
+		return 0;
+	for (int i = 0; i < 4; i++)
+		out *= k->ne[0][i];
+	return 2 * (uint64_t)k->ne[1][0] * out;
+}
+
+bool lp_node_bytes_indexed(const char *op)
+{
+	return !strcmp(op, "get_rows") || !strcmp(op, "get_rows_back") || !strcmp(op, "set_rows");
+}

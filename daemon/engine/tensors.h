@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/* ggml tensors as precise mode reads them: which ggml_tensor layout a process's build has,
+ * checked on tensors its op functions were called with, and the model block a graph node
+ * belongs to by its name. Pure: the maps are nodes.c's. */
+#ifndef LLMPROF_TENSORS_H
+#define LLMPROF_TENSORS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+
+#include "llmprof/abi.h"
+
+/* Layouts of ggml_tensor past its common head (abi.h: type, ne, nb, op) in the ggml whose
+ * compute functions take (params, dst): the sources at 152 (flags, then src[]: upstream
+ * since the grad went in 2024) or at 160 (flags, grad, src[]: upstream before, and
+ * ik_llama.cpp), 10 of them (upstream's GGML_MAX_SRC) or 16 (ik_llama.cpp's); then
+ * view_src, view_offs, data, name. Any other is refused, never guessed. */
+#define LP_TLAYOUTS 4
+
+/* The layout of candidate i, and a description of it for the log. */
+struct lp_tensor_layout lp_tensor_candidate(int i);
+void lp_tensor_describe(const struct lp_tensor_layout *lay, char *out, size_t size);
+
+/* What is known of a process's tensors, decided on sniffed calls (lp_tensor_decide). */
+struct lp_tensor_state {
+	uint32_t fits;		    /* candidates every checked call fits */
+	int chosen;		    /* the one left; -1: none yet */
+	bool refused;		    /* none fits, or two ops claimed one opcode */
+	int nth;		    /* the thread count calls were made with; 0: none seen */
+	uint8_t targs[LP_MAX_OPS];  /* enum lp_targ */
+	int32_t opcode[LP_MAX_OPS]; /* ggml's enum ggml_op value of each checked op */
+	uint32_t op_fits[LP_MAX_OPS];
+	char why[160]; /* why refused, or why an op was, for the log */
+};
+
+void lp_tensor_state_init(struct lp_tensor_state *ts);
+
+/* Checks op's LP_TSNIFF_N sniffed calls: their first argument must point at a thread index
+ * below a thread count, their second at a tensor of one opcode that fits a candidate. An op
+ * whose calls fit none is not read (LP_TA_NO); the candidates left are those all checked ops
+ * fit. Once one is left, every op that fits it is read (LP_TA_READ). Returns true when any
+ * of targs changed. */
+bool lp_tensor_decide(struct lp_tensor_state *ts, int op, const struct lp_tensor_sniff *s);
+
+/* A graph node shape of a process, as the "nodes" map holds it. */
+struct lp_node {
+	struct lp_node_key key;
+	struct lp_node_val val;
+};
+
+/* The block of a model a node belongs to: by its op for attention's own ops, else by the
+ * name llama.cpp's graph gives it (llama-graph.cpp's cb(): "attn_norm-3", "Qcur-3", "kq-3",
+ * "ffn_up-3", "result_output"; the KV cache's "cache_k_l3"): "attention", "ffn", "norm",
+ * "output", "input" or "other". */
+const char *lp_node_block(const char *op, const char *stem);
+
+/* Ops that read or write only the rows an index names (get_rows, set_rows): the sizes
+ * of their tensors are not the bytes they move. */
+bool lp_node_bytes_indexed(const char *op);
+
+/* FLOPs of one evaluation of a matrix multiplication node (op "mul_mat"): two per
+ * multiply-add, src0's rows times every output element; 0 for other ops. */
+uint64_t lp_node_flops(const char *op, const struct lp_node_key *k);
+
+#endif

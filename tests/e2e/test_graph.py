@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""e2e tier: what each op did, read from the tensors its function gets (issue 32), on
+real llama.cpp built from source with its defaults (OpenMP, static llama-simple;
+tests/workload/build-llama.sh), decoding a random-weight model in precise mode.
+
+The reference is the model file itself (tests/lib/ggufref.py reads its header apart from
+the daemon): every layer's matrix multiplications must take exactly that layer's weights,
+with their shapes and types; the bytes a multiplication reads must be its weight's size in
+the file plus its input's; per generated token there must be one multiplication per weight
+of the model and layer; and llmprofctl ops must show the same by op, shape, layer and
+block."""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import ggufref  # noqa: E402
+import lptest as t  # noqa: E402
+
+WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
+TOKENS = 120
+OPS = "mul_mat,rms_norm,mul,add,rope,soft_max,cpy,get_rows,glu,flash_attn_ext,set_rows,cont"
+TYPE_NAMES = {0: "f32", 1: "f16", 8: "q8_0"}
+# A layer's matrix multiplications, by the weights llama.cpp's graph multiplies
+MATMUL_WEIGHTS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+                  "ffn_down")
+
+
+def main():
+    binary = t.llama_simple()
+    work = t.tmpdir("llmprofd-graph-")
+    model = os.path.join(work, "medium.gguf")
+    subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",
+                    model], check=True, timeout=120)
+    kv, weights = ggufref.read(model)
+    layers = next(v for k, v in kv.items() if k.endswith(".block_count"))
+    d = t.Daemon("--precise-duty", "1", "--precise-ops", OPS)
+    d.wait_ready()
+    run = subprocess.run([binary, "-m", model, "-n", str(TOKENS), "Once upon a time"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         errors="replace", timeout=600)
+    t.check(run.returncode == 0, "llama-simple decoded: %s" % run.stderr.strip()[-300:])
+    found = re.search(r"pid (\d+) \(llama-simple\) runs ggml", d.log())
+    if not found:
+        raise AssertionError("llama-simple was not found as a ggml process:\n" + d.log())
+    pid = int(found.group(1))
+    d.wait_log("pid %d (llama-simple) exited" % pid)
+    t.check(re.search(r"pid %d: tensors read on \d+ op functions \(ggml_tensor: src\[\] at 152, "
+                      r"view_src at 232, name at 256; \d+ threads\)" % pid, d.log()),
+            "the log says which layout the build's tensors have:\n%s" % d.log()[-2000:])
+    doc = d.get("/v1/processes/%d" % pid)
+    g = doc["ggml"]["graph"]
+    t.check(g["tensors"] == "read" and "mul_mat" in g["ops_read"] and g["threads"] >= 1,
+            "the tensors are read: %s" % {k: v for k, v in g.items() if k != "nodes"})
+    mm = [n for n in g["nodes"] if n["op"] == "mul_mat"]
+
+    # Each layer multiplies by its own weights, as the file has them: shapes and types.
+    for layer in range(layers):
+        ours = sorted((n["src"][0]["ne"][0], n["src"][0]["ne"][1], n["src"][0]["type"])
+                      for n in mm if n["layer"] == layer)
+        ref = sorted((weights["blk.%d.%s.weight" % (layer, w)][0][0],
+                      weights["blk.%d.%s.weight" % (layer, w)][0][1],
+                      TYPE_NAMES[weights["blk.%d.%s.weight" % (layer, w)][1]])
+                     for w in MATMUL_WEIGHTS)
+        t.check(ours == ref, "layer %d multiplies by its weights: %s, the file %s"
+                % (layer, ours, ref))
+    out = [n for n in mm if n["layer"] is None]
+    ref_out = weights.get("output.weight") or weights["token_embd.weight"]
+    t.check(len(out) == 1 and out[0]["name"] == "result_output" and out[0]["block"] == "output"
+            and out[0]["src"][0]["ne"][:2] == ref_out[0],
+            "one multiplication outside the layers, by the output weights: %s" % out)
+
+    # Bytes: the weight's size in the file plus the input's, per multiplication.
+    by_shape = {(tuple(w[0]), TYPE_NAMES.get(w[1])): w[2] for w in weights.values()
+                if len(w[0]) == 2}
+    for n in mm:
+        w, x, y = n["src"][0], n["src"][1], n["dst"]
+        wbytes = by_shape[(tuple(w["ne"][:2]), w["type"])]
+        xbytes = 4 * x["ne"][0] * x["ne"][1] * x["ne"][2] * x["ne"][3]
+        ybytes = 4 * y["ne"][0] * y["ne"][1] * y["ne"][2] * y["ne"][3]
+        t.check(x["type"] == "f32" and y["type"] == "f32" and n["instances"] > 0
+                and n["bytes_read"] == n["instances"] * (wbytes + xbytes)
+                and n["bytes_written"] == n["instances"] * ybytes,
+                "%s-%s: %d bytes read over %d, the weight's %d and the input's %d each"
+                % (n["name"], n["layer"], n["bytes_read"], n["instances"], wbytes, xbytes))
+        t.check(n["flops"] == n["instances"] * 2 * w["ne"][0] * y["ne"][0] * y["ne"][1],
+                "%s-%s: FLOPs" % (n["name"], n["layer"]))
+
+    # Per generated token, one multiplication per weight: reading began during a token,
+    # so a node may count one generation more or less than another.
+    pt = g["per_token"]
+    gen = [n["generation_instances"] for n in mm if n["dst"]["ne"][1] == 1]
+    per = 7 * layers + 1
+    t.check(pt["generated"] >= TOKENS // 2 and len(gen) == per
+            and max(gen) - min(gen) <= 1 and abs(max(gen) - pt["generated"]) <= 1,
+            "%d generation multiplications, each once per generated token (%d): %s"
+            % (per, pt["generated"], sorted(set(gen))))
+    t.check(pt["probed_nodes"] >= per - 1 and pt["barriers"] >= 1,
+            "per token: %s nodes of the ops read, %s barriers" % (pt["probed_nodes"],
+                                                                  pt["barriers"]))
+    # The nodes' own CPU time is the op's, over the part of its windows they were read in.
+    op = next(o for o in doc["ggml"]["ops"] if o["op"] == "mul_mat")
+    nodes_ns = sum(n["oncpu_ns"] for n in mm)
+    t.check(0.5 * op["precise"]["oncpu_ns"] <= nodes_ns <= op["precise"]["oncpu_ns"],
+            "mul_mat's nodes' own CPU time, %d ns, is within the op's, %d"
+            % (nodes_ns, op["precise"]["oncpu_ns"]))
+
+    # What a user sees.
+    for by, want in (("layer", ["layer %d" % i for i in range(layers)]),
+                     ("shape", ["mul_mat [1024,2816]q8_0 x [1024,1]f32 -> [2816,1]f32"]),
+                     ("block", ["ffn", "attention", "output"]), ("op", ["mul_mat"])):
+        r = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "ops", "--pid", str(pid),
+                            "--by", by, "--top", "100"], capture_output=True, text=True,
+                           timeout=30)
+        lines = r.stdout.splitlines()
+        t.check(r.returncode == 0 and all(any(ln.endswith("  " + w) for ln in lines)
+                                          for w in want),
+                "llmprofctl ops --by %s lists %s:\n%s%s" % (by, want, r.stdout, r.stderr))
+    t.check(d.stop() == 0, "the daemon exits 0")
+
+
+if __name__ == "__main__":
+    t.run(main, timeout=900)

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Unit tests of the ggml_tensor layout check: tensors laid out as upstream ggml's and
+ * ik_llama.cpp's headers declare them (the structs below, copied field for field from
+ * ggml/include/ggml.h of each) are recognised as theirs and no other; arguments that are
+ * not (params, tensor), bytes that are no tensor, and two ops claiming one opcode are
+ * refused; blocks by name and op; FLOPs of a matrix multiplication. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine/tensors.h"
+
+/* upstream ggml since the grad went (2024): GGML_MAX_SRC 10 */
+struct up_tensor {
+	int32_t type;
+	void *buffer;
+	int64_t ne[4];
+	size_t nb[4];
+	int32_t op;
+	int32_t op_params[16];
+	int32_t flags;
+	void *src[10];
+	void *view_src;
+	size_t view_offs;
+	void *data;
+	char name[64];
+	void *extra;
+	char padding[8];
+};
+
+/* ik_llama.cpp: a backend, a grad, GGML_MAX_SRC 16 */
+struct ik_tensor {
+	int32_t type;
+	int32_t backend;
+	void *buffer;
+	int64_t ne[4];
+	size_t nb[4];
+	int32_t op;
+	int32_t op_params[16];
+	int32_t flags;
+	void *grad;
+	void *src[16];
+	void *view_src;
+	size_t view_offs;
+	void *data;
+	char name[64];
+	void *extra;
+};
+
+_Static_assert(offsetof(struct up_tensor, src) == 152 && offsetof(struct up_tensor, name) == 256,
+	       "upstream's layout");
+_Static_assert(offsetof(struct ik_tensor, src) == 160 && offsetof(struct ik_tensor, name) == 312,
+	       "ik_llama.cpp's layout");
+
+#define FILL(t, op_, name_, view)                                                          \
+	do {                                                                               \
+		memset(&(t), 0, sizeof(t));                                                \
+		(t).type = 0;                                                              \
+		(t).ne[0] = 4096, (t).ne[1] = 7, (t).ne[2] = (t).ne[3] = 1;                \
+		(t).nb[0] = 4, (t).nb[1] = 4 * 4096, (t).nb[2] = (t).nb[3] = 4 * 4096 * 7; \
+		(t).op = (op_);                                                            \
+		(t).src[0] = (void *)0x7f0000001000;                                       \
+		(t).data = (void *)0x7f0000100000;                                         \
+		if (view) {                                                                \
+			(t).view_src = (void *)0x7f0000002000;                             \
+			(t).view_offs = 64;                                                \
+			(t).nb[1] *= 2; /* every other row */                              \
+		}                                                                          \
+		snprintf((t).name, sizeof((t).name), "%s", (name_));                       \
+	} while (0)
+
+/* A sniff of an op's calls on tensors t (each call by thread ith of nth). */
+static void sniff_of(struct lp_tensor_sniff *s, const void *t, size_t size, int ith, int nth)
+{
+	memset(s, 0, sizeof(*s));
+	s->n = LP_TSNIFF_N;
+	for (int k = 0; k < LP_TSNIFF_N; k++) {
+		s->params[k] = (uint64_t)(uint32_t)((ith + k) % nth) | (uint64_t)nth << 32;
+		s->dst[k] = 0x7f0000003000;
+		memcpy(s->raw[k], t, size);
+	}
+}
+
+static void upstream(void)
+{
+	struct lp_tensor_state ts;
+	struct lp_tensor_sniff s;
+	struct lp_tensor_layout l;
+	struct up_tensor t;
+
+	lp_tensor_state_init(&ts);
+	FILL(t, 29, "ffn_up-3", false);
+	t.src[1] = (void *)0x7f0000004000;
+	sniff_of(&s, &t, sizeof(t), 0, 4);
+	CHECK(lp_tensor_decide(&ts, 7, &s), "a decision");
+	CHECK(ts.chosen >= 0 && !ts.refused, "chosen %d", ts.chosen);
+	l = lp_tensor_candidate(ts.chosen);
+	CHECK(l.src == 152 && l.view_src == 232 && l.name == 256, "upstream's: %u %u %u", l.src,
+	      l.view_src, l.name);
+	CHECK(ts.targs[7] == LP_TA_READ && ts.nth == 4, "read, 4 threads");
+	/* a view, of one source: fits the same */
+	FILL(t, 12, "kq-3 (view)", true);
+	sniff_of(&s, &t, sizeof(t), 1, 4);
+	lp_tensor_decide(&ts, 9, &s);
+	CHECK(ts.targs[9] == LP_TA_READ, "a view is read");
+	/* a third op whose tensors say the same opcode as the first: not one ggml */
+	FILL(t, 29, "x", false);
+	sniff_of(&s, &t, sizeof(t), 0, 4);
+	lp_tensor_decide(&ts, 11, &s);
+	CHECK(ts.refused && ts.targs[7] == LP_TA_NO && ts.targs[9] == LP_TA_NO,
+	      "two ops of one opcode refuse all");
+}
+
+static void ik(void)
+{
+	struct lp_tensor_state ts;
+	struct lp_tensor_sniff s;
+	struct lp_tensor_layout l;
+	struct ik_tensor t;
+
+	lp_tensor_state_init(&ts);
+	FILL(t, 80, "ffn_up_gate-0", false);
+	t.src[1] = (void *)0x7f0000004000;
+	t.src[2] = (void *)0x7f0000005000;
+	sniff_of(&s, &t, sizeof(t), 0, 2);
+	lp_tensor_decide(&ts, 3, &s);
+	CHECK(ts.chosen >= 0, "chosen");
+	l = lp_tensor_candidate(ts.chosen);
+	CHECK(l.src == 160 && l.view_src == 288 && l.name == 312, "ik_llama.cpp's: %u %u %u", l.src,
+	      l.view_src, l.name);
+}
+
+static void refusals(void)
+{
+	struct lp_tensor_state ts;
+	struct lp_tensor_sniff s;
+	struct up_tensor t;
+	uint8_t noise[LP_TSNIFF_BYTES];
+
+	/* the first argument is no (ith, nth): a compiler changed the arguments */
+	lp_tensor_state_init(&ts);
+	FILL(t, 29, "ffn_up-3", false);
+	sniff_of(&s, &t, sizeof(t), 0, 4);
+	for (int k = 0; k < LP_TSNIFF_N; k++)
+		s.params[k] = 0x7f0000003000;
+	CHECK(lp_tensor_decide(&ts, 1, &s) && ts.targs[1] == LP_TA_NO && !ts.refused,
+	      "that op is not read, others may be");
+	/* a thread index past the count */
+	lp_tensor_state_init(&ts);
+	sniff_of(&s, &t, sizeof(t), 0, 4);
+	s.params[2] = 5ULL | 4ULL << 32;
+	lp_tensor_decide(&ts, 1, &s);
+	CHECK(ts.targs[1] == LP_TA_NO, "ith 5 of 4");
+	/* calls on tensors of two opcodes are no one op's */
+	lp_tensor_state_init(&ts);
+	sniff_of(&s, &t, sizeof(t), 0, 4);
+	((struct up_tensor *)s.raw[3])->op = 30;
+	lp_tensor_decide(&ts, 1, &s);
+	CHECK(ts.targs[1] == LP_TA_NO, "two opcodes");
+	/* bytes that are no tensor of any layout */
+	lp_tensor_state_init(&ts);
+	for (size_t i = 0; i < sizeof(noise); i++)
+		noise[i] = (uint8_t)(i * 37 + 11);
+	sniff_of(&s, noise, sizeof(noise), 0, 4);
+	lp_tensor_decide(&ts, 1, &s);
+	CHECK(ts.targs[1] == LP_TA_NO && ts.chosen < 0, "noise");
+	/* a name that is not text */
+	lp_tensor_state_init(&ts);
+	FILL(t, 29, "ffn\x01up", false);
+	sniff_of(&s, &t, sizeof(t), 0, 4);
+	lp_tensor_decide(&ts, 1, &s);
+	CHECK(ts.targs[1] == LP_TA_NO, "unprintable name");
+	/* strides that no ggml_new_tensor made, on a tensor that is no view */
+	lp_tensor_state_init(&ts);
+	FILL(t, 29, "ffn_up-3", false);
+	t.nb[2] += 4;
+	sniff_of(&s, &t, sizeof(t), 0, 4);
+	lp_tensor_decide(&ts, 1, &s);
+	CHECK(ts.targs[1] == LP_TA_NO, "not contiguous, not a view");
+}
+
+static void blocks(void)
+{
+	struct lp_node_key k = {0};
+
+	CHECK(!strcmp(lp_node_block("mul_mat", "ffn_up"), "ffn"), "ffn");
+	CHECK(!strcmp(lp_node_block("mul_mat", "Qcur"), "attention"), "Qcur");
+	CHECK(!strcmp(lp_node_block("mul_mat", "kq"), "attention"), "kq");
+	CHECK(!strcmp(lp_node_block("flash_attn_ext", "node_238"), "attention"), "by op");
+	CHECK(!strcmp(lp_node_block("rms_norm", "attn_norm"), "norm"), "norm first");
+	CHECK(!strcmp(lp_node_block("mul_mat", "result_output"), "output"), "output");
+	CHECK(!strcmp(lp_node_block("get_rows", "inp_embd"), "input"), "input");
+	CHECK(!strcmp(lp_node_block("add", "l_out"), "other"), "the residual");
+	CHECK(!strcmp(lp_node_block("mul", "quant"), "other"), "q only as a word");
+	CHECK(lp_node_bytes_indexed("get_rows") && !lp_node_bytes_indexed("mul_mat"), "indexed");
+	/* [4096, 11008] x [4096, 7] -> [11008, 7]: 2 * 4096 * 11008 * 7 */
+	k.type[1] = 8;
+	k.ne[0][0] = 11008, k.ne[0][1] = 7, k.ne[0][2] = k.ne[0][3] = 1;
+	k.ne[1][0] = 4096;
+	CHECK(lp_node_flops("mul_mat", &k) == 2ULL * 4096 * 11008 * 7, "flops");
+	CHECK(lp_node_flops("add", &k) == 0, "no flops for others");
+}
+
+int main(void)
+{
+	upstream();
+	ik();
+	refusals();
+	blocks();
+	return check_done();
+}
