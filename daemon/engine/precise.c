@@ -172,6 +172,20 @@ static int spec_pair(struct specs *sp, struct bpf_program *enter, struct bpf_pro
 	return 0;
 }
 
+/* Whether a function of an op gets (params, dst) and runs once per node and thread, so
+ * that its tensors may be read: ggml_compute_forward_<op> itself, or where a build has it
+ * inlined, its type's (ggml_compute_forward_<op>_f32, _f16, _bf16) the op calls by dst's
+ * type. Not a compiler's clone (".isra", ".constprop": arguments changed) nor a chunk's
+ * helper. The calls are checked all the same (tensors.h). */
+static bool readable(const char *sym, const char *plain)
+{
+	size_t n = strlen(plain);
+
+	return strncmp(sym, plain, n) == 0 &&
+	       (sym[n] == '\0' || strcmp(sym + n, "_f32") == 0 || strcmp(sym + n, "_f16") == 0 ||
+		strcmp(sym + n, "_bf16") == 0);
+}
+
 /* Uprobes on the chosen ops' functions: the one named ggml_compute_forward_<op> where the
  * process has it (its helpers run inside it, many times per call), else every function
  * of the op (C++ templates, type variants). */
@@ -179,7 +193,7 @@ static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 {
 	struct lp_ggml_proc *gp = t->ggml;
 	struct core_bpf *s = g->core->skel;
-	uint8_t want[LP_MAX_OPS], plain[LP_MAX_OPS] = {0};
+	uint8_t want[LP_MAX_OPS], plain[LP_MAX_OPS] = {0}, unread[LP_MAX_OPS] = {0};
 	char op[LP_OP_NAME_MAX], name[LP_OP_NAME_MAX + 32];
 	int r = 0, pass;
 
@@ -216,10 +230,13 @@ static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 					r = spec_pair(sp, s->progs.lp_op_enter, s->progs.lp_op_exit,
 						      t->pid, path, sym);
 				gp->op_probed[idx] = 1;
-				gp->op_plain[idx] = plain[idx];
+				gp->op_plain[idx] = 1;
+				unread[idx] |= !readable(sym->name, name);
 				gp->nops_probed++;
 			}
 		}
+	for (size_t i = 0; i < LP_MAX_OPS; i++)
+		gp->op_plain[i] &= !unread[i];
 	return r;
 }
 

@@ -9,7 +9,11 @@ the daemon): every layer's matrix multiplications must take exactly that layer's
 with their shapes and types; the bytes a multiplication reads must be its weight's size in
 the file plus its input's; per generated token there must be one multiplication per weight
 of the model and layer; and llmprofctl ops must show the same by op, shape, layer and
-block."""
+block.
+
+Then ik_llama.cpp (the engine of seeds/000; its tensors have a grad and 16 sources, so
+another layout), whose fused FFN multiplication (mul_mat_up_gate) takes two weights: they
+must be the layer's ffn_up and ffn_gate, and its bytes both of them plus the input."""
 import os
 import re
 import subprocess
@@ -20,7 +24,8 @@ import ggufref  # noqa: E402
 import lptest as t  # noqa: E402
 
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
-TOKENS = 120
+# Reading begins at the first tick after each op's first calls were checked (a second)
+TOKENS = 300
 OPS = "mul_mat,rms_norm,mul,add,rope,soft_max,cpy,get_rows,glu,flash_attn_ext,set_rows,cont"
 TYPE_NAMES = {0: "f32", 1: "f16", 8: "q8_0"}
 # A layer's matrix multiplications, by the weights llama.cpp's graph multiplies
@@ -118,6 +123,49 @@ def main():
         t.check(r.returncode == 0 and all(any(ln.endswith("  " + w) for ln in lines)
                                           for w in want),
                 "llmprofctl ops --by %s lists %s:\n%s%s" % (by, want, r.stdout, r.stderr))
+    t.check(d.stop() == 0, "the daemon exits 0")
+    ik(model, weights, layers, work)
+
+
+def ik(model, weights, layers, work):
+    binary = t.build_ik()
+    d = t.Daemon("--precise-duty", "1", "--precise-ops", OPS + ",mul_mat_up_gate,fused_rms_norm")
+    d.wait_ready()
+    run = subprocess.run([binary, "-m", model, "-p", "Once upon a time", "-n", str(TOKENS),
+                          "-c", "1024", "--temp", "0", "-t", "2", "-tb", "2", "--ignore-eos"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, errors="replace", timeout=600,
+                         cwd=work)  # llama-cli writes main.log where it runs
+    t.check(run.returncode == 0, "ik_llama.cpp decoded: %s" % run.stderr.strip()[-300:])
+    found = re.search(r"pid (\d+) \(llama-cli\) runs ggml", d.log())
+    if not found:
+        raise AssertionError("llama-cli was not found as a ggml process:\n" + d.log())
+    pid = int(found.group(1))
+    d.wait_log("pid %d (llama-cli) exited" % pid)
+    t.check(re.search(r"pid %d: tensors read on \d+ op functions \(ggml_tensor: src\[\] at 160, "
+                      r"view_src at 288, name at 312; 2 threads\)" % pid, d.log()),
+            "ik_llama.cpp's layout is found:\n%s" % d.log()[-2000:])
+    g = d.get("/v1/processes/%d" % pid)["ggml"]["graph"]
+    fused = [n for n in g["nodes"] if n["op"] == "mul_mat_up_gate"]
+    t.check(sorted(n["layer"] for n in fused) == list(range(layers)),
+            "one fused FFN multiplication per layer: %s" % [n["layer"] for n in fused])
+    for n in fused:
+        up = weights["blk.%d.ffn_up.weight" % n["layer"]]
+        gate = weights["blk.%d.ffn_gate.weight" % n["layer"]]
+        x = n["src"][2]
+        xbytes = 4 * x["ne"][0] * x["ne"][1] * x["ne"][2] * x["ne"][3]
+        t.check(len(n["src"]) == 3 and n["block"] == "ffn"
+                and [s["ne"][:2] for s in n["src"][:2]] == [up[0], gate[0]]
+                and [s["type"] for s in n["src"][:2]] == [TYPE_NAMES[up[1]], TYPE_NAMES[gate[1]]]
+                and n["bytes_read"] == n["instances"] * (up[2] + gate[2] + xbytes),
+                "%s-%d takes the layer's ffn_up and ffn_gate, and reads both: %s"
+                % (n["name"], n["layer"], n))
+    for n in g["nodes"]:
+        if n["op"] == "mul_mat" and n["layer"] is not None:
+            shapes = [(w[0], TYPE_NAMES[w[1]]) for k, w in weights.items()
+                      if k.startswith("blk.%d." % n["layer"])]
+            t.check((n["src"][0]["ne"][:2], n["src"][0]["type"]) in shapes,
+                    "%s-%d multiplies by a weight of its layer" % (n["name"], n["layer"]))
     t.check(d.stop() == 0, "the daemon exits 0")
 
 
