@@ -140,20 +140,21 @@ LP_MAP struct {
 	__type(value, struct lp_op_precise);
 } op_precise SEC(".maps");
 
-/* Calls sniffed per probed op while its arguments are not yet checked (abi.h). */
+/* Calls sniffed per probed op while its arguments are not yet checked (abi.h); user
+ * space deletes each entry once it has checked it. Not preallocated. */
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192); /* resized by user space */
+	__uint(max_entries, 8192);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct lp_op_key);
 	__type(value, struct lp_tensor_sniff);
 } tensor_sniff SEC(".maps");
 
-/* Graph nodes by shape, made as probed ops return: not preallocated. A process that fills
- * its share finds the map full; that is counted (LP_D_NODES_FULL). */
+/* Graph nodes by shape, made as probed ops return: not preallocated. A node that finds
+ * the map full is counted (LP_D_NODES_FULL, the report's lost.nodes_map_full). */
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384); /* resized by user space */
+	__uint(max_entries, 16384);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct lp_node_key);
 	__type(value, struct lp_node_val);

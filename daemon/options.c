@@ -88,6 +88,8 @@ static void usage(FILE *out)
 		"first\n"
 		"                           one the kernel emulates (x86-64; about 10x the cost)\n"
 		"      --precise-period S   length of one duty cycle (default 60)\n"
+		"      --no-precise-tensors do not read the tensors of probed op calls (shapes,\n"
+		"                           bytes, layers: llmprofctl ops)\n"
 		"\n"
 		"Service (the API and /metrics; see docs/API.md):\n"
 		"      --config FILE        settings file (default " LP_CONFIG_PATH ",\n"
@@ -271,6 +273,7 @@ enum {
 	OPT_NO_UNWIND,
 	OPT_SAMPLER,
 	OPT_NO_FAST_ENTRY,
+	OPT_NO_PRECISE_TENSORS,
 	OPT_PRECISE_DUTY,
 	OPT_PRECISE_OPS,
 	OPT_PRECISE_PERIOD,
@@ -321,6 +324,7 @@ static const struct option opts[] = {
 	{"no-unwind", no_argument, NULL, OPT_NO_UNWIND},
 	{"sampler", required_argument, NULL, OPT_SAMPLER},
 	{"no-fast-entry", no_argument, NULL, OPT_NO_FAST_ENTRY},
+	{"no-precise-tensors", no_argument, NULL, OPT_NO_PRECISE_TENSORS},
 	{"precise-duty", required_argument, NULL, OPT_PRECISE_DUTY},
 	{"precise-ops", required_argument, NULL, OPT_PRECISE_OPS},
 	{"precise-period", required_argument, NULL, OPT_PRECISE_PERIOD},
@@ -564,6 +568,9 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 	case OPT_NO_FAST_ENTRY:
 		cfg->fast_entry = false;
 		return 0;
+	case OPT_NO_PRECISE_TENSORS:
+		cfg->precise_tensors = false;
+		return 0;
 	case OPT_PRECISE_DUTY:
 		if (parse_double(arg, 0, 1, &cfg->precise_duty) < 0) {
 			log_error("%s: '%s' is not a share from 0 to 1", name, arg);
@@ -677,6 +684,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->stack_scan = true;
 	cfg->unwind = true;
 	cfg->fast_entry = true;
+	cfg->precise_tensors = true;
 	cfg->precise_period = 60;
 	cfg->socket_path = LP_SOCKET_PATH;
 	cfg->socket_mode = 0660;
@@ -892,6 +900,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	if (cfg->precise_ops)
 		add_list(o, "precise-ops", cfg->precise_ops, 0);
 	cJSON_AddNumberToObject(o, "precise-period", cfg->precise_period);
+	cJSON_AddBoolToObject(o, "precise-tensors", cfg->precise_tensors);
 	cJSON_AddNumberToObject(o, "max-processes", cfg->max_processes);
 	cJSON_AddNumberToObject(o, "max-threads", cfg->max_threads);
 	cJSON_AddNumberToObject(o, "max-futex-addrs", cfg->max_futex_addrs);

@@ -76,6 +76,7 @@ struct lp_config {
 	bool stack_scan;		       /* classify samples by return addresses too */
 	bool unwind;			       /* ... walking frames by .eh_frame where it can */
 	bool fast_entry;		       /* uprobes on the first emulated instruction */
+	bool precise_tensors;		       /* precise mode reads op calls' tensors */
 	double precise_duty;		       /* share of time in precise mode, 0 to 1 */
 	const char *const *precise_ops;	       /* --precise-ops: NULL = those with samples */
 	double precise_period;		       /* seconds per duty cycle */

@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "kernel/mapwalk.h"
 
-void lp_nodes_fill(const struct lp_ggml_proc *gp, struct lp_precise *pr)
+void lp_nodes_fill(const struct lp_ggml_proc *gp, bool on, struct lp_precise *pr)
 {
 	const struct lp_tensor_state *ts = &gp->tensors;
 
@@ -20,7 +20,7 @@ void lp_nodes_fill(const struct lp_ggml_proc *gp, struct lp_precise *pr)
 	if (ts->chosen >= 0 && !ts->refused)
 		pr->lay = lp_tensor_candidate(ts->chosen);
 	for (int i = 0; i < LP_MAX_OPS; i++)
-		pr->targs[i] = gp->op_plain[i] ? ts->targs[i] : LP_TA_NO;
+		pr->targs[i] = on && gp->op_plain[i] ? ts->targs[i] : LP_TA_NO;
 }
 
 static void log_decision(const struct lp_ggml_proc *gp, pid_t pid)
@@ -82,7 +82,7 @@ void lp_nodes_check(struct lp_core *c, struct lp_target *t, uint64_t gen_tokens)
 		return;
 	if (gp->tensors.chosen >= 0 && !gp->tensors_logged)
 		gp->tensors_gen_tokens0 = gen_tokens;
-	lp_nodes_fill(gp, &pr);
+	lp_nodes_fill(gp, true, &pr);
 	if (bpf_map_update_elem(pfd, &key, &pr, BPF_EXIST) < 0)
 		return;
 	if (!gp->tensors_logged && (gp->tensors.chosen >= 0 || gp->tensors.refused)) {

@@ -10,8 +10,9 @@
 
 #include "engine/ggml.h"
 
-/* Puts what is decided of the process's tensors into its "precise" map value. */
-void lp_nodes_fill(const struct lp_ggml_proc *gp, struct lp_precise *pr);
+/* Puts what is decided of the process's tensors into its "precise" map value; on = false
+ * (--no-precise-tensors): nothing is read or sniffed. */
+void lp_nodes_fill(const struct lp_ggml_proc *gp, bool on, struct lp_precise *pr);
 
 /* Checks the ops whose calls are all sniffed (once a second in a window); when that
  * decides anything, the window's "precise" value is rewritten and the decision logged.

@@ -82,7 +82,7 @@ static int window_mark(struct lp_ggml *g, struct lp_target *t)
 
 	if (!st)
 		return -ENOMEM;
-	lp_nodes_fill(gp, &pr);
+	lp_nodes_fill(gp, g->cfg->precise_tensors, &pr);
 	r = read_stats(g, t->pid, st);
 	if (r == 0 &&
 	    bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr, BPF_ANY) < 0)
