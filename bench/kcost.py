@@ -26,7 +26,8 @@ Two measurements, in one run:
 Configurations: default (futex waits from the scheduler), tracepoint
 (--futex-source tracepoint: the syscall tracepoints, the previous default), off
 (--futex-source off), sampler-cpu (--sampler cpu: one cpu-clock event per CPU instead of
-per thread), no-sampling (--sample-hz 0).
+per thread), no-sampling (--sample-hz 0), precise and precise-no-tensors (precise mode
+always on with and without reading the ops' tensors: llmprofctl ops's cost per call).
 """
 import argparse
 import math
@@ -41,12 +42,18 @@ import lptest
 import ops
 import progcost as pc
 
+PRECISE_OPS = "mul_mat,rms_norm,mul,add,rope,soft_max,get_rows,glu,flash_attn_ext,set_rows"
 CONFIGS = {
     "default": [],
     "tracepoint": ["--futex-source", "tracepoint"],
     "off": ["--futex-source", "off"],
     "sampler-cpu": ["--sampler", "cpu"],
     "no-sampling": ["--sample-hz", "0"],
+    # precise mode always on, on the ops llama.cpp's graphs run, with and without reading
+    # their tensors (llmprofctl ops): the cost of the reading per probed call
+    "precise": ["--precise-duty", "1", "--precise-ops", PRECISE_OPS],
+    "precise-no-tensors": ["--precise-duty", "1", "--precise-ops", PRECISE_OPS,
+                           "--no-precise-tensors"],
 }
 COMMS = {"omp": "llama-simple", "prompt": "llama-simple", "ik": "llama-cli", "node": "node"}
 
