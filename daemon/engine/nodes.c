@@ -131,6 +131,9 @@ struct lp_node *lp_nodes_read(const struct lp_core *c, const struct lp_target *t
 	*n = 0;
 	if (!gp)
 		return NULL;
+	/* Only processes whose tensors were read have nodes: no walk for the others. */
+	if (gp->tensors.chosen < 0)
+		return NULL;
 	if (gp->final_nodes) {
 		v = malloc(gp->nfinal_nodes * sizeof(*v));
 		if (!v)
@@ -164,7 +167,9 @@ void lp_nodes_take(struct lp_core *c, struct lp_target *t, bool keep)
 		gp->final_nodes = v ? v : calloc(1, sizeof(*v));
 		gp->nfinal_nodes = v ? n : 0;
 	}
-	if (lp_map_walk(fd, sizeof(struct lp_node_key), 0, visit, &col) == 0)
+	if (gp->tensors.chosen < 0)
+		; /* no node was made */
+	else if (lp_map_walk(fd, sizeof(struct lp_node_key), 0, visit, &col) == 0)
 		lp_map_delete(fd, &keys);
 	else
 		free(keys.v);

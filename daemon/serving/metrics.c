@@ -12,6 +12,7 @@
 #include "serving/expo.h"
 #include "base/hist.h"
 #include "engine/requests.h"
+#include "engine/tensors.h"
 #include "tracked/identity.h"
 #include "report/render.h"
 
@@ -304,6 +305,48 @@ static void put_ops(struct lp_expo *e, const struct series *s, size_t n, uint32_
 					   (double)v->ops->all[k] / hz);
 		}
 		value_with(e, &s[i], "op", "other", (double)rest / hz);
+	}
+}
+
+/* Own CPU time of the graph nodes precise mode read, by model block (tensors.h): six
+ * series per process at most, whatever the model's size. */
+static void put_blocks(struct lp_expo *e, const struct series *s, size_t n)
+{
+	static const char *const blocks[] = {"attention", "ffn",   "norm",
+					     "output",	  "input", "other"};
+	bool any = false;
+
+	for (size_t i = 0; i < n && !any; i++)
+		any = s[i].v && s[i].v->nnodes;
+	if (!any)
+		return;
+	lp_expo_family(e, "llmprof_block_cpu_seconds_total", LP_EXPO_COUNTER,
+		       "Own CPU time of the ggml graph nodes precise mode read the tensors of, by "
+		       "model block (from llama.cpp's node names): inside precise windows, for "
+		       "the ops read only");
+	for (size_t i = 0; i < n; i++) {
+		const struct lp_proc_view *v = s[i].v;
+		const struct lp_ggml_proc *gp = v ? v->target->ggml : NULL;
+		double ns[6] = {0};
+
+		if (!gp || !v->nnodes)
+			continue;
+		for (size_t k = 0; k < v->nnodes; k++) {
+			const struct lp_node_key *key = &v->nodes[k].key;
+			const char *op = key->op < gp->ops.n ? gp->ops.v[key->op].name : "";
+			char stem[LP_NODE_STEM + 1];
+			const char *b;
+			int j = 0;
+
+			memcpy(stem, key->stem, LP_NODE_STEM);
+			stem[LP_NODE_STEM] = '\0';
+			b = lp_node_block(op, stem);
+			while (j < 5 && strcmp(blocks[j], b))
+				j++;
+			ns[j] += (double)v->nodes[k].val.oncpu_ns;
+		}
+		for (int j = 0; j < 6; j++)
+			value_with(e, &s[i], "block", blocks[j], ns[j] / 1e9);
 	}
 }
 
@@ -606,6 +649,7 @@ int lp_metrics_render(const struct lp_report *r, const struct lp_metrics_opts *o
 		put_info(e, s, ns, o->by_workload, o->cmdline);
 		put_processes(e, r, s, ns, o->by_workload);
 		put_ops(e, s, ns, r->sample_hz);
+		put_blocks(e, s, ns);
 		put_requests(e, s, ns);
 		put_daemon(e, r, o, eligible - n);
 	}

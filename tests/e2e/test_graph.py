@@ -112,6 +112,17 @@ def main():
             "mul_mat's nodes' own CPU time, %d ns, is within the op's, %d"
             % (nodes_ns, op["precise"]["oncpu_ns"]))
 
+    # /metrics: the nodes' own CPU time by block, the same seconds as the nodes'.
+    _, metrics, _ = d.api("GET", "/metrics")
+    blocks = {}
+    for n in g["nodes"]:
+        blocks[n["block"]] = blocks.get(n["block"], 0) + n["oncpu_ns"] / 1e9
+    for b, sec in blocks.items():
+        m = re.search(r'^llmprof_block_cpu_seconds_total\{[^}]*pid="%d"[^}]*block="%s"\} (\S+)$'
+                      % (pid, b), metrics, re.M)
+        t.check(m and abs(float(m.group(1)) - sec) < 1e-6,
+                "/metrics has block %s's %.6f s: %s" % (b, sec, m.group(0) if m else None))
+
     # What a user sees.
     for by, want in (("layer", ["layer %d" % i for i in range(layers)]),
                      ("shape", ["mul_mat [1024,2816]q8_0 x [1024,1]f32 -> [2816,1]f32"]),
