@@ -14,6 +14,7 @@ block.
 Then ik_llama.cpp (the engine of seeds/000; its tensors have a grad and 16 sources, so
 another layout), whose fused FFN multiplication (mul_mat_up_gate) takes two weights: they
 must be the layer's ffn_up and ffn_gate, and its bytes both of them plus the input."""
+import json
 import os
 import re
 import subprocess
@@ -26,7 +27,10 @@ import lptest as t  # noqa: E402
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
 # Reading begins at the first tick after each op's first calls were checked (a second)
 TOKENS = 300
-OPS = "mul_mat,rms_norm,mul,add,rope,soft_max,cpy,get_rows,glu,flash_attn_ext,set_rows,cont"
+# ggml's extra buffer types compute MUL_MAT themselves (ops.c names them mul_mat_<type>)
+EXTRA_MATMULS = ("mul_mat_amx", "mul_mat_repack", "mul_mat_kleidiai")
+OPS = ("mul_mat,rms_norm,mul,add,rope,soft_max,cpy,get_rows,glu,flash_attn_ext,set_rows,cont,"
+       + ",".join(EXTRA_MATMULS))
 TYPE_NAMES = {0: "f32", 1: "f16", 8: "q8_0"}
 # A layer's matrix multiplications, by the weights llama.cpp's graph multiplies
 MATMUL_WEIGHTS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
@@ -34,31 +38,57 @@ MATMUL_WEIGHTS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_
 
 
 def main():
-    binary = t.llama_simple()
     work = t.tmpdir("llmprofd-graph-")
     model = os.path.join(work, "medium.gguf")
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",
                     model], check=True, timeout=120)
     kv, weights = ggufref.read(model)
     layers = next(v for k, v in kv.items() if k.endswith(".block_count"))
+    upstream("the OpenMP build (gcc)", [t.llama_simple(), "-m", model, "-n", str(TOKENS),
+                                        "Once upon a time"], "llama-simple", weights, layers)
+    # clang may pass a static function's arguments as it likes (argument promotion, dead
+    # arguments): what is read there must fit all the same.
+    upstream("the OpenMP build (clang)",
+             [t.build_llama("--cc", "clang"), "-m", model, "-n", str(TOKENS),
+              "Once upon a time"], "llama-simple", weights, layers)
+    # node-llama-cpp: a prebuilt libggml-cpu, loaded late, ggml's own threadpool.
+    upstream("node-llama-cpp", ["node", os.path.join(WORKLOAD, "driver.mjs"), "--model", model,
+                                "--tokens", str(TOKENS), "--threads", "2", "--prompt", "16"],
+             "node", weights, layers)
+    ik(model, weights, layers, work)
+
+
+def upstream(name, argv, comm, weights, layers):
+    """One run of an upstream build, checked against the model file."""
     d = t.Daemon("--precise-duty", "1", "--precise-ops", OPS)
     d.wait_ready()
-    run = subprocess.run([binary, "-m", model, "-n", str(TOKENS), "Once upon a time"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         errors="replace", timeout=600)
-    t.check(run.returncode == 0, "llama-simple decoded: %s" % run.stderr.strip()[-300:])
-    found = re.search(r"pid (\d+) \(llama-simple\) runs ggml", d.log())
-    if not found:
-        raise AssertionError("llama-simple was not found as a ggml process:\n" + d.log())
-    pid = int(found.group(1))
-    d.wait_log("pid %d (llama-simple) exited" % pid)
+    run = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, errors="replace", timeout=600)
+    t.check(run.returncode == 0, "%s decoded: %s" % (name, run.stderr.strip()[-300:]))
+    if comm == "node":  # the driver says which process decoded
+        pid = json.loads(run.stdout.strip().splitlines()[-1])["pid"]
+    else:
+        found = re.search(r"pid (\d+) \(%s\) runs ggml" % comm, d.log())
+        if not found:
+            raise AssertionError("%s was not found as a ggml process:\n%s" % (name, d.log()))
+        pid = int(found.group(1))
+    d.wait_log("pid %d (%s) exited" % (pid, comm))
     t.check(re.search(r"pid %d: tensors read on \d+ op functions \(ggml_tensor: src\[\] at 152, "
                       r"view_src at 232, name at 256; \d+ threads\)" % pid, d.log()),
-            "the log says which layout the build's tensors have:\n%s" % d.log()[-2000:])
+            "%s: the log says which layout the build's tensors have:\n%s"
+            % (name, d.log()[-2000:]))
     doc = d.get("/v1/processes/%d" % pid)
     g = doc["ggml"]["graph"]
+    print("%s: ops read %s, not read %s" % (name, g["ops_read"], g["ops_not_read"]))
+    extra = [o["op"] for o in doc["ggml"]["ops"] if o["op"] in EXTRA_MATMULS]
+    if extra:
+        # The weights are in an extra buffer type (AMX, repacked): its matmul is a C++
+        # member function, compute_forward(this, params, op); not read, and said so.
+        t.check(all(o in g["ops_not_read"] for o in extra) and d.stop() == 0,
+                "%s: the extra buffer type's matmul %s is listed as not read" % (name, extra))
+        return
     t.check(g["tensors"] == "read" and "mul_mat" in g["ops_read"] and g["threads"] >= 1,
-            "the tensors are read: %s" % {k: v for k, v in g.items() if k != "nodes"})
+            "%s: the tensors are read: %s" % (name, {k: v for k, v in g.items() if k != "nodes"}))
     mm = [n for n in g["nodes"] if n["op"] == "mul_mat"]
 
     # Each layer multiplies by its own weights, as the file has them: shapes and types.
@@ -135,7 +165,6 @@ def main():
                                           for w in want),
                 "llmprofctl ops --by %s lists %s:\n%s%s" % (by, want, r.stdout, r.stderr))
     t.check(d.stop() == 0, "the daemon exits 0")
-    ik(model, weights, layers, work)
 
 
 def ik(model, weights, layers, work):
