@@ -316,6 +316,18 @@ static __always_inline void drop(__u32 what)
 		__sync_fetch_and_add(c, 1);
 }
 
+/* The entry of key in map, inserted from init (a zeroed value) when absent; another CPU
+ * may insert it meanwhile, so it is looked up again either way. NULL: the map is full. */
+static __always_inline void *lookup_or_init(void *map, const void *key, const void *init)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+
+	if (v)
+		return v;
+	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	return bpf_map_lookup_elem(map, key);
+}
+
 static __always_inline void hist_add(struct lp_hist *h, __u64 v)
 {
 	__u32 idx = lp_hist_index(v);

@@ -157,16 +157,9 @@ static __always_inline void sniff(struct pt_regs *ctx, __u32 tgid, __u32 op)
 	__u32 zero = 0, i;
 	__u64 dst;
 
-	s = bpf_map_lookup_elem(&tensor_sniff, &key);
-	if (!s) {
-		s = bpf_map_lookup_elem(&tensor_scratch, &zero);
-		if (!s)
-			return;
-		bpf_map_update_elem(&tensor_sniff, &key, s, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&tensor_sniff, &key);
-		if (!s)
-			return;
-	}
+	s = bpf_map_lookup_elem(&tensor_scratch, &zero);
+	if (!s || !(s = lookup_or_init(&tensor_sniff, &key, s)))
+		return;
 	/* Two threads may take one slot: then it holds one call's fields or a mix of two
 	 * calls' of the same op, which a check either passes as it would each or refuses. */
 	i = s->n;
@@ -218,12 +211,16 @@ static __always_inline bool read_tensor(struct lp_node_flight *f, int k, __u64 p
 	return true;
 }
 
-/* The layer from a name's "-N" suffix and the name before it, cut to the key's stem. */
-static __always_inline void name_parse(struct lp_node_flight *f, const char *name, int len)
-{
-	int i, dash = -1, layer = 0, digits = 0;
+/* Bytes of a tensor's name read: llama.cpp's are short ("ffn_up-31", "cache_k_l3 (view)");
+ * a longer one keeps no layer. */
+#define NAME_READ 48
 
-	for (i = 0; i < len && i < 48; i++) {
+/* The layer from a name's "-N" suffix and the name before it, cut to the key's stem. */
+static __always_inline void name_parse(struct lp_node_flight *f, const char *name)
+{
+	int i, dash = -1, layer = 0, digits = 0, len;
+
+	for (i = 0; i < NAME_READ; i++) {
 		char c = name[i];
 
 		if (!c)
@@ -239,7 +236,7 @@ static __always_inline void name_parse(struct lp_node_flight *f, const char *nam
 			dash = -1;
 		}
 	}
-	if (i >= 48 || name[i & 63]) /* not terminated where it was read */
+	if (i >= NAME_READ) /* not terminated where it was read */
 		dash = -2;
 	f->key.layer = dash >= 0 && digits > 0 && digits < 5 ? (__s16)layer : -1;
 	len = dash >= 0 && digits > 0 ? dash : i;
@@ -254,7 +251,7 @@ static __always_inline void node_enter(struct pt_regs *ctx, const struct lp_prec
 	struct lp_tensor_layout lay = pr->lay;
 	__u64 dst = PT_REGS_PARM2(ctx), src[LP_NODE_SRCS] = {}, b;
 	struct lp_node_flight *f;
-	char name[64] = {};
+	char name[NAME_READ] = {};
 	__s32 ith = -1;
 	__u8 ta = pr->targs[op & (LP_MAX_OPS - 1)];
 	int k;
@@ -275,7 +272,7 @@ static __always_inline void node_enter(struct pt_regs *ctx, const struct lp_prec
 	if (bpf_probe_read_user(&ith, sizeof(ith), (void *)PT_REGS_PARM1(ctx)) ||
 	    !read_tensor(f, 0, dst, &lay, &b) ||
 	    bpf_probe_read_user(src, sizeof(src), (void *)(dst + lay.src)) ||
-	    bpf_probe_read_user(name, 48, (void *)(dst + lay.name)))
+	    bpf_probe_read_user(name, NAME_READ, (void *)(dst + lay.name)))
 		return;
 	f->wr_bytes = b;
 	for (k = 0; k < LP_NODE_SRCS; k++) {
@@ -285,7 +282,7 @@ static __always_inline void node_enter(struct pt_regs *ctx, const struct lp_prec
 			return;
 		f->rd_bytes += b;
 	}
-	name_parse(f, name, 48);
+	name_parse(f, name);
 	f->pgen = pr->gen;
 	f->ith0 = ith == 0;
 	f->ok = 1;
@@ -302,14 +299,10 @@ static __always_inline void node_exit(__u32 pgen, __u64 d, __u64 own, bool gen)
 	if (!f || !f->ok || f->pgen != pgen)
 		return;
 	f->ok = 0;
-	v = bpf_map_lookup_elem(&nodes, &f->key);
+	v = lookup_or_init(&nodes, &f->key, &zero);
 	if (!v) {
-		bpf_map_update_elem(&nodes, &f->key, &zero, BPF_NOEXIST);
-		v = bpf_map_lookup_elem(&nodes, &f->key);
-		if (!v) {
-			drop(LP_D_NODES_FULL);
-			return;
-		}
+		drop(LP_D_NODES_FULL);
+		return;
 	}
 	__sync_fetch_and_add(&v->calls, 1);
 	__sync_fetch_and_add(&v->ns, d);
@@ -372,17 +365,9 @@ int BPF_KRETPROBE(lp_op_exit)
 		return 0;
 	key.op = t->op_idx;
 	rec_emit(key.tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_OP_END, key.op);
-	s = bpf_map_lookup_elem(&op_precise, &key);
-	if (!s) {
-		s = bpf_map_lookup_elem(&op_precise_init, &zero);
-		if (!s)
-			return 0;
-		/* Another thread may have made it meanwhile: either way, look it up. */
-		bpf_map_update_elem(&op_precise, &key, s, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&op_precise, &key);
-		if (!s)
-			return 0;
-	}
+	s = bpf_map_lookup_elem(&op_precise_init, &zero);
+	if (!s || !(s = lookup_or_init(&op_precise, &key, s)))
+		return 0;
 	own = d > t->op.inner_ns + t->op.off_ns ? d - t->op.inner_ns - t->op.off_ns : 0;
 	__sync_fetch_and_add(&s->calls, 1);
 	__sync_fetch_and_add(&s->ns, d);

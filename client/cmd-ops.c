@@ -24,7 +24,6 @@ struct group {
 	char key[200];
 	double instances, calls, ns, oncpu, max, rd, wr, flops;
 	bool rd_unknown;
-	const cJSON *longest; /* the node with the longest call */
 };
 
 static void shape(char *out, size_t n, const cJSON *t)
@@ -153,14 +152,24 @@ static size_t group(const cJSON *nodes, int by, struct group **out)
 		g[i].wr += ctl_num(x, "bytes_written", 0);
 		g[i].flops += ctl_num(x, "flops", 0);
 		g[i].rd_unknown |= !cJSON_IsNumber(rd);
-		if (ctl_num(x, "max_ns", 0) > g[i].max) {
+		if (ctl_num(x, "max_ns", 0) > g[i].max)
 			g[i].max = ctl_num(x, "max_ns", 0);
-			g[i].longest = x;
-		}
 	}
 	qsort(g, n, sizeof(*g), by == 2 ? by_layer : by_cpu);
 	*out = g;
 	return n;
+}
+
+/* "  label: a b c", the names as the daemon escaped them; an empty list only if always. */
+static void print_names(const char *label, const cJSON *names, bool always)
+{
+	const cJSON *e;
+
+	if (!always && !cJSON_GetArraySize(names))
+		return;
+	printf("  %s:", label);
+	cJSON_ArrayForEach(e, names) printf(" %s", cJSON_IsString(e) ? e->valuestring : "?");
+	printf("\n");
 }
 
 static void print_ops(const struct ctl *c, const cJSON *doc, void *arg)
@@ -168,7 +177,7 @@ static void print_ops(const struct ctl *c, const cJSON *doc, void *arg)
 	const struct args *a = arg;
 	const cJSON *gr = cJSON_GetObjectItemCaseSensitive(
 		cJSON_GetObjectItemCaseSensitive(doc, "ggml"), "graph");
-	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(gr, "nodes"), *e;
+	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(gr, "nodes");
 	const cJSON *pt = cJSON_GetObjectItemCaseSensitive(gr, "per_token");
 	struct group *g = NULL;
 	double total = 0;
@@ -192,16 +201,9 @@ static void print_ops(const struct ctl *c, const cJSON *doc, void *arg)
 	}
 	printf("tensors read (ggml_tensor: %s), %.0f threads\n", ctl_str(gr, "layout", "?"),
 	       ctl_num(gr, "threads", 0));
-	printf("  ops read:");
-	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(gr, "ops_read"))
-		printf(" %s", cJSON_IsString(e) ? e->valuestring : "?");
-	printf("\n");
-	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(gr, "ops_not_read"))) {
-		printf("  probed, not read:");
-		cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(gr, "ops_not_read"))
-			printf(" %s", cJSON_IsString(e) ? e->valuestring : "?");
-		printf("\n");
-	}
+	print_names("ops read", cJSON_GetObjectItemCaseSensitive(gr, "ops_read"), true);
+	print_names("probed, not read", cJSON_GetObjectItemCaseSensitive(gr, "ops_not_read"),
+		    false);
 	if (ctl_num(pt, "generated", 0))
 		printf("  per generated token (%.0f): %.1f nodes of the ops read, %.1f barriers\n",
 		       ctl_num(pt, "generated", 0), ctl_num(pt, "probed_nodes", 0),
@@ -217,7 +219,7 @@ static void print_ops(const struct ctl *c, const cJSON *doc, void *arg)
 		/* each thread's mean time in a node: its wall time when the threads run it
 		 * side by side; bytes and FLOPs over that, for every node */
 		double t = wall * g[i].instances;
-		char b[5][24], gbs[16] = "?", gfl[16] = "-";
+		char b[4][24], gbs[16] = "?", gfl[16] = "-";
 
 		if (!g[i].rd_unknown && t > 0)
 			snprintf(gbs, sizeof(gbs), "%.2f", (g[i].rd + g[i].wr) / t);

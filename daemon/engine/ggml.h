@@ -85,7 +85,8 @@ struct lp_ggml_proc {
 	char *precise_ops_missing;     /* --precise-ops names this process has no op of */
 	struct lp_op_precise *final_op_precise; /* [ops.n], read at the exit */
 	/* precise mode's tensors (nodes.c) */
-	uint8_t op_plain[LP_MAX_OPS]; /* 1: probed by its ggml_compute_forward_<op> itself */
+	/* 1: probed only by functions whose tensors may be read (precise.c's readable()) */
+	uint8_t op_readable[LP_MAX_OPS];
 	struct lp_tensor_state tensors;
 	bool tensors_logged;	      /* the layout's decision is in the log */
 	uint64_t tensors_gen_tokens0; /* LP_W_GEN_TOKENS when nodes began to be read */

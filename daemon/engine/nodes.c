@@ -20,7 +20,7 @@ void lp_nodes_fill(const struct lp_ggml_proc *gp, bool on, struct lp_precise *pr
 	if (ts->chosen >= 0 && !ts->refused)
 		pr->lay = lp_tensor_candidate(ts->chosen);
 	for (int i = 0; i < LP_MAX_OPS; i++)
-		pr->targs[i] = on && gp->op_plain[i] ? ts->targs[i] : LP_TA_NO;
+		pr->targs[i] = on && gp->op_readable[i] ? ts->targs[i] : LP_TA_NO;
 }
 
 static void log_decision(const struct lp_ggml_proc *gp, pid_t pid)
@@ -31,7 +31,7 @@ static void log_decision(const struct lp_ggml_proc *gp, pid_t pid)
 	size_t read = 0, no = 0;
 
 	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++)
-		if (gp->op_plain[i]) {
+		if (gp->op_readable[i]) {
 			read += ts->targs[i] == LP_TA_READ;
 			no += ts->targs[i] == LP_TA_NO;
 		}
@@ -45,7 +45,7 @@ static void log_decision(const struct lp_ggml_proc *gp, pid_t pid)
 		 (int)pid, read, where, ts->nth, no ? "; not on some: " : "", no ? ts->why : "");
 }
 
-void lp_nodes_check(struct lp_core *c, struct lp_target *t, uint64_t gen_tokens)
+bool lp_nodes_check(struct lp_core *c, struct lp_target *t)
 {
 	struct lp_ggml_proc *gp = t->ggml;
 	int sfd = bpf_map__fd(c->skel->maps.tensor_sniff);
@@ -56,15 +56,15 @@ void lp_nodes_check(struct lp_core *c, struct lp_target *t, uint64_t gen_tokens)
 	bool changed = false;
 
 	if (!gp->precise_on || gp->tensors.refused)
-		return;
+		return false;
 	s = malloc(sizeof(*s));
 	if (!s)
-		return;
+		return false;
 	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
 		struct lp_op_key k = {.tgid = (__u32)t->pid, .op = (__u32)i};
 		bool full = true;
 
-		if (!gp->op_plain[i] || gp->tensors.targs[i] != LP_TA_UNKNOWN ||
+		if (!gp->op_readable[i] || gp->tensors.targs[i] != LP_TA_UNKNOWN ||
 		    gp->tensors.op_fits[i] || bpf_map_lookup_elem(sfd, &k, s) < 0)
 			continue;
 		for (int j = 0; j < LP_TSNIFF_N; j++)
@@ -79,16 +79,14 @@ void lp_nodes_check(struct lp_core *c, struct lp_target *t, uint64_t gen_tokens)
 	}
 	free(s);
 	if (!changed || bpf_map_lookup_elem(pfd, &key, &pr) < 0)
-		return;
-	if (gp->tensors.chosen >= 0 && !gp->tensors_logged)
-		gp->tensors_gen_tokens0 = gen_tokens;
+		return false;
 	lp_nodes_fill(gp, true, &pr);
-	if (bpf_map_update_elem(pfd, &key, &pr, BPF_EXIST) < 0)
-		return;
-	if (!gp->tensors_logged && (gp->tensors.chosen >= 0 || gp->tensors.refused)) {
-		gp->tensors_logged = true;
-		log_decision(gp, t->pid);
-	}
+	if (bpf_map_update_elem(pfd, &key, &pr, BPF_EXIST) < 0 || gp->tensors_logged ||
+	    (gp->tensors.chosen < 0 && !gp->tensors.refused))
+		return false;
+	gp->tensors_logged = true;
+	log_decision(gp, t->pid);
+	return gp->tensors.chosen >= 0 && !gp->tensors.refused;
 }
 
 struct collect {
@@ -167,16 +165,16 @@ void lp_nodes_take(struct lp_core *c, struct lp_target *t, bool keep)
 		gp->final_nodes = v ? v : calloc(1, sizeof(*v));
 		gp->nfinal_nodes = v ? n : 0;
 	}
-	if (gp->tensors.chosen < 0)
-		; /* no node was made */
-	else if (lp_map_walk(fd, sizeof(struct lp_node_key), 0, visit, &col) == 0)
+	/* No node was made where no layout was chosen. */
+	if (gp->tensors.chosen >= 0 &&
+	    lp_map_walk(fd, sizeof(struct lp_node_key), 0, visit, &col) == 0)
 		lp_map_delete(fd, &keys);
 	else
 		free(keys.v);
 	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
 		struct lp_op_key k = {.tgid = (__u32)t->pid, .op = (__u32)i};
 
-		if (gp->op_plain[i])
+		if (gp->op_readable[i])
 			bpf_map_delete_elem(bpf_map__fd(c->skel->maps.tensor_sniff), &k);
 	}
 }

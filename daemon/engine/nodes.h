@@ -16,9 +16,8 @@ void lp_nodes_fill(const struct lp_ggml_proc *gp, bool on, struct lp_precise *pr
 
 /* Checks the ops whose calls are all sniffed (once a second in a window); when that
  * decides anything, the window's "precise" value is rewritten and the decision logged.
- * gen_tokens: generated inside precise windows so far, kept as the base of the per-token
- * figures when the layout is decided. */
-void lp_nodes_check(struct lp_core *c, struct lp_target *t, uint64_t gen_tokens);
+ * True when nodes begin to be read now: the layout was just chosen. */
+bool lp_nodes_check(struct lp_core *c, struct lp_target *t);
 
 /* The process's nodes ([*n], malloc'ed; NULL with *n = 0 when none): the kernel's, or
  * those kept at its exit. */

@@ -199,7 +199,7 @@ static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 
 	choose_ops(g, t, want);
 	gp->nops_probed = 0;
-	memset(gp->op_plain, 0, sizeof(gp->op_plain));
+	memset(gp->op_readable, 0, sizeof(gp->op_readable));
 	for (pass = 0; pass < 2 && r == 0; pass++)
 		for (size_t i = 0; i < gp->nobjs && r == 0; i++) {
 			struct lp_ggml_obj *o = gp->objs[i];
@@ -230,13 +230,13 @@ static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 					r = spec_pair(sp, s->progs.lp_op_enter, s->progs.lp_op_exit,
 						      t->pid, path, sym);
 				gp->op_probed[idx] = 1;
-				gp->op_plain[idx] = 1;
+				gp->op_readable[idx] = 1;
 				unread[idx] |= !readable(sym->name, name);
 				gp->nops_probed++;
 			}
 		}
 	for (size_t i = 0; i < LP_MAX_OPS; i++)
-		gp->op_plain[i] &= !unread[i];
+		gp->op_readable[i] &= !unread[i];
 	return r;
 }
 
@@ -445,12 +445,13 @@ static uint64_t window_gen_tokens(struct lp_ggml *g, struct lp_target *t)
 {
 	struct lp_ggml_proc *gp = t->ggml;
 	struct lp_proc_stats *st = malloc(sizeof(*st));
-	uint64_t n = gp->window_ctr[LP_W_GEN_TOKENS];
+	uint64_t acc[LP_W_NR];
 
+	memcpy(acc, gp->window_ctr, sizeof(acc));
 	if (st && gp->precise_on && read_stats(g, t->pid, st) == 0)
-		n += st->ctr[LP_C_DECODE_GEN_CALLS] - gp->ctr_start[LP_W_GEN_TOKENS];
+		ctr_since_start(gp, st, acc);
 	free(st);
-	return n;
+	return acc[LP_W_GEN_TOKENS];
 }
 
 static void precise_attach(struct lp_ggml *g, struct lp_target *t)
@@ -523,8 +524,9 @@ void lp_precise_tick(struct lp_ggml *g)
 
 		if (t->exited || !gp || !gp->found_ns)
 			continue;
-		if (gp->precise_on)
-			lp_nodes_check(g->core, t, window_gen_tokens(g, t));
+		/* Per-token figures of nodes count from when they begin to be read. */
+		if (gp->precise_on && lp_nodes_check(g->core, t))
+			gp->tensors_gen_tokens0 = window_gen_tokens(g, t);
 		if (gp->precise_on && gp->window_until_ns) {
 			if (now >= gp->window_until_ns)
 				lp_precise_set(g, t, false, 0);

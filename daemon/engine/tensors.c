@@ -163,7 +163,18 @@ static bool starts(const char *s, const char *p)
 	return strncmp(s, p, strlen(p)) == 0;
 }
 
-const char *lp_node_block(const char *op, const char *stem)
+const char *const lp_block_names[LP_B_NR] = {
+	[LP_B_ATTENTION] = "attention", [LP_B_FFN] = "ffn",	[LP_B_NORM] = "norm",
+	[LP_B_OUTPUT] = "output",	[LP_B_INPUT] = "input", [LP_B_OTHER] = "other",
+};
+
+void lp_node_stem(const struct lp_node_key *k, char out[LP_NODE_STEM + 1])
+{
+	memcpy(out, k->stem, LP_NODE_STEM);
+	out[LP_NODE_STEM] = '\0';
+}
+
+enum lp_block lp_node_block(const char *op, const char *stem)
 {
 	static const char *const attn[] = {"attn", "Qcur", "Kcur", "Vcur", "kq",    "kqv",
 					   "q",	   "k",	   "v",	   "wo",   "fattn", NULL};
@@ -171,26 +182,26 @@ const char *lp_node_block(const char *op, const char *stem)
 	/* by the op where it has one block whatever its name (ggml names an unnamed node
 	 * "node_N") */
 	if (starts(op, "flash_attn") || starts(op, "soft_max"))
-		return "attention";
+		return LP_B_ATTENTION;
 	if (strstr(stem, "norm"))
-		return "norm";
+		return LP_B_NORM;
 	if (starts(stem, "cache_k") || starts(stem, "cache_v"))
-		return "attention";
+		return LP_B_ATTENTION;
 	if (starts(stem, "ffn") || starts(stem, "moe"))
-		return "ffn";
+		return LP_B_FFN;
 	if (starts(stem, "result_output") || starts(stem, "output"))
-		return "output";
+		return LP_B_OUTPUT;
 	if (starts(stem, "inp_") || !strcmp(stem, "embd"))
-		return "input";
+		return LP_B_INPUT;
 	for (const char *const *a = attn; *a; a++) {
 		size_t n = strlen(*a);
 
 		/* a whole word: "kq", "kq_soft_max", "kqv_out", "q-", not "quant" */
 		if (strncmp(stem, *a, n) == 0 &&
 		    (stem[n] == '\0' || stem[n] == '_' || stem[n] == ' ' || stem[n] == '-'))
-			return "attention";
+			return LP_B_ATTENTION;
 	}
-	return "other";
+	return LP_B_OTHER;
 }
 
 uint64_t lp_node_flops(const char *op, const struct lp_node_key *k)

@@ -50,11 +50,25 @@ struct lp_node {
 	struct lp_node_val val;
 };
 
+/* The blocks of a model, as graph nodes are told apart by lp_node_block(). */
+enum lp_block {
+	LP_B_ATTENTION,
+	LP_B_FFN,
+	LP_B_NORM,
+	LP_B_OUTPUT,
+	LP_B_INPUT,
+	LP_B_OTHER,
+	LP_B_NR,
+};
+extern const char *const lp_block_names[LP_B_NR];
+
 /* The block of a model a node belongs to: by its op for attention's own ops, else by the
  * name llama.cpp's graph gives it (llama-graph.cpp's cb(): "attn_norm-3", "Qcur-3", "kq-3",
- * "ffn_up-3", "result_output"; the KV cache's "cache_k_l3"): "attention", "ffn", "norm",
- * "output", "input" or "other". */
-const char *lp_node_block(const char *op, const char *stem);
+ * "ffn_up-3", "result_output"; the KV cache's "cache_k_l3"). */
+enum lp_block lp_node_block(const char *op, const char *stem);
+
+/* A node key's name stem as a string. */
+void lp_node_stem(const struct lp_node_key *k, char out[LP_NODE_STEM + 1]);
 
 /* Ops that read or write only the rows an index names (get_rows, set_rows): the sizes
  * of their tensors are not the bytes they move. */

@@ -63,16 +63,16 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 	if (ts->why[0])
 		lp_json_add_escaped(g, "not_read_because", ts->why);
 	num(g, "threads", (uint64_t)(ts->nth > 0 ? ts->nth : 0));
-	/* The probed ops whose tensors are read, and those that are not: no function of the
-	 * op's own name (helpers' arguments differ), or calls whose arguments did not fit. */
+	/* The probed ops whose tensors are read, and those that are not: probed by a function
+	 * of other arguments (a helper, a clone, a C++ member), or calls that did not fit. */
 	a = cJSON_AddArrayToObject(g, "ops_read");
 	s = cJSON_AddArrayToObject(g, "ops_not_read");
 	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
 		if (!gp->op_probed[i])
 			continue;
-		if (gp->op_plain[i] && ts->targs[i] == LP_TA_READ)
+		if (gp->op_readable[i] && ts->targs[i] == LP_TA_READ)
 			cJSON_AddItemToArray(a, lp_json_escaped(gp->ops.v[i].name));
-		else if (!gp->op_plain[i] || ts->targs[i] == LP_TA_NO)
+		else if (!gp->op_readable[i] || ts->targs[i] == LP_TA_NO)
 			cJSON_AddItemToArray(s, lp_json_escaped(gp->ops.v[i].name));
 	}
 	if (nodes && n)
@@ -84,8 +84,7 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 		const char *op = k->op < gp->ops.n ? gp->ops.v[k->op].name : "?";
 		char stem[LP_NODE_STEM + 1];
 
-		memcpy(stem, k->stem, LP_NODE_STEM);
-		stem[LP_NODE_STEM] = '\0';
+		lp_node_stem(k, stem);
 		x = cJSON_CreateObject();
 		lp_json_add_escaped(x, "op", op);
 		lp_json_add_escaped(x, "name", stem);
@@ -93,7 +92,7 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 			num(x, "layer", (uint64_t)k->layer);
 		else
 			cJSON_AddNullToObject(x, "layer");
-		cJSON_AddStringToObject(x, "block", lp_node_block(op, stem));
+		cJSON_AddStringToObject(x, "block", lp_block_names[lp_node_block(op, stem)]);
 		cJSON_AddItemToObject(x, "dst", tensor(k, 0));
 		s = cJSON_AddArrayToObject(x, "src");
 		for (int j = 1; j <= LP_NODE_SRCS; j++)
@@ -119,9 +118,8 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 		cJSON_AddItemToArray(a, x);
 		gen_instances += v->gen_instances;
 	}
-	/* Per generated token, over the precise windows: nodes of the probed ops evaluated,
-	 * and barriers passed (calls over threads). */
-	/* Tokens since nodes began to be read; barriers are counted in every window. */
+	/* Per generated token: nodes of the ops read evaluated, over the tokens since nodes
+	 * began to be read; barriers passed (calls over threads), over every window's. */
 	x = cJSON_AddObjectToObject(g, "per_token");
 	gen_read = gen_tokens > gp->tensors_gen_tokens0 ? gen_tokens - gp->tensors_gen_tokens0 : 0;
 	num(x, "generated", gen_read);

@@ -312,8 +312,6 @@ static void put_ops(struct lp_expo *e, const struct series *s, size_t n, uint32_
  * series per process at most, whatever the model's size. */
 static void put_blocks(struct lp_expo *e, const struct series *s, size_t n)
 {
-	static const char *const blocks[] = {"attention", "ffn",   "norm",
-					     "output",	  "input", "other"};
 	bool any = false;
 
 	for (size_t i = 0; i < n && !any; i++)
@@ -327,26 +325,20 @@ static void put_blocks(struct lp_expo *e, const struct series *s, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const struct lp_proc_view *v = s[i].v;
 		const struct lp_ggml_proc *gp = v ? v->target->ggml : NULL;
-		double ns[6] = {0};
+		double ns[LP_B_NR] = {0};
 
 		if (!gp || !v->nnodes)
 			continue;
 		for (size_t k = 0; k < v->nnodes; k++) {
 			const struct lp_node_key *key = &v->nodes[k].key;
-			const char *op = key->op < gp->ops.n ? gp->ops.v[key->op].name : "";
 			char stem[LP_NODE_STEM + 1];
-			const char *b;
-			int j = 0;
 
-			memcpy(stem, key->stem, LP_NODE_STEM);
-			stem[LP_NODE_STEM] = '\0';
-			b = lp_node_block(op, stem);
-			while (j < 5 && strcmp(blocks[j], b))
-				j++;
-			ns[j] += (double)v->nodes[k].val.oncpu_ns;
+			lp_node_stem(key, stem);
+			ns[lp_node_block(key->op < gp->ops.n ? gp->ops.v[key->op].name : "?",
+					 stem)] += (double)v->nodes[k].val.oncpu_ns;
 		}
-		for (int j = 0; j < 6; j++)
-			value_with(e, &s[i], "block", blocks[j], ns[j] / 1e9);
+		for (int j = 0; j < LP_B_NR; j++)
+			value_with(e, &s[i], "block", lp_block_names[j], ns[j] / 1e9);
 	}
 }
 

@@ -185,15 +185,18 @@ static void blocks(void)
 {
 	struct lp_node_key k = {0};
 
-	CHECK(!strcmp(lp_node_block("mul_mat", "ffn_up"), "ffn"), "ffn");
-	CHECK(!strcmp(lp_node_block("mul_mat", "Qcur"), "attention"), "Qcur");
-	CHECK(!strcmp(lp_node_block("mul_mat", "kq"), "attention"), "kq");
-	CHECK(!strcmp(lp_node_block("flash_attn_ext", "node_238"), "attention"), "by op");
-	CHECK(!strcmp(lp_node_block("rms_norm", "attn_norm"), "norm"), "norm first");
-	CHECK(!strcmp(lp_node_block("mul_mat", "result_output"), "output"), "output");
-	CHECK(!strcmp(lp_node_block("get_rows", "inp_embd"), "input"), "input");
-	CHECK(!strcmp(lp_node_block("add", "l_out"), "other"), "the residual");
-	CHECK(!strcmp(lp_node_block("mul", "quant"), "other"), "q only as a word");
+	CHECK(!strcmp(lp_block_names[lp_node_block("mul_mat", "ffn_up")], "ffn"), "ffn");
+	CHECK(!strcmp(lp_block_names[lp_node_block("mul_mat", "Qcur")], "attention"), "Qcur");
+	CHECK(!strcmp(lp_block_names[lp_node_block("mul_mat", "kq")], "attention"), "kq");
+	CHECK(!strcmp(lp_block_names[lp_node_block("flash_attn_ext", "node_238")], "attention"),
+	      "by op");
+	CHECK(!strcmp(lp_block_names[lp_node_block("rms_norm", "attn_norm")], "norm"),
+	      "norm first");
+	CHECK(!strcmp(lp_block_names[lp_node_block("mul_mat", "result_output")], "output"),
+	      "output");
+	CHECK(!strcmp(lp_block_names[lp_node_block("get_rows", "inp_embd")], "input"), "input");
+	CHECK(!strcmp(lp_block_names[lp_node_block("add", "l_out")], "other"), "the residual");
+	CHECK(!strcmp(lp_block_names[lp_node_block("mul", "quant")], "other"), "q only as a word");
 	CHECK(lp_node_bytes_indexed("get_rows") && !lp_node_bytes_indexed("mul_mat"), "indexed");
 	/* [4096, 11008] x [4096, 7] -> [11008, 7]: 2 * 4096 * 11008 * 7 */
 	k.type[1] = 8;
