@@ -81,7 +81,7 @@ def on(at, times):
     return best, abs(best - at)
 
 
-def judge(d, srv, name, answers, before, decodes):
+def judge(d, srv, name, answers, before, bt):
     """Our requests of this phase (those after `before`) against the server's answers,
     slot by slot in order, and bpftrace's decodes."""
     pid = srv.proc.pid
@@ -94,6 +94,16 @@ def judge(d, srv, name, answers, before, decodes):
     t.check(len(ours) == len(answers) and not rq["in_flight"],
             "%s: %d requests seen, none in flight, for %d answered: %s"
             % (name, len(ours), len(answers), [q["ended_by"] for q in ours]))
+    # Every decode returned before its answer came back, but bpftrace may not have read
+    # them all yet: it is given until it has printed one that returns at our latest end
+    # (within the tolerance: whether that is one of its decodes is judged below).
+    latest = max(q["start_ns"] + (q["ttft_ns"] or 0) + (q["decode_ns"] or 0)
+                 for q in ours) if ours else 0
+    caught_up = t.bpftrace_settle(
+        bt, lambda lines: any(e >= latest - ON_DECODE_NS for _, e in decodes_of("".join(lines))))
+    decodes = decodes_of(t.bpftrace_stop(bt, settled=caught_up))
+    print("%s: bpftrace's %d decodes, %s" % (name, len(decodes), "up to our latest end"
+                                             if caught_up else "none as late as our latest end"))
     begins, ends = [b for b, _ in decodes], [e for _, e in decodes]
 
     def gap_after(end, limit=None):
@@ -305,8 +315,7 @@ def phase(d, binary, model, slots):
                     '{ printf("D %%llu %%llu\\n", @b[tid], nsecs); delete(@b[tid]); }'
                     % (binary, pid, binary, pid))
     answers = clients(srv, plans)
-    decodes = decodes_of(t.bpftrace_stop(bt))
-    rq = judge(d, srv, name, answers, before, decodes)
+    rq = judge(d, srv, name, answers, before, bt)
     # Ctrl-C ends the record once every request is over.
     rec.send_signal(signal.SIGINT)
     out, err = rec.communicate(timeout=60)
