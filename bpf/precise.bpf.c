@@ -150,12 +150,23 @@ struct tensor_head {
 	__u64 nb[4];
 };
 
-static __always_inline void sniff(struct pt_regs *ctx, __u32 tgid, __u32 op)
+/* The arguments params and dst: first and second, or after a C++ object's `this`. The
+ * registers are loaded first: the verifier refuses a load from ctx at a computed offset. */
+static __always_inline void op_args(struct pt_regs *ctx, __u8 ta, __u64 *params, __u64 *dst)
+{
+	__u64 a1 = PT_REGS_PARM1(ctx), a2 = PT_REGS_PARM2(ctx), a3 = PT_REGS_PARM3(ctx);
+
+	asm volatile("" : "+r"(a1), "+r"(a2), "+r"(a3));
+	*params = ta & LP_TA_THIS ? a2 : a1;
+	*dst = ta & LP_TA_THIS ? a3 : a2;
+}
+
+static __always_inline void sniff(struct pt_regs *ctx, __u32 tgid, __u32 op, __u8 ta)
 {
 	struct lp_op_key key = {.tgid = tgid, .op = op};
 	struct lp_tensor_sniff *s;
 	__u32 zero = 0, i;
-	__u64 dst;
+	__u64 params, dst;
 
 	s = bpf_map_lookup_elem(&tensor_scratch, &zero);
 	if (!s || !(s = lookup_or_init(&tensor_sniff, &key, s)))
@@ -166,8 +177,8 @@ static __always_inline void sniff(struct pt_regs *ctx, __u32 tgid, __u32 op)
 	if (i >= LP_TSNIFF_N)
 		return;
 	s->n = i + 1;
-	dst = PT_REGS_PARM2(ctx);
-	bpf_probe_read_user(&s->params[i], sizeof(s->params[i]), (void *)PT_REGS_PARM1(ctx));
+	op_args(ctx, ta, &params, &dst);
+	bpf_probe_read_user(&s->params[i], sizeof(s->params[i]), (void *)params);
 	bpf_probe_read_user(s->raw[i], sizeof(s->raw[i]), (void *)dst);
 	/* Last: user space reads a slot once its dst is set. */
 	asm volatile("" ::: "memory");
@@ -249,27 +260,28 @@ static __always_inline void node_enter(struct pt_regs *ctx, const struct lp_prec
 {
 	__u32 zero = 0, tid = (__u32)bpf_get_current_pid_tgid();
 	struct lp_tensor_layout lay = pr->lay;
-	__u64 dst = PT_REGS_PARM2(ctx), src[LP_NODE_SRCS] = {}, b;
+	__u8 ta = pr->targs[op & (LP_MAX_OPS - 1)];
+	__u64 params, dst, src[LP_NODE_SRCS] = {}, b;
 	struct lp_node_flight *f;
 	char name[NAME_READ] = {};
 	__s32 ith = -1;
-	__u8 ta = pr->targs[op & (LP_MAX_OPS - 1)];
 	int k;
 
-	if (ta == LP_TA_UNKNOWN) {
-		sniff(ctx, tgid, op);
+	if ((ta & LP_TA_STATE) == LP_TA_UNKNOWN) {
+		sniff(ctx, tgid, op, ta);
 		return;
 	}
-	if (ta != LP_TA_READ || !lay.src || !lay.name || !lay.view_src)
+	if ((ta & LP_TA_STATE) != LP_TA_READ || !lay.src || !lay.name || !lay.view_src)
 		return;
 	f = bpf_map_lookup_elem(&flight_scratch, &zero);
 	if (!f)
 		return;
+	op_args(ctx, ta, &params, &dst);
 	__builtin_memset(f, 0, sizeof(*f));
 	f->key.tgid = tgid;
 	f->key.op = (__u16)op;
 	f->key.type[1] = f->key.type[2] = f->key.type[3] = LP_NODE_NO_TYPE;
-	if (bpf_probe_read_user(&ith, sizeof(ith), (void *)PT_REGS_PARM1(ctx)) ||
+	if (bpf_probe_read_user(&ith, sizeof(ith), (void *)params) ||
 	    !read_tensor(f, 0, dst, &lay, &b) ||
 	    bpf_probe_read_user(src, sizeof(src), (void *)(dst + lay.src)) ||
 	    bpf_probe_read_user(name, NAME_READ, (void *)(dst + lay.name)))

@@ -85,7 +85,8 @@ struct lp_ggml_proc {
 	char *precise_ops_missing;     /* --precise-ops names this process has no op of */
 	struct lp_op_precise *final_op_precise; /* [ops.n], read at the exit */
 	/* precise mode's tensors (nodes.c) */
-	/* 1: probed only by functions whose tensors may be read (precise.c's readable()) */
+	/* probed only by functions whose tensors may be read (precise.c's readable()), and
+	 * how they get them: LP_READ_PLAIN, LP_READ_MEMBER; 0: not read */
 	uint8_t op_readable[LP_MAX_OPS];
 	struct lp_tensor_state tensors;
 	bool tensors_logged;	      /* the layout's decision is in the log */

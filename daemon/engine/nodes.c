@@ -19,8 +19,11 @@ void lp_nodes_fill(const struct lp_ggml_proc *gp, bool on, struct lp_precise *pr
 	memset(&pr->lay, 0, sizeof(pr->lay));
 	if (ts->chosen >= 0 && !ts->refused)
 		pr->lay = lp_tensor_candidate(ts->chosen);
-	for (int i = 0; i < LP_MAX_OPS; i++)
+	for (int i = 0; i < LP_MAX_OPS; i++) {
 		pr->targs[i] = on && gp->op_readable[i] ? ts->targs[i] : LP_TA_NO;
+		if (pr->targs[i] != LP_TA_NO && gp->op_readable[i] == LP_READ_MEMBER)
+			pr->targs[i] |= LP_TA_THIS;
+	}
 }
 
 static void log_decision(const struct lp_ggml_proc *gp, pid_t pid)
@@ -71,7 +74,7 @@ bool lp_nodes_check(struct lp_core *c, struct lp_target *t)
 			full &= s->n >= LP_TSNIFF_N && s->dst[j] != 0;
 		if (!full)
 			continue;
-		changed |= lp_tensor_decide(&gp->tensors, (int)i, s);
+		changed |= lp_tensor_decide(&gp->tensors, (int)i, gp->op_readable[i], s);
 		if (gp->tensors.targs[i] == LP_TA_NO)
 			log_info("pid %d: op %s: tensors not read: %s", (int)t->pid,
 				 gp->ops.v[i].name, gp->tensors.why);

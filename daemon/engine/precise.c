@@ -172,18 +172,30 @@ static int spec_pair(struct specs *sp, struct bpf_program *enter, struct bpf_pro
 	return 0;
 }
 
-/* Whether a function of an op gets (params, dst) and runs once per node and thread, so
- * that its tensors may be read: ggml_compute_forward_<op> itself, or where a build has it
- * inlined, its type's (ggml_compute_forward_<op>_f32, _f16, _bf16) the op calls by dst's
- * type. Not a compiler's clone (".isra", ".constprop": arguments changed) nor a chunk's
- * helper. The calls are checked all the same (tensors.h). */
-static bool readable(const char *sym, const char *plain)
+/* How a function of an op gets (params, dst), if it runs once per node and thread so
+ * that its tensors may be read:
+ * - LP_READ_PLAIN: as its first two arguments. ggml_compute_forward_<op> itself, or where
+ *   a build has it inlined, its type's (ggml_compute_forward_<op>_f32, _f16, _bf16) the op
+ *   calls by dst's type. Not a compiler's clone (".isra", ".constprop": arguments changed)
+ *   nor a chunk's helper.
+ * - LP_READ_MEMBER: after a C++ object. An extra buffer type's
+ *   ggml::cpu::...::compute_forward(ggml_compute_params *, ggml_tensor *), as its mangled
+ *   name spells the parameters: a member function of the buffer's tensor_traits (the
+ *   Itanium ABI passes `this` first), called for each node it computes by every thread.
+ * The calls are checked all the same (tensors.h). */
+static enum lp_tensor_args readable(const char *sym, const char *plain)
 {
-	size_t n = strlen(plain);
+	static const char member[] = "15compute_forwardEP19ggml_compute_paramsP11ggml_tensor";
+	size_t n = strlen(plain), m = strlen(sym);
 
-	return strncmp(sym, plain, n) == 0 &&
-	       (sym[n] == '\0' || strcmp(sym + n, "_f32") == 0 || strcmp(sym + n, "_f16") == 0 ||
-		strcmp(sym + n, "_bf16") == 0);
+	if (strncmp(sym, plain, n) == 0 &&
+	    (sym[n] == '\0' || strcmp(sym + n, "_f32") == 0 || strcmp(sym + n, "_f16") == 0 ||
+	     strcmp(sym + n, "_bf16") == 0))
+		return LP_READ_PLAIN;
+	if (strncmp(sym, "_ZN4ggml3cpu", 12) == 0 && m > sizeof(member) - 1 &&
+	    strcmp(sym + m - (sizeof(member) - 1), member) == 0)
+		return LP_READ_MEMBER;
+	return LP_READ_NOT;
 }
 
 /* Uprobes on the chosen ops' functions: the one named ggml_compute_forward_<op> where the
@@ -193,7 +205,7 @@ static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 {
 	struct lp_ggml_proc *gp = t->ggml;
 	struct core_bpf *s = g->core->skel;
-	uint8_t want[LP_MAX_OPS], plain[LP_MAX_OPS] = {0}, unread[LP_MAX_OPS] = {0};
+	uint8_t want[LP_MAX_OPS], plain[LP_MAX_OPS] = {0}, how[LP_MAX_OPS] = {0};
 	char op[LP_OP_NAME_MAX], name[LP_OP_NAME_MAX + 32];
 	int r = 0, pass;
 
@@ -230,13 +242,15 @@ static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 					r = spec_pair(sp, s->progs.lp_op_enter, s->progs.lp_op_exit,
 						      t->pid, path, sym);
 				gp->op_probed[idx] = 1;
-				gp->op_readable[idx] = 1;
-				unread[idx] |= !readable(sym->name, name);
+				how[idx] |= 1U << readable(sym->name, name);
 				gp->nops_probed++;
 			}
 		}
+	/* Read where every function of the op gets its tensors one way. */
 	for (size_t i = 0; i < LP_MAX_OPS; i++)
-		gp->op_readable[i] &= !unread[i];
+		gp->op_readable[i] = how[i] == 1U << LP_READ_PLAIN    ? LP_READ_PLAIN
+				     : how[i] == 1U << LP_READ_MEMBER ? LP_READ_MEMBER
+								      : LP_READ_NOT;
 	return r;
 }
 

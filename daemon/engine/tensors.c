@@ -92,8 +92,10 @@ static bool fits(const uint8_t *raw, const struct lp_tensor_layout *l)
 	return false;
 }
 
-bool lp_tensor_decide(struct lp_tensor_state *ts, int op, const struct lp_tensor_sniff *s)
+bool lp_tensor_decide(struct lp_tensor_state *ts, int op, enum lp_tensor_args args,
+		      const struct lp_tensor_sniff *s)
 {
+	bool plain = args == LP_READ_PLAIN;
 	uint32_t fit = (1U << LP_TLAYOUTS) - 1;
 	int32_t opcode = 0;
 	int nth = 0;
@@ -107,7 +109,7 @@ bool lp_tensor_decide(struct lp_tensor_state *ts, int op, const struct lp_tensor
 		int32_t code = i32_at(s->raw[k], LP_T_OP);
 
 		if (ith < 0 || n < 1 || n > 4096 || ith >= n || (nth && n != nth) ||
-		    (opcode && code != opcode)) {
+		    (plain && k > 0 && code != opcode)) {
 			fit = 0;
 			break;
 		}
@@ -126,7 +128,9 @@ bool lp_tensor_decide(struct lp_tensor_state *ts, int op, const struct lp_tensor
 			 "its calls' arguments are not (params, tensor) of a known layout");
 		return true;
 	}
-	for (int o = 0; o < LP_MAX_OPS; o++)
+	if (!plain)
+		opcode = -1; /* an extra buffer type's: any op it is given */
+	for (int o = 0; o < LP_MAX_OPS && plain; o++)
 		if (o != op && ts->op_fits[o] && ts->opcode[o] == opcode) {
 			ts->refused = true;
 			snprintf(ts->why, sizeof(ts->why),
@@ -204,15 +208,34 @@ enum lp_block lp_node_block(const char *op, const char *stem)
 	return LP_B_OTHER;
 }
 
+static bool same(const __u32 *x, const __u32 *y, int from, int to)
+{
+	for (int i = from; i < to; i++)
+		if (x[i] != y[i])
+			return false;
+	return true;
+}
+
 uint64_t lp_node_flops(const char *op, const struct lp_node_key *k)
 {
-	uint64_t out = 1;
+	const __u32 *d = k->ne[0], *a = k->ne[1], *b = k->ne[2], *c = k->ne[3];
+	bool three = k->type[3] != LP_NODE_NO_TYPE;
 
-	if (strcmp(op, "mul_mat") != 0 || k->type[1] == LP_NODE_NO_TYPE)
+	if (strncmp(op, "mul_mat", 7) != 0 || k->type[1] == LP_NODE_NO_TYPE ||
+	    k->type[2] == LP_NODE_NO_TYPE || a[0] != b[0])
 		return 0;
-	for (int i = 0; i < 4; i++)
-		out *= k->ne[0][i];
-	return 2 * (uint64_t)k->ne[1][0] * out;
+	/* ggml_mul_mat: a [K, N] x b [K, T, b2, b3] -> [N, T, b2, b3] */
+	if (!three && d[0] == a[1] && same(d, b, 1, 4))
+		return 2ULL * a[0] * a[1] * b[1] * b[2] * b[3];
+	if (!three)
+		return 0;
+	/* ik_llama.cpp's fused up and gate: two weights a and b [K, N], x c [K, T, ...] */
+	if (same(a, b, 0, 2) && c[0] == a[0] && d[0] == a[1] && same(d, c, 1, 4))
+		return 4ULL * a[0] * a[1] * c[1] * c[2] * c[3];
+	/* ggml_mul_mat_id: experts a [K, N, E], b [K, U, T], ids c [U', T] -> [N, U', T] */
+	if (d[0] == a[1] && d[1] == c[0] && d[2] == c[1] && d[2] == b[2])
+		return 2ULL * a[0] * a[1] * d[1] * d[2];
+	return 0;
 }
 
 bool lp_node_bytes_indexed(const char *op)

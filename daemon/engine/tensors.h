@@ -37,12 +37,20 @@ struct lp_tensor_state {
 
 void lp_tensor_state_init(struct lp_tensor_state *ts);
 
-/* Checks op's LP_TSNIFF_N sniffed calls: their first argument must point at a thread index
- * below a thread count, their second at a tensor of one opcode that fits a candidate. An op
- * whose calls fit none is not read (LP_TA_NO); the candidates left are those all checked ops
- * fit. Once one is left, every op that fits it is read (LP_TA_READ). Returns true when any
- * of targs changed. */
-bool lp_tensor_decide(struct lp_tensor_state *ts, int op, const struct lp_tensor_sniff *s);
+/* How an op's probed functions get (params, dst), as precise.c tells by their names:
+ * first (ggml_compute_forward_<op>), or after a C++ object (an extra buffer type's
+ * compute_forward, which computes whichever op of the node it is given: MUL_MAT and
+ * MUL_MAT_ID, ops that ggml_compute_forward_mul_mat* compute too); or not read. */
+enum lp_tensor_args { LP_READ_NOT = 0, LP_READ_PLAIN, LP_READ_MEMBER };
+
+/* Checks op's LP_TSNIFF_N sniffed calls (params and dst at the positions args says): params
+ * must point at a thread index below a thread count, dst at a tensor that fits a
+ * candidate; and, for a plain function, of one opcode that no other op's computes. An op
+ * whose calls fit none is not read (LP_TA_NO); the candidates left are those all checked
+ * ops fit. Once one is left, every op that fits it is read (LP_TA_READ). Returns true when
+ * any of targs changed. */
+bool lp_tensor_decide(struct lp_tensor_state *ts, int op, enum lp_tensor_args args,
+		      const struct lp_tensor_sniff *s);
 
 /* A graph node shape of a process, as the "nodes" map holds it. */
 struct lp_node {
@@ -74,8 +82,10 @@ void lp_node_stem(const struct lp_node_key *k, char out[LP_NODE_STEM + 1]);
  * of their tensors are not the bytes they move. */
 bool lp_node_bytes_indexed(const char *op);
 
-/* FLOPs of one evaluation of a matrix multiplication node (op "mul_mat"): two per
- * multiply-add, src0's rows times every output element; 0 for other ops. */
+/* FLOPs of one evaluation of a matrix multiplication node (an op named mul_mat*: ggml's
+ * own, an extra buffer type's, a fork's fused one): two per multiply-add, by the shapes
+ * ggml gives each kind (mul_mat, mul_mat_id, ik_llama.cpp's fused up and gate, which
+ * multiplies by two weights); 0 for other ops and shapes none of these has. */
 uint64_t lp_node_flops(const char *op, const struct lp_node_key *k);
 
 #endif

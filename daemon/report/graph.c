@@ -64,7 +64,7 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 		lp_json_add_escaped(g, "not_read_because", ts->why);
 	num(g, "threads", (uint64_t)(ts->nth > 0 ? ts->nth : 0));
 	/* The probed ops whose tensors are read, and those that are not: probed by a function
-	 * of other arguments (a helper, a clone, a C++ member), or calls that did not fit. */
+	 * of other arguments (a helper, a clone), or calls that did not fit. */
 	a = cJSON_AddArrayToObject(g, "ops_read");
 	s = cJSON_AddArrayToObject(g, "ops_not_read");
 	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {

@@ -373,11 +373,15 @@ struct lp_tensor_layout {
 
 /* Whether an op's probed function gets (params, dst) as its first two arguments, as
  * ggml's compute_forward functions are declared: a compiler may drop or split arguments
- * of a static function, so it is checked on calls (LP_TSNIFF_N) before any is read. */
+ * of a static function, so it is checked on calls (LP_TSNIFF_N) before any is read. With
+ * LP_TA_THIS they come after a C++ object, as the second and third (an extra buffer
+ * type's compute_forward member function). */
 enum lp_targ {
 	LP_TA_UNKNOWN = 0, /* calls are sniffed into "tensor_sniff" */
 	LP_TA_READ,	   /* checked: read every call's tensors */
 	LP_TA_NO,	   /* not readable: a helper, a clone, or arguments that did not fit */
+	LP_TA_STATE = 0x7f,
+	LP_TA_THIS = 0x80,
 };
 
 /* Value of the "precise" map, keyed by tgid: present while precise probes are attached. */
@@ -395,8 +399,8 @@ struct lp_precise {
 struct lp_tensor_sniff {
 	__u32 n;
 	__u32 pad;
-	__u64 params[LP_TSNIFF_N]; /* the first 8 bytes the first argument points to */
-	__u64 dst[LP_TSNIFF_N];	   /* the second argument */
+	__u64 params[LP_TSNIFF_N]; /* the first 8 bytes params points to */
+	__u64 dst[LP_TSNIFF_N];	   /* the dst argument */
 	__u8 raw[LP_TSNIFF_N][LP_TSNIFF_BYTES];
 };
 

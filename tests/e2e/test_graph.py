@@ -11,6 +11,10 @@ the file plus its input's; per generated token there must be one multiplication 
 of the model and layer; and llmprofctl ops must show the same by op, shape, layer and
 block.
 
+Weights of a type ggml repacks (Q4_0 on x86 with AVX2) go to an extra buffer type whose
+own compute_forward, a C++ member function, multiplies them (mul_mat_repack; AMX, where
+node-llama-cpp's build uses it): its tensors are read too, held to the same file.
+
 Then ik_llama.cpp (the engine of seeds/000; its tensors have a grad and 16 sources, so
 another layout), whose fused FFN multiplication (mul_mat_up_gate) takes two weights: they
 must be the layer's ffn_up and ffn_gate, and its bytes both of them plus the input."""
@@ -31,7 +35,8 @@ TOKENS = 300
 EXTRA_MATMULS = ("mul_mat_amx", "mul_mat_repack", "mul_mat_kleidiai")
 OPS = ("mul_mat,rms_norm,mul,add,rope,soft_max,cpy,get_rows,glu,flash_attn_ext,set_rows,cont,"
        + ",".join(EXTRA_MATMULS))
-TYPE_NAMES = {0: "f32", 1: "f16", 8: "q8_0"}
+TYPE_NAMES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0"}
+MATMULS = ("mul_mat",) + EXTRA_MATMULS
 # A layer's matrix multiplications, by the weights llama.cpp's graph multiplies
 MATMUL_WEIGHTS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
                   "ffn_down")
@@ -46,6 +51,12 @@ def main():
     layers = next(v for k, v in kv.items() if k.endswith(".block_count"))
     upstream("the OpenMP build (gcc)", [t.llama_simple(), "-m", model, "-n", str(TOKENS),
                                         "Once upon a time"], "llama-simple", weights, layers)
+    q4 = os.path.join(work, "medium-q4_0.gguf")
+    subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",
+                    "--type", "q4_0", q4], check=True, timeout=120)
+    upstream("the OpenMP build (gcc), Q4_0 weights", [t.llama_simple(), "-m", q4, "-n",
+                                                       str(TOKENS), "Once upon a time"],
+             "llama-simple", ggufref.read(q4)[1], layers, repacked=True)
     # clang may pass a static function's arguments as it likes (argument promotion, dead
     # arguments): what is read there must fit all the same.
     upstream("the OpenMP build (clang)",
@@ -58,8 +69,10 @@ def main():
     ik(model, weights, layers, work)
 
 
-def upstream(name, argv, comm, weights, layers):
-    """One run of an upstream build, checked against the model file."""
+def upstream(name, argv, comm, weights, layers, repacked=False):
+    """One run of an upstream build, checked against the model file; repacked: the weights
+    are of a type the CPU backend repacks where the CPU has AVX2, so (where it has) their
+    multiplications must be the repack buffer's."""
     d = t.Daemon("--precise-duty", "1", "--precise-ops", OPS)
     d.wait_ready()
     run = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -80,16 +93,19 @@ def upstream(name, argv, comm, weights, layers):
     doc = d.get("/v1/processes/%d" % pid)
     g = doc["ggml"]["graph"]
     print("%s: ops read %s, not read %s" % (name, g["ops_read"], g["ops_not_read"]))
-    extra = [o["op"] for o in doc["ggml"]["ops"] if o["op"] in EXTRA_MATMULS]
-    if extra:
-        # The weights are in an extra buffer type (AMX, repacked): its matmul is a C++
-        # member function, compute_forward(this, params, op); not read, and said so.
-        t.check(all(o in g["ops_not_read"] for o in extra) and d.stop() == 0,
-                "%s: the extra buffer type's matmul %s is listed as not read" % (name, extra))
-        return
-    t.check(g["tensors"] == "read" and "mul_mat" in g["ops_read"] and g["threads"] >= 1,
-            "%s: the tensors are read: %s" % (name, {k: v for k, v in g.items() if k != "nodes"}))
-    mm = [n for n in g["nodes"] if n["op"] == "mul_mat"]
+    # Every matmul op that ran is read: ggml's own, an extra buffer type's (a C++ member
+    # function, compute_forward(this, params, op)).
+    ran = [o["op"] for o in doc["ggml"]["ops"] if o["op"] in MATMULS and o.get("precise")
+           and o["precise"]["calls"] > 0]
+    t.check(g["tensors"] == "read" and ran and all(o in g["ops_read"] for o in ran)
+            and not any(o in g["ops_not_read"] for o in MATMULS) and g["threads"] >= 1,
+            "%s: the tensors are read, of every matmul op that ran (%s): %s"
+            % (name, ran, {k: v for k, v in g.items() if k != "nodes"}))
+    mm = [n for n in g["nodes"] if n["op"] in MATMULS]
+    if repacked and "avx2" in open("/proc/cpuinfo").read().split():
+        t.check({n["op"] for n in mm if n["layer"] is not None} == {"mul_mat_repack"},
+                "%s: the layers' multiplications are the repack buffer's: %s"
+                % (name, sorted({(n["op"], n["name"]) for n in mm})))
 
     # Each layer multiplies by its own weights, as the file has them: shapes and types.
     for layer in range(layers):
@@ -136,11 +152,11 @@ def upstream(name, argv, comm, weights, layers):
             "per token: %s nodes of the ops read, %s barriers" % (pt["probed_nodes"],
                                                                   pt["barriers"]))
     # The nodes' own CPU time is the op's, over the part of its windows they were read in.
-    op = next(o for o in doc["ggml"]["ops"] if o["op"] == "mul_mat")
-    nodes_ns = sum(n["oncpu_ns"] for n in mm)
-    t.check(0.5 * op["precise"]["oncpu_ns"] <= nodes_ns <= op["precise"]["oncpu_ns"],
-            "mul_mat's nodes' own CPU time, %d ns, is within the op's, %d"
-            % (nodes_ns, op["precise"]["oncpu_ns"]))
+    for op in (o for o in doc["ggml"]["ops"] if o["op"] in ran):
+        nodes_ns = sum(n["oncpu_ns"] for n in mm if n["op"] == op["op"])
+        t.check(0.5 * op["precise"]["oncpu_ns"] <= nodes_ns <= op["precise"]["oncpu_ns"],
+                "%s's nodes' own CPU time, %d ns, is within the op's, %d"
+                % (op["op"], nodes_ns, op["precise"]["oncpu_ns"]))
 
     # /metrics: the nodes' own CPU time by block, the same seconds as the nodes'.
     _, metrics, _ = d.api("GET", "/metrics")
@@ -154,9 +170,11 @@ def upstream(name, argv, comm, weights, layers):
                 "/metrics has block %s's %.6f s: %s" % (b, sec, m.group(0) if m else None))
 
     # What a user sees.
+    up = next(n for n in mm if n["name"] == "ffn_up" and n["dst"]["ne"][1] == 1)
     for by, want in (("layer", ["layer %d" % i for i in range(layers)]),
-                     ("shape", ["mul_mat [1024,2816]q8_0 x [1024,1]f32 -> [2816,1]f32"]),
-                     ("block", ["ffn", "attention", "output"]), ("op", ["mul_mat"])):
+                     ("shape", ["%s [1024,2816]%s x [1024,1]f32 -> [2816,1]f32"
+                                % (up["op"], up["src"][0]["type"])]),
+                     ("block", ["ffn", "attention", "output"]), ("op", ran)):
         r = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "ops", "--pid", str(pid),
                             "--by", by, "--top", "100"], capture_output=True, text=True,
                            timeout=30)

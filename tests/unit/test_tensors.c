@@ -94,7 +94,7 @@ static void upstream(void)
 	FILL(t, 29, "ffn_up-3", false);
 	t.src[1] = (void *)0x7f0000004000;
 	sniff_of(&s, &t, sizeof(t), 0, 4);
-	CHECK(lp_tensor_decide(&ts, 7, &s), "a decision");
+	CHECK(lp_tensor_decide(&ts, 7, LP_READ_PLAIN, &s), "a decision");
 	CHECK(ts.chosen >= 0 && !ts.refused, "chosen %d", ts.chosen);
 	l = lp_tensor_candidate(ts.chosen);
 	CHECK(l.src == 152 && l.view_src == 232 && l.name == 256, "upstream's: %u %u %u", l.src,
@@ -103,14 +103,36 @@ static void upstream(void)
 	/* a view, of one source: fits the same */
 	FILL(t, 12, "kq-3 (view)", true);
 	sniff_of(&s, &t, sizeof(t), 1, 4);
-	lp_tensor_decide(&ts, 9, &s);
+	lp_tensor_decide(&ts, 9, LP_READ_PLAIN, &s);
 	CHECK(ts.targs[9] == LP_TA_READ, "a view is read");
 	/* a third op whose tensors say the same opcode as the first: not one ggml */
 	FILL(t, 29, "x", false);
 	sniff_of(&s, &t, sizeof(t), 0, 4);
-	lp_tensor_decide(&ts, 11, &s);
+	lp_tensor_decide(&ts, 11, LP_READ_PLAIN, &s);
 	CHECK(ts.refused && ts.targs[7] == LP_TA_NO && ts.targs[9] == LP_TA_NO,
 	      "two ops of one opcode refuse all");
+}
+
+/* An extra buffer type's compute_forward computes MUL_MAT as ggml_compute_forward_mul_mat
+ * does, and MUL_MAT_ID too: neither is held against it. */
+static void member(void)
+{
+	struct lp_tensor_state ts;
+	struct lp_tensor_sniff s;
+	struct up_tensor t;
+
+	lp_tensor_state_init(&ts);
+	FILL(t, 29, "ffn_up-3", false);
+	t.src[1] = (void *)0x7f0000004000;
+	sniff_of(&s, &t, sizeof(t), 0, 4);
+	lp_tensor_decide(&ts, 7, LP_READ_PLAIN, &s);
+	((struct up_tensor *)s.raw[2])->op = 30;
+	CHECK(lp_tensor_decide(&ts, 8, LP_READ_MEMBER, &s) && ts.targs[8] == LP_TA_READ &&
+		      ts.targs[7] == LP_TA_READ && !ts.refused,
+	      "the extra buffer's matmul is read beside mul_mat");
+	/* ... but as a plain function, that is two opcodes */
+	lp_tensor_decide(&ts, 9, LP_READ_PLAIN, &s);
+	CHECK(ts.targs[9] == LP_TA_NO && !ts.refused, "one plain function, one opcode");
 }
 
 static void ik(void)
@@ -125,7 +147,7 @@ static void ik(void)
 	t.src[1] = (void *)0x7f0000004000;
 	t.src[2] = (void *)0x7f0000005000;
 	sniff_of(&s, &t, sizeof(t), 0, 2);
-	lp_tensor_decide(&ts, 3, &s);
+	lp_tensor_decide(&ts, 3, LP_READ_PLAIN, &s);
 	CHECK(ts.chosen >= 0, "chosen");
 	l = lp_tensor_candidate(ts.chosen);
 	CHECK(l.src == 160 && l.view_src == 288 && l.name == 312, "ik_llama.cpp's: %u %u %u", l.src,
@@ -145,39 +167,39 @@ static void refusals(void)
 	sniff_of(&s, &t, sizeof(t), 0, 4);
 	for (int k = 0; k < LP_TSNIFF_N; k++)
 		s.params[k] = 0x7f0000003000;
-	CHECK(lp_tensor_decide(&ts, 1, &s) && ts.targs[1] == LP_TA_NO && !ts.refused,
+	CHECK(lp_tensor_decide(&ts, 1, LP_READ_PLAIN, &s) && ts.targs[1] == LP_TA_NO && !ts.refused,
 	      "that op is not read, others may be");
 	/* a thread index past the count */
 	lp_tensor_state_init(&ts);
 	sniff_of(&s, &t, sizeof(t), 0, 4);
 	s.params[2] = 5ULL | 4ULL << 32;
-	lp_tensor_decide(&ts, 1, &s);
+	lp_tensor_decide(&ts, 1, LP_READ_PLAIN, &s);
 	CHECK(ts.targs[1] == LP_TA_NO, "ith 5 of 4");
 	/* calls on tensors of two opcodes are no one op's */
 	lp_tensor_state_init(&ts);
 	sniff_of(&s, &t, sizeof(t), 0, 4);
 	((struct up_tensor *)s.raw[3])->op = 30;
-	lp_tensor_decide(&ts, 1, &s);
+	lp_tensor_decide(&ts, 1, LP_READ_PLAIN, &s);
 	CHECK(ts.targs[1] == LP_TA_NO, "two opcodes");
 	/* bytes that are no tensor of any layout */
 	lp_tensor_state_init(&ts);
 	for (size_t i = 0; i < sizeof(noise); i++)
 		noise[i] = (uint8_t)(i * 37 + 11);
 	sniff_of(&s, noise, sizeof(noise), 0, 4);
-	lp_tensor_decide(&ts, 1, &s);
+	lp_tensor_decide(&ts, 1, LP_READ_PLAIN, &s);
 	CHECK(ts.targs[1] == LP_TA_NO && ts.chosen < 0, "noise");
 	/* a name that is not text */
 	lp_tensor_state_init(&ts);
 	FILL(t, 29, "ffn\x01up", false);
 	sniff_of(&s, &t, sizeof(t), 0, 4);
-	lp_tensor_decide(&ts, 1, &s);
+	lp_tensor_decide(&ts, 1, LP_READ_PLAIN, &s);
 	CHECK(ts.targs[1] == LP_TA_NO, "unprintable name");
 	/* strides that no ggml_new_tensor made, on a tensor that is no view */
 	lp_tensor_state_init(&ts);
 	FILL(t, 29, "ffn_up-3", false);
 	t.nb[2] += 4;
 	sniff_of(&s, &t, sizeof(t), 0, 4);
-	lp_tensor_decide(&ts, 1, &s);
+	lp_tensor_decide(&ts, 1, LP_READ_PLAIN, &s);
 	CHECK(ts.targs[1] == LP_TA_NO, "not contiguous, not a view");
 }
 
@@ -199,16 +221,33 @@ static void blocks(void)
 	CHECK(!strcmp(lp_block_names[lp_node_block("mul", "quant")], "other"), "q only as a word");
 	CHECK(lp_node_bytes_indexed("get_rows") && !lp_node_bytes_indexed("mul_mat"), "indexed");
 	/* [4096, 11008] x [4096, 7] -> [11008, 7]: 2 * 4096 * 11008 * 7 */
-	k.type[1] = 8;
+	k.type[1] = 8, k.type[2] = 0, k.type[3] = LP_NODE_NO_TYPE;
 	k.ne[0][0] = 11008, k.ne[0][1] = 7, k.ne[0][2] = k.ne[0][3] = 1;
-	k.ne[1][0] = 4096;
+	k.ne[1][0] = 4096, k.ne[1][1] = 11008, k.ne[1][2] = k.ne[1][3] = 1;
+	k.ne[2][0] = 4096, k.ne[2][1] = 7, k.ne[2][2] = k.ne[2][3] = 1;
 	CHECK(lp_node_flops("mul_mat", &k) == 2ULL * 4096 * 11008 * 7, "flops");
+	CHECK(lp_node_flops("mul_mat_repack", &k) == 2ULL * 4096 * 11008 * 7, "extra buffer's");
 	CHECK(lp_node_flops("add", &k) == 0, "no flops for others");
+	/* [4096, 11008] x [4096, 8] -> [11008, 7]: no mul_mat */
+	k.ne[2][0] = 4096, k.ne[2][1] = 8, k.ne[2][2] = k.ne[2][3] = 1;
+	CHECK(lp_node_flops("mul_mat", &k) == 0, "shapes of no matmul");
+	/* ik_llama.cpp's up and gate [4096, 11008] each, x [4096, 7] */
+	k.type[3] = 0;
+	k.ne[2][1] = 11008;
+	k.ne[3][0] = 4096, k.ne[3][1] = 7, k.ne[3][2] = k.ne[3][3] = 1;
+	CHECK(lp_node_flops("mul_mat_up_gate", &k) == 4ULL * 4096 * 11008 * 7, "fused: two");
+	/* mul_mat_id: 8 experts [4096, 11008, 8], x [4096, 2, 7] by ids [2, 7] -> [11008, 2, 7] */
+	k.ne[1][2] = 8;
+	k.ne[2][1] = 2, k.ne[2][2] = 7;
+	k.ne[3][0] = 2, k.ne[3][1] = 7, k.ne[3][2] = 1;
+	k.ne[0][1] = 2, k.ne[0][2] = 7;
+	CHECK(lp_node_flops("mul_mat_id", &k) == 2ULL * 4096 * 11008 * 2 * 7, "experts");
 }
 
 int main(void)
 {
 	upstream();
+	member();
 	ik();
 	refusals();
 	blocks();

@@ -28,8 +28,8 @@ ALIGNMENT = 32
 T_UINT32, T_INT32, T_FLOAT32, T_BOOL, T_STRING, T_ARRAY = 4, 5, 6, 7, 8, 9
 
 # ggml tensor types
-GGML_F32, GGML_F16, GGML_Q8_0 = 0, 1, 8
-FILE_TYPE = {GGML_F16: 1, GGML_Q8_0: 7}  # llama_ftype: MOSTLY_F16, MOSTLY_Q8_0
+GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0 = 0, 1, 2, 8
+FILE_TYPE = {GGML_F16: 1, GGML_Q8_0: 7, GGML_Q4_0: 2}  # llama_ftype: MOSTLY_F16, MOSTLY_Q8_0
 QK8_0 = 32
 
 SHAPES = {
@@ -107,6 +107,8 @@ def tensor_bytes(ttype, n):
         return 4 * n
     if ttype == GGML_F16:
         return 2 * n
+    if ttype == GGML_Q4_0:
+        return n // QK8_0 * (2 + QK8_0 // 2)
     return n // QK8_0 * (2 + QK8_0)
 
 
@@ -120,6 +122,14 @@ def gen_data(rng, ttype, n, fill=None):
         scale = struct.pack("<e", WEIGHT_STD / 73.9)  # uniform int8 has std 73.9
         buf[0::34] = scale[0:1] * nblk
         buf[1::34] = scale[1:2] * nblk
+        return bytes(buf)
+    if ttype == GGML_Q4_0:
+        # 18-byte blocks: f16 scale, 32 4-bit quants (q - 8) uniform in [-8, 7]
+        nblk = n // QK8_0
+        buf = bytearray(rng.randbytes(nblk * 18))
+        scale = struct.pack("<e", WEIGHT_STD / 4.61)  # uniform in [-8, 7] has std 4.61
+        buf[0::18] = scale[0:1] * nblk
+        buf[1::18] = scale[1:2] * nblk
         return bytes(buf)
     if ttype == GGML_F16:
         # random sign and mantissa, exponent fixed at 2^-6: |w| in [0.0156, 0.031)
@@ -195,7 +205,7 @@ def write(path, shape, wtype, seed):
         n = 1
         for d in dims:
             n *= d
-        if ttype == GGML_Q8_0 and dims[0] % QK8_0:
+        if ttype in (GGML_Q8_0, GGML_Q4_0) and dims[0] % QK8_0:
             sys.exit("gen_gguf: %s: row length %d is not a multiple of 32" % (name, dims[0]))
         infos.append(
             gguf_str(name)
@@ -227,12 +237,12 @@ def write(path, shape, wtype, seed):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
-    ap.add_argument("--type", choices=["q8_0", "f16"], default="q8_0")
+    ap.add_argument("--type", choices=["q8_0", "q4_0", "f16"], default="q8_0")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--ctx", type=int, help="the context it was trained on (the shape's)")
     ap.add_argument("output")
     a = ap.parse_args()
-    wtype = {"q8_0": GGML_Q8_0, "f16": GGML_F16}[a.type]
+    wtype = {"q8_0": GGML_Q8_0, "q4_0": GGML_Q4_0, "f16": GGML_F16}[a.type]
     if a.ctx:
         SHAPES[a.shape] = dict(SHAPES[a.shape], ctx=a.ctx)
     size = write(a.output, a.shape, wtype, a.seed)
