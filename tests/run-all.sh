@@ -26,6 +26,8 @@ fi
 echo "== llama.cpp from source (cached)"
 llama_simple=$(tests/workload/build-llama.sh)
 echo "$llama_simple"
+# llama-eval-callback, test_graph's reference: the same build's libraries, linked.
+tests/workload/build-llama.sh --eval-callback
 
 # ik_llama.cpp's llama-cli (the engine of seeds/000), from the snapshot in ../shared/workloads:
 # about 10 minutes the first time, then cached by the snapshot's hash.

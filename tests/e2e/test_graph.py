@@ -4,7 +4,14 @@
 real llama.cpp built from source with its defaults (OpenMP, static llama-simple;
 tests/workload/build-llama.sh), decoding a random-weight model in precise mode.
 
-The reference is the model file itself (tests/lib/ggufref.py reads its header apart from
+The first reference is llama.cpp's own llama-eval-callback, from the same build: it prints
+every node of the graph it computes, its name, op and the shapes of the node and its first
+two sources. Its graph for a prompt of one token is a generated token's graph: with the
+same KV cache size (-c 256, as llama-simple sizes it for 240 tokens), the generation nodes
+we read must be exactly its nodes of the ops read, op, name, layer and shapes, each as many
+times per generated token as it has it.
+
+The second is the model file itself (tests/lib/ggufref.py reads its header apart from
 the daemon): every layer's matrix multiplications must take exactly that layer's weights,
 with their shapes and types; the bytes a multiplication reads must be its weight's size in
 the file plus its input's; per generated token there must be one multiplication per weight
@@ -49,14 +56,17 @@ def main():
                     model], check=True, timeout=120)
     kv, weights = ggufref.read(model)
     layers = next(v for k, v in kv.items() if k.endswith(".block_count"))
-    upstream("the OpenMP build (gcc)", [t.llama_simple(), "-m", model, "-n", str(TOKENS),
-                                        "Once upon a time"], "llama-simple", weights, layers)
+    # 240 tokens: llama-simple's context (prompt and tokens) stays in one 256-cell KV cache.
+    g = upstream("the OpenMP build (gcc)", [t.llama_simple(), "-m", model, "-n", "240",
+                                            "Once upon a time"], "llama-simple", weights, layers)
+    against_eval_callback(g, model)
     q4 = os.path.join(work, "medium-q4_0.gguf")
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",
                     "--type", "q4_0", q4], check=True, timeout=120)
-    upstream("the OpenMP build (gcc), Q4_0 weights", [t.llama_simple(), "-m", q4, "-n",
-                                                       str(TOKENS), "Once upon a time"],
-             "llama-simple", ggufref.read(q4)[1], layers, repacked=True)
+    g = upstream("the OpenMP build (gcc), Q4_0 weights",
+                 [t.llama_simple(), "-m", q4, "-n", "240", "Once upon a time"], "llama-simple",
+                 ggufref.read(q4)[1], layers, repacked=True)
+    against_eval_callback(g, q4)
     # clang may pass a static function's arguments as it likes (argument promotion, dead
     # arguments): what is read there must fit all the same.
     upstream("the OpenMP build (clang)",
@@ -183,6 +193,71 @@ def upstream(name, argv, comm, weights, layers, repacked=False):
                                           for w in want),
                 "llmprofctl ops --by %s lists %s:\n%s%s" % (by, want, r.stdout, r.stderr))
     t.check(d.stop() == 0, "the daemon exits 0")
+    return g
+
+
+# llama-eval-callback's node lines: "common_debug_cb_eval:  ffn_up-0 = (f32)  MUL_MAT(
+# blk.0.ffn_up.weight{1024, 2816, 1, 1}, ffn_norm-0{1024, 1, 1, 1}}) = {2816, 1, 1, 1}"
+ECB_LINE = re.compile(r"^common_debug_cb_eval:\s+(.+?) = \((\w+)\)\s+(\w+)\((.*)\) = \{([\d, ]+)\}$")
+ECB_SRC = re.compile(r"\{(\d+), (\d+), (\d+), (\d+)\}")
+
+
+def family(op):
+    """An op as both name it: ggml_op_desc's upper case (a GLU op by its kind), ours by
+    function (an extra buffer type's matmul is a MUL_MAT)."""
+    op = op.lower()
+    if op.startswith("mul_mat") and op != "mul_mat_id":
+        return "mul_mat"
+    if op in ("swiglu", "geglu", "reglu", "swiglu_oai", "geglu_erf", "geglu_quick"):
+        return "glu"
+    return op
+
+
+def stem_layer(name):
+    """A node name as the kernel keys it (bpf/precise.bpf.c name_parse): the layer from a
+    "-N" suffix, the rest cut to 23 bytes."""
+    m = re.match(r"^(.*)-(\d{1,4})$", name)
+    stem, layer = (m.group(1), int(m.group(2))) if m else (name, None)
+    return stem[:23], layer
+
+
+def against_eval_callback(g, model):
+    """The generation nodes read against llama-eval-callback's graph of a one-token prompt."""
+    ecb = t.build_llama("--eval-callback")
+    run = subprocess.run([ecb, "-m", model, "-p", "", "-c", "256", "-t", "2"],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         errors="replace", timeout=300)
+    read = {family(o) for o in g["ops_read"]}
+    ref = {}
+    for line in run.stdout.splitlines():
+        m = ECB_LINE.match(line)
+        if not m or family(m.group(3)) not in read:
+            continue
+        srcs = [tuple(int(x) for x in s) for s in ECB_SRC.findall(m.group(4))]
+        key = (family(m.group(3)),) + stem_layer(m.group(1)) + (
+            tuple(int(x) for x in m.group(5).split(",")),) + tuple(srcs[:2])
+        ref[key] = ref.get(key, 0) + 1
+    t.check(run.returncode == 0 and len(ref) > 50,
+            "llama-eval-callback printed the graph of a one-token prompt: %d nodes of the ops "
+            "read %s: %s" % (sum(ref.values()), sorted(read), run.stderr[-300:]))
+    gen = g["per_token"]["generated"]
+    ours = {}
+    for n in g["nodes"]:
+        if not n["generation_instances"]:
+            continue
+        key = (family(n["op"]), n["name"], n["layer"], tuple(n["dst"]["ne"])) + tuple(
+            tuple(s["ne"]) for s in n["src"][:2])
+        ours[key] = ours.get(key, 0) + n["generation_instances"]
+    only_ref = sorted(set(ref) - set(ours), key=str)
+    only_ours = sorted(set(ours) - set(ref), key=str)
+    t.check(not only_ref and not only_ours,
+            "the generation nodes read are llama-eval-callback's (%d): only its %s; only ours "
+            "%s" % (len(ref), only_ref[:5], only_ours[:5]))
+    # Reading began during a token: a node may count one generation more or less.
+    wrong = [(k, ours[k], ref[k]) for k in ref if k in ours
+             and not ref[k] * (gen - 1) <= ours[k] <= ref[k] * (gen + 1)]
+    t.check(not wrong, "each as many times per generated token (%d) as in its graph: %s"
+            % (gen, wrong[:5]))
 
 
 def ik(model, weights, layers, work):

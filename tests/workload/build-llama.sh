@@ -5,11 +5,13 @@
 # its web UI, which would be downloaded), from the git bundle that the pinned
 # node-llama-cpp ships, so that tests and benchmarks run the builds most people run.
 #
-#   build-llama.sh [--cc gcc|clang] [--server]
+#   build-llama.sh [--cc gcc|clang] [--server | --eval-callback]
 #
 # The build (about 6 minutes on 2 cores, 8 with the server) is cached by the bundle's
 # commit and the compiler under ${LLMPROF_LLAMA_CACHE:-/var/cache/llmprof-llama}; prints
-# the path of llama-simple, or of llama-server with --server.
+# the path of llama-simple, or of llama-server with --server, or of llama-eval-callback
+# (which prints every op of the graph it computes: a reference for tests) with
+# --eval-callback: each links the libraries the first build made, in seconds.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bundle="$here/node_modules/node-llama-cpp/llama/gitRelease.bundle"
@@ -20,6 +22,7 @@ while [[ $# -gt 0 ]]; do
 	case $1 in
 	--cc) cc=$2; shift 2 ;;
 	--server) target=llama-server; shift ;;
+	--eval-callback) target=llama-eval-callback; shift ;;
 	*) echo "build-llama: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
