@@ -96,6 +96,42 @@ static void print_bandwidth(const cJSON *bw)
 		printf("; the host's peak is not measured yet\n");
 }
 
+/* Each op precise mode read, its GB/s against the host's: which are memory-bound. */
+static void print_roofline(const cJSON *r)
+{
+	const cJSON *e, *ops = cJSON_GetObjectItemCaseSensitive(r, "ops");
+	double peak = ctl_num(r, "peak_bytes_per_s", 0);
+	char a[32];
+	int bound = 0;
+
+	if (!cJSON_GetArraySize(ops))
+		return;
+	printf("  ops (precise mode's nodes");
+	if (peak > 0)
+		printf(", against the measured %s/s", ctl_fmt_bytes(a, sizeof(a), peak));
+	printf("):");
+	cJSON_ArrayForEach(e, ops)
+	{
+		const cJSON *bps = cJSON_GetObjectItemCaseSensitive(e, "bytes_per_s");
+
+		printf("%s %s %.0f%% of CPU", e == ops->child ? "" : ";", ctl_str(e, "op", "?"),
+		       100 * ctl_num(e, "cpu_share", 0));
+		if (!cJSON_IsNumber(bps)) {
+			printf(", bytes not known");
+			continue;
+		}
+		printf(", %s/s", ctl_fmt_bytes(a, sizeof(a), bps->valuedouble));
+		if (peak > 0)
+			printf(" (%.0f%%)", 100 * ctl_num(e, "fraction", 0));
+		bound += ctl_true(e, "memory_bound");
+	}
+	if (peak > 0)
+		printf(": %s\n", bound ? "the ops at 60% or more are memory-bound"
+				       : "none memory-bound: compute, sync or overhead");
+	else
+		printf("; the host's peak is not measured yet\n");
+}
+
 static void print_context(const cJSON *x)
 {
 	const cJSON *w = cJSON_GetObjectItemCaseSensitive(x, "weights");
@@ -159,6 +195,7 @@ static void print_findings(const struct ctl *c, const cJSON *doc, void *arg)
 		       ctl_str(f, "title", ""));
 	}
 	print_bandwidth(cJSON_GetObjectItemCaseSensitive(doc, "bandwidth"));
+	print_roofline(cJSON_GetObjectItemCaseSensitive(doc, "op_roofline"));
 	print_context(cJSON_GetObjectItemCaseSensitive(doc, "context"));
 	f = cJSON_GetObjectItemCaseSensitive(doc, "op_shares");
 	if (cJSON_IsObject(f) && !ctl_true(f, "trustworthy"))

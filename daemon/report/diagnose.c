@@ -2,10 +2,12 @@
 /* Windows, context and bandwidth for the findings (diagnose.h). */
 #include "report/diagnose.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/ggml.h"
+#include "engine/tensors.h"
 #include "tracked/track.h"
 
 /* The host's CPUs change rarely (hotplug, a governor switched): read again each minute. */
@@ -256,6 +258,33 @@ static const struct lp_snap *base_of(const struct lp_watch *w, const struct lp_p
 	return s;
 }
 
+/* Per op, its nodes' bytes and time (findings.h's struct lp_find_op); NULL: none read. */
+static struct lp_find_op *ops_of(const struct lp_proc_view *v, size_t *n)
+{
+	const struct lp_ggml_proc *gp = v->target->ggml;
+	struct lp_find_op *ops;
+
+	*n = 0;
+	if (!gp || !v->nnodes || !(ops = calloc(gp->ops.n, sizeof(*ops))))
+		return NULL;
+	for (size_t i = 0; i < v->nnodes; i++) {
+		const struct lp_node *x = &v->nodes[i];
+		struct lp_find_op *o;
+
+		if (x->key.op >= gp->ops.n)
+			continue;
+		o = &ops[x->key.op];
+		snprintf(o->op, sizeof(o->op), "%s", gp->ops.v[x->key.op].name);
+		o->oncpu_ns += (double)x->val.oncpu_ns;
+		if (x->val.bytes_unknown || !x->val.calls || lp_node_bytes_indexed(o->op))
+			continue;
+		o->bytes += (double)(x->val.rd_bytes + x->val.wr_bytes);
+		o->busy_ns += (double)x->val.ns / (double)x->val.calls * (double)x->val.instances;
+	}
+	*n = gp->ops.n;
+	return ops;
+}
+
 static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, struct lp_proc_view *v,
 			 const struct lp_host_cpus *h)
 {
@@ -269,6 +298,7 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	struct lp_find_input in = {.pid = t->pid, .ctr = ctr};
 	const struct lp_context *ctx = NULL;
 	struct lp_context buf;
+	struct lp_find_op *ops;
 	size_t np = 0;
 
 	v->findings = calloc(1, sizeof(*v->findings));
@@ -345,7 +375,10 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	}
 	in.requests = v->requests;
 	in.since_ns = s ? s->at_ns : t->tracked_since_ns;
+	ops = ops_of(v, &in.nops);
+	in.ops = ops;
 	lp_findings_eval(&in, v->findings);
+	free(ops);
 	if (w && w->tracked_since_ns == t->tracked_since_ns)
 		lp_findings_hold(v->findings, w->held, r->now_ns);
 	if (in.ctx)

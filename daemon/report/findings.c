@@ -821,6 +821,31 @@ static int by_severity(const void *a, const void *b)
 	return (int)y->severity - (int)x->severity;
 }
 
+static int by_op_oncpu(const void *a, const void *b)
+{
+	const struct lp_find_op *x = a, *y = b;
+
+	return x->oncpu_ns < y->oncpu_ns ? 1 : x->oncpu_ns > y->oncpu_ns ? -1 : 0;
+}
+
+/* The roofline, answered whenever precise mode read nodes: the ops with the most own CPU
+ * time, each one's rate against the host's (rendered). */
+static void op_roofline(const struct lp_find_input *in, struct lp_findings *out)
+{
+	struct lp_find_op *v;
+
+	if (!in->ops || !in->nops || !(v = malloc(in->nops * sizeof(*v))))
+		return;
+	memcpy(v, in->ops, in->nops * sizeof(*v));
+	qsort(v, in->nops, sizeof(*v), by_op_oncpu);
+	for (size_t i = 0; i < in->nops; i++) {
+		out->ops_oncpu_ns += v[i].oncpu_ns;
+		if (out->nops < LP_FIND_OPS && v[i].oncpu_ns > 0)
+			out->ops[out->nops++] = v[i];
+	}
+	free(v);
+}
+
 void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out)
 {
 	struct ctx c = {.in = in, .out = out, .T = in->window_s * 1e9};
@@ -829,6 +854,8 @@ void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out)
 	out->window_s = in->window_s;
 	out->scan_share = in->samples ? (double)in->scanned / (double)in->samples : 0;
 	out->shares_trusted = out->scan_share <= LP_SCAN_TRUST;
+	out->membw = in->membw;
+	op_roofline(in, out);
 	c.oncpu = in->ctr[LP_C_ONCPU_NS];
 	c.runq = in->runq_ns;
 	for (size_t i = 0; in->threads && i < in->nthreads; i++)
@@ -968,6 +995,35 @@ cJSON *lp_findings_render(const struct lp_findings *f)
 	} else {
 		cJSON_AddNullToObject(bw, "peak_bytes_per_s");
 		cJSON_AddNullToObject(bw, "fraction");
+	}
+	/* Each op against the host's bandwidth: memory-bound at MEMBOUND_FRACTION of it. */
+	bw = cJSON_AddObjectToObject(o, "op_roofline");
+	if (f->membw > 0)
+		cJSON_AddNumberToObject(bw, "peak_bytes_per_s", f->membw);
+	else
+		cJSON_AddNullToObject(bw, "peak_bytes_per_s");
+	a = cJSON_AddArrayToObject(bw, "ops");
+	for (size_t i = 0; i < f->nops; i++) {
+		const struct lp_find_op *p = &f->ops[i];
+		double rate = p->busy_ns > 0 ? p->bytes * 1e9 / p->busy_ns : 0;
+		cJSON *e = cJSON_CreateObject();
+
+		lp_json_add_escaped(e, "op", p->op);
+		cJSON_AddNumberToObject(e, "cpu_share", share(p->oncpu_ns, f->ops_oncpu_ns));
+		if (rate > 0) {
+			cJSON_AddNumberToObject(e, "bytes_per_s", rate);
+		} else {
+			cJSON_AddNullToObject(e, "bytes_per_s");
+		}
+		if (rate > 0 && f->membw > 0) {
+			cJSON_AddNumberToObject(e, "fraction", rate / f->membw);
+			cJSON_AddBoolToObject(e, "memory_bound",
+					      rate / f->membw >= MEMBOUND_FRACTION);
+		} else {
+			cJSON_AddNullToObject(e, "fraction");
+			cJSON_AddNullToObject(e, "memory_bound");
+		}
+		cJSON_AddItemToArray(a, e);
 	}
 	return o;
 }

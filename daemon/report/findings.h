@@ -51,6 +51,17 @@ struct lp_find_thread {
 	uint32_t cpu;		      /* where it last ran */
 };
 
+/* An op's traffic over the graph nodes precise mode read (engine/nodes.h), for the
+ * roofline: the bytes its nodes read and wrote over the time they took (each node's mean
+ * call, its threads side by side, times its evaluations), where the bytes are known. */
+#define LP_FIND_OPS 8
+#define LP_FIND_OP_NAME 48
+struct lp_find_op {
+	char op[LP_FIND_OP_NAME];
+	double bytes, busy_ns; /* of its nodes whose bytes are known */
+	double oncpu_ns;       /* of all its nodes */
+};
+
 struct lp_find_input {
 	pid_t pid;
 	double window_s;	/* what the figures below cover */
@@ -72,7 +83,9 @@ struct lp_find_input {
 	 * that decoded in it */
 	const struct lp_requests *requests;
 	uint64_t since_ns;
-	const char *membw_why; /* membw 0: why, when not merely measuring now */
+	const char *membw_why;	      /* membw 0: why, when not merely measuring now */
+	const struct lp_find_op *ops; /* per op, since precise mode read nodes; NULL: none */
+	size_t nops;
 };
 
 #define LP_FINDING_TEXT 384 /* a title or an action, NUL included */
@@ -107,6 +120,10 @@ struct lp_findings {
 	uint64_t weights_bytes;
 	uint64_t per_token_bytes; /* of them, what one token reads */
 	double gen_tokens_per_s, stream_bytes_per_s, membw;
+	/* each op's GB/s against membw: the ops with the most own CPU time */
+	struct lp_find_op ops[LP_FIND_OPS];
+	size_t nops;
+	double ops_oncpu_ns; /* of every op read */
 	double window_s;
 	/* the window's samples placed by the stack scan: over LP_SCAN_TRUST of them, the op
 	 * and sync shares are not taken as measured */
@@ -122,7 +139,8 @@ int lp_findings_worst(const struct lp_findings *f);
 /* Keeps f's findings in held (LP_RULE_NR, by rule) and adds to f those held that fired
  * less than LP_FINDINGS_RECENT_NS before now but not in f. */
 void lp_findings_hold(struct lp_findings *f, struct lp_recent_finding *held, uint64_t now);
-/* {"window_seconds", "findings": [...], "not_evaluated": {...}, "bandwidth": {...}} */
+/* {"window_seconds", "findings": [...], "not_evaluated": {...}, "bandwidth": {...},
+ *  "op_roofline": {...}} */
 cJSON *lp_findings_render(const struct lp_findings *f);
 
 #endif

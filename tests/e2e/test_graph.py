@@ -179,6 +179,10 @@ def upstream(name, argv, comm, weights, layers, repacked=False):
         t.check(m and abs(float(m.group(1)) - sec) < 1e-6,
                 "/metrics has block %s's %.6f s: %s" % (b, sec, m.group(0) if m else None))
 
+    # The roofline: each op's GB/s over its nodes, as their bytes and times say, against
+    # the host's measured bandwidth where it is known.
+    roof(d, pid, g)
+
     # What a user sees.
     up = next(n for n in mm if n["name"] == "ffn_up" and n["dst"]["ne"][1] == 1)
     for by, want in (("layer", ["layer %d" % i for i in range(layers)]),
@@ -194,6 +198,46 @@ def upstream(name, argv, comm, weights, layers, repacked=False):
                 "llmprofctl ops --by %s lists %s:\n%s%s" % (by, want, r.stdout, r.stderr))
     t.check(d.stop() == 0, "the daemon exits 0")
     return g
+
+
+def roof(d, pid, g):
+    """doctor's roofline against the nodes it is made of, and the host's bandwidth: measured
+    now, used where the CPUs were quiet (a busy host's figure is not)."""
+    status, _, _ = d.api("POST", "/v1/bandwidth")
+    bw = t.poll("the host's bandwidth", lambda: (lambda x: x if x["state"] == "measured"
+                                                  else None)(d.get("/v1/bandwidth")),
+                timeout=60, interval=0.5)
+    doc = t.poll("the findings to use it", lambda: (lambda x: x if bw["contended"] or
+                                                    x["peak_bytes_per_s"] else None)(
+        d.get("/v1/processes/%d/findings" % pid)["op_roofline"]), timeout=30, interval=0.5)
+    t.check(status == 202 and (doc["peak_bytes_per_s"] is None) == bw["contended"],
+            "op_roofline's peak, %s, is the host's figure where measured on quiet CPUs (%s)"
+            % (doc["peak_bytes_per_s"], bw["last_measurement"]))
+    want, cpu = {}, {}
+    for n in g["nodes"]:
+        cpu[n["op"]] = cpu.get(n["op"], 0) + n["oncpu_ns"]
+        if n["bytes_read"] is None or not n["calls"]:
+            continue
+        b, ns = want.get(n["op"], (0, 0))
+        want[n["op"]] = (b + n["bytes_read"] + n["bytes_written"],
+                         ns + n["ns"] / n["calls"] * n["instances"])
+    ops = [o["op"] for o in doc["ops"]]
+    t.check(ops == sorted(cpu, key=lambda o: -cpu[o])[:8],
+            "op_roofline: the ops with the most own CPU time first: %s" % ops)
+    peak = doc["peak_bytes_per_s"]
+    for o in doc["ops"]:
+        b, ns = want.get(o["op"], (0, 0))
+        rate = b * 1e9 / ns if ns else None
+        t.check((rate is None and o["bytes_per_s"] is None) or
+                (rate and abs(o["bytes_per_s"] - rate) <= 1e-6 * rate and
+                 (peak is None or abs(o["fraction"] - rate / peak) < 1e-9)),
+                "op_roofline: %s %s bytes/s, its nodes' %s (of a peak %s)"
+                % (o["op"], o["bytes_per_s"], rate, peak))
+    r = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "doctor", "--pid", str(pid)],
+                       capture_output=True, text=True, timeout=30)
+    line = next((ln for ln in r.stdout.splitlines() if "ops (precise mode's nodes" in ln), "")
+    t.check(ops[0] in line and re.search(r"[0-9.]+[KMG]iB/s", line),
+            "doctor says each op's rate: %s" % line)
 
 
 # llama-eval-callback's node lines: "common_debug_cb_eval:  ffn_up-0 = (f32)  MUL_MAT(

@@ -543,6 +543,58 @@ static void test_memory_bound(void)
 	lp_findings_clear(&o);
 }
 
+/* Each op's rate against the host's: 20 GB over 1 s of 25 GB/s is memory-bound, 1 GB over
+ * 1 s not; an op with no bytes known has no rate. */
+static void test_op_roofline(void)
+{
+	struct lp_find_op ops[3] = {
+		{.op = "flash_attn_ext", .bytes = 1e9, .busy_ns = 1e9, .oncpu_ns = 2e9},
+		{.op = "mul_mat", .bytes = 20e9, .busy_ns = 1e9, .oncpu_ns = 6e9},
+		{.op = "set_rows", .oncpu_ns = 2e9},
+	};
+	const cJSON *a, *e;
+	struct lp_findings o;
+	struct fx f;
+	cJSON *doc;
+
+	clean(&f);
+	f.in.ops = ops;
+	f.in.nops = 3;
+	f.in.membw = 25e9;
+	lp_findings_eval(&f.in, &o);
+	doc = lp_findings_render(&o);
+	a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "op_roofline"),
+					     "ops");
+	e = cJSON_GetArrayItem(a, 0);
+	CHECK(cJSON_GetArraySize(a) == 3 &&
+		      !strcmp(cJSON_GetObjectItemCaseSensitive(e, "op")->valuestring, "mul_mat") &&
+		      cJSON_GetObjectItemCaseSensitive(e, "cpu_share")->valuedouble == 0.6 &&
+		      cJSON_GetObjectItemCaseSensitive(e, "fraction")->valuedouble == 0.8 &&
+		      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "memory_bound")),
+	      "mul_mat first, at 80 %% of the peak: memory-bound");
+	e = cJSON_GetArrayItem(a, 1);
+	CHECK(cJSON_GetObjectItemCaseSensitive(e, "fraction")->valuedouble == 0.04 &&
+		      cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(e, "memory_bound")),
+	      "flash attention at 4 %%: not");
+	e = cJSON_GetArrayItem(a, 2);
+	CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "bytes_per_s")) &&
+		      cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "memory_bound")),
+	      "no bytes, no rate");
+	cJSON_Delete(doc);
+	lp_findings_clear(&o);
+	f.in.membw = 0;
+	lp_findings_eval(&f.in, &o);
+	doc = lp_findings_render(&o);
+	e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(
+				       cJSON_GetObjectItemCaseSensitive(doc, "op_roofline"), "ops"),
+			       0);
+	CHECK(cJSON_GetObjectItemCaseSensitive(e, "bytes_per_s")->valuedouble == 20e9 &&
+		      cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "fraction")),
+	      "the host's figure not known: the rate alone");
+	cJSON_Delete(doc);
+	lp_findings_clear(&o);
+}
+
 static void test_exited(void)
 {
 	struct lp_findings o;
@@ -739,6 +791,7 @@ int main(void)
 	test_weights();
 	test_numa_and_frequency();
 	test_memory_bound();
+	test_op_roofline();
 	test_exited();
 	test_recent();
 	test_batch_interference();
