@@ -7,16 +7,18 @@
 
 #include "llmprofctl.h"
 
-static const struct option opts[] = {{"pid", required_argument, NULL, 'p'},
-				     {"by", required_argument, NULL, 'b'},
-				     {"top", required_argument, NULL, 'n'},
-				     {"json", no_argument, NULL, 'j'},
-				     CTL_COMMON_OPTS};
+static const struct option opts[] = {
+	{"pid", required_argument, NULL, 'p'}, {"by", required_argument, NULL, 'b'},
+	{"top", required_argument, NULL, 'n'}, {"sort", required_argument, NULL, 's'},
+	{"json", no_argument, NULL, 'j'},      CTL_COMMON_OPTS};
 
 static const char *const bys[] = {"op", "shape", "layer", "block", "node", NULL};
+/* Rows by own CPU time, by the longest call, or by time per byte moved (the least
+ * efficient first: each node's time over the bytes it reads and writes). */
+static const char *const sorts[] = {"cpu", "max", "time-per-byte", NULL};
 
 struct args {
-	int by;
+	int by, sort;
 	long top;
 };
 
@@ -109,6 +111,29 @@ static int by_cpu(const void *a, const void *b)
 	return x->oncpu < y->oncpu ? 1 : x->oncpu > y->oncpu ? -1 : 0;
 }
 
+static int by_max(const void *a, const void *b)
+{
+	const struct group *x = a, *y = b;
+
+	return x->max < y->max ? 1 : x->max > y->max ? -1 : 0;
+}
+
+/* Each thread's mean time in a node over the bytes the node moves; 0 where not known. */
+static double per_byte(const struct group *g)
+{
+	double bytes = g->rd + g->wr;
+
+	return g->rd_unknown || bytes <= 0 || !g->calls ? 0
+							: g->ns / g->calls * g->instances / bytes;
+}
+
+static int by_per_byte(const void *a, const void *b)
+{
+	double x = per_byte(a), y = per_byte(b);
+
+	return x < y ? 1 : x > y ? -1 : by_cpu(a, b);
+}
+
 static int by_layer(const void *a, const void *b)
 {
 	const struct group *x = a, *y = b;
@@ -119,8 +144,9 @@ static int by_layer(const void *a, const void *b)
 	return lx < ly ? -1 : lx > ly;
 }
 
-static size_t group(const cJSON *nodes, int by, struct group **out)
+static size_t group(const cJSON *nodes, int by, int sort, struct group **out)
 {
+	static int (*const cmp[])(const void *, const void *) = {by_cpu, by_max, by_per_byte};
 	struct group *g = NULL;
 	size_t n = 0;
 	const cJSON *x;
@@ -155,7 +181,8 @@ static size_t group(const cJSON *nodes, int by, struct group **out)
 		if (ctl_num(x, "max_ns", 0) > g[i].max)
 			g[i].max = ctl_num(x, "max_ns", 0);
 	}
-	qsort(g, n, sizeof(*g), by == 2 ? by_layer : by_cpu);
+	/* Layers in their order, unless another order is asked for. */
+	qsort(g, n, sizeof(*g), by == 2 && sort == 0 ? by_layer : cmp[sort]);
 	*out = g;
 	return n;
 }
@@ -208,28 +235,30 @@ static void print_ops(const struct ctl *c, const cJSON *doc, void *arg)
 		printf("  per generated token (%.0f): %.1f nodes of the ops read, %.1f barriers\n",
 		       ctl_num(pt, "generated", 0), ctl_num(pt, "probed_nodes", 0),
 		       ctl_num(pt, "barriers", 0));
-	n = group(nodes, a->by, &g);
+	n = group(nodes, a->by, a->sort, &g);
 	for (i = 0; i < n; i++)
 		total += g[i].oncpu;
-	printf("\n%7s %8s %6s %8s %8s %9s %8s %8s  %s\n", "NODES", "CPU", "SHARE", "WALL/N", "MAX",
-	       "BYTES/N", "GB/S", "GFLOP/S", bys[a->by]);
+	printf("\n%7s %8s %6s %8s %8s %9s %8s %8s %8s  %s\n", "NODES", "CPU", "SHARE", "WALL/N",
+	       "MAX", "BYTES/N", "GB/S", "GFLOP/S", "NS/KIB", bys[a->by]);
 	for (i = 0; i < n && (long)i < a->top; i++) {
 		double wall = g[i].calls ? g[i].ns / g[i].calls : 0;
 		double per = g[i].instances ? 1 / g[i].instances : 0;
 		/* each thread's mean time in a node: its wall time when the threads run it
 		 * side by side; bytes and FLOPs over that, for every node */
 		double t = wall * g[i].instances;
-		char b[4][24], gbs[16] = "?", gfl[16] = "-";
+		char b[4][24], gbs[16] = "?", gfl[16] = "-", nsk[16] = "?";
 
 		if (!g[i].rd_unknown && t > 0)
 			snprintf(gbs, sizeof(gbs), "%.2f", (g[i].rd + g[i].wr) / t);
 		if (g[i].flops > 0 && t > 0)
 			snprintf(gfl, sizeof(gfl), "%.2f", g[i].flops / t);
-		printf("%7.0f %8s %5.1f%% %8s %8s %9s %8s %8s  %s\n", g[i].instances,
+		if (per_byte(&g[i]) > 0)
+			snprintf(nsk, sizeof(nsk), "%.1f", 1024 * per_byte(&g[i]));
+		printf("%7.0f %8s %5.1f%% %8s %8s %9s %8s %8s %8s  %s\n", g[i].instances,
 		       ctl_fmt_dur(b[0], 24, g[i].oncpu), total ? 100 * g[i].oncpu / total : 0,
 		       ctl_fmt_dur(b[1], 24, wall), ctl_fmt_dur(b[2], 24, g[i].max),
 		       g[i].rd_unknown ? "?" : ctl_fmt_bytes(b[3], 24, (g[i].rd + g[i].wr) * per),
-		       gbs, gfl, g[i].key);
+		       gbs, gfl, nsk, g[i].key);
 	}
 	if ((long)n > a->top)
 		printf("  ... %zu more (--top)\n", n - (size_t)a->top);
@@ -238,7 +267,7 @@ static void print_ops(const struct ctl *c, const cJSON *doc, void *arg)
 
 static int exec(struct ctl *c, int argc, char **argv)
 {
-	struct args a = {.by = 0, .top = 20};
+	struct args a = {.by = 0, .sort = 0, .top = 20};
 	int pid = 0, opt, status = CTL_OK;
 	bool json = false;
 	char path[96];
@@ -259,6 +288,13 @@ static int exec(struct ctl *c, int argc, char **argv)
 					c, &ctl_cmd_ops,
 					"--by takes op, shape, layer, block or node");
 		}
+		if (opt == 's') {
+			for (a.sort = 0; sorts[a.sort] && strcmp(sorts[a.sort], optarg); a.sort++)
+				;
+			if (!sorts[a.sort])
+				return ctl_usage_error(c, &ctl_cmd_ops,
+						       "--sort takes cpu, max or time-per-byte");
+		}
 		json |= opt == 'j';
 	}
 	if (ctl_process_path(c, &ctl_cmd_ops, pid, NULL, path, sizeof(path)))
@@ -268,26 +304,32 @@ static int exec(struct ctl *c, int argc, char **argv)
 
 const struct ctl_cmd ctl_cmd_ops = {
 	.name = "ops",
-	.usage = "--pid PID [--by op|shape|layer|block|node] [--top N] [--json]",
+	.usage = "--pid PID [--by op|shape|layer|block|node] [--sort cpu|max|time-per-byte] "
+		 "[--top N] [--json]",
 	.summary = "what each op did in precise mode: shapes, bytes, GB/s, layers, blocks",
 	.help = "Prints the graph nodes precise mode read the tensors of (llmprofctl precise, or\n"
 		"--precise-duty): per op, shape, layer, model block or node, the nodes evaluated, "
 		"their\nown CPU time (every thread's, less barriers and off-CPU time) and share, "
 		"each thread's\nmean time in one (WALL/N) and the longest call, the bytes a node "
-		"reads and writes, and\nthe GB/s and GFLOP/s over WALL/N. Layers and blocks come "
-		"from the names llama.cpp gives\nits nodes (\"ffn_up-3\"); BYTES/N is ? where a "
-		"source is a view whose extent is not known.\n\n"
+		"reads and writes, the\nGB/s and GFLOP/s over WALL/N, and NS/KIB: WALL/N per KiB "
+		"moved. Layers and blocks come\nfrom the names llama.cpp gives its nodes "
+		"(\"ffn_up-3\"); BYTES/N is ? where a source is a view\nwhose extent is not "
+		"known.\n\n"
 		"Options:\n"
 		"  -p, --pid PID   the process\n"
 		"  -b, --by KEY    op (default), shape, layer, block or node\n"
+		"  -s, --sort KEY  cpu (own CPU time, the default; layers in order), max (the\n"
+		"                  longest call first) or time-per-byte (the least efficient\n"
+		"                  first: NS/KIB; rows whose bytes are not known last)\n"
 		"  -n, --top N     rows printed (default 20)\n"
 		"  -j, --json      the process's document (GET /v1/processes/PID); its nodes are\n"
 		"                  under .ggml.graph\n\n"
 		"Examples:\n"
 		"  llmprofctl ops --pid 4242 --by block\n"
 		"  llmprofctl ops --pid 4242 --by shape --top 5\n"
+		"  llmprofctl ops --pid 4242 --by node --sort max --top 5\n"
 		"  llmprofctl ops --pid 4242 --json | jq '.ggml.graph.per_token'\n",
-	.shortopt = "p:b:n:j",
+	.shortopt = "p:b:s:n:j",
 	.longopts = opts,
 	.exec = exec,
 };

@@ -26,6 +26,10 @@ _llmprofctl() {
 		return
 		;;
 	--sort | -s)
+		if [[ $cmd == ops ]]; then
+			COMPREPLY=($(compgen -W "cpu max time-per-byte" -- "$cur"))
+			return
+		fi
 		COMPREPLY=($(compgen -W "PID COMMAND THR CPU% TOK/S MS50 MS99 MM% SPIN% FTX/S FTX99 RQ99 MAJ/S WTOK/S MODEL WORKLOAD REQ/S TTFT99 TPOT99 OCC" -- "$cur"))
 		return
 		;;
@@ -53,7 +57,7 @@ _llmprofctl() {
 	status) opts="--json $common" ;;
 	reset) opts="--pid $common" ;;
 	requests) opts="--pid --last --json $common" ;;
-	ops) opts="--pid --by --top --json $common" ;;
+	ops) opts="--pid --by --sort --top --json $common" ;;
 	precise) opts="--pid --seconds --no-wait --off --json $common" ;;
 	record) opts="--pid --seconds --output --no-ops --format --summary --json $common" ;;
 	doctor) opts="--pid --all --json --measure-bandwidth $common" ;;

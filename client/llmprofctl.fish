@@ -54,6 +54,9 @@ function __llmprofctl_complete
     else if test "$cmd" = ops; and contains -- $prev --by -b
         printf '%s\n' op shape layer block node
         return
+    else if test "$cmd" = ops; and contains -- $prev --sort -s
+        printf '%s\n' cpu max time-per-byte
+        return
     else if test "$cmd" = top; and contains -- $prev --sort -s
         printf '%s\n' PID COMMAND THR CPU% TOK/S MS50 MS99 MM% SPIN% FTX/S FTX99 RQ99 MAJ/S WTOK/S MODEL WORKLOAD REQ/S TTFT99 TPOT99 OCC
         return

@@ -586,7 +586,8 @@ def test_errors(w):
             all(c in out for c in ("top", "dump", "list", "status", "reset", "precise", "record",
                                    "doctor", "diff")),
             "--help: commands, examples, exit statuses")
-    for cmd in ("top", "dump", "list", "status", "reset", "precise", "record", "doctor", "diff"):
+    for cmd in ("top", "dump", "list", "status", "reset", "precise", "record", "doctor", "diff",
+                "ops", "requests"):
         rc, out, _ = ctl(cmd, "--help")
         rc2, out2, _ = ctl("help", cmd)
         t.check(rc == 0 and rc2 == 0 and out == out2 and "Examples:" in out and

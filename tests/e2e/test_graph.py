@@ -196,6 +196,20 @@ def upstream(name, argv, comm, weights, layers, repacked=False):
         t.check(r.returncode == 0 and all(any(ln.endswith("  " + w) for ln in lines)
                                           for w in want),
                 "llmprofctl ops --by %s lists %s:\n%s%s" % (by, want, r.stdout, r.stderr))
+    # The longest calls, and the least efficient nodes (time per byte moved) first.
+    for sort, key in (("max", lambda n: n["max_ns"]),
+                      ("time-per-byte", lambda n: n["ns"] / n["calls"] * n["instances"]
+                       / (n["bytes_read"] + n["bytes_written"])
+                       if n["bytes_read"] is not None and n["calls"] else 0)):
+        r = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "ops", "--pid", str(pid),
+                            "--by", "node", "--sort", sort, "--top", "3"], capture_output=True,
+                           text=True, timeout=30)
+        top = sorted(g["nodes"], key=lambda n: -key(n))[0]
+        rows = [ln for ln in r.stdout.splitlines() if re.match(r"^\s+\d+ ", ln)]
+        want = "%s%s " % (top["name"], "-%d" % top["layer"] if top["layer"] is not None else "")
+        t.check(r.returncode == 0 and len(rows) == 3 and want in rows[0],
+                "llmprofctl ops --by node --sort %s: %s first:\n%s%s"
+                % (sort, want, r.stdout, r.stderr))
     t.check(d.stop() == 0, "the daemon exits 0")
     return g
 
