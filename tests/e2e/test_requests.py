@@ -86,9 +86,23 @@ def judge(d, srv, name, answers, before, bt):
     slot by slot in order, and bpftrace's decodes."""
     pid = srv.proc.pid
     want = before + len(answers)
-    doc = t.poll("%s: the daemon to see %d requests over" % (name, want),
-                 lambda: (lambda x: x if x["requests"]["requests"] >= want else None)(
-                     d.get("/v1/processes/%d/requests" % pid)), timeout=60, interval=0.25)
+    try:
+        doc = t.poll("%s: the daemon to see %d requests over" % (name, want),
+                     lambda: (lambda x: x if x["requests"]["requests"] >= want else None)(
+                         d.get("/v1/processes/%d/requests" % pid)), timeout=60, interval=0.25)
+    except t.Timeout:
+        # What it saw instead, and whether it lost or could not read decodes.
+        rq = d.get("/v1/processes/%d/requests" % pid)["requests"]
+        raise AssertionError(
+            "%s: %d requests over of the %d answered, in flight %s; decodes %s (unread %s, "
+            "failed %s); the daemon's losses %s; ours %s; the server's %s"
+            % (name, rq["requests"] - before, len(answers), rq.get("in_flight"),
+               rq.get("decodes"), rq.get("decodes_unread"), rq.get("decodes_failed"),
+               d.get("/v1/status").get("lost"),
+               [(q["seq"], q["prompt_tokens"], q["output_tokens"], q["ended_by"])
+                for q in rq["last"]],
+               [(a["id_slot"], a["timings"]["prompt_n"], a["timings"]["predicted_n"])
+                for a in answers]))
     rq = doc["requests"]
     ours = sorted(rq["last"][:rq["requests"] - before], key=lambda q: q["start_ns"])
     t.check(len(ours) == len(answers) and not rq["in_flight"],
