@@ -282,9 +282,18 @@ def stem_layer(name):
 def against_eval_callback(g, model):
     """The generation nodes read against llama-eval-callback's graph of a one-token prompt."""
     ecb = t.build_llama("--eval-callback")
-    run = subprocess.run([ecb, "-m", model, "-p", "", "-c", "256", "-t", "2"],
-                         stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         errors="replace", timeout=300)
+    # It prints through llama.cpp's logger, whose thread writes behind the main one: on a
+    # busy host its exit has cut the tail off (the output layer's nodes missing). A whole
+    # print ends with the graph's last node, the logits llama.cpp names result_output, and
+    # that tensor's sum.
+    for _ in range(5):
+        run = subprocess.run([ecb, "-m", model, "-p", "", "-c", "256", "-t", "2"],
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             errors="replace", timeout=300)
+        if re.search(r" result_output = .*\n(.*\n)*\s*sum = ", run.stdout):
+            break
+        print("llama-eval-callback's print was cut short (%d lines); again"
+              % len(run.stdout.splitlines()))
     read = {family(o) for o in g["ops_read"]}
     ref = {}
     for line in run.stdout.splitlines():
