@@ -155,10 +155,14 @@ static struct lp_request *start(struct lp_requests *rq, const struct lp_ev_decod
 	return q;
 }
 
-/* Whether b, of a sequence with request q in flight, begins another one. */
+/* Whether b, of a sequence with request q in flight, begins another one: its positions
+ * start again, or jump past the next one (a request carries on at pos_max + 1; a gap
+ * means the KV cache was given another sequence's state: llama-server restores a cached
+ * prompt into the slot and decodes only its last token). */
 static bool starts_again(const struct lp_request *q, const struct lp_batch_seq *b)
 {
-	if (b->pos_min >= 0 && q->pos_max >= 0 && b->pos_min <= q->pos_max)
+	if (b->pos_min >= 0 && q->pos_max >= 0 &&
+	    (b->pos_min <= q->pos_max || b->pos_min > q->pos_max + 1))
 		return true;
 	return q->output_tokens > 0 && b->tokens > b->outputs;
 }

@@ -5,7 +5,8 @@
  * binding or app, with no flag of theirs.
  *
  * A request of sequence s starts at a decode carrying s when s has none in flight, or when
- * s's positions start again (a position at or below the last one seen), or when s, having
+ * s's positions start again (a position at or below the last one seen) or jump (past the
+ * next one: a cached prompt restored into its cache), or when s, having
  * produced output, is given tokens whose logits are not wanted (a new prompt). It ends
  * when, having produced output, s is left out of more decodes in a row than there are
  * sequences in flight (a server's generating slots are in every decode; an app may take

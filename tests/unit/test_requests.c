@@ -33,6 +33,20 @@ static void feed(struct lp_requests *rq, uint64_t b, uint64_t e, unsigned n,
 	lp_requests_decode(rq, &ev);
 }
 
+/* llama-server restores a cached prompt of 40 tokens into a generating slot and decodes
+ * only its last: the positions jump from 6 to 39, another request, 39 tokens kept. */
+static void test_restored(void)
+{
+	lp_requests_clear(&rq);
+	feed(&rq, 0, 5, 1, (struct lp_batch_seq[]){{1, 5, 1, 0, 4}});
+	feed(&rq, 6, 7, 1, (struct lp_batch_seq[]){{1, 1, 1, 5, 5}});
+	feed(&rq, 8, 9, 1, (struct lp_batch_seq[]){{1, 1, 1, 39, 39}});
+	CHECK(rq.ndone == 1 && lp_requests_done(&rq, 0)->end == LP_REQ_END_RESTART &&
+		      lp_requests_done(&rq, 0)->output_tokens == 2 && rq.nactive == 1 &&
+		      rq.active[0].reused == 39,
+	      "a jump forward in positions is a new request, 39 tokens kept");
+}
+
 /* A server's two slots: continuous batching, one prompt joining another's generation. */
 static void test_server(void)
 {
@@ -195,6 +209,7 @@ static void test_limits(void)
 int main(void)
 {
 	test_server();
+	test_restored();
 	test_chunked_prompt();
 	test_turns();
 	test_one_sequence();
