@@ -128,16 +128,16 @@ bool lp_tensor_decide(struct lp_tensor_state *ts, int op, enum lp_tensor_args ar
 			 "its calls' arguments are not (params, tensor) of a known layout");
 		return true;
 	}
-	if (!plain)
-		opcode = -1; /* an extra buffer type's: any op it is given */
-	for (int o = 0; o < LP_MAX_OPS && plain; o++)
-		if (o != op && ts->op_fits[o] && ts->opcode[o] == opcode) {
-			ts->refused = true;
-			snprintf(ts->why, sizeof(ts->why),
-				 "two ops' functions computed tensors of one opcode (%d)",
-				 (int)opcode);
-			break;
-		}
+	if (!plain) /* an extra buffer type's: any op it is given */
+		opcode = -1;
+	else
+		for (int o = 0; o < LP_MAX_OPS && !ts->refused; o++)
+			if (o != op && ts->op_fits[o] && ts->opcode[o] == opcode) {
+				ts->refused = true;
+				snprintf(ts->why, sizeof(ts->why),
+					 "two ops' functions computed tensors of one opcode (%d)",
+					 (int)opcode);
+			}
 	ts->opcode[op] = opcode;
 	ts->op_fits[op] = fit;
 	ts->fits &= fit;
@@ -225,10 +225,9 @@ uint64_t lp_node_flops(const char *op, const struct lp_node_key *k)
 	    k->type[2] == LP_NODE_NO_TYPE || a[0] != b[0])
 		return 0;
 	/* ggml_mul_mat: a [K, N] x b [K, T, b2, b3] -> [N, T, b2, b3] */
-	if (!three && d[0] == a[1] && same(d, b, 1, 4))
-		return 2ULL * a[0] * a[1] * b[1] * b[2] * b[3];
 	if (!three)
-		return 0;
+		return d[0] == a[1] && same(d, b, 1, 4) ? 2ULL * a[0] * a[1] * b[1] * b[2] * b[3]
+							: 0;
 	/* ik_llama.cpp's fused up and gate: two weights a and b [K, N], x c [K, T, ...] */
 	if (same(a, b, 0, 2) && c[0] == a[0] && d[0] == a[1] && same(d, c, 1, 4))
 		return 4ULL * a[0] * a[1] * c[1] * c[2] * c[3];

@@ -678,7 +678,6 @@ static void bandwidth(struct ctx *c)
 	if (!o->per_token_bytes)
 		o->per_token_bytes = o->weights_bytes;
 	o->stream_bytes_per_s = (double)o->per_token_bytes * o->gen_tokens_per_s;
-	o->membw = in->membw;
 	if (!o->weights_bytes || !o->gen_tokens_per_s) {
 		not_evaluated(c, LP_RULE_MEMORY_BOUND,
 			      !in->ctx		  ? "its mappings are not readable"

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "engine/ops.h"
 #include "tracked/context.h"
 #include "llmprof/abi.h"
 #include "tracked/track.h"
@@ -55,9 +56,8 @@ struct lp_find_thread {
  * roofline: the bytes its nodes read and wrote over the time they took (each node's mean
  * call, its threads side by side, times its evaluations), where the bytes are known. */
 #define LP_FIND_OPS 8
-#define LP_FIND_OP_NAME 48
 struct lp_find_op {
-	char op[LP_FIND_OP_NAME];
+	char op[LP_OP_NAME_MAX];
 	double bytes, busy_ns; /* of its nodes whose bytes are known */
 	double oncpu_ns;       /* of all its nodes */
 };

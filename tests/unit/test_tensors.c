@@ -83,6 +83,16 @@ static void sniff_of(struct lp_tensor_sniff *s, const void *t, size_t size, int 
 	}
 }
 
+/* Calls of upstream's mul_mat (opcode 29) on ffn_up-3, by 4 threads. */
+static void sniff_matmul(struct lp_tensor_sniff *s)
+{
+	struct up_tensor t;
+
+	FILL(t, 29, "ffn_up-3", false);
+	t.src[1] = (void *)0x7f0000004000;
+	sniff_of(s, &t, sizeof(t), 0, 4);
+}
+
 static void upstream(void)
 {
 	struct lp_tensor_state ts;
@@ -91,9 +101,7 @@ static void upstream(void)
 	struct up_tensor t;
 
 	lp_tensor_state_init(&ts);
-	FILL(t, 29, "ffn_up-3", false);
-	t.src[1] = (void *)0x7f0000004000;
-	sniff_of(&s, &t, sizeof(t), 0, 4);
+	sniff_matmul(&s);
 	CHECK(lp_tensor_decide(&ts, 7, LP_READ_PLAIN, &s), "a decision");
 	CHECK(ts.chosen >= 0 && !ts.refused, "chosen %d", ts.chosen);
 	l = lp_tensor_candidate(ts.chosen);
@@ -119,12 +127,9 @@ static void member(void)
 {
 	struct lp_tensor_state ts;
 	struct lp_tensor_sniff s;
-	struct up_tensor t;
 
 	lp_tensor_state_init(&ts);
-	FILL(t, 29, "ffn_up-3", false);
-	t.src[1] = (void *)0x7f0000004000;
-	sniff_of(&s, &t, sizeof(t), 0, 4);
+	sniff_matmul(&s);
 	lp_tensor_decide(&ts, 7, LP_READ_PLAIN, &s);
 	((struct up_tensor *)s.raw[2])->op = 30;
 	CHECK(lp_tensor_decide(&ts, 8, LP_READ_MEMBER, &s) && ts.targs[8] == LP_TA_READ &&
