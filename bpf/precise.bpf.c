@@ -301,20 +301,33 @@ static __always_inline void node_enter(struct pt_regs *ctx, const struct lp_prec
 	bpf_map_update_elem(&node_flight, &tid, f, BPF_ANY);
 }
 
-/* At the op's return: its node's figures, if its entry read them in this window. */
-static __always_inline void node_exit(__u32 pgen, __u64 d, __u64 own, bool gen)
+/* The node's entry, made with a new id where there is none. */
+static __always_inline struct lp_node_val *node_get(const struct lp_node_key *key)
+{
+	struct lp_node_val *v = bpf_map_lookup_elem(&nodes, key), init = {};
+
+	if (v)
+		return v;
+	init.id = (__u64)bpf_get_prandom_u32() << 32 | bpf_get_prandom_u32() | 1;
+	bpf_map_update_elem(&nodes, key, &init, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&nodes, key);
+}
+
+/* At the op's return: its node's figures, if its entry read them in this window. Returns
+ * the node's id, or 0. */
+static __always_inline __u64 node_exit(__u32 pgen, __u64 d, __u64 own, bool gen)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct lp_node_flight *f = bpf_map_lookup_elem(&node_flight, &tid);
-	struct lp_node_val zero = {}, *v;
+	struct lp_node_val *v;
 
 	if (!f || !f->ok || f->pgen != pgen)
-		return;
+		return 0;
 	f->ok = 0;
-	v = lookup_or_init(&nodes, &f->key, &zero);
+	v = node_get(&f->key);
 	if (!v) {
 		drop(LP_D_NODES_FULL);
-		return;
+		return 0;
 	}
 	__sync_fetch_and_add(&v->calls, 1);
 	__sync_fetch_and_add(&v->ns, d);
@@ -324,7 +337,7 @@ static __always_inline void node_exit(__u32 pgen, __u64 d, __u64 own, bool gen)
 	if (gen)
 		__sync_fetch_and_add(&v->gen_oncpu_ns, own);
 	if (!f->ith0)
-		return;
+		return v->id;
 	__sync_fetch_and_add(&v->instances, 1);
 	__sync_fetch_and_add(&v->rd_bytes, f->rd_bytes);
 	__sync_fetch_and_add(&v->wr_bytes, f->wr_bytes);
@@ -332,6 +345,7 @@ static __always_inline void node_exit(__u32 pgen, __u64 d, __u64 own, bool gen)
 		__sync_fetch_and_add(&v->bytes_unknown, 1);
 	if (gen)
 		__sync_fetch_and_add(&v->gen_instances, 1);
+	return v->id;
 }
 
 /* An op function: which op comes from the sampling table, by the probe's address. */
@@ -367,19 +381,21 @@ int BPF_KRETPROBE(lp_op_exit)
 {
 	struct lp_op_key key = {};
 	struct lp_op_precise *s;
+	struct lp_rec_ev *e;
 	struct lp_thread *t;
 	__u32 zero = 0;
-	__u64 d, own;
+	__u64 d, own, node = 0;
 	bool gen;
 
 	t = precise_thread(&key.tgid);
 	if (!t || !(d = call_exit(&t->op)))
 		return 0;
 	key.op = t->op_idx;
-	rec_emit(key.tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_OP_END, key.op);
+	/* Its time now; submitted once the node it computed is known. */
+	e = rec_reserve(key.tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_OP_END);
 	s = bpf_map_lookup_elem(&op_precise_init, &zero);
 	if (!s || !(s = lookup_or_init(&op_precise, &key, s)))
-		return 0;
+		goto out;
 	own = d > t->op.inner_ns + t->op.off_ns ? d - t->op.inner_ns - t->op.off_ns : 0;
 	__sync_fetch_and_add(&s->calls, 1);
 	__sync_fetch_and_add(&s->ns, d);
@@ -390,6 +406,12 @@ int BPF_KRETPROBE(lp_op_exit)
 		__sync_fetch_and_add(&s->gen_calls, 1);
 		__sync_fetch_and_add(&s->gen_oncpu_ns, own);
 	}
-	node_exit(t->pgen, d, own, gen);
+	node = node_exit(t->pgen, d, own, gen);
+out:
+	if (e) {
+		e->a = key.op;
+		e->node = node;
+		rec_submit(e);
+	}
 	return 0;
 }

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "formats/gguf.h"
+
 /* x86-64 and arm64 user space: canonical addresses below 2^47 (2^48 with 52-bit VAs
  * disabled); tensors are at least 8-byte aligned (GGML_MEM_ALIGN is 16). */
 #define USER_TOP (1ULL << 48)
@@ -176,6 +178,45 @@ void lp_node_stem(const struct lp_node_key *k, char out[LP_NODE_STEM + 1])
 {
 	memcpy(out, k->stem, LP_NODE_STEM);
 	out[LP_NODE_STEM] = '\0';
+}
+
+/* One tensor: "[1024,2816]q8_0". */
+static size_t shape_of(const struct lp_node_key *k, int i, char *out, size_t n)
+{
+	const char *type = lp_gguf_type_name(k->type[i]);
+	int dims = 2, d;
+	size_t at;
+
+	for (d = 2; d < 4; d++)
+		if (k->ne[i][d] != 1)
+			dims = d + 1;
+	at = (size_t)snprintf(out, n, "[");
+	for (d = 0; d < dims && at < n; d++)
+		at += (size_t)snprintf(out + at, n - at, "%s%u", d ? "," : "", k->ne[i][d]);
+	if (at < n)
+		at += type ? (size_t)snprintf(out + at, n - at, "]%s", type)
+			   : (size_t)snprintf(out + at, n - at, "]type_%u", k->type[i]);
+	return at < n ? at : n;
+}
+
+char *lp_node_shape(const struct lp_node_key *k, char out[LP_NODE_SHAPE_MAX])
+{
+	size_t at = 0, n = LP_NODE_SHAPE_MAX;
+
+	out[0] = '\0';
+	for (int i = 1; i <= LP_NODE_SRCS && at < n; i++) {
+		if (k->type[i] == LP_NODE_NO_TYPE)
+			continue;
+		if (at)
+			at += (size_t)snprintf(out + at, n - at, " x ");
+		if (at < n)
+			at += shape_of(k, i, out + at, n - at);
+	}
+	if (at < n)
+		at += (size_t)snprintf(out + at, n - at, "%s", at ? " -> " : "");
+	if (at < n)
+		shape_of(k, 0, out + at, n - at);
+	return out;
 }
 
 enum lp_block lp_node_block(const char *op, const char *stem)

@@ -78,6 +78,12 @@ enum lp_block lp_node_block(const char *op, const char *stem);
 /* A node key's name stem as a string. */
 void lp_node_stem(const struct lp_node_key *k, char out[LP_NODE_STEM + 1]);
 
+/* The shapes of a node's sources and destination, as llmprofctl ops shows them:
+ * "[1024,2816]q8_0 x [1024,1]f32 -> [2816,1]f32" (trailing dimensions of one left out, two
+ * kept). Returns out. */
+#define LP_NODE_SHAPE_MAX 256
+char *lp_node_shape(const struct lp_node_key *k, char out[LP_NODE_SHAPE_MAX]);
+
 /* Ops that read or write only the rows an index names (get_rows, set_rows): the sizes
  * of their tensors are not the bytes they move. */
 bool lp_node_bytes_indexed(const char *op);

@@ -97,8 +97,9 @@ static const char *const static_names[] = {
 };
 #define OP_IID_BASE 1000 /* an op's name: this plus its index */
 static const char *const annotations[] = {
-	NULL,	"cpu",	   "by_pid", "uaddr",	      "object",	       "tokens", "group", "events",
-	"lost", "dropped", "seq",    "prompt_tokens", "output_tokens", "began",	 "over",
+	NULL,	  "cpu",    "by_pid",  "uaddr", "object",	 "tokens",	  "group",
+	"events", "lost",   "dropped", "seq",	"prompt_tokens", "output_tokens", "began",
+	"over",	  "tensor", "shape",   "layer", "block",	 "bytes",	  "flops",
 };
 enum {
 	ANN_CPU = 1,
@@ -115,6 +116,12 @@ enum {
 	ANN_OUTPUT_TOKENS,
 	ANN_BEGAN,
 	ANN_OVER,
+	ANN_TENSOR,
+	ANN_SHAPE,
+	ANN_LAYER,
+	ANN_BLOCK,
+	ANN_BYTES,
+	ANN_FLOPS,
 };
 
 /* A string from other users (a comm, a file name): escaped, so valid UTF-8. */
@@ -385,11 +392,30 @@ static void on_span_begin(void *ctx, const struct lp_tl_span *s)
 static void on_span_end(void *ctx, const struct lp_tl_span *s)
 {
 	struct lp_pf *w = ctx;
+	const struct lp_tl_node *n = NULL;
+	struct lp_pb *b = &w->out;
+	struct event e;
 
 	/* Begun before the window: its beginning is written now (see timeline.h). */
 	if (!s->began)
 		on_span_begin(ctx, s);
-	end_event(w, s->to, UUID_THREAD(s->tid));
+	if (s->type == LP_REC_OP_BEGIN && s->node && w->names.node)
+		n = w->names.node(w->names.ctx, s->node);
+	e = event_open(w, s->to, SLICE_END, UUID_THREAD(s->tid), 0, 0, NULL, -1);
+	/* The node is known once the op returned: its args come with the end, which
+	 * trace_processor adds to the slice's. */
+	if (n) {
+		ann_str(b, ANN_TENSOR, n->tensor, sizeof(n->tensor));
+		ann_str(b, ANN_SHAPE, n->shape, sizeof(n->shape));
+		if (n->layer >= 0)
+			ann_u64(b, ANN_LAYER, (uint64_t)n->layer);
+		ann_str(b, ANN_BLOCK, n->block, 64);
+		if (n->bytes)
+			ann_u64(b, ANN_BYTES, n->bytes);
+		if (n->flops)
+			ann_u64(b, ANN_FLOPS, n->flops);
+	}
+	event_close(w, e);
 }
 
 static void on_fault(void *ctx, uint32_t tid, uint64_t ts)

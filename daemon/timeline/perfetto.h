@@ -31,6 +31,8 @@ struct lp_pf_names {
 	const char *(*op)(void *ctx, uint64_t op, const char **group);
 	/* The file or region the address lies in. */
 	const char *(*object)(void *ctx, uint64_t addr);
+	/* The graph node of that id (lp_tl_span's node). */
+	const struct lp_tl_node *(*node)(void *ctx, uint64_t id);
 };
 
 struct lp_pf_info {

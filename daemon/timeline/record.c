@@ -15,6 +15,7 @@
 
 #include "core.skel.h"
 #include "base/log.h"
+#include "engine/nodes.h"
 #include "engine/precise.h"
 #include "engine/requests.h"
 #include "base/procfs.h"
@@ -45,6 +46,9 @@ static void render_free(struct lp_record *rec)
 	free(rec->requests);
 	rec->requests = NULL;
 	rec->nrequests = 0;
+	free(rec->nodes);
+	rec->nodes = NULL;
+	rec->nnodes = 0;
 }
 
 static void record_free(struct lp_record *rec)
@@ -226,6 +230,41 @@ static const char *name_of_op(void *ctx, uint64_t op, const char **group)
 	return t->ggml->ops.v[op].name;
 }
 
+/* The process's graph nodes (engine/nodes.h), as op spans' args by id. */
+static void read_nodes(struct lp_record *rec, const struct lp_target *t)
+{
+	struct lp_node *v;
+	size_t n, k = 0;
+
+	rec->nodes_read_ns = lp_now_ns();
+	if (!t || !t->ggml || !(v = lp_nodes_read(rec->owner->core, t, &n)))
+		return;
+	free(rec->nodes);
+	rec->nnodes = 0;
+	if ((rec->nodes = calloc(n, sizeof(*rec->nodes)))) {
+		for (size_t i = 0; i < n; i++)
+			if (v[i].val.id && v[i].key.op < t->ggml->ops.n)
+				lp_tl_node_make(&rec->nodes[k++], &v[i],
+						t->ggml->ops.v[v[i].key.op].name);
+		rec->nnodes = k;
+		lp_tl_nodes_sort(rec->nodes, k);
+	}
+	free(v);
+}
+
+static const struct lp_tl_node *node_of(void *ctx, uint64_t id)
+{
+	struct lp_record *rec = ctx;
+	const struct lp_tl_node *n = lp_tl_node_find(rec->nodes, rec->nnodes, id);
+
+	/* Made in the window: read again, at most once a second. */
+	if (!n && lp_now_ns() >= rec->nodes_read_ns + 1000000000ULL) {
+		read_nodes(rec, lp_tracker_find(rec->owner->tr, rec->pid));
+		n = lp_tl_node_find(rec->nodes, rec->nnodes, id);
+	}
+	return n;
+}
+
 static const char *object_of(void *ctx, uint64_t addr)
 {
 	struct lp_record *rec = ctx;
@@ -265,7 +304,7 @@ static void stream_flush(struct lp_record *rec)
 /* The streamed trace's beginning. */
 static int stream_begin(struct lp_record *rec, const struct lp_target *t)
 {
-	struct lp_pf_names names = {rec, name_of_thread, name_of_op, object_of};
+	struct lp_pf_names names = {rec, name_of_thread, name_of_op, object_of, node_of};
 	struct lp_pf_info info = {
 		.pid = rec->pid,
 		.comm = t->comm,
@@ -434,6 +473,8 @@ static void *render(void *arg)
 		.version = rec->version,
 		.requests = rec->requests,
 		.nrequests = rec->nrequests,
+		.nodes = rec->nodes,
+		.nnodes = rec->nnodes,
 	};
 
 	rec->error = lp_trace_render(&in, &rec->trace, &rec->len);
@@ -572,6 +613,8 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 	read_threads(rec);
 	read_maps(rec);
 	read_requests(rec, t);
+	if (rec->ops)
+		read_nodes(rec, t);
 	if (t)
 		memcpy(rec->comm, t->comm, sizeof(rec->comm));
 	/* The op table may grow while the thread renders: copies of the names. */

@@ -65,6 +65,11 @@ struct lp_record {
 	size_t nmaps;
 	struct lp_tl_request *requests; /* its requests over the window, read at its end */
 	size_t nrequests;
+	/* Its graph nodes, for op spans' args: read at the end, or as a streamed trace
+	 * meets a node it does not know (at most once a second) */
+	struct lp_tl_node *nodes;
+	size_t nnodes;
+	uint64_t nodes_read_ns;
 	char *trace;
 	size_t len;
 	struct lp_body *shared; /* the trace once fetched (then trace is NULL) */

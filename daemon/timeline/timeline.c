@@ -165,21 +165,28 @@ static void off_stretch(struct lp_tl *tl, struct lp_tl_thread *t, uint64_t runq)
 	waiting(tl, woke, o->to);
 }
 
-static void span_end(struct lp_tl *tl, struct lp_tl_thread *t, uint8_t type, uint64_t to,
-		     uint64_t a)
+static void span_end(struct lp_tl *tl, struct lp_tl_thread *t, const struct lp_rec_ev *e)
 {
+	uint8_t type = e->type - 1; /* each END follows its BEGIN in the enum */
 	struct lp_tl_span s;
 
 	if (t->depth && t->stack[t->depth - 1].type == type) {
 		s = t->stack[--t->depth];
-		s.to = to;
-		tl->sink.span_end(tl->sink.ctx, &s);
+		s.to = e->ts;
 	} else if (!t->depth) {
 		/* Begun before the window: each one seen this way encloses those before. */
-		s = (struct lp_tl_span){t->tid, type, tl->start_ns - t->orphans, to, a, false, 0};
+		s = (struct lp_tl_span){.tid = t->tid,
+					.type = type,
+					.from = tl->start_ns - t->orphans,
+					.to = e->ts,
+					.a = e->a};
 		t->orphans++;
-		tl->sink.span_end(tl->sink.ctx, &s);
+	} else {
+		return;
 	}
+	if (e->type == LP_REC_OP_END)
+		s.node = e->node;
+	tl->sink.span_end(tl->sink.ctx, &s);
 }
 
 /* A switch-out: the stretch on the CPU ends, one off it begins. */
@@ -245,7 +252,12 @@ int lp_tl_feed(struct lp_tl *tl, const struct lp_rec_ev *e)
 		if (t->depth < LP_TL_MAX_DEPTH) {
 			struct lp_tl_span *s = &t->stack[t->depth];
 
-			*s = (struct lp_tl_span){t->tid, e->type, e->ts, 0, e->a, true, t->depth};
+			*s = (struct lp_tl_span){.tid = t->tid,
+						 .type = e->type,
+						 .from = e->ts,
+						 .a = e->a,
+						 .began = true,
+						 .depth = t->depth};
 			t->depth++;
 			if (tl->sink.span_begin)
 				tl->sink.span_begin(tl->sink.ctx, s);
@@ -254,8 +266,7 @@ int lp_tl_feed(struct lp_tl *tl, const struct lp_rec_ev *e)
 	case LP_REC_DECODE_END:
 	case LP_REC_OP_END:
 	case LP_REC_BARRIER_END:
-		/* Each END follows its BEGIN in the enum. */
-		span_end(tl, t, e->type - 1, e->ts, e->a);
+		span_end(tl, t, e);
 		break;
 	case LP_REC_FAULT_MAJ:
 		tl->sink.fault(tl->sink.ctx, t->tid, e->ts);
@@ -381,6 +392,46 @@ const char *lp_tl_span_name(const struct lp_tl_span *s, const char *op, char *bu
 		return buf;
 	}
 	return "barrier";
+}
+
+void lp_tl_node_make(struct lp_tl_node *out, const struct lp_node *n, const char *op)
+{
+	const struct lp_node_val *v = &n->val;
+	char stem[LP_NODE_STEM + 1];
+
+	lp_node_stem(&n->key, stem);
+	memset(out, 0, sizeof(*out));
+	out->id = v->id;
+	if (n->key.layer >= 0)
+		snprintf(out->tensor, sizeof(out->tensor), "%s-%d", stem, n->key.layer);
+	else
+		snprintf(out->tensor, sizeof(out->tensor), "%s", stem);
+	out->layer = n->key.layer;
+	out->block = lp_block_names[lp_node_block(op, stem)];
+	lp_node_shape(&n->key, out->shape);
+	if (v->instances && !v->bytes_unknown && !lp_node_bytes_indexed(op))
+		out->bytes = (v->rd_bytes + v->wr_bytes) / v->instances;
+	out->flops = lp_node_flops(op, &n->key);
+}
+
+static int by_id(const void *x, const void *y)
+{
+	const struct lp_tl_node *a = x, *b = y;
+
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+void lp_tl_nodes_sort(struct lp_tl_node *v, size_t n)
+{
+	if (n)
+		qsort(v, n, sizeof(*v), by_id);
+}
+
+const struct lp_tl_node *lp_tl_node_find(const struct lp_tl_node *v, size_t n, uint64_t id)
+{
+	struct lp_tl_node key = {.id = id};
+
+	return id && n ? bsearch(&key, v, n, sizeof(*v), by_id) : NULL;
 }
 
 const char *lp_tl_span_category(const struct lp_tl_span *s)

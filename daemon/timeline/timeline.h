@@ -18,6 +18,7 @@
 
 #include <linux/types.h>
 
+#include "engine/tensors.h"
 #include "llmprof/abi.h"
 
 /* Spans nested deeper than this on a thread's track are left out. */
@@ -53,6 +54,9 @@ struct lp_tl_span {
 	 * that they nest as they did */
 	bool began;
 	unsigned depth; /* spans open around it */
+	/* An op's, at its end: the graph node it computed part of (lp_node_val's id), 0 where
+	 * its tensors were not read */
+	uint64_t node;
 };
 
 enum lp_tl_counter {
@@ -87,6 +91,24 @@ struct lp_tl_request {
 	uint64_t from, first, to; /* first: 0 when its first output is outside the window */
 	bool began, over;
 };
+
+/* The graph node an op span computed part of, for the span's args: what the node's
+ * figures say of one evaluation of it, all its threads' parts together. */
+struct lp_tl_node {
+	uint64_t id;		       /* lp_node_val's */
+	char tensor[LP_NODE_STEM + 8]; /* raw, the process's: its name, "ffn_up-3" */
+	int layer;		       /* -1: none in its name */
+	const char *block;	       /* lp_block_names' */
+	char shape[LP_NODE_SHAPE_MAX];
+	uint64_t bytes; /* read and written; 0: not known (a view's, an indexed op's) */
+	uint64_t flops; /* 0: not a matrix multiplication */
+};
+
+/* Node n of op (its name) as a span's args. */
+void lp_tl_node_make(struct lp_tl_node *out, const struct lp_node *n, const char *op);
+/* Sorts v by id; then finds id in it (NULL: none). */
+void lp_tl_nodes_sort(struct lp_tl_node *v, size_t n);
+const struct lp_tl_node *lp_tl_node_find(const struct lp_tl_node *v, size_t n, uint64_t id);
 
 struct lp_tl_thread;
 

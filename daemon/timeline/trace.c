@@ -176,19 +176,38 @@ static void on_span(void *ctx, const struct lp_tl_span *s)
 	struct json *j = ctx;
 	const struct lp_trace_in *in = j->in;
 	const char *op = s->a < in->nops && in->op_names ? in->op_names[s->a] : NULL;
-	char name[96], args[64];
+	const struct lp_tl_node *n = NULL;
+	char name[96], args[512];
+	size_t at = 0;
 
 	args[0] = '\0';
 	if (s->type == LP_REC_DECODE_BEGIN)
 		snprintf(args, sizeof(args), "\"tokens\":%" PRIu64, s->began ? s->a : 0);
 	else if (s->type == LP_REC_OP_BEGIN)
-		snprintf(args, sizeof(args), "\"group\":\"%s\"",
-			 s->a < in->nops && in->op_groups && in->op_groups[s->a]
-				 ? in->op_groups[s->a]
-				 : "other_ops");
+		at = (size_t)snprintf(args, sizeof(args), "\"group\":\"%s\"",
+				      s->a < in->nops && in->op_groups && in->op_groups[s->a]
+					      ? in->op_groups[s->a]
+					      : "other_ops");
+	if (s->type == LP_REC_OP_BEGIN)
+		n = lp_tl_node_find(in->nodes, in->nnodes, s->node);
+	if (n) {
+		/* The shape's text is ours (numbers, type names): only the name is escaped. */
+		at += (size_t)snprintf(args + at, sizeof(args) - at, ",\"shape\":\"%s\"", n->shape);
+		if (at < sizeof(args) && n->layer >= 0)
+			at += (size_t)snprintf(args + at, sizeof(args) - at, ",\"layer\":%d",
+					       n->layer);
+		if (at < sizeof(args))
+			at += (size_t)snprintf(args + at, sizeof(args) - at, ",\"block\":\"%s\"",
+					       n->block);
+		if (at < sizeof(args) && n->bytes)
+			at += (size_t)snprintf(args + at, sizeof(args) - at, ",\"bytes\":%" PRIu64,
+					       n->bytes);
+		if (at < sizeof(args) && n->flops)
+			snprintf(args + at, sizeof(args) - at, ",\"flops\":%" PRIu64, n->flops);
+	}
 	slice(&j->b, in, s->tid, lp_tl_span_category(s), s->from, s->to,
 	      lp_tl_span_name(s, s->type == LP_REC_OP_BEGIN ? op : NULL, name, sizeof(name)),
-	      args[0] ? args : NULL, NULL, NULL);
+	      args[0] ? args : NULL, n ? "tensor" : NULL, n ? n->tensor : NULL);
 }
 
 static void on_fault(void *ctx, uint32_t tid, uint64_t ts)

@@ -46,6 +46,8 @@ struct lp_trace_in {
 	const char *const *op_names;  /* by op index; NULL entries print as "op N" */
 	const char *const *op_groups; /* by op index: the op's group (matmul, ...), or NULL */
 	size_t nops;
+	const struct lp_tl_node *nodes; /* sorted by id (lp_tl_nodes_sort): op spans' args */
+	size_t nnodes;
 	const struct lp_trace_map *maps; /* sorted or not; NULL: none known */
 	size_t nmaps;
 	uint64_t lost;	  /* events the kernel's ring buffer had no room for */

@@ -351,9 +351,14 @@ struct lp_rec_ev {
 	 * LP_REC_OFF, that before the slice it ends (the kernel adds it after the switch-in);
 	 * at LP_REC_ON, any it added before (a task that migrated while it waited) */
 	__u64 runq;
-	/* LP_REC_OFF: the slice it ends, on CPU (ns), by the kernel's account where it has
-	 * one: where the switch-in was not seen, the slice began this long before */
-	__u64 oncpu;
+	union {
+		/* LP_REC_OFF: the slice it ends, on CPU (ns), by the kernel's account where it
+		 * has one: where the switch-in was not seen, the slice began this long before */
+		__u64 oncpu;
+		/* LP_REC_OP_END: the id of the graph node it computed part of (lp_node_val), 0
+		 * where its tensors were not read */
+		__u64 node;
+	};
 	char comm[LP_COMM_LEN]; /* LP_REC_OFF preempted: the comm of the task that took the CPU */
 };
 
@@ -432,6 +437,10 @@ struct lp_node_val {
 	/* instances with a tensor whose bytes are not known: a view (its extent needs the
 	 * type's block size) of a type other than F32 and F16 */
 	__u64 bytes_unknown;
+	/* Drawn at random at its making (never 0), so that a record's op spans can name the
+	 * node each computed part of: 64 bits, for no two of a process's nodes to share one
+	 * (odds about n^2 / 2^64) without the atomic fetch old kernels refuse */
+	__u64 id;
 };
 
 /* A thread's node in flight, keyed by tid: read at the op's entry, counted at its return. */

@@ -18,6 +18,13 @@ the file plus its input's; per generated token there must be one multiplication 
 of the model and layer; and llmprofctl ops must show the same by op, shape, layer and
 block.
 
+A record of a second of each OpenMP run (Perfetto's format for Q8_0, JSON for Q4_0) is held
+to the same references: on the main thread, the op spans inside each generation decode must
+be llama-eval-callback's nodes, each as many times (every thread calls an op's function once
+per node), named by their args; a multiplication span's bytes its weight's size in the file
+plus its input's and output's, its FLOPs 2 K N T; only the spans the window cut may lack
+their node.
+
 Weights of a type ggml repacks (Q4_0 on x86 with AVX2) go to an extra buffer type whose
 own compute_forward, a C++ member function, multiplies them (mul_mat_repack; AMX, where
 node-llama-cpp's build uses it): its tensors are read too, held to the same file.
@@ -30,10 +37,12 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import ggufref  # noqa: E402
 import lptest as t  # noqa: E402
+import tracefmt  # noqa: E402
 
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
 # Reading begins at the first tick after each op's first calls were checked (a second)
@@ -43,6 +52,7 @@ EXTRA_MATMULS = ("mul_mat_amx", "mul_mat_repack", "mul_mat_kleidiai")
 OPS = ("mul_mat,rms_norm,mul,add,rope,soft_max,cpy,get_rows,glu,flash_attn_ext,set_rows,cont,"
        + ",".join(EXTRA_MATMULS))
 TYPE_NAMES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0"}
+EPS = tracefmt.EPS
 MATMULS = ("mul_mat",) + EXTRA_MATMULS
 # A layer's matrix multiplications, by the weights llama.cpp's graph multiplies
 MATMUL_WEIGHTS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
@@ -57,16 +67,24 @@ def main():
     kv, weights = ggufref.read(model)
     layers = next(v for k, v in kv.items() if k.endswith(".block_count"))
     # 240 tokens: llama-simple's context (prompt and tokens) stays in one 256-cell KV cache.
-    g = upstream("the OpenMP build (gcc)", [t.llama_simple(), "-m", model, "-n", "240",
-                                            "Once upon a time"], "llama-simple", weights, layers)
-    against_eval_callback(g, model)
+    g, trace = upstream("the OpenMP build (gcc)",
+                        [t.llama_simple(), "-m", model, "-n", "240", "Once upon a time"],
+                        "llama-simple", weights, layers,
+                        record=os.path.join(work, "gcc.perfetto-trace"))
+    ref = eval_callback_graph(model, g)
+    against_eval_callback(g, ref)
+    against_spans("the OpenMP build (gcc)", trace, g, ref, weights)
     q4 = os.path.join(work, "medium-q4_0.gguf")
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "medium",
                     "--type", "q4_0", q4], check=True, timeout=120)
-    g = upstream("the OpenMP build (gcc), Q4_0 weights",
-                 [t.llama_simple(), "-m", q4, "-n", "240", "Once upon a time"], "llama-simple",
-                 ggufref.read(q4)[1], layers, repacked=True)
-    against_eval_callback(g, q4)
+    q4_weights = ggufref.read(q4)[1]
+    g, trace = upstream("the OpenMP build (gcc), Q4_0 weights",
+                        [t.llama_simple(), "-m", q4, "-n", "240", "Once upon a time"],
+                        "llama-simple", q4_weights, layers, repacked=True,
+                        record=os.path.join(work, "q4_0.json"))
+    ref = eval_callback_graph(q4, g)
+    against_eval_callback(g, ref)
+    against_spans("the OpenMP build (gcc), Q4_0 weights", trace, g, ref, q4_weights)
     # clang may pass a static function's arguments as it likes (argument promotion, dead
     # arguments): what is read there must fit all the same.
     upstream("the OpenMP build (clang)",
@@ -79,17 +97,32 @@ def main():
     ik(model, weights, layers, work)
 
 
-def upstream(name, argv, comm, weights, layers, repacked=False):
+def upstream(name, argv, comm, weights, layers, repacked=False, record=None):
     """One run of an upstream build, checked against the model file; repacked: the weights
     are of a type the CPU backend repacks where the CPU has AVX2, so (where it has) their
-    multiplications must be the repack buffer's."""
+    multiplications must be the repack buffer's. With record (a file), a timeline with op
+    spans is recorded for a second once the tensors are read: returns the graph and it."""
     d = t.Daemon("--precise-duty", "1", "--precise-ops", OPS)
     d.wait_ready()
-    run = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, errors="replace", timeout=600)
-    t.check(run.returncode == 0, "%s decoded: %s" % (name, run.stderr.strip()[-300:]))
+    # Its output to files: a pipe nobody reads while it records would stop it.
+    out_f, err_f = (tempfile.TemporaryFile("w+", errors="replace") for _ in range(2))
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f)
+    t._children.append(proc)
+    trace = None
+    if record:
+        d.wait_log("pid %d (%s) runs ggml" % (proc.pid, comm), timeout=60)
+        d.wait_log("pid %d: tensors read on" % proc.pid, timeout=60)
+        rec = tracefmt.record(t, d, proc.pid, record, "--seconds", "1")
+        text, err = rec.communicate(timeout=120)
+        t.check(rec.returncode == 0, "%s: llmprofctl record exits 0: %r %r" % (name, text, err))
+        trace = (proc.pid, tracefmt.load_any(t, record))
+    proc.wait(timeout=600)
+    out_f.seek(0)
+    err_f.seek(0)
+    out, err = out_f.read(), err_f.read()
+    t.check(proc.returncode == 0, "%s decoded: %s" % (name, err.strip()[-300:]))
     if comm == "node":  # the driver says which process decoded
-        pid = json.loads(run.stdout.strip().splitlines()[-1])["pid"]
+        pid = json.loads(out.strip().splitlines()[-1])["pid"]
     else:
         found = re.search(r"pid (\d+) \(%s\) runs ggml" % comm, d.log())
         if not found:
@@ -211,7 +244,7 @@ def upstream(name, argv, comm, weights, layers, repacked=False):
                 "llmprofctl ops --by node --sort %s: %s first:\n%s%s"
                 % (sort, want, r.stdout, r.stderr))
     t.check(d.stop() == 0, "the daemon exits 0")
-    return g
+    return (g, trace) if record else g
 
 
 def roof(d, pid, g):
@@ -279,8 +312,15 @@ def stem_layer(name):
     return stem[:23], layer
 
 
-def against_eval_callback(g, model):
-    """The generation nodes read against llama-eval-callback's graph of a one-token prompt."""
+def ecb_key(op, name, dst, srcs):
+    """A node as both sides are compared: its op's family, name stem and layer, and the
+    shapes of it and its first two sources."""
+    return (family(op),) + stem_layer(name) + (tuple(dst),) + tuple(tuple(s) for s in srcs[:2])
+
+
+def eval_callback_graph(model, g):
+    """llama-eval-callback's graph of a one-token prompt: its nodes of the ops g read
+    (ecb_key), each with how many times the graph has it."""
     ecb = t.build_llama("--eval-callback")
     # It prints through llama.cpp's logger, whose thread writes behind the main one: on a
     # busy host its exit has cut the tail off (the output layer's nodes missing). A whole
@@ -301,19 +341,24 @@ def against_eval_callback(g, model):
         if not m or family(m.group(3)) not in read:
             continue
         srcs = [tuple(int(x) for x in s) for s in ECB_SRC.findall(m.group(4))]
-        key = (family(m.group(3)),) + stem_layer(m.group(1)) + (
-            tuple(int(x) for x in m.group(5).split(",")),) + tuple(srcs[:2])
+        key = ecb_key(m.group(3), m.group(1), [int(x) for x in m.group(5).split(",")], srcs)
         ref[key] = ref.get(key, 0) + 1
     t.check(run.returncode == 0 and len(ref) > 50,
             "llama-eval-callback printed the graph of a one-token prompt: %d nodes of the ops "
             "read %s: %s" % (sum(ref.values()), sorted(read), run.stderr[-300:]))
+    return ref
+
+
+def against_eval_callback(g, ref):
+    """The generation nodes read against llama-eval-callback's graph of a one-token prompt."""
     gen = g["per_token"]["generated"]
     ours = {}
     for n in g["nodes"]:
         if not n["generation_instances"]:
             continue
-        key = (family(n["op"]), n["name"], n["layer"], tuple(n["dst"]["ne"])) + tuple(
-            tuple(s["ne"]) for s in n["src"][:2])
+        key = ecb_key(n["op"], n["name"] + ("-%d" % n["layer"] if n["layer"] is not None
+                                            else ""), n["dst"]["ne"],
+                      [s["ne"] for s in n["src"]])
         ours[key] = ours.get(key, 0) + n["generation_instances"]
     only_ref = sorted(set(ref) - set(ours), key=str)
     only_ours = sorted(set(ours) - set(ref), key=str)
@@ -325,6 +370,81 @@ def against_eval_callback(g, model):
              and not ref[k] * (gen - 1) <= ours[k] <= ref[k] * (gen + 1)]
     t.check(not wrong, "each as many times per generated token (%d) as in its graph: %s"
             % (gen, wrong[:5]))
+
+
+SHAPE = re.compile(r"^\[([\d,]+)\](\w+)$")
+
+
+def parse_shape(text):
+    """A span's shape arg, "[1024,2816]q8_0 x [1024,1]f32 -> [2816,1]f32": the sources'
+    and the destination's (ne padded to 4, type)."""
+    srcs, _, dst = text.partition(" -> ")
+
+    def one(s):
+        m = SHAPE.match(s)
+        ne = [int(x) for x in m.group(1).split(",")]
+        return ne + [1] * (4 - len(ne)), m.group(2)
+    return [one(s) for s in srcs.split(" x ")] if srcs else [], one(dst)
+
+
+def against_spans(name, trace, g, ref, weights):
+    """A record's op spans against llama-eval-callback's graph and the model file: on the
+    main thread, the op spans inside each generation decode are the graph's nodes of the
+    ops read, each as many times (every thread calls an op's function once per node); a
+    matrix multiplication's bytes are its weight's size in the file and its input's and
+    output's, its FLOPs 2 K N T."""
+    pid, doc = trace
+    ev = tracefmt.valid(t, doc, name)
+    read = set(g["ops_read"])
+    spans = [e for e in ev if e["ph"] == "X" and e["tid"] < tracefmt.CPU_TRACK
+             and e["cat"] == "op" and e["name"] in read]
+    # The kernel names the node at the call's return: the spans the window's edges cut
+    # have none, every other does.
+    end = doc["otherData"]["window_seconds"] * 1e6
+    bare = [e for e in spans if "tensor" not in e["args"]]
+    inner = [e for e in bare if e["ts"] > EPS and e["ts"] + e["dur"] < end - EPS]
+    t.check(spans and not inner,
+            "%s: the op spans of the ops read name their node, but for %d the window cut "
+            "(of %d): %s" % (name, len(bare) - len(inner), len(spans), inner[:2]))
+    gen = [e for e in ev if e["ph"] == "X" and e["tid"] == pid
+           and e["name"] == "llama_decode: generation"]
+    main = [e for e in spans if e["tid"] == pid and "tensor" in e["args"]]
+    wrong, whole = [], 0
+    for dec in gen:
+        if dec["ts"] <= 0 or dec["ts"] + dec["dur"] >= end:
+            continue
+        whole += 1
+        ours = {}
+        for e in main:
+            if dec["ts"] - EPS <= e["ts"] and e["ts"] + e["dur"] <= dec["ts"] + dec["dur"] + EPS:
+                srcs, dst = parse_shape(e["args"]["shape"])
+                key = ecb_key(e["name"], e["args"]["tensor"], dst[0], [s[0] for s in srcs])
+                ours[key] = ours.get(key, 0) + 1
+        if ours != ref:
+            wrong.append((dec["ts"], sorted(set(ref) - set(ours), key=str)[:3],
+                          sorted(set(ours) - set(ref), key=str)[:3],
+                          [(k, ours[k], ref[k]) for k in ref if k in ours and ours[k] != ref[k]][:3]))
+    t.check(whole >= 5 and not wrong,
+            "%s: in each of %d generation decodes the main thread's op spans are "
+            "llama-eval-callback's nodes (%d), each as many times: %s"
+            % (name, whole, sum(ref.values()), wrong[:2]))
+    by_shape = {(tuple(w[0]), TYPE_NAMES.get(w[1])): w[2] for w in weights.values()
+                if len(w[0]) == 2}
+    bad, mm = [], 0
+    for e in spans:
+        if family(e["name"]) != "mul_mat" or "tensor" not in e["args"]:
+            continue
+        mm += 1
+        (w, wt), (x, xt) = parse_shape(e["args"]["shape"])[0][:2]
+        y, yt = parse_shape(e["args"]["shape"])[1]
+        want = (by_shape.get((tuple(w[:2]), wt), -1) + 4 * x[0] * x[1] * x[2] * x[3]
+                + 4 * y[0] * y[1] * y[2] * y[3])
+        if (xt, yt) != ("f32", "f32") or e["args"].get("bytes") != want or \
+                e["args"].get("flops") != 2 * w[0] * y[0] * y[1] or \
+                e["args"].get("layer") != stem_layer(e["args"]["tensor"])[1]:
+            bad.append((e["args"], want))
+    t.check(mm and not bad, "%s: %d matmul spans, each with its weight's bytes in the file, "
+            "its input's and output's, its FLOPs and layer: %s" % (name, mm, bad[:2]))
 
 
 def ik(model, weights, layers, work):

@@ -69,12 +69,24 @@ int main(void)
 		ev(850, 103, LP_REC_OFF, LP_OFF_BLOCKED, 0),
 		ev(10, 102, LP_REC_DECODE_BEGIN, 0, 1),
 		ev(20, 102, LP_REC_OP_BEGIN, 0, 0),
-		ev(400, 102, LP_REC_OP_END, 0, 0),
+		ev(400, 102, LP_REC_OP_END, 0, 0), /* [11] */
 		ev(900, 102, LP_REC_DECODE_END, 0, 0),
 		ev(950, 102, LP_REC_BARRIER_END, 0, 0),
 		ev(960, 102, LP_REC_FAULT_MAJ, 0, 0),
 	};
 	const char *ops[] = {"mul_mat"}, *groups[] = {"matmul"};
+	/* The node the op computed: a matmul of layer 3 whose name another user chose. */
+	struct lp_node node = {.key = {.tgid = 100,
+				       .layer = 3,
+				       .type = {0, 8, 0, LP_NODE_NO_TYPE},
+				       .ne = {{2816, 1, 1, 1}, {1024, 2816, 1, 1}, {1024, 1, 1, 1}},
+				       .stem = "ffn\"up\x1b[2J"},
+			       .val = {.id = 0xfeedf00d00000001ULL,
+				       .instances = 2,
+				       .calls = 4,
+				       .rd_bytes = 2 * 3067904,
+				       .wr_bytes = 2 * 11264}};
+	struct lp_tl_node nodes[2];
 	struct lp_trace_map maps[] = {{0x1000, 0x2000, "/usr/lib/libgomp\n.so"}};
 	struct lp_trace_thread th[] = {{101, "worker\x1b[2J"}, {102, "main"}};
 	struct lp_trace_in in = {.pid = 100,
@@ -102,6 +114,13 @@ int main(void)
 	memcpy(v[0].comm, "hog\"\n\x1b[31m", 10);
 	v[2].runq = 50 * US; /* ends the preempted stretch: all of it runnable anyway */
 	v[4].runq = 20 * US; /* the wait before the 500-600 slice: the futex stretch's tail */
+	lp_tl_node_make(&nodes[0], &node, "mul_mat");
+	node.val.id = 5;
+	lp_tl_node_make(&nodes[1], &node, "get_rows");
+	lp_tl_nodes_sort(nodes, 2);
+	in.nodes = nodes;
+	in.nnodes = 2;
+	v[11].node = 0xfeedf00d00000001ULL;
 
 	CHECK(lp_trace_render(&in, &out, &len) == 0 && len == strlen(out), "rendered");
 	doc = cJSON_Parse(out);
@@ -141,6 +160,26 @@ int main(void)
 						->valuestring,
 					"matmul"),
 	      "the op span, named and grouped");
+	{
+		const cJSON *a = e ? cJSON_GetObjectItem(e, "args") : NULL,
+			    *tensor = cJSON_GetObjectItem(a, "tensor"),
+			    *shape = cJSON_GetObjectItem(a, "shape");
+
+		CHECK(cJSON_IsString(tensor) && !strcmp(tensor->valuestring, "ffn\"up\\x1b[2J-3") &&
+			      cJSON_IsString(shape) &&
+			      !strcmp(shape->valuestring,
+				      "[1024,2816]q8_0 x [1024,1]f32 -> [2816,1]f32") &&
+			      cJSON_GetObjectItem(a, "layer")->valuedouble == 3 &&
+			      !strcmp(cJSON_GetObjectItem(a, "block")->valuestring, "ffn") &&
+			      cJSON_GetObjectItem(a, "bytes")->valuedouble == 3067904 + 11264 &&
+			      cJSON_GetObjectItem(a, "flops")->valuedouble == 2.0 * 1024 * 2816,
+		      "the op span's node: its name escaped, shapes, layer, block, bytes and FLOPs "
+		      "of one evaluation: %s",
+		      a ? cJSON_PrintUnformatted(a) : "none");
+		CHECK(lp_tl_node_find(nodes, 2, 5) == &nodes[0] && !lp_tl_node_find(nodes, 2, 6) &&
+			      !lp_tl_node_find(nodes, 2, 0) && !nodes[0].bytes && !nodes[0].flops,
+		      "nodes found by id; an indexed op's bytes and a non-matmul's FLOPs unknown");
+	}
 	CHECK(at(slice(events, 102, "barrier"), 0, 950), "a barrier begun before the window");
 
 	/* Names: escaped, with each thread's CPU track named after it. */
