@@ -225,11 +225,13 @@ static __always_inline bool read_tensor(struct lp_node_flight *f, int k, __u64 p
 /* Bytes of a tensor's name read: llama.cpp's are short ("ffn_up-31", "cache_k_l3 (view)");
  * a longer one keeps no layer. */
 #define NAME_READ 48
+#define NAME_BUF 64 /* a power of two above NAME_READ: masks an index into it */
 
-/* The layer from a name's "-N" suffix and the name before it, cut to the key's stem. */
-static __always_inline void name_parse(struct lp_node_flight *f, const char *name)
+/* The layer from a name's "-N" suffix and the name before it, cut to the key's stem.
+ * Returns the name's length (NAME_READ: not terminated within it). */
+static __always_inline int name_parse(struct lp_node_flight *f, const char *name)
 {
-	int i, dash = -1, layer = 0, digits = 0, len;
+	int i, dash = -1, layer = 0, digits = 0, len, n;
 
 	for (i = 0; i < NAME_READ; i++) {
 		char c = name[i];
@@ -247,12 +249,57 @@ static __always_inline void name_parse(struct lp_node_flight *f, const char *nam
 			dash = -1;
 		}
 	}
+	n = i;
 	if (i >= NAME_READ) /* not terminated where it was read */
 		dash = -2;
 	f->key.layer = dash >= 0 && digits > 0 && digits < 5 ? (__s16)layer : -1;
 	len = dash >= 0 && digits > 0 ? dash : i;
 	for (i = 0; i < LP_NODE_STEM - 1 && i < len; i++)
 		f->key.stem[i] = name[i];
+	return n;
+}
+
+/* The layer in a source's name: "-N" at its end or before a suffix ggml gives a view
+ * (ggml_format_name's " (permuted)", " (view)", ...); -1 where none. name has NAME_BUF
+ * bytes, NAME_READ of them read. */
+static __always_inline __s16 source_layer(const char *name)
+{
+	int i, end = -1, layer = 0, mul = 1;
+
+	for (i = 0; i < NAME_READ; i++) {
+		if (!name[i] || (name[i] == ' ' && name[i + 1] == '(')) {
+			end = i;
+			break;
+		}
+	}
+	/* Back from there: up to four digits after a '-'. */
+	for (i = 1; i <= 5; i++) {
+		char c;
+
+		if (end - i < 0)
+			return -1;
+		c = name[(end - i) & (NAME_BUF - 1)];
+		if (c == '-')
+			return i > 1 ? (__s16)layer : -1;
+		if (c < '0' || c > '9' || i == 5)
+			return -1;
+		layer += (c - '0') * mul;
+		mul *= 10;
+	}
+	return -1;
+}
+
+/* A name ggml made, not the graph's builder: "node_N" for a node left unnamed
+ * (ggml_visit_parents), or a view's "X (view)", "X (permuted)", ... (ggml_format_name in
+ * ggml_view_*, ggml_permute, ggml_reshape_*, ggml_cont, ...). name is len bytes long. */
+static __always_inline bool made_by_ggml(const struct lp_node_flight *f, const char *name, int len)
+{
+	const char *s = f->key.stem;
+
+	if (len > 0 && len < NAME_READ && name[(len - 1) & (NAME_BUF - 1)] == ')')
+		return true;
+	return s[0] == 'n' && s[1] == 'o' && s[2] == 'd' && s[3] == 'e' && s[4] == '_' &&
+	       s[5] >= '0' && s[5] <= '9';
 }
 
 static __always_inline void node_enter(struct pt_regs *ctx, const struct lp_precise *pr, __u32 tgid,
@@ -263,7 +310,8 @@ static __always_inline void node_enter(struct pt_regs *ctx, const struct lp_prec
 	__u8 ta = pr->targs[op & (LP_MAX_OPS - 1)];
 	__u64 params, dst, src[LP_NODE_SRCS] = {}, b;
 	struct lp_node_flight *f;
-	char name[NAME_READ] = {};
+	char name[NAME_BUF] = {};
+	int len;
 	__s32 ith = -1;
 	int k;
 
@@ -294,7 +342,13 @@ static __always_inline void node_enter(struct pt_regs *ctx, const struct lp_prec
 			return;
 		f->rd_bytes += b;
 	}
-	name_parse(f, name);
+	len = name_parse(f, name);
+	/* A node the builder did not name (llama.cpp's flash attention, "node_N"; its KV
+	 * cache writes, "cache_k_l3 (view)") is of its layer's code: the layer of its first
+	 * source, where that one's name has it ("Qcur-3 (view) (permuted)"). */
+	if (f->key.layer < 0 && src[0] && made_by_ggml(f, name, len) &&
+	    !bpf_probe_read_user(name, NAME_READ, (void *)(src[0] + lay.name)))
+		f->key.layer = source_layer(name);
 	f->pgen = pr->gen;
 	f->ith0 = ith == 0;
 	f->ok = 1;

@@ -96,11 +96,7 @@ static void key_of(char *out, size_t n, const cJSON *x, int by)
 		break;
 	default:
 		node_shape(sh, sizeof(sh), x);
-		if (cJSON_IsNumber(layer))
-			snprintf(out, n, "%s-%.0f %s", ctl_str(x, "name", ""), layer->valuedouble,
-				 sh);
-		else
-			snprintf(out, n, "%s %s", ctl_str(x, "name", ""), sh);
+		snprintf(out, n, "%s %s", ctl_str(x, "tensor", ""), sh);
 	}
 }
 

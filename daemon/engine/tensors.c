@@ -219,6 +219,19 @@ char *lp_node_shape(const struct lp_node_key *k, char out[LP_NODE_SHAPE_MAX])
 	return out;
 }
 
+void lp_node_name(const struct lp_node_key *k, char out[LP_NODE_NAME_MAX])
+{
+	char stem[LP_NODE_STEM + 1];
+
+	lp_node_stem(k, stem);
+	/* ggml's names: "node_N", and a view's "X (view)", "X (permuted)" (maybe cut) */
+	if (k->layer >= 0 && !(starts(stem, "node_") && stem[5] >= '0' && stem[5] <= '9') &&
+	    !strstr(stem, " ("))
+		snprintf(out, LP_NODE_NAME_MAX, "%s-%d", stem, k->layer);
+	else
+		snprintf(out, LP_NODE_NAME_MAX, "%s", stem);
+}
+
 enum lp_block lp_node_block(const char *op, const char *stem)
 {
 	static const char *const attn[] = {"attn", "Qcur", "Kcur", "Vcur", "kq",    "kqv",
@@ -278,7 +291,39 @@ uint64_t lp_node_flops(const char *op, const struct lp_node_key *k)
 	return 0;
 }
 
-bool lp_node_bytes_indexed(const char *op)
+/* Bytes of i's tensor's rows (ne[0] values each, whole blocks): *row, and their count. */
+static bool rows_of(const struct lp_node_key *k, int i, uint64_t *row, uint64_t *rows)
 {
-	return !strcmp(op, "get_rows") || !strcmp(op, "get_rows_back") || !strcmp(op, "set_rows");
+	uint32_t bb, bv;
+
+	if (!lp_gguf_type_size(k->type[i], &bb, &bv) || k->ne[i][0] % bv)
+		return false;
+	*row = (uint64_t)k->ne[i][0] / bv * bb;
+	*rows = (uint64_t)k->ne[i][1] * k->ne[i][2] * k->ne[i][3];
+	return true;
+}
+
+bool lp_node_bytes(const char *op, const struct lp_node *n, uint64_t *rd, uint64_t *wr)
+{
+	const struct lp_node_key *k = &n->key;
+	uint64_t inst = n->val.instances, row[3], rows[3];
+	bool get = !strcmp(op, "get_rows"), set = !strcmp(op, "set_rows");
+
+	if (!get && !set) {
+		*rd = n->val.rd_bytes;
+		*wr = n->val.wr_bytes;
+		return !n->val.bytes_unknown && strcmp(op, "get_rows_back");
+	}
+	/* dst, its rows' source and the index (src[0], src[1]) */
+	for (int i = 0; i < 3; i++)
+		if (!rows_of(k, i, &row[i], &rows[i]))
+			return false;
+	if (get) { /* dst's rows, each one of src[0]'s */
+		*rd = inst * (rows[0] * row[1] + rows[2] * row[2]);
+		*wr = inst * rows[0] * row[0];
+	} else { /* src[0]'s rows, each into one of dst's */
+		*rd = inst * (rows[1] * row[1] + rows[2] * row[2]);
+		*wr = inst * rows[1] * row[0];
+	}
+	return true;
 }

@@ -78,15 +78,25 @@ enum lp_block lp_node_block(const char *op, const char *stem);
 /* A node key's name stem as a string. */
 void lp_node_stem(const struct lp_node_key *k, char out[LP_NODE_STEM + 1]);
 
+/* Its name as the process gave it, the stem and its layer ("ffn_up-3"); one ggml made
+ * ("node_N" for a node the graph's builder left unnamed, "cache_k_l3 (view)") has its
+ * layer from a source's name (bpf/precise.bpf.c), not its own: its stem alone. */
+#define LP_NODE_NAME_MAX (LP_NODE_STEM + 8)
+void lp_node_name(const struct lp_node_key *k, char out[LP_NODE_NAME_MAX]);
+
 /* The shapes of a node's sources and destination, as llmprofctl ops shows them:
  * "[1024,2816]q8_0 x [1024,1]f32 -> [2816,1]f32" (trailing dimensions of one left out, two
  * kept). Returns out. */
 #define LP_NODE_SHAPE_MAX 256
 char *lp_node_shape(const struct lp_node_key *k, char out[LP_NODE_SHAPE_MAX]);
 
-/* Ops that read or write only the rows an index names (get_rows, set_rows): the sizes
- * of their tensors are not the bytes they move. */
-bool lp_node_bytes_indexed(const char *op);
+/* Bytes the node's instances read and wrote, over all of them (false: not known). The
+ * kernel sums its tensors' sizes; an op that moves only the rows an index names moves
+ * those rows instead: get_rows reads as many rows of its source as it writes, set_rows
+ * writes as many rows as its source has, a row's bytes by the type's block size
+ * (lp_gguf_type_size). Not known: a view whose extent needed its type's block size, an
+ * indexed op's type of no known size. */
+bool lp_node_bytes(const char *op, const struct lp_node *n, uint64_t *rd, uint64_t *wr);
 
 /* FLOPs of one evaluation of a matrix multiplication node (an op named mul_mat*: ggml's
  * own, an extra buffer type's, a fork's fused one): two per multiply-add, by the shapes

@@ -175,6 +175,27 @@ const char *lp_gguf_type_name(int32_t t)
 	return tensor_types[t];
 }
 
+/* {bytes, values} per block (ggml-common.h's block_* structs: QK4_0 32, QK_K 256). */
+static const uint16_t type_sizes[][2] = {
+	[0] = {4, 1},	   [1] = {2, 1},      [2] = {18, 32},	 [3] = {20, 32},
+	[6] = {22, 32},	   [7] = {24, 32},    [8] = {34, 32},	 [9] = {36, 32},
+	[10] = {84, 256},  [11] = {110, 256}, [12] = {144, 256}, [13] = {176, 256},
+	[14] = {210, 256}, [15] = {292, 256}, [16] = {66, 256},	 [17] = {74, 256},
+	[18] = {98, 256},  [19] = {50, 256},  [20] = {18, 32},	 [21] = {110, 256},
+	[22] = {82, 256},  [23] = {136, 256}, [24] = {1, 1},	 [25] = {2, 1},
+	[26] = {4, 1},	   [27] = {8, 1},     [28] = {8, 1},	 [29] = {56, 256},
+	[30] = {2, 1},
+};
+
+bool lp_gguf_type_size(int32_t t, uint32_t *block_bytes, uint32_t *block_values)
+{
+	if (t < 0 || (size_t)t >= sizeof(type_sizes) / sizeof(type_sizes[0]) || !type_sizes[t][1])
+		return false;
+	*block_bytes = type_sizes[t][0];
+	*block_values = type_sizes[t][1];
+	return true;
+}
+
 struct tinfo {
 	uint64_t off;
 	uint8_t kind; /* 0 other, 1 token_embd, 2 expert */

@@ -6,6 +6,7 @@
 #ifndef LLMPROF_GGUF_H
 #define LLMPROF_GGUF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,11 @@ const char *lp_gguf_file_type_name(int32_t t);
 
 /* The name of a tensor type (ggml's enum ggml_type) shared by every ggml, or NULL. */
 const char *lp_gguf_type_name(int32_t t);
+
+/* Bytes per block and values per block of a tensor type of that shared numbering (the
+ * sizes GGUF files store their tensors in: ggml's type_traits, block_q4_0 and the rest);
+ * false for others. */
+bool lp_gguf_type_size(int32_t t, uint32_t *block_bytes, uint32_t *block_values);
 
 /* Parses the header in buf (the file's first len bytes; file_size its whole size).
  * 0, -EINVAL (not GGUF, malformed, or a header that does not fit in len: -ENODATA). */

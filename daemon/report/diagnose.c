@@ -270,15 +270,16 @@ static struct lp_find_op *ops_of(const struct lp_proc_view *v, size_t *n)
 	for (size_t i = 0; i < v->nnodes; i++) {
 		const struct lp_node *x = &v->nodes[i];
 		struct lp_find_op *o;
+		uint64_t rd, wr;
 
 		if (x->key.op >= gp->ops.n)
 			continue;
 		o = &ops[x->key.op];
 		snprintf(o->op, sizeof(o->op), "%s", gp->ops.v[x->key.op].name);
 		o->oncpu_ns += (double)x->val.oncpu_ns;
-		if (x->val.bytes_unknown || !x->val.calls || lp_node_bytes_indexed(o->op))
+		if (!x->val.calls || !lp_node_bytes(o->op, x, &rd, &wr))
 			continue;
-		o->bytes += (double)(x->val.rd_bytes + x->val.wr_bytes);
+		o->bytes += (double)(rd + wr);
 		o->busy_ns += (double)x->val.ns / (double)x->val.calls * (double)x->val.instances;
 	}
 	*n = gp->ops.n;

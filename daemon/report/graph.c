@@ -82,12 +82,15 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 		const struct lp_node_key *k = &nodes[i].key;
 		const struct lp_node_val *v = &nodes[i].val;
 		const char *op = k->op < gp->ops.n ? gp->ops.v[k->op].name : "?";
-		char stem[LP_NODE_STEM + 1];
+		char stem[LP_NODE_STEM + 1], name[LP_NODE_NAME_MAX];
+		uint64_t rd, wr;
 
 		lp_node_stem(k, stem);
+		lp_node_name(k, name);
 		x = cJSON_CreateObject();
 		lp_json_add_escaped(x, "op", op);
 		lp_json_add_escaped(x, "name", stem);
+		lp_json_add_escaped(x, "tensor", name);
 		if (k->layer >= 0)
 			num(x, "layer", (uint64_t)k->layer);
 		else
@@ -105,14 +108,13 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 		num(x, "max_ns", v->max_ns);
 		num(x, "generation_instances", v->gen_instances);
 		num(x, "generation_oncpu_ns", v->gen_oncpu_ns);
-		/* Bytes over every instance: the sizes of its sources and destination; null
-		 * where a view's extent was not known, or the op moves only indexed rows. */
-		if (v->bytes_unknown || lp_node_bytes_indexed(op)) {
+		/* Bytes over every instance (lp_node_bytes); null where not known. */
+		if (lp_node_bytes(op, &nodes[i], &rd, &wr)) {
+			num(x, "bytes_read", rd);
+			num(x, "bytes_written", wr);
+		} else {
 			cJSON_AddNullToObject(x, "bytes_read");
 			cJSON_AddNullToObject(x, "bytes_written");
-		} else {
-			num(x, "bytes_read", v->rd_bytes);
-			num(x, "bytes_written", v->wr_bytes);
 		}
 		num(x, "flops", lp_node_flops(op, k) * v->instances);
 		cJSON_AddItemToArray(a, x);

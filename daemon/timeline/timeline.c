@@ -398,19 +398,17 @@ void lp_tl_node_make(struct lp_tl_node *out, const struct lp_node *n, const char
 {
 	const struct lp_node_val *v = &n->val;
 	char stem[LP_NODE_STEM + 1];
+	uint64_t rd, wr;
 
 	lp_node_stem(&n->key, stem);
 	memset(out, 0, sizeof(*out));
 	out->id = v->id;
-	if (n->key.layer >= 0)
-		snprintf(out->tensor, sizeof(out->tensor), "%s-%d", stem, n->key.layer);
-	else
-		snprintf(out->tensor, sizeof(out->tensor), "%s", stem);
+	lp_node_name(&n->key, out->tensor);
 	out->layer = n->key.layer;
 	out->block = lp_block_names[lp_node_block(op, stem)];
 	lp_node_shape(&n->key, out->shape);
-	if (v->instances && !v->bytes_unknown && !lp_node_bytes_indexed(op))
-		out->bytes = (v->rd_bytes + v->wr_bytes) / v->instances;
+	if (v->instances && lp_node_bytes(op, n, &rd, &wr))
+		out->bytes = (rd + wr) / v->instances;
 	out->flops = lp_node_flops(op, &n->key);
 }
 

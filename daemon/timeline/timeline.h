@@ -96,7 +96,7 @@ struct lp_tl_request {
  * figures say of one evaluation of it, all its threads' parts together. */
 struct lp_tl_node {
 	uint64_t id;		       /* lp_node_val's */
-	char tensor[LP_NODE_STEM + 8]; /* raw, the process's: its name, "ffn_up-3" */
+	char tensor[LP_NODE_NAME_MAX]; /* raw, the process's: lp_node_name() */
 	int layer;		       /* -1: none in its name */
 	const char *block;	       /* lp_block_names' */
 	char shape[LP_NODE_SHAPE_MAX];

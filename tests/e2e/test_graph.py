@@ -182,6 +182,32 @@ def upstream(name, argv, comm, weights, layers, repacked=False, record=None):
         t.check(n["flops"] == n["instances"] * 2 * w["ne"][0] * y["ne"][0] * y["ne"][1],
                 "%s-%s: FLOPs" % (n["name"], n["layer"]))
 
+    # The ops that move only indexed rows: get_rows reads the rows it writes (a row of the
+    # Q8_0 or Q4_0 token embeddings is its size in the file over its rows), set_rows writes its
+    # source's rows into the KV cache's type.
+    size = {"f32": 4, "f16": 2, "i32": 4, "i64": 8}
+    indexed = [n for n in g["nodes"] if n["op"] in ("get_rows", "set_rows")]
+    for n in indexed:
+        (w, x), y, inst = n["src"][:2], n["dst"], n["instances"]
+        nidx = x["ne"][0] * x["ne"][1] * x["ne"][2] * x["ne"][3]
+        if n["op"] == "get_rows":
+            # the token embeddings', from the file; an activation's (the last token's rows
+            # of the last layer), by its type
+            row = (by_shape[(tuple(w["ne"][:2]), w["type"])] // w["ne"][1]
+                   if w["type"] not in size else w["ne"][0] * size[w["type"]])
+            rows = y["ne"][1] * y["ne"][2] * y["ne"][3]
+            want = (inst * (rows * row + nidx * size[x["type"]]),
+                    inst * rows * y["ne"][0] * size[y["type"]])
+        else:
+            rows = w["ne"][1] * w["ne"][2] * w["ne"][3]
+            want = (inst * (rows * w["ne"][0] * size[w["type"]] + nidx * size[x["type"]]),
+                    inst * rows * y["ne"][0] * size[y["type"]])
+        t.check((n["bytes_read"], n["bytes_written"]) == want,
+                "%s %s: the rows it moved, %s and %s bytes over %d, the file's and the types' "
+                "%s" % (n["op"], n["tensor"], n["bytes_read"], n["bytes_written"], inst, want))
+    t.check({n["op"] for n in indexed} == {"get_rows", "set_rows"},
+            "%s: get_rows and set_rows read" % name)
+
     # Per generated token, one multiplication per weight: reading began during a token,
     # so a node may count one generation more or less than another.
     pt = g["per_token"]
@@ -239,7 +265,7 @@ def upstream(name, argv, comm, weights, layers, repacked=False, record=None):
                            text=True, timeout=30)
         top = sorted(g["nodes"], key=lambda n: -key(n))[0]
         rows = [ln for ln in r.stdout.splitlines() if re.match(r"^\s+\d+ ", ln)]
-        want = "%s%s " % (top["name"], "-%d" % top["layer"] if top["layer"] is not None else "")
+        want = top["tensor"] + " "
         t.check(r.returncode == 0 and len(rows) == 3 and want in rows[0],
                 "llmprofctl ops --by node --sort %s: %s first:\n%s%s"
                 % (sort, want, r.stdout, r.stderr))
@@ -312,10 +338,23 @@ def stem_layer(name):
     return stem[:23], layer
 
 
-def ecb_key(op, name, dst, srcs):
+def ecb_key(op, name, layer, dst, srcs):
     """A node as both sides are compared: its op's family, name stem and layer, and the
     shapes of it and its first two sources."""
-    return (family(op),) + stem_layer(name) + (tuple(dst),) + tuple(tuple(s) for s in srcs[:2])
+    return (family(op), stem_layer(name)[0], layer, tuple(dst)) + tuple(tuple(s)
+                                                                        for s in srcs[:2])
+
+
+def ecb_layer(name, src0):
+    """A node's layer as llmprofd takes it (bpf/precise.bpf.c): from a "-N" ending its name;
+    for one whose name ggml made (node_N for one the graph's builder left unnamed, a
+    view's "cache_k_l0 (view)"), from its first source's name, "-N" at its end or before a
+    view's suffix: "Qcur-0 (view) (permuted)"."""
+    layer = stem_layer(name)[1]
+    if layer is None and (re.match(r"^node_\d+$", name) or name.endswith(")")):
+        m = re.match(r"^.*-(\d{1,4})$", src0.split(" (")[0] if src0 else "")
+        layer = int(m.group(1)) if m else None
+    return layer
 
 
 def eval_callback_graph(model, g):
@@ -341,7 +380,9 @@ def eval_callback_graph(model, g):
         if not m or family(m.group(3)) not in read:
             continue
         srcs = [tuple(int(x) for x in s) for s in ECB_SRC.findall(m.group(4))]
-        key = ecb_key(m.group(3), m.group(1), [int(x) for x in m.group(5).split(",")], srcs)
+        layer = ecb_layer(m.group(1), m.group(4).split("{")[0])
+        key = ecb_key(m.group(3), m.group(1), layer, [int(x) for x in m.group(5).split(",")],
+                      srcs)
         ref[key] = ref.get(key, 0) + 1
     t.check(run.returncode == 0 and len(ref) > 50,
             "llama-eval-callback printed the graph of a one-token prompt: %d nodes of the ops "
@@ -356,9 +397,7 @@ def against_eval_callback(g, ref):
     for n in g["nodes"]:
         if not n["generation_instances"]:
             continue
-        key = ecb_key(n["op"], n["name"] + ("-%d" % n["layer"] if n["layer"] is not None
-                                            else ""), n["dst"]["ne"],
-                      [s["ne"] for s in n["src"]])
+        key = ecb_key(n["op"], n["name"], n["layer"], n["dst"]["ne"], [s["ne"] for s in n["src"]])
         ours[key] = ours.get(key, 0) + n["generation_instances"]
     only_ref = sorted(set(ref) - set(ours), key=str)
     only_ours = sorted(set(ours) - set(ref), key=str)
@@ -418,7 +457,8 @@ def against_spans(name, trace, g, ref, weights):
         for e in main:
             if dec["ts"] - EPS <= e["ts"] and e["ts"] + e["dur"] <= dec["ts"] + dec["dur"] + EPS:
                 srcs, dst = parse_shape(e["args"]["shape"])
-                key = ecb_key(e["name"], e["args"]["tensor"], dst[0], [s[0] for s in srcs])
+                key = ecb_key(e["name"], e["args"]["tensor"], e["args"].get("layer"), dst[0],
+                              [s[0] for s in srcs])
                 ours[key] = ours.get(key, 0) + 1
         if ours != ref:
             wrong.append((dec["ts"], sorted(set(ref) - set(ours), key=str)[:3],

@@ -224,7 +224,58 @@ static void blocks(void)
 	CHECK(!strcmp(lp_block_names[lp_node_block("get_rows", "inp_embd")], "input"), "input");
 	CHECK(!strcmp(lp_block_names[lp_node_block("add", "l_out")], "other"), "the residual");
 	CHECK(!strcmp(lp_block_names[lp_node_block("mul", "quant")], "other"), "q only as a word");
-	CHECK(lp_node_bytes_indexed("get_rows") && !lp_node_bytes_indexed("mul_mat"), "indexed");
+	{
+		/* get_rows: 7 rows of a q8_0 [1024, 8192] by i32 indices into f32 [1024, 7];
+		 * set_rows: an f32 row [256] into an f16 [256, 256] by an i64 index. Twice each. */
+		struct lp_node g = {
+			.key = {.type = {0, 8, 26, LP_NODE_NO_TYPE},
+				.ne = {{1024, 7, 1, 1}, {1024, 8192, 1, 1}, {7, 1, 1, 1}}},
+			.val = {.instances = 2, .rd_bytes = 1, .wr_bytes = 1}};
+		struct lp_node st = {
+			.key = {.type = {1, 0, 27, LP_NODE_NO_TYPE},
+				.ne = {{256, 256, 1, 1}, {256, 1, 1, 1}, {1, 1, 1, 1}}},
+			.val = {.instances = 2}};
+		uint64_t rd, wr;
+
+		CHECK(lp_node_bytes("get_rows", &g, &rd, &wr) &&
+			      rd == 2 * (7 * (1024 / 32 * 34) + 7 * 4) && wr == 2 * 7 * 1024 * 4,
+		      "get_rows: the rows it reads and writes, %llu and %llu",
+		      (unsigned long long)rd, (unsigned long long)wr);
+		CHECK(lp_node_bytes("set_rows", &st, &rd, &wr) && rd == 2 * (256 * 4 + 8) &&
+			      wr == 2 * 256 * 2,
+		      "set_rows: its source's rows, into the destination's type: %llu and %llu",
+		      (unsigned long long)rd, (unsigned long long)wr);
+		CHECK(lp_node_bytes("mul_mat", &g, &rd, &wr) && rd == 1 && wr == 1,
+		      "other ops: the kernel's sums");
+		g.val.bytes_unknown = 1;
+		CHECK(!lp_node_bytes("mul_mat", &g, &rd, &wr), "a view's extent not known");
+		g.key.type[1] = 40;
+		CHECK(!lp_node_bytes("get_rows", &g, &rd, &wr), "a type of no known size");
+	}
+	{
+		/* Names: the builder's with its layer; ggml's (node_N, a view's) alone, their
+		 * layer from a source's name. */
+		static const struct {
+			const char *stem;
+			int layer;
+			const char *want;
+		} names[] = {{"ffn_up", 3, "ffn_up-3"},
+			     {"result_norm", -1, "result_norm"},
+			     {"node_21", 0, "node_21"},
+			     {"cache_k_l3 (view)", 3, "cache_k_l3 (view)"},
+			     {"cache_k_l10 (view) (per", 10, "cache_k_l10 (view) (per"},
+			     {"node_x", 2, "node_x-2"}};
+		char out[LP_NODE_NAME_MAX];
+
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+			struct lp_node_key n = {.layer = (int16_t)names[i].layer};
+
+			memcpy(n.stem, names[i].stem, strlen(names[i].stem));
+			lp_node_name(&n, out);
+			CHECK(!strcmp(out, names[i].want), "name %s, layer %d: %s", names[i].stem,
+			      names[i].layer, out);
+		}
+	}
 	/* [4096, 11008] x [4096, 7] -> [11008, 7]: 2 * 4096 * 11008 * 7 */
 	k.type[1] = 8, k.type[2] = 0, k.type[3] = LP_NODE_NO_TYPE;
 	k.ne[0][0] = 11008, k.ne[0][1] = 7, k.ne[0][2] = k.ne[0][3] = 1;

@@ -177,8 +177,9 @@ int main(void)
 		      "of one evaluation: %s",
 		      a ? cJSON_PrintUnformatted(a) : "none");
 		CHECK(lp_tl_node_find(nodes, 2, 5) == &nodes[0] && !lp_tl_node_find(nodes, 2, 6) &&
-			      !lp_tl_node_find(nodes, 2, 0) && !nodes[0].bytes && !nodes[0].flops,
-		      "nodes found by id; an indexed op's bytes and a non-matmul's FLOPs unknown");
+			      !lp_tl_node_find(nodes, 2, 0) && !nodes[0].flops &&
+			      nodes[0].bytes == 1088 + 4096 + 11264,
+		      "nodes found by id; an indexed op's bytes its rows', a non-matmul's FLOPs 0");
 	}
 	CHECK(at(slice(events, 102, "barrier"), 0, 950), "a barrier begun before the window");
 
