@@ -18,6 +18,10 @@ the file plus its input's; per generated token there must be one multiplication 
 of the model and layer; and llmprofctl ops must show the same by op, shape, layer and
 block.
 
+On the first, bpftrace times every call of ggml_compute_forward_mul_mat by its
+destination's name: each generation multiplication node's share of their time, and each
+layer's, must be its.
+
 A record of a second of each OpenMP run (Perfetto's format for Q8_0, JSON for Q4_0) is held
 to the same references: on the main thread, the op spans inside each generation decode must
 be llama-eval-callback's nodes, each as many times (every thread calls an op's function once
@@ -70,7 +74,7 @@ def main():
     g, trace = upstream("the OpenMP build (gcc)",
                         [t.llama_simple(), "-m", model, "-n", "240", "Once upon a time"],
                         "llama-simple", weights, layers,
-                        record=os.path.join(work, "gcc.perfetto-trace"))
+                        record=os.path.join(work, "gcc.perfetto-trace"), bpftrace=True)
     ref = eval_callback_graph(model, g)
     against_eval_callback(g, ref)
     against_spans("the OpenMP build (gcc)", trace, g, ref, weights)
@@ -97,13 +101,26 @@ def main():
     ik(model, weights, layers, work)
 
 
-def upstream(name, argv, comm, weights, layers, repacked=False, record=None):
+# bpftrace's own timing of ggml_compute_forward_mul_mat, entry to return, with its
+# destination's name and rows (upstream's ggml_tensor: ne at 16, name at 256, as the log
+# checked below says the daemon found): a line per call, "mm PID NAME ROWS NS".
+BT_MATMUL = ('uprobe:%(bin)s:ggml_compute_forward_mul_mat { @s[tid] = nsecs; '
+             '@n[tid] = str(arg1 + 256); @r[tid] = *(int64 *)(arg1 + 24); } '
+             'uretprobe:%(bin)s:ggml_compute_forward_mul_mat /@s[tid]/ { '
+             'printf("mm %%d %%s %%d %%d\\n", pid, @n[tid], @r[tid], nsecs - @s[tid]); '
+             'delete(@s[tid]); }')
+
+
+def upstream(name, argv, comm, weights, layers, repacked=False, record=None, bpftrace=False):
     """One run of an upstream build, checked against the model file; repacked: the weights
     are of a type the CPU backend repacks where the CPU has AVX2, so (where it has) their
     multiplications must be the repack buffer's. With record (a file), a timeline with op
-    spans is recorded for a second once the tensors are read: returns the graph and it."""
+    spans is recorded for a second once the tensors are read: returns the graph and it.
+    With bpftrace, its timing of every matrix multiplication is the reference for each
+    node's and layer's share of their time."""
     d = t.Daemon("--precise-duty", "1", "--precise-ops", OPS)
     d.wait_ready()
+    bt = t.bpftrace(BT_MATMUL % {"bin": argv[0]}) if bpftrace else None
     # Its output to files: a pipe nobody reads while it records would stop it.
     out_f, err_f = (tempfile.TemporaryFile("w+", errors="replace") for _ in range(2))
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f)
@@ -133,6 +150,12 @@ def upstream(name, argv, comm, weights, layers, repacked=False, record=None):
                       r"view_src at 232, name at 256; \d+ threads\)" % pid, d.log()),
             "%s: the log says which layout the build's tensors have:\n%s"
             % (name, d.log()[-2000:]))
+    if bt:
+        # Its lines for the process, once they stop coming (it exited).
+        mine = "mm %d " % pid
+        t.bpftrace_settle(bt, lambda lines: any(ln.startswith(mine) for ln in lines))
+        calls = [ln.split() for ln in t.bpftrace_stop(bt, settled=True).splitlines()
+                 if ln.startswith(mine)]
     doc = d.get("/v1/processes/%d" % pid)
     g = doc["ggml"]["graph"]
     print("%s: ops read %s, not read %s" % (name, g["ops_read"], g["ops_not_read"]))
@@ -227,6 +250,9 @@ def upstream(name, argv, comm, weights, layers, repacked=False, record=None):
                 "%s's nodes' own CPU time, %d ns, is within the op's, %d"
                 % (op["op"], nodes_ns, op["precise"]["oncpu_ns"]))
 
+    if bt:
+        against_bpftrace(name, g, calls)
+
     # /metrics: the nodes' own CPU time by block, the same seconds as the nodes'.
     _, metrics, _ = d.api("GET", "/metrics")
     blocks = {}
@@ -271,6 +297,47 @@ def upstream(name, argv, comm, weights, layers, repacked=False, record=None):
                 % (sort, want, r.stdout, r.stderr))
     t.check(d.stop() == 0, "the daemon exits 0")
     return (g, trace) if record else g
+
+
+def against_bpftrace(name, g, calls):
+    """Each generation multiplication node's share of their wall time (every thread's
+    calls, entry to return), and each layer's, against bpftrace's timing of the same
+    function's calls by their destination's name: ours over the calls since the tensors
+    were read, bpftrace's over all the run's generation calls, so shares, not times. The
+    tolerance, half a point or 5 % of the share (0.04 point seen here): the two windows
+    differ by the first second's calls, and each side's probe runs inside the other's
+    timing (a few microseconds of calls of 40 to 200)."""
+    ref, ref_n = {}, {}
+    for _, _, tensor, rows, ns in calls:
+        if int(rows) == 1:
+            ref[tensor] = ref.get(tensor, 0) + int(ns)
+            ref_n[tensor] = ref_n.get(tensor, 0) + 1
+    ours = {n["tensor"]: n["ns"] for n in g["nodes"] if n["op"] == "mul_mat"
+            and n["dst"]["ne"][1] == 1}
+    total, ref_total = sum(ours.values()), sum(ref.values())
+    t.check(set(ours) == set(ref) and total and ref_total,
+            "%s: bpftrace timed the same generation multiplications, %d calls of %d nodes: "
+            "only ours %s, only its %s" % (name, sum(ref_n.values()), len(ref),
+                                           sorted(set(ours) - set(ref))[:3],
+                                           sorted(set(ref) - set(ours))[:3]))
+    worst = []
+    for k in ours:
+        a, b = ours[k] / total, ref.get(k, 0) / ref_total
+        worst.append((abs(a - b) - max(0.005, 0.05 * b), k, round(100 * a, 2),
+                      round(100 * b, 2)))
+    worst.sort(reverse=True)
+    t.check(worst and worst[0][0] <= 0,
+            "%s: each node's share of the multiplications' time is bpftrace's, within half a "
+            "point or 5 %%; the furthest (ours, its %%): %s" % (name, [w[1:] for w in worst[:3]]))
+    by_layer, ref_layer = {}, {}
+    for n in g["nodes"]:
+        if n["tensor"] in ours:
+            by_layer[n["layer"]] = by_layer.get(n["layer"], 0) + ours[n["tensor"]] / total
+            ref_layer[n["layer"]] = ref_layer.get(n["layer"], 0) + ref[n["tensor"]] / ref_total
+    far = max(abs(by_layer[k] - ref_layer[k]) for k in by_layer)
+    t.check(far <= 0.005, "%s: each layer's share too, within half a point: %s against %s"
+            % (name, {k: round(100 * v, 2) for k, v in by_layer.items()},
+               {k: round(100 * v, 2) for k, v in ref_layer.items()}))
 
 
 def roof(d, pid, g):
