@@ -270,6 +270,16 @@ static bool same(const __u32 *x, const __u32 *y, int from, int to)
 	return true;
 }
 
+/* ggml_mul_mat_id's shapes: experts a [K, N, E], b [K, U, T], ids c [U', T] -> [N, U', T]
+ * (not ik_llama.cpp's fused up and gate: two weights of one shape). */
+static bool mul_mat_id(const struct lp_node_key *k)
+{
+	const __u32 *d = k->ne[0], *a = k->ne[1], *b = k->ne[2], *c = k->ne[3];
+
+	return k->type[3] != LP_NODE_NO_TYPE && a[0] == b[0] && !same(a, b, 0, 2) && d[0] == a[1] &&
+	       d[1] == c[0] && d[2] == c[1] && d[2] == b[2];
+}
+
 uint64_t lp_node_flops(const char *op, const struct lp_node_key *k)
 {
 	const __u32 *d = k->ne[0], *a = k->ne[1], *b = k->ne[2], *c = k->ne[3];
@@ -285,8 +295,7 @@ uint64_t lp_node_flops(const char *op, const struct lp_node_key *k)
 	/* ik_llama.cpp's fused up and gate: two weights a and b [K, N], x c [K, T, ...] */
 	if (same(a, b, 0, 2) && c[0] == a[0] && d[0] == a[1] && same(d, c, 1, 4))
 		return 4ULL * a[0] * a[1] * c[1] * c[2] * c[3];
-	/* ggml_mul_mat_id: experts a [K, N, E], b [K, U, T], ids c [U', T] -> [N, U', T] */
-	if (d[0] == a[1] && d[1] == c[0] && d[2] == c[1] && d[2] == b[2])
+	if (mul_mat_id(k))
 		return 2ULL * a[0] * a[1] * d[1] * d[2];
 	return 0;
 }
@@ -312,7 +321,17 @@ bool lp_node_bytes(const char *op, const struct lp_node *n, uint64_t *rd, uint64
 	if (!get && !set) {
 		*rd = n->val.rd_bytes;
 		*wr = n->val.wr_bytes;
-		return !n->val.bytes_unknown && strcmp(op, "get_rows_back");
+		if (n->val.bytes_unknown || !strcmp(op, "get_rows_back"))
+			return false;
+		if (strncmp(op, "mul_mat", 7) || !mul_mat_id(k))
+			return true;
+		/* Of its experts it reads those the ids name: for one token, U' of them (a
+		 * top-k, each once); for more, as many as the tokens' routes share, not known. */
+		if (k->ne[3][1] != 1 || !rows_of(k, 1, &row[1], &rows[1]) ||
+		    *rd < inst * row[1] * rows[1])
+			return false;
+		*rd -= inst * row[1] * k->ne[1][1] * (k->ne[1][2] - k->ne[3][0]);
+		return true;
 	}
 	/* dst, its rows' source and the index (src[0], src[1]) */
 	for (int i = 0; i < 3; i++)

@@ -94,8 +94,9 @@ char *lp_node_shape(const struct lp_node_key *k, char out[LP_NODE_SHAPE_MAX]);
  * kernel sums its tensors' sizes; an op that moves only the rows an index names moves
  * those rows instead: get_rows reads as many rows of its source as it writes, set_rows
  * writes as many rows as its source has, a row's bytes by the type's block size
- * (lp_gguf_type_size). Not known: a view whose extent needed its type's block size, an
- * indexed op's type of no known size. */
+ * (lp_gguf_type_size); a mul_mat_id of one token reads the U' experts its ids name of the
+ * E it has. Not known: a view whose extent needed its type's block size, an indexed op's
+ * type of no known size, a mul_mat_id of more tokens (the experts their routes share). */
 bool lp_node_bytes(const char *op, const struct lp_node *n, uint64_t *rd, uint64_t *wr);
 
 /* FLOPs of one evaluation of a matrix multiplication node (an op named mul_mat*: ggml's

@@ -298,6 +298,22 @@ static void blocks(void)
 	k.ne[3][0] = 2, k.ne[3][1] = 7, k.ne[3][2] = 1;
 	k.ne[0][1] = 2, k.ne[0][2] = 7;
 	CHECK(lp_node_flops("mul_mat_id", &k) == 2ULL * 4096 * 11008 * 2 * 7, "experts");
+	{
+		/* Its bytes: of one token, the 2 experts its ids name of the 8 (q8_0, 4096 /
+		 * 32 * 34 bytes a row, 11008 rows each); of 7, not known. */
+		struct lp_node m = {.key = k, .val = {.instances = 3}};
+		uint64_t expert = 4096 / 32 * 34 * 11008ULL, rest = 1000, rd, wr;
+
+		m.val.rd_bytes = 3 * (8 * expert + rest);
+		CHECK(!lp_node_bytes("mul_mat_id", &m, &rd, &wr),
+		      "mul_mat_id of 7 tokens: not known");
+		m.key.ne[2][2] = m.key.ne[3][1] = m.key.ne[0][2] = 1;
+		CHECK(lp_node_bytes("mul_mat_id", &m, &rd, &wr) && rd == 3 * (2 * expert + rest),
+		      "mul_mat_id of a token: 2 experts read, %llu", (unsigned long long)rd);
+		CHECK(lp_node_bytes("mul_mat_repack", &m, &rd, &wr) &&
+			      rd == 3 * (2 * expert + rest),
+		      "an extra buffer type's, computing MUL_MAT_ID");
+	}
 }
 
 int main(void)
