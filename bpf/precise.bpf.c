@@ -209,12 +209,14 @@ static __always_inline bool read_tensor(struct lp_node_flight *f, int k, __u64 p
 		*bytes = h.nb[3] * (__u64)h.ne[3];
 		return true;
 	}
-	if (h.type > 1) { /* a view of a block type: its extent needs the block size */
+	/* A view of a block type: its extent needs the block size. The types of one value a
+	 * block in GGUF's shared numbering: f32, f16, i8, i16, i32, i64, f64, bf16. */
+	if (h.type > 1 && !(h.type >= 24 && h.type <= 28) && h.type != 30) {
 		f->unknown = 1;
 		*bytes = 0;
 		return true;
 	}
-	/* F32 and F16 (0 and 1 in every ggml): ggml_nbytes for a block of one element. */
+	/* ggml_nbytes for a block of one value: nb[0] is its size. */
 	b = h.nb[0];
 	for (i = 0; i < 4; i++)
 		b += (__u64)(h.ne[i] - 1) * h.nb[i];

@@ -7,7 +7,8 @@
 # and its completions;
 # linux-perf, libbpf-tools and bpftrace are what bench/ compares llmprofd with; libomp-dev is
 # LLVM's OpenMP runtime, which llama.cpp built with clang uses: tests/e2e/test_engines.py;
-# protobuf-compiler and python3-protobuf decode the Perfetto traces in tests/lib/tracefmt.py).
+# protobuf-compiler and python3-protobuf decode the Perfetto traces in tests/lib/tracefmt.py;
+# strace holds llama-eval-callback's exit until its logger has printed: tests/e2e/test_graph.py).
 # With --if-missing, does nothing when every package is already installed; with --list,
 # prints the packages instead.
 set -euo pipefail
@@ -22,7 +23,7 @@ PACKAGES=(
 	libncurses-dev tmux groff-base man-db zsh fish
 	linux-perf libbpf-tools bpftrace libomp-dev
 	python3 util-linux binutils nodejs
-	protobuf-compiler python3-protobuf
+	protobuf-compiler python3-protobuf strace
 )
 
 if [[ ${1:-} == --list ]]; then

@@ -33,6 +33,10 @@ Weights of a type ggml repacks (Q4_0 on x86 with AVX2) go to an extra buffer typ
 own compute_forward, a C++ member function, multiplies them (mul_mat_repack; AMX, where
 node-llama-cpp's build uses it): its tensors are read too, held to the same file.
 
+A mixture of experts (8, 2 used; Q4_0, so the repack buffer computes MUL_MAT_ID): its nodes
+against llama-eval-callback's, and each expert multiplication's bytes against the file: of
+one token, the 2 experts its ids name, not all 8.
+
 Then ik_llama.cpp (the engine of seeds/000; its tensors have a grad and 16 sources, so
 another layout), whose fused FFN multiplication (mul_mat_up_gate) takes two weights: they
 must be the layer's ffn_up and ffn_gate, and its bytes both of them plus the input."""
@@ -99,6 +103,7 @@ def main():
                                 "--tokens", str(TOKENS), "--threads", "2", "--prompt", "16"],
              "node", weights, layers)
     ik(model, weights, layers, work)
+    moe(work)
 
 
 # bpftrace's own timing of ggml_compute_forward_mul_mat, entry to return, with its
@@ -407,9 +412,12 @@ def stem_layer(name):
 
 def ecb_key(op, name, layer, dst, srcs):
     """A node as both sides are compared: its op's family, name stem and layer, and the
-    shapes of it and its first two sources."""
-    return (family(op), stem_layer(name)[0], layer, tuple(dst)) + tuple(tuple(s)
-                                                                        for s in srcs[:2])
+    shapes of it and its first two sources. An extra buffer type's matmul of three
+    sources computes a MUL_MAT_ID (experts, input, ids)."""
+    fam = family(op)
+    if fam == "mul_mat" and len(srcs) == 3:
+        fam = "mul_mat_id"
+    return (fam, stem_layer(name)[0], layer, tuple(dst)) + tuple(tuple(s) for s in srcs[:2])
 
 
 def ecb_layer(name, src0):
@@ -428,12 +436,15 @@ def eval_callback_graph(model, g):
     """llama-eval-callback's graph of a one-token prompt: its nodes of the ops g read
     (ecb_key), each with how many times the graph has it."""
     ecb = t.build_llama("--eval-callback")
-    # It prints through llama.cpp's logger, whose thread writes behind the main one: on a
-    # busy host its exit has cut the tail off (the output layer's nodes missing). A whole
-    # print ends with the graph's last node, the logits llama.cpp names result_output, and
-    # that tensor's sum.
+    # It prints through llama.cpp's logger, whose thread writes behind the main one and
+    # which exit does not wait for (llama.cpp issue 22142): the tail of the graph was cut
+    # off on every run of a small model. strace holds its exit_group half a second, for the
+    # logger to finish. A whole print ends with the graph's last node, the logits llama.cpp
+    # names result_output, and that tensor's sum.
     for _ in range(5):
-        run = subprocess.run([ecb, "-m", model, "-p", "", "-c", "256", "-t", "2"],
+        run = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=exit_group",
+                              "-e", "inject=exit_group:delay_enter=500000",
+                              ecb, "-m", model, "-p", "", "-c", "256", "-t", "2"],
                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
                              errors="replace", timeout=300)
         if re.search(r" result_output = .*\n(.*\n)*\s*sum = ", run.stdout):
@@ -441,10 +452,17 @@ def eval_callback_graph(model, g):
         print("llama-eval-callback's print was cut short (%d lines); again"
               % len(run.stdout.splitlines()))
     read = {family(o) for o in g["ops_read"]}
-    ref = {}
+    if set(g["ops_read"]) & set(EXTRA_MATMULS):  # their compute_forward does MUL_MAT_ID too
+        read.add("mul_mat_id")
+    ref, prev = {}, (None, None)
     for line in run.stdout.splitlines():
         m = ECB_LINE.match(line)
-        if not m or family(m.group(3)) not in read:
+        # Its callback has each node computed alone; a run computes an RMS_NORM and the MUL
+        # of its output that follows it in one call (ggml_cpu_try_fuse_ops): no MUL node.
+        fused = m and m.group(3) == "MUL" and prev[0] == "RMS_NORM" and \
+            m.group(4).startswith(prev[1] + "{")
+        prev = (m.group(3), m.group(1)) if m else prev
+        if not m or fused or family(m.group(3)) not in read:
             continue
         srcs = [tuple(int(x) for x in s) for s in ECB_SRC.findall(m.group(4))]
         layer = ecb_layer(m.group(1), m.group(4).split("{")[0])
@@ -552,6 +570,59 @@ def against_spans(name, trace, g, ref, weights):
             bad.append((e["args"], want))
     t.check(mm and not bad, "%s: %d matmul spans, each with its weight's bytes in the file, "
             "its input's and output's, its FLOPs and layer: %s" % (name, mm, bad[:2]))
+
+
+def moe(work):
+    """A mixture of experts (8, 2 used per token; Q4_0, which the CPU backend repacks where
+    it has AVX2, MUL_MAT_ID then computed by the repack buffer's compute_forward): the
+    nodes read against llama-eval-callback's graph, and each expert multiplication's
+    bytes against the file: of one token, the 2 experts its ids name, not all 8."""
+    model = os.path.join(work, "moe-q4_0.gguf")
+    subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "small",
+                    "--type", "q4_0", "--experts", "8,2", model], check=True, timeout=120)
+    kv, weights = ggufref.read(model)
+    experts = next(v for k, v in kv.items() if k.endswith(".expert_count"))
+    used = next(v for k, v in kv.items() if k.endswith(".expert_used_count"))
+    d = t.Daemon("--precise-duty", "1", "--precise-ops", OPS)
+    d.wait_ready()
+    run = subprocess.run([t.llama_simple(), "-m", model, "-n", "240", "Once upon a time"],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         errors="replace", timeout=600)
+    t.check(run.returncode == 0, "the MoE model decoded: %s" % run.stderr.strip()[-300:])
+    found = re.search(r"pid (\d+) \(llama-simple\) runs ggml", d.log())
+    if not found:
+        raise AssertionError("llama-simple was not found as a ggml process:\n" + d.log())
+    pid = int(found.group(1))
+    d.wait_log("pid %d (llama-simple) exited" % pid)
+    g = d.get("/v1/processes/%d" % pid)["ggml"]["graph"]
+    print("MoE: ops read %s, not read %s" % (g["ops_read"], g["ops_not_read"]))
+    if "avx2" not in open("/proc/cpuinfo").read().split():
+        print("MoE: no AVX2, no repacking: its MUL_MAT_ID is not read here")
+        return
+    ids = [n for n in g["nodes"] if family(n["op"]) == "mul_mat" and len(n["src"]) == 3]
+    gen = [n for n in ids if n["dst"]["ne"][2] == 1]
+    t.check(len(gen) == 3 * 4 and {n["op"] for n in gen} == {"mul_mat_repack"},
+            "MoE: the repack buffer's MUL_MAT_ID nodes, gate, up and down in each of 4 "
+            "layers: %s" % sorted((n["op"], n["tensor"]) for n in gen))
+    for n in ids:
+        w, x, c = n["src"]
+        size = weights["blk.%d.ffn_%s_exps.weight" % (n["layer"], n["name"][8:])][2] \
+            if n["name"].startswith("ffn_moe_") else None
+        vol = [s["ne"][0] * s["ne"][1] * s["ne"][2] * s["ne"][3] for s in (x, c, n["dst"])]
+        one = n["dst"]["ne"][2] == 1
+        want = n["instances"] * (used * size // experts + 4 * vol[0] + 4 * vol[1]) \
+            if one and size else None
+        t.check(size and w["ne"][2] == experts and c["ne"][0] == used
+                and n["bytes_read"] == want
+                and (n["bytes_written"] == n["instances"] * 4 * vol[2] if one else True)
+                and n["flops"] == n["instances"] * 2 * w["ne"][0] * w["ne"][1] * used
+                * n["dst"]["ne"][2],
+                "MoE %s, %d tokens: %s bytes read over %d, %s: %d of %d experts of %s bytes in "
+                "the file, the input's and the ids'" % (n["tensor"], n["dst"]["ne"][2],
+                                                        n["bytes_read"], n["instances"],
+                                                        want, used, experts, size))
+    against_eval_callback(g, eval_callback_graph(model, g))
+    t.check(d.stop() == 0, "the daemon exits 0")
 
 
 def ik(model, weights, layers, work):

@@ -139,10 +139,15 @@ def gen_data(rng, ttype, n, fill=None):
         buf[0::2] = lo
         buf[1::2] = hi
         return bytes(buf)
+    if ttype == GGML_F32:  # a router's weights: small, written value by value
+        return struct.pack("<%df" % n, *(rng.gauss(0, WEIGHT_STD) for _ in range(n)))
     raise ValueError(ttype)
 
 
-def build(shape, wtype):
+def build(shape, wtype, experts=None):
+    """The tensors and metadata; experts (E, U): a mixture of experts, as Mixtral has it in
+    llama's architecture: each layer's FFN is E experts (ffn_*_exps, [K, N, E]) of which a
+    router (ffn_gate_inp) picks U per token."""
     s = SHAPES[shape]
     embd, ff, head, head_kv = s["embd"], s["ff"], s["head"], s["head_kv"]
     head_dim = embd // head
@@ -161,10 +166,21 @@ def build(shape, wtype):
             (b + "attn_v.weight", (embd, embd_kv), wtype, None),
             (b + "attn_output.weight", (embd, embd), wtype, None),
             (b + "ffn_norm.weight", (embd,), GGML_F32, 1.0),
-            (b + "ffn_gate.weight", (embd, ff), wtype, None),
-            (b + "ffn_up.weight", (embd, ff), wtype, None),
-            (b + "ffn_down.weight", (ff, embd), wtype, None),
         ]
+        if experts:
+            e = experts[0]
+            tensors += [
+                (b + "ffn_gate_inp.weight", (embd, e), GGML_F32, None),
+                (b + "ffn_gate_exps.weight", (embd, ff, e), wtype, None),
+                (b + "ffn_up_exps.weight", (embd, ff, e), wtype, None),
+                (b + "ffn_down_exps.weight", (ff, embd, e), wtype, None),
+            ]
+        else:
+            tensors += [
+                (b + "ffn_gate.weight", (embd, ff), wtype, None),
+                (b + "ffn_up.weight", (embd, ff), wtype, None),
+                (b + "ffn_down.weight", (ff, embd), wtype, None),
+            ]
 
     md = Metadata()
     md.string("general.architecture", "llama")
@@ -180,6 +196,9 @@ def build(shape, wtype):
     md.u32("llama.attention.head_count_kv", head_kv)
     md.f32("llama.attention.layer_norm_rms_epsilon", 1e-5)
     md.u32("llama.vocab_size", s["vocab"])
+    if experts:
+        md.u32("llama.expert_count", experts[0])
+        md.u32("llama.expert_used_count", experts[1])
     tokens, scores, types = spm_vocab(s["vocab"])
     md.string("tokenizer.ggml.model", "llama")
     md.array("tokenizer.ggml.tokens", T_STRING, tokens)
@@ -197,8 +216,8 @@ def align(n):
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
-def write(path, shape, wtype, seed):
-    tensors, md = build(shape, wtype)
+def write(path, shape, wtype, seed, experts=None):
+    tensors, md = build(shape, wtype, experts)
     rng = random.Random(seed)
     infos, offset = [], 0
     for name, dims, ttype, _ in tensors:
@@ -240,13 +259,17 @@ def main():
     ap.add_argument("--type", choices=["q8_0", "q4_0", "f16"], default="q8_0")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--ctx", type=int, help="the context it was trained on (the shape's)")
+    ap.add_argument("--experts", metavar="E,U",
+                    help="a mixture of E experts, U used per token (Mixtral's 8,2)")
     ap.add_argument("output")
     a = ap.parse_args()
+    experts = tuple(int(x) for x in a.experts.split(",")) if a.experts else None
     wtype = {"q8_0": GGML_Q8_0, "q4_0": GGML_Q4_0, "f16": GGML_F16}[a.type]
     if a.ctx:
         SHAPES[a.shape] = dict(SHAPES[a.shape], ctx=a.ctx)
-    size = write(a.output, a.shape, wtype, a.seed)
-    print("%s: %s %s, %d bytes" % (a.output, a.shape, a.type, size))
+    size = write(a.output, a.shape, wtype, a.seed, experts)
+    print("%s: %s %s%s, %d bytes" % (a.output, a.shape, a.type,
+                                     " %d experts, %d used" % experts if experts else "", size))
 
 
 if __name__ == "__main__":
