@@ -572,6 +572,20 @@ def against_spans(name, trace, g, ref, weights):
             "its input's and output's, its FLOPs and layer: %s" % (name, mm, bad[:2]))
 
 
+def decoded(d, name, argv, comm, cwd=None):
+    """Runs an engine to its end beside daemon d: its pid, once d saw it exit."""
+    run = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, errors="replace", timeout=600,
+                         cwd=cwd)
+    t.check(run.returncode == 0, "%s decoded: %s" % (name, run.stderr.strip()[-300:]))
+    found = re.search(r"pid (\d+) \(%s\) runs ggml" % comm, d.log())
+    if not found:
+        raise AssertionError("%s was not found as a ggml process:\n%s" % (comm, d.log()))
+    pid = int(found.group(1))
+    d.wait_log("pid %d (%s) exited" % (pid, comm))
+    return pid
+
+
 def moe(work):
     """A mixture of experts (8, 2 used per token; Q4_0, which the CPU backend repacks where
     it has AVX2, MUL_MAT_ID then computed by the repack buffer's compute_forward): the
@@ -585,15 +599,8 @@ def moe(work):
     used = next(v for k, v in kv.items() if k.endswith(".expert_used_count"))
     d = t.Daemon("--precise-duty", "1", "--precise-ops", OPS)
     d.wait_ready()
-    run = subprocess.run([t.llama_simple(), "-m", model, "-n", "240", "Once upon a time"],
-                         stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         errors="replace", timeout=600)
-    t.check(run.returncode == 0, "the MoE model decoded: %s" % run.stderr.strip()[-300:])
-    found = re.search(r"pid (\d+) \(llama-simple\) runs ggml", d.log())
-    if not found:
-        raise AssertionError("llama-simple was not found as a ggml process:\n" + d.log())
-    pid = int(found.group(1))
-    d.wait_log("pid %d (llama-simple) exited" % pid)
+    pid = decoded(d, "the MoE model", [t.llama_simple(), "-m", model, "-n", "240",
+                                       "Once upon a time"], "llama-simple")
     g = d.get("/v1/processes/%d" % pid)["ggml"]["graph"]
     print("MoE: ops read %s, not read %s" % (g["ops_read"], g["ops_not_read"]))
     if "avx2" not in open("/proc/cpuinfo").read().split():
@@ -629,17 +636,10 @@ def ik(model, weights, layers, work):
     binary = t.build_ik()
     d = t.Daemon("--precise-duty", "1", "--precise-ops", OPS + ",mul_mat_up_gate,fused_rms_norm")
     d.wait_ready()
-    run = subprocess.run([binary, "-m", model, "-p", "Once upon a time", "-n", str(TOKENS),
-                          "-c", "1024", "--temp", "0", "-t", "2", "-tb", "2", "--ignore-eos"],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, errors="replace", timeout=600,
-                         cwd=work)  # llama-cli writes main.log where it runs
-    t.check(run.returncode == 0, "ik_llama.cpp decoded: %s" % run.stderr.strip()[-300:])
-    found = re.search(r"pid (\d+) \(llama-cli\) runs ggml", d.log())
-    if not found:
-        raise AssertionError("llama-cli was not found as a ggml process:\n" + d.log())
-    pid = int(found.group(1))
-    d.wait_log("pid %d (llama-cli) exited" % pid)
+    pid = decoded(d, "ik_llama.cpp", [binary, "-m", model, "-p", "Once upon a time", "-n",
+                                      str(TOKENS), "-c", "1024", "--temp", "0", "-t", "2",
+                                      "-tb", "2", "--ignore-eos"],
+                  "llama-cli", cwd=work)  # llama-cli writes main.log where it runs
     t.check(re.search(r"pid %d: tensors read on \d+ op functions \(ggml_tensor: src\[\] at 160, "
                       r"view_src at 288, name at 312; 2 threads\)" % pid, d.log()),
             "ik_llama.cpp's layout is found:\n%s" % d.log()[-2000:])
