@@ -28,49 +28,11 @@ struct group {
 	bool rd_unknown;
 };
 
-static void shape(char *out, size_t n, const cJSON *t)
-{
-	const cJSON *d;
-	size_t k = 0;
-	int dims = 0, last = 1;
-
-	/* trailing dimensions of one left out, two kept: [4096,1] */
-	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(t, "ne"))
-	{
-		dims++;
-		if (cJSON_IsNumber(d) && d->valuedouble != 1)
-			last = dims;
-	}
-	k += (size_t)snprintf(out + k, n - k, "[");
-	dims = 0;
-	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(t, "ne"))
-	{
-		if (++dims > (last > 2 ? last : 2) || k >= n)
-			break;
-		k += (size_t)snprintf(out + k, n - k, "%s%.0f", dims > 1 ? "," : "",
-				      cJSON_IsNumber(d) ? d->valuedouble : 0);
-	}
-	if (k < n)
-		snprintf(out + k, n - k, "]%s", ctl_str(t, "type", "?"));
-}
-
-/* "mul_mat [1024,8192]q8_0 x [1024,1]f32 -> [8192,1]f32" */
+/* "mul_mat [1024,8192]q8_0 x [1024,1]f32 -> [8192,1]f32": the daemon's shape text
+ * (lp_node_shape) after the op. */
 static void node_shape(char *out, size_t n, const cJSON *x)
 {
-	const cJSON *s;
-	char t[64];
-	size_t k = (size_t)snprintf(out, n, "%s", ctl_str(x, "op", "?"));
-	int i = 0;
-
-	cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(x, "src"))
-	{
-		shape(t, sizeof(t), s);
-		if (k < n)
-			k += (size_t)snprintf(out + k, n - k, "%s%s", i++ ? " x " : " ", t);
-	}
-	shape(t, sizeof(t), cJSON_GetObjectItemCaseSensitive(x, "dst"));
-	if (k < n)
-		snprintf(out + k, n - k, " -> %s", t);
+	snprintf(out, n, "%s %s", ctl_str(x, "op", "?"), ctl_str(x, "shape", "?"));
 }
 
 static void key_of(char *out, size_t n, const cJSON *x, int by)

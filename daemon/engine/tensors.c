@@ -174,10 +174,11 @@ const char *const lp_block_names[LP_B_NR] = {
 	[LP_B_OUTPUT] = "output",	[LP_B_INPUT] = "input", [LP_B_OTHER] = "other",
 };
 
-void lp_node_stem(const struct lp_node_key *k, char out[LP_NODE_STEM + 1])
+char *lp_node_stem(const struct lp_node_key *k, char out[LP_NODE_STEM + 1])
 {
 	memcpy(out, k->stem, LP_NODE_STEM);
 	out[LP_NODE_STEM] = '\0';
+	return out;
 }
 
 /* One tensor: "[1024,2816]q8_0". */

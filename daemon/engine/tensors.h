@@ -75,8 +75,8 @@ extern const char *const lp_block_names[LP_B_NR];
  * "ffn_up-3", "result_output"; the KV cache's "cache_k_l3"). */
 enum lp_block lp_node_block(const char *op, const char *stem);
 
-/* A node key's name stem as a string. */
-void lp_node_stem(const struct lp_node_key *k, char out[LP_NODE_STEM + 1]);
+/* A node key's name stem as a string. Returns out. */
+char *lp_node_stem(const struct lp_node_key *k, char out[LP_NODE_STEM + 1]);
 
 /* Its name as the process gave it, the stem and its layer ("ffn_up-3"); one ggml made
  * ("node_N" for a node the graph's builder left unnamed, "cache_k_l3 (view)") has its

@@ -82,7 +82,7 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 		const struct lp_node_key *k = &nodes[i].key;
 		const struct lp_node_val *v = &nodes[i].val;
 		const char *op = k->op < gp->ops.n ? gp->ops.v[k->op].name : "?";
-		char stem[LP_NODE_STEM + 1], name[LP_NODE_NAME_MAX];
+		char stem[LP_NODE_STEM + 1], name[LP_NODE_NAME_MAX], shape[LP_NODE_SHAPE_MAX];
 		uint64_t rd, wr;
 
 		lp_node_stem(k, stem);
@@ -96,6 +96,7 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 		else
 			cJSON_AddNullToObject(x, "layer");
 		cJSON_AddStringToObject(x, "block", lp_block_names[lp_node_block(op, stem)]);
+		cJSON_AddStringToObject(x, "shape", lp_node_shape(k, shape));
 		cJSON_AddItemToObject(x, "dst", tensor(k, 0));
 		s = cJSON_AddArrayToObject(x, "src");
 		for (int j = 1; j <= LP_NODE_SRCS; j++)

@@ -400,12 +400,11 @@ void lp_tl_node_make(struct lp_tl_node *out, const struct lp_node *n, const char
 	char stem[LP_NODE_STEM + 1];
 	uint64_t rd, wr;
 
-	lp_node_stem(&n->key, stem);
 	memset(out, 0, sizeof(*out));
 	out->id = v->id;
 	lp_node_name(&n->key, out->tensor);
 	out->layer = n->key.layer;
-	out->block = lp_block_names[lp_node_block(op, stem)];
+	out->block = lp_block_names[lp_node_block(op, lp_node_stem(&n->key, stem))];
 	lp_node_shape(&n->key, out->shape);
 	if (v->instances && lp_node_bytes(op, n, &rd, &wr))
 		out->bytes = (rd + wr) / v->instances;

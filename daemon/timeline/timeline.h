@@ -100,7 +100,7 @@ struct lp_tl_node {
 	int layer;		       /* -1: none in its name */
 	const char *block;	       /* lp_block_names' */
 	char shape[LP_NODE_SHAPE_MAX];
-	uint64_t bytes; /* read and written; 0: not known (a view's, an indexed op's) */
+	uint64_t bytes; /* read and written; 0: not known (lp_node_bytes) */
 	uint64_t flops; /* 0: not a matrix multiplication */
 };
 

@@ -435,7 +435,7 @@ struct lp_node_val {
 	__u64 rd_bytes; /* per instance, summed: the sources' bytes */
 	__u64 wr_bytes; /* the destination's */
 	/* instances with a tensor whose bytes are not known: a view (its extent needs the
-	 * type's block size) of a type other than F32 and F16 */
+	 * type's block size) of a type of more than one value a block (bpf/precise.bpf.c) */
 	__u64 bytes_unknown;
 	/* Drawn at random at its making (never 0), so that a record's op spans can name the
 	 * node each computed part of: 64 bits, for no two of a process's nodes to share one

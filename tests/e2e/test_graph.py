@@ -560,8 +560,8 @@ def against_spans(name, trace, g, ref, weights):
         if family(e["name"]) != "mul_mat" or "tensor" not in e["args"]:
             continue
         mm += 1
-        (w, wt), (x, xt) = parse_shape(e["args"]["shape"])[0][:2]
-        y, yt = parse_shape(e["args"]["shape"])[1]
+        srcs, (y, yt) = parse_shape(e["args"]["shape"])
+        (w, wt), (x, xt) = srcs[:2]
         want = (by_shape.get((tuple(w[:2]), wt), -1) + 4 * x[0] * x[1] * x[2] * x[3]
                 + 4 * y[0] * y[1] * y[2] * y[3])
         if (xt, yt) != ("f32", "f32") or e["args"].get("bytes") != want or \
