@@ -25,8 +25,9 @@ Two measurements, in one run:
 
 Configurations: default (futex waits from the scheduler), tracepoint
 (--futex-source tracepoint: the syscall tracepoints, the previous default), off
-(--futex-source off), sampler-cpu (--sampler cpu: one cpu-clock event per CPU instead of
-per thread), no-sampling (--sample-hz 0), precise and precise-no-tensors (precise mode
+(--futex-source off), sampler-thread (--sampler thread: one cpu-clock event per thread
+instead of per CPU, the default until 2026-11-27), fixed-rate (--no-sample-rephase),
+no-sampling (--sample-hz 0), precise and precise-no-tensors (precise mode
 always on with and without reading the ops' tensors: llmprofctl ops's cost per call).
 """
 import argparse
@@ -47,7 +48,8 @@ CONFIGS = {
     "default": [],
     "tracepoint": ["--futex-source", "tracepoint"],
     "off": ["--futex-source", "off"],
-    "sampler-cpu": ["--sampler", "cpu"],
+    "sampler-thread": ["--sampler", "thread"],
+    "fixed-rate": ["--no-sample-rephase"],
     "no-sampling": ["--sample-hz", "0"],
     # precise mode always on, on the ops llama.cpp's graphs run, with and without reading
     # their tensors (llmprofctl ops): the cost of the reading per probed call

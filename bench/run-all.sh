@@ -22,9 +22,10 @@ if [[ ${1:-} == --quick ]]; then
 		"record.py --stream --rounds 1 --window 3"
 		"apistall.py --windows 2 --seconds 0.5 --links"
 		"batch.py --rounds 1 --sizes 32,256 --tokens 4"
+		"samplers.py --rounds 1 --iters 3000 --runs 1 --tokens 30"
 	)
 else
-	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "kcost.py" "probes.py" "daemon_cost.py" "ops.py" "record.py" "record.py --stream" "apistall.py" "batch.py")
+	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "kcost.py" "probes.py" "daemon_cost.py" "ops.py" "record.py" "record.py --stream" "apistall.py" "batch.py" "samplers.py")
 fi
 for r in "${runs[@]}"; do
 	name=${r%%.py*}

@@ -37,7 +37,8 @@ struct daemon {
 	struct ring_buffer *rb;
 	struct event_base *base;
 	struct event *ev_pending;
-	struct event *ev_record; /* reads timeline events every 100 ms while records run */
+	struct event *ev_record;  /* reads timeline events every 100 ms while records run */
+	struct event *ev_rephase; /* restarts the per-CPU sampling timers (on_rephase) */
 	struct event *ev_checkpoint;
 	char *web_config; /* the live --web-config-file, kept across reloads */
 	struct lp_server *server;

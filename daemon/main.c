@@ -196,6 +196,17 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	diagnose_tick(d);
 }
 
+/* The per-CPU sampling timers restarted at random rates, every 50 to 150 ms (core.h). */
+static void on_rephase(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t)lp_core_sample_rephase(&d->core)};
+
+	(void)fd;
+	(void)what;
+	evtimer_add(d->ev_rephase, &tv);
+}
+
 static void on_watchdog(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -532,8 +543,9 @@ static int loop_setup(struct daemon *d, struct loop *l, bool serve)
 		return log_error_errno(-ENOMEM, "create event loop: %m");
 	d->ev_pending = evtimer_new(d->base, on_pending, d);
 	d->ev_record = evtimer_new(d->base, on_record, d);
+	d->ev_rephase = evtimer_new(d->base, on_rephase, d);
 	l->tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
-	if (!d->ev_pending || !d->ev_record || !l->tick ||
+	if (!d->ev_pending || !d->ev_record || !d->ev_rephase || !l->tick ||
 	    event_add(l->tick, &(struct timeval){.tv_sec = 1, .tv_usec = 0}))
 		return log_error_errno(-ENOMEM, "set up event loop: %m");
 	/* Probes go on and off on a thread of their own: the kernel's waits there hold no
@@ -542,6 +554,8 @@ static int loop_setup(struct daemon *d, struct loop *l, bool serve)
 		d->ggml.prober = &d->prober;
 	d->ggml.base = d->base;
 	lp_precise_tick(&d->ggml);
+	if (d->core.nsample_cpus > 0 && d->cfg.sample_rephase)
+		on_rephase(-1, 0, d);
 	l->rb = event_new(d->base, ring_buffer__epoll_fd(d->rb), EV_READ | EV_PERSIST, on_ringbuf,
 			  d);
 	l->sigint = evsignal_new(d->base, SIGINT, on_stop, d);
@@ -579,6 +593,8 @@ static void loop_free(struct daemon *d, struct loop *l)
 	d->ev_pending = NULL;
 	event_free_safe(d->ev_record);
 	d->ev_record = NULL;
+	event_free_safe(d->ev_rephase);
+	d->ev_rephase = NULL;
 	event_free_safe(l->timer);
 	event_free_safe(l->sigterm);
 	event_free_safe(l->sigint);

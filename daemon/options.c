@@ -71,12 +71,17 @@ static void usage(FILE *out)
 		"      --no-stack-scan      classify samples by instruction pointer only\n"
 		"      --no-unwind          find a sample's op by scanning its stack only, not by\n"
 		"                           walking its frames by .eh_frame (for comparison)\n"
-		"      --sampler thread|cpu one cpu-clock event per thread of each LLM process,\n"
-		"                           as perf record -p samples (default), or one per CPU:\n"
-		"                           cheaper for threads that sleep and wake often, but on\n"
-		"                           virtual machines its shares can be off, for a cause\n"
-		"                           not yet found (by up to 17 points in generation on\n"
-		"                           the VM measured)\n"
+		"      --no-sample-rephase  keep each CPU's sampling rate fixed instead of "
+		"restarting\n"
+		"                           it at random every 50-150 ms (for comparison: a fixed\n"
+		"                           rate aliases with a steady decode)\n"
+		"      --sampler cpu|thread one cpu-clock event per CPU (default), or one per "
+		"thread\n"
+		"                           of each LLM process, as perf record -p samples: it\n"
+		"                           stops and starts a timer at each switch of those\n"
+		"                           threads, which costs threads that sleep and wake "
+		"often\n"
+		"                           (OpenMP barriers) and adds to their barrier time\n"
 		"      --precise-duty SHARE share of time (0 to 1) with a uprobe on every matmul\n"
 		"                           and barrier call: exact, but 1.59 us per probed call\n"
 		"                           on a VM (default 0; 1 = always)\n"
@@ -271,6 +276,7 @@ enum {
 	OPT_SAMPLE_HZ,
 	OPT_NO_STACK_SCAN,
 	OPT_NO_UNWIND,
+	OPT_NO_SAMPLE_REPHASE,
 	OPT_SAMPLER,
 	OPT_NO_FAST_ENTRY,
 	OPT_NO_PRECISE_TENSORS,
@@ -322,6 +328,7 @@ static const struct option opts[] = {
 	{"sample-hz", required_argument, NULL, OPT_SAMPLE_HZ},
 	{"no-stack-scan", no_argument, NULL, OPT_NO_STACK_SCAN},
 	{"no-unwind", no_argument, NULL, OPT_NO_UNWIND},
+	{"no-sample-rephase", no_argument, NULL, OPT_NO_SAMPLE_REPHASE},
 	{"sampler", required_argument, NULL, OPT_SAMPLER},
 	{"no-fast-entry", no_argument, NULL, OPT_NO_FAST_ENTRY},
 	{"no-precise-tensors", no_argument, NULL, OPT_NO_PRECISE_TENSORS},
@@ -562,6 +569,9 @@ static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, 
 	case OPT_NO_STACK_SCAN:
 		cfg->stack_scan = false;
 		return 0;
+	case OPT_NO_SAMPLE_REPHASE:
+		cfg->sample_rephase = false;
+		return 0;
 	case OPT_NO_UNWIND:
 		cfg->unwind = false;
 		return 0;
@@ -677,12 +687,14 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->symbols[LP_SYM_DECODE] = default_decode;
 	cfg->symbols[LP_SYM_OP] = default_op;
 	cfg->sample_hz = 99;
-	/* Per thread: right wherever perf is (test_engines: every op group within 3 points of
-	 * perf on each engine); per CPU, generation's shares were off by up to 17 points on
-	 * a virtual machine, for a cause not yet found (not the timer's phase: README). */
-	cfg->sample_per_thread = true;
+	/* Per CPU: a thread's own event stops and starts a timer at each of its switches, which
+	 * threads that sleep and wake in barriers pay for (OpenMP decoding: 0.92 of its speed
+	 * at 99 Hz on a VM) and which moves the share it measures; per CPU is as close to the
+	 * threads' own clocks (bpf.test_ggml) and to perf record -a (README, "Which sampler"). */
+	cfg->sample_per_thread = false;
 	cfg->stack_scan = true;
 	cfg->unwind = true;
+	cfg->sample_rephase = true;
 	cfg->fast_entry = true;
 	cfg->precise_tensors = true;
 	cfg->precise_period = 60;
@@ -894,6 +906,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddNumberToObject(o, "sample-hz", cfg->sample_hz);
 	cJSON_AddBoolToObject(o, "stack-scan", cfg->stack_scan);
 	cJSON_AddBoolToObject(o, "unwind", cfg->unwind);
+	cJSON_AddBoolToObject(o, "sample_rephase", cfg->sample_rephase);
 	cJSON_AddStringToObject(o, "sampler", cfg->sample_per_thread ? "thread" : "cpu");
 	cJSON_AddBoolToObject(o, "fast-entry", cfg->fast_entry);
 	cJSON_AddNumberToObject(o, "precise-duty", cfg->precise_duty);

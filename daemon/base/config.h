@@ -75,6 +75,7 @@ struct lp_config {
 	bool sample_per_thread;		       /* --sampler thread */
 	bool stack_scan;		       /* classify samples by return addresses too */
 	bool unwind;			       /* ... walking frames by .eh_frame where it can */
+	bool sample_rephase;		       /* per-CPU sampling rates restarted at random */
 	bool fast_entry;		       /* uprobes on the first emulated instruction */
 	bool precise_tensors;		       /* precise mode reads op calls' tensors */
 	double precise_duty;		       /* share of time in precise mode, 0 to 1 */

@@ -13,8 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core.skel.h"
@@ -191,7 +194,7 @@ static void links_truncate(struct lp_core *c, size_t n)
 /* One software perf event per online CPU, each running prog. Returns the number of CPUs
  * or -errno (logged); on failure nothing stays attached. */
 static int attach_per_cpu(struct lp_core *c, struct bpf_program *prog, __u64 config, __u64 period,
-			  const char *what)
+			  const char *what, int *fds)
 {
 	int ncpus = libbpf_num_possible_cpus(), r = 0, n = 0;
 	size_t first = c->nlinks;
@@ -221,6 +224,8 @@ static int attach_per_cpu(struct lp_core *c, struct bpf_program *prog, __u64 con
 			goto fail;
 		}
 		c->links[c->nlinks++] = l;
+		if (fds) /* the link owns it: valid while the link is */
+			fds[n] = fd;
 		n++;
 	}
 	return n;
@@ -237,11 +242,11 @@ static int attach_faults(struct lp_core *c)
 	/* Every fault runs the program; the kernel counts these exactly where it counts
 	 * min_flt/maj_flt (mm_account_fault), so totals match /proc/PID/stat. */
 	r = attach_per_cpu(c, c->skel->progs.lp_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, 1,
-			   "page-fault");
+			   "page-fault", NULL);
 	if (r < 0)
 		return r;
 	r = attach_per_cpu(c, c->skel->progs.lp_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, 1,
-			   "page-fault");
+			   "page-fault", NULL);
 	if (r < 0) {
 		links_truncate(c, first);
 		return r;
@@ -266,8 +271,13 @@ static void attach_sampling(struct lp_core *c, uint32_t hz, bool per_thread)
 		}
 		c->sample_per_thread = true;
 	} else {
-		r = attach_per_cpu(c, c->skel->progs.lp_sample, PERF_COUNT_SW_CPU_CLOCK,
-				   1000000000ULL / hz, "cpu-clock");
+		int ncpus = libbpf_num_possible_cpus();
+
+		c->sample_fds = ncpus > 0 ? calloc((size_t)ncpus, sizeof(int)) : NULL;
+		r = c->sample_fds
+			    ? attach_per_cpu(c, c->skel->progs.lp_sample, PERF_COUNT_SW_CPU_CLOCK,
+					     1000000000ULL / hz, "cpu-clock", c->sample_fds)
+			    : -ENOMEM;
 		if (r < 0) {
 			log_warning("matmul and barrier shares will not be estimated: cpu-clock "
 				    "sampling is unavailable");
@@ -544,11 +554,44 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	return 0;
 }
 
+/* xorshift64*, seeded from the kernel's random pool: chances independent of the work. */
+static uint64_t next_random(struct lp_core *c)
+{
+	if (!c->rng &&
+	    (getrandom(&c->rng, sizeof(c->rng), GRND_NONBLOCK) != sizeof(c->rng) || !c->rng))
+		c->rng = (uint64_t)time(NULL) << 20 | (uint64_t)getpid() | 1;
+	c->rng ^= c->rng >> 12;
+	c->rng ^= c->rng << 25;
+	c->rng ^= c->rng >> 27;
+	return c->rng * 0x2545F4914F6CDD1DULL;
+}
+
+/* A number in [lo, hi), uniform. */
+static double uniform(struct lp_core *c, double lo, double hi)
+{
+	return lo + (hi - lo) * (double)(next_random(c) >> 11) / (double)(1ULL << 53);
+}
+
+unsigned lp_core_sample_rephase(struct lp_core *c)
+{
+	for (int i = 0; c->sample_fds && i < c->nsample_cpus; i++) {
+		/* Each window's rate uniform in [0.75, 1.25] of the configured one: over windows
+		 * of lengths drawn apart from the rates, the mean rate is the configured one. */
+		uint64_t period = (uint64_t)(1e9 / (c->sample_hz * uniform(c, 0.75, 1.25)));
+
+		if (ioctl(c->sample_fds[i], PERF_EVENT_IOC_PERIOD, &period) < 0)
+			log_debug("cpu-clock event %d of %d: set its period: %m", i,
+				  c->nsample_cpus);
+	}
+	return (unsigned)uniform(c, 50000, 150000);
+}
+
 void lp_core_destroy(struct lp_core *c)
 {
 	if (c->tgid_marks)
 		munmap((void *)c->tgid_marks, marks_bytes(c));
 	lp_links_destroy(&c->links, &c->nlinks);
+	free(c->sample_fds);
 	core_bpf__destroy(c->skel);
 	memset(c, 0, sizeof(*c));
 }

@@ -36,6 +36,8 @@ struct lp_core {
 	uint32_t sample_hz;	/* 0: no sampling */
 	bool sample_per_thread; /* each LLM process's threads, else every CPU */
 	int nsample_cpus;
+	int *sample_fds; /* the per-CPU sampling events, nsample_cpus of them */
+	uint64_t rng;	 /* their rates' random state */
 	/* The tgid_marks map, mapped: a byte per tgid below ntgid_marks (lp.bpf.h) */
 	volatile uint8_t *tgid_marks;
 	size_t ntgid_marks;
@@ -57,6 +59,13 @@ void lp_core_futex_want(struct lp_core *c);
  * one is (a process the daemon did not insert itself), detaches them once none has been for
  * LP_FUTEX_LINGER_NS. */
 void lp_core_futex_tick(struct lp_core *c, bool tracking, uint64_t now_ns);
+
+/* Restarts each CPU's sampling timer at a rate drawn at random near the configured one;
+ * returns when to do it again, in microseconds (50 to 150 ms). A timer that fires at a
+ * fixed period aliases with work that repeats at a steady pace, as a decode runs one graph
+ * per token: four such samplers of one OpenMP decode read its sync share 0.249-0.338,
+ * restarted at random 0.254-0.262 (README, "Which sampler"). */
+unsigned lp_core_sample_rephase(struct lp_core *c);
 
 /* Detaches and frees everything; accepts a zeroed or partly loaded lp_core. */
 void lp_core_destroy(struct lp_core *c);

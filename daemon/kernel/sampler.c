@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* cpu-clock sampling, one perf event per thread of a tracked process, as `perf record -p`
- * and `perf record -- CMD` sample. One event per CPU would be cheaper to set up, but on a
- * virtual machine its timer skips periods while the process wakes and sleeps in barriers:
- * on llama.cpp's OpenMP build it counted 82-87 % of the CPU time /proc reports, and the
- * samples it missed were barrier samples (share 0.31-0.44 where a thread's event read
- * 0.45 every time). A thread's event counts that thread's CPU time: 96 % of /proc's. */
+/* --sampler thread: cpu-clock sampling, one perf event per thread of a tracked process, as
+ * `perf record -p` and `perf record -- CMD` sample. Each event's timer stops and starts at
+ * every switch of its thread, which threads that sleep and wake in barriers pay for and
+ * which adds to the barrier time it measures (README, "Which sampler"); the default is one
+ * event per CPU (core.c). */
 #include "kernel/sampler.h"
 
 #include <bpf/libbpf.h>

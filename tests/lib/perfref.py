@@ -18,11 +18,20 @@ attributed by the rule llmprofd documents:
 The op naming here is written again from the rule, not shared with the C code, so that a
 defect in one does not hide in both."""
 import collections
+import ctypes
+import fcntl
 import json
 import math
+import os
+import random
 import re
+import select
+import signal
+import struct
 import subprocess
+import threading
 
+C_LIBRARY = ctypes.CDLL(None, use_errno=True)
 PREFIX = "ggml_compute_forward_"
 VARIANTS = ("_f32", "_f16", "_bf16", "_i32", "_flt", "_q", "_bytes", "_same_cont", "_one_chunk",
             "_non_quantized", "_tiled", "_impl")
@@ -123,6 +132,103 @@ def record_args(data, hz, extra=(), stack=16384):
     found in flash attention."""
     return ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), "--call-graph",
             "dwarf,%d" % stack, "-o", data] + list(extra)
+
+
+# PERF_EVENT_IOC_PERIOD: _IOW('$', 4, __u64)
+IOC_PERIOD = 0x40082404
+
+
+class SystemWide:
+    """`perf record -a`: one cpu-clock event per CPU, the way llmprofd's default sampler
+    samples, from the constructor's return (perf says so over its control fifo) until
+    stop(). The reference for a per-CPU sampler: `perf record -p` and `-- CMD` sample each
+    thread's own CPU time, which reads otherwise where threads sleep and wake often
+    (README, "Which sampler").
+
+    As llmprofd does, its timers are restarted at a rate drawn at random in [0.75, 1.25] of
+    hz every 50-150 ms: a strictly periodic timer aliases with a decode that repeats one
+    graph at a steady pace (four such samplers of one OpenMP run read sync 0.249-0.338;
+    restarted at random, 0.254-0.262). The test takes perf's event descriptors
+    (pidfd_getfd) to do it; the events whose period is a frequency (its side-band dummy)
+    refuse the value and are left alone."""
+
+    def __init__(self, data, hz, stack=16384, timeout=60, rephase=True):
+        self.dir = os.path.dirname(os.path.abspath(data))
+        ctl, ack = (os.path.join(self.dir, os.path.basename(data) + x) for x in (".ctl", ".ack"))
+        for f in (ctl, ack):
+            if os.path.exists(f):
+                os.unlink(f)
+            os.mkfifo(f)
+        self.proc = subprocess.Popen(record_args(data, hz, ["-a", "-k", "CLOCK_MONOTONIC", "-D",
+                                                            "-1", "--control",
+                                                            "fifo:%s,%s" % (ctl, ack)], stack),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, errors="replace")
+        self.files = (ctl, ack)
+        # Opened read-write, neither end waits for perf's; perf answers "ack" once enabled.
+        c, a = os.open(ctl, os.O_RDWR), os.open(ack, os.O_RDWR)
+        try:
+            os.write(c, b"enable\n")
+            ready = select.select([a], [], [], timeout)[0]
+            if not ready or not os.read(a, 64).startswith(b"ack"):
+                self.proc.kill()
+                raise RuntimeError("perf record -a did not start: %s"
+                                   % self.proc.communicate()[1][-300:])
+        finally:
+            os.close(c)
+            os.close(a)
+        self.stopping = threading.Event()
+        self.rephased = 0
+        self.thread = None
+        if rephase:
+            self.fds = self._events()
+            self.thread = threading.Thread(target=self._rephase, args=(hz,), daemon=True)
+            self.thread.start()
+
+    def _events(self):
+        """perf's perf-event descriptors, duplicated into this process."""
+        pidfd = os.pidfd_open(self.proc.pid)
+        fds = []
+        try:
+            for name in os.listdir("/proc/%d/fd" % self.proc.pid):
+                try:
+                    if "perf_event" not in os.readlink("/proc/%d/fd/%s" % (self.proc.pid, name)):
+                        continue
+                except OSError:
+                    continue
+                fd = C_LIBRARY.syscall(438, pidfd, int(name), 0)  # pidfd_getfd
+                if fd < 0:
+                    raise OSError(ctypes.get_errno(), "pidfd_getfd of perf's descriptor")
+                fds.append(fd)
+        finally:
+            os.close(pidfd)
+        return fds
+
+    def _rephase(self, hz):
+        rng = random.Random()
+        while not self.stopping.wait(rng.uniform(0.05, 0.15)):
+            for fd in self.fds:
+                period = int(1e9 / (hz * rng.uniform(0.75, 1.25)))
+                try:
+                    fcntl.ioctl(fd, IOC_PERIOD, struct.pack("Q", period))
+                    self.rephased += 1
+                except OSError:
+                    pass
+
+    def stop(self):
+        self.stopping.set()
+        if self.thread:
+            self.thread.join()
+            for fd in self.fds:
+                os.close(fd)
+        self.proc.send_signal(signal.SIGINT)
+        err = self.proc.communicate(timeout=300)[1]
+        for f in self.files:
+            os.unlink(f)
+        if self.proc.returncode not in (0, -signal.SIGINT):
+            raise RuntimeError("perf record -a exited %d: %s" % (self.proc.returncode, err[-300:]))
+        if self.thread and not self.rephased:
+            raise RuntimeError("perf record -a: no timer of perf's was restarted")
 
 
 def samples(data, pid, since=None, kernels=()):
