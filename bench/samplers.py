@@ -9,9 +9,10 @@ samples, and how far samplers of one run spread.
    call, so the barrier's share of their CPU time is known exactly, on each run. Sampled at
    997 Hz by llmprofd per CPU (the default), llmprofd per thread (--sampler thread),
    `perf record -a` (its timers restarted at random rates as llmprofd's are) and
-   `perf record -- CMD`, one per run, the order rotating each round. Printed: the sampled
-   share minus the clocks', and the clocks' share and wall time under each (what the
-   sampler does to the threads).
+   `perf record -- CMD`, one per run, the order rotating each round; and at a steady pace
+   (40 us of matmul on one thread, 20 on the other, every time) by llmprofd with its timers
+   restarted at random and at a fixed rate. Printed: the sampled share minus the clocks',
+   and the clocks' share and wall time under each (what the sampler does to the threads).
 
 2. The spread. Four llmprofd daemons sample one decode of llama.cpp's OpenMP build
    (400 tokens, 499 Hz), once with fixed-rate per-CPU timers (--no-sample-rephase) and once
@@ -37,9 +38,12 @@ HZ = 997
 LIB = os.path.join(b.BUILD, "tests", "liblpggml-omp.so")
 
 
-def fixture_args(iters):
+def fixture_args(iters, steady=False):
+    """Jittered (matmul 40 us +-50 %), or at a steady pace (40 us on one thread, 20 on the
+    other, every time)."""
     return ["--lib", LIB, "--team", "--threads", "2", "--iters", str(iters), "--mm-us", "40",
-            "--bar-spin-us", "10", "--jitter", "50", "--gen", "0", "--prompt", "1"]
+            "--bar-spin-us", "10", "--gen", "0", "--prompt", "1"] + (
+                ["--skew", "50"] if steady else ["--jitter", "50"])
 
 
 def truth_run(who, iters, work):
@@ -49,14 +53,15 @@ def truth_run(who, iters, work):
     wrap = list
     if who.startswith("llmprofd"):
         d = lptest.Daemon("--once", "--sample-hz", str(HZ),
-                          *(["--sampler", "thread"] if "thread" in who else []))
+                          *(["--sampler", "thread"] if "thread" in who else []),
+                          *(["--no-sample-rephase"] if "fixed" in who else []))
         d.wait_ready()
     elif who == "perf record -a":
         system_wide = perfref.SystemWide(data, HZ)
     else:
         def wrap(argv):
             return perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"]) + argv
-    fx = lptest.Lpggml(*fixture_args(iters), wrap=wrap)
+    fx = lptest.Lpggml(*fixture_args(iters, "steady" in who), wrap=wrap)
     pid = fx.pid
     if d:
         d.wait_log("pid %d (lpggml) runs ggml" % pid)
@@ -110,7 +115,8 @@ def main():
     work = lptest.tmpdir("llmprofd-samplers-")
 
     who = ["llmprofd (per CPU, the default)", "llmprofd --sampler thread", "perf record -a",
-           "perf record -- CMD"]
+           "perf record -- CMD", "steady: llmprofd (per CPU, the default)",
+           "steady: llmprofd --no-sample-rephase"]
     res = b.alternate([(w, w) for w in who], a.rounds, lambda w: truth_run(w, a.iters, work),
                       log=lambda line: print(line, flush=True))
     rows = []
@@ -136,7 +142,8 @@ def main():
             ["sampler", "runs", "sampled minus clocks (median)", "range",
              "clocks' barrier share under it", "wall s"], rows,
             notes=["fixture: lpggml, liblpomp's team barrier (spin 10 us, then futex), "
-                   "matmul 40 us +-50 %%, 2 threads, %d iterations, %d Hz" % (a.iters, HZ)])
+                   "matmul 40 us +-50 %%, 2 threads, %d iterations, %d Hz; \"steady\": "
+                   "40 us on one thread and 20 on the other every time" % (a.iters, HZ)])
     b.table("Which sampler: four per-CPU samplers of one OpenMP decode",
             ["per-CPU timers", "runs", "sync shares of the four, per run",
              "range per run (median)"],
