@@ -236,8 +236,9 @@ def test_sampling_openmp():
 # due in the last microseconds before a thread sleeps is taken after the switch (the
 # timer's interrupt arrives 7-27 us late on this VM), on whatever runs next. Measured
 # here: the per-CPU sampler 0.001-0.030 under, the per-thread one 0.019-0.053 under, perf's
-# own the same (perf record -a 0.010-0.050, perf record -p 0.009-0.055).
-TRUTH_BOUND = {"cpu": 0.045, "thread": 0.065}
+# own the same (perf record -a 0.010-0.050, perf record -p 0.009-0.055). At a steady pace
+# one thread sleeps at every barrier, and the per-CPU sampler read 0.017-0.040 under.
+TRUTH_BOUND = {("cpu", 50): 0.045, ("thread", 50): 0.065, ("cpu", 0): 0.06}
 
 
 def test_sampling_truth():
@@ -248,8 +249,8 @@ def test_sampling_truth():
     # whose threads sleep and wake some 40,000 times a CPU-second. And the same at a steady
     # pace, as a decode repeats its graph: 40 us of matmul on one thread and 20 on the
     # other every time. A timer of fixed rate aliases with that (measured here: -0.037,
-    # -0.079 and +0.045 against the clocks); the default's, restarted at random rates,
-    # does not (-0.017, -0.019, -0.026).
+    # -0.079 and +0.045 against the clocks in one set of runs, -0.035 to -0.041 in
+    # another); the default's, restarted at random rates, does not (-0.017 to -0.040).
     args = ["--lib", lib, "--team", "--threads", "2", "--iters", "60000", "--mm-us", "40",
             "--bar-spin-us", "10", "--gen", "0", "--prompt", "1"]
     truth = {}
@@ -276,9 +277,9 @@ def test_sampling_truth():
                   name, got, n, exact, (res["barrier_cpu_ns"] + res["matmul_cpu_ns"]) / 1e9,
                   wall))
         check(n > 2000, "%s: enough samples: %d" % (name, n))
-        check(abs(got - exact) <= TRUTH_BOUND[sampler],
+        check(abs(got - exact) <= TRUTH_BOUND[sampler, jitter],
               "%s: the barrier's share %.3f within %.3f of the threads' own clocks, %.3f"
-              % (name, got, TRUTH_BOUND[sampler], exact))
+              % (name, got, TRUTH_BOUND[sampler, jitter], exact))
     # What per-thread sampling costs these threads: a timer stopped and started at each
     # switch, charged to the barrier it sleeps and wakes in (printed: a VM's figure).
     print("the threads' own barrier share: %.3f sampled per CPU, %.3f per thread; wall "
