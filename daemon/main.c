@@ -437,7 +437,9 @@ static int load(struct daemon *d)
 		 d->core.futex_on_demand ? " (attached while a process is tracked)" : "",
 		 d->core.faults ? "via perf software events" : "off",
 		 d->core.mmap_source ? d->core.mmap_source : "nothing (off)", d->core.sample_hz,
-		 d->core.sample_per_thread ? "per thread of each LLM process" : "per CPU");
+		 d->core.sample_per_thread ? "per thread of each LLM process"
+		 : d->cfg.sample_rephase   ? "per CPU (the rate restarted at random)"
+					   : "per CPU (a fixed rate)");
 	log_memory(&d->core);
 	if (!d->cfg.check)
 		return 0;
