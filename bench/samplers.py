@@ -78,7 +78,10 @@ def truth_run(who, iters, work):
         sh = perfref.group_shares(perfref.samples(data, pid))[0]
     clocks = res["barrier_cpu_ns"] / (res["barrier_cpu_ns"] + res["matmul_cpu_ns"])
     sampled = sh["sync"] / (sh["sync"] + sh["matmul"]) if sh["sync"] + sh["matmul"] else 0.0
-    return sampled - clocks, clocks, wall
+    # The shortfall per sleep (the threads' voluntary switches): time no timer can sample.
+    per_sleep = ((clocks - sampled) * (res["barrier_cpu_ns"] + res["matmul_cpu_ns"])
+                 / max(1, res["nvcsw"]) / 1e3)
+    return sampled - clocks, clocks, wall, per_sleep
 
 
 def spread_run(rephase, tokens, binary, model):
@@ -124,6 +127,7 @@ def main():
         diffs = [x[0] for x in res[w]]
         rows.append([w, len(diffs), "%+.3f" % statistics.median(diffs),
                      "%+.3f to %+.3f" % (min(diffs), max(diffs)),
+                     "%.1f" % statistics.median(x[3] for x in res[w]),
                      "%.3f" % statistics.median(x[1] for x in res[w]),
                      "%.2f" % statistics.median(x[2] for x in res[w])])
 
@@ -140,7 +144,7 @@ def main():
                   flush=True)
     b.table("Which sampler: the barrier's share against the threads' own clocks",
             ["sampler", "runs", "sampled minus clocks (median)", "range",
-             "clocks' barrier share under it", "wall s"], rows,
+             "under by, us a sleep", "clocks' barrier share under it", "wall s"], rows,
             notes=["fixture: lpggml, liblpomp's team barrier (spin 10 us, then futex), "
                    "matmul 40 us +-50 %%, 2 threads, %d iterations, %d Hz; \"steady\": "
                    "40 us on one thread and 20 on the other every time" % (a.iters, HZ)])

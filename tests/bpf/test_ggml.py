@@ -10,6 +10,7 @@ functions are named like ggml's and do known work.
 - sampling: the shares of time, with and without the stack scan, against precise mode
   over the same window, and the always-on estimate of sleeping in barriers;
 - cleanup: the per-process maps are empty once the process exits."""
+import math
 import os
 import shutil
 import sys
@@ -18,6 +19,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from lptest import LPGGML, Daemon, Lpggml, check, near, proc_of, run  # noqa: E402
 import lptest as t  # noqa: E402
+import perfref  # noqa: E402
 
 LIBDIR = os.path.dirname(os.path.abspath(LPGGML))
 
@@ -207,8 +209,10 @@ def test_sampling_openmp():
     dis = t.subprocess.run(["objdump", "-d", "--no-show-raw-insn", lib], capture_output=True,
                            text=True).stdout
     body = dis.split("<ggml_barrier>:", 1)[1].split("\n\n", 1)[0]
-    check("jmp" in body.splitlines()[-2] and "GOMP_barrier@plt" in body.splitlines()[-2],
-          "ggml_barrier tail-calls GOMP_barrier: %s" % body.splitlines()[-2].strip())
+    # Its last instruction, the alignment padding to the next function left out.
+    last = [line for line in body.splitlines() if ":\t" in line and "nop" not in line][-1]
+    check("jmp" in last and "GOMP_barrier@plt" in last,
+          "ggml_barrier tail-calls GOMP_barrier: %s" % last.strip())
     secs = t.subprocess.run(["readelf", "-S", os.path.join(LIBDIR, "liblpomp.so")],
                             capture_output=True, text=True).stdout
     check(".symtab" not in secs, "liblpomp.so is stripped")
@@ -231,26 +235,35 @@ def test_sampling_openmp():
 
 # Each sampler against the fixture's exact account, on its own run: the threads' CPU time
 # inside the barrier over their time in the barrier and matmul (their CPU-time clocks around
-# every call). Some 5,500 samples with a sync share near 0.2: a standard error of 0.005,
-# 0.018 at 3.5 of them. Timer sampling reads a barrier that sleeps low besides: a sample
-# due in the last microseconds before a thread sleeps is taken after the switch (the
-# timer's interrupt arrives 7-27 us late on this VM), on whatever runs next. Measured
-# here: the per-CPU sampler 0.001-0.030 under, the per-thread one 0.019-0.053 under, perf's
-# own the same (perf record -a 0.010-0.050, perf record -p 0.009-0.055). At a steady pace
-# one thread sleeps at every barrier, and the per-CPU sampler read 0.017-0.040 under.
-TRUTH_BOUND = {("cpu", 50): 0.045, ("thread", 50): 0.065, ("cpu", 0): 0.06}
+# every call). Some 5,500 samples with a sync share near 0.2: a standard error of 0.005.
+#
+# Timer sampling reads a barrier that sleeps low: a cpu-clock timer cannot fire while
+# interrupts are off, and the switches of a thread that sleeps and wakes run with them
+# off; a sample due then is taken after the switch, on whatever runs next, while the time
+# is charged to the thread's barrier. The shortfall is so much per sleep (the threads'
+# voluntary switches, their rusage): quiet, the per-CPU sampler read 0.012-0.025 under the
+# clocks here, some 2 us a sleep, the per-thread one 0.034-0.043; beside
+# tests/busy-host.sh, where every switch is to or from another task whose state is saved
+# and restored, the barrier took 0.24-0.31 of the CPU instead of 0.18-0.24 and the
+# per-CPU sampler read 0.065-0.105 under, 8-10 us a sleep, the per-thread one 11-12 (under
+# SCHED_FIFO too: the switches, not preemption). perf record -a reads the same. So a sampler may read under
+# the clocks by up to BLIND_NS a sleep and noise (3.5 standard errors), over by noise
+# only; and the default is held to perf record -a on the same run, with the same blind
+# spot, within noise (3.5 standard errors of the difference, 0.02 at least).
+BLIND_NS = 15000
 
 
 def test_sampling_truth():
     print("--- sampling threads that sleep and wake in barriers, against their own clocks")
     lib = os.path.join(LIBDIR, "liblpggml-omp.so")
+    work = t.tmpdir("llmprofd-truth-")
     # libgomp's barrier (a team barrier: spin at most 10 us, then futex until the last
     # thread wakes the others) after 20-60 us of matmul: llama.cpp's OpenMP build decoding,
     # whose threads sleep and wake some 40,000 times a CPU-second. And the same at a steady
     # pace, as a decode repeats its graph: 40 us of matmul on one thread and 20 on the
-    # other every time. A timer of fixed rate aliases with that (measured here: -0.037,
-    # -0.079 and +0.045 against the clocks in one set of runs, -0.035 to -0.041 in
-    # another); the default's, restarted at random rates, does not (-0.017 to -0.040).
+    # other every time. A timer of fixed rate aliases with that (measured here: -0.079 to
+    # +0.045 against the clocks over six runs); the default's, restarted at random rates,
+    # as the test restarts perf's, does not (-0.017 to -0.040).
     args = ["--lib", lib, "--team", "--threads", "2", "--iters", "60000", "--mm-us", "40",
             "--bar-spin-us", "10", "--gen", "0", "--prompt", "1"]
     truth = {}
@@ -261,9 +274,13 @@ def test_sampling_truth():
         d.wait_ready()
         fx = Lpggml(*args, *(["--jitter", str(jitter)] if jitter else ["--skew", "50"]))
         d.wait_log("pid %d (lpggml) runs ggml" % fx.pid)
+        data = os.path.join(work, "perf-%s-%d.data" % (sampler, jitter))
+        system_wide = perfref.SystemWide(data, 997) if sampler == "cpu" else None
         t0 = time.monotonic()
         res = fx.finish()
         wall = time.monotonic() - t0
+        if system_wide:
+            system_wide.stop()
         d.wait_log("pid %d (lpggml) exited" % fx.pid)
         check(d.stop() == 0, "llmprofd exits 0")
         g = proc_of(d.report(), fx.pid)["ggml"]
@@ -277,9 +294,23 @@ def test_sampling_truth():
                   name, got, n, exact, (res["barrier_cpu_ns"] + res["matmul_cpu_ns"]) / 1e9,
                   wall))
         check(n > 2000, "%s: enough samples: %d" % (name, n))
-        check(abs(got - exact) <= TRUTH_BOUND[sampler, jitter],
-              "%s: the barrier's share %.3f within %.3f of the threads' own clocks, %.3f"
-              % (name, got, TRUTH_BOUND[sampler, jitter], exact))
+        cpu_ns = res["barrier_cpu_ns"] + res["matmul_cpu_ns"]
+        noise = 3.5 * math.sqrt(exact * (1 - exact) / n)
+        blind = res["nvcsw"] * BLIND_NS / cpu_ns
+        print("%s: %d sleeps; under the clocks by %.1f us a sleep" % (
+            name, res["nvcsw"], (exact - got) * cpu_ns / max(1, res["nvcsw"]) / 1e3))
+        check(exact - blind - noise <= got <= exact + noise,
+              "%s: the barrier's share %.3f at most %.3f under (%d sleeps) and %.3f over "
+              "the threads' own clocks, %.3f" % (name, got, blind + noise, res["nvcsw"],
+                                                 noise, exact))
+        if system_wide:
+            theirs, m = perfref.group_shares(perfref.samples(data, fx.pid))
+            ref = theirs["sync"] / (theirs["sync"] + theirs["matmul"])
+            p = (got + ref) / 2
+            bound = max(0.02, 3.5 * math.sqrt(p * (1 - p) * (1 / n + 1 / max(1, m))))
+            check(abs(got - ref) <= bound,
+                  "%s: the barrier's share %.3f within %.3f of perf record -a's %.3f "
+                  "(%d samples) on the same run" % (name, got, bound, ref, m))
     # What per-thread sampling costs these threads: a timer stopped and started at each
     # switch, charged to the barrier it sleeps and wakes in (printed: a VM's figure).
     print("the threads' own barrier share: %.3f sampled per CPU, %.3f per thread; wall "
