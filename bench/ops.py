@@ -14,7 +14,7 @@
    --baseline, also an earlier build's daemon (per-thread sampler) on the same run, for a
    before and after.
 3. Cost on decoding: tokens/s of llama.cpp's OpenMP build (llama-simple) with no llmprofd,
-   with the default (per-thread) sampler and with --sampler cpu, in alternating rounds
+   with the default (per-CPU) sampler and with --sampler thread, in alternating rounds
    (--rounds 0: not measured).
 
     sudo bench/ops.py [--rounds 10] [--tokens 200] [--workloads omp,prompt,node,ik,lpops]
@@ -154,8 +154,8 @@ def main():
         return
 
     argv = argv_of("omp", a.tokens)
-    configs = [("no llmprofd", None), ("llmprofd, default (per-thread sampler)", []),
-               ("llmprofd, --sampler cpu", ["--sampler", "cpu"])]
+    configs = [("no llmprofd", None), ("llmprofd, default (per-CPU sampler)", []),
+               ("llmprofd, --sampler thread", ["--sampler", "thread"])]
 
     def measure(args):
         if args is None:

@@ -83,8 +83,8 @@ def test_routes():
             "status: version, api and uptime")
     t.check("tp_btf" in st["kernel_features"]["found"] + st["kernel_features"]["missing"],
             "status: kernel features found and missing: %s" % st["kernel_features"])
-    # sched_switch, exec, exit and the mmap hook at least (the per-thread sampler, the
-    # default, opens its events per process)
+    # sched_switch, exec, exit and the mmap hook at least (and the per-CPU sampler's
+    # events, one per CPU)
     t.check(st["probes"]["core_links"] >= 4 and len(st["maps"]) >= 5 and "lost" in st,
             "status: probes attached, map fill and losses")
     t.check(st["processes"]["running"] == 1 and st["peer"]["privileged"],
