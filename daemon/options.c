@@ -906,7 +906,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddNumberToObject(o, "sample-hz", cfg->sample_hz);
 	cJSON_AddBoolToObject(o, "stack-scan", cfg->stack_scan);
 	cJSON_AddBoolToObject(o, "unwind", cfg->unwind);
-	cJSON_AddBoolToObject(o, "sample_rephase", cfg->sample_rephase);
+	cJSON_AddBoolToObject(o, "sample-rephase", cfg->sample_rephase);
 	cJSON_AddStringToObject(o, "sampler", cfg->sample_per_thread ? "thread" : "cpu");
 	cJSON_AddBoolToObject(o, "fast-entry", cfg->fast_entry);
 	cJSON_AddNumberToObject(o, "precise-duty", cfg->precise_duty);
