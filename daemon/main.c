@@ -200,7 +200,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 static void on_rephase(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
-	struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t)lp_core_sample_rephase(&d->core)};
+	struct timeval tv = {.tv_sec = 0,
+			     .tv_usec = (suseconds_t)lp_core_sample_rephase(
+				     &d->core, lp_tracker_tracking(&d->tracker))};
 
 	(void)fd;
 	(void)what;

@@ -572,9 +572,9 @@ static double uniform(struct lp_core *c, double lo, double hi)
 	return lo + (hi - lo) * (double)(next_random(c) >> 11) / (double)(1ULL << 53);
 }
 
-unsigned lp_core_sample_rephase(struct lp_core *c)
+unsigned lp_core_sample_rephase(struct lp_core *c, bool tracking)
 {
-	for (int i = 0; c->sample_fds && i < c->nsample_cpus; i++) {
+	for (int i = 0; tracking && c->sample_fds && i < c->nsample_cpus; i++) {
 		/* Each window's rate uniform in [0.75, 1.25] of the configured one: over windows
 		 * of lengths drawn apart from the rates, the mean rate is the configured one. */
 		uint64_t period = (uint64_t)(1e9 / (c->sample_hz * uniform(c, 0.75, 1.25)));

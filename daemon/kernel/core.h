@@ -60,12 +60,14 @@ void lp_core_futex_want(struct lp_core *c);
  * LP_FUTEX_LINGER_NS. */
 void lp_core_futex_tick(struct lp_core *c, bool tracking, uint64_t now_ns);
 
-/* Restarts each CPU's sampling timer at a rate drawn at random near the configured one;
- * returns when to do it again, in microseconds (50 to 150 ms). A timer that fires at a
- * fixed period aliases with work that repeats at a steady pace, as a decode runs one graph
- * per token: four such samplers of one OpenMP decode read its sync share 0.249-0.338,
- * restarted at random 0.254-0.262 (README, "Which sampler"). */
-unsigned lp_core_sample_rephase(struct lp_core *c);
+/* Restarts each CPU's sampling timer at a rate drawn at random near the configured one,
+ * if tracking (a process is tracked; with none, how the timers fire matters to no share,
+ * and each CPU is spared the call); returns when to do it again, in microseconds (50 to
+ * 150 ms). A timer that fires at a fixed period aliases with work that repeats at a
+ * steady pace, as a decode runs one graph per token: four such samplers of one OpenMP
+ * decode read its sync share 0.249-0.338, restarted at random 0.254-0.262 (README,
+ * "Which sampler"). */
+unsigned lp_core_sample_rephase(struct lp_core *c, bool tracking);
 
 /* Detaches and frees everything; accepts a zeroed or partly loaded lp_core. */
 void lp_core_destroy(struct lp_core *c);
