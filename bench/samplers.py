@@ -38,14 +38,6 @@ HZ = 997
 LIB = os.path.join(b.BUILD, "tests", "liblpggml-omp.so")
 
 
-def fixture_args(iters, steady=False):
-    """Jittered (matmul 40 us +-50 %), or at a steady pace (40 us on one thread, 20 on the
-    other, every time)."""
-    return ["--lib", LIB, "--team", "--threads", "2", "--iters", str(iters), "--mm-us", "40",
-            "--bar-spin-us", "10", "--gen", "0", "--prompt", "1"] + (
-                ["--skew", "50"] if steady else ["--jitter", "50"])
-
-
 def truth_run(who, iters, work):
     """One fixture run sampled by who: (sampled share - clocks' share, clocks' share, wall s)."""
     data = os.path.join(work, "truth.data")
@@ -61,7 +53,7 @@ def truth_run(who, iters, work):
     else:
         def wrap(argv):
             return perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"]) + argv
-    fx = lptest.Lpggml(*fixture_args(iters, "steady" in who), wrap=wrap)
+    fx = lptest.Lpggml(*lptest.team_barrier_args(iters, "steady" in who), wrap=wrap)
     pid = fx.pid
     if d:
         d.wait_log("pid %d (lpggml) runs ggml" % pid)
@@ -76,11 +68,10 @@ def truth_run(who, iters, work):
         sh = lptest.proc_of(d.report(), pid)["ggml"]["op_groups"]["share"]
     else:
         sh = perfref.group_shares(perfref.samples(data, pid))[0]
-    clocks = res["barrier_cpu_ns"] / (res["barrier_cpu_ns"] + res["matmul_cpu_ns"])
-    sampled = sh["sync"] / (sh["sync"] + sh["matmul"]) if sh["sync"] + sh["matmul"] else 0.0
+    clocks, cpu_ns = lptest.barrier_share(res)
+    sampled = lptest.sampled_barrier_share(sh)
     # The shortfall per sleep (the threads' voluntary switches): time no timer can sample.
-    per_sleep = ((clocks - sampled) * (res["barrier_cpu_ns"] + res["matmul_cpu_ns"])
-                 / max(1, res["nvcsw"]) / 1e3)
+    per_sleep = (clocks - sampled) * cpu_ns / max(1, res["nvcsw"]) / 1e3
     return sampled - clocks, clocks, wall, per_sleep
 
 

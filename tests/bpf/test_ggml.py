@@ -246,16 +246,16 @@ def test_sampling_openmp():
 # tests/busy-host.sh, where every switch is to or from another task whose state is saved
 # and restored, the barrier took 0.24-0.31 of the CPU instead of 0.18-0.24 and the
 # per-CPU sampler read 0.065-0.105 under, 8-10 us a sleep, the per-thread one 11-12 (under
-# SCHED_FIFO too: the switches, not preemption). perf record -a reads the same. So a sampler may read under
-# the clocks by up to BLIND_NS a sleep and noise (3.5 standard errors), over by noise
-# only; and the default is held to perf record -a on the same run, with the same blind
-# spot, within noise (3.5 standard errors of the difference, 0.02 at least).
+# SCHED_FIFO too: the switches, not preemption). perf record -a reads the same. So a
+# sampler may read under the clocks by up to BLIND_NS a sleep and noise (3.5 standard
+# errors), over by noise only; and the default is held to perf record -a on the same run,
+# with the same blind spot, within noise (3.5 standard errors of the difference, 0.02 at
+# least).
 BLIND_NS = 15000
 
 
 def test_sampling_truth():
     print("--- sampling threads that sleep and wake in barriers, against their own clocks")
-    lib = os.path.join(LIBDIR, "liblpggml-omp.so")
     work = t.tmpdir("llmprofd-truth-")
     # libgomp's barrier (a team barrier: spin at most 10 us, then futex until the last
     # thread wakes the others) after 20-60 us of matmul: llama.cpp's OpenMP build decoding,
@@ -264,15 +264,13 @@ def test_sampling_truth():
     # other every time. A timer of fixed rate aliases with that (measured here: -0.079 to
     # +0.045 against the clocks over six runs); the default's, restarted at random rates,
     # as the test restarts perf's, does not (-0.017 to -0.040).
-    args = ["--lib", lib, "--team", "--threads", "2", "--iters", "60000", "--mm-us", "40",
-            "--bar-spin-us", "10", "--gen", "0", "--prompt", "1"]
     truth = {}
     for sampler, jitter in (("cpu", 50), ("thread", 50), ("cpu", 0)):
         name = "--sampler %s, %s" % (sampler, "jittered" if jitter else "at a steady pace")
         d = Daemon("--once", "--sample-hz", "997", *(["--sampler", sampler]
                                                     if sampler == "thread" else []))
         d.wait_ready()
-        fx = Lpggml(*args, *(["--jitter", str(jitter)] if jitter else ["--skew", "50"]))
+        fx = Lpggml(*t.team_barrier_args(steady=not jitter))
         d.wait_log("pid %d (lpggml) runs ggml" % fx.pid)
         data = os.path.join(work, "perf-%s-%d.data" % (sampler, jitter))
         system_wide = perfref.SystemWide(data, 997) if sampler == "cpu" else None
@@ -286,15 +284,12 @@ def test_sampling_truth():
         g = proc_of(d.report(), fx.pid)["ggml"]
         check(g["sampled"]["sampler"] == sampler, "%s: sampled so" % name)
         sh, n = g["op_groups"]["share"], g["op_groups"]["samples"]
-        exact = res["barrier_cpu_ns"] / (res["barrier_cpu_ns"] + res["matmul_cpu_ns"])
-        got = sh["sync"] / (sh["sync"] + sh["matmul"]) if sh["sync"] + sh["matmul"] else 0
+        exact, cpu_ns = t.barrier_share(res)
+        got = t.sampled_barrier_share(sh)
         truth[sampler, jitter] = (exact, wall)
         print("%s: sync %.3f of sync and matmul over %d samples; the threads' clocks %.3f; "
-              "%.2f s of CPU in %.2f s" % (
-                  name, got, n, exact, (res["barrier_cpu_ns"] + res["matmul_cpu_ns"]) / 1e9,
-                  wall))
+              "%.2f s of CPU in %.2f s" % (name, got, n, exact, cpu_ns / 1e9, wall))
         check(n > 2000, "%s: enough samples: %d" % (name, n))
-        cpu_ns = res["barrier_cpu_ns"] + res["matmul_cpu_ns"]
         noise = 3.5 * math.sqrt(exact * (1 - exact) / n)
         blind = res["nvcsw"] * BLIND_NS / cpu_ns
         print("%s: %d sleeps; under the clocks by %.1f us a sleep" % (
@@ -305,7 +300,7 @@ def test_sampling_truth():
                                                  noise, exact))
         if system_wide:
             theirs, m = perfref.group_shares(perfref.samples(data, fx.pid))
-            ref = theirs["sync"] / (theirs["sync"] + theirs["matmul"])
+            ref = t.sampled_barrier_share(theirs)
             p = (got + ref) / 2
             bound = max(0.02, 3.5 * math.sqrt(p * (1 - p) * (1 / n + 1 / max(1, m))))
             check(abs(got - ref) <= bound,

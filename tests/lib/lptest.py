@@ -571,6 +571,31 @@ class Fixture:
         return self.proc.wait(timeout=timeout)
 
 
+def team_barrier_args(iters=60000, steady=False):
+    """lpggml's arguments for libgomp's kind of barrier (liblpggml-omp.so with --team: spin
+    at most 10 us, then futex until the last thread of the team wakes the others) after 40
+    us of matmul on two threads: jittered by +-50 %, or at a steady pace (40 us on one
+    thread, 20 on the other, every time), as a decode repeats its graph."""
+    return ["--lib", os.path.join(os.path.dirname(os.path.abspath(LPGGML)),
+                                  "liblpggml-omp.so"),
+            "--team", "--threads", "2", "--iters", str(iters), "--mm-us", "40",
+            "--bar-spin-us", "10", "--gen", "0", "--prompt", "1"] + (
+                ["--skew", "50"] if steady else ["--jitter", "50"])
+
+
+def barrier_share(res):
+    """The barrier's share of lpggml's compute threads' CPU time, barrier and matmul, by
+    their own clocks (its result line), and that CPU time in ns."""
+    cpu_ns = res["barrier_cpu_ns"] + res["matmul_cpu_ns"]
+    return res["barrier_cpu_ns"] / cpu_ns, cpu_ns
+
+
+def sampled_barrier_share(shares):
+    """The same share as sampled: sync over sync and matmul, of op group shares."""
+    both = shares["sync"] + shares["matmul"]
+    return shares["sync"] / both if both else 0.0
+
+
 class Lpggml:
     """tests/fixtures/lpggml: dlopens liblpggml.so (functions named like ggml's), prints its
     pid, waits for "go", does known matmul, barrier and decode work, prints what it did;

@@ -152,9 +152,8 @@ class SystemWide:
     (pidfd_getfd) to do it; the events whose period is a frequency (its side-band dummy)
     refuse the value and are left alone."""
 
-    def __init__(self, data, hz, stack=16384, timeout=60, rephase=True):
-        self.dir = os.path.dirname(os.path.abspath(data))
-        ctl, ack = (os.path.join(self.dir, os.path.basename(data) + x) for x in (".ctl", ".ack"))
+    def __init__(self, data, hz, stack=16384, timeout=60):
+        ctl, ack = data + ".ctl", data + ".ack"
         for f in (ctl, ack):
             if os.path.exists(f):
                 os.unlink(f)
@@ -179,11 +178,9 @@ class SystemWide:
             os.close(a)
         self.stopping = threading.Event()
         self.rephased = 0
-        self.thread = None
-        if rephase:
-            self.fds = self._events()
-            self.thread = threading.Thread(target=self._rephase, args=(hz,), daemon=True)
-            self.thread.start()
+        self.fds = self._events()
+        self.thread = threading.Thread(target=self._rephase, args=(hz,), daemon=True)
+        self.thread.start()
 
     def _events(self):
         """perf's perf-event descriptors, duplicated into this process."""
@@ -217,17 +214,16 @@ class SystemWide:
 
     def stop(self):
         self.stopping.set()
-        if self.thread:
-            self.thread.join()
-            for fd in self.fds:
-                os.close(fd)
+        self.thread.join()
+        for fd in self.fds:
+            os.close(fd)
         self.proc.send_signal(signal.SIGINT)
         err = self.proc.communicate(timeout=300)[1]
         for f in self.files:
             os.unlink(f)
         if self.proc.returncode not in (0, -signal.SIGINT):
             raise RuntimeError("perf record -a exited %d: %s" % (self.proc.returncode, err[-300:]))
-        if self.thread and not self.rephased:
+        if not self.rephased:
             raise RuntimeError("perf record -a: no timer of perf's was restarted")
 
 
