@@ -48,13 +48,14 @@ def truth_run(who, iters, work):
                           *(["--sampler", "thread"] if "thread" in who else []),
                           *(["--no-sample-rephase"] if "fixed" in who else []))
         d.wait_ready()
-    elif who == "perf record -a":
-        system_wide = perfref.SystemWide(data, HZ)
-    else:
+    elif who != "perf record -a":
         def wrap(argv):
             return perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"]) + argv
     fx = lptest.Lpggml(*lptest.team_barrier_args(iters, "steady" in who), wrap=wrap)
     pid = fx.pid
+    if who == "perf record -a":
+        # Once the fixture runs its final image (perfref.held()); it waits for "go".
+        system_wide = perfref.SystemWide(data, HZ)
     if d:
         d.wait_log("pid %d (lpggml) runs ggml" % pid)
     t0 = time.monotonic()

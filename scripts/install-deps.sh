@@ -8,13 +8,14 @@
 # linux-perf, libbpf-tools and bpftrace are what bench/ compares llmprofd with; libomp-dev is
 # LLVM's OpenMP runtime, which llama.cpp built with clang uses: tests/e2e/test_engines.py;
 # protobuf-compiler and python3-protobuf decode the Perfetto traces in tests/lib/tracefmt.py;
-# strace holds llama-eval-callback's exit until its logger has printed: tests/e2e/test_graph.py).
+# strace holds llama-eval-callback's exit until its logger has printed: tests/e2e/test_graph.py;
+# libc6-dev's libc.a links tests/fixtures/lpheld.c static).
 # With --if-missing, does nothing when every package is already installed; with --list,
 # prints the packages instead.
 set -euo pipefail
 
 PACKAGES=(
-	cmake ninja-build pkg-config gcc g++ clang llvm clang-format git
+	cmake ninja-build pkg-config gcc g++ libc6-dev clang llvm clang-format git
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	libevent-dev libsystemd-dev libcjson-dev libinih-dev libssl-dev libyaml-dev libcrypt-dev
 	libseccomp-dev iproute2

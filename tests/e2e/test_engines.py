@@ -122,8 +122,11 @@ def server(binary, model, work, threads, phase, prompt, tokens):
     name = "llama-server %s -t %d" % (phase, threads)
     d = daemon()
     data = os.path.join(work, "server-%s-%d.data" % (phase, threads))
-    system_wide = perfref.SystemWide(data, HZ, stack=65528)
-    srv = llamaserver.Server(binary, model, threads=threads, cwd=work, timeout=120)
+    perf = []
+    srv = llamaserver.Server(binary, model, threads=threads, cwd=work, timeout=120,
+                             prefix=perfref.held([]), started=lambda p: perf.append(
+                                 perfref.SystemWide(data, HZ, stack=65528, held=p)))
+    system_wide = perf[0]
     proc = srv.proc
     answer = srv.complete(prompt, tokens)
     t.check(answer.get("tokens_predicted") == tokens, "%s: %d tokens predicted: %s"
@@ -139,17 +142,19 @@ def run_once(argv, work, name, comm, runtime=None):
     configuration (sampling rate aside)."""
     d = daemon()
     data = os.path.join(work, name.replace(" ", "-") + ".data")
-    system_wide = perfref.SystemWide(data, HZ, stack=65528)
-    run = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, errors="replace", timeout=600,
-                         cwd=work)  # llama-cli writes main.log where it runs
+    run = subprocess.Popen(perfref.held(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, errors="replace",
+                           cwd=work)  # llama-cli writes main.log where it runs
+    t._children.append(run)
+    system_wide = perfref.SystemWide(data, HZ, stack=65528, held=run)
+    out, err = run.communicate(timeout=600)
     system_wide.stop()
-    t.check(run.returncode == 0, "%s: %s ran: %s" % (name, comm, run.stderr.strip()[-300:]))
+    t.check(run.returncode == 0, "%s: %s ran: %s" % (name, comm, err.strip()[-300:]))
     # node-llama-cpp's driver says which process decoded (node-llama-cpp may start
     # others that load ggml, to test its binaries).
     pid = None
     if comm == "node":
-        pid = json.loads(run.stdout.strip().splitlines()[-1])["pid"]
+        pid = json.loads(out.strip().splitlines()[-1])["pid"]
     return judge(name, comm, d, data, pid, runtime)
 
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """e2e tier: real llama.cpp built from source with its defaults (OpenMP, static
 llama-simple; tests/workload/build-llama.sh), decoding a random-weight model while two
-llmprofd daemons, `perf record -a` and `perf record -- CMD` (both --call-graph dwarf)
+llmprofd daemons, `perf record -a` and `perf record -p` (both --call-graph dwarf)
 sample the same run.
 
 There ggml_barrier is `#pragma omp barrier`, a tail call into libgomp, which spins in
@@ -14,7 +14,7 @@ perf's DWARF-unwound call chains do under the same rule (tests/lib/perfref.py).
   `perf record -a`, which samples the same way: each op group's share within 3 points
   of perf's, the leading ops in perf's order.
 - The daemon with --sampler thread (a cpu-clock event per thread) against
-  `perf record -- CMD`, which samples the same way: the same bounds. The two ways read
+  `perf record -p`, which samples the same way: the same bounds. The two ways read
   differently on threads that sleep and wake in barriers (README, "Which sampler"); each
   is held to perf sampling its way, on the same run.
 - Both report their coverage honestly: within 0.07 of their samples over the CPU time
@@ -42,19 +42,6 @@ TOLERANCE = 0.03
 # one that decodes at 89 tokens/s), so it is sampled at twice the rate, by both sides.
 PROMPT_HZ = 997
 
-# Runs the program and writes the CPU time the kernel accounted to it and its children
-# (getrusage(RUSAGE_CHILDREN): every thread, exited ones included) to the file named first.
-RUSAGE = """
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.argv[2], sys.argv[2:])
-_, status, ru = os.wait4(pid, 0)
-open(sys.argv[1], "w").write("%d %.6f" % (pid, ru.ru_utime + ru.ru_stime))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-
-
 def main():
     binary = t.llama_simple()
     work = t.tmpdir("llmprofd-omp-")
@@ -65,17 +52,24 @@ def main():
     d.wait_ready()
     dcpu = t.Daemon("--once", "--sample-hz", str(HZ))  # the default: per CPU
     dcpu.wait_ready()
-    data, cpu_file = os.path.join(work, "perf.data"), os.path.join(work, "cpu")
+    data, err_file = os.path.join(work, "perf.data"), os.path.join(work, "stderr")
     data_all = os.path.join(work, "perf-a.data")
-    system_wide = perfref.SystemWide(data_all, HZ)
-    run = subprocess.run(perfref.record_args(data, HZ, ["-k", "CLOCK_MONOTONIC", "--"]) +
-                         [sys.executable, "-c", RUSAGE, cpu_file, binary, "-m", model,
-                          "-n", str(TOKENS), "Once upon a time"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         errors="replace", timeout=600)
+    with open(err_file, "w") as err:
+        run = subprocess.Popen(perfref.held([binary, "-m", model, "-n", str(TOKENS),
+                                             "Once upon a time"]),
+                               stdout=subprocess.DEVNULL, stderr=err)
+    t._children.append(run)
+    perfref.wait_held(run)
+    per_process = perfref.Attached(data, HZ, run.pid)
+    system_wide = perfref.SystemWide(data_all, HZ, held=run)
+    # The CPU time the kernel accounted to it: every thread, exited ones included.
+    _, status, usage = os.wait4(run.pid, 0)
+    run.returncode = os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
     system_wide.stop()
+    per_process.stop()
     t.check(run.returncode == 0, "llama-simple decoded %d tokens under perf: %s"
-            % (TOKENS, run.stderr.strip()[-300:]))
+            % (TOKENS, open(err_file, errors="replace").read().strip()[-300:]))
     found = re.search(r"pid (\d+) \(llama-simple\) runs ggml", d.log())
     if not found:
         raise AssertionError("llama-simple was not found as a ggml process:\n" + d.log())
@@ -105,13 +99,12 @@ def main():
 
     # Coverage, against the CPU time the kernel accounted (rusage: every thread, exited
     # ones included, from exec; llmprofd counts from its discovery, a few hundredths later).
-    cpu_pid, cpu = open(cpu_file).read().split()
-    t.check(int(cpu_pid) == pid, "the CPU time is the process's")
+    t.check(run.pid == pid, "the CPU time is the process's")
     for name, x in (("thread", g), ("cpu", gcpu)):
         s = x["sampled"]
-        measured = s["samples"] / (float(cpu) * HZ)
+        measured = s["samples"] / (cpu * HZ)
         print("--sampler %s: %d samples for %.2f s of CPU time (rusage): %.3f; coverage "
-              "reported %.3f" % (name, s["samples"], float(cpu), measured, s["coverage"]))
+              "reported %.3f" % (name, s["samples"], cpu, measured, s["coverage"]))
         t.check(abs(s["coverage"] - measured) <= 0.07,
                 "--sampler %s: the coverage reported, %.3f, is within 0.07 of the samples "
                 "over rusage's CPU time, %.3f" % (name, s["coverage"], measured))
@@ -209,15 +202,16 @@ def prompt(binary, model, work):
     d = t.Daemon("--once", "--sample-hz", str(PROMPT_HZ))
     d.wait_ready()
     data = os.path.join(work, "prompt.data")
-    system_wide = perfref.SystemWide(data, PROMPT_HZ)
     # About 925 tokens (22 a sentence): within the model's context of 1,024 with the 4 generated.
     text = " ".join(["Once upon a time there was a small model that"] * 42)
-    run = subprocess.run([binary, "-m", model, "-n", "4", text],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         errors="replace", timeout=600)
+    run = subprocess.Popen(perfref.held([binary, "-m", model, "-n", "4", text]),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           errors="replace")
+    t._children.append(run)
+    system_wide = perfref.SystemWide(data, PROMPT_HZ, held=run)
+    err = run.communicate(timeout=600)[1]
     system_wide.stop()
-    t.check(run.returncode == 0, "prompt: llama-simple ran: %s"
-            % run.stderr.strip()[-300:])
+    t.check(run.returncode == 0, "prompt: llama-simple ran: %s" % err.strip()[-300:])
     found = re.search(r"pid (\d+) \(llama-simple\) runs ggml", d.log())
     if not found:
         raise AssertionError("llama-simple was not found as a ggml process:\n" + d.log())

@@ -13,10 +13,11 @@ import lptest
 class Server:
     """binary serving model with the given threads, context and slots (extra: more of its
     options); prefix: a command it runs under (perf record ... --). Ready once /health
-    answers 200; an exit before that is an error."""
+    answers 200; an exit before that is an error. started(proc) is called once the process
+    is (perfref.SystemWide's held=, with prefix perfref.held([]))."""
 
     def __init__(self, binary, model, threads=2, ctx=1024, slots=1, extra=(), prefix=(),
-                 cwd=None, timeout=300):
+                 cwd=None, timeout=300, started=None):
         self.port = lptest.free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         self.proc = subprocess.Popen(
@@ -26,6 +27,8 @@ class Server:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             cwd=cwd)
         lptest._children.append(self.proc)
+        if started:
+            started(self.proc)
         lptest.poll("llama-server to answer /health", self.healthy, timeout=timeout,
                     interval=0.2)
 

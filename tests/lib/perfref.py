@@ -30,8 +30,10 @@ import signal
 import struct
 import subprocess
 import threading
+import time
 
 C_LIBRARY = ctypes.CDLL(None, use_errno=True)
+LPHELD = os.environ.get("LPHELD", "build/tests/lpheld")
 PREFIX = "ggml_compute_forward_"
 VARIANTS = ("_f32", "_f16", "_bf16", "_i32", "_flt", "_q", "_bytes", "_same_cont", "_one_chunk",
             "_non_quantized", "_tiled", "_impl")
@@ -134,11 +136,93 @@ def record_args(data, hz, extra=(), stack=16384):
             "dwarf,%d" % stack, "-o", data] + list(extra)
 
 
+def held(argv):
+    """argv to start held before its exec, until SystemWide(held=) releases it once perf
+    runs. perf keeps the maps a process had before exec and those of the process that
+    forked it, and places an object's unwind table by the lowest map of it; a workload
+    started by the test would carry python's libc.so.6 too, and where python's lies lower
+    perf's chains from libc and libm end there. tests/fixtures/lpheld.c, static, maps no
+    shared object: started before perf, it is what perf reads from /proc."""
+    return [LPHELD] + list(argv)
+
+
+def wait_held(proc, timeout=30):
+    """Polls until proc (started with held()) has stopped itself."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError("lpheld exited %s before it was released" % proc.returncode)
+        with open("/proc/%d/stat" % proc.pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError("lpheld did not stop within %d s" % timeout)
+        time.sleep(0.01)
+
+
 # PERF_EVENT_IOC_PERIOD: _IOW('$', 4, __u64)
 IOC_PERIOD = 0x40082404
 
 
-class SystemWide:
+class Recording:
+    """`perf record` over target (its arguments: -a, -p PID), --call-graph dwarf, started
+    disabled and enabled over its control fifo: it samples from the constructor's return.
+    held: a process started with held(), released once perf runs (see held())."""
+
+    what = "perf record"
+
+    def __init__(self, data, hz, target, stack=16384, timeout=60, held=None):
+        if held is not None:
+            wait_held(held, timeout)
+        ctl, ack = data + ".ctl", data + ".ack"
+        for f in (ctl, ack):
+            if os.path.exists(f):
+                os.unlink(f)
+            os.mkfifo(f)
+        self.proc = subprocess.Popen(record_args(data, hz, list(target) + [
+            "-k", "CLOCK_MONOTONIC", "-D", "-1", "--control", "fifo:%s,%s" % (ctl, ack)], stack),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, errors="replace")
+        self.files = (ctl, ack)
+        # Opened read-write, neither end waits for perf's; perf answers "ack" once enabled.
+        c, a = os.open(ctl, os.O_RDWR), os.open(ack, os.O_RDWR)
+        try:
+            os.write(c, b"enable\n")
+            ready = select.select([a], [], [], timeout)[0]
+            if not ready or not os.read(a, 64).startswith(b"ack"):
+                self.proc.kill()
+                raise RuntimeError("%s did not start: %s"
+                                   % (self.what, self.proc.communicate()[1][-300:]))
+        finally:
+            os.close(c)
+            os.close(a)
+        if held is not None:
+            os.kill(held.pid, signal.SIGCONT)
+
+    def stop(self):
+        """Stops perf (a perf -p whose process exited has stopped by itself)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        err = self.proc.communicate(timeout=300)[1]
+        for f in self.files:
+            os.unlink(f)
+        if self.proc.returncode not in (0, -signal.SIGINT):
+            raise RuntimeError("%s exited %d: %s" % (self.what, self.proc.returncode,
+                                                     err[-300:]))
+
+
+class Attached(Recording):
+    """`perf record -p PID`: a cpu-clock event per thread of the process, the threads it
+    starts inheriting it, the way llmprofd's --sampler thread samples (and perf record --
+    CMD)."""
+
+    what = "perf record -p"
+
+    def __init__(self, data, hz, pid, stack=16384, timeout=60, held=None):
+        super().__init__(data, hz, ["-p", str(pid)], stack, timeout, held)
+
+
+class SystemWide(Recording):
     """`perf record -a`: one cpu-clock event per CPU, the way llmprofd's default sampler
     samples, from the constructor's return (perf says so over its control fifo) until
     stop(). The reference for a per-CPU sampler: `perf record -p` and `-- CMD` sample each
@@ -150,32 +234,16 @@ class SystemWide:
     graph at a steady pace (four such samplers of one OpenMP run read sync 0.249-0.338;
     restarted at random, 0.254-0.262). The test takes perf's event descriptors
     (pidfd_getfd) to do it; the events whose period is a frequency (its side-band dummy)
-    refuse the value and are left alone."""
+    refuse the value and are left alone.
 
-    def __init__(self, data, hz, stack=16384, timeout=60):
-        ctl, ack = data + ".ctl", data + ".ack"
-        for f in (ctl, ack):
-            if os.path.exists(f):
-                os.unlink(f)
-            os.mkfifo(f)
-        self.proc = subprocess.Popen(record_args(data, hz, ["-a", "-k", "CLOCK_MONOTONIC", "-D",
-                                                            "-1", "--control",
-                                                            "fifo:%s,%s" % (ctl, ack)], stack),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, errors="replace")
-        self.files = (ctl, ack)
-        # Opened read-write, neither end waits for perf's; perf answers "ack" once enabled.
-        c, a = os.open(ctl, os.O_RDWR), os.open(ack, os.O_RDWR)
-        try:
-            os.write(c, b"enable\n")
-            ready = select.select([a], [], [], timeout)[0]
-            if not ready or not os.read(a, 64).startswith(b"ack"):
-                self.proc.kill()
-                raise RuntimeError("perf record -a did not start: %s"
-                                   % self.proc.communicate()[1][-300:])
-        finally:
-            os.close(c)
-            os.close(a)
+    held: a process started with held(), released once perf runs. A process the test
+    starts after perf is unwound wrong from libc (see held()); one started before, whose
+    image is final (a fixture waiting for "go"), needs no holding."""
+
+    what = "perf record -a"
+
+    def __init__(self, data, hz, stack=16384, timeout=60, held=None):
+        super().__init__(data, hz, ["-a"], stack, timeout, held)
         self.stopping = threading.Event()
         self.rephased = 0
         self.fds = self._events()
@@ -217,12 +285,7 @@ class SystemWide:
         self.thread.join()
         for fd in self.fds:
             os.close(fd)
-        self.proc.send_signal(signal.SIGINT)
-        err = self.proc.communicate(timeout=300)[1]
-        for f in self.files:
-            os.unlink(f)
-        if self.proc.returncode not in (0, -signal.SIGINT):
-            raise RuntimeError("perf record -a exited %d: %s" % (self.proc.returncode, err[-300:]))
+        super().stop()
         if not self.rephased:
             raise RuntimeError("perf record -a: no timer of perf's was restarted")
 
