@@ -46,9 +46,9 @@ static __always_inline void futex_wait_begin(const struct lp_proc_stats *p, stru
 
 /* Counts a wait of d ns of thread t, of process p (NULL: looked up), that t->futex_*
  * describe, ended with ret (0 where the result is not known: seen from the scheduler),
- * and clears it. */
-static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_thread *t, __u64 d,
-					    long ret)
+ * and clears it. The counts go to hp, this CPU's part of p (hot_of), or p where NULL. */
+static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_proc_stats *hp,
+					    struct lp_thread *t, __u64 d, long ret)
 {
 	struct lp_futex_key key = {.tgid = t->tgid, .uaddr = t->futex_uaddr};
 	struct lp_futex_val *v, zero = {};
@@ -60,19 +60,21 @@ static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_t
 		p = bpf_map_lookup_elem(&procs, &key.tgid);
 	if (!p)
 		return;
-	hist_add(&p->hist[LP_H_FUTEX], d);
+	if (!hp)
+		hp = p;
+	hist_add(&hp->hist[LP_H_FUTEX], d);
 	/* Inside one generation decode: a wait the token waited for, not a thread idle between
 	 * requests or tokens. */
 	if ((t->futex_gen & 1) && t->futex_gen == p->gen_seq)
-		hist_add(&p->hist[LP_H_FUTEX_GEN], d);
+		hist_add(&hp->hist[LP_H_FUTEX_GEN], d);
 	if (ret == -110 /* ETIMEDOUT */)
-		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_TIMEDOUT], 1);
+		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_TIMEDOUT], 1);
 	else if (ret == -11 /* EAGAIN */)
-		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_EAGAIN], 1);
+		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_EAGAIN], 1);
 	if (t->futex_kind == LP_FUTEX_LOCK_PI)
-		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_LOCK_PI], 1);
+		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_LOCK_PI], 1);
 	else if (t->futex_kind == LP_FUTEX_WAITV)
-		__sync_fetch_and_add(&p->ctr[LP_C_FUTEX_WAITV], 1);
+		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_WAITV], 1);
 
 	v = bpf_map_lookup_elem(&futex_addrs, &key);
 	if (!v) {

@@ -291,6 +291,20 @@ LP_MAP struct {
 	__type(value, struct lp_proc_stats);
 } proc_init SEC(".maps");
 
+/* Each CPU's own part of a tracked process's counters and histograms, for what the
+ * scheduler's programs add at every switch: two threads on two CPUs adding to one
+ * "procs" entry move its lines between the CPUs at each switch (18 % of the switch
+ * program's time decoding, bench/RESULTS.md). Only ctr and hist are used; user space
+ * adds every CPU's to the procs entry where it reads one (tracked/hot.h), and takes the
+ * entry out with the process's final record. Made on a process's first switch. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 256); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_proc_stats);
+} procs_hot SEC(".maps");
+
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, LP_D_NR);
@@ -365,6 +379,24 @@ static __always_inline void mark_ours(__u32 tgid, __u8 ours)
 static __always_inline struct lp_proc_stats *proc_of(__u32 tgid)
 {
 	return maybe_ours(tgid) ? bpf_map_lookup_elem(&procs, &tgid) : NULL;
+}
+
+/* This CPU's part of tgid's counters and histograms (procs_hot), made on first use; p
+ * itself, tgid's entry in procs, where it cannot be made. */
+static __always_inline struct lp_proc_stats *hot_of(struct lp_proc_stats *p, __u32 tgid)
+{
+	struct lp_proc_stats *h = bpf_map_lookup_elem(&procs_hot, &tgid), *zero;
+	__u32 k = 0;
+
+	if (h)
+		return h;
+	zero = bpf_map_lookup_elem(&proc_init, &k);
+	if (!zero)
+		return p;
+	/* Only its ctr and hist are read: the header proc_init carries is left as it is. */
+	bpf_map_update_elem(&procs_hot, &tgid, zero, BPF_NOEXIST);
+	h = bpf_map_lookup_elem(&procs_hot, &tgid);
+	return h ? h : p;
 }
 
 static __always_inline struct lp_thread *thread_get(__u32 tid, __u32 tgid)

@@ -39,12 +39,13 @@ static __always_inline long task_state(struct task_struct *t, bool trusted)
 }
 
 /* Adds what the kernel's account grew by since the last look at this thread: on-CPU time,
- * run-queue delay (a histogram sample per slice, at its switch-out). The first look only
- * takes the starting point. Looking at both ends of every slice means an update the
- * kernel makes late (after the switch-out tracepoint) still counts, at the next one.
- * Returns the run-queue delay it added. */
-static __always_inline __u64 acct_take(struct lp_proc_stats *p, struct lp_thread *t,
-				       struct task_struct *task, bool out, bool trusted)
+ * run-queue delay (a histogram sample per slice, at its switch-out), to hp, this CPU's
+ * part of p (hot_of). The first look only takes the starting point. Looking at both ends
+ * of every slice means an update the kernel makes late (after the switch-out tracepoint)
+ * still counts, at the next one. Returns the run-queue delay it added. */
+static __always_inline __u64 acct_take(const struct lp_proc_stats *p, struct lp_proc_stats *hp,
+				       struct lp_thread *t, struct task_struct *task, bool out,
+				       bool trusted)
 {
 	__u64 sum = TASK_READ(trusted, task, se.sum_exec_runtime);
 	__u64 rd = TASK_READ(trusted, task, sched_info.run_delay);
@@ -62,11 +63,11 @@ static __always_inline __u64 acct_take(struct lp_proc_stats *p, struct lp_thread
 	if (t->acct_seen) {
 		d = sum - t->sum_last;
 		t->oncpu_ns += d;
-		__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], d);
+		__sync_fetch_and_add(&hp->ctr[LP_C_ONCPU_NS], d);
 		runq = rd - t->rd_last;
 		t->runq_ns += runq;
 		if (out)
-			hist_add(&p->hist[LP_H_RUNQ], runq);
+			hist_add(&hp->hist[LP_H_RUNQ], runq);
 	}
 	t->sum_last = sum;
 	t->rd_last = rd;
@@ -103,20 +104,20 @@ static __always_inline void preemptor_wait(__u32 tgid, struct lp_thread *t, __u6
 }
 
 /* A thread's off-CPU stretch of d ns is over: as preempted or blocked, by what its
- * switch-out recorded. */
-static __always_inline void off_end(struct lp_proc_stats *p, struct lp_thread *t, __u32 tgid,
+ * switch-out recorded; counted in hp, this CPU's part of its process's figures. */
+static __always_inline void off_end(struct lp_proc_stats *hp, struct lp_thread *t, __u32 tgid,
 				    __u64 d)
 {
 	if (t->off_preempted) {
 		t->off_preempted_ns += d;
-		hist_add(&p->hist[LP_H_OFF_PREEMPTED], d);
+		hist_add(&hp->hist[LP_H_OFF_PREEMPTED], d);
 		preemptor_wait(tgid, t, d);
 	} else {
 		t->off_blocked_ns += d;
-		hist_add(&p->hist[LP_H_OFF_BLOCKED], d);
+		hist_add(&hp->hist[LP_H_OFF_BLOCKED], d);
 	}
 	if (t->off_region == LP_R_BARRIER)
-		__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_OFF_EST_NS], d);
+		__sync_fetch_and_add(&hp->ctr[LP_C_BARRIER_OFF_EST_NS], d);
 	/* Precise mode: off-CPU time inside the innermost probed call. */
 	if (t->bar.depth) {
 		t->bar.off_ns += d;
@@ -159,7 +160,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	 * a host are not ours. */
 	__u64 now = 0, runq = 0, slice = 0;
 	__u32 tgid, tid, cpu1, next_tgid;
-	struct lp_proc_stats *p;
+	struct lp_proc_stats *p, *hp;
 	struct lp_rec_ev *e;
 	struct lp_thread *t;
 	__u64 d;
@@ -174,16 +175,17 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		tid = TASK_READ(with_regs, prev, pid);
 		t = thread_get(tid, tgid);
 		if (t) {
+			hp = hot_of(p, tgid);
 			slice = t->oncpu_ns;
 			if (kernel_accounting(prev)) {
 				/* The kernel's totals since the last look: this slice, and the
 				 * run-queue wait that preceded it (run_delay takes it after the
 				 * switch-in tracepoint). */
-				runq = acct_take(p, t, prev, true, with_regs);
+				runq = acct_take(p, hp, t, prev, true, with_regs);
 			} else if (t->on_since) {
 				d = now - t->on_since;
 				t->oncpu_ns += d;
-				__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], d);
+				__sync_fetch_and_add(&hp->ctr[LP_C_ONCPU_NS], d);
 			}
 			slice = t->oncpu_ns - slice;
 			/* Switched out twice with no switch-in between: the kernel ran the
@@ -193,14 +195,14 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			 * stretch off the CPU ended that long before now. */
 			if (t->off_since) {
 				if (slice && now - slice > t->off_since)
-					off_end(p, t, tgid, now - slice - t->off_since);
+					off_end(hp, t, tgid, now - slice - t->off_since);
 				if (futex_from_sched && t->futex_since) {
 					if (slice && now - slice > t->futex_since)
-						futex_wait_done(p, t, now - slice - t->futex_since,
-								0);
+						futex_wait_done(p, hp, t,
+								now - slice - t->futex_since, 0);
 					t->futex_since = 0;
 				}
-				__sync_fetch_and_add(&p->ctr[LP_C_SWITCH_IN_UNSEEN], 1);
+				__sync_fetch_and_add(&hp->ctr[LP_C_SWITCH_IN_UNSEEN], 1);
 			}
 			t->on_since = 0;
 			t->off_since = now;
@@ -226,12 +228,12 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				t->runnable_since = now;
 				preemptor_count(tgid, next, t->preempted_by);
 				t->nivcsw++;
-				__sync_fetch_and_add(&p->ctr[LP_C_NIVCSW], 1);
+				__sync_fetch_and_add(&hp->ctr[LP_C_NIVCSW], 1);
 			} else {
 				t->off_preempted = 0;
 				t->runnable_since = 0;
 				t->nvcsw++;
-				__sync_fetch_and_add(&p->ctr[LP_C_NVCSW], 1);
+				__sync_fetch_and_add(&hp->ctr[LP_C_NVCSW], 1);
 				if (futex_from_sched && prev_regs)
 					futex_sleep(p, t, prev_regs, now);
 			}
@@ -268,22 +270,23 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		return;
 	if (!now)
 		now = bpf_ktime_get_ns();
+	hp = hot_of(p, tgid);
 	if (kernel_accounting(next)) {
 		/* Updates the kernel made after the last switch-out are counted here. */
-		runq = acct_take(p, t, next, false, with_regs);
+		runq = acct_take(p, hp, t, next, false, with_regs);
 	} else if (t->runnable_since) {
 		d = now - t->runnable_since;
 		t->runq_ns += d;
-		hist_add(&p->hist[LP_H_RUNQ], d);
+		hist_add(&hp->hist[LP_H_RUNQ], d);
 	}
 	if (t->off_since)
-		off_end(p, t, tgid, now - t->off_since);
+		off_end(hp, t, tgid, now - t->off_since);
 	if (futex_from_sched && t->futex_since)
-		futex_wait_done(p, t, now - t->futex_since, 0);
+		futex_wait_done(p, hp, t, now - t->futex_since, 0);
 	cpu1 = bpf_get_smp_processor_id() + 1;
 	if (t->last_cpu && t->last_cpu != cpu1) {
 		t->migrations++;
-		__sync_fetch_and_add(&p->ctr[LP_C_MIGRATIONS], 1);
+		__sync_fetch_and_add(&hp->ctr[LP_C_MIGRATIONS], 1);
 	}
 	t->last_cpu = cpu1;
 	if ((e = rec_reserve(tgid, tid, LP_REC_ON))) {

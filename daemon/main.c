@@ -464,6 +464,7 @@ static int wire(struct daemon *d)
 			bpf_map__fd(d->core.skel->maps.futex_addrs),
 			bpf_map__fd(d->core.skel->maps.threads));
 	d->tracker.preempt_fd = bpf_map__fd(d->core.skel->maps.preemptors);
+	d->tracker.hot_fd = bpf_map__fd(d->core.skel->maps.procs_hot);
 	d->tracker.tgid_marks = d->core.tgid_marks;
 	d->tracker.ntgid_marks = d->core.ntgid_marks;
 	d->tracker.on_exit = on_target_exit;

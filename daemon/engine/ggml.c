@@ -25,6 +25,7 @@
 #include "base/procfs.h"
 #include "kernel/uprobe.h"
 #include "engine/requests.h"
+#include "tracked/hot.h"
 
 #define MAX_OBJS 4096
 #define PENDING_TRIES 10
@@ -584,8 +585,7 @@ static void write_ranges(struct lp_ggml *g, struct lp_target *t, const struct pr
 	if (!gp->table_ns) {
 		struct lp_proc_stats *st = malloc(sizeof(*st));
 
-		if (st &&
-		    bpf_map_lookup_elem(bpf_map__fd(g->core->skel->maps.procs), &key, st) == 0)
+		if (st && lp_hot_read(g->tr->procs_fd, g->tr->hot_fd, key, st) == 0)
 			gp->oncpu_at_table_ns = st->ctr[LP_C_ONCPU_NS];
 		free(st);
 		gp->table_ns = lp_now_ns();

@@ -19,6 +19,7 @@
 #include "engine/nodes.h"
 #include "engine/ops.h"
 #include "kernel/uprobe.h"
+#include "tracked/hot.h"
 
 /* The process's CPU time by the kernel's own account (sum_exec_runtime of every thread,
  * the exited ones included), read through its CPU-time clock. Summing the live threads'
@@ -38,7 +39,7 @@ static int read_stats(struct lp_ggml *g, pid_t pid, struct lp_proc_stats *st)
 {
 	__u32 key = (__u32)pid;
 
-	return bpf_map_lookup_elem(g->tr->procs_fd, &key, st) < 0 ? -errno : 0;
+	return lp_hot_read(g->tr->procs_fd, g->tr->hot_fd, key, st);
 }
 
 /* The process counter behind each of enum lp_window_ctr. */

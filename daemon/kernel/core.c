@@ -413,6 +413,7 @@ static void configure(struct lp_core *c, const struct lp_config *cfg, const stru
 	struct core_bpf *s = c->skel;
 
 	bpf_map__set_max_entries(s->maps.procs, cfg->max_processes);
+	bpf_map__set_max_entries(s->maps.procs_hot, cfg->max_processes);
 	bpf_map__set_max_entries(s->maps.threads, cfg->max_threads);
 	bpf_map__set_max_entries(s->maps.futex_addrs, cfg->max_futex_addrs);
 	/* A few preempting processes each is the rule; a busy host's many are counted lost. */
@@ -625,6 +626,18 @@ static uint64_t count_entries(struct bpf_map *map)
 {
 	uint64_t n = 0;
 
+	/* Per-CPU values are a value per CPU: counted by their keys alone. */
+	if (bpf_map__type(map) == BPF_MAP_TYPE_PERCPU_HASH) {
+		void *key = malloc(bpf_map__key_size(map)), *prev = NULL;
+
+		while (key && bpf_map_get_next_key(bpf_map__fd(map), prev, key) == 0 &&
+		       n < UINT32_MAX) {
+			prev = key;
+			n++;
+		}
+		free(key);
+		return n;
+	}
 	if (bpf_map__type(map) != BPF_MAP_TYPE_HASH && bpf_map__type(map) != BPF_MAP_TYPE_LRU_HASH)
 		return 0;
 	lp_map_walk(bpf_map__fd(map), bpf_map__key_size(map), bpf_map__value_size(map), count_one,

@@ -18,6 +18,7 @@
 #include "kernel/mapwalk.h"
 #include "base/procfs.h"
 #include "tracked/sweep.h"
+#include "tracked/hot.h"
 
 static void read_maps(struct lp_report *r, const struct lp_core *c)
 {
@@ -210,7 +211,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 		} else {
 			/* A failed lookup means the process exited after lp_tracker_reap(): it is
 			 * reported as live with zeroes rather than hidden. */
-			bpf_map_lookup_elem(procs_fd, &key, &v->stats);
+			lp_hot_read(procs_fd, tr->hot_fd, key, &v->stats);
 			v->live = true;
 		}
 		read_ops(v, t->ggml, c);

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/procfs.h"
 #include "kernel/mapwalk.h"
+#include "tracked/hot.h"
 #include "tracked/packed.h"
 
 static int compare_wait_ns(const void *a, const void *b)
@@ -236,6 +237,18 @@ static void threads_drop(struct lp_tracker *tr, __u32 tgid)
 static void exit_without_record(struct lp_tracker *tr, struct lp_target *t,
 				struct lp_proc_stats *final)
 {
+	__u32 key = (__u32)t->pid;
+	struct lp_proc_stats *buf;
+
+	/* Where the record is lost, so is its procs part: each CPU's goes too, unless procs
+	 * holds the pid again (a newer process's, whose part it then is). */
+	if (final) {
+		lp_hot_take(tr->hot_fd, key, final);
+	} else if ((buf = malloc(sizeof(*buf)))) {
+		if (bpf_map_lookup_elem(tr->procs_fd, &key, buf) < 0 && errno == ENOENT)
+			lp_hot_take(tr->hot_fd, key, NULL);
+		free(buf);
+	}
 	t->final = final;
 	t->exit_lost = !final;
 	t->final_futex = calloc(1, sizeof(*t->final_futex));
@@ -261,6 +274,13 @@ struct gc_pass {
 	struct lp_proc_stats *buf;
 	struct lp_keys gone;
 };
+
+static bool gc_hot_one(void *ctx, __u32 tgid)
+{
+	struct gc_pass *g = ctx;
+
+	return orphaned(g->tr, tgid, g->buf);
+}
 
 static int gc_futex_one(void *ctx, const void *key, const void *value)
 {
@@ -324,6 +344,7 @@ static void maps_gc(struct lp_tracker *tr)
 			    sizeof(struct lp_preempt_val), gc_preempt_one, &g);
 		lp_map_delete(tr->preempt_fd, &g.gone);
 	}
+	lp_hot_gc(tr->hot_fd, gc_hot_one, &g);
 	free(g.buf);
 }
 
@@ -433,6 +454,7 @@ static void reset_kernel(struct lp_tracker *tr, struct lp_target *t)
 	}
 	futex_take(tr->futex_fd, key, &drop);
 	lp_preempt_read(tr->preempt_fd, key, true, &pdrop);
+	lp_hot_take(tr->hot_fd, key, NULL);
 	threads_of(tr, key, &tids);
 	for (size_t i = 0; i < tids.n; i++) {
 		__u32 tid;

@@ -15,6 +15,7 @@
 
 #include "base/log.h"
 #include "kernel/mapwalk.h"
+#include "tracked/hot.h"
 #include "tracked/packed.h"
 #include "base/procfs.h"
 
@@ -35,6 +36,7 @@ void lp_tracker_init(struct lp_tracker *tr, const struct lp_config *cfg, int pro
 	tr->futex_fd = futex_fd;
 	tr->threads_fd = threads_fd;
 	tr->preempt_fd = -1;
+	tr->hot_fd = -1;
 }
 
 static void target_free(const struct lp_tracker *tr, struct lp_target *t)
@@ -353,6 +355,7 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 
 fail_inserted:
 	bpf_map_delete_elem(tr->procs_fd, &key);
+	lp_hot_take(tr->hot_fd, key, NULL);
 	lp_tracker_unmark(tr, key);
 fail:
 	free(zero);
@@ -461,13 +464,18 @@ static void on_exit_record(struct lp_tracker *tr, const struct lp_ev_exit *e)
 {
 	struct lp_target *t = find_live(tr, (pid_t)e->stats.tgid);
 
-	if (!t)
+	if (!t) {
+		lp_hot_take(tr->hot_fd, e->stats.tgid, NULL);
 		return;
+	}
 	t->final = malloc(sizeof(*t->final));
 	t->final_futex = calloc(1, sizeof(*t->final_futex));
 	if (t->final && t->final_futex) {
 		memcpy(t->final, &e->stats, sizeof(*t->final));
+		/* The exit hook sent procs' part; each CPU's is still in the kernel. */
+		lp_hot_take(tr->hot_fd, e->stats.tgid, t->final);
 	} else {
+		lp_hot_take(tr->hot_fd, e->stats.tgid, NULL);
 		t->exit_lost = true;
 	}
 	log_info("pid %d (%s) exited", (int)t->pid, t->comm);

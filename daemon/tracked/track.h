@@ -81,6 +81,7 @@ struct lp_tracker {
 	int futex_fd;
 	int threads_fd;
 	int preempt_fd; /* -1: no preemptor map */
+	int hot_fd;	/* procs_hot, each CPU's part of a process's figures (hot.h); -1: none */
 	/* A byte per tgid, set before a process enters procs (lp.bpf.h's tgid_marks); NULL
 	 * in tests without BPF */
 	volatile uint8_t *tgid_marks;

@@ -28,9 +28,19 @@ def test_exit_keeps_data():
             % t.futex_waits_on(p, res["futex_addrs"]))
     t.check(t.near(p["counters"]["page_faults_minor"], res["minflt"], 0.05),
             "minor faults after exit %d ~ %d" % (p["counters"]["page_faults_minor"], res["minflt"]))
+    # Counted by the switch program in each CPU's part of the process (procs_hot), taken
+    # into the final record at the exit: every 2 ms wait of the three threads slept.
+    c, h = p["counters"], p["histograms"]
+    t.check(h["futex_wait"]["count"] >= 21 and c["voluntary_switches"] >= 21
+            and c["oncpu_ns"] > 0 and h["offcpu_blocked"]["count"] >= 21,
+            "each CPU's counts in the final record: %d futex waits, %d voluntary switches, "
+            "%d blocked stretches, %d ns on CPU" % (h["futex_wait"]["count"],
+                                                    c["voluntary_switches"],
+                                                    h["offcpu_blocked"]["count"], c["oncpu_ns"]))
     t.check(p["threads"] == [], "no per-thread state kept for an exited process")
     e = map_entries(rep)
-    t.check(e["procs"] == 0 and e["threads"] == 0 and e["futex_addrs"] == 0,
+    t.check(e["procs"] == 0 and e["procs_hot"] == 0 and e["threads"] == 0
+            and e["futex_addrs"] == 0,
             "kernel maps empty after exit: %s" % e)
 
 
@@ -219,8 +229,8 @@ def test_lost_exit_records():
         t.check(t.futex_waits_on(p, res["futex_addrs"]) == [4],
                 "pid %d keeps its futex addresses (data_lost %s)" % (p["pid"], p["data_lost"]))
     e = map_entries(rep)
-    t.check(e["procs"] == 0 and e["threads"] == 0 and e["futex_addrs"] == 0,
-            "kernel maps empty all the same: %s" % e)
+    t.check(e["procs"] == 0 and e["procs_hot"] == 0 and e["threads"] == 0
+            and e["futex_addrs"] == 0, "kernel maps empty all the same: %s" % e)
     t.check("final record was lost" in d.log(), "the loss is logged")
 
 
