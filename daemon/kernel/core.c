@@ -626,22 +626,18 @@ static uint64_t count_entries(struct bpf_map *map)
 {
 	uint64_t n = 0;
 
-	/* Per-CPU values are a value per CPU: counted by their keys alone. */
-	if (bpf_map__type(map) == BPF_MAP_TYPE_PERCPU_HASH) {
-		void *key = malloc(bpf_map__key_size(map)), *prev = NULL;
-
-		while (key && bpf_map_get_next_key(bpf_map__fd(map), prev, key) == 0 &&
-		       n < UINT32_MAX) {
-			prev = key;
-			n++;
-		}
-		free(key);
-		return n;
+	switch (bpf_map__type(map)) {
+	case BPF_MAP_TYPE_HASH:
+	case BPF_MAP_TYPE_LRU_HASH:
+		lp_map_walk(bpf_map__fd(map), bpf_map__key_size(map), bpf_map__value_size(map),
+			    count_one, &n);
+		break;
+	case BPF_MAP_TYPE_PERCPU_HASH: /* a value per CPU: counted by the keys alone */
+		lp_map_walk(bpf_map__fd(map), bpf_map__key_size(map), 0, count_one, &n);
+		break;
+	default:
+		break;
 	}
-	if (bpf_map__type(map) != BPF_MAP_TYPE_HASH && bpf_map__type(map) != BPF_MAP_TYPE_LRU_HASH)
-		return 0;
-	lp_map_walk(bpf_map__fd(map), bpf_map__key_size(map), bpf_map__value_size(map), count_one,
-		    &n);
 	return n;
 }
 

@@ -5,6 +5,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "base/hist.h"
@@ -40,32 +41,4 @@ void lp_hot_take(int hot_fd, __u32 tgid, struct lp_proc_stats *into)
 {
 	if (add_parts(hot_fd, tgid, into))
 		bpf_map_delete_elem(hot_fd, &tgid);
-}
-
-void lp_hot_gc(int hot_fd, bool (*orphaned)(void *ctx, __u32 tgid), void *ctx)
-{
-	__u32 key, *gone = NULL;
-	size_t n = 0, cap = 0;
-	__u32 *prev = NULL;
-
-	if (hot_fd < 0)
-		return;
-	/* Keys first, deletes after: a walk that deletes as it goes may start over. */
-	while (bpf_map_get_next_key(hot_fd, prev, &key) == 0) {
-		prev = &key;
-		if (!orphaned(ctx, key))
-			continue;
-		if (n == cap) {
-			__u32 *v = realloc(gone, (cap ? cap * 2 : 16) * sizeof(*v));
-
-			if (!v)
-				break;
-			gone = v;
-			cap = cap ? cap * 2 : 16;
-		}
-		gone[n++] = key;
-	}
-	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(hot_fd, &gone[i]);
-	free(gone);
 }

@@ -7,7 +7,6 @@
 #define LLMPROF_HOT_H
 
 #include <linux/types.h>
-#include <stdbool.h>
 
 #include "llmprof/abi.h"
 
@@ -17,8 +16,5 @@ int lp_hot_read(int procs_fd, int hot_fd, __u32 tgid, struct lp_proc_stats *out)
 
 /* Adds every CPU's part of tgid in hot_fd to into (NULL: drops it) and deletes it. */
 void lp_hot_take(int hot_fd, __u32 tgid, struct lp_proc_stats *into);
-
-/* Deletes the parts of every process orphaned(ctx, tgid) says is gone. */
-void lp_hot_gc(int hot_fd, bool (*orphaned)(void *ctx, __u32 tgid), void *ctx);
 
 #endif

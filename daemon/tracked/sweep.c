@@ -275,11 +275,12 @@ struct gc_pass {
 	struct lp_keys gone;
 };
 
-static bool gc_hot_one(void *ctx, __u32 tgid)
+static int gc_hot_one(void *ctx, const void *key, const void *value)
 {
 	struct gc_pass *g = ctx;
 
-	return orphaned(g->tr, tgid, g->buf);
+	(void)value;
+	return orphaned(g->tr, *(const __u32 *)key, g->buf) ? lp_keys_add(&g->gone, key) : 0;
 }
 
 static int gc_futex_one(void *ctx, const void *key, const void *value)
@@ -344,7 +345,12 @@ static void maps_gc(struct lp_tracker *tr)
 			    sizeof(struct lp_preempt_val), gc_preempt_one, &g);
 		lp_map_delete(tr->preempt_fd, &g.gone);
 	}
-	lp_hot_gc(tr->hot_fd, gc_hot_one, &g);
+	if (tr->hot_fd >= 0) {
+		/* Keys alone: a per-CPU value is one per CPU. */
+		g.gone.size = sizeof(__u32);
+		lp_map_walk(tr->hot_fd, sizeof(__u32), 0, gc_hot_one, &g);
+		lp_map_delete(tr->hot_fd, &g.gone);
+	}
 	free(g.buf);
 }
 
