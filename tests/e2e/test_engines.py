@@ -30,7 +30,7 @@ libc walked by their rows with none lost. Tolerance: some 1,100-7,000 samples a 
 997 Hz; a share near 0.4 has a standard error of 0.006-0.015 per sampler, up to 0.02 for
 the difference. In generation a residual of 0.01 is added to every bound
 (GENERATION_RESIDUAL below). The per-thread sampler (--sampler thread) is held to
-`perf record -- CMD` in test_llama_omp.py and test_ops.py."""
+`perf record -p` in test_llama_omp.py and to `perf record -- CMD` in test_ops.py."""
 import json
 import os
 import re
@@ -142,13 +142,8 @@ def run_once(argv, work, name, comm, runtime=None):
     configuration (sampling rate aside)."""
     d = daemon()
     data = os.path.join(work, name.replace(" ", "-") + ".data")
-    run = subprocess.Popen(perfref.held(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, errors="replace",
-                           cwd=work)  # llama-cli writes main.log where it runs
-    t._children.append(run)
-    system_wide = perfref.SystemWide(data, HZ, stack=65528, held=run)
-    out, err = run.communicate(timeout=600)
-    system_wide.stop()
+    # llama-cli writes main.log where it runs
+    run, out, err = perfref.run_system_wide(argv, data, HZ, stack=65528, cwd=work)
     t.check(run.returncode == 0, "%s: %s ran: %s" % (name, comm, err.strip()[-300:]))
     # node-llama-cpp's driver says which process decoded (node-llama-cpp may start
     # others that load ggml, to test its binaries).

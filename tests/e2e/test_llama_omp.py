@@ -204,13 +204,8 @@ def prompt(binary, model, work):
     data = os.path.join(work, "prompt.data")
     # About 925 tokens (22 a sentence): within the model's context of 1,024 with the 4 generated.
     text = " ".join(["Once upon a time there was a small model that"] * 42)
-    run = subprocess.Popen(perfref.held([binary, "-m", model, "-n", "4", text]),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                           errors="replace")
-    t._children.append(run)
-    system_wide = perfref.SystemWide(data, PROMPT_HZ, held=run)
-    err = run.communicate(timeout=600)[1]
-    system_wide.stop()
+    run, _, err = perfref.run_system_wide([binary, "-m", model, "-n", "4", text], data,
+                                          PROMPT_HZ)
     t.check(run.returncode == 0, "prompt: llama-simple ran: %s" % err.strip()[-300:])
     found = re.search(r"pid (\d+) \(llama-simple\) runs ggml", d.log())
     if not found:

@@ -30,7 +30,8 @@ import signal
 import struct
 import subprocess
 import threading
-import time
+
+import lptest
 
 C_LIBRARY = ctypes.CDLL(None, use_errno=True)
 LPHELD = os.environ.get("LPHELD", "build/tests/lpheld")
@@ -148,16 +149,12 @@ def held(argv):
 
 def wait_held(proc, timeout=30):
     """Polls until proc (started with held()) has stopped itself."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def stopped():
         if proc.poll() is not None:
             raise RuntimeError("lpheld exited %s before it was released" % proc.returncode)
         with open("/proc/%d/stat" % proc.pid) as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                return
-        if time.monotonic() > deadline:
-            raise RuntimeError("lpheld did not stop within %d s" % timeout)
-        time.sleep(0.01)
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+    lptest.poll("lpheld to stop itself", stopped, timeout, interval=0.01)
 
 
 # PERF_EVENT_IOC_PERIOD: _IOW('$', 4, __u64)
@@ -288,6 +285,18 @@ class SystemWide(Recording):
         super().stop()
         if not self.rephased:
             raise RuntimeError("perf record -a: no timer of perf's was restarted")
+
+
+def run_system_wide(argv, data, hz, stack=16384, timeout=600, **popen):
+    """Runs argv to its end under SystemWide, held until perf samples (held()): the finished
+    Popen, its stdout and its stderr (text). popen: more of Popen's arguments (cwd)."""
+    proc = subprocess.Popen(held(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, errors="replace", **popen)
+    lptest._children.append(proc)
+    system_wide = SystemWide(data, hz, stack, held=proc)
+    out, err = proc.communicate(timeout=timeout)
+    system_wide.stop()
+    return proc, out, err
 
 
 def samples(data, pid, since=None, kernels=()):
