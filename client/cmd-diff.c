@@ -53,6 +53,16 @@ static const cJSON *generation(const cJSON *p)
 	return at(p, "ggml", "tokens", "generation");
 }
 
+/* Tokens the process generated: its generation decodes', or its requests' output where
+ * more (a server whose every decode carried several sequences decoded no batch of one
+ * token, which is what a generation decode is). */
+static double generated(const cJSON *p)
+{
+	/* fmax leaves out a figure the document lacks (NaN) */
+	return fmax(num(cJSON_GetObjectItemCaseSensitive(generation(p), "tokens")),
+		    num(at(p, "requests", "output_tokens", NULL)));
+}
+
 static double tokens_per_s(const cJSON *p)
 {
 	return num(cJSON_GetObjectItemCaseSensitive(generation(p), "wall_tokens_per_s"));
@@ -232,13 +242,12 @@ static const cJSON *pick(const struct ctl *c, const char *path, const cJSON *doc
 		best = doc;
 	cJSON_ArrayForEach(p, procs)
 	{
-		double t = num(cJSON_GetObjectItemCaseSensitive(generation(p), "tokens"));
+		double t = generated(p);
 
-		if (t > 0 && (!best || t > num(cJSON_GetObjectItemCaseSensitive(generation(best),
-										"tokens"))))
+		if (t > 0 && (!best || t > generated(best)))
 			best = p;
 	}
-	if (!best || !(num(cJSON_GetObjectItemCaseSensitive(generation(best), "tokens")) > 0)) {
+	if (!best || !(generated(best) > 0)) {
 		fprintf(stderr, "%s: %s: no process generated tokens: nothing to compare\n",
 			c->prog, path);
 		return NULL;
@@ -319,7 +328,7 @@ static void describe(const char *what, const char *path, const cJSON *p)
 {
 	printf("%s pid %.0f (%s) of %s: %.0f tokens generated\n", what,
 	       num(cJSON_GetObjectItemCaseSensitive(p, "pid")), ctl_str(p, "comm", "?"), path,
-	       num(cJSON_GetObjectItemCaseSensitive(generation(p), "tokens")));
+	       generated(p));
 }
 
 static int exec(struct ctl *c, int argc, char **argv)
