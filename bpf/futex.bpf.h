@@ -46,35 +46,36 @@ static __always_inline void futex_wait_begin(const struct lp_proc_stats *p, stru
 
 /* Counts a wait of d ns of thread t, of process p (NULL: looked up), that t->futex_*
  * describe, ended with ret (0 where the result is not known: seen from the scheduler),
- * and clears it. The counts go to hp, this CPU's part of p (hot_of), or p where NULL. */
+ * as w waits (a stretch taken as a sample stands for w: sched.bpf.c), and clears it. The
+ * counts go to hp, this CPU's part of p (hot_of), or p where NULL. */
 static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_proc_stats *hp,
-					    struct lp_thread *t, __u64 d, long ret)
+					    struct lp_thread *t, __u64 d, long ret, __u32 w)
 {
 	struct lp_futex_key key = {.tgid = t->tgid, .uaddr = t->futex_uaddr};
 	struct lp_futex_val *v, zero = {};
 
 	t->futex_since = 0;
-	t->futex_ns += d;
-	t->futex_waits++;
+	t->futex_ns += d * w;
+	t->futex_waits += w;
 	if (!p)
 		p = bpf_map_lookup_elem(&procs, &key.tgid);
 	if (!p)
 		return;
 	if (!hp)
 		hp = p;
-	hist_add(&hp->hist[LP_H_FUTEX], d);
+	hist_addw(&hp->hist[LP_H_FUTEX], d, w);
 	/* Inside one generation decode: a wait the token waited for, not a thread idle between
 	 * requests or tokens. */
 	if ((t->futex_gen & 1) && t->futex_gen == p->gen_seq)
-		hist_add(&hp->hist[LP_H_FUTEX_GEN], d);
+		hist_addw(&hp->hist[LP_H_FUTEX_GEN], d, w);
 	if (ret == -110 /* ETIMEDOUT */)
-		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_TIMEDOUT], 1);
+		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_TIMEDOUT], w);
 	else if (ret == -11 /* EAGAIN */)
-		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_EAGAIN], 1);
+		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_EAGAIN], w);
 	if (t->futex_kind == LP_FUTEX_LOCK_PI)
-		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_LOCK_PI], 1);
+		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_LOCK_PI], w);
 	else if (t->futex_kind == LP_FUTEX_WAITV)
-		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_WAITV], 1);
+		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_WAITV], w);
 
 	v = bpf_map_lookup_elem(&futex_addrs, &key);
 	if (!v) {
@@ -87,8 +88,8 @@ static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_p
 		if (!v)
 			return;
 	}
-	__sync_fetch_and_add(&v->waits, 1);
-	__sync_fetch_and_add(&v->wait_ns, d);
+	__sync_fetch_and_add(&v->waits, w);
+	__sync_fetch_and_add(&v->wait_ns, d * w);
 	if (d > v->max_ns)
 		v->max_ns = d;
 }

@@ -2,7 +2,7 @@
 /* The lifecycle collector: a process's exec (discovery by executable and by --comm), its
  * executable mappings (discovery of ggml objects dlopen'ed late: mmap with PROT_EXEC), and
  * its threads' exits (the final record to user space, and cleanup). */
-#include "lp.bpf.h"
+#include "acct.bpf.h"
 
 #define PROT_EXEC 0x4
 
@@ -21,10 +21,19 @@ static __always_inline void on_exit(struct task_struct *task)
 		bpf_map_delete_elem(&threads, &tid);
 		return;
 	}
-	/* The thread is on CPU now and no switch-out will be seen for it: count to here. */
+	/* The thread is on CPU now and no switch-out will be seen for it: its totals to here,
+	 * by the kernel's account (the scheduler's program may not have looked at its last
+	 * switches), and the slice in flight from its switch-in where that was seen and the
+	 * kernel has not yet added it all. */
 	t = bpf_map_lookup_elem(&threads, &tid);
-	if (t && t->tgid == tgid && t->on_since)
-		__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], bpf_ktime_get_ns() - t->on_since);
+	if (t && t->tgid == tgid) {
+		__u64 before = t->oncpu_ns, now = bpf_ktime_get_ns();
+
+		acct_take(p, p, t, task, 0, false);
+		before = t->oncpu_ns - before;
+		if (t->on_since && now - t->on_since > before)
+			__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], now - t->on_since - before);
+	}
 	if (t && t->tgid == tgid && t->gen_in)
 		gen_depth_add(tgid, -1);
 	bpf_map_delete_elem(&threads, &tid);

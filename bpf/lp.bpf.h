@@ -67,6 +67,13 @@ LP_SETTING const volatile bool futex_from_sched;
 /* Processes being recorded (the "recording" map's entries), kept by user space: while
  * none is, timeline events cost no map lookup. */
 LP_SETTING volatile __u32 recordings;
+/* Processes in a precise window (their probes on or going on), kept by user space: while
+ * any is, every off-CPU stretch is taken in full, as its probes' figures need. */
+LP_SETTING volatile __u32 precise_procs;
+/* Of a busy thread's off-CPU stretches, the scheduler's program takes one in
+ * stretch_sample on average and counts it as those since the last one taken (sched.bpf.c,
+ * "Stretches taken as a sample"); 1: every one. */
+LP_SETTING const volatile __u32 stretch_sample;
 
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -81,6 +88,37 @@ LP_MAP struct {
 	__type(key, __u32);
 	__type(value, struct lp_thread);
 } threads SEC(".maps");
+
+/* What the scheduler's program needs at every switch of a tracked thread, to decide
+ * whether this one is taken in full: in the task's own storage, which a switch finds in
+ * a few loads where "threads" takes a hash lookup. Freed with the task. */
+struct lp_switch_fast {
+	__u64 prev_out; /* its last switch-out, by its se.exec_start */
+	__u64 sum_at;	/* the kernel's on-CPU time and run-queue delay at the last look */
+	__u64 rd_at;
+	__u32 rng;	 /* its own xorshift state: gaps drawn without a helper call */
+	__u32 seen;	 /* switch-outs seen, up to SAMPLE_AFTER */
+	__u32 countdown; /* busy switch-outs left until the next one taken */
+	__u32 gap;	 /* busy switch-outs the next one taken stands for */
+};
+
+/* A byte per tid below the host's pid_max, 8 to an element, as tgid_marks: 1 while the
+ * thread has an off-CPU stretch taken and not yet ended (sched.bpf.c), so that its
+ * switch-in is taken in full; any other switch-in of a tracked thread costs this array
+ * load. One element where stretches are not sampled. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* pid_max / 8, set by user space */
+	__type(key, __u32);
+	__type(value, __u64);
+} tid_open SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct lp_switch_fast);
+} switch_fast SEC(".maps");
 
 /* A byte per tgid below the host's pid_max, 8 to an element: 1 from just before its process
  * enters procs until it leaves. Most tasks that switch, wake or call futex on a host are not
@@ -291,6 +329,15 @@ LP_MAP struct {
 	__type(value, struct lp_proc_stats);
 } proc_init SEC(".maps");
 
+/* A thread's first entry, zeroed but for its tgid (thread_get): on the stack, it would
+ * leave the programs that make one too little of theirs. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_thread);
+} thread_init SEC(".maps");
+
 /* Each CPU's own part of a tracked process's counters and histograms, for what the
  * scheduler's programs add at every switch: two threads on two CPUs adding to one
  * "procs" entry move its lines between the CPUs at each switch (18 % of the switch
@@ -342,17 +389,23 @@ static __always_inline void *lookup_or_init(void *map, const void *key, const vo
 	return bpf_map_lookup_elem(map, key);
 }
 
-static __always_inline void hist_add(struct lp_hist *h, __u64 v)
+/* Adds v to h as w values: a sample standing for w of them (sched.bpf.c). */
+static __always_inline void hist_addw(struct lp_hist *h, __u64 v, __u32 w)
 {
 	__u32 idx = lp_hist_index(v);
 
 	if (idx >= LP_HIST_NBUCKETS)
 		return;
-	__sync_fetch_and_add(&h->buckets[idx], 1);
-	__sync_fetch_and_add(&h->sum_ns, v);
+	__sync_fetch_and_add(&h->buckets[idx], w);
+	__sync_fetch_and_add(&h->sum_ns, v * w);
 	/* No atomic max in BPF: a lost race under-reports max by one concurrent sample. */
 	if (v > h->max_ns)
 		h->max_ns = v;
+}
+
+static __always_inline void hist_add(struct lp_hist *h, __u64 v)
+{
+	hist_addw(h, v, 1);
 }
 
 /* The thread's state, created on first sight. Only called for tracked processes. */
@@ -401,14 +454,18 @@ static __always_inline struct lp_proc_stats *hot_of(struct lp_proc_stats *p, __u
 
 static __always_inline struct lp_thread *thread_get(__u32 tid, __u32 tgid)
 {
-	struct lp_thread *t = bpf_map_lookup_elem(&threads, &tid);
-	struct lp_thread zero = {};
+	struct lp_thread *t = bpf_map_lookup_elem(&threads, &tid), *zero;
+	__u32 k = 0;
 
 	if (t && t->tgid == tgid)
 		return t;
-	/* Absent, or left over from an earlier thread with a reused tid: start afresh. */
-	zero.tgid = tgid;
-	if (bpf_map_update_elem(&threads, &tid, &zero, BPF_ANY)) {
+	/* Absent, or left over from an earlier thread with a reused tid: start afresh. Only
+	 * its tgid is ever written in this CPU's zeroed value. */
+	zero = bpf_map_lookup_elem(&thread_init, &k);
+	if (!zero)
+		return NULL;
+	zero->tgid = tgid;
+	if (bpf_map_update_elem(&threads, &tid, zero, BPF_ANY)) {
 		drop(LP_D_THREADS_FULL);
 		return NULL;
 	}

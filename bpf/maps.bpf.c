@@ -10,3 +10,5 @@ const volatile bool stack_scan = true;
 const volatile bool unwind_cfi = true;
 const volatile bool futex_from_sched = false;
 volatile __u32 recordings = 0;
+volatile __u32 precise_procs = 0;
+const volatile __u32 stretch_sample = 1;

@@ -4,25 +4,9 @@
  * and who preempted them, from sched_switch, sched_wakeup and sched_wakeup_new. Each exists as a tp_btf and a
  * raw_tp program with the same body; user space autoloads one set after probing. Untracked tasks cost one
  * array load by tgid per task involved (maybe_ours). */
+#include "acct.bpf.h"
 #include "futex.bpf.h"
 #include "where.bpf.h"
-
-/* On-CPU time and run-queue delay by the kernel's own account, the figures of
- * /proc/PID/task/TID/schedstat, where the kernel keeps sched_info (CONFIG_SCHED_INFO).
- * Timed from the tracepoints instead, a thread that blocks and wakes thousands of times a
- * second read 40 % low on CPU and 6 times high on the run queue on a VM: the same boundary
- * falls microseconds apart in the two accounts, every slice. */
-static __always_inline bool kernel_accounting(struct task_struct *task)
-{
-	return bpf_core_field_exists(task->sched_info.run_delay);
-}
-
-/* A field of a task: a plain load where the task is trusted (tp_btf), else a probe read (a
- * helper call, which for an untracked task would be most of what a switch costs us; on the
- * tracked path the probe reads were a third of a pipe round trip's program time, 823 ns
- * against 563 with plain loads: bench/progcost.py). */
-#define TASK_READ(trusted, task, field) ((trusted) ? (task)->field : BPF_CORE_READ(task, field))
-#define TASK_TGID(trusted, task) TASK_READ(trusted, task, tgid)
 
 /* Before 5.14 the field was "state". */
 struct task_struct___o {
@@ -38,54 +22,18 @@ static __always_inline long task_state(struct task_struct *t, bool trusted)
 	return TASK_READ(trusted, (struct task_struct___o *)t, state);
 }
 
-/* Adds what the kernel's account grew by since the last look at this thread: on-CPU time,
- * run-queue delay (a histogram sample per slice, at its switch-out), to hp, this CPU's
- * part of p (hot_of). The first look only takes the starting point. Looking at both ends
- * of every slice means an update the kernel makes late (after the switch-out tracepoint)
- * still counts, at the next one. Returns the run-queue delay it added. */
-static __always_inline __u64 acct_take(const struct lp_proc_stats *p, struct lp_proc_stats *hp,
-				       struct lp_thread *t, struct task_struct *task, bool out,
-				       bool trusted)
-{
-	__u64 sum = TASK_READ(trusted, task, se.sum_exec_runtime);
-	__u64 rd = TASK_READ(trusted, task, sched_info.run_delay);
-	__u64 d, runq = 0;
-
-	/* A thread born while its process was tracked: its whole account is ours, from zero,
-	 * the wait before its first run included (taken as the starting point, it was lost:
-	 * 0.6 ms of a spinner's 9.6 beside a busy host's load). Both clocks are monotonic. */
-	if (!t->acct_seen && p->tracked_since_ns &&
-	    TASK_READ(trusted, task, start_time) >= p->tracked_since_ns) {
-		t->sum_last = 0;
-		t->rd_last = 0;
-		t->acct_seen = 1;
-	}
-	if (t->acct_seen) {
-		d = sum - t->sum_last;
-		t->oncpu_ns += d;
-		__sync_fetch_and_add(&hp->ctr[LP_C_ONCPU_NS], d);
-		runq = rd - t->rd_last;
-		t->runq_ns += runq;
-		if (out)
-			hist_add(&hp->hist[LP_H_RUNQ], runq);
-	}
-	t->sum_last = sum;
-	t->rd_last = rd;
-	t->acct_seen = 1;
-	return runq;
-}
-
-/* Counts a preemption of a thread of tgid by next, of process by_tgid. */
-static __always_inline void preemptor_count(__u32 tgid, struct task_struct *next, __u32 by_tgid)
+/* Counts w preemptions of a thread of tgid by next, of process by_tgid. */
+static __always_inline void preemptor_count(__u32 tgid, struct task_struct *next, __u32 by_tgid,
+					    __u32 w)
 {
 	struct lp_preempt_key k = {.tgid = tgid, .by_tgid = by_tgid};
 	struct lp_preempt_val *v = bpf_map_lookup_elem(&preemptors, &k), init = {};
 
 	if (v) {
-		__sync_fetch_and_add(&v->count, 1);
+		__sync_fetch_and_add(&v->count, w);
 		return;
 	}
-	init.count = 1;
+	init.count = w;
 	bpf_probe_read_kernel_str(init.comm, sizeof(init.comm), &next->comm);
 	/* Two CPUs may insert the same key at once: one count is lost, not the entry. */
 	if (bpf_map_update_elem(&preemptors, &k, &init, BPF_NOEXIST) &&
@@ -104,21 +52,25 @@ static __always_inline void preemptor_wait(__u32 tgid, struct lp_thread *t, __u6
 }
 
 /* A thread's off-CPU stretch of d ns is over: as preempted or blocked, by what its
- * switch-out recorded; counted in hp, this CPU's part of its process's figures. */
+ * switch-out recorded, standing for t->stretch_w stretches; counted in hp, this CPU's
+ * part of its process's figures. */
 static __always_inline void off_end(struct lp_proc_stats *hp, struct lp_thread *t, __u32 tgid,
 				    __u64 d)
 {
+	__u32 w = t->stretch_w;
+
 	if (t->off_preempted) {
-		t->off_preempted_ns += d;
-		hist_add(&hp->hist[LP_H_OFF_PREEMPTED], d);
-		preemptor_wait(tgid, t, d);
+		t->off_preempted_ns += d * w;
+		hist_addw(&hp->hist[LP_H_OFF_PREEMPTED], d, w);
+		preemptor_wait(tgid, t, d * w);
 	} else {
-		t->off_blocked_ns += d;
-		hist_add(&hp->hist[LP_H_OFF_BLOCKED], d);
+		t->off_blocked_ns += d * w;
+		hist_addw(&hp->hist[LP_H_OFF_BLOCKED], d, w);
 	}
 	if (t->off_region == LP_R_BARRIER)
-		__sync_fetch_and_add(&hp->ctr[LP_C_BARRIER_OFF_EST_NS], d);
-	/* Precise mode: off-CPU time inside the innermost probed call. */
+		__sync_fetch_and_add(&hp->ctr[LP_C_BARRIER_OFF_EST_NS], d * w);
+	/* Precise mode (every stretch taken, w = 1): off-CPU time inside the innermost
+	 * probed call. */
 	if (t->bar.depth) {
 		t->bar.off_ns += d;
 	} else {
@@ -150,115 +102,270 @@ static __always_inline void futex_sleep(const struct lp_proc_stats *p, struct lp
 		futex_wait_begin(p, t, now, uaddr, kind);
 }
 
-/* with_regs: the program may read prev's user registers (tp_btf: a trusted task). */
-static __always_inline void on_switch(bool preempt, struct task_struct *prev,
-				      struct task_struct *next, bool with_regs)
+/* Stretches taken as a sample. A thread that switches thousands of times a second (an
+ * OpenMP barrier's threads sleep and wake at every op) would have the program take every
+ * stretch at 300-900 ns a switch, 2-4 % of its CPU. Its totals need no switch at all:
+ * the kernel keeps them (acct.bpf.h), and any look at the thread takes them exactly. Only
+ * the figures of each stretch (off-CPU time, preempted or blocked and by whom, the wait
+ * in a barrier or on which futex word, the run-queue wait before it ran again) need the
+ * stretch seen whole. So of a busy thread's switch-outs one in N (stretch_sample) on
+ * average is taken, at the end of a gap drawn at random in [1, 2N - 1] (no period to
+ * fall in step with the thread's own), and counted as the gap's switch-outs: the counts
+ * stay exact, and since where a gap ends is decided before its last stretch begins,
+ * whatever that stretch turns out to be (a 20 us barrier sleep, a second's idle wait) it
+ * is taken as often as any other, and every figure is an estimate without bias. Only
+ * the switches busy threads repeat are sampled: preempted or yielding (still runnable),
+ * or asleep in FUTEX_WAIT or FUTEX_WAIT_BITSET (a barrier, a condition variable, a
+ * mutex), by a thread whose last switch-out was less than SLOW_SWITCH_NS ago and that
+ * has switched out SAMPLE_AFTER times. Every other stretch is taken and counted once:
+ * the first switches of every thread, all those of a thread that switches less often,
+ * every other kind of wait (LOCK_PI, futex_waitv, a sleep, I/O), and every thread's
+ * while any process is recorded or in a precise window, whose events and probes need
+ * each one. The sampled ones cost a task-storage lookup and a few loads. What a busy
+ * thread's open gap held when it stops being busy for good is not counted: fewer than
+ * 2N stretches each time. */
+#define SLOW_SWITCH_NS 1000000ULL
+#define SAMPLE_AFTER 64
+
+/* The totals are taken at every look, so between looks they lag: a switch-out that finds
+ * the thread's on-CPU time or run-queue delay grown by LOOK_LAG_NS since the last look
+ * looks again. A thread that goes to sleep for good keeps its totals within that of the
+ * kernel's, and its switch counts within those since its last look. */
+#define LOOK_LAG_NS 500000ULL
+
+/* Whether prev's switch-out is of the kinds a busy thread repeats (sampled): still
+ * runnable (preempted, sched_yield), or asleep in FUTEX_WAIT or FUTEX_WAIT_BITSET. */
+static __always_inline bool churn(bool preempt, struct task_struct *prev)
 {
+	struct pt_regs *regs;
+	__u64 op;
+
+	if (preempt || task_state(prev, true) == 0)
+		return true;
+	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	if ((long)LP_SYSCALL_NR(regs) != LP_NR_FUTEX)
+		return false;
+	op = LP_SYSCALL_PARM2(regs) & FUTEX_CMD_MASK;
+	return op == 0 /* FUTEX_WAIT */ || op == 9 /* FUTEX_WAIT_BITSET */;
+}
+
+/* Draws the next gap, uniform in [1, 2N - 1], by xorshift32 (seeded at the thread's
+ * first gap): no helper call. */
+static __always_inline void new_gap(struct lp_switch_fast *fs)
+{
+	__u32 x = fs->rng ?: bpf_get_prandom_u32() | 1;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	fs->rng = x;
+	fs->gap = 1 + x % (2 * stretch_sample - 1);
+	fs->countdown = fs->gap;
+}
+
+static __always_inline bool sampling_possible(struct task_struct *task, bool with_regs)
+{
+	/* Task storage takes a trusted task; exact totals take the kernel's account. */
+	return with_regs && stretch_sample > 1 && kernel_accounting(task);
+}
+
+/* tid's byte in tid_open; NULL beyond it (pid_max raised since the start). */
+static __always_inline __u8 *tid_open_byte(__u32 tid)
+{
+	__u32 k = tid / 8;
+	__u8 *m = bpf_map_lookup_elem(&tid_open, &k);
+
+	return m ? m + (tid & 7) : NULL;
+}
+
+/* Whether the run queue of a task can be found from it: through its CFS run queue, which
+ * points back to it where the kernel groups tasks (CONFIG_FAIR_GROUP_SCHED, the cpu
+ * controller). The per-CPU "runqueues" cannot serve: a kernel without KALLSYMS_ALL does
+ * not give a program its address (seen here). */
+static __always_inline bool rq_reachable(struct task_struct *task)
+{
+	return bpf_core_field_exists(task->se.cfs_rq);
+}
+
+/* The clock of the run queue task is on, as the kernel's sched_info reads it. */
+static __always_inline __u64 rq_clock_of(struct task_struct *task)
+{
+	struct cfs_rq *cfs;
+
+	if (!rq_reachable(task))
+		return 0;
+	cfs = BPF_CORE_READ(task, se.cfs_rq);
+	return cfs ? BPF_CORE_READ(cfs, rq, clock) : 0;
+}
+
+/* prev (of tgid, tracked) switches out, to next. with_regs: the program may read prev's
+ * user registers (tp_btf: a trusted task). Returns the clock if it read it, else 0. */
+static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
+					struct task_struct *next, __u32 tgid, __u32 next_tgid,
+					bool with_regs)
+{
+	bool every = recordings || precise_procs, take = true;
+	struct lp_switch_fast *fs = NULL;
 	struct pt_regs *prev_regs = NULL;
-	const struct lp_ranges *rg;
-	/* The clock is read once, and only when a tracked thread is involved: most switches on
-	 * a host are not ours. */
-	__u64 now = 0, runq = 0, slice = 0;
-	__u32 tgid, tid, cpu1, next_tgid;
 	struct lp_proc_stats *p, *hp;
+	const struct lp_ranges *rg;
+	__u64 now, runq, slice, d, at;
 	struct lp_rec_ev *e;
 	struct lp_thread *t;
-	__u64 d;
+	__u32 tid, w = 1;
 
-	/* Read once: the preemptor of prev, and whose next is. */
-	next_tgid = TASK_TGID(with_regs, next);
-	tgid = TASK_TGID(with_regs, prev);
+	if (sampling_possible(prev, with_regs)) {
+		__u8 *open = tid_open_byte(prev->pid);
+
+		fs = bpf_task_storage_get(&switch_fast, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (fs) {
+			at = prev->se.exec_start;
+			if (every || fs->seen < SAMPLE_AFTER ||
+			    at - fs->prev_out >= SLOW_SWITCH_NS || !churn(preempt, prev)) {
+				fs->seen += fs->seen < SAMPLE_AFTER;
+			} else {
+				if (!fs->gap)
+					new_gap(fs);
+				if (--fs->countdown) {
+					take = false;
+				} else {
+					w = fs->gap;
+					new_gap(fs);
+				}
+			}
+			fs->prev_out = at;
+			/* Nothing to take, nothing open (a switch-in not seen), the totals
+			 * near enough: the fast way out. */
+			if (!take && !(open && *open) &&
+			    prev->se.sum_exec_runtime - fs->sum_at < LOOK_LAG_NS &&
+			    prev->sched_info.run_delay - fs->rd_at < LOOK_LAG_NS)
+				return 0;
+		}
+		if (open)
+			*open = 0;
+	}
 	p = proc_of(tgid);
 	/* An exiting thread's entry is gone already; do not create it again. */
-	if (p && !(TASK_READ(with_regs, prev, flags) & PF_EXITING)) {
-		now = bpf_ktime_get_ns();
-		tid = TASK_READ(with_regs, prev, pid);
-		t = thread_get(tid, tgid);
-		if (t) {
-			hp = hot_of(p, tgid);
-			slice = t->oncpu_ns;
-			if (kernel_accounting(prev)) {
-				/* The kernel's totals since the last look: this slice, and the
-				 * run-queue wait that preceded it (run_delay takes it after the
-				 * switch-in tracepoint). */
-				runq = acct_take(p, hp, t, prev, true, with_regs);
-			} else if (t->on_since) {
-				d = now - t->on_since;
-				t->oncpu_ns += d;
-				__sync_fetch_and_add(&hp->ctr[LP_C_ONCPU_NS], d);
-			}
-			slice = t->oncpu_ns - slice;
-			/* Switched out twice with no switch-in between: the kernel ran the
-			 * thread without a sched_switch naming it as next (seen on 6.18, as
-			 * often as one in 200 wakeups of a thread sharing its CPU; bpftrace
-			 * misses the same ones). Its own account says how long it ran: the
-			 * stretch off the CPU ended that long before now. */
-			if (t->off_since) {
-				if (slice && now - slice > t->off_since)
-					off_end(hp, t, tgid, now - slice - t->off_since);
-				if (futex_from_sched && t->futex_since) {
-					if (slice && now - slice > t->futex_since)
-						futex_wait_done(p, hp, t,
-								now - slice - t->futex_since, 0);
-					t->futex_since = 0;
-				}
-				__sync_fetch_and_add(&hp->ctr[LP_C_SWITCH_IN_UNSEEN], 1);
-			}
-			t->on_since = 0;
-			t->off_since = now;
-			t->off_region = LP_R_OTHER;
-			/* Where in user code it stopped: a barrier's sleeping is estimated
-			 * from this without per-call probes. Current is still prev here. */
-			if (with_regs) {
-				prev_regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-				rg = bpf_map_lookup_elem(&ranges, &tgid);
-				if (rg) {
-					struct uregs u = {.ip = PT_REGS_IP_CORE(prev_regs),
-							  .sp = PT_REGS_SP_CORE(prev_regs),
-							  .bp = PT_REGS_FP_CORE(prev_regs),
-							  .regs = prev_regs};
+	if (!p || (TASK_READ(with_regs, prev, flags) & PF_EXITING))
+		return 0;
+	now = bpf_ktime_get_ns();
+	tid = TASK_READ(with_regs, prev, pid);
+	t = thread_get(tid, tgid);
+	if (!t)
+		return now;
+	hp = hot_of(p, tgid);
+	slice = t->oncpu_ns;
+	/* The kernel's totals since the last look. Where the run queue's clock cannot be
+	 * read, the run-queue wait before this slice is the one run_delay grew by since the
+	 * switch-in (it adds the wait after that tracepoint), when every switch-in is seen. */
+	runq = acct_take(p, hp, t, prev, !fs && !rq_reachable(prev), with_regs);
+	if (!kernel_accounting(prev) && t->on_since) {
+		d = now - t->on_since;
+		t->oncpu_ns += d;
+		__sync_fetch_and_add(&hp->ctr[LP_C_ONCPU_NS], d);
+	}
+	slice = t->oncpu_ns - slice;
+	/* Switched out twice with no switch-in between: the kernel ran the thread without a
+	 * sched_switch naming it as next (seen on 6.18, as often as one in 200 wakeups of a
+	 * thread sharing its CPU; bpftrace misses the same ones). Its own account says how
+	 * long it ran: the stretch off the CPU ended that long before now. */
+	if (t->off_since) {
+		if (slice && now - slice > t->off_since)
+			off_end(hp, t, tgid, now - slice - t->off_since);
+		if (futex_from_sched && t->futex_since) {
+			if (slice && now - slice > t->futex_since)
+				futex_wait_done(p, hp, t, now - slice - t->futex_since, 0,
+						t->stretch_w);
+			t->futex_since = 0;
+		}
+		__sync_fetch_and_add(&hp->ctr[LP_C_SWITCH_IN_UNSEEN], t->stretch_w);
+	}
+	t->on_since = 0;
+	t->off_since = 0;
+	t->last_cpu = bpf_get_smp_processor_id() + 1;
+	if (fs) {
+		fs->sum_at = t->sum_last;
+		fs->rd_at = t->rd_last;
+	}
+	if (!take)
+		return now;
+	/* This stretch is taken, and stands for w. */
+	if (w > 1)
+		__sync_fetch_and_add(&hp->ctr[LP_C_STRETCHES_SAMPLED], 1);
+	if (sampling_possible(prev, with_regs)) {
+		__u8 *open = tid_open_byte(tid);
 
-					t->off_region = classify(rg, &u, SWITCH_WORDS).region;
-				}
-			}
-			/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */
-			if (preempt || task_state(prev, with_regs) == 0) {
-				t->off_preempted = 1;
-				t->preempted_by = next_tgid;
-				t->runnable_since = now;
-				preemptor_count(tgid, next, t->preempted_by);
-				t->nivcsw++;
-				__sync_fetch_and_add(&hp->ctr[LP_C_NIVCSW], 1);
-			} else {
-				t->off_preempted = 0;
-				t->runnable_since = 0;
-				t->nvcsw++;
-				__sync_fetch_and_add(&hp->ctr[LP_C_NVCSW], 1);
-				if (futex_from_sched && prev_regs)
-					futex_sleep(p, t, prev_regs, now);
-			}
-			/* A timeline being recorded: why it stopped, and who took the CPU. */
-			if ((e = rec_reserve(tgid, tid, LP_REC_OFF))) {
-				e->runq = runq;
-				e->oncpu = slice;
-				if (t->off_preempted) {
-					e->reason = LP_OFF_PREEMPTED;
-					e->other = TASK_READ(with_regs, next, pid);
-					bpf_probe_read_kernel_str(e->comm, sizeof(e->comm),
-								  &next->comm);
-				} else if (t->futex_since) {
-					e->reason = LP_OFF_FUTEX;
-					e->a = t->futex_uaddr;
-				} else {
-					e->reason = LP_OFF_BLOCKED;
-				}
-				rec_submit(e);
-			}
+		if (open)
+			*open = 1;
+	}
+	t->stretch_w = w;
+	t->off_since = now;
+	t->off_region = LP_R_OTHER;
+	/* Where in user code it stopped: a barrier's sleeping is estimated from this without
+	 * per-call probes. Current is still prev here. */
+	if (with_regs) {
+		prev_regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+		rg = bpf_map_lookup_elem(&ranges, &tgid);
+		if (rg) {
+			struct uregs u = {.ip = PT_REGS_IP_CORE(prev_regs),
+					  .sp = PT_REGS_SP_CORE(prev_regs),
+					  .bp = PT_REGS_FP_CORE(prev_regs),
+					  .regs = prev_regs};
+
+			t->off_region = classify(rg, &u, SWITCH_WORDS).region;
 		}
 	}
+	/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */
+	if (preempt || task_state(prev, with_regs) == 0) {
+		t->off_preempted = 1;
+		t->preempted_by = next_tgid;
+		t->runnable_since = now;
+		preemptor_count(tgid, next, t->preempted_by, w);
+	} else {
+		t->off_preempted = 0;
+		t->runnable_since = 0;
+		if (futex_from_sched && prev_regs)
+			futex_sleep(p, t, prev_regs, now);
+	}
+	/* A timeline being recorded: why it stopped, and who took the CPU. */
+	if ((e = rec_reserve(tgid, tid, LP_REC_OFF))) {
+		e->runq = runq;
+		e->oncpu = slice;
+		if (t->off_preempted) {
+			e->reason = LP_OFF_PREEMPTED;
+			e->other = TASK_READ(with_regs, next, pid);
+			bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), &next->comm);
+		} else if (t->futex_since) {
+			e->reason = LP_OFF_FUTEX;
+			e->a = t->futex_uaddr;
+		} else {
+			e->reason = LP_OFF_BLOCKED;
+		}
+		rec_submit(e);
+	}
+	return now;
+}
 
-	runq = 0;
-	tgid = next_tgid;
+/* next (of tgid, tracked) switches in; now: the clock if switch_out read it, else 0. */
+static __always_inline void switch_in(struct task_struct *next, __u32 tgid, __u64 now,
+				      bool with_regs)
+{
+	struct lp_proc_stats *p, *hp;
+	__u64 runq, d, queued, clk;
+	struct lp_rec_ev *e;
+	struct lp_thread *t;
+	__u32 tid;
+
+	/* Only the switch-in of a stretch taken is: an array load says which. */
+	if (sampling_possible(next, with_regs)) {
+		__u8 *open = tid_open_byte(TASK_READ(with_regs, next, pid));
+
+		if (open) {
+			if (!*open)
+				return;
+			*open = 0;
+		}
+	}
 	p = proc_of(tgid);
 	/* A thread past its exit hook can still block and run again on its way out: its
 	 * entry is gone and must not come back. */
@@ -271,24 +378,27 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	if (!now)
 		now = bpf_ktime_get_ns();
 	hp = hot_of(p, tgid);
+	/* Updates the kernel made after the last switch-out are counted here. */
+	runq = acct_take(p, hp, t, next, 0, with_regs);
 	if (kernel_accounting(next)) {
-		/* Updates the kernel made after the last switch-out are counted here. */
-		runq = acct_take(p, hp, t, next, false, with_regs);
+		/* The wait for this CPU that ends now, as the kernel adds it to run_delay
+		 * right after this tracepoint: its run queue's clock less when the thread
+		 * was queued (woken, or preempted while runnable). */
+		queued = TASK_READ(with_regs, next, sched_info.last_queued);
+		clk = rq_clock_of(next);
+		if (queued && clk > queued)
+			hist_addw(&hp->hist[LP_H_RUNQ], clk - queued, t->stretch_w ?: 1);
 	} else if (t->runnable_since) {
 		d = now - t->runnable_since;
 		t->runq_ns += d;
+		runq = d;
 		hist_add(&hp->hist[LP_H_RUNQ], d);
 	}
 	if (t->off_since)
 		off_end(hp, t, tgid, now - t->off_since);
 	if (futex_from_sched && t->futex_since)
-		futex_wait_done(p, hp, t, now - t->futex_since, 0);
-	cpu1 = bpf_get_smp_processor_id() + 1;
-	if (t->last_cpu && t->last_cpu != cpu1) {
-		t->migrations++;
-		__sync_fetch_and_add(&hp->ctr[LP_C_MIGRATIONS], 1);
-	}
-	t->last_cpu = cpu1;
+		futex_wait_done(p, hp, t, now - t->futex_since, 0, t->stretch_w);
+	t->last_cpu = bpf_get_smp_processor_id() + 1;
 	if ((e = rec_reserve(tgid, tid, LP_REC_ON))) {
 		e->runq = runq;
 		rec_submit(e);
@@ -296,6 +406,21 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	t->on_since = now;
 	t->off_since = 0;
 	t->runnable_since = 0;
+}
+
+static __always_inline void on_switch(bool preempt, struct task_struct *prev,
+				      struct task_struct *next, bool with_regs)
+{
+	/* Read once: the preemptor of prev, and whose next is. */
+	__u32 next_tgid = TASK_TGID(with_regs, next), tgid = TASK_TGID(with_regs, prev);
+	/* The clock is read once, and only when a tracked thread is taken: most switches on
+	 * a host are not ours, and most of a busy tracked thread's are not taken. */
+	__u64 now = 0;
+
+	if (maybe_ours(tgid))
+		now = switch_out(preempt, prev, next, tgid, next_tgid, with_regs);
+	if (maybe_ours(next_tgid))
+		switch_in(next, next_tgid, now, with_regs);
 }
 
 /* trusted: tp_btf, where the task's tgid is a plain load: an untracked wakeup then costs

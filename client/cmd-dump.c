@@ -105,7 +105,20 @@ static void print_fine(const struct ctl_hist *h)
 		print_row(h->b[i].lo, h->b[i].hi, h->b[i].count, max);
 }
 
-static void print_histograms(const cJSON *hists, bool fine)
+/* The histograms the scheduler's program fills from the off-CPU stretches it takes: where
+ * it took a sample of a busy thread's, they are estimates. */
+static bool from_stretches(const char *name)
+{
+	static const char *const v[] = {"runqueue_latency", "offcpu_blocked", "offcpu_preempted",
+					"futex_wait", "futex_wait_generation"};
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		if (!strcmp(v[i], name))
+			return true;
+	return false;
+}
+
+static void print_histograms(const cJSON *hists, double sampled, bool fine)
 {
 	const cJSON *e;
 
@@ -136,6 +149,11 @@ static void print_histograms(const cJSON *hists, bool fine)
 		       ctl_fmt_dur(s[4], 32, ctl_num(e, "p99", NAN)));
 		if (what)
 			printf("  %s\n", what);
+		if (sampled > 0 && from_stretches(e->string))
+			printf("  estimated: from %.0f stretches of busy threads taken as a "
+			       "sample, "
+			       "each counted as the switches it stands for (--stretch-sample)\n",
+			       sampled);
 		printf("  %9s    %-9s %10s  distribution\n", "from", "to", "count");
 		if (fine)
 			print_fine(&h);
@@ -439,7 +457,7 @@ static void print_ggml(const cJSON *g)
 		print_windows(pr, pm, pb);
 }
 
-static void print_futex(const cJSON *f)
+static void print_futex(const cJSON *f, double sampled)
 {
 	const cJSON *w;
 	char a[32], b[32];
@@ -448,6 +466,9 @@ static void print_futex(const cJSON *f)
 		return;
 	printf("\nfutex words (the longest-waited of %.0f)\n  %-18s %8s %9s %9s\n",
 	       ctl_num(f, "addresses", 0), "ADDRESS", "WAITS", "TOTAL", "MAX");
+	if (sampled > 0)
+		printf("  (waits and totals estimated from a sample of busy threads' waits; max "
+		       "of those taken)\n");
 	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(f, "top"))
 	{
 		printf("  %-18s %8.0f %9s %9s\n", ctl_str(w, "uaddr", "?"), ctl_num(w, "waits", 0),
@@ -528,6 +549,7 @@ static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 	bool fine = *(const bool *)arg;
 
 	double uid = ctl_num(d, "uid", -1);
+	double sampled = ctl_num_path(d, "counters", "offcpu_stretches_sampled", 0);
 	char age[32];
 
 	(void)c;
@@ -549,8 +571,8 @@ static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 	print_ggml(cJSON_GetObjectItemCaseSensitive(d, "ggml"));
 	print_requests(cJSON_GetObjectItemCaseSensitive(d, "requests"), ctl_num(d, "pid", 0));
 	print_counters(cJSON_GetObjectItemCaseSensitive(d, "counters"));
-	print_histograms(cJSON_GetObjectItemCaseSensitive(d, "histograms"), fine);
-	print_futex(cJSON_GetObjectItemCaseSensitive(d, "futex"));
+	print_histograms(cJSON_GetObjectItemCaseSensitive(d, "histograms"), sampled, fine);
+	print_futex(cJSON_GetObjectItemCaseSensitive(d, "futex"), sampled);
 	print_threads(cJSON_GetObjectItemCaseSensitive(d, "threads"));
 }
 

@@ -148,6 +148,9 @@ static void usage(FILE *out)
 		"\n"
 		"Collectors:\n"
 		"      --sched-raw-tp       use raw_tp even where tp_btf programs load\n"
+		"      --stretch-sample N   take a busy thread's off-CPU stretches with chance\n"
+		"                           1/N, each counted N times (default 16; 1 = every\n"
+		"                           one); totals stay the kernel's\n"
 		"      --futex-source SRC   auto, sched (waits that sleep, from the scheduler),\n"
 		"                           tracepoint or raw (raw_syscalls: with timeouts and\n"
 		"                           EAGAIN, costing every syscall on the host) or off\n"
@@ -263,6 +266,7 @@ enum {
 	OPT_RINGBUF_KIB,
 	OPT_SCHED_RAW,
 	OPT_FUTEX_SOURCE,
+	OPT_STRETCH_SAMPLE,
 	OPT_MMAP_SOURCE,
 	OPT_UPROBE_LINKS,
 	OPT_NO_FAULTS,
@@ -315,6 +319,7 @@ static const struct option opts[] = {
 	{"ringbuf-kib", required_argument, NULL, OPT_RINGBUF_KIB},
 	{"sched-raw-tp", no_argument, NULL, OPT_SCHED_RAW},
 	{"futex-source", required_argument, NULL, OPT_FUTEX_SOURCE},
+	{"stretch-sample", required_argument, NULL, OPT_STRETCH_SAMPLE},
 	{"mmap-source", required_argument, NULL, OPT_MMAP_SOURCE},
 	{"uprobe-links", required_argument, NULL, OPT_UPROBE_LINKS},
 	{"no-page-faults", no_argument, NULL, OPT_NO_FAULTS},
@@ -379,6 +384,7 @@ static const struct u32_opt u32_opts[] = {
 	{OPT_MAX_THREADS, 1, 1 << 22, offsetof(struct lp_config, max_threads)},
 	{OPT_MAX_FUTEX, 1, 1 << 22, offsetof(struct lp_config, max_futex_addrs)},
 	{OPT_SAMPLE_HZ, 0, 10000, offsetof(struct lp_config, sample_hz)},
+	{OPT_STRETCH_SAMPLE, 1, 65536, offsetof(struct lp_config, stretch_sample)},
 	{OPT_METRICS_MAX, 1, 100000, offsetof(struct lp_config, metrics_max_processes)},
 	{OPT_METRICS_EXITED, 0, 86400, offsetof(struct lp_config, metrics_exited_seconds)},
 	{OPT_MAX_CONNECTIONS, 1, 100000, offsetof(struct lp_config, max_connections)},
@@ -687,6 +693,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->symbols[LP_SYM_DECODE] = default_decode;
 	cfg->symbols[LP_SYM_OP] = default_op;
 	cfg->sample_hz = 99;
+	cfg->stretch_sample = 16;
 	/* Per CPU: a thread's own event stops and starts a timer at each of its switches, which
 	 * threads that sleep and wake in barriers pay for (OpenMP decoding: 0.92 of its speed
 	 * at 99 Hz on a VM) and which moves the share it measures; per CPU is as close to the
@@ -919,6 +926,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddNumberToObject(o, "max-futex-addrs", cfg->max_futex_addrs);
 	cJSON_AddNumberToObject(o, "ringbuf-kib", cfg->ringbuf_bytes >> 10);
 	cJSON_AddBoolToObject(o, "sched-raw-tp", cfg->sched_raw_tp);
+	cJSON_AddNumberToObject(o, "stretch-sample", cfg->stretch_sample);
 	cJSON_AddStringToObject(o, "futex-source", futex_src[cfg->futex_source]);
 	cJSON_AddStringToObject(o, "mmap-source", mmap_src[cfg->mmap_source]);
 	cJSON_AddStringToObject(o, "uprobe-links", uprobe_links[cfg->uprobe_links]);

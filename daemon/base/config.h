@@ -72,6 +72,7 @@ struct lp_config {
 	const char *discover_cgroup;
 	const char *const *symbols[LP_SYM_NR]; /* NULL-terminated names or globs per class */
 	uint32_t sample_hz;		       /* cpu-clock sampling; 0 = off */
+	uint32_t stretch_sample;	       /* a busy thread's stretches: 1 in N taken */
 	bool sample_per_thread;		       /* --sampler thread */
 	bool stack_scan;		       /* classify samples by return addresses too */
 	bool unwind;			       /* ... walking frames by .eh_frame where it can */

@@ -338,6 +338,22 @@ static void window_end_arm(struct lp_ggml *g, struct lp_target *t)
 		window_end_free(gp);
 }
 
+/* Tells the kernel side how many processes are in a precise window or about to be: while
+ * any is, the scheduler's program takes every off-CPU stretch in full (its probes count
+ * the off-CPU time inside each call), not a sample of a busy thread's. */
+static void precise_count(struct lp_ggml *g)
+{
+	__u32 n = 0;
+
+	for (size_t i = 0; i < g->tr->n; i++) {
+		const struct lp_target *t = g->tr->v[i];
+
+		n += !t->exited && t->ggml && (t->ggml->precise_on || t->ggml->precise_attaching);
+	}
+	if (g->core && g->core->skel && g->core->skel->bss)
+		g->core->skel->bss->precise_procs = n;
+}
+
 /* On the loop, when a window's probes are on: the window opens now, for what was asked. */
 static void attached(void *ctx, uint64_t cookie, struct lp_probes *probes, int err, uint64_t ns)
 {
@@ -401,6 +417,7 @@ static int start_attach(struct lp_ggml *g, struct lp_target *t, double seconds)
 	gp->precise_attaching = true;
 	gp->attach_seconds = seconds;
 	gp->precise_error = 0;
+	precise_count(g);
 	r = lp_prober_attach(g->prober, sp.v, sp.n, attached, g,
 			     cookie_of(t->pid, ++gp->attach_seq));
 	if (r < 0)
@@ -444,6 +461,7 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 	gp->window_until_ns = 0;
 	window_end_free(gp);
 	log_info("pid %d: precise mode off", (int)t->pid);
+	precise_count(g);
 }
 
 /* Closes the open window (st: the counters now, or NULL when they cannot be read). */
@@ -549,6 +567,7 @@ void lp_precise_tick(struct lp_ggml *g)
 		}
 		precise_duty(g, t, now);
 	}
+	precise_count(g);
 }
 
 void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *now,
@@ -638,6 +657,7 @@ static void precise_on_exit(struct lp_ggml *g, struct lp_target *t)
 	}
 	/* The exit hook deletes it; an exit it missed (lp_tracker_sweep) leaves it. */
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
+	precise_count(g);
 }
 
 void lp_precise_stop(struct lp_ggml *g)

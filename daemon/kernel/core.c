@@ -408,7 +408,8 @@ static struct plan plan_of(const struct lp_config *cfg, const struct lp_features
 }
 
 /* The maps' sizes and the programs' constants, before the load. */
-static void configure(struct lp_core *c, const struct lp_config *cfg, const struct plan *p)
+static void configure(struct lp_core *c, const struct lp_config *cfg, const struct plan *p,
+		      const struct lp_features *f)
 {
 	struct core_bpf *s = c->skel;
 
@@ -429,6 +430,20 @@ static void configure(struct lp_core *c, const struct lp_config *cfg, const stru
 	s->rodata->stack_scan = cfg->stack_scan;
 	s->rodata->unwind_cfi = cfg->unwind;
 	s->rodata->futex_from_sched = p->futex_sched;
+	/* Stretches taken as a sample need the task's storage from a trusted task (tp_btf)
+	 * and the kernel's own totals (sched_info): elsewhere every one is taken. */
+	c->stretch_sample = p->btf && f->task_storage && f->sched_info ? cfg->stretch_sample : 1;
+	s->rodata->stretch_sample = c->stretch_sample;
+	if (c->stretch_sample > 1)
+		bpf_map__set_max_entries(s->maps.tid_open, (uint32_t)((c->ntgid_marks + 7) / 8));
+	if (!f->task_storage)
+		bpf_map__set_autocreate(s->maps.switch_fast, false);
+	if (cfg->stretch_sample > 1 && c->stretch_sample == 1)
+		log_notice("every off-CPU stretch of every thread is taken, as with "
+			   "--stretch-sample 1: sampling them needs %s",
+			   !p->btf	      ? "tp_btf programs"
+			   : !f->task_storage ? "task local storage (Linux 5.11)"
+					      : "the kernel's sched_info (CONFIG_SCHED_INFO)");
 }
 
 static void set_autoload(struct lp_core *c, const struct plan *p, const struct lp_features *f)
@@ -520,7 +535,7 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	c->skel = core_bpf__open();
 	if (!c->skel)
 		return log_error_errno(-errno, "open BPF object: %m");
-	configure(c, cfg, &p);
+	configure(c, cfg, &p, f);
 	c->wakeups = !f->sched_info;
 	set_autoload(c, &p, f);
 	set_uprobe_links(c, cfg, f);

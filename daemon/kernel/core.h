@@ -21,6 +21,8 @@ struct lp_core {
 	size_t nlinks;
 	const char *sched_variant; /* "tp_btf" or "raw_tp" */
 	bool wakeups;		   /* sched_wakeup programs attached: no sched_info */
+	/* a busy thread's off-CPU stretches taken 1 in this many (1: all) */
+	uint32_t stretch_sample;
 	/* "scheduler", "syscall tracepoints", "raw_syscalls" or NULL (off) */
 	const char *futex_source;
 	bool futex_raw;	      /* the futex source is raw_syscalls */

@@ -110,6 +110,7 @@ void lp_features_probe(struct lp_features *f, bool mount_tracefs)
 	f->pmu_err = probe_perf(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, 0, -1);
 	f->pmu = f->pmu_err == 0;
 	f->ringbuf = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) == 1;
+	f->task_storage = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) == 1;
 	f->bpf_loop = libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_loop, NULL) == 1;
 	/* The file exists exactly when the kernel keeps sched_info (CONFIG_SCHED_INFO); the
 	 * BPF side finds the same by its field in the kernel's BTF. */
@@ -136,12 +137,12 @@ void lp_features_log(const struct lp_features *f)
 	log_info(
 		"kernel features: btf %s, tp_btf %s, raw_tp %s, fentry %s, kprobes %s, tracefs %s, "
 		"perf software events %s, hardware PMU %s, ring buffer %s, sched_info %s, "
-		"multi-uprobe links %s, bpf_loop %s",
+		"multi-uprobe links %s, bpf_loop %s, task storage %s",
 		yesno(f->btf), yesno(f->tp_btf), yesno(f->raw_tp), yesno(f->fentry),
 		yesno(f->kprobes),
 		f->tracefs_mounted_here ? "mounted by llmprofd" : yesno(f->tracefs),
 		yesno(f->perf_sw), yesno(f->pmu), yesno(f->ringbuf), yesno(f->sched_info),
-		yesno(f->uprobe_multi), yesno(f->bpf_loop));
+		yesno(f->uprobe_multi), yesno(f->bpf_loop), yesno(f->task_storage));
 	if (!f->btf)
 		log_error("missing: kernel BTF (/sys/kernel/btf/vmlinux); llmprofd needs a kernel "
 			  "built with CONFIG_DEBUG_INFO_BTF=y");

@@ -23,6 +23,7 @@ struct lp_features {
 	bool pmu; /* hardware counters (cycles) exist */
 	int pmu_err;
 	bool ringbuf;
+	bool task_storage; /* task local storage maps (Linux 5.11) */
 	bool bpf_loop;	   /* the bpf_loop helper (Linux 5.17): a decode's batch is read with it */
 	bool sched_info;   /* the kernel keeps run-queue delay per task (CONFIG_SCHED_INFO) */
 	bool uprobe_multi; /* multi-uprobe links filtering by process (uprobe.h) */

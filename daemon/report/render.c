@@ -66,6 +66,7 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_SWITCH_IN_UNSEEN] = "switch_ins_unseen",
 	[LP_C_BARRIER_NS] = "precise_barrier_ns",
 	[LP_C_BARRIER_OFF_NS] = "precise_barrier_offcpu_ns",
+	[LP_C_STRETCHES_SAMPLED] = "offcpu_stretches_sampled",
 };
 
 static const char *const sym_class_names[LP_SYM_NR] = {"matmul", "barrier", "decode", NULL};
@@ -862,6 +863,7 @@ size_t lp_feature_flags(const struct lp_features *f, struct lp_feature_flag *out
 		{"sched_info", f->sched_info},
 		{"uprobe_multi", f->uprobe_multi},
 		{"bpf_loop", f->bpf_loop},
+		{"task_storage", f->task_storage},
 	};
 
 	memcpy(out, v, sizeof(v));
@@ -904,6 +906,7 @@ cJSON *lp_render_report(const struct lp_report *r)
 	cJSON_AddStringToObject(col, "precise_probes",
 				r->uprobe_multi ? "multi-uprobe links" : "a link per probe");
 	num(col, "sample_hz", r->sample_hz);
+	num(col, "stretch_sample", r->stretch_sample);
 
 	maps = cJSON_AddArrayToObject(root, "maps");
 	for (size_t i = 0; i < r->nmaps; i++) {

@@ -180,6 +180,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 	r->mmap_source = c->mmap_source;
 	r->uprobe_multi = c->uprobe_multi;
 	r->sample_hz = c->sample_hz;
+	r->stretch_sample = c->stretch_sample;
 	r->cfg = tr->cfg;
 	r->fault_cpus = c->faults ? c->nfault_cpus : 0;
 	r->procs_full = tr->procs_full;

@@ -48,6 +48,7 @@ struct lp_report {
 	const char *mmap_source;
 	bool uprobe_multi;
 	uint32_t sample_hz;
+	uint32_t stretch_sample;
 	const struct lp_config *cfg;
 	int fault_cpus; /* 0: page faults are not collected */
 	struct lp_map_usage maps[LP_MAPS_MAX];

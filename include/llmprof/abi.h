@@ -77,6 +77,10 @@ enum lp_counter {
 	LP_C_SWITCH_IN_UNSEEN,
 	/* precise mode: barrier calls returned while a generation decode was in flight */
 	LP_C_BARRIER_GEN_CALLS,
+	/* off-CPU stretches taken as a sample of a busy thread's, each standing for the
+	 * switch-outs since the one before (sched.bpf.c): the off-CPU, run-queue and futex
+	 * figures are estimates where this is not 0 */
+	LP_C_STRETCHES_SAMPLED,
 	LP_C_NR,
 };
 
@@ -147,6 +151,14 @@ struct lp_thread {
 	struct lp_call op;  /* the outermost probed op in flight; inner_ns: its barriers */
 	__u32 op_idx;	    /* its index in the process's op table */
 	__u32 preempted_by; /* tgid of the task that took its CPU at the last preemption */
+	/* Stretches taken as a sample (sched.bpf.c): how many switch-outs the open or last
+	 * one stands for */
+	__u32 stretch_w;
+	__u32 pad2;
+	/* The kernel's switch and migration counts at the last look, as sum_last */
+	__u64 nvcsw_last;
+	__u64 nivcsw_last;
+	__u64 mig_last;
 	/* cpu-clock samples of this thread: in all, in sync (a barrier), in ggml's compute (an
 	 * op or sync) */
 	__u64 samples;
