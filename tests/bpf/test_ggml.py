@@ -246,12 +246,14 @@ def test_sampling_openmp():
 # tests/busy-host.sh, where every switch is to or from another task whose state is saved
 # and restored, the barrier took 0.24-0.31 of the CPU instead of 0.18-0.24 and the
 # per-CPU sampler read 0.065-0.105 under, 8-10 us a sleep, the per-thread one 11-12 (under
-# SCHED_FIFO too: the switches, not preemption). perf record -a reads the same. So a
-# sampler may read under the clocks by up to BLIND_NS a sleep and noise (3.5 standard
-# errors), over by noise only; and the default is held to perf record -a on the same run,
-# with the same blind spot, within noise (3.5 standard errors of the difference, 0.02 at
-# least).
-BLIND_NS = 15000
+# SCHED_FIFO too: the switches, not preemption). perf record -a reads the same. On a
+# slower VM (AMD EPYC under docker, 2026-11-27), where a switch costs more, beside
+# tests/busy-host.sh: 12-24 us a sleep (0.09-0.12 under), the same for llmprofd's build
+# before its switch program was cut to 0.4 of its time as after. So a sampler may read
+# under the clocks by up to BLIND_NS a sleep and noise (3.5 standard errors), over by
+# noise only; and the default is held to perf record -a on the same run, with the same
+# blind spot, within noise (3.5 standard errors of the difference, 0.02 at least).
+BLIND_NS = 30000
 
 
 def test_sampling_truth():
