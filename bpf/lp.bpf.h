@@ -411,21 +411,29 @@ static __always_inline void hist_add(struct lp_hist *h, __u64 v)
 /* The thread's state, created on first sight. Only called for tracked processes. */
 /* Whether tgid may be tracked: false means surely not (a tgid beyond the marks, after
  * pid_max was raised, may be). */
+/* id's byte in a byte-per-id array of 8-byte elements (tgid_marks, tid_open); NULL
+ * beyond it (pid_max raised since the start). */
+static __always_inline __u8 *id_byte(void *map, __u32 id)
+{
+	__u32 k = id / 8;
+	__u8 *m = bpf_map_lookup_elem(map, &k);
+
+	return m ? m + (id & 7) : NULL;
+}
+
 static __always_inline bool maybe_ours(__u32 tgid)
 {
-	__u32 k = tgid / 8;
-	__u8 *m = bpf_map_lookup_elem(&tgid_marks, &k);
+	__u8 *m = id_byte(&tgid_marks, tgid);
 
-	return !m || m[tgid & 7];
+	return !m || *m;
 }
 
 static __always_inline void mark_ours(__u32 tgid, __u8 ours)
 {
-	__u32 k = tgid / 8;
-	__u8 *m = bpf_map_lookup_elem(&tgid_marks, &k);
+	__u8 *m = id_byte(&tgid_marks, tgid);
 
 	if (m)
-		m[tgid & 7] = ours;
+		*m = ours;
 }
 
 /* The process's figures when tgid is tracked. */

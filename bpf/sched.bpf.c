@@ -169,15 +169,6 @@ static __always_inline bool sampling_possible(struct task_struct *task, bool wit
 	return with_regs && stretch_sample > 1 && kernel_accounting(task);
 }
 
-/* tid's byte in tid_open; NULL beyond it (pid_max raised since the start). */
-static __always_inline __u8 *tid_open_byte(__u32 tid)
-{
-	__u32 k = tid / 8;
-	__u8 *m = bpf_map_lookup_elem(&tid_open, &k);
-
-	return m ? m + (tid & 7) : NULL;
-}
-
 /* Whether the run queue of a task can be found from it: through its CFS run queue, which
  * points back to it where the kernel groups tasks (CONFIG_FAIR_GROUP_SCHED, the cpu
  * controller). The per-CPU "runqueues" cannot serve: a kernel without KALLSYMS_ALL does
@@ -207,6 +198,7 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 	bool every = recordings || precise_procs, take = true;
 	struct lp_switch_fast *fs = NULL;
 	struct pt_regs *prev_regs = NULL;
+	__u8 *open = NULL;
 	struct lp_proc_stats *p, *hp;
 	const struct lp_ranges *rg;
 	__u64 now, runq, slice, d, at;
@@ -215,8 +207,7 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 	__u32 tid, w = 1;
 
 	if (sampling_possible(prev, with_regs)) {
-		__u8 *open = tid_open_byte(prev->pid);
-
+		open = id_byte(&tid_open, prev->pid);
 		fs = bpf_task_storage_get(&switch_fast, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (fs) {
 			at = prev->se.exec_start;
@@ -292,12 +283,9 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 	/* This stretch is taken, and stands for w. */
 	if (w > 1)
 		__sync_fetch_and_add(&hp->ctr[LP_C_STRETCHES_SAMPLED], 1);
-	if (sampling_possible(prev, with_regs)) {
-		__u8 *open = tid_open_byte(tid);
-
-		if (open)
-			*open = 1;
-	}
+	/* Its switch-in is taken in full (the byte was looked up at the top). */
+	if (open)
+		*open = 1;
 	t->stretch_w = w;
 	t->off_since = now;
 	t->off_region = LP_R_OTHER;
@@ -358,7 +346,7 @@ static __always_inline void switch_in(struct task_struct *next, __u32 tgid, __u6
 
 	/* Only the switch-in of a stretch taken is: an array load says which. */
 	if (sampling_possible(next, with_regs)) {
-		__u8 *open = tid_open_byte(TASK_READ(with_regs, next, pid));
+		__u8 *open = id_byte(&tid_open, TASK_READ(with_regs, next, pid));
 
 		if (open) {
 			if (!*open)
