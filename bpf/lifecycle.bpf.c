@@ -24,17 +24,24 @@ static __always_inline void on_exit(struct task_struct *task)
 	/* The thread is on CPU now and no switch-out will be seen for it: its totals to here,
 	 * by the kernel's account (the scheduler's program may not have looked at its last
 	 * switches), and the slice in flight from its switch-in where that was seen and the
-	 * kernel has not yet added it all. */
-	t = bpf_map_lookup_elem(&threads, &tid);
-	if (t && t->tgid == tgid) {
+	 * kernel has not yet added it all. A thread with no entry yet (born, run in one slice
+	 * and gone: none of its switches looked at, its exit's own comes after this) gets one
+	 * here, and with it all its account if it was born while its process was tracked. */
+	t = thread_get(tid, tgid);
+	if (t) {
 		__u64 before = t->oncpu_ns, now = bpf_ktime_get_ns();
+		/* The switch-in that set on_since is this slice's only if the thread has
+		 * not switched since (switches not looked at leave it as it was). */
+		bool in_slice = t->on_since && t->acct_seen &&
+				BPF_CORE_READ(task, nvcsw) == t->nvcsw_last &&
+				BPF_CORE_READ(task, nivcsw) == t->nivcsw_last;
 
 		acct_take(p, p, t, task, 0, false);
 		before = t->oncpu_ns - before;
-		if (t->on_since && now - t->on_since > before)
+		if (in_slice && now - t->on_since > before)
 			__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], now - t->on_since - before);
 	}
-	if (t && t->tgid == tgid && t->gen_in)
+	if (t && t->gen_in)
 		gen_depth_add(tgid, -1);
 	bpf_map_delete_elem(&threads, &tid);
 	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */

@@ -94,6 +94,7 @@ LP_MAP struct {
  * a few loads where "threads" takes a hash lookup. Freed with the task. */
 struct lp_switch_fast {
 	__u64 prev_out; /* its last switch-out, by its se.exec_start */
+	__u64 pace;	/* its switch-outs' mean interval, recent ones weighing most */
 	__u64 sum_at;	/* the kernel's on-CPU time and run-queue delay at the last look */
 	__u64 rd_at;
 	__u32 rng;	 /* its own xorshift state: gaps drawn without a helper call */
@@ -105,9 +106,13 @@ struct lp_switch_fast {
 /* A byte per tid below the host's pid_max, 8 to an element, as tgid_marks: 1 while the
  * thread has an off-CPU stretch taken and not yet ended (sched.bpf.c), so that its
  * switch-in is taken in full; any other switch-in of a tracked thread costs this array
- * load. One element where stretches are not sampled. */
+ * load. Set too for a thread's first switch-in once it is tracked: by the new thread's
+ * program, and by user space for the threads a process has when its tracking starts (the
+ * first look at a thread takes its totals' starting point). One element where stretches
+ * are not sampled. */
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 1); /* pid_max / 8, set by user space */
 	__type(key, __u32);
 	__type(value, __u64);

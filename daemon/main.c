@@ -467,6 +467,7 @@ static int wire(struct daemon *d)
 	d->tracker.hot_fd = bpf_map__fd(d->core.skel->maps.procs_hot);
 	d->tracker.tgid_marks = d->core.tgid_marks;
 	d->tracker.ntgid_marks = d->core.ntgid_marks;
+	d->tracker.tid_open = d->core.tid_open;
 	d->tracker.on_exit = on_target_exit;
 	d->tracker.before_insert = before_insert;
 	d->tracker.free_ggml = lp_ggml_proc_free;

@@ -45,8 +45,9 @@ static void detach_one(struct bpf_link **slot)
 	*slot = NULL;
 }
 
-/* Scheduler and lifecycle programs, tp_btf or raw_tp; the wakeup programs only where the
- * kernel keeps no run-queue delay of its own (every wakeup on the host would run them). */
+/* Scheduler and lifecycle programs, tp_btf or raw_tp; the wakeup program only where the
+ * kernel keeps no run-queue delay of its own (every wakeup on the host would run it), the
+ * new thread's everywhere (threads are made seldom). */
 static int attach_sched(struct lp_core *c, bool btf)
 {
 	struct core_bpf *s = c->skel;
@@ -350,7 +351,7 @@ static void set_autoload_sched(struct core_bpf *s, bool btf, bool wakeups)
 	} progs[] = {
 		{s->progs.lp_switch_btf, s->progs.lp_switch_raw, true},
 		{s->progs.lp_wakeup_btf, s->progs.lp_wakeup_raw, wakeups},
-		{s->progs.lp_wakeup_new_btf, s->progs.lp_wakeup_new_raw, wakeups},
+		{s->progs.lp_wakeup_new_btf, s->progs.lp_wakeup_new_raw, true},
 		{s->progs.lp_exit_btf, s->progs.lp_exit_raw, true},
 		{s->progs.lp_exec_btf, s->progs.lp_exec_raw, true},
 	};
@@ -479,6 +480,14 @@ static int fill(struct lp_core *c, const struct lp_config *cfg)
 		c->tgid_marks = NULL;
 		return log_error_errno(-errno, "map the tgid marks: %m");
 	}
+	if (c->stretch_sample > 1) {
+		c->tid_open = mmap(NULL, marks_bytes(c), PROT_READ | PROT_WRITE, MAP_SHARED,
+				   bpf_map__fd(s->maps.tid_open), 0);
+		if (c->tid_open == MAP_FAILED) {
+			c->tid_open = NULL;
+			return log_error_errno(-errno, "map the open stretches' marks: %m");
+		}
+	}
 	for (size_t i = 0; i < cfg->ncomms && i < LP_MAX_COMMS; i++) {
 		char key[LP_COMM_LEN] = {};
 		__u8 one = 1;
@@ -606,6 +615,8 @@ void lp_core_destroy(struct lp_core *c)
 {
 	if (c->tgid_marks)
 		munmap((void *)c->tgid_marks, marks_bytes(c));
+	if (c->tid_open)
+		munmap((void *)c->tid_open, marks_bytes(c));
 	lp_links_destroy(&c->links, &c->nlinks);
 	free(c->sample_fds);
 	core_bpf__destroy(c->skel);

@@ -43,6 +43,9 @@ struct lp_core {
 	/* The tgid_marks map, mapped: a byte per tgid below ntgid_marks (lp.bpf.h) */
 	volatile uint8_t *tgid_marks;
 	size_t ntgid_marks;
+	/* The tid_open map, mapped where stretches are sampled (a byte per tid below
+	 * ntgid_marks); else NULL */
+	volatile uint8_t *tid_open;
 };
 
 /* Opens, sizes, loads and attaches. Scheduler and lifecycle programs are required; futex

@@ -268,6 +268,31 @@ void lp_tracker_unmark(struct lp_tracker *tr, __u32 tgid)
 	free(buf);
 }
 
+/* Its threads' next switch-ins taken in full: the first look at each takes the starting
+ * point of its totals, so a thread asleep when tracking starts has all it runs after it
+ * counted (else the slice it wakes into was lost, up to its first switch-out). A thread
+ * made meanwhile has its first switch-in taken by the new thread's program. */
+static void open_threads(const struct lp_tracker *tr, pid_t pid)
+{
+	char path[32];
+	struct dirent *e;
+	DIR *d;
+
+	if (!tr->tid_open)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return;
+	while ((e = readdir(d))) {
+		char *end;
+		unsigned long tid = strtoul(e->d_name, &end, 10);
+
+		if (*end == '\0' && e->d_name[0] != '.' && tid < tr->ntgid_marks)
+			tr->tid_open[tid] = 1;
+	}
+	closedir(d);
+}
+
 /* Fills t from /proc: what it runs, who it is. */
 static void read_target(struct lp_target *t, pid_t pid, const struct lp_proc_stat *st)
 {
@@ -343,6 +368,7 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by)
 		r = -ESRCH;
 		goto fail_inserted;
 	}
+	open_threads(tr, pid);
 	read_target(t, pid, &st);
 	t->matched_by = matched_by;
 	t->tracked_since_ns = zero->tracked_since_ns;

@@ -86,6 +86,9 @@ struct lp_tracker {
 	 * in tests without BPF */
 	volatile uint8_t *tgid_marks;
 	size_t ntgid_marks;
+	/* A byte per tid below ntgid_marks: its next switch-in is taken in full (lp.bpf.h's
+	 * tid_open); NULL where stretches are not sampled */
+	volatile uint8_t *tid_open;
 	struct lp_target **v;
 	size_t n, cap;
 	size_t nexited;

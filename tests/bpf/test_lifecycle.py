@@ -87,6 +87,21 @@ def test_comm_and_pid_reuse():
                 "the new process's histogram does not hold the old one's waits")
 
 
+def test_threads_of_one_slice():
+    # 100 threads one after another, each spinning 3 ms with no system call and exiting:
+    # on a free CPU a thread's whole life is one slice, none of its switches looked at
+    # before its exit, where the kernel's account of it lags by what it ran since its last
+    # update (a tick: 4 ms at HZ=250). Reference: the fixture's process CPU clock from go to
+    # its report (the kernel's own, the exited threads' slices in full), within 2 % (the
+    # two clocks, the main thread's last fraction of a millisecond not yet looked at).
+    print("--- threads that run and exit in one slice are counted whole")
+    _, rep, res, pid = t.observe(["--futex-threads", "0", "--bursts", "100", "--burst-us",
+                                  "3000"], live=True)
+    ours, ref = t.proc_of(rep, pid)["counters"]["oncpu_ns"], res["cpu_ns"]
+    t.check(abs(ours - ref) <= 0.02 * ref,
+            "on-CPU time %.1f ms, the process's CPU clock %.1f ms" % (ours / 1e6, ref / 1e6))
+
+
 def test_comm_counts_from_exec():
     print("--- --comm: counted from the exec, so fault totals match /proc/PID/stat")
     d = t.Daemon("--no-discover", "--comm", "lpfixture")
@@ -251,6 +266,7 @@ def test_sigterm_detaches():
 
 def main():
     test_exit_keeps_data()
+    test_threads_of_one_slice()
     test_comm_and_pid_reuse()
     test_comm_counts_from_exec()
     test_exe_and_startup_scan()
