@@ -44,15 +44,16 @@ static __always_inline void futex_wait_begin(const struct lp_proc_stats *p, stru
 	t->futex_gen = p->gen_seq;
 }
 
-/* Counts a wait of d ns of thread t, of process p (NULL: looked up), that t->futex_*
- * describe, ended with ret (0 where the result is not known: seen from the scheduler),
- * as w waits (a stretch taken as a sample stands for w: sched.bpf.c), and clears it. The
- * counts go to hp, this CPU's part of p (hot_of), or p where NULL. */
+/* Counts the wait of thread t, of process p (NULL: looked up), that t->futex_* describe,
+ * ended at end (the clock) with ret (0 where the result is not known: seen from the
+ * scheduler), as w waits (a stretch taken as a sample stands for w: sched.bpf.c), and
+ * clears it. The counts go to hp, this CPU's part of p (hot_of), or p where NULL. */
 static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_proc_stats *hp,
-					    struct lp_thread *t, __u64 d, long ret, __u32 w)
+					    struct lp_thread *t, __u64 end, long ret, __u32 w)
 {
 	struct lp_futex_key key = {.tgid = t->tgid, .uaddr = t->futex_uaddr};
 	struct lp_futex_val *v, zero = {};
+	__u64 d = end - t->futex_since;
 
 	t->futex_since = 0;
 	t->futex_ns += d * w;
@@ -65,8 +66,10 @@ static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_p
 		hp = p;
 	hist_addw(&hp->hist[LP_H_FUTEX], d, w);
 	/* Inside one generation decode: a wait the token waited for, not a thread idle between
-	 * requests or tokens. */
-	if ((t->futex_gen & 1) && t->futex_gen == p->gen_seq)
+	 * requests or tokens. The decode it began in may have returned since the wait ended,
+	 * where its end is taken late (a switch-in the scheduler's program did not see). */
+	if ((t->futex_gen & 1) && (t->futex_gen == p->gen_seq ||
+				   (t->futex_gen + 1 == p->gen_seq && end <= p->gen_end_ns)))
 		hist_addw(&hp->hist[LP_H_FUTEX_GEN], d, w);
 	if (ret == -110 /* ETIMEDOUT */)
 		__sync_fetch_and_add(&hp->ctr[LP_C_FUTEX_TIMEDOUT], w);

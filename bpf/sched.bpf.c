@@ -273,8 +273,7 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 			off_end(hp, t, tgid, now - slice - t->off_since);
 		if (futex_from_sched && t->futex_since) {
 			if (slice && now - slice > t->futex_since)
-				futex_wait_done(p, hp, t, now - slice - t->futex_since, 0,
-						t->stretch_w);
+				futex_wait_done(p, hp, t, now - slice, 0, t->stretch_w);
 			t->futex_since = 0;
 		}
 		__sync_fetch_and_add(&hp->ctr[LP_C_SWITCH_IN_UNSEEN], t->stretch_w);
@@ -393,7 +392,7 @@ static __always_inline void switch_in(struct task_struct *next, __u32 tgid, __u6
 	if (t->off_since)
 		off_end(hp, t, tgid, now - t->off_since);
 	if (futex_from_sched && t->futex_since)
-		futex_wait_done(p, hp, t, now - t->futex_since, 0, t->stretch_w);
+		futex_wait_done(p, hp, t, now, 0, t->stretch_w);
 	t->last_cpu = bpf_get_smp_processor_id() + 1;
 	if ((e = rec_reserve(tgid, tid, LP_REC_ON))) {
 		e->runq = runq;

@@ -419,8 +419,8 @@ def test_futex_in_generation():
     fx.line()
     doc = d.get("/v1/processes/%d" % fx.pid)
     h, all_ = doc["histograms"]["futex_wait_generation"], doc["histograms"]["futex_wait"]
-    check(h["count"] == gen, "one wait inside each of the %d generation decodes: %d"
-          % (gen, h["count"]))
+    check(h["count"] == gen, "one wait inside each of the %d generation decodes: %d (switch-ins "
+          "not seen: %d)" % (gen, h["count"], doc["counters"]["switch_ins_unseen"]))
     check(all_["count"] >= 2 * gen, "the process's histogram has the waits between them too: "
           "%d" % all_["count"])
     check(inside * 1000 <= h["p50"] and h["max"] < between * 1000,
