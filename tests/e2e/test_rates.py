@@ -10,9 +10,10 @@ service restart does. The figures after the restart cover what the two daemons w
 and nothing of the time between them.
 
 The reference, on the same run: bpftrace's own uprobes on llama_decode, every call's entry
-and return. Tied to the engine: bpftrace's generation calls add up, within 2 %, to what
-llama-simple prints itself (llama_perf's "eval time = X ms / N runs", from inside
-llama_decode to the logits' read). The daemons' decode and wall rates must agree within
+and return. Tied to the engine: bpftrace's generation calls add up to what llama-simple
+prints itself (llama_perf's "eval time = X ms / N runs", from inside llama_decode to the
+logits' read), within 2 % above it and 5 % below (the engine's clock runs on past the
+return, where the quota throttles it as well). The daemons' decode and wall rates must agree within
 2 % with bpftrace's over the calls they watched: the first daemon saw the first N1
 generation decodes (it ran before the engine started), the second the last N2 (it ran
 until the engine exited). Not with the engine's figure over all its tokens: those decoded
@@ -38,6 +39,7 @@ import lptest as t  # noqa: E402
 
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
 TOLERANCE = 0.02
+ENGINE_AFTER = 0.05
 # (label, CPU quota in CPUs, tokens to generate, the rate range the quota is to give).
 # The quota's effect is far from linear (OpenMP's threads spin while the group is
 # throttled): measured here 0.03 CPUs gave 0.3 tokens/s, 0.045 0.7, 0.3 12-14, 0.4 27.
@@ -126,7 +128,11 @@ def one(label, quota, tokens, want, simple, model, work):
 
     # The reference is the engine's own run.
     ref_inside = sum(r - e for e, r in calls[1:]) / 1e9
-    t.check(len(calls) == runs + 1 and abs(ref_inside - eval_s) <= TOLERANCE * eval_s,
+    # The engine's clock runs on from llama_decode's return to its read of the logits,
+    # where the quota can throttle it too (a busy host's CI: 8.683 s inside against the
+    # engine's 8.895, 2.4 % more): bpftrace's may be below it by up to ENGINE_AFTER.
+    t.check(len(calls) == runs + 1 and
+            (1 - ENGINE_AFTER) * eval_s <= ref_inside <= (1 + TOLERANCE) * eval_s,
             "%s: bpftrace's %d calls (a prompt decode, then %d) took %.3f s inside "
             "llama_decode, the engine says %.3f s" % (label, len(calls), runs, ref_inside,
                                                      eval_s))
