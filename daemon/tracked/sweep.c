@@ -4,6 +4,7 @@
 
 #include <bpf/bpf.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -354,9 +355,44 @@ static void maps_gc(struct lp_tracker *tr)
 	free(g.buf);
 }
 
+/* The pids of the live targets for which want(t) holds, collected before any of them is
+ * marked exited: marking one may evict others and move the rest, and a scan started
+ * over after each (as before) cost a procs lookup per pending target per exit, a stall of
+ * seconds once thousands of records were lost at once. NULL with *n = 0 when none. */
+static pid_t *live_pids(const struct lp_tracker *tr, bool (*want)(const struct lp_target *),
+			size_t *n)
+{
+	pid_t *v = NULL;
+
+	*n = 0;
+	for (size_t i = 0; i < tr->n; i++) {
+		const struct lp_target *t = tr->v[i];
+
+		if (t->exited || !want(t))
+			continue;
+		if (!v && !(v = malloc(tr->n * sizeof(*v))))
+			return NULL;
+		v[(*n)++] = t->pid;
+	}
+	return v;
+}
+
+static bool dead_twice(const struct lp_target *t)
+{
+	return t->dead_sweeps >= 2;
+}
+
+static bool any_live(const struct lp_target *t)
+{
+	(void)t;
+	return true;
+}
+
 int lp_tracker_sweep(struct lp_tracker *tr)
 {
 	struct lp_proc_stats *buf = NULL;
+	size_t npids;
+	pid_t *pids;
 	int n = 0;
 
 	maps_gc(tr);
@@ -369,11 +405,12 @@ int lp_tracker_sweep(struct lp_tracker *tr)
 			t->dead_sweeps =
 				lp_proc_alive(t->pid, t->starttime) ? 0 : t->dead_sweeps + 1;
 	}
-	for (size_t i = 0; i < tr->n; i++) {
-		struct lp_target *t = tr->v[i];
-		__u32 key = (__u32)t->pid;
+	pids = live_pids(tr, dead_twice, &npids);
+	for (size_t i = 0; i < npids; i++) {
+		struct lp_target *t = lp_tracker_find(tr, pids[i]);
+		__u32 key = (__u32)pids[i];
 
-		if (t->exited || t->dead_sweeps < 2)
+		if (!t || t->exited)
 			continue;
 		if (t->exiting) {
 			/* Its record was due before this sweep's drain: lost. The entry in
@@ -382,11 +419,12 @@ int lp_tracker_sweep(struct lp_tracker *tr)
 				    t->comm);
 			exit_without_record(tr, t, NULL);
 			n++;
-			i = (size_t)-1;
 			continue;
 		}
-		if (!buf && !(buf = malloc(sizeof(*buf))))
+		if (!buf && !(buf = malloc(sizeof(*buf)))) {
+			free(pids);
 			return -ENOMEM;
+		}
 		if (bpf_map_lookup_elem(tr->procs_fd, &key, buf) < 0)
 			continue; /* the hook ran: its record is lp_tracker_reap()'s business */
 		bpf_map_delete_elem(tr->procs_fd, &key);
@@ -399,8 +437,8 @@ int lp_tracker_sweep(struct lp_tracker *tr)
 		exit_without_record(tr, t, buf);
 		buf = NULL;
 		n++;
-		i = (size_t)-1; /* lp_tracker_mark_exited() may have evicted entries: start over */
 	}
+	free(pids);
 	free(buf);
 	lp_tracker_harvest(tr);
 	return n;
@@ -409,24 +447,29 @@ int lp_tracker_sweep(struct lp_tracker *tr)
 int lp_tracker_reap(struct lp_tracker *tr, pid_t pid)
 {
 	struct lp_proc_stats *buf = malloc(sizeof(*buf));
+	size_t npids;
+	pid_t *pids;
 	int n = 0;
 
 	if (!buf)
 		return -ENOMEM;
-	for (size_t i = 0; i < tr->n; i++) {
-		struct lp_target *t = tr->v[i];
-		__u32 key = (__u32)t->pid;
+	pids = live_pids(tr, any_live, &npids);
+	for (size_t i = 0; i < npids; i++) {
+		struct lp_target *t;
+		__u32 key = (__u32)pids[i];
 
-		if (t->exited || (pid && t->pid != pid) ||
-		    bpf_map_lookup_elem(tr->procs_fd, &key, buf) == 0 || errno != ENOENT)
+		if ((pid && pids[i] != pid) || bpf_map_lookup_elem(tr->procs_fd, &key, buf) == 0 ||
+		    errno != ENOENT)
+			continue;
+		t = lp_tracker_find(tr, pids[i]);
+		if (!t || t->exited)
 			continue;
 		log_warning("pid %d (%s) exited but its final record was lost (ring buffer full)",
 			    (int)t->pid, t->comm);
 		exit_without_record(tr, t, NULL);
 		n++;
-		/* lp_tracker_mark_exited() may have evicted entries: start over. */
-		i = (size_t)-1;
 	}
+	free(pids);
 	free(buf);
 	lp_tracker_harvest(tr);
 	return n;
