@@ -469,25 +469,29 @@ static void set_autoload(struct lp_core *c, const struct plan *p, const struct l
 	bpf_program__set_autoload(s->progs.lp_decode_batch, f->bpf_loop);
 }
 
-/* After the load: the tgid marks mapped, the --comm names in the kernel's table. */
+/* A byte-per-id array (tgid_marks, tid_open) mapped into *out; what, for the error. */
+static int map_marks(const struct lp_core *c, const struct bpf_map *m, volatile uint8_t **out,
+		     const char *what)
+{
+	void *p = mmap(NULL, marks_bytes(c), PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(m), 0);
+
+	if (p == MAP_FAILED)
+		return log_error_errno(-errno, "map the %s: %m", what);
+	*out = p;
+	return 0;
+}
+
+/* After the load: the tgid marks mapped (and the open stretches' where stretches are
+ * sampled), the --comm names in the kernel's table. */
 static int fill(struct lp_core *c, const struct lp_config *cfg)
 {
 	struct core_bpf *s = c->skel;
+	int r;
 
-	c->tgid_marks = mmap(NULL, marks_bytes(c), PROT_READ | PROT_WRITE, MAP_SHARED,
-			     bpf_map__fd(s->maps.tgid_marks), 0);
-	if (c->tgid_marks == MAP_FAILED) {
-		c->tgid_marks = NULL;
-		return log_error_errno(-errno, "map the tgid marks: %m");
-	}
-	if (c->stretch_sample > 1) {
-		c->tid_open = mmap(NULL, marks_bytes(c), PROT_READ | PROT_WRITE, MAP_SHARED,
-				   bpf_map__fd(s->maps.tid_open), 0);
-		if (c->tid_open == MAP_FAILED) {
-			c->tid_open = NULL;
-			return log_error_errno(-errno, "map the open stretches' marks: %m");
-		}
-	}
+	if ((r = map_marks(c, s->maps.tgid_marks, &c->tgid_marks, "tgid marks")) < 0 ||
+	    (c->stretch_sample > 1 &&
+	     (r = map_marks(c, s->maps.tid_open, &c->tid_open, "open stretches' marks")) < 0))
+		return r;
 	for (size_t i = 0; i < cfg->ncomms && i < LP_MAX_COMMS; i++) {
 		char key[LP_COMM_LEN] = {};
 		__u8 one = 1;

@@ -4,7 +4,6 @@
 
 #include <bpf/bpf.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -355,12 +354,12 @@ static void maps_gc(struct lp_tracker *tr)
 	free(g.buf);
 }
 
-/* The pids of the live targets for which want(t) holds, collected before any of them is
- * marked exited: marking one may evict others and move the rest, and a scan started
- * over after each (as before) cost a procs lookup per pending target per exit, a stall of
- * seconds once thousands of records were lost at once. NULL with *n = 0 when none. */
-static pid_t *live_pids(const struct lp_tracker *tr, bool (*want)(const struct lp_target *),
-			size_t *n)
+/* The pids of the live targets seen dead at min_dead_sweeps sweeps or more, collected
+ * before any of them is marked exited: marking one may evict others and move the rest, and
+ * a scan started over after each (as before) cost a procs lookup per pending target per
+ * exit, a stall of seconds once thousands of records were lost at once. NULL with *n = 0
+ * when none. */
+static pid_t *live_pids(const struct lp_tracker *tr, unsigned min_dead_sweeps, size_t *n)
 {
 	pid_t *v = NULL;
 
@@ -368,24 +367,13 @@ static pid_t *live_pids(const struct lp_tracker *tr, bool (*want)(const struct l
 	for (size_t i = 0; i < tr->n; i++) {
 		const struct lp_target *t = tr->v[i];
 
-		if (t->exited || !want(t))
+		if (t->exited || t->dead_sweeps < min_dead_sweeps)
 			continue;
 		if (!v && !(v = malloc(tr->n * sizeof(*v))))
 			return NULL;
 		v[(*n)++] = t->pid;
 	}
 	return v;
-}
-
-static bool dead_twice(const struct lp_target *t)
-{
-	return t->dead_sweeps >= 2;
-}
-
-static bool any_live(const struct lp_target *t)
-{
-	(void)t;
-	return true;
 }
 
 int lp_tracker_sweep(struct lp_tracker *tr)
@@ -405,7 +393,7 @@ int lp_tracker_sweep(struct lp_tracker *tr)
 			t->dead_sweeps =
 				lp_proc_alive(t->pid, t->starttime) ? 0 : t->dead_sweeps + 1;
 	}
-	pids = live_pids(tr, dead_twice, &npids);
+	pids = live_pids(tr, 2, &npids);
 	for (size_t i = 0; i < npids; i++) {
 		struct lp_target *t = lp_tracker_find(tr, pids[i]);
 		__u32 key = (__u32)pids[i];
@@ -453,7 +441,7 @@ int lp_tracker_reap(struct lp_tracker *tr, pid_t pid)
 
 	if (!buf)
 		return -ENOMEM;
-	pids = live_pids(tr, any_live, &npids);
+	pids = live_pids(tr, 0, &npids);
 	for (size_t i = 0; i < npids; i++) {
 		struct lp_target *t;
 		__u32 key = (__u32)pids[i];

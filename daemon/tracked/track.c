@@ -284,10 +284,9 @@ static void open_threads(const struct lp_tracker *tr, pid_t pid)
 	if (!(d = opendir(path)))
 		return;
 	while ((e = readdir(d))) {
-		char *end;
-		unsigned long tid = strtoul(e->d_name, &end, 10);
+		pid_t tid;
 
-		if (*end == '\0' && e->d_name[0] != '.' && tid < tr->ntgid_marks)
+		if (lp_parse_pid(e->d_name, &tid) == 0 && (size_t)tid < tr->ntgid_marks)
 			tr->tid_open[tid] = 1;
 	}
 	closedir(d);
