@@ -90,6 +90,8 @@ struct lp_ggml_proc {
 	uint8_t op_readable[LP_MAX_OPS];
 	struct lp_tensor_state tensors;
 	bool tensors_logged;	      /* the layout's decision is in the log */
+	int tensors_waits;	      /* ticks the first decision waited for ops' calls */
+	size_t tensors_seen;	      /* ops whose calls were sniffed, at the last tick */
 	uint64_t tensors_gen_tokens0; /* LP_W_GEN_TOKENS when nodes began to be read */
 	struct lp_node *final_nodes;  /* read at the exit */
 	size_t nfinal_nodes;

@@ -48,6 +48,10 @@ static void log_decision(const struct lp_ggml_proc *gp, pid_t pid)
 		 (int)pid, read, where, ts->nth, no ? "; not on some: " : "", no ? ts->why : "");
 }
 
+/* Ticks the first decision waits for the ops called to settle: one that is called fewer
+ * than LP_TSNIFF_N times in all would hold it for ever. */
+#define TENSORS_MAX_WAITS 3
+
 bool lp_nodes_check(struct lp_core *c, struct lp_target *t)
 {
 	struct lp_ggml_proc *gp = t->ggml;
@@ -56,7 +60,8 @@ bool lp_nodes_check(struct lp_core *c, struct lp_target *t)
 	struct lp_tensor_sniff *s;
 	struct lp_precise pr;
 	__u32 key = (__u32)t->pid;
-	bool changed = false;
+	bool changed = false, partial = false, full[LP_MAX_OPS] = {false};
+	size_t seen = 0;
 
 	if (!gp->precise_on || gp->tensors.refused)
 		return false;
@@ -65,14 +70,30 @@ bool lp_nodes_check(struct lp_core *c, struct lp_target *t)
 		return false;
 	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
 		struct lp_op_key k = {.tgid = (__u32)t->pid, .op = (__u32)i};
-		bool full = true;
 
 		if (!gp->op_readable[i] || gp->tensors.targs[i] != LP_TA_UNKNOWN ||
 		    gp->tensors.op_fits[i] || bpf_map_lookup_elem(sfd, &k, s) < 0)
 			continue;
+		full[i] = s->n >= LP_TSNIFF_N;
 		for (int j = 0; j < LP_TSNIFF_N; j++)
-			full &= s->n >= LP_TSNIFF_N && s->dst[j] != 0;
-		if (!full)
+			full[i] &= s->dst[j] != 0;
+		partial |= !full[i];
+		seen++;
+	}
+	/* Every op read begins at one tick, so that the per-token figures of all count from
+	 * one token. The first decision waits for a tick that finds the same ops called as
+	 * the one before, each on LP_TSNIFF_N calls: a tick soon after the probes went on,
+	 * within a token, has seen only the ops the token had computed by then. */
+	if (gp->tensors.chosen < 0 && (partial || seen != gp->tensors_seen) &&
+	    gp->tensors_waits++ < TENSORS_MAX_WAITS) {
+		gp->tensors_seen = seen;
+		free(s);
+		return false;
+	}
+	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++) {
+		struct lp_op_key k = {.tgid = (__u32)t->pid, .op = (__u32)i};
+
+		if (!full[i] || bpf_map_lookup_elem(sfd, &k, s) < 0)
 			continue;
 		changed |= lp_tensor_decide(&gp->tensors, (int)i, gp->op_readable[i], s);
 		if (gp->tensors.targs[i] == LP_TA_NO)

@@ -70,10 +70,8 @@ def main():
     per_process.stop()
     t.check(run.returncode == 0, "llama-simple decoded %d tokens under perf: %s"
             % (TOKENS, open(err_file, errors="replace").read().strip()[-300:]))
-    found = re.search(r"pid (\d+) \(llama-simple\) runs ggml", d.log())
-    if not found:
-        raise AssertionError("llama-simple was not found as a ggml process:\n" + d.log())
-    pid = int(found.group(1))
+    pid = run.pid
+    d.wait_log("pid %d (llama-simple) runs ggml" % pid, timeout=60)
     d.wait_log("pid %d (llama-simple) exited" % pid)
     dcpu.wait_log("pid %d (llama-simple) exited" % pid)
     t.check(d.stop() == 0 and dcpu.stop() == 0, "both daemons exit 0")
@@ -207,10 +205,8 @@ def prompt(binary, model, work):
     run, _, err = perfref.run_system_wide([binary, "-m", model, "-n", "4", text], data,
                                           PROMPT_HZ)
     t.check(run.returncode == 0, "prompt: llama-simple ran: %s" % err.strip()[-300:])
-    found = re.search(r"pid (\d+) \(llama-simple\) runs ggml", d.log())
-    if not found:
-        raise AssertionError("llama-simple was not found as a ggml process:\n" + d.log())
-    pid = int(found.group(1))
+    pid = run.pid
+    d.wait_log("pid %d (llama-simple) runs ggml" % pid, timeout=60)
     d.wait_log("pid %d (llama-simple) exited" % pid)
     t.check(d.stop() == 0, "prompt: the daemon exits 0")
     g = t.proc_of(d.report(), pid)["ggml"]
