@@ -137,34 +137,30 @@ int lp_proc_read_stat(pid_t pid, struct lp_proc_stat *out)
 	return 0;
 }
 
+/* Nonzero when thread tid, not the leader *ctx, has not begun to exit. */
+static int other_thread_live(void *ctx, pid_t tid)
+{
+	pid_t pid = *(pid_t *)ctx;
+	struct lp_proc_stat st;
+	char path[96];
+
+	if (tid == pid)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	return read_stat_path(path, &st) == 0 && lp_proc_stat_live(&st);
+}
+
 int lp_proc_alive(pid_t pid, uint64_t starttime)
 {
 	struct lp_proc_stat st;
 	char path[64];
-	struct dirent *de;
-	DIR *d;
-	int alive = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	if (read_stat_path(path, &st) < 0 || st.starttime != starttime)
 		return 0;
 	if (lp_proc_stat_live(&st))
 		return 1;
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	if (!d)
-		return 0;
-	while (!alive && (de = readdir(d))) {
-		char tpath[96];
-		pid_t tid;
-
-		if (lp_parse_pid(de->d_name, &tid) < 0 || tid == pid)
-			continue;
-		snprintf(tpath, sizeof(tpath), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-		alive = read_stat_path(tpath, &st) == 0 && lp_proc_stat_live(&st);
-	}
-	closedir(d);
-	return alive;
+	return lp_proc_each_task("/proc", pid, other_thread_live, &pid) > 0;
 }
 
 int lp_proc_read_comm(pid_t pid, pid_t tid, char *buf, size_t size)
@@ -242,6 +238,26 @@ int lp_parse_pid(const char *s, pid_t *out)
 		return -EINVAL;
 	*out = (pid_t)v;
 	return 0;
+}
+
+int lp_proc_each_task(const char *proc, pid_t pid, int (*fn)(void *ctx, pid_t tid), void *ctx)
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	int r = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/%d/task", proc, (int)pid);
+	if (!(d = opendir(path)))
+		return errno == ENOENT ? -ESRCH : -errno;
+	while (r == 0 && (e = readdir(d))) {
+		pid_t tid;
+
+		if (lp_parse_pid(e->d_name, &tid) == 0)
+			r = fn(ctx, tid);
+	}
+	closedir(d);
+	return r;
 }
 
 void lp_proc_maps_path(char *path)

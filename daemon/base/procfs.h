@@ -75,6 +75,11 @@ int lp_proc_read_uid(pid_t pid, uid_t *out);
 /* Parses a decimal pid (1 .. PID_MAX_LIMIT) with no trailing garbage. */
 int lp_parse_pid(const char *s, pid_t *out);
 
+/* Calls fn for each thread of process pid, as the task directory under proc ("/proc", or
+ * a host's /proc mounted elsewhere) lists them, until fn returns nonzero: that value, 0 after
+ * the last, or -ESRCH (gone) or -errno when the directory cannot be opened. */
+int lp_proc_each_task(const char *proc, pid_t pid, int (*fn)(void *ctx, pid_t tid), void *ctx);
+
 /* An executable file mapping of /proc/PID/maps. */
 struct lp_proc_mapping {
 	uint64_t start, end, pgoff;

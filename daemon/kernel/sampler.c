@@ -7,7 +7,6 @@
 #include "kernel/sampler.h"
 
 #include <bpf/libbpf.h>
-#include <dirent.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/procfs.h"
 #include "kernel/uprobe.h"
 
 static int open_thread_event(uint32_t hz, pid_t tid, bool inherit_thread)
@@ -62,34 +62,32 @@ static int attach_thread(struct lp_sampler *s, struct bpf_program *prog, uint32_
 	return r;
 }
 
+struct sampler_attach {
+	struct lp_sampler *s;
+	struct bpf_program *prog;
+	uint32_t hz;
+};
+
+static int attach_task(void *ctx, pid_t tid)
+{
+	struct sampler_attach *a = ctx;
+	int r = attach_thread(a->s, a->prog, a->hz, tid);
+
+	return r == -ESRCH ? 0 : r; /* exited meanwhile */
+}
+
 int lp_sampler_start(struct lp_sampler *s, struct bpf_program *prog, uint32_t hz, pid_t pid)
 {
-	char path[64];
-	struct dirent *e;
-	DIR *d;
-	int r = 0;
+	struct sampler_attach a = {s, prog, hz};
+	int r;
 
 	if (!hz || s->n)
 		return (int)s->n;
 	s->error = 0;
 	s->inherit_thread = true;
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	if (!d)
-		return -errno;
-	while ((e = readdir(d))) {
-		char *end;
-		long tid = strtol(e->d_name, &end, 10);
-
-		if (*end || tid <= 0)
-			continue;
-		r = attach_thread(s, prog, hz, (pid_t)tid);
-		if (r == -ESRCH) /* exited meanwhile */
-			r = 0;
-		if (r < 0)
-			break;
-	}
-	closedir(d);
+	r = lp_proc_each_task("/proc", pid, attach_task, &a);
+	if (r == -ESRCH) /* gone */
+		return r;
 	if (r == 0 && s->n && !s->started_ns) {
 		struct timespec ts;
 

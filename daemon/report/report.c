@@ -5,7 +5,6 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,32 +68,30 @@ static int read_threads(struct lp_report *r, const struct lp_core *c)
 			   sizeof(struct lp_thread), read_thread, r);
 }
 
+struct threads_of {
+	struct lp_proc_view *v;
+	int fd; /* the threads map */
+};
+
+static int read_thread_of(void *ctx, pid_t tid)
+{
+	struct threads_of *x = ctx;
+	struct lp_thread t;
+	__u32 key = (__u32)tid;
+
+	if (bpf_map_lookup_elem(x->fd, &key, &t) == 0 && t.tgid == (__u32)x->v->target->pid)
+		return add_thread(x->v, key, &t);
+	return 0;
+}
+
 /* One live process's threads, looked up by the tids in /proc/PID/task: the cost of a
  * one-process report grows with its threads, not with every tracked thread. */
 static int read_threads_of(struct lp_proc_view *v, const struct lp_core *c)
 {
-	int fd = bpf_map__fd(c->skel->maps.threads), ret = 0;
-	char path[64];
-	struct dirent *e;
-	DIR *d;
+	struct threads_of x = {v, bpf_map__fd(c->skel->maps.threads)};
+	int r = lp_proc_each_task("/proc", v->target->pid, read_thread_of, &x);
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)v->target->pid);
-	d = opendir(path);
-	if (!d)
-		return 0; /* gone: its threads left the map with it */
-	while (ret == 0 && (e = readdir(d))) {
-		struct lp_thread t;
-		pid_t tid;
-		__u32 key;
-
-		if (lp_parse_pid(e->d_name, &tid) < 0)
-			continue;
-		key = (__u32)tid;
-		if (bpf_map_lookup_elem(fd, &key, &t) == 0 && t.tgid == (__u32)v->target->pid)
-			ret = add_thread(v, key, &t);
-	}
-	closedir(d);
-	return ret;
+	return r == -ENOMEM ? r : 0; /* else gone: its threads left the map with it */
 }
 
 struct futex_read {

@@ -4,8 +4,6 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -118,46 +116,32 @@ static struct lp_record *find(struct lp_recorder *r, pid_t pid, size_t *at)
 	return NULL;
 }
 
+/* Thread tid's name, added to those known unless it is. */
+static int read_thread(void *ctx, pid_t tid)
+{
+	struct lp_record *rec = ctx;
+	struct lp_trace_thread *v;
+	char name[32];
+
+	for (size_t i = 0; i < rec->nthreads; i++)
+		if (rec->threads[i].tid == (uint32_t)tid)
+			return 0;
+	if (lp_proc_read_comm(rec->pid, tid, name, sizeof(name)) < 0)
+		return 0; /* exited meanwhile */
+	v = realloc(rec->threads, (rec->nthreads + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	rec->threads = v;
+	v[rec->nthreads].tid = (uint32_t)tid;
+	v[rec->nthreads].name = strdup(name);
+	rec->nthreads++;
+	return 0;
+}
+
 /* The names of the process's threads now, added to those known. */
 static void read_threads(struct lp_record *rec)
 {
-	char path[64], name[32];
-	struct dirent *de;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)rec->pid);
-	d = opendir(path);
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		struct lp_trace_thread *v;
-		unsigned long tid;
-		char *end, *nl;
-		bool known = false;
-		FILE *f;
-
-		tid = strtoul(de->d_name, &end, 10);
-		if (!isdigit((unsigned char)de->d_name[0]) || *end || tid > UINT32_MAX)
-			continue;
-		for (size_t i = 0; i < rec->nthreads && !known; i++)
-			known = rec->threads[i].tid == tid;
-		snprintf(path, sizeof(path), "/proc/%d/task/%lu/comm", (int)rec->pid, tid);
-		if (known || !(f = fopen(path, "re")))
-			continue;
-		if (!fgets(name, sizeof(name), f))
-			name[0] = '\0';
-		fclose(f);
-		if ((nl = strchr(name, '\n')))
-			*nl = '\0';
-		v = realloc(rec->threads, (rec->nthreads + 1) * sizeof(*v));
-		if (!v)
-			break;
-		rec->threads = v;
-		v[rec->nthreads].tid = (uint32_t)tid;
-		v[rec->nthreads].name = strdup(name);
-		rec->nthreads++;
-	}
-	closedir(d);
+	lp_proc_each_task("/proc", rec->pid, read_thread, rec);
 }
 
 /* The process's mappings now (at most 65,536), replacing what was read before. */

@@ -3,7 +3,6 @@
 #include "tracked/context.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -533,39 +532,44 @@ static void read_weights(struct lp_context *ctx, pid_t pid, const char *proc, un
 		read_weights_nodes(ctx, pid, proc, starts, n);
 }
 
+struct affinity {
+	const char *proc;
+	pid_t pid;
+	char *status; /* 8 KiB */
+	struct lp_cpuset *out;
+	bool any;
+};
+
+static int read_thread_affinity(void *ctx, pid_t tid)
+{
+	struct affinity *a = ctx;
+	struct lp_cpuset one;
+	char *l;
+
+	if (read_small(a->status, 8192, "%s/%d/task/%d/status", a->proc, (int)a->pid, (int)tid) < 0)
+		return 0;
+	l = strstr(a->status, "Cpus_allowed_list:");
+	if (l && lp_cpuset_parse(l + 18 + strspn(l + 18, " \t"), &one) == 0) {
+		for (int i = 0; i < LP_CTX_WORDS; i++)
+			a->out->w[i] |= one.w[i];
+		a->any = true;
+	}
+	return 0;
+}
+
 /* The CPUs any of its threads may run on: threads bound one per CPU (OMP_PROC_BIND,
  * --cpu-mask) each allow one, the process all of them. */
 static int read_affinity(pid_t pid, const char *proc, struct lp_cpuset *out)
 {
-	char path[256], *status = malloc(8192), *l;
-	struct lp_cpuset one;
-	struct dirent *e;
-	bool any = false;
-	DIR *d;
+	struct affinity a = {proc, pid, malloc(8192), out, false};
+	int r;
 
 	memset(out, 0, sizeof(*out));
-	if (!status)
+	if (!a.status)
 		return -ENOMEM;
-	snprintf(path, sizeof(path), "%s/%d/task", proc, (int)pid);
-	d = opendir(path);
-	if (!d) {
-		free(status);
-		return errno == ENOENT ? -ESRCH : -errno;
-	}
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.' ||
-		    read_small(status, 8192, "%s/%d/task/%s/status", proc, (int)pid, e->d_name) < 0)
-			continue;
-		l = strstr(status, "Cpus_allowed_list:");
-		if (l && lp_cpuset_parse(l + 18 + strspn(l + 18, " \t"), &one) == 0) {
-			for (int i = 0; i < LP_CTX_WORDS; i++)
-				out->w[i] |= one.w[i];
-			any = true;
-		}
-	}
-	closedir(d);
-	free(status);
-	return any ? 0 : -ESRCH;
+	r = lp_proc_each_task(proc, pid, read_thread_affinity, &a);
+	free(a.status);
+	return r < 0 ? r : a.any ? 0 : -ESRCH;
 }
 
 int lp_context_read_cpus(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus *h,

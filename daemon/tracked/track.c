@@ -272,24 +272,19 @@ void lp_tracker_unmark(struct lp_tracker *tr, __u32 tgid)
  * point of its totals, so a thread asleep when tracking starts has all it runs after it
  * counted (else the slice it wakes into was lost, up to its first switch-out). A thread
  * made meanwhile has its first switch-in taken by the new thread's program. */
+static int open_thread(void *ctx, pid_t tid)
+{
+	const struct lp_tracker *tr = ctx;
+
+	if ((size_t)tid < tr->ntgid_marks)
+		tr->tid_open[tid] = 1;
+	return 0;
+}
+
 static void open_threads(const struct lp_tracker *tr, pid_t pid)
 {
-	char path[32];
-	struct dirent *e;
-	DIR *d;
-
-	if (!tr->tid_open)
-		return;
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	if (!(d = opendir(path)))
-		return;
-	while ((e = readdir(d))) {
-		pid_t tid;
-
-		if (lp_parse_pid(e->d_name, &tid) == 0 && (size_t)tid < tr->ntgid_marks)
-			tr->tid_open[tid] = 1;
-	}
-	closedir(d);
+	if (tr->tid_open)
+		lp_proc_each_task("/proc", pid, open_thread, (void *)tr);
 }
 
 /* Fills t from /proc: what it runs, who it is. */

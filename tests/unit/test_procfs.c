@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -134,8 +135,61 @@ static void test_maps_kernel(void)
 	rmdir(dir);
 }
 
+struct tids {
+	pid_t v[8];
+	int n, stop_at; /* returns 7 at the stop_at'th thread; 0: never */
+};
+
+static int note_tid(void *ctx, pid_t tid)
+{
+	struct tids *x = ctx;
+
+	if (x->n < 8)
+		x->v[x->n] = tid;
+	return ++x->n == x->stop_at ? 7 : 0;
+}
+
+/* The task directory of a /proc laid out by the test: only entries that are pids count. */
+static void test_each_task(void)
+{
+	char root[] = "/tmp/lp-procfs-XXXXXX", path[128];
+	const char *entries[] = {"12", "30", "abc", "0", "4x"};
+	struct tids x = {.n = 0};
+
+	CHECK(mkdtemp(root) != NULL, "temp dir");
+	snprintf(path, sizeof(path), "%s/12", root);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/12/task", root);
+	mkdir(path, 0700);
+	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
+		snprintf(path, sizeof(path), "%s/12/task/%s", root, entries[i]);
+		mkdir(path, 0700);
+	}
+	CHECK(lp_proc_each_task(root, 12, note_tid, &x) == 0 && x.n == 2 && x.v[0] + x.v[1] == 42 &&
+		      (x.v[0] == 12 || x.v[0] == 30),
+	      "two threads, 12 and 30: %d (%d, %d)", x.n, (int)x.v[0], (int)x.v[1]);
+	x = (struct tids){.stop_at = 1};
+	CHECK(lp_proc_each_task(root, 12, note_tid, &x) == 7 && x.n == 1,
+	      "stops where fn returns nonzero: %d", x.n);
+	CHECK(lp_proc_each_task(root, 13, note_tid, &x) == -ESRCH, "a process not there: -ESRCH");
+	x = (struct tids){.n = 0};
+	CHECK(lp_proc_each_task("/proc", getpid(), note_tid, &x) == 0 && x.n == 1 &&
+		      x.v[0] == getpid(),
+	      "this process, one thread: %d", x.n);
+	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
+		snprintf(path, sizeof(path), "%s/12/task/%s", root, entries[i]);
+		rmdir(path);
+	}
+	snprintf(path, sizeof(path), "%s/12/task", root);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/12", root);
+	rmdir(path);
+	rmdir(root);
+}
+
 int main(void)
 {
+	test_each_task();
 	test_maps();
 	test_maps_kernel();
 	test_uid();
