@@ -22,6 +22,7 @@ Two measurements, in one run:
 
     sudo bench/kcost.py [--rounds 3] [--pairs 20] [--tokens 200]
                         [--workloads omp,prompt,node,ik] [--configs default,tracepoint]
+                        [--warm]
 
 Configurations: default (futex waits from the scheduler), tracepoint
 (--futex-source tracepoint: the syscall tracepoints, the previous default), off
@@ -88,6 +89,13 @@ def program_cost(workload, config, tokens):
     return pc.delta(before, after), cpu
 
 
+def proc_cpu(pid):
+    """A process's CPU seconds (user + system), from /proc/PID/stat."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def median_ci(values):
     """The median and a 95 % confidence interval for it from the order statistics: the
     k-th smallest and largest, k the largest with P(Binomial(n, 1/2) < k) <= 2.5 %."""
@@ -112,6 +120,9 @@ def main():
     ap.add_argument("--tokens", type=int, default=200)
     ap.add_argument("--workloads", default="omp,prompt,node,ik")
     ap.add_argument("--configs", default="default,tracepoint")
+    ap.add_argument("--warm", action="store_true",
+                    help="tokens/s pairs: the daemon has seen the engine's binary once "
+                    "before the measured run (an always-on daemon has): its symbols are read")
     a = ap.parse_args()
     configs = a.configs.split(",")
     for c in configs:
@@ -161,6 +172,7 @@ def main():
     # 2. tokens/s in pairs, no llmprofd against each configuration.
     argv = ops.argv_of("omp", a.tokens)
     ratios = {c: [] for c in configs}
+    daemon_cpu = {c: [] for c in configs}  # the daemon's own CPU over the engine's
     for i in range(a.pairs):
         for c in configs:
             def none():
@@ -169,7 +181,16 @@ def main():
             def traced():
                 d = b.Daemon("--comm", COMMS["omp"], *CONFIGS[c])
                 try:
-                    return ops.tokens_per_s(argv)
+                    if a.warm:  # its first sight of the binary, outside the measured run
+                        ops.tokens_per_s(ops.argv_of("omp", 4))
+                    before, ru = proc_cpu(d.proc.pid), resource.getrusage(
+                        resource.RUSAGE_CHILDREN)
+                    tps = ops.tokens_per_s(argv)
+                    after, ru2 = proc_cpu(d.proc.pid), resource.getrusage(
+                        resource.RUSAGE_CHILDREN)
+                    engine = (ru2.ru_utime - ru.ru_utime) + (ru2.ru_stime - ru.ru_stime)
+                    daemon_cpu[c].append((after - before) / engine)
+                    return tps
                 finally:
                     d.stop()
             if i % 2 == 0:
@@ -185,12 +206,15 @@ def main():
         m, lo, hi = median_ci(ratios[c])
         rows.append((c, len(ratios[c]), "%.4f" % m,
                      "%.4f-%.4f" % (lo, hi) if lo is not None else "too few pairs",
-                     "%.4f-%.4f" % (min(ratios[c]), max(ratios[c]))))
+                     "%.4f-%.4f" % (min(ratios[c]), max(ratios[c])),
+                     "%.3f %%" % (100 * statistics.median(daemon_cpu[c]))))
     b.table("tokens/s with llmprofd / without, in pairs: llama.cpp's OpenMP build",
-            ["configuration", "pairs", "median ratio", "95 % CI of the median", "min-max"],
+            ["configuration", "pairs", "median ratio", "95 % CI of the median", "min-max",
+             "daemon CPU / engine CPU (median)"],
             rows, ["llama-simple from source (OpenMP, static), Q8_0 random weights, %d tokens, "
                    "default threads; each pair one run without and one with llmprofd, the "
-                   "order alternating" % a.tokens])
+                   "order alternating; the daemon's own CPU time (user + system, "
+                   "/proc/PID/stat) over the engine's run, against the engine's" % a.tokens])
 
 
 if __name__ == "__main__":
