@@ -45,6 +45,13 @@ def model(shape):
     return path
 
 
+def cpu_seconds(pid):
+    """A process's CPU seconds (user + system), from /proc/PID/stat."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def need(*tools):
     missing = [t for t in tools if not shutil.which(t) and not os.path.exists(t)]
     if missing:

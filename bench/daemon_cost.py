@@ -27,11 +27,6 @@ COMM = "lpbench-idle"
 PORT = 9799
 
 
-def cpu_seconds(pid):
-    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def rss_kib(pid, field="VmRSS"):
     """VmRSS, or VmHWM: the peak resident set since the process started."""
     return next(int(l.split()[1]) for l in open("/proc/%d/status" % pid)
@@ -111,14 +106,14 @@ def main():
             wait("%d processes tracked" % n, lambda: status(d)["processes"]["running"] >= n)
             st = status(d)
             time.sleep(1)
-            c0 = cpu_seconds(d.proc.pid)
+            c0 = b.cpu_seconds(d.proc.pid)
             time.sleep(a.window)
-            idle_cpu = (cpu_seconds(d.proc.pid) - c0) / a.window
-            c0, t0, size = cpu_seconds(d.proc.pid), time.monotonic(), 0
+            idle_cpu = (b.cpu_seconds(d.proc.pid) - c0) / a.window
+            c0, t0, size = b.cpu_seconds(d.proc.pid), time.monotonic(), 0
             while time.monotonic() - t0 < a.window:
                 size = len(scrape())
                 time.sleep(max(0, 1 - (time.monotonic() - t0) % 1))
-            scrape_cpu = (cpu_seconds(d.proc.pid) - c0) / (time.monotonic() - t0)
+            scrape_cpu = (b.cpu_seconds(d.proc.pid) - c0) / (time.monotonic() - t0)
             pid = str(procs[0].pid)
             steady = rss_kib(d.proc.pid) / 1024
             rows.append((n, "%.1f" % steady,

@@ -33,7 +33,6 @@ always on with and without reading the ops' tensors: llmprofctl ops's cost per c
 """
 import argparse
 import math
-import os
 import resource
 import statistics
 import subprocess
@@ -87,13 +86,6 @@ def program_cost(workload, config, tokens):
     finally:
         d.stop()
     return pc.delta(before, after), cpu
-
-
-def proc_cpu(pid):
-    """A process's CPU seconds (user + system), from /proc/PID/stat."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def median_ci(values):
@@ -183,10 +175,10 @@ def main():
                 try:
                     if a.warm:  # its first sight of the binary, outside the measured run
                         ops.tokens_per_s(ops.argv_of("omp", 4))
-                    before, ru = proc_cpu(d.proc.pid), resource.getrusage(
+                    before, ru = b.cpu_seconds(d.proc.pid), resource.getrusage(
                         resource.RUSAGE_CHILDREN)
                     tps = ops.tokens_per_s(argv)
-                    after, ru2 = proc_cpu(d.proc.pid), resource.getrusage(
+                    after, ru2 = b.cpu_seconds(d.proc.pid), resource.getrusage(
                         resource.RUSAGE_CHILDREN)
                     engine = (ru2.ru_utime - ru.ru_utime) + (ru2.ru_stime - ru.ru_stime)
                     daemon_cpu[c].append((after - before) / engine)

@@ -80,11 +80,9 @@ def run(model, a, ops, produced):
 
 def proc_stat(pid):
     """(user + system CPU seconds, peak resident MiB) of pid."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
     with open("/proc/%d/status" % pid) as f:
         hwm = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), hwm / 1024
+    return b.cpu_seconds(pid), hwm / 1024
 
 
 def streamed(simple, model, a, fmt, work):
