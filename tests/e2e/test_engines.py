@@ -33,7 +33,6 @@ the difference. In generation a residual of 0.01 is added to every bound
 `perf record -p` in test_llama_omp.py and to `perf record -- CMD` in test_ops.py."""
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -67,13 +66,10 @@ def placed(name, uw):
                                                    uw["scan_share"]))
 
 
-def judge(name, comm, d, data, pid=None, runtime=None):
-    """The daemon's report on the run of comm (pid, else the one the log names), against
-    perf's samples in data."""
-    found = re.search(r"pid (\d+) \(%s\) runs ggml" % re.escape(comm), d.log())
-    if not pid and not found:
-        raise AssertionError("%s was not found as a ggml process:\n%s" % (comm, d.log()))
-    pid = pid or int(found.group(1))
+def judge(name, comm, d, data, pid, runtime=None):
+    """The daemon's report on the run of comm, process pid, against perf's samples in
+    data."""
+    d.wait_log("pid %d (%s) runs ggml" % (pid, comm), timeout=60)
     d.wait_log("pid %d (%s) exited" % (pid, comm))
     t.check(d.stop() == 0, "%s: the daemon exits 0" % name)
     g = t.proc_of(d.report(), pid)["ggml"]
@@ -146,8 +142,8 @@ def run_once(argv, work, name, comm, runtime=None):
     run, out, err = perfref.run_system_wide(argv, data, HZ, stack=65528, cwd=work)
     t.check(run.returncode == 0, "%s: %s ran: %s" % (name, comm, err.strip()[-300:]))
     # node-llama-cpp's driver says which process decoded (node-llama-cpp may start
-    # others that load ggml, to test its binaries).
-    pid = None
+    # others that load ggml, to test its binaries); the others are the engine itself.
+    pid = run.pid
     if comm == "node":
         pid = json.loads(out.strip().splitlines()[-1])["pid"]
     return judge(name, comm, d, data, pid, runtime)
