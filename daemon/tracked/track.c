@@ -281,10 +281,10 @@ static int open_thread(void *ctx, pid_t tid)
 	return 0;
 }
 
-static void open_threads(const struct lp_tracker *tr, pid_t pid)
+static void open_threads(struct lp_tracker *tr, pid_t pid)
 {
 	if (tr->tid_open)
-		lp_proc_each_task("/proc", pid, open_thread, (void *)tr);
+		lp_proc_each_task("/proc", pid, open_thread, tr);
 }
 
 /* Fills t from /proc: what it runs, who it is. */
