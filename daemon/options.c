@@ -145,6 +145,8 @@ static void usage(FILE *out)
 		"      --max-futex-addrs N  distinct futex addresses (default 8192)\n"
 		"      --ringbuf-kib N      ring buffer for exec and exit records, a power of two\n"
 		"                           (default 4096; an exit record is about 9 KiB)\n"
+		"      --priority-boost N   run at nice -N: the ring buffer is read in time\n"
+		"                           on a busy host (default 4, as auditd; 0: none)\n"
 		"\n"
 		"Collectors:\n"
 		"      --sched-raw-tp       use raw_tp even where tp_btf programs load\n"
@@ -264,6 +266,7 @@ enum {
 	OPT_MAX_THREADS,
 	OPT_MAX_FUTEX,
 	OPT_RINGBUF_KIB,
+	OPT_PRIORITY_BOOST,
 	OPT_SCHED_RAW,
 	OPT_FUTEX_SOURCE,
 	OPT_STRETCH_SAMPLE,
@@ -317,6 +320,7 @@ static const struct option opts[] = {
 	{"max-threads", required_argument, NULL, OPT_MAX_THREADS},
 	{"max-futex-addrs", required_argument, NULL, OPT_MAX_FUTEX},
 	{"ringbuf-kib", required_argument, NULL, OPT_RINGBUF_KIB},
+	{"priority-boost", required_argument, NULL, OPT_PRIORITY_BOOST},
 	{"sched-raw-tp", no_argument, NULL, OPT_SCHED_RAW},
 	{"futex-source", required_argument, NULL, OPT_FUTEX_SOURCE},
 	{"stretch-sample", required_argument, NULL, OPT_STRETCH_SAMPLE},
@@ -383,6 +387,7 @@ static const struct u32_opt u32_opts[] = {
 	{OPT_MAX_PROCESSES, 1, 1 << 22, offsetof(struct lp_config, max_processes)},
 	{OPT_MAX_THREADS, 1, 1 << 22, offsetof(struct lp_config, max_threads)},
 	{OPT_MAX_FUTEX, 1, 1 << 22, offsetof(struct lp_config, max_futex_addrs)},
+	{OPT_PRIORITY_BOOST, 0, 19, offsetof(struct lp_config, priority_boost)},
 	{OPT_SAMPLE_HZ, 0, 10000, offsetof(struct lp_config, sample_hz)},
 	{OPT_STRETCH_SAMPLE, 1, 65536, offsetof(struct lp_config, stretch_sample)},
 	{OPT_METRICS_MAX, 1, 100000, offsetof(struct lp_config, metrics_max_processes)},
@@ -685,6 +690,7 @@ static void set_defaults(struct lp_config *cfg)
 	cfg->max_threads = 16384;
 	cfg->max_futex_addrs = 8192;
 	cfg->ringbuf_bytes = 4 << 20;
+	cfg->priority_boost = 4;
 	cfg->faults = true;
 	cfg->mount_tracefs = true;
 	cfg->discover = true;
@@ -925,6 +931,7 @@ cJSON *lp_config_describe(const struct lp_config *cfg)
 	cJSON_AddNumberToObject(o, "max-threads", cfg->max_threads);
 	cJSON_AddNumberToObject(o, "max-futex-addrs", cfg->max_futex_addrs);
 	cJSON_AddNumberToObject(o, "ringbuf-kib", cfg->ringbuf_bytes >> 10);
+	cJSON_AddNumberToObject(o, "priority-boost", cfg->priority_boost);
 	cJSON_AddBoolToObject(o, "sched-raw-tp", cfg->sched_raw_tp);
 	cJSON_AddNumberToObject(o, "stretch-sample", cfg->stretch_sample);
 	cJSON_AddStringToObject(o, "futex-source", futex_src[cfg->futex_source]);

@@ -54,6 +54,7 @@ struct lp_config {
 	uint32_t max_threads;
 	uint32_t max_futex_addrs;
 	uint32_t ringbuf_bytes;
+	uint32_t priority_boost; /* nice -N for the daemon's threads; 0: left as started */
 
 	bool once;
 	double seconds;	   /* with once: stop after this long (0 = until the --pid targets exit) */

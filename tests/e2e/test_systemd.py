@@ -235,7 +235,7 @@ def test_sandbox():
     t.check(m and float(m.group(1)) <= 2.5,
             "systemd-analyze security: exposure %s <= 2.5" % (m and m.group(1)))
     for key in ("SystemCallFilter", "SystemCallErrorNumber", "PrivateTmp", "PrivateDevices",
-                "ProtectProc", "IPAddressDeny", "IPAddressAllow", "ProtectHome"):
+                "Nice", "ProtectProc", "IPAddressDeny", "IPAddressAllow", "ProtectHome"):
         t.check(unit_setting(key), "the unit sets %s=" % key)
     allowed = unit_syscall_filter()
     t.check({"bpf", "perf_event_open", "socket", "epoll_wait"} <= allowed and
@@ -247,8 +247,10 @@ def test_sandbox():
         f.write("\n".join(sorted(allowed)) + "\n")
     # ProtectProc=invisible: systemd mounts a procfs instance with hidepid=invisible in the
     # service's mount namespace; so does this, then applies the filter and the bounding set.
+    # Nice= first, as systemd does before it drops the capabilities: the daemon, which
+    # wants nice -4 and may not set it there, must find it set.
     def sandbox(allow):
-        return ["unshare", "-m", "--propagation", "private", "sh", "-c",
+        return ["nice", "-n", unit_setting("Nice")[0], "unshare", "-m", "--propagation", "private", "sh", "-c",
                 'mount -t proc -o hidepid=invisible proc /proc && exec "$@"', "sh",
                 LPSECCOMP, allow, "--"]
     home = t.tmpdir("llmprof-nobody-", mode=0o700)
