@@ -235,23 +235,32 @@ def upstream(name, argv, comm, weights, layers, repacked=False, record=None, bpf
             "%s: get_rows and set_rows read" % name)
 
     # Per generated token, one multiplication per weight: reading began during a token,
-    # so a node may count one generation more or less than another.
+    # so a node may count one generation more or less than another. Reading begins at the
+    # first tick that finds the same ops called as the tick before (at most three), after
+    # discovery, which a late dlopen or a slow daemon delays: tokens are asked of that
+    # part of the run only, 50 at least (a CI ASan daemon beside the busy host read 140 of
+    # node-llama-cpp's 300).
     pt = g["per_token"]
     gen = [n["generation_instances"] for n in mm if n["dst"]["ne"][1] == 1]
     per = 7 * layers + 1
-    t.check(pt["generated"] >= TOKENS // 2 and len(gen) == per
+    t.check(pt["generated"] >= 50 and len(gen) == per
             and max(gen) - min(gen) <= 1 and abs(max(gen) - pt["generated"]) <= 1,
             "%d generation multiplications, each once per generated token (%d): %s"
             % (per, pt["generated"], sorted(set(gen))))
     t.check(pt["probed_nodes"] >= per - 1 and pt["barriers"] >= 1,
             "per token: %s nodes of the ops read, %s barriers" % (pt["probed_nodes"],
                                                                   pt["barriers"]))
-    # The nodes' own CPU time is the op's, over the part of its windows they were read in.
+    # The nodes' own CPU time is the op's, over the part of its windows they were read in:
+    # that part is their share of the op's calls. Tolerance a fifth: calls before the
+    # reading hold the prompt's, heavier than a generation's (16 tokens of 300: about 5 % of
+    # the op's CPU), and CPU per call varies with the host's load (seen here 0.97-0.99).
     for op in (o for o in doc["ggml"]["ops"] if o["op"] in ran):
+        pr = op["precise"]
         nodes_ns = sum(n["oncpu_ns"] for n in mm if n["op"] == op["op"])
-        t.check(0.5 * op["precise"]["oncpu_ns"] <= nodes_ns <= op["precise"]["oncpu_ns"],
-                "%s's nodes' own CPU time, %d ns, is within the op's, %d"
-                % (op["op"], nodes_ns, op["precise"]["oncpu_ns"]))
+        part = sum(n["calls"] for n in mm if n["op"] == op["op"]) / pr["calls"]
+        t.check(0.8 * part * pr["oncpu_ns"] <= nodes_ns <= pr["oncpu_ns"] and part <= 1,
+                "%s's nodes' own CPU time, %d ns, is the op's, %d, over the nodes' share "
+                "of its calls, %.3f" % (op["op"], nodes_ns, pr["oncpu_ns"], part))
 
     if bt:
         against_bpftrace(name, g, calls)
