@@ -53,6 +53,8 @@ CONFIGS = {
     "no-sampling": ["--sample-hz", "0"],
     # every off-CPU stretch taken, not about one a millisecond per thread
     "every-stretch": ["--stretch-sample", "1"],
+    # the daemon at the priority it was started with, not nice -4 (--priority-boost)
+    "no-boost": ["--priority-boost", "0"],
     # precise mode always on, on the ops llama.cpp's graphs run, with and without reading
     # their tensors (llmprofctl ops): the cost of the reading per probed call
     "precise": ["--precise-duty", "1", "--precise-ops", PRECISE_OPS],
