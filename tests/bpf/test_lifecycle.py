@@ -110,8 +110,7 @@ def test_comm_counts_from_exec():
     d.wait_log("tracking pid %d (lpfixture) matched by comm" % fx.pid)
     fx.go()
     fx.result()
-    with open("/proc/%d/stat" % fx.pid) as f:
-        minflt = int(f.read().rsplit(")", 1)[1].split()[7])
+    minflt = int(t.proc_stat(fx.pid)[7])
     ours = d.get("/v1/processes/%d" % fx.pid)["counters"]["page_faults_minor"]
     # What only /proc has: the faults of the fork and of execve up to its tracepoint, a
     # handful. The fixture faults 100 pages at once after exec: tracking from when the
@@ -194,8 +193,8 @@ def test_many_short_lived():
     d.wait_ready()
     # Exit records are read in time beside the busy host because the daemon runs at nice -4
     # (at nice 0 an ASan daemon lost 722 of 10,001 from 512 KiB; README, Exit).
-    nices = [int(open("/proc/%d/task/%s/stat" % (d.proc.pid, tid)).read().rsplit(")", 1)[1]
-                 .split()[16]) for tid in os.listdir("/proc/%d/task" % d.proc.pid)]
+    nices = [int(t.proc_stat(d.proc.pid, tid)[16])
+             for tid in os.listdir("/proc/%d/task" % d.proc.pid)]
     t.check(set(nices) == {-4}, "every thread of the daemon runs at nice -4: %s" % nices)
     fx = t.Fixture("--futex-threads", "0", "--spawn", str(n), "--spawn-parallel", "16",
                    "--life-ms", "10")

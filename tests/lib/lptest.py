@@ -507,11 +507,17 @@ def hog(cpu=None):
     return p
 
 
-def proc_state(pid, tid=None):
-    """The state letter of a process or one of its threads (R, S, D, T, ...)."""
+def proc_stat(pid, tid=None):
+    """The fields of /proc/PID/stat (or of a thread's) after the command name: [0] is the
+    state, field N of proc(5) is [N - 3]."""
     path = "/proc/%d/stat" % pid if tid is None else "/proc/%d/task/%s/stat" % (pid, tid)
     with open(path) as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def proc_state(pid, tid=None):
+    """The state letter of a process or one of its threads (R, S, D, T, ...)."""
+    return proc_stat(pid, tid)[0]
 
 
 def read_json_line(proc, what, timeout=60):
