@@ -65,13 +65,22 @@ def clients(srv, plans):
     return answers
 
 
-def decodes_of(trace):
-    """bpftrace's lines: each decode's entry and return, in order."""
+def decode_trace(binary, where):
+    """bpftrace timing binary's llama_decode calls that pass where (a bpftrace predicate),
+    a line "D PID ENTRY RETURN" each."""
+    return t.bpftrace('uprobe:%s:llama_decode /%s/ { @b[tid] = nsecs; } '
+                      'uretprobe:%s:llama_decode /@b[tid]/ '
+                      '{ printf("D %%d %%llu %%llu\\n", pid, @b[tid], nsecs); delete(@b[tid]); }'
+                      % (binary, where, binary))
+
+
+def decodes_of(trace, pid):
+    """decode_trace()'s lines of pid: each decode's entry and return, in order."""
     out = []
     for line in trace.splitlines():
         f = line.split()
-        if len(f) == 3 and f[0] == "D":
-            out.append((int(f[1]), int(f[2])))
+        if len(f) == 4 and f[0] == "D" and int(f[1]) == pid:
+            out.append((int(f[2]), int(f[3])))
     return sorted(out)
 
 
@@ -114,8 +123,9 @@ def judge(d, srv, name, answers, before, bt):
     latest = max(q["start_ns"] + (q["ttft_ns"] or 0) + (q["decode_ns"] or 0)
                  for q in ours) if ours else 0
     caught_up = t.bpftrace_settle(
-        bt, lambda lines: any(e >= latest - ON_DECODE_NS for _, e in decodes_of("".join(lines))))
-    decodes = decodes_of(t.bpftrace_stop(bt, settled=caught_up))
+        bt, lambda lines: any(e >= latest - ON_DECODE_NS
+                              for _, e in decodes_of("".join(lines), pid)))
+    decodes = decodes_of(t.bpftrace_stop(bt, settled=caught_up), pid)
     print("%s: bpftrace's %d decodes, %s" % (name, len(decodes), "up to our latest end"
                                              if caught_up else "none as late as our latest end"))
     begins, ends = [b for b, _ in decodes], [e for _, e in decodes]
@@ -324,10 +334,7 @@ def phase(d, binary, model, slots):
     trace = os.path.join(t.tmpdir("llmprofd-requests-trace-"), "np%d.%s" % (
         slots, "json.gz" if slots == 2 else "perfetto-trace.gz"))
     rec = tracefmt.record(t, d, pid, trace, "--seconds", "60", "--no-ops")
-    bt = t.bpftrace('uprobe:%s:llama_decode /pid == %d/ { @b[tid] = nsecs; } '
-                    'uretprobe:%s:llama_decode /pid == %d && @b[tid]/ '
-                    '{ printf("D %%llu %%llu\\n", @b[tid], nsecs); delete(@b[tid]); }'
-                    % (binary, pid, binary, pid))
+    bt = decode_trace(binary, "pid == %d" % pid)
     answers = clients(srv, plans)
     rq = judge(d, srv, name, answers, before, bt)
     # Ctrl-C ends the record once every request is over.
@@ -393,10 +400,7 @@ def one_sequence(d, model):
             break
         except t.Timeout:
             pass
-    bt = t.bpftrace('uprobe:%s:llama_decode /comm == "llama-simple"/ { @b[tid] = nsecs; } '
-                    'uretprobe:%s:llama_decode /@b[tid]/ '
-                    '{ printf("D %%d %%llu %%llu\\n", pid, @b[tid], nsecs); delete(@b[tid]); }'
-                    % (binary, binary))
+    bt = decode_trace(binary, 'comm == "llama-simple"')
     pid, err = run()
     m_prompt = re.search(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens", err)
     m_eval = re.search(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs", err)
@@ -420,10 +424,8 @@ def one_sequence(d, model):
             "llama-simple: time to first token %.2f ms (its prompt eval %.2f), decode %.2f ms "
             "(its eval %.2f, the decodes alone)" % (q["ttft_ns"] / 1e6, p_ms,
                                                     q["decode_ns"] / 1e6, e_ms))
-    mine = "D %d " % pid
-    t.bpftrace_settle(bt, lambda lines: sum(ln.startswith(mine) for ln in lines) >= runs + 1)
-    ref = sorted(tuple(int(x) for x in ln.split()[2:4]) for ln in
-                 t.bpftrace_stop(bt, settled=True).splitlines() if ln.startswith(mine))
+    t.bpftrace_settle(bt, lambda lines: len(decodes_of("".join(lines), pid)) >= runs + 1)
+    ref = decodes_of(t.bpftrace_stop(bt, settled=True), pid)
     t.check(len(ref) == runs + 1, "bpftrace saw its %d decodes: %d" % (runs + 1, len(ref)))
     if ref:
         ttft, dec = ref[0][1] - ref[0][0], ref[-1][1] - ref[0][1]
