@@ -239,7 +239,7 @@ def upstream(name, argv, comm, weights, layers, repacked=False, record=None, bpf
     # first tick that finds the same ops called as the tick before (at most three), after
     # discovery, which a late dlopen or a slow daemon delays: tokens are asked of that
     # part of the run only, 50 at least (a CI ASan daemon beside the busy host read 140 of
-    # node-llama-cpp's 300).
+    # one engine's 240 or 300 tokens).
     pt = g["per_token"]
     gen = [n["generation_instances"] for n in mm if n["dst"]["ne"][1] == 1]
     per = 7 * layers + 1

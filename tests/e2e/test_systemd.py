@@ -250,7 +250,8 @@ def test_sandbox():
     # Nice= first, as systemd does before it drops the capabilities: the daemon, which
     # wants nice -4 and may not set it there, must find it set.
     def sandbox(allow):
-        return ["nice", "-n", unit_setting("Nice")[0], "unshare", "-m", "--propagation", "private", "sh", "-c",
+        return ["nice", "-n", unit_setting("Nice")[0],
+                "unshare", "-m", "--propagation", "private", "sh", "-c",
                 'mount -t proc -o hidepid=invisible proc /proc && exec "$@"', "sh",
                 LPSECCOMP, allow, "--"]
     home = t.tmpdir("llmprof-nobody-", mode=0o700)
