@@ -69,6 +69,11 @@ def bpftrace_calls(binary, pid):
     return t.bpftrace(script)
 
 
+def call_lines(out):
+    """The calls [(entry, return)] in bpftrace_calls()'s output."""
+    return [(int(a), int(b)) for a, b in re.findall(r"^call (\d+) (\d+)$", out, re.M)]
+
+
 def gaps(calls):
     """The intervals between consecutive entries of calls [(entry, return)]."""
     return [calls[i][0] - calls[i - 1][0] for i in range(1, len(calls))]
@@ -115,10 +120,13 @@ def one(label, quota, tokens, want, simple, model, work):
     d.wait_log("pid %d (llama-simple) exited" % pid, timeout=30)
     doc = d.get("/v1/processes/%d" % pid)
     t.check(d.stop() == 0, "%s: the second daemon exits 0" % label)
-    out = t.bpftrace_stop(bt)
-    calls = [(int(a), int(b)) for a, b in re.findall(r"^call (\d+) (\d+)$", out, re.M)]
     with open(err_path, errors="replace") as f:
         eval_s, runs = engine_eval(f.read())
+    # The engine has exited: all its calls are in bpftrace's buffers. Its exit can wait
+    # minutes for uprobes to detach on a busy host, so the lines are taken once they hold
+    # the prompt decode and the engine's runs (or have been quiet 30 s: the checks judge).
+    t.bpftrace_settle(bt, lambda lines: len(call_lines("".join(lines))) >= runs + 1)
+    calls = call_lines(t.bpftrace_stop(bt, settled=True))
     gen = gen_of(doc)
     n = gen.get("tokens", 0)
     n2 = n - n1
