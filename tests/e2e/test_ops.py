@@ -217,7 +217,8 @@ def precise(work, links, busy=False):
                '{ @ran[@in[args->prev_pid]] = sum(nsecs - @on[args->prev_pid]); } '
                'tracepoint:sched:sched_switch /@in[args->next_pid]/ '
                '{ @on[args->next_pid] = nsecs; } ')
-    bt = t.bpftrace(script, end="print(@n); print(@ns); print(@cpu); print(@ran);")
+    bt = t.bpftrace(script, end="print(@n); print(@ns); print(@cpu); print(@ran);",
+                    at_exit_of=pid)
     # A busy host: as many busy loops as CPUs, so that the engine's threads are preempted
     # inside ops and their wall time there is no longer their CPU time.
     hogs = [t.hog() for _ in range(os.cpu_count() or 2)] if busy else []

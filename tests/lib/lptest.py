@@ -427,12 +427,21 @@ def curl(socket_path, method, path, body=None, user=None, timeout=20, headers=()
 BPFTRACE_END = "lptest: bpftrace done"
 
 
-def bpftrace(script, end=""):
+def bpftrace(script, end="", at_exit_of=None):
     """bpftrace running script, its output (stderr with it) gathered by a thread;
     returned once its probes are in. Its END probe runs the statements in end (prints of
     maps, which bpftrace would otherwise print only at its exit) and then marks where
-    its output is complete, so that bpftrace_stop() need not wait for the exit."""
-    script += ' END { %s printf("%s\\n"); }' % (end, BPFTRACE_END)
+    its output is complete, so that bpftrace_stop() need not wait for the exit. Given
+    at_exit_of, a pid whose exit the test knows to come after every event it needs, they
+    run at that process's exit instead (its main thread's sched_process_exit), before
+    bpftrace is stopped: bpftrace 0.17 runs END only once it has detached its probes, and
+    on a busy host that has taken minutes (see bpftrace_stop)."""
+    mark = 'printf("%s\\n");' % BPFTRACE_END
+    if at_exit_of is None:
+        script += " END { %s %s }" % (end, mark)
+    else:
+        script += (" tracepoint:sched:sched_process_exit /pid == %d && tid == %d/ { %s %s }"
+                   % (at_exit_of, at_exit_of, end, mark))
     argv = ["bpftrace", "-B", "line", "-e", script]
     if "tracepoint:" in script and not os.path.isdir("/sys/kernel/tracing/events/sched"):
         # bpftrace reads a tracepoint's format from tracefs: where the host has not
@@ -445,7 +454,7 @@ def bpftrace(script, end=""):
     while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
         seen.append(bt.stdout.readline())  # a warning about RLIMIT_MEMLOCK may come first
     check(seen[-1].startswith("Attaching"), "bpftrace attached: %s" % seen)
-    bt.lines = []
+    bt.lines, bt.at_exit = [], at_exit_of is not None
     bt.reader = threading.Thread(target=lambda: bt.lines.extend(iter(bt.stdout.readline, "")),
                                  daemon=True)
     bt.reader.start()
@@ -478,20 +487,24 @@ def bpftrace_stop(bt, timeout=180, settled=False):
     after it. bpftrace 0.17 detaches its probes before it runs END, and detaching uprobes
     waits for RCU grace periods: over 180 s seen on a busy 2-CPU host. So when the test
     has already waited for what it needs (settled: bpftrace_settle()) and prints nothing
-    at END, the lines so far are taken at once; either way bpftrace is left to finish on
-    its own (or be killed at the test's end)."""
-    bt.send_signal(signal.SIGINT)
-    if settled:
-        return "".join(line for line in list(bt.lines) if not line.startswith(BPFTRACE_END))
-    poll("bpftrace's END line", lambda: any(line.startswith(BPFTRACE_END) for line in bt.lines),
-         timeout=timeout, interval=0.1)
-    seen = [len(bt.lines), time.monotonic()]
+    at END, the lines so far are taken at once; when its END line comes at a process's
+    exit (bpftrace(at_exit_of=)), it is waited for before the Ctrl-C; either way bpftrace
+    is left to finish on its own (or be killed at the test's end)."""
+    if not bt.at_exit:
+        bt.send_signal(signal.SIGINT)
+    if not settled:
+        poll("bpftrace's END line",
+             lambda: any(line.startswith(BPFTRACE_END) for line in bt.lines),
+             timeout=timeout, interval=0.1)
+        seen = [len(bt.lines), time.monotonic()]
 
-    def quiet():
-        if len(bt.lines) != seen[0]:
-            seen[:] = [len(bt.lines), time.monotonic()]
-        return time.monotonic() - seen[1] >= 0.5
-    poll("bpftrace's output to end", quiet, timeout=30, interval=0.1)
+        def quiet():
+            if len(bt.lines) != seen[0]:
+                seen[:] = [len(bt.lines), time.monotonic()]
+            return time.monotonic() - seen[1] >= 0.5
+        poll("bpftrace's output to end", quiet, timeout=30, interval=0.1)
+    if bt.at_exit:
+        bt.send_signal(signal.SIGINT)
     return "".join(line for line in list(bt.lines) if not line.startswith(BPFTRACE_END))
 
 
