@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("LLMPROF_BUILD", os.path.join(ROOT, "build"))
 # The tests' helpers (lptest, perfref) serve the benchmarks too.
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+import lptest  # noqa: E402
 LLMPROFD = os.environ.get("LLMPROFD", os.path.join(BUILD, "llmprofd"))
 LLMPROFCTL = os.environ.get("LLMPROFCTL", os.path.join(BUILD, "llmprofctl"))
 
@@ -47,9 +48,7 @@ def model(shape):
 
 def cpu_seconds(pid):
     """A process's CPU seconds (user + system), from /proc/PID/stat."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return lptest.proc_cpu_seconds(pid)
 
 
 def need(*tools):

@@ -28,8 +28,7 @@ def running(d):
 
 def alive(pid):
     try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        return t.proc_state(pid) not in ("Z", "X")
     except OSError:
         return False
 

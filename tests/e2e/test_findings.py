@@ -91,11 +91,9 @@ class History:
                     st = f.read()
                 s["threads"][int(tid)] = (on, rq)
                 s["nvcsw"] += int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", st, re.M)[1])
-            with open("/proc/%d/stat" % self.pid) as f:
-                st = f.read().rsplit(")", 1)[1].split()
+            st = t.proc_stat(self.pid)
             s["majflt"] = int(st[9])
-            # utime + stime: the whole process's, its exited threads' included (s)
-            s["cpu"] = (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+            s["cpu"] = t.proc_cpu_seconds(self.pid, st)  # exited threads' included (s)
         except (OSError, TypeError):
             return
         self.samples.append(s)

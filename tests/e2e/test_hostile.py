@@ -223,8 +223,7 @@ def test_state_values():
 
 
 def starttime(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        return f.read().rsplit(")", 1)[1].split()[19]
+    return t.proc_stat(pid)[19]
 
 
 def test_state_adoption():

@@ -235,9 +235,7 @@ def main():
     _, _, text2 = http_get("http://127.0.0.1:%d/metrics" % port)
     rss1 = statm()
     own = {k: float(v) for k, v in re.findall(r"^(process_\w+) (\S+)$", text2, re.M)}
-    with open("/proc/%d/stat" % d.proc.pid) as f:
-        st = f.read().rsplit(")", 1)[1].split()
-    cpu = (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+    cpu = t.proc_cpu_seconds(d.proc.pid)
     fds = len(os.listdir("/proc/%d/fd" % d.proc.pid))
     t.check(types.get("process_cpu_seconds_total") == "counter" and
             0 < own.get("process_cpu_seconds_total", 0) <= cpu and

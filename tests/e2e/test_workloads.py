@@ -26,7 +26,6 @@ import lptest as t  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, "..", "workload")
 TOLERANCE = 0.05
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def driver(model, tokens):
@@ -39,9 +38,7 @@ def driver(model, tokens):
 
 def proc_cpu(pid):
     """(the process's CPU seconds from /proc/PID/stat, {tid: CPU seconds of live threads})."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    total = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    total = t.proc_cpu_seconds(pid)
     threads = {}
     for tid in os.listdir("/proc/%d/task" % pid):
         try:

@@ -533,6 +533,13 @@ def proc_state(pid, tid=None):
     return proc_stat(pid, tid)[0]
 
 
+def proc_cpu_seconds(pid, stat=None):
+    """A process's CPU seconds (utime + stime, its exited threads' included), from
+    /proc/PID/stat or from fields proc_stat() already read."""
+    st = stat or proc_stat(pid)
+    return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def read_json_line(proc, what, timeout=60):
     """The next line a child prints on its stdout pipe, parsed as JSON."""
     r, _, _ = select.select([proc.stdout], [], [], timeout)

@@ -152,8 +152,7 @@ def wait_held(proc, timeout=30):
     def stopped():
         if proc.poll() is not None:
             raise RuntimeError("lpheld exited %s before it was released" % proc.returncode)
-        with open("/proc/%d/stat" % proc.pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        return lptest.proc_state(proc.pid) == "T"
     lptest.poll("lpheld to stop itself", stopped, timeout, interval=0.01)
 
 
