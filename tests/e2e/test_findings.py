@@ -307,14 +307,19 @@ def bandwidth(d, work):
         # used to judge a decode memory-bound. Beside tests/busy-host.sh this VM's
         # lpmemread read faster than on quiet CPUs (34 against 30 GB/s, over 1 GiB a
         # thread) while the daemon read 28.5 both ways, 0.84 of the reference in every
-        # pair of one run: not explained. The median of the pairs not above the reference
-        # by more than the VM's noise, and not so low that it measured something else; a
-        # single pair can be either way by the load's own swings (CI: one pair 1.22 with
-        # the median 0.99).
-        t.check(0.6 <= mid <= 1.15,
-                "the host's read bandwidth on a busy host, the daemon's over lpmemread's "
-                "measured beside it: a lower bound, the median of the pairs' ratios %.2f "
-                "within [0.6, 1.15] (max %.2f)" % (mid, max(ratios)))
+        # pair of one run: not explained. Nor does a pair see one load: the neighbour
+        # decodes in bursts, and one CI run's pairs went 0.82, 1.30, 1.33, 0.91, 1.22 (the
+        # daemon 14.5-23.3 GB/s, the reference 15.4-20.3). So the two sides are judged as
+        # what they are: a lower bound is not above the most the reference read in the
+        # same run (the host's capacity as far as this run can tell) by more than the VM's
+        # noise, and is not so low beside the reference's median that it measured
+        # something else.
+        mid_ours, top, mid_ref = statistics.median(ours), max(ref), statistics.median(ref)
+        t.check(mid_ours <= 1.15 * top and mid_ours >= 0.6 * mid_ref,
+                "the host's read bandwidth on a busy host, the daemon's a lower bound: its "
+                "median %.1f GB/s at most 1.15 x the reference's best %.1f, at least 0.6 x "
+                "its median %.1f (pairs' ratios: median %.2f, max %.2f)"
+                % (mid_ours / 1e9, top / 1e9, mid_ref / 1e9, mid, max(ratios)))
     # A figure taken on quiet CPUs is used and kept from the first one on; one taken under
     # load replaces none of those.
     if any(quiet):
