@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Precise mode: every matmul, barrier and op call of a process while user space has it
  * switched on (uprobes attached by daemon/engine/precise.c). */
-#include "lp.bpf.h"
+#include "offcpu.bpf.h"
 
 /* The calling thread's state if its process is in precise mode, reset when a new window
  * began since the thread was last seen: calls in flight then were half-observed. */
@@ -28,6 +28,35 @@ static __always_inline struct lp_thread *precise_thread_pr(__u32 *tgid_out,
 	*tgid_out = tgid;
 	*pr_out = pr;
 	return t;
+}
+
+/* A probe runs on the thread, so a stretch its last switch-out opened is over, its
+ * switch-in untraced (off_end_unseen). Left open, the call in flight would count that
+ * stretch as its own on-CPU time (soft_max: 1.652 ms a token where the CPU time was
+ * 1.614), and a call entered now would count it as its off-CPU time. The kernel's
+ * sched_info notes each switch-in on the run queue's clock, which the switch-out read
+ * too: the stretch lasted the difference. Without both, the kernel's on-CPU account since
+ * the switch-out (behind by at most the time since its last update, a tick) puts the
+ * switch-in no earlier than it was. */
+static __always_inline void switch_in_unseen(__u32 tgid, struct lp_thread *t)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct lp_proc_stats *p;
+	__u64 arrived, ran, now, at = 0;
+
+	if (!t->off_since || !(p = proc_of(tgid)) || !kernel_accounting(task))
+		return;
+	now = bpf_ktime_get_ns();
+	arrived = BPF_CORE_READ(task, sched_info.last_arrival);
+	ran = BPF_CORE_READ(task, se.sum_exec_runtime) - t->sum_last;
+	if (t->off_clock && arrived > t->off_clock)
+		at = t->off_since + (arrived - t->off_clock);
+	else if (now - t->off_since > ran)
+		at = now - ran;
+	if (at > now)
+		at = now;
+	off_end_unseen(p, hot_of(p, tgid), t, tgid, at);
+	t->on_since = at;
 }
 
 static __always_inline struct lp_thread *precise_thread(__u32 *tgid_out)
@@ -70,8 +99,10 @@ int BPF_KPROBE(lp_matmul_enter)
 	__u32 tgid;
 
 	t = precise_thread(&tgid);
-	if (t)
-		call_enter(&t->mm);
+	if (!t)
+		return 0;
+	switch_in_unseen(tgid, t);
+	call_enter(&t->mm);
 	return 0;
 }
 
@@ -84,6 +115,8 @@ int BPF_KRETPROBE(lp_matmul_exit)
 	__u32 tgid;
 
 	t = precise_thread(&tgid);
+	if (t)
+		switch_in_unseen(tgid, t);
 	if (!t || !(d = call_exit(&t->mm)) || !(p = bpf_map_lookup_elem(&procs, &tgid)))
 		return 0;
 	excl = d > t->mm.inner_ns + t->mm.off_ns ? d - t->mm.inner_ns - t->mm.off_ns : 0;
@@ -103,6 +136,7 @@ int BPF_KPROBE(lp_barrier_enter)
 	t = precise_thread(&tgid);
 	if (!t)
 		return 0;
+	switch_in_unseen(tgid, t);
 	call_enter(&t->bar);
 	if (t->bar.depth == 1)
 		rec_emit(tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_BARRIER_BEGIN, 0);
@@ -118,6 +152,8 @@ int BPF_KRETPROBE(lp_barrier_exit)
 	__u32 tgid;
 
 	t = precise_thread(&tgid);
+	if (t)
+		switch_in_unseen(tgid, t);
 	if (!t || !(d = call_exit(&t->bar)) || !(p = bpf_map_lookup_elem(&procs, &tgid)))
 		return 0;
 	off = t->bar.off_ns < d ? t->bar.off_ns : d;
@@ -417,6 +453,7 @@ int BPF_KPROBE(lp_op_enter)
 	t = precise_thread_pr(&tgid, &pr);
 	if (!t)
 		return 0;
+	switch_in_unseen(tgid, t);
 	if (t->op.depth == 0) {
 		rg = bpf_map_lookup_elem(&ranges, &tgid);
 		i = rg ? range_find(rg, PT_REGS_IP(ctx)) : -1;
@@ -444,6 +481,8 @@ int BPF_KRETPROBE(lp_op_exit)
 	bool gen;
 
 	t = precise_thread(&key.tgid);
+	if (t)
+		switch_in_unseen(key.tgid, t);
 	if (!t || !(d = call_exit(&t->op)))
 		return 0;
 	key.op = t->op_idx;

@@ -5,7 +5,7 @@
  * raw_tp program with the same body; user space autoloads one set after probing. Untracked tasks cost one
  * array load by tgid per task involved (maybe_ours). */
 #include "acct.bpf.h"
-#include "futex.bpf.h"
+#include "offcpu.bpf.h"
 #include "where.bpf.h"
 
 /* Before 5.14 the field was "state". */
@@ -39,46 +39,6 @@ static __always_inline void preemptor_count(__u32 tgid, struct task_struct *next
 	if (bpf_map_update_elem(&preemptors, &k, &init, BPF_NOEXIST) &&
 	    !bpf_map_lookup_elem(&preemptors, &k))
 		drop(LP_D_PREEMPTORS_FULL);
-}
-
-/* Adds a preempted thread's wait until it ran again to the one that preempted it. */
-static __always_inline void preemptor_wait(__u32 tgid, struct lp_thread *t, __u64 d)
-{
-	struct lp_preempt_key k = {.tgid = tgid, .by_tgid = t->preempted_by};
-	struct lp_preempt_val *v = bpf_map_lookup_elem(&preemptors, &k);
-
-	if (v)
-		__sync_fetch_and_add(&v->wait_ns, d);
-}
-
-/* A thread's off-CPU stretch of d ns is over: as preempted or blocked, by what its
- * switch-out recorded, standing for t->stretch_w stretches; counted in hp, this CPU's
- * part of its process's figures. */
-static __always_inline void off_end(struct lp_proc_stats *hp, struct lp_thread *t, __u32 tgid,
-				    __u64 d)
-{
-	__u32 w = t->stretch_w;
-
-	if (t->off_preempted) {
-		t->off_preempted_ns += d * w;
-		hist_addw(&hp->hist[LP_H_OFF_PREEMPTED], d, w);
-		preemptor_wait(tgid, t, d * w);
-	} else {
-		t->off_blocked_ns += d * w;
-		hist_addw(&hp->hist[LP_H_OFF_BLOCKED], d, w);
-	}
-	if (t->off_region == LP_R_BARRIER)
-		__sync_fetch_and_add(&hp->ctr[LP_C_BARRIER_OFF_EST_NS], d * w);
-	/* Precise mode (every stretch taken, w = 1): off-CPU time inside the innermost
-	 * probed call. */
-	if (t->bar.depth) {
-		t->bar.off_ns += d;
-	} else {
-		if (t->mm.depth)
-			t->mm.off_ns += d;
-		if (t->op.depth)
-			t->op.off_ns += d;
-	}
 }
 
 /* A tracked thread switched out asleep: if it sleeps inside a futex wait, the wait
@@ -174,26 +134,6 @@ static __always_inline bool sampling_possible(struct task_struct *task, bool wit
 	return with_regs && stretch_sample > 1 && kernel_accounting(task);
 }
 
-/* Whether the run queue of a task can be found from it: through its CFS run queue, which
- * points back to it where the kernel groups tasks (CONFIG_FAIR_GROUP_SCHED, the cpu
- * controller). The per-CPU "runqueues" cannot serve: a kernel without KALLSYMS_ALL does
- * not give a program its address (seen here). */
-static __always_inline bool rq_reachable(struct task_struct *task)
-{
-	return bpf_core_field_exists(task->se.cfs_rq);
-}
-
-/* The clock of the run queue task is on, as the kernel's sched_info reads it. */
-static __always_inline __u64 rq_clock_of(struct task_struct *task)
-{
-	struct cfs_rq *cfs;
-
-	if (!rq_reachable(task))
-		return 0;
-	cfs = BPF_CORE_READ(task, se.cfs_rq);
-	return cfs ? BPF_CORE_READ(cfs, rq, clock) : 0;
-}
-
 /* prev (of tgid, tracked) switches out, to next. with_regs: the program may read prev's
  * user registers (tp_btf: a trusted task). Returns the clock if it read it, else 0. */
 static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
@@ -264,20 +204,10 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 		__sync_fetch_and_add(&hp->ctr[LP_C_ONCPU_NS], d);
 	}
 	slice = t->oncpu_ns - slice;
-	/* Switched out twice with no switch-in between: the kernel ran the thread without a
-	 * sched_switch naming it as next (seen on 6.18, as often as one in 200 wakeups of a
-	 * thread sharing its CPU; bpftrace misses the same ones). Its own account says how
-	 * long it ran: the stretch off the CPU ended that long before now. */
-	if (t->off_since) {
-		if (slice && now - slice > t->off_since)
-			off_end(hp, t, tgid, now - slice - t->off_since);
-		if (futex_from_sched && t->futex_since) {
-			if (slice && now - slice > t->futex_since)
-				futex_wait_done(p, hp, t, now - slice, 0, t->stretch_w);
-			t->futex_since = 0;
-		}
-		__sync_fetch_and_add(&hp->ctr[LP_C_SWITCH_IN_UNSEEN], t->stretch_w);
-	}
+	/* Switched out twice with no switch-in between (off_end_unseen). The kernel's own
+	 * account says how long it ran: the stretch off the CPU ended that long before now. */
+	if (t->off_since)
+		off_end_unseen(p, hp, t, tgid, slice ? now - slice : 0);
 	t->on_since = 0;
 	t->off_since = 0;
 	t->last_cpu = bpf_get_smp_processor_id() + 1;
@@ -295,6 +225,8 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 		*open = 1;
 	t->stretch_w = w;
 	t->off_since = now;
+	/* Where a precise probe may have to end this stretch itself (precise.bpf.c). */
+	t->off_clock = precise_procs ? rq_clock_of(prev) : 0;
 	t->off_region = LP_R_OTHER;
 	/* Where in user code it stopped: a barrier's sleeping is estimated from this without
 	 * per-call probes. Current is still prev here. */

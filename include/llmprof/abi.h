@@ -164,6 +164,9 @@ struct lp_thread {
 	__u64 samples;
 	__u64 samples_sync;
 	__u64 samples_ggml;
+	/* The run queue's clock at the switch-out that opened the stretch off_since
+	 * stands for (precise mode), else 0 */
+	__u64 off_clock;
 };
 
 /* What a piece of code is, for classifying samples and precise probes. */
