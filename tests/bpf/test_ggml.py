@@ -47,11 +47,13 @@ def test_precise(fast):
     # barrier (200 us spinning, then 500 us asleep). Decoding: 32 tokens, 20 x 1, 1 x 0.
     # The probes go on the first emulated instruction, or with --no-fast-entry on the first.
     print("--- precise mode, probes %s" % ("on emulated instructions" if fast else "at entry"))
+    stolen = t.stolen_ns()
     d, rep, res, pid = daemon_run(
         ["--precise-duty", "1"] + ([] if fast else ["--no-fast-entry"]),
         ["--threads", "2", "--iters", "200", "--mm-us", "400", "--bar-spin-us", "200",
          "--bar-sleep-us", "500", "--nested", "--prompt", "32", "--gen", "20",
          "--decode-us", "2000"])
+    stolen = t.stolen_ns() - stolen
     p = proc_of(rep, pid)
     g = p["ggml"]
     check(p["matched_by"] == "ggml", "found by its symbols, without --pid")
@@ -84,24 +86,34 @@ def test_precise(fast):
     # Held to the fixture's own clocks around each call, on the same run (its thread's CPU
     # time, and the wall clock): within 10 % and 20 us a call (the clock reads and the
     # probes' own time, a few us a call). By construction the barrier spins 200 us and
-    # sleeps 500 and matmul works 400, but a busy host stretches all three.
+    # sleeps 500 and matmul works 400, but a busy host stretches all three. On a VM the
+    # hypervisor may take the vCPU from a running thread: its CPU clock leaves that time
+    # out, the daemon's stretches between switches do not (nor do perf sched's or
+    # bpftrace's). So the daemon's on-CPU time may exceed the clock, and its off-CPU time
+    # fall short of the clock's, by what was stolen meanwhile (seen: 104 ticks stolen
+    # during a run, matmul 443 us a call against 413, barrier sleeps 932 against 977;
+    # runs with under 12 ticks agreed within 5 us).
+    steal = "; %.0f ms stolen from the vCPUs meanwhile" % (stolen / 1e6)
     spin = per_call(bar["spin_ns"], bar["calls"]) / 1e3
     sleep = per_call(bar["sleep_ns"], bar["calls"]) / 1e3
     ref_spin = res["barrier_cpu_ns"] / res["barrier_calls"] / 1e3
     ref_sleep = (res["barrier_wall_ns"] - res["barrier_cpu_ns"]) / res["barrier_calls"] / 1e3
-    check(abs(spin - ref_spin) <= 0.1 * ref_spin + 20,
-          "barrier spins %.0f us per call (on CPU inside it), the fixture's CPU clock %.0f"
-          % (spin, ref_spin))
-    check(abs(sleep - ref_sleep) <= 0.1 * ref_sleep + 20 and sleep >= 480,
-          "barrier sleeps %.0f us per call (off CPU inside it), the fixture's clocks %.0f"
-          % (sleep, ref_sleep))
+    bar_steal = per_call(stolen, bar["calls"]) / 1e3
+    check(-(0.1 * ref_spin + 20) <= spin - ref_spin <= 0.1 * ref_spin + 20 + bar_steal,
+          "barrier spins %.0f us per call (on CPU inside it), the fixture's CPU clock %.0f%s"
+          % (spin, ref_spin, steal))
+    check(-(0.1 * ref_sleep + 20 + bar_steal) <= sleep - ref_sleep <= 0.1 * ref_sleep + 20
+          and sleep >= 480,
+          "barrier sleeps %.0f us per call (off CPU inside it), the fixture's clocks %.0f%s"
+          % (sleep, ref_sleep, steal))
     excl = per_call(mm["exclusive_oncpu_ns"], mm["calls"]) / 1e3
     wall = per_call(mm["ns"], mm["calls"]) / 1e3
     ref_excl = (res["matmul_cpu_ns"] - res["nested_barrier_cpu_ns"]) / res["matmul_calls"] / 1e3
     ref_wall = res["matmul_wall_ns"] / res["matmul_calls"] / 1e3
-    check(abs(excl - ref_excl) <= 0.1 * ref_excl + 20,
-          "matmul's own CPU time %.0f us per call, the fixture's CPU clock %.0f"
-          % (excl, ref_excl))
+    tol = 0.1 * ref_excl + 20
+    check(-tol <= excl - ref_excl <= tol + per_call(stolen, mm["calls"]) / 1e3,
+          "matmul's own CPU time %.0f us per call, the fixture's CPU clock %.0f%s"
+          % (excl, ref_excl, steal))
     check(abs(wall - ref_wall) <= 0.1 * ref_wall + 20,
           "matmul's wall time, the barrier inside included, %.0f us per call, the fixture's "
           "clock %.0f" % (wall, ref_wall))

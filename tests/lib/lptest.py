@@ -540,6 +540,15 @@ def proc_cpu_seconds(pid, stat=None):
     return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def stolen_ns():
+    """The time the hypervisor has taken from this machine's vCPUs, all of them together,
+    in ns (/proc/stat's steal, in clock ticks). A thread's CPU clock leaves it out
+    (CONFIG_PARAVIRT_TIME_ACCOUNTING); times between its switches include it."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) * 1e9 / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
 def read_json_line(proc, what, timeout=60):
     """The next line a child prints on its stdout pipe, parsed as JSON."""
     r, _, _ = select.select([proc.stdout], [], [], timeout)
