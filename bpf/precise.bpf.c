@@ -3,33 +3,6 @@
  * switched on (uprobes attached by daemon/engine/precise.c). */
 #include "offcpu.bpf.h"
 
-/* The calling thread's state if its process is in precise mode, reset when a new window
- * began since the thread was last seen: calls in flight then were half-observed. */
-static __always_inline struct lp_thread *precise_thread_pr(__u32 *tgid_out,
-							   struct lp_precise **pr_out)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32;
-	struct lp_precise *pr;
-	struct lp_thread *t;
-
-	pr = bpf_map_lookup_elem(&precise, &tgid);
-	if (!pr)
-		return NULL;
-	t = thread_get((__u32)id, tgid);
-	if (!t)
-		return NULL;
-	if (t->pgen != pr->gen) {
-		t->pgen = pr->gen;
-		t->mm.depth = 0;
-		t->bar.depth = 0;
-		t->op.depth = 0;
-	}
-	*tgid_out = tgid;
-	*pr_out = pr;
-	return t;
-}
-
 /* A probe runs on the thread, so a stretch its last switch-out opened is over, its
  * switch-in untraced (off_end_unseen). Left open, the call in flight would count that
  * stretch as its own on-CPU time (soft_max: 1.652 ms a token where the CPU time was
@@ -56,7 +29,37 @@ static __always_inline void switch_in_unseen(__u32 tgid, struct lp_thread *t)
 	if (at > now)
 		at = now;
 	off_end_unseen(p, hot_of(p, tgid), t, tgid, at);
+	/* The slice in flight began then, should the thread exit in it (lifecycle.bpf.c). */
 	t->on_since = at;
+}
+
+/* The calling thread's state if its process is in precise mode, reset when a new window
+ * began since the thread was last seen (calls in flight then were half-observed), and
+ * with a stretch an untraced switch-in left open ended: every precise probe comes here. */
+static __always_inline struct lp_thread *precise_thread_pr(__u32 *tgid_out,
+							   struct lp_precise **pr_out)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct lp_precise *pr;
+	struct lp_thread *t;
+
+	pr = bpf_map_lookup_elem(&precise, &tgid);
+	if (!pr)
+		return NULL;
+	t = thread_get((__u32)id, tgid);
+	if (!t)
+		return NULL;
+	if (t->pgen != pr->gen) {
+		t->pgen = pr->gen;
+		t->mm.depth = 0;
+		t->bar.depth = 0;
+		t->op.depth = 0;
+	}
+	switch_in_unseen(tgid, t);
+	*tgid_out = tgid;
+	*pr_out = pr;
+	return t;
 }
 
 static __always_inline struct lp_thread *precise_thread(__u32 *tgid_out)
@@ -99,10 +102,8 @@ int BPF_KPROBE(lp_matmul_enter)
 	__u32 tgid;
 
 	t = precise_thread(&tgid);
-	if (!t)
-		return 0;
-	switch_in_unseen(tgid, t);
-	call_enter(&t->mm);
+	if (t)
+		call_enter(&t->mm);
 	return 0;
 }
 
@@ -115,8 +116,6 @@ int BPF_KRETPROBE(lp_matmul_exit)
 	__u32 tgid;
 
 	t = precise_thread(&tgid);
-	if (t)
-		switch_in_unseen(tgid, t);
 	if (!t || !(d = call_exit(&t->mm)) || !(p = bpf_map_lookup_elem(&procs, &tgid)))
 		return 0;
 	excl = d > t->mm.inner_ns + t->mm.off_ns ? d - t->mm.inner_ns - t->mm.off_ns : 0;
@@ -136,7 +135,6 @@ int BPF_KPROBE(lp_barrier_enter)
 	t = precise_thread(&tgid);
 	if (!t)
 		return 0;
-	switch_in_unseen(tgid, t);
 	call_enter(&t->bar);
 	if (t->bar.depth == 1)
 		rec_emit(tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_BARRIER_BEGIN, 0);
@@ -152,8 +150,6 @@ int BPF_KRETPROBE(lp_barrier_exit)
 	__u32 tgid;
 
 	t = precise_thread(&tgid);
-	if (t)
-		switch_in_unseen(tgid, t);
 	if (!t || !(d = call_exit(&t->bar)) || !(p = bpf_map_lookup_elem(&procs, &tgid)))
 		return 0;
 	off = t->bar.off_ns < d ? t->bar.off_ns : d;
@@ -453,7 +449,6 @@ int BPF_KPROBE(lp_op_enter)
 	t = precise_thread_pr(&tgid, &pr);
 	if (!t)
 		return 0;
-	switch_in_unseen(tgid, t);
 	if (t->op.depth == 0) {
 		rg = bpf_map_lookup_elem(&ranges, &tgid);
 		i = rg ? range_find(rg, PT_REGS_IP(ctx)) : -1;
@@ -481,8 +476,6 @@ int BPF_KRETPROBE(lp_op_exit)
 	bool gen;
 
 	t = precise_thread(&key.tgid);
-	if (t)
-		switch_in_unseen(key.tgid, t);
 	if (!t || !(d = call_exit(&t->op)))
 		return 0;
 	key.op = t->op_idx;
