@@ -210,15 +210,15 @@ def precise(work, links, busy=False):
     # which the switch-out read. Counted in @unseen.
     probed = ("mul_mat_up_gate", "rms_norm", "soft_max")
     script = "".join(
-        'uprobe:%s:ggml_compute_forward_%s /pid == %d/ '
-        '{ @s[tid, "%s"] = nsecs; @in[tid] = %d; @on[tid] = nsecs; } '
-        'uretprobe:%s:ggml_compute_forward_%s /pid == %d && @s[tid, "%s"]/ '
-        '{ @n["%s"] = count(); @ns["%s"] = sum(nsecs - @s[tid, "%s"]); '
-        '  if (@on[tid]) { @cpu["%s"] = sum(nsecs - @on[tid]); } else { @unseen = count(); '
-        '    @cpu["%s"] = sum(nsecs - @out[tid] - (curtask->sched_info.last_arrival '
-        '                                          - @clk[tid])); } '
-        '  delete(@s[tid, "%s"]); delete(@in[tid]); } '
-        % ((lpops, op, pid, op, i + 1, lpops, op, pid, op) + (op,) * 6)
+        'uprobe:%(bin)s:ggml_compute_forward_%(op)s /pid == %(pid)d/ '
+        '{ @s[tid, "%(op)s"] = nsecs; @in[tid] = %(i)d; @on[tid] = nsecs; } '
+        'uretprobe:%(bin)s:ggml_compute_forward_%(op)s /pid == %(pid)d && @s[tid, "%(op)s"]/ '
+        '{ @n["%(op)s"] = count(); @ns["%(op)s"] = sum(nsecs - @s[tid, "%(op)s"]); '
+        '  if (@on[tid]) { @cpu["%(op)s"] = sum(nsecs - @on[tid]); } else { @unseen = count(); '
+        '    @cpu["%(op)s"] = sum(nsecs - @out[tid] - (curtask->sched_info.last_arrival '
+        '                                              - @clk[tid])); } '
+        '  delete(@s[tid, "%(op)s"]); delete(@in[tid]); } '
+        % {"bin": lpops, "op": op, "pid": pid, "i": i + 1}
         for i, op in enumerate(probed))
     script += ('tracepoint:sched:sched_switch /@in[args->prev_pid]/ { '
                '  if (@on[args->prev_pid]) { '
