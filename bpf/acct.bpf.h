@@ -9,17 +9,16 @@
 
 #include "lp.bpf.h"
 
-/* A field of a task: a plain load where the task is trusted (tp_btf), else a probe read (a
- * helper call, which for an untracked task would be most of what a switch costs us; on the
- * tracked path the probe reads were a third of a pipe round trip's program time, 823 ns
- * against 563 with plain loads: bench/progcost.py). */
+/* A field of a task: a plain load where the task is trusted (tp_btf), else a probe read: a
+ * helper call, which for an untracked task would be most of what a switch costs us, and a
+ * large part of a tracked switch's program time (bench/progcost.py; bench/RESULTS.md). */
 #define TASK_READ(trusted, task, field) ((trusted) ? (task)->field : BPF_CORE_READ(task, field))
 #define TASK_TGID(trusted, task) TASK_READ(trusted, task, tgid)
 
 /* On-CPU time and run-queue delay by the kernel's own account, where it keeps sched_info
- * (CONFIG_SCHED_INFO). Timed from the tracepoints instead, a thread that blocks and wakes
- * thousands of times a second read 40 % low on CPU and 6 times high on the run queue on a
- * VM: the same boundary falls microseconds apart in the two accounts, every slice. */
+ * (CONFIG_SCHED_INFO). Timed from the tracepoints instead, the same boundary falls
+ * microseconds apart in the two accounts, every slice: a thread that blocks and wakes
+ * thousands of times a second reads far low on CPU and far high on the run queue. */
 static __always_inline bool kernel_accounting(struct task_struct *task)
 {
 	return bpf_core_field_exists(task->sched_info.run_delay);

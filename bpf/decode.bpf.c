@@ -43,8 +43,11 @@ int BPF_KPROBE(lp_decode_enter)
 		__sync_fetch_and_add(&p->gen_seq, 1);
 	/* A generation decode is in flight for the process's samples, once per thread. */
 	if (n_tokens == 1 && !t->gen_in)
-		t->gen_in = gen_depth_add(tgid, 1);
+		t->gen_in = gen_depth_add(tgid, 1, now);
 	t->decode_tokens = n_tokens > 0 ? n_tokens : 0;
+	/* Any decode in flight: the samples' phase (sample.bpf.c). */
+	if (!t->dec_in)
+		t->dec_in = decode_depth_add(tgid, 1);
 	t->decode_since = now;
 	rec_emit(tgid, (__u32)id, LP_REC_DECODE_BEGIN, t->decode_tokens);
 	return 0;
@@ -168,8 +171,8 @@ int BPF_KPROBE(lp_decode_batch)
 /* The batch read at entry, with the decode's end and result, to user space; left out when
  * "events" is half full: it carries the exit records, which matter more. It wakes the
  * daemon only once a quarter of the ring waits: the daemon drains it every second anyway,
- * and a wake-up per decode took a CPU from the engine it measures (the daemon preempted
- * node-llama-cpp's threads 335 times a second, 8 % of their time spent waiting behind it).
+ * and a wake-up per decode would take a CPU from the engine it measures: the daemon would
+ * preempt the engine's threads at every token.
  * The lifecycle records force their wake-up, waiting decodes or not. */
 static __always_inline void batch_send(__u32 tid, __u64 end, int ret)
 {
@@ -194,6 +197,29 @@ static __always_inline void batch_send(__u32 tid, __u64 end, int ret)
 	bpf_map_delete_elem(&decode_batch, &tid);
 }
 
+static __always_inline void decode_returned(__u32 tgid)
+{
+	struct lp_op_samples *os = bpf_map_lookup_elem(&op_samples, &tgid);
+
+	if (os)
+		__sync_fetch_and_add(&os->decodes, 1);
+}
+
+/* A generation decode that began once the nodes' tensors were read (precise mode) counts
+ * for the nodes' per-token figures: their evaluations count in such decodes only (precise.bpf.c
+ * whole_gen), so both sides hold whole tokens. */
+static __always_inline void whole_token(__u32 tgid, __u64 begin)
+{
+	struct lp_precise *pr = bpf_map_lookup_elem(&precise, &tgid);
+	struct lp_op_samples *os;
+
+	if (!pr || !pr->nodes_from_ns || begin < pr->nodes_from_ns)
+		return;
+	os = bpf_map_lookup_elem(&op_samples, &tgid);
+	if (os)
+		__sync_fetch_and_add(&os->nodes_gen_tokens, 1);
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(lp_decode_exit, int ret)
 {
@@ -201,18 +227,22 @@ int BPF_KRETPROBE(lp_decode_exit, int ret)
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct lp_proc_stats *p;
 	struct lp_thread *t;
-	__u64 d, end;
+	__u64 d, end, begin;
 
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || t->tgid != tgid || !t->decode_since)
 		return 0;
 	end = bpf_ktime_get_ns();
-	d = end - t->decode_since;
+	begin = t->decode_since;
+	d = end - begin;
 	t->decode_since = 0;
+	if (t->dec_in)
+		t->dec_in = !decode_depth_add(tgid, -1);
+	decode_returned(tgid);
 	batch_send(tid, end, ret);
 	rec_emit(tgid, tid, LP_REC_DECODE_END, (__u64)(__s64)ret);
 	if (t->gen_in)
-		t->gen_in = !gen_depth_add(tgid, -1);
+		t->gen_in = !gen_depth_add(tgid, -1, 0);
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return 0;
@@ -223,6 +253,7 @@ int BPF_KRETPROBE(lp_decode_exit, int ret)
 		return 0;
 	}
 	if (t->decode_tokens == 1) {
+		whole_token(tgid, begin);
 		p->gen_end_ns = end;
 		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_GEN_CALLS], 1);
 		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_GEN_NS], d);

@@ -42,7 +42,9 @@ static __always_inline void on_exit(struct task_struct *task)
 			__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], now - t->on_since - before);
 	}
 	if (t && t->gen_in)
-		gen_depth_add(tgid, -1);
+		gen_depth_add(tgid, -1, 0);
+	if (t && t->dec_in)
+		decode_depth_add(tgid, -1);
 	bpf_map_delete_elem(&threads, &tid);
 	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)

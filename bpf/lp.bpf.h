@@ -67,6 +67,11 @@ LP_SETTING const volatile bool futex_from_sched;
 /* Processes being recorded (the "recording" map's entries), kept by user space: while
  * none is, timeline events cost no map lookup. */
 LP_SETTING volatile __u32 recordings;
+/* Profile windows open (llmprofctl flame, /debug/pprof), kept by user space: while any is,
+ * every sample of a tracked process also sends its call stack to "stacks" (sample.bpf.c). */
+LP_SETTING volatile __u32 profiles;
+/* Samples whose stack did not fit in "stacks": the daemon had not read it in time. */
+LP_SETTING volatile __u64 stacks_lost;
 /* Processes in a precise window (their probes on or going on), kept by user space: while
  * any is, every off-CPU stretch is taken in full, as its probes' figures need. */
 LP_SETTING volatile __u32 precise_procs;
@@ -260,7 +265,7 @@ struct lp_walk_note {
 
 LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2); /* 0: the classification's; 1: a profile's stack walk */
 	__type(key, __u32);
 	__type(value, struct lp_walk_note);
 } walk_note SEC(".maps");
@@ -345,8 +350,8 @@ LP_MAP struct {
 
 /* Each CPU's own part of a tracked process's counters and histograms, for what the
  * scheduler's programs add at every switch: two threads on two CPUs adding to one
- * "procs" entry move its lines between the CPUs at each switch (18 % of the switch
- * program's time decoding, bench/RESULTS.md). Only ctr and hist are used; user space
+ * "procs" entry would move its cache lines between the CPUs at each switch (its cost:
+ * bench/RESULTS.md). Only ctr and hist are used; user space
  * adds every CPU's to the procs entry where it reads one (tracked/hot.h), and takes the
  * entry out with the process's final record. Made on a process's first switch. */
 LP_MAP struct {
@@ -368,6 +373,21 @@ LP_MAP struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20); /* resized by user space */
 } events SEC(".maps");
+
+/* Samples' call stacks while a profile window is open (struct lp_stack_rec), read by the
+ * daemon every PROFILE_DRAIN_MS without a wake-up per record. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 2 << 20); /* resized by user space */
+} stacks SEC(".maps");
+
+/* A stack record being made, per CPU: too large for the program's stack. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_stack_rec);
+} stack_rec SEC(".maps");
 
 /* A process mapped executable memory (mmap with PROT_EXEC of file fd): the discovery
  * collector (lifecycle.bpf.c) decides whether user space hears of it. Called from the mmap
@@ -485,13 +505,26 @@ static __always_inline struct lp_thread *thread_get(__u32 tid, __u32 tgid)
 	return bpf_map_lookup_elem(&threads, &tid);
 }
 
-static __always_inline bool gen_depth_add(__u32 tgid, int d)
+static __always_inline bool gen_depth_add(__u32 tgid, int d, __u64 now)
 {
 	struct lp_op_samples *os = bpf_map_lookup_elem(&op_samples, &tgid);
 
 	if (!os)
 		return false;
+	/* The first of the decodes in flight: when they began. */
+	if (d > 0 && os->gen_depth <= 0)
+		os->gen_begin_ns = now;
 	__sync_fetch_and_add(&os->gen_depth, d);
+	return true;
+}
+
+static __always_inline bool decode_depth_add(__u32 tgid, int d)
+{
+	struct lp_op_samples *os = bpf_map_lookup_elem(&op_samples, &tgid);
+
+	if (!os)
+		return false;
+	__sync_fetch_and_add(&os->decode_depth, d);
 	return true;
 }
 

@@ -11,4 +11,6 @@ const volatile bool unwind_cfi = true;
 const volatile bool futex_from_sched = false;
 volatile __u32 recordings = 0;
 volatile __u32 precise_procs = 0;
+volatile __u32 profiles = 0;
+volatile __u64 stacks_lost = 0;
 const volatile __u32 stretch_sample = 1;

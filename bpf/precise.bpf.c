@@ -78,6 +78,18 @@ static __always_inline bool generating(__u32 tgid)
 	return os && os->gen_depth > 0;
 }
 
+/* Whether a generation decode is in flight that began once the nodes' tensors were read
+ * (pr->nodes_from_ns): a node evaluated in it counts for a whole token (decode.bpf.c
+ * whole_token counts those tokens by the same rule). */
+static __always_inline bool whole_gen(__u32 tgid)
+{
+	struct lp_op_samples *os = bpf_map_lookup_elem(&op_samples, &tgid);
+	struct lp_precise *pr = bpf_map_lookup_elem(&precise, &tgid);
+
+	return os && pr && os->gen_depth > 0 && pr->nodes_from_ns &&
+	       os->gen_begin_ns >= pr->nodes_from_ns;
+}
+
 static __always_inline void call_enter(struct lp_call *c)
 {
 	if (c->depth++ == 0) {
@@ -403,7 +415,7 @@ static __always_inline struct lp_node_val *node_get(const struct lp_node_key *ke
 
 /* At the op's return: its node's figures, if its entry read them in this window. Returns
  * the node's id, or 0. */
-static __always_inline __u64 node_exit(__u32 pgen, __u64 d, __u64 own, bool gen)
+static __always_inline __u64 node_exit(__u32 pgen, __u64 d, __u64 own, bool gen, bool whole)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct lp_node_flight *f = bpf_map_lookup_elem(&node_flight, &tid);
@@ -431,7 +443,7 @@ static __always_inline __u64 node_exit(__u32 pgen, __u64 d, __u64 own, bool gen)
 	__sync_fetch_and_add(&v->wr_bytes, f->wr_bytes);
 	if (f->unknown)
 		__sync_fetch_and_add(&v->bytes_unknown, 1);
-	if (gen)
+	if (whole)
 		__sync_fetch_and_add(&v->gen_instances, 1);
 	return v->id;
 }
@@ -494,7 +506,7 @@ int BPF_KRETPROBE(lp_op_exit)
 		__sync_fetch_and_add(&s->gen_calls, 1);
 		__sync_fetch_and_add(&s->gen_oncpu_ns, own);
 	}
-	node = node_exit(t->pgen, d, own, gen);
+	node = node_exit(t->pgen, d, own, gen, gen && whole_gen(key.tgid));
 out:
 	if (e) {
 		e->a = key.op;

@@ -4,6 +4,48 @@
 #include "lp.bpf.h"
 #include "where.bpf.h"
 
+/* The sample's call stack to "stacks", with what it was (a profile window is open). Kernel
+ * frames where it was taken in the kernel, the user frames walked whole; sent without a
+ * wake-up: the daemon reads the ring on its own clock. */
+static __always_inline void send_stack(struct bpf_perf_event_data *ctx, const struct lp_ranges *rg,
+				       const struct uregs *u, const struct lp_op_samples *os,
+				       struct where w, __u64 id, bool in_kernel)
+{
+	struct lp_stack_rec *rec;
+	__u32 zero = 0, flags = 0, nu, nk = 0, n;
+	long got;
+
+	rec = bpf_map_lookup_elem(&stack_rec, &zero);
+	if (!rec)
+		return;
+	rec->ts = bpf_ktime_get_ns();
+	rec->tgid = id >> 32;
+	rec->tid = (__u32)id;
+	rec->op = (__s16)w.op;
+	rec->region = (__u8)w.region;
+	rec->phase = !os		    ? LP_PHASE_OUTSIDE
+		     : os->gen_depth > 0    ? LP_PHASE_GENERATION
+		     : os->decode_depth > 0 ? LP_PHASE_PROMPT
+					    : LP_PHASE_OUTSIDE;
+	if (in_kernel) {
+		got = bpf_get_stack(ctx, rec->ip, LP_STACK_KERNEL_MAX * 8, 0);
+		nk = got > 0 ? (__u32)got / 8 : 0;
+	}
+	if (nk > LP_STACK_KERNEL_MAX)
+		nk = LP_STACK_KERNEL_MAX;
+	nu = walk_stack(rg, u, &rec->ip[nk & (LP_STACK_KERNEL_MAX - 1)], &flags);
+	if (nu > LP_STACK_USER_MAX)
+		nu = LP_STACK_USER_MAX;
+	rec->nkernel = (__u8)nk;
+	rec->nuser = (__u8)nu;
+	rec->flags = (__u8)flags;
+	n = nk + nu;
+	if (n > LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX)
+		n = LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX;
+	if (bpf_ringbuf_output(&stacks, rec, LP_STACK_REC_HDR + (__u64)n * 8, BPF_RB_NO_WAKEUP))
+		__sync_fetch_and_add(&stacks_lost, 1);
+}
+
 SEC("perf_event")
 int lp_sample(struct bpf_perf_event_data *ctx)
 {
@@ -18,7 +60,7 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	__u32 zero = 0;
 	struct pt_regs *regs;
 	struct where w;
-	bool gen;
+	bool gen, in_kernel;
 
 	if (!maybe_ours(tgid))
 		return 0;
@@ -40,7 +82,8 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	u.bp = PT_REGS_FP(&ctx->regs);
 	u.r10 = ctx->regs.r10;
 	u.r13 = ctx->regs.r13;
-	if ((__s64)u.ip < 0) {
+	in_kernel = (__s64)u.ip < 0;
+	if (in_kernel) {
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 		u.ip = PT_REGS_IP_CORE(regs);
 		u.sp = PT_REGS_SP_CORE(regs);
@@ -65,6 +108,8 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 			t->samples_ggml++;
 	}
 	os = bpf_map_lookup_elem(&op_samples, &tgid);
+	if (profiles)
+		send_stack(ctx, rg, &u, os, w, id, in_kernel);
 	if (!os)
 		return 0;
 	gen = os->gen_depth > 0;

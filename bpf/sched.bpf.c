@@ -13,8 +13,8 @@ struct task_struct___o {
 	volatile long state;
 } __attribute__((preserve_access_index));
 
-/* The task's state, 0 when runnable: a plain load where the task is trusted (the probe read
- * it replaced was 20-37 ns of a tracked switch's 235-620: bench/progab.py, RESULTS.md). */
+/* The task's state, 0 when runnable: a plain load where the task is trusted, no probe read
+ * (its cost against a tracked switch's: bench/progab.py, bench/RESULTS.md). */
 static __always_inline long task_state(struct task_struct *t, bool trusted)
 {
 	if (bpf_core_field_exists(t->__state))
@@ -64,7 +64,8 @@ static __always_inline void futex_sleep(const struct lp_proc_stats *p, struct lp
 
 /* Stretches taken as a sample. A thread that switches thousands of times a second (an
  * OpenMP barrier's threads sleep and wake at every op) would have the program take every
- * stretch at 300-900 ns a switch, 2-4 % of its CPU. Its totals need no switch at all:
+ * stretch at every switch, a share of its CPU that grows with its switch rate (bench/
+ * RESULTS.md). Its totals need no switch at all:
  * the kernel keeps them (acct.bpf.h), and any look at the thread takes them exactly. Only
  * the figures of each stretch (off-CPU time, preempted or blocked and by whom, the wait
  * in a barrier or on which futex word, the run-queue wait before it ran again) need the

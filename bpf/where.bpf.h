@@ -26,8 +26,9 @@ struct uregs {
 
 enum uw_state {
 	UW_WALKING,
-	UW_DONE,   /* the walk settled it: an op, a barrier, or none in the frames */
-	UW_FAILED, /* no rule at this frame: scan the stack from it */
+	UW_DONE,    /* the walk settled it: an op, a barrier, or none in the frames */
+	UW_FAILED,  /* no rule at this frame: scan the stack from it */
+	UW_OUTSIDE, /* the walk left the objects with rows (frame_up) */
 };
 
 struct scan_ctx {
@@ -95,7 +96,7 @@ static __always_inline int uw_obj(const struct lp_ranges *rg, __u64 addr)
 	if (hi > LP_MAX_UNWIND)
 		return -1;
 	/* log2(LP_MAX_UNWIND) + 1 halvings: lo ends at the first start above addr */
-	for (int i = 0; i < 5 && lo < hi; i++) {
+	for (int i = 0; i < 6 && lo < hi; i++) {
 		mid = (lo + hi) / 2;
 		if (rg->uw[mid & (LP_MAX_UNWIND - 1)].start <= addr)
 			lo = mid + 1;
@@ -153,12 +154,37 @@ static __always_inline long uw_fail(struct scan_ctx *c, __u32 why, int obj)
 	return 1;
 }
 
-/* One frame: from c->ip/sp/bp to its caller's by the row covering ip (abi.h's forms), and
- * the caller's return address classified as the scan classifies a word (a return address
- * points after its call: the call is at ip - 1). */
-static long unwind_step(__u64 i, void *data)
+/* A return address a uretprobe took: while a probed function runs (llama_decode always,
+ * precise mode's ops), the kernel has put its trampoline (the "[uprobes]" page) where the
+ * return address was, and keeps the original in the task's return instances, each with
+ * the stack address it replaced (its sp at the function's entry). ra read at slot is that
+ * original where an instance replaced slot; else ra. */
+static __always_inline __u64 uretprobe_ra(__u64 slot, __u64 ra)
 {
-	struct scan_ctx *c = data;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct return_instance *ri;
+	struct uprobe_task *ut;
+
+	if (!bpf_core_field_exists(task->utask))
+		return ra;
+	ut = BPF_CORE_READ(task, utask);
+	if (!ut)
+		return ra;
+	ri = BPF_CORE_READ(ut, return_instances);
+	for (int i = 0; i < 8 && ri; i++) {
+		if (BPF_CORE_READ(ri, stack) == slot)
+			return BPF_CORE_READ(ri, orig_ret_vaddr);
+		ri = BPF_CORE_READ(ri, next);
+	}
+	return ra;
+}
+
+/* One frame up: c->ip/sp/bp to its caller's, by the row covering ip (abi.h's forms); c->ip
+ * is then the caller's return address (0: none, the outermost frame), ra_adj 1. Returns 0
+ * when it moved; 1 when it stopped, uw_state saying why: UW_DONE at a frame the rows mark
+ * outermost, UW_OUTSIDE having left the objects with rows, UW_FAILED with no rule. */
+static __always_inline long frame_up(struct scan_ctx *c, __u64 i)
+{
 	const struct lp_unwind_row *row;
 	const struct lp_unwind_obj *o;
 	const struct pt_regs *regs;
@@ -178,19 +204,19 @@ static long unwind_step(__u64 i, void *data)
 		/* The innermost frame outside the objects with rows (a libc or libm leaf:
 		 * memcpy, expf), or in code that has no CFI (hand-written assembly): a leaf,
 		 * its caller's return address on top of the stack, taken where it returns into
-		 * code with rows. Deeper, the walk has left ggml's code with no op found. */
+		 * code with rows. Deeper, the walk has left the objects with rows. */
 		if (i == 0 && !bpf_probe_read_user(&ra, sizeof(ra), (void *)c->sp) &&
 		    uw_obj(c->rg, ra) >= 0) {
 			c->sp += 8;
 			c->ip = ra;
 			c->ra_adj = 1;
-			goto caller;
+			return 0;
 		}
 		if (k >= 0)
 			return uw_fail(c, LP_UW_WHY_NO_FDE, k);
 		if (i == 0)
 			return uw_fail(c, LP_UF_OUTSIDE, -1);
-		c->uw_state = UW_DONE;
+		c->uw_state = UW_OUTSIDE;
 		return 1;
 	}
 	off = (__s64)row->cfa_off * 8;
@@ -240,7 +266,7 @@ static long unwind_step(__u64 i, void *data)
 		c->sp = cfa;
 		c->ip = ra;
 		c->ra_adj = 0;
-		goto caller;
+		return 0;
 	case LP_UW_END:
 		c->uw_state = UW_DONE; /* the outermost frame */
 		return 1;
@@ -249,6 +275,9 @@ static long unwind_step(__u64 i, void *data)
 	}
 	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
 		return uw_fail(c, LP_UF_READ, k);
+	/* No code of ours is there: a uretprobe's trampoline, perhaps. */
+	if (uw_obj(c->rg, ra) < 0)
+		ra = uretprobe_ra(cfa - 8, ra);
 	if (row->rbp == LP_UW_RBP_LOST) {
 		c->bp_ok = false;
 	} else if (row->rbp) {
@@ -263,17 +292,113 @@ static long unwind_step(__u64 i, void *data)
 	c->sp = cfa;
 	c->ip = ra;
 	c->ra_adj = 1;
-caller:
-	if (!ra) {
+	return 0;
+}
+
+/* One frame of the classification's walk: up, then the caller's return address classified
+ * as the scan classifies a word (a return address points after its call: the call is at
+ * ip - 1). */
+static long unwind_step(__u64 i, void *data)
+{
+	struct scan_ctx *c = data;
+	__u64 at;
+
+	if (frame_up(c, i)) {
+		/* Past the objects with rows, no op was found in the frames. */
+		if (c->uw_state == UW_OUTSIDE)
+			c->uw_state = UW_DONE;
+		return 1;
+	}
+	if (!c->ip) {
 		c->uw_state = UW_DONE; /* the outermost frame */
 		return 1;
 	}
-	at = ra - c->ra_adj;
+	at = c->ip - c->ra_adj;
 	if (at >= c->rg->lo && at < c->rg->hi && take(c, range_find(c->rg, at), c->plain)) {
 		c->uw_state = UW_DONE;
 		return 1;
 	}
 	return 0;
+}
+
+/* A whole user stack, for profiles: every frame's address from the interrupted
+ * instruction up to the outermost frame, by the rows where the code has them, else by the
+ * frame pointer chain (marked: a frame compiled without one gives a wrong caller or none). */
+struct stack_walk {
+	struct scan_ctx c;
+	__u64 *ip;   /* LP_STACK_USER_MAX of them */
+	__u32 n;     /* frames taken */
+	__u32 flags; /* enum lp_stack_flags */
+};
+
+/* The caller by the frame pointer chain: [rbp] the caller's rbp, [rbp + 8] the return
+ * address; rbp above the stack pointer and within 8 MiB of it, aligned. */
+static __always_inline bool fp_up(struct scan_ctx *c)
+{
+	__u64 fr[2];
+
+	if (!c->bp_ok || c->bp < c->sp || c->bp - c->sp > (8ULL << 20) || (c->bp & 7) ||
+	    bpf_probe_read_user(fr, sizeof(fr), (void *)c->bp))
+		return false;
+	c->sp = c->bp + 16;
+	c->bp = fr[0];
+	c->ip = fr[1];
+	c->ra_adj = 1;
+	return true;
+}
+
+static long stack_step(__u64 i, void *data)
+{
+	struct stack_walk *s = data;
+
+	if (s->n >= LP_STACK_USER_MAX) {
+		s->flags |= LP_SF_TRUNCATED;
+		return 1;
+	}
+	s->ip[s->n & (LP_STACK_USER_MAX - 1)] = s->c.ip;
+	s->n++;
+	if (frame_up(&s->c, i)) {
+		if (s->c.uw_state == UW_DONE) {
+			s->flags |= LP_SF_COMPLETE;
+			return 1;
+		}
+		if (!fp_up(&s->c))
+			return 1;
+		s->flags |= LP_SF_FP;
+	}
+	if (!s->c.ip) {
+		s->flags |= LP_SF_COMPLETE;
+		return 1;
+	}
+	return 0;
+}
+
+/* Walks the user stack of u into ip[] (LP_STACK_USER_MAX); returns the frames taken, and
+ * the walk's flags in *flags. */
+static __always_inline __u32 walk_stack(const struct lp_ranges *rg, const struct uregs *u,
+					__u64 *ip, __u32 *flags)
+{
+	__u32 one = 1;
+	struct stack_walk s = {.c = {.rg = rg,
+				     .kernel_op = -1,
+				     .ip = u->ip,
+				     .sp = u->sp,
+				     .bp = u->bp,
+				     .r10 = u->r10,
+				     .r13 = u->r13,
+				     .regs = u->regs,
+				     .bp_ok = true,
+				     .plain = 1,
+				     .uw_state = UW_WALKING},
+			       .ip = ip};
+
+	/* Its own note: the classification's is read after it. */
+	s.c.note = bpf_map_lookup_elem(&walk_note, &one);
+	if (!s.c.note)
+		return 0;
+	bpf_loop(LP_STACK_USER_MAX + 1, stack_step, &s, 0);
+	*flags = s.flags;
+	return s.n;
 }
 
 /* Where a thread is, from its user registers: the range holding the instruction pointer;

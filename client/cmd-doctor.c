@@ -88,7 +88,11 @@ static void print_bandwidth(const cJSON *bw)
 	printf("  memory: decode reads %s per token x %.1f tokens/s = %s/s",
 	       ctl_fmt_bytes(a, sizeof(a), ctl_num(bw, "bytes_per_token", 0)),
 	       ctl_num(bw, "tokens_per_s", 0), ctl_fmt_bytes(b, sizeof(b), stream));
-	if (peak > 0)
+	if (ctl_true(bw, "fits_llc"))
+		printf(", from the last-level caches (%s): the memory's bandwidth does not "
+		       "bound it\n",
+		       ctl_fmt_bytes(c, sizeof(c), ctl_num(bw, "llc_bytes", 0)));
+	else if (peak > 0)
 		printf(" of a measured %s/s (%.0f%%): %s\n", ctl_fmt_bytes(c, sizeof(c), peak),
 		       100 * frac,
 		       frac >= 0.6 ? "memory-bound" : "not memory-bound: compute, sync or waiting");

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* llmprofctl record: a timeline of one process, written as a Chrome trace for Perfetto. */
+/* llmprofctl record: a timeline of one process for Perfetto: its protobuf trace, streamed,
+ * or the Chrome Trace Event Format's JSON. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -596,10 +597,12 @@ const struct ctl_cmd ctl_cmd_record = {
 		"and tokens/s. Written as it is recorded, in\nPerfetto's protobuf trace format "
 		"(gzip'ed when FILE ends in .gz), which ui.perfetto.dev\nand trace_processor open "
 		"as it is; or, with --format json, at the end in the Chrome\nTrace Event Format, "
-		"which chrome://tracing opens too. Ctrl-C ends the window early and\nwrites what "
-		"it recorded. Precise mode is switched on for the window (about 1.6 us per\nprobed "
-		"call) unless --no-ops, and left as it was after. Needs root or group '" LP_GROUP
-		"'.\n\n"
+		"which chrome://tracing opens too: the daemon then holds the\nwhole trace until it "
+		"is fetched (its events, at most 1,048,576, and their JSON: about\n200 MB at that "
+		"bound, which a 10 s window of an OpenMP build with op spans reaches).\n"
+		"Ctrl-C ends the window early and writes what it recorded. Precise mode is "
+		"switched on\nfor the window (about 1.6 us per probed call) unless --no-ops, and "
+		"left as it was\nafter. Needs root or group '" LP_GROUP "'.\n\n"
 		"Options:\n"
 		"  -p, --pid PID      the process\n"
 		"  -s, --seconds S    for S seconds (default 5, at most 60)\n"

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <linux/types.h>
+
+#include "llmprof/hist.h"
 #include "llmprofctl.h"
 
 static uint64_t u64(const cJSON *v)
@@ -95,23 +98,11 @@ double ctl_hist_quantile(const struct ctl_hist *h, double q)
 		total += h->b[i].count;
 	if (!total)
 		return NAN;
-	q = q <= 0 ? 1e-12 : q > 1 ? 1 : q;
-	rank = (uint64_t)ceil(q * (double)total);
-	if (rank < 1)
-		rank = 1;
+	rank = lp_quantile_rank(q, total);
 	for (size_t i = 0; i < h->n; i++) {
-		const struct ctl_bucket *b = &h->b[i];
-		uint64_t est;
-
-		cum += b->count;
-		if (cum < rank)
-			continue;
-		if (b->hi == UINT64_MAX)
-			return (double)(h->max > b->lo ? h->max : b->lo);
-		est = b->lo + (b->hi - b->lo) / 2;
-		if (h->max >= b->lo && h->max < est)
-			est = h->max;
-		return (double)est;
+		cum += h->b[i].count;
+		if (cum >= rank)
+			return (double)lp_quantile_estimate(h->b[i].lo, h->b[i].hi, h->max);
 	}
 	return (double)h->max;
 }

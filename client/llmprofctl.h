@@ -44,7 +44,7 @@ struct ctl_cmd {
 
 extern const struct ctl_cmd ctl_cmd_top, ctl_cmd_dump, ctl_cmd_list, ctl_cmd_status, ctl_cmd_reset,
 	ctl_cmd_precise, ctl_cmd_record, ctl_cmd_doctor, ctl_cmd_diff, ctl_cmd_requests,
-	ctl_cmd_ops;
+	ctl_cmd_ops, ctl_cmd_flame;
 
 /* Options every command takes; their getopt values are above the printable range. */
 enum { CTL_OPT_SOCKET = 0x100, CTL_OPT_TIMEOUT, CTL_OPT_HELP };
@@ -112,6 +112,10 @@ int ctl_http_stream(const char *socket_path, double timeout, const char *method,
  * exit status after printing why. */
 int ctl_request(const struct ctl *c, const char *method, const char *path, const char *body,
 		cJSON **doc, struct ctl_response *raw);
+/* GET path, whatever its body is (a profile: gzip'ed protobuf, or text), waiting up to
+ * timeout seconds; an error reported as ctl_request reports it. */
+int ctl_request_raw(const struct ctl *c, const char *path, double timeout,
+		    struct ctl_response *res);
 /* GET path and print it: the body unchanged with json, else through print. The exit status. */
 int ctl_show(const struct ctl *c, const char *path, bool json,
 	     void (*print)(const struct ctl *c, const cJSON *doc, void *arg), void *arg);

@@ -16,7 +16,7 @@
 static const struct ctl_cmd *const commands[] = {
 	&ctl_cmd_top,	&ctl_cmd_dump,	   &ctl_cmd_list,   &ctl_cmd_status,
 	&ctl_cmd_reset, &ctl_cmd_precise,  &ctl_cmd_record, &ctl_cmd_doctor,
-	&ctl_cmd_diff,	&ctl_cmd_requests, &ctl_cmd_ops,
+	&ctl_cmd_diff,	&ctl_cmd_requests, &ctl_cmd_ops,    &ctl_cmd_flame,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

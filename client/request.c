@@ -184,6 +184,23 @@ int ctl_request_stream(const struct ctl *c, const char *method, const char *path
 	return status;
 }
 
+int ctl_request_raw(const struct ctl *c, const char *path, double timeout, struct ctl_response *res)
+{
+	char msg[1024];
+	int r = ctl_http(c->socket, timeout, "GET", path, NULL, res), status;
+
+	if (r < 0) {
+		status = transport_error(c, -r, msg, sizeof(msg));
+	} else if (res->status != 200) {
+		status = api_error(res, msg, sizeof(msg));
+		ctl_response_free(res);
+	} else {
+		return CTL_OK;
+	}
+	fprintf(stderr, "%s: %s\n", c->prog, msg);
+	return status;
+}
+
 int ctl_request(const struct ctl *c, const char *method, const char *path, const char *body,
 		cJSON **doc, struct ctl_response *raw)
 {

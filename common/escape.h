@@ -6,6 +6,7 @@
 #define LLMPROF_ESCAPE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
@@ -60,5 +61,11 @@ cJSON *lp_json_add_escaped(cJSON *o, const char *key, const char *s);
 
 /* The same as an item of its own, for arrays. */
 cJSON *lp_json_escaped(const char *s);
+
+/* Adds a count to o under key (exact up to 2^53, as JSON numbers are read). */
+static inline cJSON *lp_json_add_u64(cJSON *o, const char *key, uint64_t v)
+{
+	return cJSON_AddNumberToObject(o, key, (double)v);
+}
 
 #endif

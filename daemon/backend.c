@@ -155,6 +155,20 @@ static int api_record_start(void *ctx, pid_t pid, double seconds, bool ops, doub
 	return r;
 }
 
+static int api_profile_start(void *ctx, const struct lp_profile_query *q, struct lp_stream **out)
+{
+	struct daemon *d = ctx;
+	struct timeval tv = {.tv_sec = 0, .tv_usec = LP_PROFILE_DRAIN_MS * 1000};
+	int r;
+
+	/* A process that just exited is known as such before its window opens. */
+	lp_daemon_consume(d);
+	r = lp_profile_start(&d->profiler, q, out);
+	if (r == 0 && !evtimer_pending(d->ev_profile, NULL))
+		evtimer_add(d->ev_profile, &tv);
+	return r;
+}
+
 static int api_record_stop(void *ctx, pid_t pid)
 {
 	struct daemon *d = ctx;
@@ -208,6 +222,7 @@ void lp_backend_init(struct daemon *d)
 		.record_start = api_record_start,
 		.record_stop = api_record_stop,
 		.record_fetch = api_record_fetch,
+		.profile_start = api_profile_start,
 		.group = d->cfg.socket_group,
 		.cfg = &d->cfg,
 		.start_time = d->start_realtime,

@@ -14,7 +14,7 @@ void lp_daemon_consume(struct daemon *d)
 {
 	d->recorder.budget = LP_RECORD_BUDGET;
 	ring_buffer__consume(d->rb);
-	lp_tracker_harvest(&d->tracker);
+	lp_tracker_take_exited_futexes(&d->tracker);
 }
 
 double lp_realtime_now(void)
@@ -33,7 +33,7 @@ int lp_daemon_report(struct daemon *d, pid_t pid, struct lp_report *r, bool find
 	/* Exit records waiting in the ring buffer first: a process that just exited is
 	 * reported with its final numbers. */
 	lp_daemon_consume(d);
-	lp_tracker_reap(&d->tracker, pid);
+	lp_tracker_find_lost_exits(&d->tracker, pid);
 	ret = lp_report_build(r, &d->core, &d->tracker, pid);
 	r->features = &d->features;
 	r->state_saves_failed = d->saves_failed;

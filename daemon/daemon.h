@@ -15,6 +15,7 @@
 #include "kernel/feature.h"
 #include "kernel/prober.h"
 #include "options.h"
+#include "profile/profiler.h"
 #include "report/diagnose.h"
 #include "report/report.h"
 #include "serving/server.h"
@@ -32,6 +33,7 @@ struct daemon {
 	struct lp_ggml ggml;
 	struct lp_prober prober;
 	struct lp_recorder recorder;
+	struct lp_profiler profiler;
 	struct lp_diagnose diagnose;
 	uint64_t diagnose_ns; /* its last tick */
 	struct ring_buffer *rb;
@@ -39,6 +41,8 @@ struct daemon {
 	struct event *ev_pending;
 	struct event *ev_record;  /* reads timeline events every 100 ms while records run */
 	struct event *ev_rephase; /* restarts the per-CPU sampling timers (on_rephase) */
+	struct event *ev_decide;  /* tensor decisions every 100 ms while any waits for one */
+	struct event *ev_profile; /* reads stacks every LP_PROFILE_DRAIN_MS while profiles run */
 	struct event *ev_checkpoint;
 	char *web_config; /* the live --web-config-file, kept across reloads */
 	struct lp_server *server;

@@ -122,6 +122,30 @@ static void on_record(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(d->ev_record, &tv);
 }
 
+static void on_profile(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct timeval tv = {.tv_sec = 0, .tv_usec = LP_PROFILE_DRAIN_MS * 1000};
+
+	(void)fd;
+	(void)what;
+	lp_daemon_consume(d);
+	lp_profiler_tick(&d->profiler);
+	if (lp_profiler_running(&d->profiler))
+		evtimer_add(d->ev_profile, &tv);
+}
+
+static void on_decide(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+
+	(void)fd;
+	(void)what;
+	if (lp_precise_decide(&d->ggml))
+		evtimer_add(d->ev_decide, &tv);
+}
+
 static void on_pending(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
@@ -178,11 +202,13 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	lp_precise_tick(&d->ggml);
+	if (!evtimer_pending(d->ev_decide, NULL))
+		on_decide(-1, 0, d);
 	/* Exit records in flight first, so that the sweep only finds exits the hook missed;
 	 * timeline events before the records whose window ended are finished. */
 	lp_daemon_consume(d);
 	lp_record_tick(&d->recorder);
-	lp_tracker_sweep(&d->tracker);
+	lp_tracker_find_missed_exits(&d->tracker);
 	if (d->tracker.nwaiting) {
 		size_t from = d->tracker.n;
 
@@ -501,6 +527,10 @@ static int wire(struct daemon *d)
 	lp_ggml_init(&d->ggml, &d->cfg, &d->core, &d->tracker);
 	lp_precise_hook(&d->ggml);
 	lp_recorder_init(&d->recorder, &d->core, &d->ggml, &d->tracker, LLMPROF_VERSION);
+	lp_profiler_init(&d->profiler, &d->core, &d->tracker, &d->ggml,
+			 d->core.nsample_cpus > 0 || d->core.sample_per_thread ? d->core.sample_hz
+									       : 0,
+			 d->cfg.profile_memory_mib);
 	lp_diagnose_init(&d->diagnose, d->cfg.state_dir);
 	d->rb = ring_buffer__new(bpf_map__fd(d->core.skel->maps.events), on_event, d, NULL);
 	if (!d->rb)
@@ -575,9 +605,11 @@ static int loop_setup(struct daemon *d, struct loop *l, bool serve)
 	d->ev_pending = evtimer_new(d->base, on_pending, d);
 	d->ev_record = evtimer_new(d->base, on_record, d);
 	d->ev_rephase = evtimer_new(d->base, on_rephase, d);
+	d->ev_decide = evtimer_new(d->base, on_decide, d);
+	d->ev_profile = evtimer_new(d->base, on_profile, d);
 	l->tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
-	if (!d->ev_pending || !d->ev_record || !d->ev_rephase || !l->tick ||
-	    event_add(l->tick, &(struct timeval){.tv_sec = 1, .tv_usec = 0}))
+	if (!d->ev_pending || !d->ev_record || !d->ev_rephase || !d->ev_decide || !d->ev_profile ||
+	    !l->tick || event_add(l->tick, &(struct timeval){.tv_sec = 1, .tv_usec = 0}))
 		return log_error_errno(-ENOMEM, "set up event loop: %m");
 	/* Probes go on and off on a thread of their own: the kernel's waits there hold no
 	 * answer (prober.h). Without it, on the loop as before. */
@@ -626,6 +658,10 @@ static void loop_free(struct daemon *d, struct loop *l)
 	d->ev_record = NULL;
 	event_free_safe(d->ev_rephase);
 	d->ev_rephase = NULL;
+	event_free_safe(d->ev_decide);
+	d->ev_decide = NULL;
+	event_free_safe(d->ev_profile);
+	d->ev_profile = NULL;
 	event_free_safe(l->timer);
 	event_free_safe(l->sigterm);
 	event_free_safe(l->sigint);
@@ -668,7 +704,7 @@ static int run(struct daemon *d)
 		/* Exit records still in flight, then what the hooks left behind, before the
 		 * report counts the maps. */
 		lp_daemon_consume(d);
-		lp_tracker_sweep(&d->tracker);
+		lp_tracker_find_missed_exits(&d->tracker);
 		r = lp_backend_print_report(d);
 	}
 	loop_free(d, &l);
@@ -707,6 +743,7 @@ int main(int argc, char **argv)
 	/* Targets hold probe links: free them before the BPF object. */
 	lp_tracker_free(&d.tracker);
 	lp_recorder_free(&d.recorder);
+	lp_profiler_free(&d.profiler);
 	lp_ggml_free(&d.ggml);
 	lp_diagnose_free(&d.diagnose);
 	lp_core_destroy(&d.core);

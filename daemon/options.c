@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* The settings of llmprofd: one table of options serves the command line (getopt_long) and
- * the configuration file (inih: "name = value" lines, optionally in [sections]). */
+/* The settings of llmprofd: one table of options (options.h) serves the command line
+ * (getopt_long), the configuration file (inih: "name = value" lines, optionally in
+ * [sections]), --help, the status's description and the reload. */
 #include "options.h"
 
 #include <errno.h>
@@ -20,161 +21,13 @@
 #include "base/log.h"
 #include "base/procfs.h"
 
-/* The extra buffer types' compute_forward (ggml::cpu::<type>::...::compute_forward: AMX,
- * repack) computes MUL_MAT and MUL_MAT_ID from weights it laid out itself, on the hosts
- * whose CPU it was built for (AMX: Sapphire Rapids and later), instead of
- * ggml_compute_forward_mul_mat: without it, precise mode counted no matmul there. */
-static const char *const default_matmul[] = {"ggml_compute_forward_mul_mat",
-					     "ggml_compute_forward_mul_mat_id",
-					     "iqk_mul_mat",
-					     "iqk_mul_mat_4d",
-					     "iqk_mul_mat_moe",
-					     "_ZN4ggml3cpu*15compute_forwardE*",
-					     NULL};
-static const char *const default_barrier[] = {"ggml_barrier", "GOMP_barrier", "__kmpc_barrier",
-					      NULL};
-static const char *const default_decode[] = {"llama_decode", NULL};
-/* Plain and C++-mangled op functions and their helpers; the extra buffer types' matmuls. */
-static const char *const default_op[] = {"*ggml_compute_forward_*", "_ZN4ggml3cpu*compute_forward*",
-					 NULL};
-
-static void usage(FILE *out)
-{
-	fprintf(out,
-		"Usage: llmprofd [OPTION]...\n"
-		"Collects scheduler, futex, page-fault and ggml statistics of LLM inference\n"
-		"processes in the kernel, with eBPF.\n"
-		"\n"
-		"Which processes: every process that maps one of the matmul functions (ggml),\n"
-		"also those that start or dlopen their ggml backend later, and:\n"
-		"  -p, --pid PID            track this process (repeatable)\n"
-		"  -c, --comm NAME          track processes whose comm is NAME, also those that\n"
-		"                           start later (repeatable)\n"
-		"  -e, --exe GLOB           track processes whose executable path matches GLOB\n"
-		"                           (repeatable)\n"
-		"      --no-discover        track only those, not every ggml process\n"
-		"      --discover-cgroup PATH  discover ggml processes only in this cgroup (v2)\n"
-		"                           and below: a service, a slice, a container\n"
-		"\n"
-		"ggml (LIST: comma-separated function names or fnmatch globs, mangled for C++):\n"
-		"      --matmul-symbols LIST   default ggml_compute_forward_mul_mat,\n"
-		"                           ggml_compute_forward_mul_mat_id, iqk_mul_mat,\n"
-		"                           iqk_mul_mat_4d, iqk_mul_mat_moe,\n"
-		"                           _ZN4ggml3cpu*15compute_forwardE* (AMX, repack)\n"
-		"      --barrier-symbols LIST  default ggml_barrier, GOMP_barrier, __kmpc_barrier\n"
-		"      --decode-symbols LIST   default llama_decode\n"
-		"      --op-symbols LIST       operator functions; default "
-		"*ggml_compute_forward_*,\n"
-		"                           _ZN4ggml3cpu*compute_forward*\n"
-		"      --sample-hz N        cpu-clock samples per second and CPU for the matmul\n"
-		"                           and barrier shares (default 99; 0 = off)\n"
-		"      --no-stack-scan      classify samples by instruction pointer only\n"
-		"      --no-unwind          find a sample's op by scanning its stack only, not by\n"
-		"                           walking its frames by .eh_frame (for comparison)\n"
-		"      --no-sample-rephase  keep each CPU's sampling rate fixed instead of "
-		"restarting\n"
-		"                           it at random every 50-150 ms (for comparison: a fixed\n"
-		"                           rate aliases with a steady decode)\n"
-		"      --sampler cpu|thread one cpu-clock event per CPU (default), or one per "
-		"thread\n"
-		"                           of each LLM process, as perf record -p samples: it\n"
-		"                           stops and starts a timer at each switch of those\n"
-		"                           threads, which costs threads that sleep and wake "
-		"often\n"
-		"                           (OpenMP barriers) and adds to their barrier time\n"
-		"      --precise-duty SHARE share of time (0 to 1) with a uprobe on every matmul\n"
-		"                           and barrier call: exact, but 1.59 us per probed call\n"
-		"                           on a VM (default 0; 1 = always)\n"
-		"      --precise-ops LIST   ops whose every call precise mode times too (names as\n"
-		"                           in ggml.ops: mul_mat, flash_attn_ext, ...); default "
-		"the\n"
-		"                           32 with most samples\n"
-		"      --no-fast-entry      probe each function's first instruction, not the "
-		"first\n"
-		"                           one the kernel emulates (x86-64; about 10x the cost)\n"
-		"      --precise-period S   length of one duty cycle (default 60)\n"
-		"      --no-precise-tensors do not read the tensors of probed op calls (shapes,\n"
-		"                           bytes, layers: llmprofctl ops)\n"
-		"\n"
-		"Service (the API and /metrics; see docs/API.md):\n"
-		"      --config FILE        settings file (default " LP_CONFIG_PATH ",\n"
-		"                           optional); command-line options override it\n"
-		"      --socket PATH        API socket (default " LP_SOCKET_PATH ")\n"
-		"      --socket-mode MODE   its permissions, octal (default 0660)\n"
-		"      --socket-group NAME  its group; members see every process (default " LP_GROUP
-		")\n"
-		"      --metrics-address HOST:PORT  TCP listener for /metrics only (default\n"
-		"                           " LP_METRICS_ADDRESS "; 'off' for none)\n"
-		"      --metrics-max-processes N  processes in /metrics at most (default 100)\n"
-		"      --metrics-labels pid|workload  series per process (pid, comm, exe), or\n"
-		"                           per workload and model, summed over its processes\n"
-		"                           and stable across restarts (default pid)\n"
-		"      --metrics-cmdline    command lines in llmprof_process_info, with the\n"
-		"                           values of options that look like secrets redacted\n"
-		"                           (default: only in the local API)\n"
-		"      --metrics-buckets exact|coarse  classic histogram buckets: the kernel's\n"
-		"                           bounds around every counted bucket, so percentiles\n"
-		"                           agree with the API within 12.5 %%; or powers of two\n"
-		"                           only, 30 series a histogram (default exact)\n"
-		"      --metrics-exited-seconds S  an exited process's series stay S seconds in\n"
-		"                           /metrics by pid (default 120: two scrapes at 1m)\n"
-		"      --web-config-file FILE  TLS and basic authentication for the TCP listener,\n"
-		"                           in exporter-toolkit's format (also --web.config.file)\n"
-		"      --max-connections N  open connections at most, on the socket and the TCP\n"
-		"                           listener each (default 1024)\n"
-		"      --max-connections-per-uid N  of those, held by one user other than root\n"
-		"                           and the group (default 64)\n"
-		"      --http-timeout S     seconds a connection gets per request (default 10)\n"
-		"      --retention S        seconds an exited process stays (default 3600)\n"
-		"      --state-directory DIR  totals saved at exit, read at start (default\n"
-		"                           " LP_STATE_DIR "; 'off' for none)\n"
-		"      --checkpoint-interval S  also save them every S seconds, so that a crash\n"
-		"                           loses at most that much (default 60; 0: at exit only)\n"
-		"      --check              load and attach everything, print what works, exit\n"
-		"                           (non-zero if anything required failed)\n"
-		"\n"
-		"Reporting without the service:\n"
-		"      --once               print one JSON report on stdout and exit: after\n"
-		"                           --seconds, on SIGINT/SIGTERM, or when every --pid\n"
-		"                           process has exited\n"
-		"  -s, --seconds S          with --once, report after S seconds\n"
-		"\n"
-		"Limits (kernel memory is printed at start):\n"
-		"      --max-processes N    tracked processes at once (default 256)\n"
-		"      --max-threads N      threads of tracked processes (default 16384)\n"
-		"      --max-futex-addrs N  distinct futex addresses (default 8192)\n"
-		"      --ringbuf-kib N      ring buffer for exec and exit records, a power of two\n"
-		"                           (default 4096; an exit record is about 9 KiB)\n"
-		"      --priority-boost N   run at nice -N: the ring buffer is read in time\n"
-		"                           on a busy host (default 4, as auditd; 0: none)\n"
-		"\n"
-		"Collectors:\n"
-		"      --sched-raw-tp       use raw_tp even where tp_btf programs load\n"
-		"      --stretch-sample N   take a busy thread's off-CPU stretches with chance\n"
-		"                           1/N, each counted N times (default 16; 1 = every\n"
-		"                           one); totals stay the kernel's\n"
-		"      --futex-source SRC   auto, sched (waits that sleep, from the scheduler),\n"
-		"                           tracepoint or raw (raw_syscalls: with timeouts and\n"
-		"                           EAGAIN, costing every syscall on the host) or off\n"
-		"      --mmap-source SRC    where new mappings are found: auto, lock (the mmap\n"
-		"                           lock tracepoint), tracepoint (sys_enter_mmap) or raw\n"
-		"      --uprobe-links KIND  a precise window's probes: auto, multi (one link per\n"
-		"                           program and file, one wait to take them off) or\n"
-		"                           single (one per probe)\n"
-		"      --no-page-faults     do not count page faults\n"
-		"      --no-mount-tracefs   do not mount tracefs when it is missing\n"
-		"\n"
-		"  -f, --foreground         accepted for clarity: llmprofd never forks\n"
-		"  -v, --verbose            log debug messages, libbpf's included\n"
-		"  -h, --help               show this help\n"
-		"  -V, --version            show the version\n"
-		"\n"
-		"Examples:\n"
-		"  llmprofd                 serve " LP_SOCKET_PATH " and /metrics\n"
-		"  llmprofd --check         can this kernel run it?\n"
-		"  llmprofd --once --pid 4242 --seconds 10 > report.json\n"
-		"  curl --unix-socket " LP_SOCKET_PATH " http://localhost/v1/processes\n");
-}
+/* The choices of LP_OPT_CHOICE options, in their enums' order (config.h). */
+static const char *const futex_src[] = {"auto", "tracepoint", "raw", "off", "sched", NULL};
+static const char *const mmap_src[] = {"auto", "lock", "tracepoint", "raw", NULL};
+static const char *const uprobe_links[] = {"auto", "multi", "single", NULL};
+static const char *const samplers[] = {"cpu", "thread", NULL};
+static const char *const metrics_labels[] = {"pid", "workload", NULL};
+static const char *const metrics_buckets[] = {"exact", "coarse", NULL};
 
 static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
 {
@@ -260,178 +113,183 @@ static char **split_list(const char *s)
 	return v;
 }
 
-enum {
-	OPT_ONCE = 256,
-	OPT_MAX_PROCESSES,
-	OPT_MAX_THREADS,
-	OPT_MAX_FUTEX,
-	OPT_RINGBUF_KIB,
-	OPT_PRIORITY_BOOST,
-	OPT_SCHED_RAW,
-	OPT_FUTEX_SOURCE,
-	OPT_STRETCH_SAMPLE,
-	OPT_MMAP_SOURCE,
-	OPT_UPROBE_LINKS,
-	OPT_NO_FAULTS,
-	OPT_NO_MOUNT,
-	OPT_NO_DISCOVER,
-	OPT_DISCOVER_CGROUP,
-	OPT_MATMUL_SYMS,
-	OPT_BARRIER_SYMS,
-	OPT_OP_SYMS,
-	OPT_DECODE_SYMS,
-	OPT_SAMPLE_HZ,
-	OPT_NO_STACK_SCAN,
-	OPT_NO_UNWIND,
-	OPT_NO_SAMPLE_REPHASE,
-	OPT_SAMPLER,
-	OPT_NO_FAST_ENTRY,
-	OPT_NO_PRECISE_TENSORS,
-	OPT_PRECISE_DUTY,
-	OPT_PRECISE_OPS,
-	OPT_PRECISE_PERIOD,
-	OPT_CONFIG,
-	OPT_CHECK,
-	OPT_SOCKET,
-	OPT_SOCKET_MODE,
-	OPT_SOCKET_GROUP,
-	OPT_METRICS_ADDRESS,
-	OPT_METRICS_MAX,
-	OPT_METRICS_LABELS,
-	OPT_METRICS_CMDLINE,
-	OPT_METRICS_BUCKETS,
-	OPT_METRICS_EXITED,
-	OPT_MAX_CONNECTIONS,
-	OPT_HTTP_TIMEOUT,
-	OPT_RETENTION,
-	OPT_STATE_DIR,
-	OPT_CHECKPOINT,
-	OPT_MAX_PER_UID,
-	OPT_WEB_CONFIG,
-};
-
-static const struct option opts[] = {
-	{"pid", required_argument, NULL, 'p'},
-	{"comm", required_argument, NULL, 'c'},
-	{"exe", required_argument, NULL, 'e'},
-	{"once", no_argument, NULL, OPT_ONCE},
-	{"seconds", required_argument, NULL, 's'},
-	{"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
-	{"max-threads", required_argument, NULL, OPT_MAX_THREADS},
-	{"max-futex-addrs", required_argument, NULL, OPT_MAX_FUTEX},
-	{"ringbuf-kib", required_argument, NULL, OPT_RINGBUF_KIB},
-	{"priority-boost", required_argument, NULL, OPT_PRIORITY_BOOST},
-	{"sched-raw-tp", no_argument, NULL, OPT_SCHED_RAW},
-	{"futex-source", required_argument, NULL, OPT_FUTEX_SOURCE},
-	{"stretch-sample", required_argument, NULL, OPT_STRETCH_SAMPLE},
-	{"mmap-source", required_argument, NULL, OPT_MMAP_SOURCE},
-	{"uprobe-links", required_argument, NULL, OPT_UPROBE_LINKS},
-	{"no-page-faults", no_argument, NULL, OPT_NO_FAULTS},
-	{"no-mount-tracefs", no_argument, NULL, OPT_NO_MOUNT},
-	{"no-discover", no_argument, NULL, OPT_NO_DISCOVER},
-	{"discover-cgroup", required_argument, NULL, OPT_DISCOVER_CGROUP},
-	{"matmul-symbols", required_argument, NULL, OPT_MATMUL_SYMS},
-	{"barrier-symbols", required_argument, NULL, OPT_BARRIER_SYMS},
-	{"op-symbols", required_argument, NULL, OPT_OP_SYMS},
-	{"decode-symbols", required_argument, NULL, OPT_DECODE_SYMS},
-	{"sample-hz", required_argument, NULL, OPT_SAMPLE_HZ},
-	{"no-stack-scan", no_argument, NULL, OPT_NO_STACK_SCAN},
-	{"no-unwind", no_argument, NULL, OPT_NO_UNWIND},
-	{"no-sample-rephase", no_argument, NULL, OPT_NO_SAMPLE_REPHASE},
-	{"sampler", required_argument, NULL, OPT_SAMPLER},
-	{"no-fast-entry", no_argument, NULL, OPT_NO_FAST_ENTRY},
-	{"no-precise-tensors", no_argument, NULL, OPT_NO_PRECISE_TENSORS},
-	{"precise-duty", required_argument, NULL, OPT_PRECISE_DUTY},
-	{"precise-ops", required_argument, NULL, OPT_PRECISE_OPS},
-	{"precise-period", required_argument, NULL, OPT_PRECISE_PERIOD},
-	{"config", required_argument, NULL, OPT_CONFIG},
-	{"check", no_argument, NULL, OPT_CHECK},
-	{"socket", required_argument, NULL, OPT_SOCKET},
-	{"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
-	{"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
-	{"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
-	{"metrics-max-processes", required_argument, NULL, OPT_METRICS_MAX},
-	{"metrics-labels", required_argument, NULL, OPT_METRICS_LABELS},
-	{"metrics-cmdline", no_argument, NULL, OPT_METRICS_CMDLINE},
-	{"metrics-buckets", required_argument, NULL, OPT_METRICS_BUCKETS},
-	{"metrics-exited-seconds", required_argument, NULL, OPT_METRICS_EXITED},
-	{"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
-	{"max-connections-per-uid", required_argument, NULL, OPT_MAX_PER_UID},
-	{"web-config-file", required_argument, NULL, OPT_WEB_CONFIG},
-	/* exporter-toolkit's spelling, which node_exporter users type */
-	{"web.config.file", required_argument, NULL, OPT_WEB_CONFIG},
-	{"http-timeout", required_argument, NULL, OPT_HTTP_TIMEOUT},
-	{"retention", required_argument, NULL, OPT_RETENTION},
-	{"state-directory", required_argument, NULL, OPT_STATE_DIR},
-	{"checkpoint-interval", required_argument, NULL, OPT_CHECKPOINT},
-	{"foreground", no_argument, NULL, 'f'},
-	{"verbose", no_argument, NULL, 'v'},
-	{"help", no_argument, NULL, 'h'},
-	{"version", no_argument, NULL, 'V'},
-	{}};
-
-/* Options that make no sense in the file. */
-static bool command_line_only(int c)
+static void *field(const struct lp_option *o, struct lp_config *cfg)
 {
-	return c == OPT_ONCE || c == 's' || c == OPT_CONFIG || c == OPT_CHECK || c == 'f' ||
-	       c == 'h' || c == 'V';
+	return (char *)cfg + o->off;
 }
 
-struct u32_opt {
-	int code;
-	uint32_t min, max;
-	size_t off;
-};
-
-static const struct u32_opt u32_opts[] = {
-	{OPT_MAX_PROCESSES, 1, 1 << 22, offsetof(struct lp_config, max_processes)},
-	{OPT_MAX_THREADS, 1, 1 << 22, offsetof(struct lp_config, max_threads)},
-	{OPT_MAX_FUTEX, 1, 1 << 22, offsetof(struct lp_config, max_futex_addrs)},
-	{OPT_PRIORITY_BOOST, 0, 19, offsetof(struct lp_config, priority_boost)},
-	{OPT_SAMPLE_HZ, 0, 10000, offsetof(struct lp_config, sample_hz)},
-	{OPT_STRETCH_SAMPLE, 1, 65536, offsetof(struct lp_config, stretch_sample)},
-	{OPT_METRICS_MAX, 1, 100000, offsetof(struct lp_config, metrics_max_processes)},
-	{OPT_METRICS_EXITED, 0, 86400, offsetof(struct lp_config, metrics_exited_seconds)},
-	{OPT_MAX_CONNECTIONS, 1, 100000, offsetof(struct lp_config, max_connections)},
-	{OPT_MAX_PER_UID, 1, 100000, offsetof(struct lp_config, max_per_uid)},
-	{OPT_HTTP_TIMEOUT, 1, 3600, offsetof(struct lp_config, http_timeout)},
-};
-
-/* The names of enum lp_futex_source's, lp_mmap_source's and lp_uprobe_links' values, and of
- * metrics_coarse's, in their order: what the options take and what the configuration is
- * described with. */
-static const char *const futex_src[] = {"auto", "tracepoint", "raw", "off", "sched"};
-static const char *const mmap_src[] = {"auto", "lock", "tracepoint", "raw"};
-static const char *const uprobe_links[] = {"auto", "multi", "single"};
-static const char *const metrics_buckets[] = {"exact", "coarse"};
-
-/* The index of arg among the n names, or -EINVAL (logged, with the names). */
-static int choice(const char *name, const char *arg, const char *const *names, size_t n)
+static const void *cfield(const struct lp_option *o, const struct lp_config *cfg)
 {
-	char list[128] = "";
+	return (const char *)cfg + o->off;
+}
 
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(arg, names[i]))
-			return (int)i;
-	for (size_t i = 0; i < n; i++)
-		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+/* "a, b or c" */
+static void choice_list(const char *const *names, char *out, size_t size)
+{
+	size_t n = 0, len;
+
+	while (names[n])
+		n++;
+	out[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		len = strlen(out);
+		snprintf(out + len, size - len, "%s%s",
 			 i == 0	      ? ""
 			 : i + 1 == n ? " or "
 				      : ", ",
 			 names[i]);
-	log_error("%s: '%s' is not %s", name, arg, list);
-	return -EINVAL;
+	}
 }
 
-/* Applies one option; name is how the user spelled it ("--pid" or "file:pid"). */
+/* Parses arg by the option's type into cfg; name is how the user spelled the option
+ * ("--pid" or "file: pid"), for the message of a bad value. */
+static int set_value(const struct lp_option *o, struct lp_config *cfg, struct lp_config_store *st,
+		     const char *name, const char *arg)
+{
+	char list[128];
+	char **v, *s;
+	int r = 0;
+
+	if (o->parse)
+		return o->parse(o, cfg, st, name, arg);
+	switch (o->type) {
+	case LP_OPT_FLAG:
+		*(bool *)field(o, cfg) = true;
+		break;
+	case LP_OPT_CLEAR:
+		*(bool *)field(o, cfg) = false;
+		break;
+	case LP_OPT_U32:
+		if (parse_u32(arg, (uint32_t)o->min, (uint32_t)o->max, field(o, cfg)) < 0) {
+			log_error("%s: '%s' is not a number from %u to %u", name, arg,
+				  (uint32_t)o->min, (uint32_t)o->max);
+			return -EINVAL;
+		}
+		break;
+	case LP_OPT_DOUBLE:
+		if (parse_double(arg, o->min, o->max, field(o, cfg)) < 0) {
+			log_error("%s: '%s' is not a number from %.15g to %.15g", name, arg, o->min,
+				  o->max);
+			return -EINVAL;
+		}
+		break;
+	case LP_OPT_STRING:
+		s = keep(st, strdup((o->flags & LP_OF_OFF) && strcmp(arg, "off") == 0 ? "" : arg));
+		if (!s)
+			return -ENOMEM;
+		*(const char **)field(o, cfg) = s;
+		break;
+	case LP_OPT_CHOICE:
+		for (int i = 0; o->choices[i]; i++)
+			if (strcmp(arg, o->choices[i]) == 0) {
+				*(int *)field(o, cfg) = i;
+				goto checked;
+			}
+		choice_list(o->choices, list, sizeof(list));
+		log_error("%s: '%s' is not %s", name, arg, list);
+		return -EINVAL;
+	case LP_OPT_LIST:
+		if (!(v = keep(st, split_list(arg))))
+			return -ENOMEM;
+		*(const char *const **)field(o, cfg) = (const char *const *)v;
+		break;
+	case LP_OPT_STRS:
+		if (!(s = keep(st, strdup(arg))))
+			return -ENOMEM;
+		r = push(st, field(o, cfg), (size_t *)((char *)cfg + o->count_off), sizeof(s), &s);
+		break;
+	case LP_OPT_CUSTOM:
+	case LP_OPT_ACTION:
+		break;
+	}
+checked:
+	if (r == 0 && o->check)
+		r = o->check(o, cfg, name, arg);
+	return r;
+}
+
+/* Custom parsers and checks, named after their options. */
+
+static int parse_pid(const struct lp_option *o, struct lp_config *cfg, struct lp_config_store *st,
+		     const char *name, const char *arg)
+{
+	pid_t pid;
+
+	(void)o;
+	if (lp_parse_pid(arg, &pid) < 0) {
+		log_error("%s: '%s' is not a process id", name, arg);
+		return -EINVAL;
+	}
+	return push(st, &cfg->pids, &cfg->npids, sizeof(pid), &pid);
+}
+
+static void describe_pid(const struct lp_option *o, const struct lp_config *cfg, cJSON *out)
+{
+	cJSON *a = cJSON_AddArrayToObject(out, o->name);
+
+	for (size_t i = 0; i < cfg->npids; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(cfg->pids[i]));
+}
+
+static int check_comm(const struct lp_option *o, struct lp_config *cfg, const char *name,
+		      const char *arg)
+{
+	(void)o;
+	if (strlen(arg) == 0 || strlen(arg) > 15) {
+		cfg->ncomms--;
+		log_error("%s: '%s' cannot be a comm (1 to 15 characters)", name, arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The kernel wants a power of two, at least a page. */
+static int parse_ringbuf(const struct lp_option *o, struct lp_config *cfg,
+			 struct lp_config_store *st, const char *name, const char *arg)
+{
+	uint32_t kib;
+
+	(void)st;
+	if (parse_u32(arg, (uint32_t)o->min, (uint32_t)o->max, &kib) < 0 || (kib & (kib - 1))) {
+		log_error("%s: '%s' is not a power of two from %u to %u", name, arg,
+			  (uint32_t)o->min, (uint32_t)o->max);
+		return -EINVAL;
+	}
+	cfg->ringbuf_bytes = kib << 10;
+	return 0;
+}
+
+static void describe_ringbuf(const struct lp_option *o, const struct lp_config *cfg, cJSON *out)
+{
+	cJSON_AddNumberToObject(out, o->name, cfg->ringbuf_bytes >> 10);
+}
+
+static int parse_profile_ringbuf(const struct lp_option *o, struct lp_config *cfg,
+				 struct lp_config_store *st, const char *name, const char *arg)
+{
+	uint32_t bytes = cfg->ringbuf_bytes;
+	int r = parse_ringbuf(o, cfg, st, name, arg);
+
+	cfg->profile_ringbuf_bytes = cfg->ringbuf_bytes;
+	cfg->ringbuf_bytes = bytes;
+	return r;
+}
+
+static void describe_profile_ringbuf(const struct lp_option *o, const struct lp_config *cfg,
+				     cJSON *out)
+{
+	cJSON_AddNumberToObject(out, o->name, cfg->profile_ringbuf_bytes >> 10);
+}
+
 /* The cgroup as /proc/PID/cgroup names it: given so, or as its directory under the unified
  * hierarchy's mount ("/sys/fs/cgroup/system.slice/x.service"). */
-static int set_discover_cgroup(struct lp_config *cfg, struct lp_config_store *st, const char *name,
-			       const char *arg)
+static int parse_discover_cgroup(const struct lp_option *o, struct lp_config *cfg,
+				 struct lp_config_store *st, const char *name, const char *arg)
 {
 	char mnt[4096], *s;
 	size_t n, m;
 
+	(void)o;
 	if (lp_cgroup2_mount(mnt, sizeof(mnt)) < 0) {
 		log_error("%s: no unified (v2) cgroup hierarchy is mounted here", name);
 		return -ENOENT;
@@ -452,278 +310,386 @@ static int set_discover_cgroup(struct lp_config *cfg, struct lp_config_store *st
 	return 0;
 }
 
-static int set_option(struct lp_config *cfg, struct lp_config_store *st, int c, const char *name,
-		      const char *arg)
+static int check_precise_ops(const struct lp_option *o, struct lp_config *cfg, const char *name,
+			     const char *arg)
 {
-	int r;
-	char *s;
-	pid_t pid;
-
-	for (size_t i = 0; i < sizeof(u32_opts) / sizeof(u32_opts[0]); i++) {
-		const struct u32_opt *u = &u32_opts[i];
-
-		if (u->code != c)
-			continue;
-		if (parse_u32(arg, u->min, u->max, (uint32_t *)((char *)cfg + u->off)) < 0) {
-			log_error("%s: '%s' is not a number from %u to %u", name, arg, u->min,
-				  u->max);
-			return -EINVAL;
-		}
-		return 0;
-	}
-	switch (c) {
-	case 'p':
-		if (lp_parse_pid(arg, &pid) < 0) {
-			log_error("%s: '%s' is not a process id", name, arg);
-			return -EINVAL;
-		}
-		return push(st, &cfg->pids, &cfg->npids, sizeof(pid), &pid);
-	case 'c':
-		if (strlen(arg) == 0 || strlen(arg) > 15) {
-			log_error("%s: '%s' cannot be a comm (1 to 15 characters)", name, arg);
-			return -EINVAL;
-		}
-		s = keep(st, strdup(arg));
-		return s ? push(st, &cfg->comms, &cfg->ncomms, sizeof(s), &s) : -ENOMEM;
-	case 'e':
-		s = keep(st, strdup(arg));
-		return s ? push(st, &cfg->exes, &cfg->nexes, sizeof(s), &s) : -ENOMEM;
-	case OPT_ONCE:
-		cfg->once = true;
-		return 0;
-	case 's':
-		if (parse_double(arg, 1e-3, 1e7, &cfg->seconds) < 0) {
-			log_error("%s: '%s' is not a positive number", name, arg);
-			return -EINVAL;
-		}
-		return 0;
-	case OPT_RINGBUF_KIB: {
-		uint32_t kib;
-
-		/* The kernel wants a power of two, at least a page. */
-		if (parse_u32(arg, 4, 1 << 20, &kib) < 0 || (kib & (kib - 1))) {
-			log_error("%s: '%s' is not a power of two from 4 to %u", name, arg,
-				  1 << 20);
-			return -EINVAL;
-		}
-		cfg->ringbuf_bytes = kib << 10;
-		return 0;
-	}
-	case OPT_SCHED_RAW:
-		cfg->sched_raw_tp = true;
-		return 0;
-	case OPT_FUTEX_SOURCE:
-		if ((r = choice(name, arg, futex_src, sizeof(futex_src) / sizeof(*futex_src))) < 0)
-			return r;
-		cfg->futex_source = (enum lp_futex_source)r;
-		return 0;
-	case OPT_MMAP_SOURCE:
-		if ((r = choice(name, arg, mmap_src, sizeof(mmap_src) / sizeof(*mmap_src))) < 0)
-			return r;
-		cfg->mmap_source = (enum lp_mmap_source)r;
-		return 0;
-	case OPT_UPROBE_LINKS:
-		if ((r = choice(name, arg, uprobe_links,
-				sizeof(uprobe_links) / sizeof(*uprobe_links))) < 0)
-			return r;
-		cfg->uprobe_links = (enum lp_uprobe_links)r;
-		return 0;
-	case OPT_NO_FAULTS:
-		cfg->faults = false;
-		return 0;
-	case OPT_NO_MOUNT:
-		cfg->mount_tracefs = false;
-		return 0;
-	case OPT_NO_DISCOVER:
-		cfg->discover = false;
-		return 0;
-	case OPT_DISCOVER_CGROUP:
-		return set_discover_cgroup(cfg, st, name, arg);
-	case OPT_MATMUL_SYMS:
-	case OPT_BARRIER_SYMS:
-	case OPT_DECODE_SYMS:
-	case OPT_OP_SYMS: {
-		int cls = c == OPT_MATMUL_SYMS	  ? LP_SYM_MATMUL
-			  : c == OPT_BARRIER_SYMS ? LP_SYM_BARRIER
-			  : c == OPT_OP_SYMS	  ? LP_SYM_OP
-						  : LP_SYM_DECODE;
-		char **v = keep(st, split_list(arg));
-
-		if (!v)
-			return -ENOMEM;
-		cfg->symbols[cls] = (const char *const *)v;
-		return 0;
-	}
-	case OPT_METRICS_CMDLINE:
-		cfg->metrics_cmdline = true;
-		return 0;
-	case OPT_METRICS_BUCKETS:
-		if ((r = choice(name, arg, metrics_buckets,
-				sizeof(metrics_buckets) / sizeof(*metrics_buckets))) < 0)
-			return r;
-		cfg->metrics_coarse = r == 1;
-		return 0;
-	case OPT_METRICS_LABELS:
-		if (strcmp(arg, "pid") && strcmp(arg, "workload")) {
-			log_error("--metrics-labels: '%s' is neither pid nor workload", arg);
-			return -EINVAL;
-		}
-		cfg->metrics_by_workload = strcmp(arg, "workload") == 0;
-		return 0;
-	case OPT_SAMPLER:
-		if (strcmp(arg, "cpu") && strcmp(arg, "thread")) {
-			log_error("--sampler: '%s' is neither cpu nor thread", arg);
-			return -EINVAL;
-		}
-		cfg->sample_per_thread = strcmp(arg, "thread") == 0;
-		return 0;
-	case OPT_NO_STACK_SCAN:
-		cfg->stack_scan = false;
-		return 0;
-	case OPT_NO_SAMPLE_REPHASE:
-		cfg->sample_rephase = false;
-		return 0;
-	case OPT_NO_UNWIND:
-		cfg->unwind = false;
-		return 0;
-	case OPT_NO_FAST_ENTRY:
-		cfg->fast_entry = false;
-		return 0;
-	case OPT_NO_PRECISE_TENSORS:
-		cfg->precise_tensors = false;
-		return 0;
-	case OPT_PRECISE_DUTY:
-		if (parse_double(arg, 0, 1, &cfg->precise_duty) < 0) {
-			log_error("%s: '%s' is not a share from 0 to 1", name, arg);
-			return -EINVAL;
-		}
-		return 0;
-	case OPT_PRECISE_OPS: {
-		char **v = keep(st, split_list(arg));
-
-		if (!v)
-			return -ENOMEM;
-		for (char **p = v; *p; p++)
-			if (!**p ||
-			    strspn(*p, "abcdefghijklmnopqrstuvwxyz"
+	(void)o;
+	(void)arg;
+	for (const char *const *p = cfg->precise_ops; *p; p++)
+		if (!**p || strspn(*p, "abcdefghijklmnopqrstuvwxyz"
 				       "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(*p)) {
-				log_error("%s: '%s' is not an op name (letters, digits and '_', as "
-					  "in "
-					  "ggml.ops: mul_mat, flash_attn_ext)",
-					  name, *p);
-				return -EINVAL;
-			}
-		cfg->precise_ops = (const char *const *)v;
-		return 0;
-	}
-	case OPT_PRECISE_PERIOD:
-		if (parse_double(arg, 1, 86400, &cfg->precise_period) < 0) {
-			log_error("%s: '%s' is not a number of seconds from 1 to 86400", name, arg);
+			log_error("%s: '%s' is not an op name (letters, digits and '_', as in "
+				  "ggml.ops: mul_mat, flash_attn_ext)",
+				  name, *p);
 			return -EINVAL;
 		}
-		return 0;
-	case OPT_CONFIG:
-		cfg->config_path = arg;
-		return 0;
-	case OPT_CHECK:
-		cfg->check = true;
-		return 0;
-	case OPT_SOCKET:
-	case OPT_SOCKET_GROUP:
-	case OPT_METRICS_ADDRESS:
-	case OPT_STATE_DIR:
-	case OPT_WEB_CONFIG:
-		s = keep(st, strdup(strcmp(arg, "off") == 0 && c != OPT_SOCKET ? "" : arg));
-		if (!s)
-			return -ENOMEM;
-		if (c == OPT_SOCKET && s[0] != '/') {
-			log_error("%s: '%s' is not an absolute path", name, arg);
-			return -EINVAL;
-		}
-		*(c == OPT_SOCKET	     ? &cfg->socket_path
-		  : c == OPT_SOCKET_GROUP    ? &cfg->socket_group
-		  : c == OPT_METRICS_ADDRESS ? &cfg->metrics_address
-		  : c == OPT_WEB_CONFIG	     ? &cfg->web_config
-					     : &cfg->state_dir) = s;
-		return 0;
-	case OPT_SOCKET_MODE: {
-		unsigned long v;
-		char *end;
-
-		errno = 0;
-		v = strtoul(arg, &end, 8);
-		if (errno || end == arg || *end || v > 0777) {
-			log_error("%s: '%s' is not an octal mode such as 0660", name, arg);
-			return -EINVAL;
-		}
-		cfg->socket_mode = (uint32_t)v;
-		return 0;
-	}
-	case OPT_RETENTION:
-		if (parse_double(arg, 0, 86400.0 * 365, &cfg->retention) < 0) {
-			log_error("%s: '%s' is not a number of seconds from 0 to a year", name,
-				  arg);
-			return -EINVAL;
-		}
-		return 0;
-	case OPT_CHECKPOINT:
-		if (parse_double(arg, 0, 86400, &cfg->checkpoint) < 0 ||
-		    (cfg->checkpoint > 0 && cfg->checkpoint < 1)) {
-			log_error("%s: '%s' is not 0 or a number of seconds from 1 to 86400", name,
-				  arg);
-			return -EINVAL;
-		}
-		return 0;
-	case 'f':
-		return 0;
-	case 'v':
-		cfg->verbose = true;
-		return 0;
-	}
-	return -EINVAL;
+	return 0;
 }
 
-static void set_defaults(struct lp_config *cfg)
+static int check_socket(const struct lp_option *o, struct lp_config *cfg, const char *name,
+			const char *arg)
+{
+	(void)o;
+	if (cfg->socket_path[0] != '/') {
+		log_error("%s: '%s' is not an absolute path", name, arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_socket_mode(const struct lp_option *o, struct lp_config *cfg,
+			     struct lp_config_store *st, const char *name, const char *arg)
+{
+	unsigned long v;
+	char *end;
+
+	(void)o;
+	(void)st;
+	errno = 0;
+	v = strtoul(arg, &end, 8);
+	if (errno || end == arg || *end || v > 0777) {
+		log_error("%s: '%s' is not an octal mode from 0 to 0777, such as 0660", name, arg);
+		return -EINVAL;
+	}
+	cfg->socket_mode = (uint32_t)v;
+	return 0;
+}
+
+static void describe_socket_mode(const struct lp_option *o, const struct lp_config *cfg, cJSON *out)
+{
+	char mode[8];
+
+	snprintf(mode, sizeof(mode), "%04o", cfg->socket_mode);
+	cJSON_AddStringToObject(out, o->name, mode);
+}
+
+static int check_checkpoint(const struct lp_option *o, struct lp_config *cfg, const char *name,
+			    const char *arg)
+{
+	if (cfg->checkpoint > 0 && cfg->checkpoint < 1) {
+		log_error("%s: '%s' is not 0 or a number of seconds from 1 to %.15g", name, arg,
+			  o->max);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void describe_config(const struct lp_option *o, const struct lp_config *cfg, cJSON *out)
+{
+	cJSON_AddStringToObject(out, o->name, cfg->config_path ? cfg->config_path : LP_CONFIG_PATH);
+}
+
+#define OFF(f) offsetof(struct lp_config, f)
+#define SYMS(cls) OFF(symbols[cls])
+
+/* Every option, in --help's order. */
+static const struct lp_option options[] = {
+	/* Which processes */
+	{"pid", 'p', .arg = "PID", .parse = parse_pid, .describe = describe_pid,
+	 .section = "Which processes: every process that maps one of the matmul functions (ggml),\n"
+		    "also those that start or dlopen their ggml backend later, and:",
+	 .help = "track this process (repeatable)"},
+	{"comm", 'c', .arg = "NAME", .type = LP_OPT_STRS, .off = OFF(comms),
+	 .count_off = OFF(ncomms), .check = check_comm,
+	 .help = "track processes whose comm is NAME, also those that start later (repeatable)"},
+	{"exe", 'e', .arg = "GLOB", .type = LP_OPT_STRS, .off = OFF(exes), .count_off = OFF(nexes),
+	 .help = "track processes whose executable path matches GLOB (repeatable)"},
+	{"no-discover", .type = LP_OPT_CLEAR, .off = OFF(discover),
+	 .help = "track only those, not every ggml process"},
+	{"discover-cgroup", .arg = "PATH", .type = LP_OPT_STRING, .off = OFF(discover_cgroup),
+	 .parse = parse_discover_cgroup,
+	 .help = "discover ggml processes only in this cgroup (v2) and below: a service, a "
+		 "slice, a container"},
+
+	/* ggml */
+	{"matmul-symbols", .arg = "LIST", .type = LP_OPT_LIST, .off = SYMS(LP_SYM_MATMUL),
+	 /* The extra buffer types' compute_forward (ggml::cpu::<type>::...::compute_forward:
+	  * AMX, repack) computes MUL_MAT and MUL_MAT_ID from weights it laid out itself,
+	  * instead of ggml_compute_forward_mul_mat: without it, precise mode counted no
+	  * matmul there. */
+	 .def = "ggml_compute_forward_mul_mat,ggml_compute_forward_mul_mat_id,iqk_mul_mat,"
+		"iqk_mul_mat_4d,iqk_mul_mat_moe,_ZN4ggml3cpu*15compute_forwardE*",
+	 .section =
+		 "ggml (LIST: comma-separated function names or fnmatch globs, mangled for C++):",
+	 .help = "functions whose mapping makes a process an LLM process, and the matmul group's "
+		 "(the last one: AMX and repacked weights)"},
+	{"barrier-symbols", .arg = "LIST", .type = LP_OPT_LIST, .off = SYMS(LP_SYM_BARRIER),
+	 .def = "ggml_barrier,GOMP_barrier,__kmpc_barrier",
+	 .help = "barriers: time in them is sync"},
+	{"decode-symbols", .arg = "LIST", .type = LP_OPT_LIST, .off = SYMS(LP_SYM_DECODE),
+	 .def = "llama_decode", .help = "the decode entry points: tokens, phases and requests"},
+	/* Plain and C++-mangled op functions and their helpers; the extra buffer types'. */
+	{"op-symbols", .arg = "LIST", .type = LP_OPT_LIST, .off = SYMS(LP_SYM_OP),
+	 .def = "*ggml_compute_forward_*,_ZN4ggml3cpu*compute_forward*",
+	 .help = "operator functions: every sample counts for the op it is in"},
+	{"sample-hz", .arg = "N", .type = LP_OPT_U32, .off = OFF(sample_hz), .min = 0, .max = 10000,
+	 .def = "99",
+	 .help = "cpu-clock samples per second and CPU for the op shares and flame "
+		 "graphs; 0 = off"},
+	{"no-stack-scan", .type = LP_OPT_CLEAR, .off = OFF(stack_scan),
+	 .help = "classify samples by instruction pointer only"},
+	{"no-unwind", .type = LP_OPT_CLEAR, .off = OFF(unwind),
+	 .help = "find a sample's op by scanning its stack only, not by walking its frames by "
+		 ".eh_frame (for comparison)"},
+	{"no-sample-rephase", .type = LP_OPT_CLEAR, .off = OFF(sample_rephase),
+	 .help = "keep each CPU's sampling rate fixed instead of restarting it at random every "
+		 "50-150 ms (for comparison: a fixed rate aliases with a steady decode)"},
+	/* Per CPU: a thread's own event stops and starts a timer at each of its switches,
+	 * which threads that sleep and wake in barriers pay for, and which moves the share it
+	 * measures; per CPU is as close to the threads' own clocks (bpf.test_ggml) and to perf
+	 * record -a (README, "Which sampler"). */
+	{"sampler", .arg = "cpu|thread", .type = LP_OPT_CHOICE, .off = OFF(sampler),
+	 .choices = samplers, .def = "cpu",
+	 .help = "one cpu-clock event per CPU, or one per thread of each LLM process, as perf "
+		 "record -p samples: it stops and starts a timer at each switch of those "
+		 "threads, which costs threads that sleep and wake often (OpenMP barriers) and "
+		 "adds to their barrier time"},
+	{"precise-duty", .arg = "SHARE", .type = LP_OPT_DOUBLE, .off = OFF(precise_duty), .min = 0,
+	 .max = 1, .def = "0", .flags = LP_OF_RELOAD,
+	 .help = "share of time (0 to 1) with a uprobe on every matmul and barrier call: exact, "
+		 "but 1.59 us per probed call on a VM; 1 = always"},
+	{"precise-ops", .arg = "LIST", .type = LP_OPT_LIST, .off = OFF(precise_ops),
+	 .check = check_precise_ops,
+	 .help = "ops whose every call precise mode times too (names as in ggml.ops: mul_mat, "
+		 "flash_attn_ext, ...); by default the 32 with most samples"},
+	{"no-fast-entry", .type = LP_OPT_CLEAR, .off = OFF(fast_entry),
+	 .help = "probe each function's first instruction, not the first one the kernel "
+		 "emulates (x86-64; about 10x the cost)"},
+	{"precise-period", .arg = "S", .type = LP_OPT_DOUBLE, .off = OFF(precise_period), .min = 1,
+	 .max = 86400, .def = "60", .flags = LP_OF_RELOAD, .help = "length of one duty cycle"},
+	{"no-precise-tensors", .type = LP_OPT_CLEAR, .off = OFF(precise_tensors),
+	 .help = "do not read the tensors of probed op calls (shapes, bytes, layers: llmprofctl "
+		 "ops)"},
+
+	/* Service */
+	{"config", .arg = "FILE", .type = LP_OPT_STRING, .off = OFF(config_path),
+	 .flags = LP_OF_CLI, .describe = describe_config,
+	 .section = "Service (the API and /metrics; see docs/API.md):",
+	 .help = "settings file (default " LP_CONFIG_PATH ", optional); command-line options "
+		 "override it"},
+	{"socket", .arg = "PATH", .type = LP_OPT_STRING, .off = OFF(socket_path),
+	 .def = LP_SOCKET_PATH, .check = check_socket, .help = "API socket"},
+	{"socket-mode", .arg = "MODE", .off = OFF(socket_mode), .def = "0660",
+	 .parse = parse_socket_mode, .describe = describe_socket_mode,
+	 .help = "its permissions, octal"},
+	{"socket-group", .arg = "NAME", .type = LP_OPT_STRING, .off = OFF(socket_group),
+	 .def = LP_GROUP, .help = "its group; members see every process"},
+	{"metrics-address", .arg = "HOST:PORT", .type = LP_OPT_STRING, .off = OFF(metrics_address),
+	 .def = LP_METRICS_ADDRESS, .flags = LP_OF_OFF,
+	 .help = "TCP listener for /metrics and the pprof profiles; 'off' for none"},
+	{"metrics-max-processes", .arg = "N", .type = LP_OPT_U32, .off = OFF(metrics_max_processes),
+	 .min = 1, .max = 100000, .def = "100", .flags = LP_OF_RELOAD,
+	 .help = "processes in /metrics at most"},
+	{"metrics-labels", .arg = "pid|workload", .type = LP_OPT_CHOICE, .off = OFF(metrics_labels),
+	 .choices = metrics_labels, .def = "pid", .flags = LP_OF_RELOAD,
+	 .help = "series per process (pid, comm, exe), or per workload and model, summed over "
+		 "its processes and stable across restarts"},
+	{"metrics-cmdline", .type = LP_OPT_FLAG, .off = OFF(metrics_cmdline), .flags = LP_OF_RELOAD,
+	 .help = "command lines in llmprof_process_info, with the values of options that look "
+		 "like secrets redacted (by default only in the local API)"},
+	{"metrics-buckets", .arg = "exact|coarse", .type = LP_OPT_CHOICE,
+	 .off = OFF(metrics_buckets), .choices = metrics_buckets, .def = "exact",
+	 .flags = LP_OF_RELOAD,
+	 .help = "classic histogram buckets: the kernel's bounds around every counted bucket, "
+		 "so percentiles agree with the API within 12.5 %; or powers of two only, 30 "
+		 "series a histogram"},
+	{"metrics-exited-seconds", .arg = "S", .type = LP_OPT_U32,
+	 .off = OFF(metrics_exited_seconds), .min = 0, .max = 86400, .def = "120",
+	 .flags = LP_OF_RELOAD,
+	 .help = "an exited process's series stay S seconds in /metrics by pid (two scrapes at "
+		 "1m)"},
+	{"web-config-file", .alias = "web.config.file", .arg = "FILE", .type = LP_OPT_STRING,
+	 .off = OFF(web_config), .def = "off", .flags = LP_OF_RELOAD | LP_OF_OFF,
+	 .help = "TLS and basic authentication for the TCP listener, in exporter-toolkit's "
+		 "format (also --web.config.file)"},
+	{"max-connections", .arg = "N", .type = LP_OPT_U32, .off = OFF(max_connections), .min = 1,
+	 .max = 100000, .def = "1024", .flags = LP_OF_RELOAD,
+	 .help = "open connections at most, on the socket and the TCP listener each"},
+	{"max-connections-per-uid", .arg = "N", .type = LP_OPT_U32, .off = OFF(max_per_uid),
+	 .min = 1, .max = 100000, .def = "64", .flags = LP_OF_RELOAD,
+	 .help = "of those, held by one user other than root and the group"},
+	{"http-timeout", .arg = "S", .type = LP_OPT_U32, .off = OFF(http_timeout), .min = 1,
+	 .max = 3600, .def = "10", .flags = LP_OF_RELOAD,
+	 .help = "seconds a connection gets per request"},
+	{"retention", .arg = "S", .type = LP_OPT_DOUBLE, .off = OFF(retention), .min = 0,
+	 .max = 86400.0 * 365, .def = "3600", .flags = LP_OF_RELOAD,
+	 .help = "seconds an exited process stays"},
+	{"state-directory", .arg = "DIR", .type = LP_OPT_STRING, .off = OFF(state_dir),
+	 .def = LP_STATE_DIR, .flags = LP_OF_OFF,
+	 .help = "totals saved at exit, read at start; 'off' for none"},
+	{"checkpoint-interval", .arg = "S", .type = LP_OPT_DOUBLE, .off = OFF(checkpoint), .min = 0,
+	 .max = 86400, .def = "60", .flags = LP_OF_RELOAD, .check = check_checkpoint,
+	 .help = "also save them every S seconds, so that a crash loses at most that much; 0: at "
+		 "exit only"},
+	{"check", .type = LP_OPT_FLAG, .off = OFF(check), .flags = LP_OF_CLI | LP_OF_NOSTATUS,
+	 .help = "load and attach everything, print what works, exit (non-zero if anything "
+		 "required failed)"},
+
+	/* Reporting without the service */
+	{"once", .type = LP_OPT_FLAG, .off = OFF(once), .flags = LP_OF_CLI | LP_OF_NOSTATUS,
+	 .section = "Reporting without the service:",
+	 .help = "print one JSON report on stdout and exit: after --seconds, on SIGINT/SIGTERM, "
+		 "or when every --pid process has exited"},
+	{"seconds", 's', .arg = "S", .type = LP_OPT_DOUBLE, .off = OFF(seconds), .min = 1e-3,
+	 .max = 1e7, .flags = LP_OF_CLI | LP_OF_NOSTATUS,
+	 .help = "with --once, report after S seconds"},
+
+	/* Limits */
+	{"max-processes", .arg = "N", .type = LP_OPT_U32, .off = OFF(max_processes), .min = 1,
+	 .max = 1 << 22, .def = "256", .section = "Limits (kernel memory is printed at start):",
+	 .help = "tracked processes at once"},
+	{"max-threads", .arg = "N", .type = LP_OPT_U32, .off = OFF(max_threads), .min = 1,
+	 .max = 1 << 22, .def = "16384", .help = "threads of tracked processes"},
+	{"max-futex-addrs", .arg = "N", .type = LP_OPT_U32, .off = OFF(max_futex_addrs), .min = 1,
+	 .max = 1 << 22, .def = "8192", .help = "distinct futex addresses"},
+	{"ringbuf-kib", .arg = "N", .min = 4, .max = 1 << 20, .def = "4096", .parse = parse_ringbuf,
+	 .describe = describe_ringbuf,
+	 .help = "ring buffer for exec and exit records, a power of two (an exit record is "
+		 "about 9 KiB)"},
+	{"profile-ringbuf-kib", .arg = "N", .min = 4, .max = 1 << 20, .def = "2048",
+	 .parse = parse_profile_ringbuf, .describe = describe_profile_ringbuf,
+	 .help = "ring buffer for the samples' call stacks while a profile is collected, a "
+		 "power of two (a stack is about 300 bytes; read every 100 ms)"},
+	{"profile-memory-mib", .arg = "N", .type = LP_OPT_U32, .off = OFF(profile_memory_mib),
+	 .min = 1, .max = 65536, .def = "64",
+	 .help = "the distinct call stacks all open profiles hold, at most; a sample whose "
+		 "stack is new past it is counted lost"},
+	{"priority-boost", .arg = "N", .type = LP_OPT_U32, .off = OFF(priority_boost), .min = 0,
+	 .max = 19, .def = "4",
+	 .help = "run at nice -N: the ring buffer is read in time on a busy host, as auditd; 0: "
+		 "none"},
+
+	/* Collectors */
+	{"sched-raw-tp", .type = LP_OPT_FLAG, .off = OFF(sched_raw_tp),
+	 .section = "Collectors:", .help = "use raw_tp even where tp_btf programs load"},
+	{"stretch-sample", .arg = "N", .type = LP_OPT_U32, .off = OFF(stretch_sample), .min = 1,
+	 .max = 65536, .def = "16",
+	 .help = "take a busy thread's off-CPU stretches with chance 1/N, each counted N times "
+		 "(1 = every one); totals stay the kernel's"},
+	{"futex-source", .arg = "SRC", .type = LP_OPT_CHOICE, .off = OFF(futex_source),
+	 .choices = futex_src, .def = "auto",
+	 .help = "auto, sched (waits that sleep, from the scheduler), tracepoint or raw "
+		 "(raw_syscalls: with timeouts and EAGAIN, costing every syscall on the host) or "
+		 "off"},
+	{"mmap-source", .arg = "SRC", .type = LP_OPT_CHOICE, .off = OFF(mmap_source),
+	 .choices = mmap_src, .def = "auto",
+	 .help = "where new mappings are found: auto, lock (the mmap lock tracepoint), "
+		 "tracepoint (sys_enter_mmap) or raw"},
+	{"uprobe-links", .arg = "KIND", .type = LP_OPT_CHOICE, .off = OFF(uprobe_links),
+	 .choices = uprobe_links, .def = "auto",
+	 .help = "a precise window's probes: auto, multi (one link per program and file, one "
+		 "wait to take them off) or single (one per probe)"},
+	{"no-page-faults", .type = LP_OPT_CLEAR, .off = OFF(faults),
+	 .help = "do not count page faults"},
+	{"no-mount-tracefs", .type = LP_OPT_CLEAR, .off = OFF(mount_tracefs),
+	 .help = "do not mount tracefs when it is missing"},
+
+	{"foreground", 'f', .type = LP_OPT_FLAG, .off = OFF(foreground),
+	 .flags = LP_OF_CLI | LP_OF_NOSTATUS, .section = "",
+	 .help = "accepted for clarity: llmprofd never forks"},
+	{"verbose", 'v', .type = LP_OPT_FLAG, .off = OFF(verbose), .flags = LP_OF_RELOAD,
+	 .help = "log debug messages, libbpf's included"},
+	{"help", 'h', .type = LP_OPT_ACTION, .flags = LP_OF_CLI | LP_OF_NOSTATUS,
+	 .help = "show this help"},
+	{"version", 'V', .type = LP_OPT_ACTION, .flags = LP_OF_CLI | LP_OF_NOSTATUS,
+	 .help = "show the version"},
+};
+
+#define NOPTS (sizeof(options) / sizeof(options[0]))
+
+const struct lp_option *lp_options_table(size_t *n)
+{
+	*n = NOPTS;
+	return options;
+}
+
+const char *lp_option_key(const struct lp_option *o, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s", o->type == LP_OPT_CLEAR ? o->name + 3 : o->name);
+	return buf;
+}
+
+/* Writes words to out, wrapped at 80 columns, the lines after the first indented by
+ * indent; col is where the first line's text starts. */
+static void wrap(FILE *out, const char *text, size_t col, size_t indent)
+{
+	bool first = true;
+
+	for (const char *p = text + strspn(text, " "); *p; p += strspn(p, " ")) {
+		size_t w = strcspn(p, " ");
+
+		if (!first && col + 1 + w > 80) {
+			fprintf(out, "\n%*s", (int)indent, "");
+			col = indent;
+		} else if (!first) {
+			fputc(' ', out);
+			col++;
+		}
+		fwrite(p, 1, w, out);
+		col += w;
+		p += w;
+		first = false;
+	}
+	fputc('\n', out);
+}
+
+void lp_options_usage(FILE *out)
+{
+	enum { COL = 27 };
+
+	fprintf(out, "Usage: llmprofd [OPTION]...\n"
+		     "Collects scheduler, futex, page-fault and ggml statistics of LLM inference\n"
+		     "processes in the kernel, with eBPF.\n");
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct lp_option *o = &options[i];
+		char spec[96], text[1024];
+		int n;
+
+		if (o->section)
+			fprintf(out, "\n%s%s", o->section, *o->section ? "\n" : "");
+		n = snprintf(text, sizeof(text), "%s", o->help);
+		if (o->def && !(o->flags & LP_OF_OFF && strcmp(o->def, "off") == 0)) {
+			/* A list's default, one name after another */
+			snprintf(text + n, sizeof(text) - (size_t)n, " (default ");
+			for (const char *d = o->def; *d; d++) {
+				size_t len = strlen(text);
+
+				if (len + 3 < sizeof(text))
+					snprintf(text + len, sizeof(text) - len, "%s",
+						 *d == ',' && o->type == LP_OPT_LIST
+							 ? ", "
+							 : (char[]){*d, 0});
+			}
+			snprintf(text + strlen(text), sizeof(text) - strlen(text), ")");
+		}
+		n = snprintf(spec, sizeof(spec), "  %c%c%c --%s%s%s", o->short_name ? '-' : ' ',
+			     o->short_name ? o->short_name : ' ', o->short_name ? ',' : ' ',
+			     o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+		if (n + 2 <= COL)
+			fprintf(out, "%-*s", COL, spec);
+		else
+			fprintf(out, "%s  ", spec);
+		wrap(out, text, n + 2 <= COL ? COL : (size_t)n + 2, COL);
+	}
+	fprintf(out, "\n"
+		     "Examples:\n"
+		     "  llmprofd                 serve " LP_SOCKET_PATH " and /metrics\n"
+		     "  llmprofd --check         can this kernel run it?\n"
+		     "  llmprofd --once --pid 4242 --seconds 10 > report.json\n"
+		     "  curl --unix-socket " LP_SOCKET_PATH " http://localhost/v1/processes\n");
+}
+
+static void set_defaults(struct lp_config *cfg, struct lp_config_store *st)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->max_processes = 256;
-	cfg->max_threads = 16384;
-	cfg->max_futex_addrs = 8192;
-	cfg->ringbuf_bytes = 4 << 20;
-	cfg->priority_boost = 4;
-	cfg->faults = true;
-	cfg->mount_tracefs = true;
-	cfg->discover = true;
-	cfg->symbols[LP_SYM_MATMUL] = default_matmul;
-	cfg->symbols[LP_SYM_BARRIER] = default_barrier;
-	cfg->symbols[LP_SYM_DECODE] = default_decode;
-	cfg->symbols[LP_SYM_OP] = default_op;
-	cfg->sample_hz = 99;
-	cfg->stretch_sample = 16;
-	/* Per CPU: a thread's own event stops and starts a timer at each of its switches, which
-	 * threads that sleep and wake in barriers pay for (OpenMP decoding: 0.92 of its speed
-	 * at 99 Hz on a VM) and which moves the share it measures; per CPU is as close to the
-	 * threads' own clocks (bpf.test_ggml) and to perf record -a (README, "Which sampler"). */
-	cfg->sample_per_thread = false;
-	cfg->stack_scan = true;
-	cfg->unwind = true;
-	cfg->sample_rephase = true;
-	cfg->fast_entry = true;
-	cfg->precise_tensors = true;
-	cfg->precise_period = 60;
-	cfg->socket_path = LP_SOCKET_PATH;
-	cfg->socket_mode = 0660;
-	cfg->socket_group = LP_GROUP;
-	cfg->metrics_address = LP_METRICS_ADDRESS;
-	cfg->metrics_max_processes = 100;
-	cfg->metrics_exited_seconds = 120;
-	cfg->max_connections = 1024;
-	cfg->max_per_uid = 64;
-	cfg->http_timeout = 10;
-	cfg->retention = 3600;
-	cfg->checkpoint = 60;
-	cfg->state_dir = LP_STATE_DIR;
-	cfg->web_config = "";
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct lp_option *o = &options[i];
+
+		if (o->type == LP_OPT_CLEAR)
+			*(bool *)field(o, cfg) = true;
+		else if (o->def && set_value(o, cfg, st, o->name, o->def) < 0)
+			abort(); /* a default its own option refuses: a bug in the table */
+	}
 }
 
 struct file_ctx {
@@ -747,6 +713,11 @@ static int parse_bool(const char *s, bool *out)
 	return -EINVAL;
 }
 
+static bool is_flag(const struct lp_option *o)
+{
+	return o->type == LP_OPT_FLAG || o->type == LP_OPT_CLEAR || o->type == LP_OPT_ACTION;
+}
+
 /* inih calls this per "name = value"; sections only group lines for the reader. A flag
  * option (sched-raw-tp) takes yes or no; a --no-X flag is written "X = no". */
 static int on_file_line(void *user, const char *section, const char *key, const char *value)
@@ -754,26 +725,28 @@ static int on_file_line(void *user, const char *section, const char *key, const 
 	struct file_ctx *fc = user;
 	char name[256], neg[64];
 	bool b, negated = false;
-	const struct option *o = NULL;
+	const struct lp_option *o = NULL;
 
 	(void)section;
 	snprintf(name, sizeof(name), "%s: %s", fc->path, key);
 	snprintf(neg, sizeof(neg), "no-%s", key);
-	for (const struct option *x = opts; x->name; x++) {
-		if (strcmp(x->name, key) == 0)
-			o = x;
-		else if (strcmp(x->name, neg) == 0 && x->has_arg == no_argument)
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct lp_option *x = &options[i];
+
+		if (strcmp(x->name, key) == 0 || (x->alias && strcmp(x->alias, key) == 0))
+			o = x, negated = false;
+		else if (strcmp(x->name, neg) == 0 && x->type == LP_OPT_CLEAR)
 			o = x, negated = true;
 	}
-	if (!o || command_line_only(o->val)) {
+	if (!o || (o->flags & LP_OF_CLI)) {
 		log_error("%s: unknown setting (see llmprofd --help; the file takes the long "
 			  "options' names)",
 			  name);
 		fc->error = -EINVAL;
 		return 0;
 	}
-	if (o->has_arg == required_argument) {
-		if (set_option(fc->cfg, fc->st, o->val, name, value) < 0) {
+	if (!is_flag(o)) {
+		if (set_value(o, fc->cfg, fc->st, name, value) < 0) {
 			fc->error = -EINVAL;
 			return 0;
 		}
@@ -784,9 +757,10 @@ static int on_file_line(void *user, const char *section, const char *key, const 
 		fc->error = -EINVAL;
 		return 0;
 	}
-	/* Flags only move away from the default: "yes" on a flag, "no" on a negated one. */
+	/* "yes" on a flag or a --no-X flag sets it; "X = no" sets --no-X; the others keep the
+	 * default. */
 	if (b != negated)
-		set_option(fc->cfg, fc->st, o->val, name, NULL);
+		set_value(o, fc->cfg, fc->st, name, NULL);
 	return 1;
 }
 
@@ -795,9 +769,8 @@ static int load_file(struct lp_config *cfg, struct lp_config_store *st, const ch
 {
 	struct file_ctx fc = {.cfg = cfg, .st = st, .path = path};
 	FILE *f = fopen(path, "re");
-	int line;
-
 	struct stat sb;
+	int line;
 
 	if (!f) {
 		if (!required && errno == ENOENT)
@@ -828,17 +801,54 @@ static int load_file(struct lp_config *cfg, struct lp_config_store *st, const ch
 	return fc.error;
 }
 
+/* getopt's tables, from the options: each option's index is its code (past 255, so that
+ * no code is a short name's character). */
+static void getopt_tables(struct option *longs, char *shorts)
+{
+	size_t n = 0, k = 0;
+
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct lp_option *o = &options[i];
+		int has = o->arg ? required_argument : no_argument;
+
+		longs[n++] = (struct option){o->name, has, NULL, 256 + (int)i};
+		if (o->alias)
+			longs[n++] = (struct option){o->alias, has, NULL, 256 + (int)i};
+		if (o->short_name) {
+			shorts[k++] = (char)o->short_name;
+			if (o->arg)
+				shorts[k++] = ':';
+		}
+	}
+	longs[n] = (struct option){0};
+	shorts[k] = '\0';
+}
+
+static const struct lp_option *by_code(int c)
+{
+	if (c >= 256 && (size_t)(c - 256) < NOPTS)
+		return &options[c - 256];
+	for (size_t i = 0; i < NOPTS; i++)
+		if (c > 0 && options[i].short_name == c)
+			return &options[i];
+	return NULL;
+}
+
 int lp_options_load(struct lp_config *cfg, struct lp_config_store *st, int argc, char **argv)
 {
-	char name[64];
+	struct option longs[2 * NOPTS + 1];
+	char shorts[2 * NOPTS + 1], name[80];
+	const struct lp_option *o;
 	int c, r;
 
-	set_defaults(cfg);
+	set_defaults(cfg, st);
+	getopt_tables(longs, shorts);
 	/* First pass: only --config, which says where the file is. */
 	opterr = 0;
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "p:c:e:s:fvhV", opts, NULL)) != -1)
-		if (c == OPT_CONFIG)
+	while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1)
+		if ((o = by_code(c)) && o->off == offsetof(struct lp_config, config_path) &&
+		    o->type == LP_OPT_STRING)
 			cfg->config_path = optarg;
 	r = load_file(cfg, st, cfg->config_path ? cfg->config_path : LP_CONFIG_PATH,
 		      cfg->config_path != NULL);
@@ -847,27 +857,23 @@ int lp_options_load(struct lp_config *cfg, struct lp_config_store *st, int argc,
 
 	opterr = 1;
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "p:c:e:s:fvhV", opts, NULL)) != -1) {
-		const char *long_name = NULL;
-
-		for (const struct option *x = opts; x->name; x++)
-			if (x->val == c)
-				long_name = x->name;
-		if (c == 'h') {
-			usage(stdout);
+	while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+		o = by_code(c);
+		if (!o) {
+			lp_options_usage(stderr);
+			return -EINVAL;
+		}
+		if (o->type == LP_OPT_ACTION && o->short_name == 'h') {
+			lp_options_usage(stdout);
 			return 1;
 		}
-		if (c == 'V') {
+		if (o->type == LP_OPT_ACTION) {
 			printf("llmprofd %s (abi %d, api %d)\n", LLMPROF_VERSION, LP_ABI_VERSION,
 			       LP_API_VERSION);
 			return 1;
 		}
-		if (!long_name) {
-			usage(stderr);
-			return -EINVAL;
-		}
-		snprintf(name, sizeof(name), "--%s", long_name);
-		r = set_option(cfg, st, c, name, optarg);
+		snprintf(name, sizeof(name), "--%s", o->name);
+		r = set_value(o, cfg, st, name, optarg);
 		if (r < 0)
 			return r;
 	}
@@ -900,104 +906,93 @@ static void add_list(cJSON *o, const char *key, const char *const *v, size_t n)
 
 cJSON *lp_config_describe(const struct lp_config *cfg)
 {
-	cJSON *o = cJSON_CreateObject(), *pids;
-	char mode[8];
+	cJSON *out = cJSON_CreateObject();
+	const char *s;
+	char key[64];
 
-	cJSON_AddStringToObject(o, "config", cfg->config_path ? cfg->config_path : LP_CONFIG_PATH);
-	pids = cJSON_AddArrayToObject(o, "pid");
-	for (size_t i = 0; i < cfg->npids; i++)
-		cJSON_AddItemToArray(pids, cJSON_CreateNumber(cfg->pids[i]));
-	add_list(o, "comm", (const char *const *)cfg->comms, cfg->ncomms);
-	add_list(o, "exe", (const char *const *)cfg->exes, cfg->nexes);
-	cJSON_AddBoolToObject(o, "discover", cfg->discover);
-	if (cfg->discover_cgroup)
-		cJSON_AddStringToObject(o, "discover-cgroup", cfg->discover_cgroup);
-	add_list(o, "matmul-symbols", cfg->symbols[LP_SYM_MATMUL], 0);
-	add_list(o, "barrier-symbols", cfg->symbols[LP_SYM_BARRIER], 0);
-	add_list(o, "decode-symbols", cfg->symbols[LP_SYM_DECODE], 0);
-	add_list(o, "op-symbols", cfg->symbols[LP_SYM_OP], 0);
-	cJSON_AddNumberToObject(o, "sample-hz", cfg->sample_hz);
-	cJSON_AddBoolToObject(o, "stack-scan", cfg->stack_scan);
-	cJSON_AddBoolToObject(o, "unwind", cfg->unwind);
-	cJSON_AddBoolToObject(o, "sample-rephase", cfg->sample_rephase);
-	cJSON_AddStringToObject(o, "sampler", cfg->sample_per_thread ? "thread" : "cpu");
-	cJSON_AddBoolToObject(o, "fast-entry", cfg->fast_entry);
-	cJSON_AddNumberToObject(o, "precise-duty", cfg->precise_duty);
-	if (cfg->precise_ops)
-		add_list(o, "precise-ops", cfg->precise_ops, 0);
-	cJSON_AddNumberToObject(o, "precise-period", cfg->precise_period);
-	cJSON_AddBoolToObject(o, "precise-tensors", cfg->precise_tensors);
-	cJSON_AddNumberToObject(o, "max-processes", cfg->max_processes);
-	cJSON_AddNumberToObject(o, "max-threads", cfg->max_threads);
-	cJSON_AddNumberToObject(o, "max-futex-addrs", cfg->max_futex_addrs);
-	cJSON_AddNumberToObject(o, "ringbuf-kib", cfg->ringbuf_bytes >> 10);
-	cJSON_AddNumberToObject(o, "priority-boost", cfg->priority_boost);
-	cJSON_AddBoolToObject(o, "sched-raw-tp", cfg->sched_raw_tp);
-	cJSON_AddNumberToObject(o, "stretch-sample", cfg->stretch_sample);
-	cJSON_AddStringToObject(o, "futex-source", futex_src[cfg->futex_source]);
-	cJSON_AddStringToObject(o, "mmap-source", mmap_src[cfg->mmap_source]);
-	cJSON_AddStringToObject(o, "uprobe-links", uprobe_links[cfg->uprobe_links]);
-	cJSON_AddBoolToObject(o, "page-faults", cfg->faults);
-	cJSON_AddBoolToObject(o, "mount-tracefs", cfg->mount_tracefs);
-	cJSON_AddStringToObject(o, "socket", cfg->socket_path);
-	snprintf(mode, sizeof(mode), "%04o", cfg->socket_mode);
-	cJSON_AddStringToObject(o, "socket-mode", mode);
-	cJSON_AddStringToObject(o, "socket-group", cfg->socket_group);
-	cJSON_AddStringToObject(o, "metrics-address",
-				*cfg->metrics_address ? cfg->metrics_address : "off");
-	cJSON_AddNumberToObject(o, "metrics-max-processes", cfg->metrics_max_processes);
-	cJSON_AddStringToObject(o, "metrics-labels", cfg->metrics_by_workload ? "workload" : "pid");
-	cJSON_AddBoolToObject(o, "metrics-cmdline", cfg->metrics_cmdline);
-	cJSON_AddStringToObject(o, "metrics-buckets", metrics_buckets[cfg->metrics_coarse]);
-	cJSON_AddNumberToObject(o, "metrics-exited-seconds", cfg->metrics_exited_seconds);
-	cJSON_AddStringToObject(o, "web-config-file", *cfg->web_config ? cfg->web_config : "off");
-	cJSON_AddNumberToObject(o, "max-connections", cfg->max_connections);
-	cJSON_AddNumberToObject(o, "max-connections-per-uid", cfg->max_per_uid);
-	cJSON_AddNumberToObject(o, "http-timeout", cfg->http_timeout);
-	cJSON_AddNumberToObject(o, "retention", cfg->retention);
-	cJSON_AddStringToObject(o, "state-directory", *cfg->state_dir ? cfg->state_dir : "off");
-	cJSON_AddNumberToObject(o, "checkpoint-interval", cfg->checkpoint);
-	cJSON_AddBoolToObject(o, "verbose", cfg->verbose);
-	return o;
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct lp_option *o = &options[i];
+		const void *f = cfield(o, cfg);
+
+		if (o->flags & LP_OF_NOSTATUS)
+			continue;
+		lp_option_key(o, key, sizeof(key));
+		if (o->describe) {
+			o->describe(o, cfg, out);
+			continue;
+		}
+		switch (o->type) {
+		case LP_OPT_FLAG:
+		case LP_OPT_CLEAR:
+			cJSON_AddBoolToObject(out, key, *(const bool *)f);
+			break;
+		case LP_OPT_U32:
+			cJSON_AddNumberToObject(out, key, *(const uint32_t *)f);
+			break;
+		case LP_OPT_DOUBLE:
+			cJSON_AddNumberToObject(out, key, *(const double *)f);
+			break;
+		case LP_OPT_STRING:
+			s = *(const char *const *)f;
+			/* Unset (discover-cgroup): left out. */
+			if (s)
+				cJSON_AddStringToObject(out, key,
+							*s || !(o->flags & LP_OF_OFF) ? s : "off");
+			break;
+		case LP_OPT_CHOICE:
+			cJSON_AddStringToObject(out, key, o->choices[*(const int *)f]);
+			break;
+		case LP_OPT_LIST:
+			/* Unset (precise-ops): left out. */
+			if (*(const char *const *const *)f)
+				add_list(out, key, *(const char *const *const *)f, 0);
+			break;
+		case LP_OPT_STRS:
+			add_list(out, key, *(const char *const *const *)f,
+				 *(const size_t *)((const char *)cfg + o->count_off));
+			break;
+		case LP_OPT_CUSTOM:
+		case LP_OPT_ACTION:
+			break;
+		}
+	}
+	return out;
+}
+
+static size_t scalar_size(const struct lp_option *o)
+{
+	switch (o->type) {
+	case LP_OPT_FLAG:
+	case LP_OPT_CLEAR:
+		return sizeof(bool);
+	case LP_OPT_U32:
+		return sizeof(uint32_t);
+	case LP_OPT_DOUBLE:
+		return sizeof(double);
+	case LP_OPT_CHOICE:
+		return sizeof(int);
+	default:
+		return 0;
+	}
 }
 
 void lp_config_reload(struct lp_config *live, const struct lp_config *next)
 {
-	live->precise_duty = next->precise_duty;
-	live->precise_period = next->precise_period;
-	live->metrics_max_processes = next->metrics_max_processes;
-	live->metrics_by_workload = next->metrics_by_workload;
-	live->metrics_cmdline = next->metrics_cmdline;
-	live->metrics_coarse = next->metrics_coarse;
-	live->metrics_exited_seconds = next->metrics_exited_seconds;
-	live->max_connections = next->max_connections;
-	live->max_per_uid = next->max_per_uid;
-	live->http_timeout = next->http_timeout;
-	live->retention = next->retention;
-	live->checkpoint = next->checkpoint;
-	live->verbose = next->verbose;
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct lp_option *o = &options[i];
+
+		if ((o->flags & LP_OF_RELOAD) && !o->parse && scalar_size(o))
+			memcpy(field(o, live), cfield(o, next), scalar_size(o));
+	}
 }
 
-bool lp_option_reloadable(const char *name)
+bool lp_option_reloadable(const char *key)
 {
-	static const char *const live[] = {"precise-duty",
-					   "precise-period",
-					   "metrics-max-processes",
-					   "metrics-labels",
-					   "metrics-cmdline",
-					   "metrics-buckets",
-					   "metrics-exited-seconds",
-					   "max-connections",
-					   "http-timeout",
-					   "retention",
-					   "checkpoint-interval",
-					   "verbose",
-					   "max-connections-per-uid",
-					   "web-config-file",
-					   NULL};
+	char k[64];
 
-	for (const char *const *p = live; *p; p++)
-		if (strcmp(*p, name) == 0)
+	for (size_t i = 0; i < NOPTS; i++)
+		if ((options[i].flags & LP_OF_RELOAD) &&
+		    strcmp(lp_option_key(&options[i], k, sizeof(k)), key) == 0)
 			return true;
 	return false;
 }

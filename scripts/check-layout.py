@@ -7,8 +7,9 @@ top). Fails, naming what to change, when:
 - a room includes a daemon header by its bare name (every include names its folder, so
   that the tree and the dependencies say the same);
 - two rooms include each other, directly or around a longer loop;
-- a folder reaches a folder that reaches it back (the folders are stages: each may use
-  the ones before it, never the ones after);
+- a folder reaches a folder that reaches it back, or one after it in daemon/README.md's
+  table (the folders are stages: each may use the ones before it, never the ones after),
+  or one its own README's "May use:" line does not name;
 - a folder has no README.md, or a .c file of more than LIMIT lines is not named in its
   folder's README with the reason it stays whole.
 Exit status 0 when the plan holds, 1 otherwise."""
@@ -107,6 +108,27 @@ def main():
                (where[d] or "(top)") in comp and where[room] != where[d]]
         problems.append("folders that reach each other: %s (%s)"
                         % (" <-> ".join(comp), ", ".join(why)))
+    # The stages in daemon/README.md's order; each folder's own "May use:" line.
+    top = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    order = re.findall(r"^\| `([a-z]+)/` \|", top, re.M)
+    for f in sorted(set(where.values()) - {""} - set(order)):
+        problems.append("daemon/%s/ is not in daemon/README.md's table of folders" % f)
+    for a, deps in sorted(folders.items()):
+        if a == "(top)" or a not in order:
+            continue
+        readme = os.path.join(ROOT, a, "README.md")
+        may = re.search(r"^May use: (.*)$", open(readme, encoding="utf-8").read(), re.M) \
+            if os.path.exists(readme) else None
+        allowed = set(re.findall(r"`([a-z]+)/`", may[1])) if may else set()
+        for b in sorted(deps):
+            why = ", ".join("%s -> %s" % (room, d) for room, ds in sorted(graph.items())
+                            for d in sorted(ds) if where[room] == a and where[d] == b)
+            if b == "(top)" or b not in order or order.index(b) > order.index(a):
+                problems.append("daemon/%s/ uses daemon/%s/, a later stage (%s)"
+                                % (a, b if b != "(top)" else ".", why))
+            elif b not in allowed:
+                problems.append("daemon/%s/ uses daemon/%s/, which its README's \"May use:\" "
+                                "does not name (%s)" % (a, b, why))
     for folder in sorted(set(where.values())):
         readme = os.path.join(ROOT, folder, "README.md")
         if not os.path.exists(readme):

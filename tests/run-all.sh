@@ -45,15 +45,22 @@ scratch() { find /tmp /var/tmp -maxdepth 1 \( -name 'llmprof*' -o -name 'lpfixtu
 	-name 'lpggml-*' -o -name 'lpwebcfg-*' -o -name 'fuzz_http.*' \) 2>/dev/null | sort; }
 scratch >"${TMPDIR:-/tmp}/.run-all-scratch-before"
 
+# A build's output goes to DIR/build.log, shown whole when it fails (-Werror: a warning
+# fails it too).
+build() {
+	cmake -S . -B "$1" -G Ninja "${@:2}" >/dev/null
+	if ! cmake --build "$1" >"$1/build.log" 2>&1; then
+		cat "$1/build.log" >&2
+		exit 1
+	fi
+}
 echo "== build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build build
+build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 echo "== tests"
 ctest --test-dir build --output-on-failure
 
 echo "== build with AddressSanitizer and UndefinedBehaviorSanitizer"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLLMPROF_SANITIZE=ON
-cmake --build build-asan
+build build-asan -DCMAKE_BUILD_TYPE=Debug -DLLMPROF_SANITIZE=ON
 echo "== tests under the sanitizers"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -71,27 +78,39 @@ fi
 # the seed requests; a crash or a broken invariant fails the run and leaves the input in
 # build-fuzz/.
 echo "== libFuzzer: tests/fuzz/fuzz_http for ${LLMPROF_FUZZ_SECONDS:-60} s"
-CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLLMPROF_FUZZ=ON
-cmake --build build-fuzz --target fuzz_http
+# A fuzzer's progress lines go to build-fuzz/NAME.log; its last lines are shown, all of it
+# on a failure.
+fuzz() {
+	local name=$1 log=build-fuzz/$1.log
+	shift
+	if ! (cd build-fuzz && "./$name" "$@") >"$log" 2>&1; then
+		cat "$log" >&2
+		echo "run-all: $name failed; its output is in $log" >&2
+		exit 1
+	fi
+	grep -E "^stat::number_of_executed_units|^Done " "$log" || tail -2 "$log"
+}
+CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLLMPROF_FUZZ=ON >/dev/null
+cmake --build build-fuzz --target fuzz_http >/dev/null
 mkdir -p build-fuzz/corpus
-(cd build-fuzz && ./fuzz_http -max_total_time="${LLMPROF_FUZZ_SECONDS:-60}" -rss_limit_mb=4096 \
-	-print_final_stats=1 corpus ../tests/fuzz/seeds)
+fuzz fuzz_http -max_total_time="${LLMPROF_FUZZ_SECONDS:-60}" -rss_limit_mb=4096 \
+	-print_final_stats=1 corpus ../tests/fuzz/seeds
 # The .eh_frame parser (other users' binaries) for half that time, from real sections.
 echo "== libFuzzer: tests/fuzz/fuzz_cfi for $((${LLMPROF_FUZZ_SECONDS:-60} / 2)) s"
-cmake --build build-fuzz --target fuzz_cfi
+cmake --build build-fuzz --target fuzz_cfi >/dev/null
 mkdir -p build-fuzz/cfi-corpus build-fuzz/cfi-seeds
 for f in build/tests/lpops build/tests/lpfixture "$(cc -print-file-name=libc.so.6)"; do
 	objcopy -O binary --only-section=.eh_frame "$f" "build-fuzz/cfi-seeds/$(basename "$f")"
 done
-(cd build-fuzz && ./fuzz_cfi -max_total_time="$((${LLMPROF_FUZZ_SECONDS:-60} / 2))" \
-	-rss_limit_mb=4096 -print_final_stats=1 cfi-corpus cfi-seeds)
+fuzz fuzz_cfi -max_total_time="$((${LLMPROF_FUZZ_SECONDS:-60} / 2))" \
+	-rss_limit_mb=4096 -print_final_stats=1 cfi-corpus cfi-seeds
 # The GGUF header reader (other users' model files) for half that time, from small models.
 echo "== libFuzzer: tests/fuzz/fuzz_gguf for $((${LLMPROF_FUZZ_SECONDS:-60} / 2)) s"
-cmake --build build-fuzz --target fuzz_gguf
+cmake --build build-fuzz --target fuzz_gguf >/dev/null
 mkdir -p build-fuzz/gguf-corpus build-fuzz/gguf-seeds
 python3 tests/workload/gen_gguf.py --shape tiny build-fuzz/gguf-seeds/tiny.gguf
-(cd build-fuzz && ./fuzz_gguf -max_total_time="$((${LLMPROF_FUZZ_SECONDS:-60} / 2))" \
-	-rss_limit_mb=4096 -max_len=1048576 -print_final_stats=1 gguf-corpus gguf-seeds)
+fuzz fuzz_gguf -max_total_time="$((${LLMPROF_FUZZ_SECONDS:-60} / 2))" \
+	-rss_limit_mb=4096 -max_len=1048576 -print_final_stats=1 gguf-corpus gguf-seeds
 
 # Every benchmark in a reduced size, so that they keep working; the full sizes are run by
 # hand (bench/run-all.sh) and recorded in bench/RESULTS.md. Not timed assertions: they print.

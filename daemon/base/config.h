@@ -33,6 +33,24 @@ enum lp_uprobe_links {
 	LP_UPROBE_LINKS_SINGLE,	  /* one link (a perf event) per probe */
 };
 
+/* --sampler: one cpu-clock event per CPU, or one per thread of each LLM process. */
+enum lp_sampler_kind {
+	LP_SAMPLER_CPU = 0,
+	LP_SAMPLER_THREAD,
+};
+
+/* --metrics-labels: series per process, or per workload and model. */
+enum lp_metrics_labels {
+	LP_METRICS_BY_PID = 0,
+	LP_METRICS_BY_WORKLOAD,
+};
+
+/* --metrics-buckets: every kernel bound beside a counted bucket, or powers of two. */
+enum lp_metrics_buckets {
+	LP_METRICS_EXACT = 0,
+	LP_METRICS_COARSE,
+};
+
 /* The kinds of ggml functions llmprofd looks for; index into lp_config.symbols. */
 enum lp_sym_class {
 	LP_SYM_MATMUL = 0, /* any of these mapped makes a process an LLM process */
@@ -54,7 +72,9 @@ struct lp_config {
 	uint32_t max_threads;
 	uint32_t max_futex_addrs;
 	uint32_t ringbuf_bytes;
-	uint32_t priority_boost; /* nice -N for the daemon's threads; 0: left as started */
+	uint32_t priority_boost;	/* nice -N for the daemon's threads; 0: left as started */
+	uint32_t profile_ringbuf_bytes; /* the "stacks" ring buffer */
+	uint32_t profile_memory_mib;	/* the stacks profile windows hold, at most */
 
 	bool once;
 	double seconds;	   /* with once: stop after this long (0 = until the --pid targets exit) */
@@ -65,6 +85,7 @@ struct lp_config {
 	bool faults;
 	bool mount_tracefs;
 	bool verbose;
+	bool foreground; /* accepted for clarity: llmprofd never forks */
 
 	/* ggml */
 	bool discover; /* track processes that map a matmul symbol */
@@ -74,7 +95,7 @@ struct lp_config {
 	const char *const *symbols[LP_SYM_NR]; /* NULL-terminated names or globs per class */
 	uint32_t sample_hz;		       /* cpu-clock sampling; 0 = off */
 	uint32_t stretch_sample;	       /* a busy thread's stretches: 1 in N taken */
-	bool sample_per_thread;		       /* --sampler thread */
+	enum lp_sampler_kind sampler;	       /* one event per CPU or per thread */
 	bool stack_scan;		       /* classify samples by return addresses too */
 	bool unwind;			       /* ... walking frames by .eh_frame where it can */
 	bool sample_rephase;		       /* per-CPU sampling rates restarted at random */
@@ -92,9 +113,9 @@ struct lp_config {
 	const char *socket_group;
 	const char *metrics_address; /* "" = no TCP listener */
 	uint32_t metrics_max_processes;
-	bool metrics_by_workload; /* --metrics-labels workload: series by workload and model */
-	bool metrics_cmdline;	  /* command lines in /metrics, secrets redacted */
-	bool metrics_coarse;	  /* classic buckets at powers of two only */
+	enum lp_metrics_labels metrics_labels;	 /* series by pid, or by workload and model */
+	bool metrics_cmdline;			 /* command lines in /metrics, secrets redacted */
+	enum lp_metrics_buckets metrics_buckets; /* classic buckets: exact or coarse */
 	uint32_t metrics_exited_seconds; /* an exited process's series stay this long (by pid) */
 	uint32_t max_connections;
 	uint32_t max_per_uid;	/* connections one unprivileged uid may hold */

@@ -36,30 +36,11 @@ uint64_t lp_hist_quantile(const struct lp_hist *h, double q)
 
 	if (total == 0)
 		return 0;
-	if (q <= 0)
-		q = 1e-12;
-	if (q > 1)
-		q = 1;
-	rank = (uint64_t)ceil(q * (double)total);
-	if (rank < 1)
-		rank = 1;
+	rank = lp_quantile_rank(q, total);
 	for (unsigned i = 0; i < LP_HIST_NBUCKETS; i++) {
-		uint64_t lo, hi, est;
-
 		cum += h->buckets[i];
-		if (cum < rank)
-			continue;
-		lo = lp_hist_lower(i);
-		if (i < LP_HIST_SUB)
-			return lo;
-		hi = lp_hist_upper(i);
-		/* The open last bucket has no midpoint: its best estimate is the maximum. */
-		if (hi == ~0ULL)
-			return h->max_ns > lo ? h->max_ns : lo;
-		est = lo + (hi - lo) / 2;
-		if (h->max_ns >= lo && h->max_ns < est)
-			est = h->max_ns;
-		return est;
+		if (cum >= rank)
+			return lp_quantile_estimate(lp_hist_lower(i), lp_hist_upper(i), h->max_ns);
 	}
 	return h->max_ns;
 }

@@ -326,3 +326,17 @@ int lp_self_stats_read(struct lp_self_stats *out)
 	closedir(d);
 	return 0;
 }
+
+int lp_proc_open_mapping(pid_t pid, const struct lp_proc_mapping *m, char *how, size_t howlen)
+{
+	int fd;
+
+	snprintf(how, howlen, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start,
+		 m->end);
+	fd = open(how, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	snprintf(how, howlen, "/proc/%d/root%s", (int)pid, m->path);
+	fd = open(how, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}

@@ -99,4 +99,10 @@ void lp_proc_maps_path(char *path);
  * parse. */
 int lp_proc_parse_maps_line(const char *line, struct lp_proc_mapping *m);
 
+/* The file behind a mapping of pid, opened read-only: by /proc/PID/map_files (the mapped
+ * file itself, whatever its name now), else by its path under /proc/PID/root (the
+ * process's own mount namespace: a container's files). how gets the path used. An fd or
+ * -errno. */
+int lp_proc_open_mapping(pid_t pid, const struct lp_proc_mapping *m, char *how, size_t howlen);
+
 #endif

@@ -24,6 +24,12 @@ struct lp_stream {
 	void (*notify)(void *arg);
 	void *arg;
 	uint64_t written; /* bytes the producer wrote in all */
+	/* A deferred answer (a profile's window): the transport sends nothing, headers
+	 * included, until the producer ends it; then the whole of it, with this status and
+	 * these extra headers ("Name: value" lines). */
+	bool deferred;
+	int status;
+	char headers[256];
 };
 
 /* One reference, the caller's. NULL: no memory. */

@@ -147,20 +147,6 @@ static void objs_trim(struct lp_ggml *g)
 
 /* Opens the file behind a mapping: through map_files (right even when the file was
  * replaced or lives in another mount namespace), else through the process's root. */
-static int mapping_open(pid_t pid, const struct lp_proc_mapping *m, char *how, size_t howlen)
-{
-	int fd;
-
-	snprintf(how, howlen, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start,
-		 m->end);
-	fd = open(how, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		return fd;
-	snprintf(how, howlen, "/proc/%d/root%s", (int)pid, m->path);
-	fd = open(how, O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
 static struct lp_ggml_obj *obj_find(struct lp_ggml *g, uint64_t dev, uint64_t ino)
 {
 	for (size_t i = 0; i < g->nobjs; i++)
@@ -215,8 +201,9 @@ static void log_obj(const struct lp_ggml_obj *o)
 
 /* The call frame rows of an object into an array of their own: at once for an object
  * whose code holds ops (where samples are unwound from); for any other (plain: the C and
- * C++ runtimes a sample's walk crosses on its way to an op or barrier) when a tracked
- * process maps it. */
+ * C++ runtimes, an OpenMP runtime, libllama: what a sample's walk crosses on its way to an
+ * op or barrier, and a profile's stacks to their thread's start) when a tracked process
+ * maps it. */
 static void obj_load_unwind(struct lp_ggml *g, struct lp_ggml_obj *o, int fd, bool plain)
 {
 	o->uw_error = -EOPNOTSUPP;
@@ -284,7 +271,7 @@ static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct lp
 	uint64_t mtime;
 	int fd;
 
-	fd = mapping_open(pid, m, how, sizeof(how));
+	fd = lp_proc_open_mapping(pid, m, how, sizeof(how));
 	if (fd < 0)
 		return o; /* gone, or not ours to read: keep what we knew */
 	if (fstat(fd, &st) < 0) {
@@ -494,13 +481,13 @@ static void add_unwind_entries(struct lp_ggml *g, pid_t pid, struct lp_ggml_proc
 
 		/* Plain objects when first walked; objects with ops again after their rows
 		 * were given back (unwind_gc). */
-		if ((o->verdict == LP_OBJ_NONE || o->uw_error == -ENODATA) && !o->uw_tried &&
+		if ((!lp_ggml_obj_unwinds(o) || o->uw_error == -ENODATA) && !o->uw_tried &&
 		    !o->stale) {
 			char how[PATH_MAX + 64];
-			int fd = mapping_open(pid, &v[i].m, how, sizeof(how));
+			int fd = lp_proc_open_mapping(pid, &v[i].m, how, sizeof(how));
 
 			if (fd >= 0) {
-				obj_load_unwind(g, o, fd, o->verdict == LP_OBJ_NONE);
+				obj_load_unwind(g, o, fd, !lp_ggml_obj_unwinds(o));
 				close(fd);
 			}
 		}
@@ -513,7 +500,9 @@ static void add_unwind_entries(struct lp_ggml *g, pid_t pid, struct lp_ggml_proc
 			.bias = v[i].m.start - v[i].m.pgoff,
 			.n = o->uw_n,
 			.slot = (__u16)o->uw_slot,
-			.plain = o->verdict == LP_OBJ_NONE,
+			/* walked through only: no ops in it (the C and C++ runtimes, an
+			 * OpenMP runtime, libllama) */
+			.plain = !lp_ggml_obj_unwinds(o),
 		};
 	}
 }
@@ -852,7 +841,7 @@ void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
 			t->ggml->final_ops = lp_ggml_op_samples(g->core, t->ggml, t->pid);
 	}
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key);
-	/* The exit hook deletes these; an exit it missed (lp_tracker_sweep) leaves them. */
+	/* The exit hook deletes these; an exit it missed (lp_tracker_find_missed_exits) leaves them. */
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.ranges), &key);
 }
 

@@ -89,11 +89,12 @@ struct lp_ggml_proc {
 	 * how they get them: LP_READ_PLAIN, LP_READ_MEMBER; 0: not read */
 	uint8_t op_readable[LP_MAX_OPS];
 	struct lp_tensor_state tensors;
-	bool tensors_logged;	      /* the layout's decision is in the log */
-	int tensors_waits;	      /* ticks the first decision waited for ops' calls */
-	size_t tensors_seen;	      /* ops whose calls were sniffed, at the last tick */
-	uint64_t tensors_gen_tokens0; /* LP_W_GEN_TOKENS when nodes began to be read */
-	struct lp_node *final_nodes;  /* read at the exit */
+	bool tensors_logged;	     /* the layout's decision is in the log */
+	int tensors_waits;	     /* ticks the first decision waited for ops' calls */
+	size_t tensors_seen;	     /* ops whose calls were sniffed, at the last tick */
+	uint64_t tensors_decodes0;   /* decodes returned when calls were first sniffed */
+	uint64_t nodes_from_ns;	     /* when nodes began to be read (lp_precise.nodes_from_ns) */
+	struct lp_node *final_nodes; /* read at the exit */
 	size_t nfinal_nodes;
 	/* LP_C_ONCPU_NS when the sampling table was first written: samples count from then */
 	uint64_t oncpu_at_table_ns;

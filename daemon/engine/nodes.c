@@ -17,6 +17,7 @@ void lp_nodes_fill(const struct lp_ggml_proc *gp, bool on, struct lp_precise *pr
 	const struct lp_tensor_state *ts = &gp->tensors;
 
 	memset(&pr->lay, 0, sizeof(pr->lay));
+	pr->nodes_from_ns = gp->nodes_from_ns;
 	if (ts->chosen >= 0 && !ts->refused)
 		pr->lay = lp_tensor_candidate(ts->chosen);
 	for (int i = 0; i < LP_MAX_OPS; i++) {
@@ -52,7 +53,7 @@ static void log_decision(const struct lp_ggml_proc *gp, pid_t pid)
  * than LP_TSNIFF_N times in all would hold it for ever. */
 #define TENSORS_MAX_WAITS 3
 
-bool lp_nodes_check(struct lp_core *c, struct lp_target *t)
+bool lp_nodes_check(struct lp_core *c, struct lp_target *t, bool fast)
 {
 	struct lp_ggml_proc *gp = t->ggml;
 	int sfd = bpf_map__fd(c->skel->maps.tensor_sniff);
@@ -60,7 +61,8 @@ bool lp_nodes_check(struct lp_core *c, struct lp_target *t)
 	struct lp_tensor_sniff *s;
 	struct lp_precise pr;
 	__u32 key = (__u32)t->pid;
-	bool changed = false, partial = false, full[LP_MAX_OPS] = {false};
+	bool changed = false, partial = false, whole = false, full[LP_MAX_OPS] = {false};
+	struct lp_op_samples *os;
 	size_t seen = 0;
 
 	if (!gp->precise_on || gp->tensors.refused)
@@ -81,10 +83,29 @@ bool lp_nodes_check(struct lp_core *c, struct lp_target *t)
 		seen++;
 	}
 	/* Every op read begins at one tick, so that the per-token figures of all count from
-	 * one token. The first decision waits for a tick that finds the same ops called as
-	 * the one before, each on LP_TSNIFF_N calls: a tick soon after the probes went on,
-	 * within a token, has seen only the ops the token had computed by then. */
-	if (gp->tensors.chosen < 0 && (partial || seen != gp->tensors_seen) &&
+	 * one token. A tick soon after the probes went on, within a token, has seen only the
+	 * ops the token had computed by then: the first decision waits for a decode that began
+	 * and returned since calls were first seen (the second to return: the first may have
+	 * begun before), which called every op of the graph; or, for an engine whose decodes
+	 * are not probed, a tick that finds the same ops called as the one before, each on
+	 * LP_TSNIFF_N calls. */
+	if (seen && !gp->tensors_seen && (os = lp_ggml_op_samples(c, gp, t->pid))) {
+		gp->tensors_decodes0 = os->decodes;
+		free(os);
+	}
+	if (gp->tensors.chosen < 0 && seen && !partial &&
+	    (os = lp_ggml_op_samples(c, gp, t->pid))) {
+		whole = gp->tensors_seen && os->decodes >= gp->tensors_decodes0 + 2;
+		free(os);
+	}
+	/* Between the second's ticks (fast), only a whole decode decides. */
+	if (gp->tensors.chosen < 0 && !whole && fast) {
+		if (seen && !gp->tensors_seen)
+			gp->tensors_seen = seen;
+		free(s);
+		return false;
+	}
+	if (gp->tensors.chosen < 0 && !whole && (partial || seen != gp->tensors_seen) &&
 	    gp->tensors_waits++ < TENSORS_MAX_WAITS) {
 		gp->tensors_seen = seen;
 		free(s);
@@ -104,6 +125,10 @@ bool lp_nodes_check(struct lp_core *c, struct lp_target *t)
 	free(s);
 	if (!changed || bpf_map_lookup_elem(pfd, &key, &pr) < 0)
 		return false;
+	/* Reading begins now: the per-token figures count the generation decodes that begin
+	 * after it (bpf/precise.bpf.c whole_gen, bpf/decode.bpf.c whole_token). */
+	if (!gp->nodes_from_ns && gp->tensors.chosen >= 0 && !gp->tensors.refused)
+		gp->nodes_from_ns = lp_now_ns();
 	lp_nodes_fill(gp, true, &pr);
 	if (bpf_map_update_elem(pfd, &key, &pr, BPF_EXIST) < 0 || gp->tensors_logged ||
 	    (gp->tensors.chosen < 0 && !gp->tensors.refused))

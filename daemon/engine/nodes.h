@@ -14,10 +14,11 @@
  * (--no-precise-tensors): nothing is read or sniffed. */
 void lp_nodes_fill(const struct lp_ggml_proc *gp, bool on, struct lp_precise *pr);
 
-/* Checks the ops whose calls are all sniffed (once a second in a window); when that
+/* Checks the ops whose calls are all sniffed (once a second in a window, and with fast every
+ * 100 ms until the first decision, which then only a whole decode makes); when that
  * decides anything, the window's "precise" value is rewritten and the decision logged.
  * True when nodes begin to be read now: the layout was just chosen. */
-bool lp_nodes_check(struct lp_core *c, struct lp_target *t);
+bool lp_nodes_check(struct lp_core *c, struct lp_target *t, bool fast);
 
 /* The process's nodes ([*n], malloc'ed; NULL with *n = 0 when none): the kernel's, or
  * those kept at its exit. */

@@ -474,19 +474,6 @@ static void window_close_now(struct lp_ggml *g, struct lp_target *t)
 }
 
 /* Tokens generated inside precise windows so far, the open one included. */
-static uint64_t window_gen_tokens(struct lp_ggml *g, struct lp_target *t)
-{
-	struct lp_ggml_proc *gp = t->ggml;
-	struct lp_proc_stats *st = malloc(sizeof(*st));
-	uint64_t acc[LP_W_NR];
-
-	memcpy(acc, gp->window_ctr, sizeof(acc));
-	if (st && gp->precise_on && read_stats(g, t->pid, st) == 0)
-		ctr_since_start(gp, st, acc);
-	free(st);
-	return acc[LP_W_GEN_TOKENS];
-}
-
 static void precise_attach(struct lp_ggml *g, struct lp_target *t)
 {
 	struct lp_ggml_proc *gp = t->ggml;
@@ -557,9 +544,8 @@ void lp_precise_tick(struct lp_ggml *g)
 
 		if (t->exited || !gp || !gp->found_ns)
 			continue;
-		/* Per-token figures of nodes count from when they begin to be read. */
-		if (gp->precise_on && lp_nodes_check(g->core, t))
-			gp->tensors_gen_tokens0 = window_gen_tokens(g, t);
+		if (gp->precise_on)
+			lp_nodes_check(g->core, t, false);
 		if (gp->precise_on && gp->window_until_ns) {
 			if (now >= gp->window_until_ns)
 				lp_precise_set(g, t, false, 0);
@@ -568,6 +554,23 @@ void lp_precise_tick(struct lp_ggml *g)
 		precise_duty(g, t, now);
 	}
 	precise_count(g);
+}
+
+bool lp_precise_decide(struct lp_ggml *g)
+{
+	bool pending = false;
+
+	for (size_t i = 0; i < g->tr->n; i++) {
+		struct lp_target *t = g->tr->v[i];
+		struct lp_ggml_proc *gp = t->ggml;
+
+		if (t->exited || !gp || !gp->precise_on || !g->cfg->precise_tensors ||
+		    gp->tensors.chosen >= 0 || gp->tensors.refused)
+			continue;
+		lp_nodes_check(g->core, t, true);
+		pending |= gp->tensors.chosen < 0 && !gp->tensors.refused;
+	}
+	return pending;
 }
 
 void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *now,
@@ -655,7 +658,7 @@ static void precise_on_exit(struct lp_ggml *g, struct lp_target *t)
 		take_op_precise(g, t, true);
 		lp_nodes_take(g->core, t, true);
 	}
-	/* The exit hook deletes it; an exit it missed (lp_tracker_sweep) leaves it. */
+	/* The exit hook deletes it; an exit it missed (lp_tracker_find_missed_exits) leaves it. */
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.precise), &key);
 	precise_count(g);
 }

@@ -26,6 +26,11 @@ void lp_precise_hook(struct lp_ggml *g);
 /* Once a second: opens and closes windows (duty cycle, timed windows). */
 void lp_precise_tick(struct lp_ggml *g);
 
+/* Between the ticks, every 100 ms: the tensor decision of processes in a window that have
+ * none yet, as soon as a whole decode has called their ops (nodes.h), so that reading
+ * begins tokens, not seconds, into a run. True while any still waits for it. */
+bool lp_precise_decide(struct lp_ggml *g);
+
 /* Before the event loop and the prober go: windows end at the tick, probes on the calling
  * thread, from here on. */
 void lp_precise_stop(struct lp_ggml *g);

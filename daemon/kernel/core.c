@@ -421,6 +421,9 @@ static void configure(struct lp_core *c, const struct lp_config *cfg, const stru
 	/* A few preempting processes each is the rule; a busy host's many are counted lost. */
 	bpf_map__set_max_entries(s->maps.preemptors, cfg->max_processes * 16);
 	bpf_map__set_max_entries(s->maps.events, cfg->ringbuf_bytes);
+	/* No sampling, no stacks: the smallest ring the kernel takes. */
+	bpf_map__set_max_entries(s->maps.stacks,
+				 cfg->sample_hz ? cfg->profile_ringbuf_bytes : 4096);
 	bpf_map__set_max_entries(s->maps.ranges, cfg->max_processes);
 	bpf_map__set_max_entries(s->maps.precise, cfg->max_processes);
 	bpf_map__set_max_entries(s->maps.op_samples, cfg->max_processes);
@@ -576,7 +579,7 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	if (c->futex_on_demand)
 		futex_attach(c, false);
 	if (p.sampling)
-		attach_sampling(c, cfg->sample_hz, cfg->sample_per_thread);
+		attach_sampling(c, cfg->sample_hz, cfg->sampler == LP_SAMPLER_THREAD);
 	else if (cfg->sample_hz)
 		log_warning("matmul and barrier shares will not be estimated: this kernel has no "
 			    "software perf events for BPF");

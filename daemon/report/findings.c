@@ -15,17 +15,9 @@
 #include "engine/ops.h"
 
 const char *const lp_rule_names[LP_RULE_NR] = {
-	[LP_RULE_OVERSUBSCRIBED] = "oversubscribed",
-	[LP_RULE_PREEMPTED] = "preempted",
-	[LP_RULE_LATE_THREAD] = "late_thread",
-	[LP_RULE_SMT] = "smt",
-	[LP_RULE_OMP_WAIT_POLICY] = "omp_wait_policy",
-	[LP_RULE_WEIGHTS_NOT_RESIDENT] = "weights_not_resident",
-	[LP_RULE_NUMA] = "numa",
-	[LP_RULE_CPU_FREQUENCY] = "cpu_frequency",
-	[LP_RULE_MEMORY_BOUND] = "memory_bound",
-	[LP_RULE_BATCH_INTERFERENCE] = "batch_interference",
-	[LP_RULE_PREFILL_CONTENTION] = "prefill_contention",
+#define NAME(id, name, needs) [LP_RULE_##id] = #name,
+	LP_RULES(NAME)
+#undef NAME
 };
 
 const char *const lp_severity_names[3] = {"info", "warning", "critical"};
@@ -75,6 +67,8 @@ static struct lp_finding *add(struct ctx *c, enum lp_rule rule, enum lp_severity
 	f->rule = rule;
 	f->severity = sev;
 	f->evidence = cJSON_CreateObject();
+	/* A rule that fires was evaluated, whatever an earlier step said of it. */
+	c->out->not_evaluated[rule] = NULL;
 	return f;
 }
 
@@ -465,7 +459,7 @@ static bool env_is(const char *v, const char *what)
 	return !strcasecmp(v, what);
 }
 
-static void rule_omp(struct ctx *c)
+static void rule_omp_wait_policy(struct ctx *c)
 {
 	const struct lp_find_input *in = c->in;
 	const struct lp_context *x = in->ctx;
@@ -517,7 +511,7 @@ static void rule_omp(struct ctx *c)
 	ev(f, "sync_share", share((double)in->sync, (double)in->samples));
 }
 
-static void rule_weights(struct ctx *c)
+static void rule_weights_not_resident(struct ctx *c)
 {
 	const struct lp_find_input *in = c->in;
 	const struct lp_context *x = in->ctx;
@@ -660,7 +654,7 @@ static void rule_cpu_frequency(struct ctx *c)
 		  "raise scaling_max_freq to cpuinfo_max_freq");
 }
 
-static void bandwidth(struct ctx *c)
+static void rule_memory_bound(struct ctx *c)
 {
 	const struct lp_find_input *in = c->in;
 	struct lp_findings *o = c->out;
@@ -685,6 +679,21 @@ static void bandwidth(struct ctx *c)
 						  : "no generation in the window");
 		return;
 	}
+	/* A token that reads no more than the last-level caches of its CPUs hold reads the
+	 * weights from them, token after token: the memory's bandwidth is not what bounds it,
+	 * however its rate compares. One byte more and a cyclic read through an LRU-like
+	 * cache misses nearly always. */
+	o->llc_bytes = in->ctx->llc_bytes;
+	if (o->llc_bytes && o->per_token_bytes <= o->llc_bytes) {
+		o->fits_llc = true;
+		snprintf(o->why[LP_RULE_MEMORY_BOUND], sizeof(o->why[0]),
+			 "the weights a token reads (%.1f MiB) fit in the last-level caches of its "
+			 "CPUs (%.1f MiB in %u): they stream from the cache, not from memory",
+			 (double)o->per_token_bytes / 1048576, (double)o->llc_bytes / 1048576,
+			 in->ctx->nllc);
+		not_evaluated(c, LP_RULE_MEMORY_BOUND, o->why[LP_RULE_MEMORY_BOUND]);
+		return;
+	}
 	if (!in->membw) {
 		not_evaluated(c, LP_RULE_MEMORY_BOUND,
 			      in->membw_why ? in->membw_why
@@ -705,6 +714,7 @@ static void bandwidth(struct ctx *c)
 	ev(f, "stream_bytes_per_s", o->stream_bytes_per_s);
 	ev(f, "peak_bytes_per_s", in->membw);
 	ev(f, "fraction", frac);
+	ev(f, "llc_bytes", (double)o->llc_bytes);
 	action(f, "fewer bytes per token raise tokens/s: a smaller quantisation or model, or "
 		  "faster memory; threads beyond those that saturate it only spin");
 }
@@ -714,13 +724,6 @@ static void bandwidth(struct ctx *c)
 static const struct lp_request *request_at(const struct lp_requests *rq, uint64_t kept, uint64_t i)
 {
 	return i < kept ? lp_requests_done(rq, i) : &rq->active[i - kept];
-}
-
-static int by_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /* Continuous batching: a prompt that joins a decode makes every generating request in it
@@ -748,7 +751,7 @@ static void rule_batch_interference(struct ctx *c)
 	}
 	if (reqs < 2 || gen < INTERFERED_MIN_NS || (double)hit < INTERFERED_SHARE * (double)gen)
 		return;
-	qsort(tpot, n, sizeof(*tpot), by_u64);
+	qsort(tpot, n, sizeof(*tpot), cmp_u64);
 	f = add(c, LP_RULE_BATCH_INTERFERENCE, LP_SEV_WARNING);
 	title(f,
 	      "generating requests spent %.0f%% of their decode time in decodes that also "
@@ -793,7 +796,7 @@ static void rule_prefill_contention(struct ctx *c)
 	if (reqs < 2 || prefill < INTERFERED_MIN_NS ||
 	    (double)peer < INTERFERED_SHARE * (double)(own + peer))
 		return;
-	qsort(ttft, reqs, sizeof(*ttft), by_u64);
+	qsort(ttft, reqs, sizeof(*ttft), cmp_u64);
 	f = add(c, LP_RULE_PREFILL_CONTENTION, LP_SEV_WARNING);
 	title(f,
 	      "requests' prompts shared their decodes with other requests' prompts: %.0f%% of "
@@ -845,6 +848,16 @@ static void op_roofline(const struct lp_find_input *in, struct lp_findings *out)
 	free(v);
 }
 
+/* The rules in LP_RULES' order, each with its judge. */
+static const struct {
+	enum lp_rule_needs needs;
+	void (*judge)(struct ctx *c);
+} rules[LP_RULE_NR] = {
+#define RULE(id, name, needs) [LP_RULE_##id] = {needs, rule_##name},
+	LP_RULES(RULE)
+#undef RULE
+};
+
 void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out)
 {
 	struct ctx c = {.in = in, .out = out, .T = in->window_s * 1e9};
@@ -873,28 +886,15 @@ void lp_findings_eval(const struct lp_find_input *in, struct lp_findings *out)
 		c.cpus = in->ctx->ncpus;
 		if (in->ctx->quota_cpus > 0 && in->ctx->quota_cpus < c.cpus)
 			c.cpus = in->ctx->quota_cpus;
-		rule_oversubscribed(&c);
-	} else {
-		for (int r = 0; r < LP_RULE_NR; r++)
-			if (r != LP_RULE_PREEMPTED && r != LP_RULE_LATE_THREAD &&
-			    r != LP_RULE_WEIGHTS_NOT_RESIDENT)
-				not_evaluated(&c, (enum lp_rule)r,
-					      "the process is gone: its CPUs and mappings are not "
-					      "readable");
 	}
-	rule_preempted(&c);
-	rule_late_thread(&c);
-	if (in->ctx) {
-		rule_smt(&c);
-		rule_omp(&c);
-		rule_numa(&c);
-		rule_cpu_frequency(&c);
+	for (size_t r = 0; r < LP_RULE_NR; r++) {
+		if (rules[r].needs == LP_RULE_CONTEXT && !in->ctx)
+			not_evaluated(
+				&c, (enum lp_rule)r,
+				"the process is gone: its CPUs and mappings are not readable");
+		else
+			rules[r].judge(&c);
 	}
-	rule_weights(&c);
-	rule_batch_interference(&c);
-	rule_prefill_contention(&c);
-	if (in->ctx)
-		bandwidth(&c);
 	/* Stable: rules of one severity keep the order above, causes before consequences. */
 	for (size_t i = 1; i < out->n; i++)
 		for (size_t j = i; j > 0 && by_severity(&out->f[j - 1], &out->f[j]) > 0; j--) {
@@ -988,6 +988,8 @@ cJSON *lp_findings_render(const struct lp_findings *f)
 	cJSON_AddNumberToObject(bw, "bytes_per_token", (double)f->per_token_bytes);
 	cJSON_AddNumberToObject(bw, "tokens_per_s", f->gen_tokens_per_s);
 	cJSON_AddNumberToObject(bw, "stream_bytes_per_s", f->stream_bytes_per_s);
+	cJSON_AddNumberToObject(bw, "llc_bytes", (double)f->llc_bytes);
+	cJSON_AddBoolToObject(bw, "fits_llc", f->fits_llc);
 	if (f->membw > 0) {
 		cJSON_AddNumberToObject(bw, "peak_bytes_per_s", f->membw);
 		cJSON_AddNumberToObject(bw, "fraction", f->stream_bytes_per_s / f->membw);
@@ -1016,8 +1018,12 @@ cJSON *lp_findings_render(const struct lp_findings *f)
 		}
 		if (rate > 0 && f->membw > 0) {
 			cJSON_AddNumberToObject(e, "fraction", rate / f->membw);
-			cJSON_AddBoolToObject(e, "memory_bound",
-					      rate / f->membw >= MEMBOUND_FRACTION);
+			/* From the caches, an op is not bound by the memory */
+			if (f->fits_llc)
+				cJSON_AddNullToObject(e, "memory_bound");
+			else
+				cJSON_AddBoolToObject(e, "memory_bound",
+						      rate / f->membw >= MEMBOUND_FRACTION);
 		} else {
 			cJSON_AddNullToObject(e, "fraction");
 			cJSON_AddNullToObject(e, "memory_bound");

@@ -25,19 +25,33 @@ enum lp_severity {
 	LP_SEV_CRITICAL,
 };
 
+/* Every rule, once: X(ID, name, needs) with needs LP_RULE_PROCESS (its figures alone) or
+ * LP_RULE_CONTEXT (also its context from /proc and /sys: not readable once it exited).
+ * Each is judged by rule_<name>() in findings.c, in this order (causes before
+ * consequences); the enum, the names and the evaluation all come from this list. */
+#define LP_RULES(X)                                                    \
+	X(OVERSUBSCRIBED, oversubscribed, LP_RULE_CONTEXT)             \
+	X(PREEMPTED, preempted, LP_RULE_PROCESS)                       \
+	X(LATE_THREAD, late_thread, LP_RULE_PROCESS)                   \
+	X(SMT, smt, LP_RULE_CONTEXT)                                   \
+	X(OMP_WAIT_POLICY, omp_wait_policy, LP_RULE_CONTEXT)           \
+	X(NUMA, numa, LP_RULE_CONTEXT)                                 \
+	X(CPU_FREQUENCY, cpu_frequency, LP_RULE_CONTEXT)               \
+	X(WEIGHTS_NOT_RESIDENT, weights_not_resident, LP_RULE_PROCESS) \
+	X(BATCH_INTERFERENCE, batch_interference, LP_RULE_PROCESS)     \
+	X(PREFILL_CONTENTION, prefill_contention, LP_RULE_PROCESS)     \
+	X(MEMORY_BOUND, memory_bound, LP_RULE_CONTEXT)
+
+enum lp_rule_needs {
+	LP_RULE_PROCESS,
+	LP_RULE_CONTEXT,
+};
+
 enum lp_rule {
-	LP_RULE_OVERSUBSCRIBED = 0,
-	LP_RULE_PREEMPTED,
-	LP_RULE_LATE_THREAD,
-	LP_RULE_SMT,
-	LP_RULE_OMP_WAIT_POLICY,
-	LP_RULE_WEIGHTS_NOT_RESIDENT,
-	LP_RULE_NUMA,
-	LP_RULE_CPU_FREQUENCY,
-	LP_RULE_MEMORY_BOUND,
-	LP_RULE_BATCH_INTERFERENCE,
-	LP_RULE_PREFILL_CONTENTION,
-	LP_RULE_NR,
+#define LP_RULE_ENUM(id, name, needs) LP_RULE_##id,
+	LP_RULES(LP_RULE_ENUM)
+#undef LP_RULE_ENUM
+		LP_RULE_NR,
 };
 
 extern const char *const lp_rule_names[LP_RULE_NR];
@@ -120,6 +134,11 @@ struct lp_findings {
 	uint64_t weights_bytes;
 	uint64_t per_token_bytes; /* of them, what one token reads */
 	double gen_tokens_per_s, stream_bytes_per_s, membw;
+	/* the last-level caches of its CPUs; the weights a token reads fit in them: they
+	 * stream from the cache, and the memory's bandwidth does not bound decode */
+	uint64_t llc_bytes;
+	bool fits_llc;
+	char why[LP_RULE_NR][192]; /* a not_evaluated reason with its figures */
 	/* each op's GB/s against membw: the ops with the most own CPU time */
 	struct lp_find_op ops[LP_FIND_OPS];
 	size_t nops;

@@ -9,11 +9,6 @@
 #include "escape.h"
 #include "formats/gguf.h"
 
-static void num(cJSON *o, const char *k, uint64_t v)
-{
-	cJSON_AddNumberToObject(o, k, (double)v);
-}
-
 static cJSON *tensor(const struct lp_node_key *k, int i)
 {
 	const char *name = lp_gguf_type_name(k->type[i]);
@@ -46,7 +41,7 @@ static const char *state_of(const struct lp_tensor_state *ts)
 }
 
 void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *nodes, size_t n,
-		     uint64_t gen_tokens, uint64_t barrier_gen_calls)
+		     uint64_t gen_tokens, uint64_t whole_tokens, uint64_t barrier_gen_calls)
 {
 	const struct lp_tensor_state *ts = &gp->tensors;
 	cJSON *g = cJSON_AddObjectToObject(o, "graph"), *a, *x, *s;
@@ -62,7 +57,7 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 	}
 	if (ts->why[0])
 		lp_json_add_escaped(g, "not_read_because", ts->why);
-	num(g, "threads", (uint64_t)(ts->nth > 0 ? ts->nth : 0));
+	lp_json_add_u64(g, "threads", (uint64_t)(ts->nth > 0 ? ts->nth : 0));
 	/* The probed ops whose tensors are read, and those that are not: probed by a function
 	 * of other arguments (a helper, a clone), or calls that did not fit. */
 	a = cJSON_AddArrayToObject(g, "ops_read");
@@ -92,7 +87,7 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 		lp_json_add_escaped(x, "name", stem);
 		lp_json_add_escaped(x, "tensor", name);
 		if (k->layer >= 0)
-			num(x, "layer", (uint64_t)k->layer);
+			lp_json_add_u64(x, "layer", (uint64_t)k->layer);
 		else
 			cJSON_AddNullToObject(x, "layer");
 		cJSON_AddStringToObject(x, "block", lp_block_names[lp_node_block(op, stem)]);
@@ -102,30 +97,31 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 		for (int j = 1; j <= LP_NODE_SRCS; j++)
 			if (k->type[j] != LP_NODE_NO_TYPE)
 				cJSON_AddItemToArray(s, tensor(k, j));
-		num(x, "instances", v->instances);
-		num(x, "calls", v->calls);
-		num(x, "ns", v->ns);
-		num(x, "oncpu_ns", v->oncpu_ns);
-		num(x, "max_ns", v->max_ns);
-		num(x, "generation_instances", v->gen_instances);
-		num(x, "generation_oncpu_ns", v->gen_oncpu_ns);
+		lp_json_add_u64(x, "instances", v->instances);
+		lp_json_add_u64(x, "calls", v->calls);
+		lp_json_add_u64(x, "ns", v->ns);
+		lp_json_add_u64(x, "oncpu_ns", v->oncpu_ns);
+		lp_json_add_u64(x, "max_ns", v->max_ns);
+		lp_json_add_u64(x, "generation_instances", v->gen_instances);
+		lp_json_add_u64(x, "generation_oncpu_ns", v->gen_oncpu_ns);
 		/* Bytes over every instance (lp_node_bytes); null where not known. */
 		if (lp_node_bytes(op, &nodes[i], &rd, &wr)) {
-			num(x, "bytes_read", rd);
-			num(x, "bytes_written", wr);
+			lp_json_add_u64(x, "bytes_read", rd);
+			lp_json_add_u64(x, "bytes_written", wr);
 		} else {
 			cJSON_AddNullToObject(x, "bytes_read");
 			cJSON_AddNullToObject(x, "bytes_written");
 		}
-		num(x, "flops", lp_node_flops(op, k) * v->instances);
+		lp_json_add_u64(x, "flops", lp_node_flops(op, k) * v->instances);
 		cJSON_AddItemToArray(a, x);
 		gen_instances += v->gen_instances;
 	}
-	/* Per generated token: nodes of the ops read evaluated, over the tokens since nodes
-	 * began to be read; barriers passed (calls over threads), over every window's. */
+	/* Per generated token: nodes of the ops read evaluated, over the generation decodes
+	 * that began once nodes were read (whole tokens, on both sides); barriers passed
+	 * (calls over threads), over every window's. */
 	x = cJSON_AddObjectToObject(g, "per_token");
-	gen_read = gen_tokens > gp->tensors_gen_tokens0 ? gen_tokens - gp->tensors_gen_tokens0 : 0;
-	num(x, "generated", gen_read);
+	gen_read = whole_tokens;
+	lp_json_add_u64(x, "generated", gen_read);
 	cJSON_AddNumberToObject(x, "probed_nodes", gen_read ? (double)gen_instances / gen_read : 0);
 	cJSON_AddNumberToObject(
 		x, "barriers",

@@ -14,7 +14,7 @@
 #include "escape.h"
 #include "base/hist.h"
 #include "report/graph.h"
-#include "report/requests.h"
+#include "report/requests_doc.h"
 #include "tracked/identity.h"
 
 #ifndef LLMPROF_VERSION
@@ -71,22 +71,17 @@ const char *const lp_counter_names[LP_C_NR] = {
 
 static const char *const sym_class_names[LP_SYM_NR] = {"matmul", "barrier", "decode", NULL};
 
-static void num(cJSON *o, const char *k, uint64_t v)
-{
-	cJSON_AddNumberToObject(o, k, (double)v);
-}
-
 cJSON *lp_render_hist(const struct lp_hist *h)
 {
 	cJSON *o = cJSON_CreateObject(), *b;
 
 	cJSON_AddStringToObject(o, "unit", "ns");
-	num(o, "count", lp_hist_total(h));
-	num(o, "sum", h->sum_ns);
-	num(o, "max", h->max_ns);
-	num(o, "p50", lp_hist_quantile(h, 0.50));
-	num(o, "p90", lp_hist_quantile(h, 0.90));
-	num(o, "p99", lp_hist_quantile(h, 0.99));
+	lp_json_add_u64(o, "count", lp_hist_total(h));
+	lp_json_add_u64(o, "sum", h->sum_ns);
+	lp_json_add_u64(o, "max", h->max_ns);
+	lp_json_add_u64(o, "p50", lp_hist_quantile(h, 0.50));
+	lp_json_add_u64(o, "p90", lp_hist_quantile(h, 0.90));
+	lp_json_add_u64(o, "p99", lp_hist_quantile(h, 0.99));
 	/* Non-empty buckets only, as [lower, upper, count]: lower <= v < upper. */
 	b = cJSON_AddArrayToObject(o, "buckets");
 	for (unsigned i = 0; i < LP_HIST_NBUCKETS; i++) {
@@ -110,7 +105,7 @@ static cJSON *render_futex(const struct lp_futex_top *f)
 {
 	cJSON *o = cJSON_CreateObject(), *a;
 
-	num(o, "addresses", f->naddrs);
+	lp_json_add_u64(o, "addresses", f->naddrs);
 	a = cJSON_AddArrayToObject(o, "top");
 	for (size_t i = 0; i < f->ntop; i++) {
 		const struct lp_futex_view *v = &f->top[i];
@@ -119,9 +114,9 @@ static cJSON *render_futex(const struct lp_futex_top *f)
 
 		snprintf(addr, sizeof(addr), "0x%" PRIx64, v->uaddr);
 		cJSON_AddStringToObject(e, "uaddr", addr);
-		num(e, "waits", v->v.waits);
-		num(e, "wait_ns", v->v.wait_ns);
-		num(e, "max_ns", v->v.max_ns);
+		lp_json_add_u64(e, "waits", v->v.waits);
+		lp_json_add_u64(e, "wait_ns", v->v.wait_ns);
+		lp_json_add_u64(e, "max_ns", v->v.max_ns);
 		cJSON_AddItemToArray(a, e);
 	}
 	return o;
@@ -133,7 +128,7 @@ static cJSON *render_preempt(const struct lp_preempt_top *p, pid_t self)
 {
 	cJSON *o = cJSON_CreateObject(), *a;
 
-	num(o, "processes", p->npreemptors);
+	lp_json_add_u64(o, "processes", p->npreemptors);
 	a = cJSON_AddArrayToObject(o, "top");
 	for (size_t i = 0; i < p->ntop; i++) {
 		const struct lp_preempt_view *v = &p->top[i];
@@ -142,11 +137,11 @@ static cJSON *render_preempt(const struct lp_preempt_top *p, pid_t self)
 
 		memcpy(comm, v->v.comm, LP_COMM_LEN);
 		comm[LP_COMM_LEN] = '\0';
-		num(e, "pid", v->by_tgid);
+		lp_json_add_u64(e, "pid", v->by_tgid);
 		lp_json_add_escaped(e, "comm", comm);
 		cJSON_AddBoolToObject(e, "own", (pid_t)v->by_tgid == self);
-		num(e, "preemptions", v->v.count);
-		num(e, "wait_ns", v->v.wait_ns);
+		lp_json_add_u64(e, "preemptions", v->v.count);
+		lp_json_add_u64(e, "wait_ns", v->v.wait_ns);
 		cJSON_AddItemToArray(a, e);
 	}
 	return o;
@@ -157,22 +152,22 @@ static cJSON *render_thread(const struct lp_thread_view *tv)
 	cJSON *o = cJSON_CreateObject();
 	const struct lp_thread *t = &tv->t;
 
-	num(o, "tid", tv->tid);
+	lp_json_add_u64(o, "tid", tv->tid);
 	lp_json_add_escaped(o, "comm", tv->comm);
-	num(o, "oncpu_ns", t->oncpu_ns);
-	num(o, "runqueue_ns", t->runq_ns);
-	num(o, "offcpu_blocked_ns", t->off_blocked_ns);
-	num(o, "offcpu_preempted_ns", t->off_preempted_ns);
-	num(o, "samples", t->samples);
-	num(o, "samples_sync", t->samples_sync);
-	num(o, "samples_ggml", t->samples_ggml);
-	num(o, "voluntary_switches", t->nvcsw);
-	num(o, "involuntary_switches", t->nivcsw);
-	num(o, "migrations", t->migrations);
-	num(o, "futex_waits", t->futex_waits);
-	num(o, "futex_wait_ns", t->futex_ns);
-	num(o, "page_faults_minor", t->faults_min);
-	num(o, "page_faults_major", t->faults_maj);
+	lp_json_add_u64(o, "oncpu_ns", t->oncpu_ns);
+	lp_json_add_u64(o, "runqueue_ns", t->runq_ns);
+	lp_json_add_u64(o, "offcpu_blocked_ns", t->off_blocked_ns);
+	lp_json_add_u64(o, "offcpu_preempted_ns", t->off_preempted_ns);
+	lp_json_add_u64(o, "samples", t->samples);
+	lp_json_add_u64(o, "samples_sync", t->samples_sync);
+	lp_json_add_u64(o, "samples_ggml", t->samples_ggml);
+	lp_json_add_u64(o, "voluntary_switches", t->nvcsw);
+	lp_json_add_u64(o, "involuntary_switches", t->nivcsw);
+	lp_json_add_u64(o, "migrations", t->migrations);
+	lp_json_add_u64(o, "futex_waits", t->futex_waits);
+	lp_json_add_u64(o, "futex_wait_ns", t->futex_ns);
+	lp_json_add_u64(o, "page_faults_minor", t->faults_min);
+	lp_json_add_u64(o, "page_faults_major", t->faults_maj);
 	return o;
 }
 
@@ -200,9 +195,9 @@ static void render_phase(cJSON *parent, const char *name, uint64_t calls, uint64
 {
 	cJSON *x = cJSON_AddObjectToObject(parent, name);
 
-	num(x, "calls", calls);
-	num(x, "tokens", tokens);
-	num(x, "ns", ns);
+	lp_json_add_u64(x, "calls", calls);
+	lp_json_add_u64(x, "tokens", tokens);
+	lp_json_add_u64(x, "ns", ns);
 	cJSON_AddNumberToObject(x, "tokens_per_s", ratio(tokens * 1000000000ULL, ns));
 	cJSON_AddNumberToObject(x, "ms_per_token", ratio(ns, tokens) / 1e6);
 }
@@ -228,7 +223,7 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_s
 						     cJSON_CreateString(ob->syms.syms[k].name));
 		/* Op functions are many (upstream has 130+): counted, not listed. Matmul
 		 * functions named ggml_compute_forward_* are ops too. */
-		num(e, "op_functions", nops);
+		lp_json_add_u64(e, "op_functions", nops);
 		cJSON_AddStringToObject(e, "op_attribution",
 					ob->omp_runtime ? "sync: an OpenMP runtime"
 					: nops && lp_ggml_obj_walked_by_rows(ob)
@@ -243,19 +238,19 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_s
 		cJSON_AddStringToObject(e, "unwind", lp_ggml_obj_unwind(ob));
 		/* The rows it was walked by; those the kernel holds now (0 once no running
 		 * process maps it: they were given back). */
-		num(e, "unwind_rows", ob->uw_rows_read);
-		num(e, "unwind_rows_held", ob->uw_n);
+		lp_json_add_u64(e, "unwind_rows", ob->uw_rows_read);
+		lp_json_add_u64(e, "unwind_rows_held", ob->uw_n);
 		/* Its rows the walk cannot follow, by why; and samples whose walk stopped in
 		 * its code and went to the stack scan. */
 		sites = cJSON_AddObjectToObject(e, "unwind_rows_lost");
 		for (unsigned k = 1; k < LP_UW_WHY_NR; k++)
-			num(sites, lp_unwind_why_key(k), ob->uw_lost[k]);
+			lp_json_add_u64(sites, lp_unwind_why_key(k), ob->uw_lost[k]);
 		uint64_t fell = 0;
 
 		for (size_t k = 0; os && k < LP_MAX_UNWIND; k++)
 			if (gp->uw_objs[k] == ob)
 				fell += os->uw_fail_obj[k];
-		num(e, "unwind_fallback_samples", fell);
+		lp_json_add_u64(e, "unwind_fallback_samples", fell);
 		/* Where each function's uprobes go: bytes past its start, and the instruction. */
 		sites = cJSON_AddArrayToObject(e, "probe_sites");
 		for (size_t k = 0; k < ob->syms.nsyms; k++) {
@@ -267,7 +262,7 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_s
 			x = cJSON_CreateObject();
 
 			lp_json_add_escaped(x, "function", s->name);
-			num(x, "offset", s->entry_skip);
+			lp_json_add_u64(x, "offset", s->entry_skip);
 			cJSON_AddStringToObject(x, "instruction", lp_x86_site_names[s->site]);
 			cJSON_AddItemToArray(sites, x);
 		}
@@ -310,8 +305,8 @@ static void render_precise_per_token(cJSON *o, const struct lp_ggml_proc *gp,
 	}
 	ns[LP_G_SYNC] = w->ctr[LP_W_BARRIER_GEN_ONCPU_NS];
 	x = cJSON_AddObjectToObject(o, "precise");
-	num(x, "generated", tokens);
-	num(x, "ops_probed", probed);
+	lp_json_add_u64(x, "generated", tokens);
+	lp_json_add_u64(x, "ops_probed", probed);
 	y = cJSON_AddObjectToObject(x, "cpu_ms");
 	for (int i = 0; i < LP_G_KEYS; i++)
 		if (i != LP_G_OUTSIDE)
@@ -336,7 +331,7 @@ static void render_observer(cJSON *x, const struct lp_precise_totals *w, const _
 	uint64_t all_tok = ctr[LP_C_DECODE_GEN_CALLS], all_ns = ctr[LP_C_DECODE_GEN_NS];
 	cJSON *y = cJSON_AddObjectToObject(x, "generation");
 
-	num(y, "tokens_inside", in_tok);
+	lp_json_add_u64(y, "tokens_inside", in_tok);
 	rate_or_null(y, "tokens_per_s_inside", in_tok, in_ns);
 	rate_or_null(y, "tokens_per_s_outside", all_tok > in_tok ? all_tok - in_tok : 0,
 		     all_ns > in_ns ? all_ns - in_ns : 0);
@@ -351,17 +346,17 @@ static void render_unwind(cJSON *o, const struct lp_ggml_proc *gp, const struct 
 	cJSON *x = cJSON_AddObjectToObject(o, "unwind"), *y;
 	uint64_t lost;
 
-	num(x, "samples", os->total);
+	lp_json_add_u64(x, "samples", os->total);
 	y = cJSON_AddObjectToObject(x, "by");
 	for (int i = 0; i < LP_HOW_NR; i++)
-		num(y, how[i], os->how[i]);
+		lp_json_add_u64(y, how[i], os->how[i]);
 	cJSON_AddNumberToObject(x, "unwound_share",
 				ratio(os->how[LP_HOW_IP] + os->how[LP_HOW_CFI], os->total));
 	cJSON_AddNumberToObject(x, "scan_share", ratio(os->how[LP_HOW_SCAN], os->total));
 	y = cJSON_AddObjectToObject(x, "fallbacks");
 	for (unsigned i = 0; i < LP_UF_NR; i++)
-		num(y, lp_unwind_why_key(i), os->uw_fail[i]);
-	num(x, "fallbacks_outside_objects", os->uw_fail_obj[LP_MAX_UNWIND]);
+		lp_json_add_u64(y, lp_unwind_why_key(i), os->uw_fail[i]);
+	lp_json_add_u64(x, "fallbacks_outside_objects", os->uw_fail_obj[LP_MAX_UNWIND]);
 	cJSON_AddBoolToObject(x, "trustworthy", lp_op_samples_trustworthy(os));
 	/* The objects with no ops whose rows the walk follows (the C and C++ runtimes): not
 	 * among ggml.objects, which lists those with symbols of interest. */
@@ -382,12 +377,12 @@ static void render_unwind(cJSON *o, const struct lp_ggml_proc *gp, const struct 
 				fell += os->uw_fail_obj[j];
 		e = cJSON_CreateObject();
 		lp_json_add_escaped(e, "path", ob->path);
-		num(e, "unwind_rows", ob->uw_rows_read);
+		lp_json_add_u64(e, "unwind_rows", ob->uw_rows_read);
 		lost = 0;
 		for (unsigned i = 1; i < LP_UW_WHY_NR; i++)
 			lost += ob->uw_lost[i];
-		num(e, "unwind_rows_lost", lost);
-		num(e, "unwind_fallback_samples", fell);
+		lp_json_add_u64(e, "unwind_rows_lost", lost);
+		lp_json_add_u64(e, "unwind_fallback_samples", fell);
 		cJSON_AddItemToArray(y, e);
 	}
 }
@@ -419,15 +414,15 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 		x = cJSON_CreateObject();
 		lp_json_add_escaped(x, "op", e->name);
 		cJSON_AddStringToObject(x, "group", lp_op_group_name(e->group));
-		num(x, "samples", rows[k].n);
+		lp_json_add_u64(x, "samples", rows[k].n);
 		cJSON_AddNumberToObject(x, "share", ratio(rows[k].n, os->total));
-		num(x, "generation_samples", os->gen[rows[k].i]);
+		lp_json_add_u64(x, "generation_samples", os->gen[rows[k].i]);
 		/* Precise mode's figures, over its windows, for ops it probed. */
 		if (p && p->calls) {
 			y = cJSON_AddObjectToObject(x, "precise");
-			num(y, "calls", p->calls);
-			num(y, "ns", p->ns);
-			num(y, "oncpu_ns", p->oncpu_ns);
+			lp_json_add_u64(y, "calls", p->calls);
+			lp_json_add_u64(y, "ns", p->ns);
+			lp_json_add_u64(y, "oncpu_ns", p->oncpu_ns);
 			/* Over the same windows: its own on-CPU time over the process's, and its
 			 * samples over the process's. */
 			cJSON_AddNumberToObject(y, "share", ratio(p->oncpu_ns, w->oncpu_ns));
@@ -438,10 +433,10 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 		cJSON_AddItemToArray(a, x);
 	}
 	free(rows);
-	num(o, "ops_dropped", gp->ops_dropped);
+	lp_json_add_u64(o, "ops_dropped", gp->ops_dropped);
 
 	x = cJSON_AddObjectToObject(o, "op_groups");
-	num(x, "samples", os->total);
+	lp_json_add_u64(x, "samples", os->total);
 	y = cJSON_AddObjectToObject(x, "share");
 	lp_op_group_counts(&gp->ops, os, false, g);
 	for (int i = 0; i < LP_G_KEYS; i++)
@@ -451,9 +446,9 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 
 	/* CPU time is summed over threads, so per token it can exceed the wall time. */
 	x = cJSON_AddObjectToObject(o, "per_token");
-	num(x, "generated", gen_tokens);
+	lp_json_add_u64(x, "generated", gen_tokens);
 	cJSON_AddNumberToObject(x, "wall_ms", gen_tokens ? (double)gen_ns / 1e6 / gen_tokens : 0);
-	num(x, "samples", os->gen_total);
+	lp_json_add_u64(x, "samples", os->gen_total);
 	y = cJSON_AddObjectToObject(x, "cpu_ms");
 	lp_op_group_counts(&gp->ops, os, true, g);
 	for (int i = 0; i < LP_G_KEYS; i++)
@@ -505,12 +500,12 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 
 	cJSON_AddItemToObject(o, "objects", render_objects(gp, v->ops));
 	cJSON_AddItemToObject(o, "missing", render_missing(cfg, gp));
-	num(o, "sampling_table_functions", gp->nranges);
-	num(o, "sampling_table_dropped", gp->ranges_dropped);
+	lp_json_add_u64(o, "sampling_table_functions", gp->nranges);
+	lp_json_add_u64(o, "sampling_table_dropped", gp->ranges_dropped);
 
 	tk = cJSON_AddObjectToObject(o, "tokens");
-	num(tk, "decoded", ctr[LP_C_DECODE_PROMPT_TOKENS] + ctr[LP_C_DECODE_GEN_CALLS]);
-	num(tk, "decode_errors", ctr[LP_C_DECODE_ERRORS]);
+	lp_json_add_u64(tk, "decoded", ctr[LP_C_DECODE_PROMPT_TOKENS] + ctr[LP_C_DECODE_GEN_CALLS]);
+	lp_json_add_u64(tk, "decode_errors", ctr[LP_C_DECODE_ERRORS]);
 	render_phase(tk, "prompt", ctr[LP_C_DECODE_PROMPT_CALLS], ctr[LP_C_DECODE_PROMPT_TOKENS],
 		     ctr[LP_C_DECODE_PROMPT_NS]);
 	/* Generation decodes one token per call. */
@@ -533,17 +528,19 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	render_ops(o, gp, v->ops, v->op_precise, w, ctr[LP_C_DECODE_GEN_CALLS],
 		   ctr[LP_C_DECODE_GEN_NS], sample_hz);
 	lp_render_graph(o, gp, v->nodes, v->nnodes, w->ctr[LP_W_GEN_TOKENS],
-			ctr[LP_C_BARRIER_GEN_CALLS]);
+			v->ops ? v->ops->nodes_gen_tokens : 0, ctr[LP_C_BARRIER_GEN_CALLS]);
 	x = cJSON_AddObjectToObject(o, "sampled");
-	num(x, "hz", sample_hz);
+	lp_json_add_u64(x, "hz", sample_hz);
 	/* one per thread there when sampling started; later threads inherit theirs */
-	cJSON_AddStringToObject(x, "sampler", cfg && cfg->sample_per_thread ? "thread" : "cpu");
-	num(x, "thread_events", gp->sampler.opened);
+	cJSON_AddStringToObject(x, "sampler",
+				cfg && cfg->sampler == LP_SAMPLER_THREAD ? "thread" : "cpu");
+	lp_json_add_u64(x, "thread_events", gp->sampler.opened);
 	/* CLOCK_MONOTONIC when this process's samples began to count; 0: not yet */
-	num(x, "since_ns", gp->sampler.started_ns ? gp->sampler.started_ns : gp->table_ns);
+	lp_json_add_u64(x, "since_ns",
+			gp->sampler.started_ns ? gp->sampler.started_ns : gp->table_ns);
 	if (gp->sampler.error)
 		cJSON_AddStringToObject(x, "error", strerror(-gp->sampler.error));
-	num(x, "samples", ctr[LP_C_SAMPLES]);
+	lp_json_add_u64(x, "samples", ctr[LP_C_SAMPLES]);
 	/* Sampled CPU time over the on-CPU time the scheduler hook measured since sampling
 	 * began: 1 where the timer fires every period; lower where the host skips periods. */
 	if (sample_hz && !v->target->base && ctr[LP_C_ONCPU_NS] > gp->oncpu_at_table_ns)
@@ -553,43 +550,43 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 				(double)(ctr[LP_C_ONCPU_NS] - gp->oncpu_at_table_ns));
 	else
 		cJSON_AddNullToObject(x, "coverage");
-	num(x, "matmul", ctr[LP_C_SAMPLES_MATMUL]);
-	num(x, "barrier", ctr[LP_C_SAMPLES_BARRIER]);
+	lp_json_add_u64(x, "matmul", ctr[LP_C_SAMPLES_MATMUL]);
+	lp_json_add_u64(x, "barrier", ctr[LP_C_SAMPLES_BARRIER]);
 	cJSON_AddItemToObject(x, "share",
 			      render_share(ctr[LP_C_SAMPLES_MATMUL], ctr[LP_C_SAMPLES_BARRIER],
 					   ctr[LP_C_SAMPLES]));
-	num(x, "barrier_offcpu_estimate_ns", ctr[LP_C_BARRIER_OFF_EST_NS]);
+	lp_json_add_u64(x, "barrier_offcpu_estimate_ns", ctr[LP_C_BARRIER_OFF_EST_NS]);
 
 	x = cJSON_AddObjectToObject(o, "precise");
 	lp_render_precise_state(x, gp, now);
-	num(x, "windows", w->windows);
+	lp_json_add_u64(x, "windows", w->windows);
 	cJSON_AddNumberToObject(x, "seconds", (double)w->ns / 1e9);
-	num(x, "oncpu_ns", w->oncpu_ns);
-	num(x, "functions_probed", gp->nprobed);
-	num(x, "op_functions_probed", gp->nops_probed);
+	lp_json_add_u64(x, "oncpu_ns", w->oncpu_ns);
+	lp_json_add_u64(x, "functions_probed", gp->nprobed);
+	lp_json_add_u64(x, "op_functions_probed", gp->nops_probed);
 	if (gp->precise_ops_missing)
 		cJSON_AddStringToObject(x, "ops_not_found", gp->precise_ops_missing);
 	if (gp->precise_error)
 		cJSON_AddStringToObject(x, "error", strerror(-gp->precise_error));
 	y = cJSON_AddObjectToObject(x, "matmul");
-	num(y, "calls", ctr[LP_C_MATMUL_CALLS]);
-	num(y, "ns", ctr[LP_C_MATMUL_NS]);
-	num(y, "exclusive_oncpu_ns", ctr[LP_C_MATMUL_EXCL_ONCPU_NS]);
+	lp_json_add_u64(y, "calls", ctr[LP_C_MATMUL_CALLS]);
+	lp_json_add_u64(y, "ns", ctr[LP_C_MATMUL_NS]);
+	lp_json_add_u64(y, "exclusive_oncpu_ns", ctr[LP_C_MATMUL_EXCL_ONCPU_NS]);
 	spin = ctr[LP_C_BARRIER_NS] > ctr[LP_C_BARRIER_OFF_NS]
 		       ? ctr[LP_C_BARRIER_NS] - ctr[LP_C_BARRIER_OFF_NS]
 		       : 0;
 	y = cJSON_AddObjectToObject(x, "barrier");
-	num(y, "calls", ctr[LP_C_BARRIER_CALLS]);
-	num(y, "ns", ctr[LP_C_BARRIER_NS]);
-	num(y, "spin_ns", spin);
-	num(y, "sleep_ns", ctr[LP_C_BARRIER_NS] - spin);
+	lp_json_add_u64(y, "calls", ctr[LP_C_BARRIER_CALLS]);
+	lp_json_add_u64(y, "ns", ctr[LP_C_BARRIER_NS]);
+	lp_json_add_u64(y, "spin_ns", spin);
+	lp_json_add_u64(y, "sleep_ns", ctr[LP_C_BARRIER_NS] - spin);
 	cJSON_AddItemToObject(x, "share",
 			      render_share(ctr[LP_C_MATMUL_EXCL_ONCPU_NS], spin, w->oncpu_ns));
 	/* The estimate over the same windows, to judge it by. */
 	cJSON_AddItemToObject(x, "sampled_share",
 			      render_share(w->ctr[LP_W_SAMPLES_MATMUL],
 					   w->ctr[LP_W_SAMPLES_BARRIER], w->ctr[LP_W_SAMPLES]));
-	num(x, "samples", w->ctr[LP_W_SAMPLES]);
+	lp_json_add_u64(x, "samples", w->ctr[LP_W_SAMPLES]);
 	render_observer(x, w, ctr);
 	return o;
 }
@@ -598,8 +595,11 @@ static cJSON *render_context(const struct lp_context *x)
 {
 	cJSON *o = cJSON_CreateObject(), *w;
 
-	num(o, "cpus_allowed", x->ncpus);
-	num(o, "cores_allowed", x->ncores);
+	lp_json_add_u64(o, "cpus_allowed", x->ncpus);
+	lp_json_add_u64(o, "cores_allowed", x->ncores);
+	/* the last-level caches of those CPUs, each instance once */
+	lp_json_add_u64(o, "llc_bytes", x->llc_bytes);
+	lp_json_add_u64(o, "llc_instances", x->nllc);
 	if (x->quota_cpus > 0)
 		cJSON_AddNumberToObject(o, "quota_cpus", x->quota_cpus);
 	else
@@ -615,14 +615,14 @@ static cJSON *render_context(const struct lp_context *x)
 		cJSON_AddNullToObject(o, "openmp_environment");
 	}
 	w = cJSON_AddObjectToObject(o, "weights");
-	num(w, "mappings", x->weights_mappings);
-	num(w, "bytes", x->weights_bytes);
-	num(w, "resident_bytes", x->weights_rss);
-	num(w, "huge_page_bytes", x->weights_huge);
+	lp_json_add_u64(w, "mappings", x->weights_mappings);
+	lp_json_add_u64(w, "bytes", x->weights_bytes);
+	lp_json_add_u64(w, "resident_bytes", x->weights_rss);
+	lp_json_add_u64(w, "huge_page_bytes", x->weights_huge);
 	/* read per generated token, from the model's header: 0 when it is not readable */
-	num(w, "per_token_bytes", x->weights_per_token);
-	num(w, "experts", x->experts);
-	num(w, "experts_used", x->experts_used);
+	lp_json_add_u64(w, "per_token_bytes", x->weights_per_token);
+	lp_json_add_u64(w, "experts", x->experts);
+	lp_json_add_u64(w, "experts_used", x->experts_used);
 	if (x->weights_mappings)
 		lp_json_add_escaped(w, "file", x->weights_path);
 	return o;
@@ -697,7 +697,7 @@ static void render_who(cJSON *o, const struct lp_target *t)
 	m = cJSON_AddObjectToObject(o, "model");
 	cJSON_AddStringToObject(m, "name", lp_identity_model_name(id));
 	cJSON_AddStringToObject(m, "path", id->model);
-	num(m, "bytes", id->model_bytes);
+	lp_json_add_u64(m, "bytes", id->model_bytes);
 	str_or_null(m, "architecture", id->model_arch);
 	str_or_null(m, "type", id->model_type);
 }
@@ -709,7 +709,7 @@ static cJSON *render_identity(const struct lp_report *r, const struct lp_proc_vi
 	uint64_t until = t->exited && t->exited_at_ns ? t->exited_at_ns : r->now_ns;
 	cJSON *o = cJSON_CreateObject();
 
-	num(o, "pid", (uint64_t)t->pid);
+	lp_json_add_u64(o, "pid", (uint64_t)t->pid);
 	lp_json_add_escaped(o, "comm", t->comm);
 	if (t->exe)
 		lp_json_add_escaped(o, "exe", t->exe);
@@ -718,7 +718,7 @@ static cJSON *render_identity(const struct lp_report *r, const struct lp_proc_vi
 	if (t->uid == (uid_t)-1)
 		cJSON_AddNullToObject(o, "uid");
 	else
-		num(o, "uid", t->uid);
+		lp_json_add_u64(o, "uid", t->uid);
 	cJSON_AddStringToObject(o, "matched_by", t->matched_by);
 	render_who(o, t);
 	cJSON_AddStringToObject(o, "state", t->exited ? "exited" : "running");
@@ -739,10 +739,10 @@ static cJSON *render_hist_brief(const struct lp_hist *h)
 {
 	cJSON *o = cJSON_CreateObject();
 
-	num(o, "count", lp_hist_total(h));
-	num(o, "sum", h->sum_ns);
-	num(o, "p50", lp_hist_quantile(h, 0.50));
-	num(o, "p99", lp_hist_quantile(h, 0.99));
+	lp_json_add_u64(o, "count", lp_hist_total(h));
+	lp_json_add_u64(o, "sum", h->sum_ns);
+	lp_json_add_u64(o, "p50", lp_hist_quantile(h, 0.50));
+	lp_json_add_u64(o, "p99", lp_hist_quantile(h, 0.99));
 	return o;
 }
 
@@ -751,7 +751,7 @@ static void render_counters(cJSON *c, const struct lp_report *r, const __u64 *ct
 {
 	for (int i = 0; i < LP_C_NR; i++) {
 		if (lp_report_counter_known(r, i))
-			num(c, lp_counter_names[i], ctr[i]);
+			lp_json_add_u64(c, lp_counter_names[i], ctr[i]);
 		else
 			cJSON_AddNullToObject(c, lp_counter_names[i]);
 	}
@@ -764,11 +764,11 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 	cJSON *o = render_identity(r, v), *c, *h;
 	int worst;
 
-	num(o, "threads", v->nthreads);
+	lp_json_add_u64(o, "threads", v->nthreads);
 	cJSON_AddBoolToObject(o, "ggml", v->target->ggml && v->target->ggml->found_ns);
 	c = cJSON_AddObjectToObject(o, "counters");
 	render_counters(c, r, ctr);
-	num(c, "futex_waits", lp_hist_total(&hist[LP_H_FUTEX]));
+	lp_json_add_u64(c, "futex_waits", lp_hist_total(&hist[LP_H_FUTEX]));
 	h = cJSON_AddObjectToObject(o, "histograms");
 	for (int i = 0; i < LP_H_NR; i++)
 		cJSON_AddItemToObject(h, lp_hist_names[i], render_hist_brief(&hist[i]));
@@ -781,7 +781,7 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 	/* How many rules fired and the worst severity (of them and the recent ones), for a
 	 * table to mark the process. */
 	c = cJSON_AddObjectToObject(o, "findings");
-	num(c, "count", v->findings ? v->findings->n : 0);
+	lp_json_add_u64(c, "count", v->findings ? v->findings->n : 0);
 	worst = v->findings ? lp_findings_worst(v->findings) : -1;
 	if (worst >= 0)
 		cJSON_AddStringToObject(c, "worst", lp_severity_names[worst]);
@@ -805,14 +805,14 @@ static cJSON *render_requests_brief(const struct lp_requests *rq)
 		seqs += (uint64_t)i * rq->occupancy[i];
 		decodes += rq->occupancy[i];
 	}
-	num(o, "requests", rq->ndone);
-	num(o, "in_flight", rq->nactive);
-	num(o, "prompt_tokens", rq->m.prompt_tokens);
-	num(o, "output_tokens", rq->m.output_tokens);
-	num(o, "reused_tokens", rq->m.reused_tokens);
+	lp_json_add_u64(o, "requests", rq->ndone);
+	lp_json_add_u64(o, "in_flight", rq->nactive);
+	lp_json_add_u64(o, "prompt_tokens", rq->m.prompt_tokens);
+	lp_json_add_u64(o, "output_tokens", rq->m.output_tokens);
+	lp_json_add_u64(o, "reused_tokens", rq->m.reused_tokens);
 	/* decodes read, and the sequences they carried: their ratio is the occupancy */
-	num(o, "decodes", decodes);
-	num(o, "sequences", seqs);
+	lp_json_add_u64(o, "decodes", decodes);
+	lp_json_add_u64(o, "sequences", seqs);
 	h = cJSON_AddObjectToObject(o, "histograms");
 	for (int k = 0; k < LP_RH_NR; k++)
 		cJSON_AddItemToObject(h, names[k], lp_render_hist(&rq->m.h[k]));
@@ -825,10 +825,10 @@ cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v)
 	const struct lp_proc_stats *s = &v->stats;
 	cJSON *o = render_identity(r, v), *c, *h, *th;
 
-	num(o, "report_format", LP_REPORT_FORMAT);
+	lp_json_add_u64(o, "report_format", LP_REPORT_FORMAT);
 	c = cJSON_AddObjectToObject(o, "counters");
 	render_counters(c, r, s->ctr);
-	num(c, "futex_waits", lp_hist_total(&s->hist[LP_H_FUTEX]));
+	lp_json_add_u64(c, "futex_waits", lp_hist_total(&s->hist[LP_H_FUTEX]));
 
 	h = cJSON_AddObjectToObject(o, "histograms");
 	for (int i = 0; i < LP_H_NR; i++)
@@ -887,8 +887,8 @@ cJSON *lp_render_report(const struct lp_report *r)
 	uint64_t memlock = 0;
 
 	cJSON_AddStringToObject(root, "version", LLMPROF_VERSION);
-	num(root, "report_format", LP_REPORT_FORMAT);
-	num(root, "abi", LP_ABI_VERSION);
+	lp_json_add_u64(root, "report_format", LP_REPORT_FORMAT);
+	lp_json_add_u64(root, "abi", LP_ABI_VERSION);
 	if (r->features)
 		cJSON_AddItemToObject(root, "features", render_features(r->features));
 
@@ -905,8 +905,8 @@ cJSON *lp_render_report(const struct lp_report *r)
 	cJSON_AddStringToObject(col, "new_mappings", r->mmap_source ? r->mmap_source : "off");
 	cJSON_AddStringToObject(col, "precise_probes",
 				r->uprobe_multi ? "multi-uprobe links" : "a link per probe");
-	num(col, "sample_hz", r->sample_hz);
-	num(col, "stretch_sample", r->stretch_sample);
+	lp_json_add_u64(col, "sample_hz", r->sample_hz);
+	lp_json_add_u64(col, "stretch_sample", r->stretch_sample);
 
 	maps = cJSON_AddArrayToObject(root, "maps");
 	for (size_t i = 0; i < r->nmaps; i++) {
@@ -914,27 +914,27 @@ cJSON *lp_render_report(const struct lp_report *r)
 		cJSON *e = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(e, "name", m->name);
-		num(e, "max_entries", m->max_entries);
-		num(e, "entries", m->entries);
-		num(e, "value_size", m->value_size);
-		num(e, "memlock_bytes", m->memlock);
+		lp_json_add_u64(e, "max_entries", m->max_entries);
+		lp_json_add_u64(e, "entries", m->entries);
+		lp_json_add_u64(e, "value_size", m->value_size);
+		lp_json_add_u64(e, "memlock_bytes", m->memlock);
 		memlock += m->memlock;
 		cJSON_AddItemToArray(maps, e);
 	}
-	num(root, "kernel_memory_bytes", memlock);
+	lp_json_add_u64(root, "kernel_memory_bytes", memlock);
 
 	lost = cJSON_AddObjectToObject(root, "lost");
-	num(lost, "threads_map_full", r->drops[LP_D_THREADS_FULL]);
-	num(lost, "futex_addrs_map_full", r->drops[LP_D_FUTEX_ADDRS_FULL]);
-	num(lost, "ring_buffer_full", r->drops[LP_D_EVENTS_LOST]);
-	num(lost, "preemptors_map_full", r->drops[LP_D_PREEMPTORS_FULL]);
-	num(lost, "decodes_ring_buffer_half_full", r->drops[LP_D_DECODES_LOST]);
-	num(lost, "nodes_map_full", r->drops[LP_D_NODES_FULL]);
-	num(lost, "procs_map_full", r->procs_full);
-	num(lost, "exited_evicted", r->exited_evicted);
-	num(lost, "exited_before_tracking", r->exited_untracked);
-	num(root, "exits_recovered", r->exits_recovered);
-	num(root, "waiting_for_room", r->waiting);
+	lp_json_add_u64(lost, "threads_map_full", r->drops[LP_D_THREADS_FULL]);
+	lp_json_add_u64(lost, "futex_addrs_map_full", r->drops[LP_D_FUTEX_ADDRS_FULL]);
+	lp_json_add_u64(lost, "ring_buffer_full", r->drops[LP_D_EVENTS_LOST]);
+	lp_json_add_u64(lost, "preemptors_map_full", r->drops[LP_D_PREEMPTORS_FULL]);
+	lp_json_add_u64(lost, "decodes_ring_buffer_half_full", r->drops[LP_D_DECODES_LOST]);
+	lp_json_add_u64(lost, "nodes_map_full", r->drops[LP_D_NODES_FULL]);
+	lp_json_add_u64(lost, "procs_map_full", r->procs_full);
+	lp_json_add_u64(lost, "exited_evicted", r->exited_evicted);
+	lp_json_add_u64(lost, "exited_before_tracking", r->exited_untracked);
+	lp_json_add_u64(root, "exits_recovered", r->exits_recovered);
+	lp_json_add_u64(root, "waiting_for_room", r->waiting);
 
 	procs = cJSON_AddArrayToObject(root, "processes");
 	for (size_t i = 0; i < r->nprocs; i++)

@@ -24,7 +24,7 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 cJSON *lp_render_findings(const struct lp_proc_view *v);
 /* The process's identity and its findings: GET /v1/processes/{pid}/findings. */
 cJSON *lp_render_proc_findings(const struct lp_report *r, const struct lp_proc_view *v);
-/* GET /v1/processes/{pid}/requests: its requests (report/requests.h) after its identity. */
+/* GET /v1/processes/{pid}/requests: its requests (report/requests_doc.h) after its identity. */
 cJSON *lp_render_proc_requests(const struct lp_report *r, const struct lp_proc_view *v);
 
 /* Where precise mode is for a process, into x: "state" (off; attaching: its probes on

@@ -129,7 +129,7 @@ static int read_futex(struct lp_report *r, const struct lp_core *c)
 
 /* Hands each view its preemptors still in the kernel map, from one pass over
  * "preemptors": a live process's, and one that exited since the last sweep moved them to
- * its final record (lp_tracker_sweep). */
+ * its final record (lp_tracker_find_missed_exits). */
 static int read_preempt_one(void *ctx, const void *key, const void *value)
 {
 	struct lp_report *r = ctx;
@@ -207,7 +207,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 			if (t->final_preempt)
 				v->preempt = *t->final_preempt;
 		} else {
-			/* A failed lookup means the process exited after lp_tracker_reap(): it is
+			/* A failed lookup means the process exited after lp_tracker_find_lost_exits(): it is
 			 * reported as live with zeroes rather than hidden. */
 			lp_hot_read(procs_fd, tr->hot_fd, key, &v->stats);
 			v->live = true;

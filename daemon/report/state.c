@@ -517,7 +517,7 @@ static int restore_one(struct lp_tracker *tr, const struct saved *sv, bool same_
 		}
 		/* Still running. Its counters hold what was seen while a daemon watched, and
 		 * so does its tracked time: rates since tracking are over the watched time
-		 * (the downtime in it read 62 % CPU for a process at 97 %). */
+		 * (with the downtime in it, every rate would read low by its share). */
 		t->tracked_since_ns = now > tracked_for ? now - tracked_for : 0;
 		return 0;
 	}

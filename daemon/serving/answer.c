@@ -3,6 +3,7 @@
  * valid UTF-8; and the one rule of who sees and changes what. */
 #include "serving/answer.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -126,7 +127,7 @@ void lp_api_error(struct lp_api_response *res, int status, const char *code, con
 	cJSON_AddStringToObject(e, "message", safe);
 	cJSON_AddNumberToObject(e, "status", status);
 	lp_api_respond_json(res, status, doc);
-	res->allow = NULL;
+	res->allow[0] = 0;
 }
 
 void lp_api_response_free(struct lp_api_response *res)
@@ -190,4 +191,27 @@ bool lp_api_need_privilege(const struct lp_api_backend *b, const struct lp_peer 
 		     "%s needs root or membership of group '%s' (you are uid %u)", what,
 		     group_of(b), (unsigned)p->uid);
 	return false;
+}
+
+bool lp_api_url_decode(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		unsigned x;
+
+		if (*s == '+') {
+			*o++ = ' ';
+		} else if (*s == '%') {
+			if (!isxdigit((unsigned char)s[1]) || !isxdigit((unsigned char)s[2]) ||
+			    sscanf(s + 1, "%2x", &x) != 1 || !x)
+				return false;
+			*o++ = (char)x;
+			s += 2;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+	return true;
 }

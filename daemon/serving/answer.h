@@ -13,6 +13,7 @@
 #include "base/body.h"
 #include "base/config.h"
 #include "base/stream.h"
+#include "profile/window.h"
 #include "report/report.h"
 
 /* Who is asking. */
@@ -48,6 +49,9 @@ struct lp_api_backend {
 			    struct lp_stream **stream);
 	int (*record_stop)(void *ctx, pid_t pid);
 	int (*record_fetch)(void *ctx, pid_t pid, struct lp_body **body, double *remaining);
+	/* A profile window (profile/profiler.h's lp_profile_start), its deferred answer in
+	 * *out. */
+	int (*profile_start)(void *ctx, const struct lp_profile_query *q, struct lp_stream **out);
 	/* The host's memory bandwidth into o; with measure, a measurement is started first. */
 	void (*bandwidth)(void *ctx, bool measure, cJSON *o);
 	const char *group; /* the group whose members are privileged, for messages */
@@ -69,8 +73,8 @@ struct lp_api_response {
 	int status;
 	const char *reason;
 	const char *content_type;
-	const char *allow; /* for 405 */
-	char *body;	   /* malloc'd, or shared's */
+	char allow[48]; /* for 405: the methods the path takes */
+	char *body;	/* malloc'd, or shared's */
 	size_t len;
 	struct lp_body *shared; /* a body kept by its owner too: one reference is the answer's */
 	/* An answer written as it is made (200, content_type; body NULL): the reference is
@@ -94,6 +98,9 @@ bool lp_api_visible(const struct lp_peer *p, const struct lp_target *t);
 /* Puts the processes p may see first, in their order, and makes them all r holds; returns
  * the whole count, to be set back before r is freed. */
 size_t lp_api_filter_visible(struct lp_report *r, const struct lp_peer *p);
+
+/* A query's value, %XX and + decoded in place; false on a bad escape (or %00). */
+bool lp_api_url_decode(char *s);
 
 /* 404: pid is not tracked (or not the peer's to see: a 403 would tell that it is). */
 void lp_api_not_tracked(struct lp_api_response *res, pid_t pid);

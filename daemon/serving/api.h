@@ -7,6 +7,10 @@
 
 #include "serving/answer.h"
 
+/* The routes' methods and paths ({pid} for a process id), in the table's order, up to cap;
+ * returns how many there are. For the documentation's check. */
+size_t lp_api_routes(const char **methods, const char **paths, size_t cap);
+
 void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *req,
 		   struct lp_api_response *res);
 

@@ -85,30 +85,6 @@ struct proc_filter {
 	char buf[LP_MAX_HEADERS_BYTES + 1]; /* the decoded values: any query that fits */
 };
 
-/* %XX and + decoded in place; false on a bad escape. */
-static bool url_decode(char *s)
-{
-	char *o = s;
-
-	for (; *s; s++) {
-		unsigned x;
-
-		if (*s == '+') {
-			*o++ = ' ';
-		} else if (*s == '%') {
-			if (!isxdigit((unsigned char)s[1]) || !isxdigit((unsigned char)s[2]) ||
-			    sscanf(s + 1, "%2x", &x) != 1 || !x)
-				return false;
-			*o++ = (char)x;
-			s += 2;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = '\0';
-	return true;
-}
-
 static int parse_filter(const char *query, struct proc_filter *f, struct lp_api_response *res)
 {
 	char *save = NULL, *kv;
@@ -123,7 +99,7 @@ static int parse_filter(const char *query, struct proc_filter *f, struct lp_api_
 	for (kv = strtok_r(f->buf, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
 		char *v = strchr(kv, '=');
 
-		if (!v || !url_decode(v + 1)) {
+		if (!v || !lp_api_url_decode(v + 1)) {
 			lp_api_error(res, 400, LP_ERR_BAD_REQUEST,
 				     "the query wants key=value pairs (pid=N, state=running or "
 				     "exited, comm=, model=, workload=)");
@@ -276,9 +252,9 @@ void lp_api_get_metrics(const struct lp_api_backend *b, const struct lp_api_requ
 {
 	const struct lp_peer *p = req->peer;
 	struct lp_metrics_opts o = {.max_processes = b->cfg->metrics_max_processes,
-				    .by_workload = b->cfg->metrics_by_workload,
+				    .by_workload = b->cfg->metrics_labels == LP_METRICS_BY_WORKLOAD,
 				    .cmdline = b->cfg->metrics_cmdline,
-				    .coarse = b->cfg->metrics_coarse,
+				    .coarse = b->cfg->metrics_buckets == LP_METRICS_COARSE,
 				    .exited_ns =
 					    (uint64_t)b->cfg->metrics_exited_seconds * 1000000000,
 				    .format = lp_expo_negotiate(req->accept),

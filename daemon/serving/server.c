@@ -115,6 +115,56 @@ static void free_body(const void *data, size_t len, void *arg)
 		free((void *)data);
 }
 
+/* A deferred answer's producer ended it: the whole of it goes out now, with its status
+ * and headers. */
+static void deferred_notify(void *arg)
+{
+	struct conn *c = arg;
+	struct lp_stream *s = c->stream;
+	struct evkeyvalq *hdr = evhttp_request_get_output_headers(c->stream_req);
+	struct evbuffer *b;
+	char *line, *save = NULL;
+
+	if (!s->ended)
+		return;
+	b = evbuffer_new();
+	if (b && s->len)
+		evbuffer_add(b, s->p, s->len);
+	for (line = strtok_r(s->headers, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *colon = strchr(line, ':');
+
+		if (!colon)
+			continue;
+		*colon = '\0';
+		evhttp_add_header(hdr, line, colon + 1 + strspn(colon + 1, " "));
+	}
+	evhttp_add_header(hdr, "Content-Type", s->content_type);
+	evhttp_add_header(hdr, "Cache-Control", "no-store");
+	c->replying = true;
+	evhttp_send_reply(c->stream_req, s->status ? s->status : 500, NULL, b);
+	c->replying = false;
+	if (b)
+		evbuffer_free(b);
+	s->notify = NULL;
+	c->stream = NULL;
+	c->stream_req = NULL;
+	lp_stream_put(s);
+	lp_conn_deadline(c, false);
+}
+
+/* A deferred answer: nothing is sent until its producer ends it (a profile's window), and
+ * no deadline runs meanwhile; a peer that goes away ends it (lp_conn_free). */
+static void deferred_start(struct conn *c, struct evhttp_request *req, struct lp_api_response *res)
+{
+	c->stream = res->stream;
+	res->stream = NULL;
+	c->stream_req = req;
+	c->stream->notify = deferred_notify;
+	c->stream->arg = c;
+	event_del(c->deadline);
+	deferred_notify(c); /* ended already */
+}
+
 /* A streamed answer's producer wrote more, or its end: it goes out as chunks. */
 static void stream_notify(void *arg)
 {
@@ -239,7 +289,7 @@ static void reply(struct conn *c, struct evhttp_request *req, struct lp_api_resp
 	}
 	evhttp_add_header(hdr, "Content-Type", res->content_type);
 	evhttp_add_header(hdr, "Cache-Control", "no-store");
-	if (res->allow)
+	if (res->allow[0])
 		evhttp_add_header(hdr, "Allow", res->allow);
 	if (c)
 		c->replying = true;
@@ -262,6 +312,11 @@ static void on_request(struct evhttp_request *req, void *arg)
 	l->s->st.requests++;
 	answer(l, c, req, &res);
 	if (res.stream) {
+		if (c && res.stream->deferred) {
+			deferred_start(c, req, &res);
+			lp_api_response_free(&res);
+			return;
+		}
 		if (c) {
 			stream_start(c, req, &res);
 			lp_api_response_free(&res);

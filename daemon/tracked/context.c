@@ -117,6 +117,52 @@ static void read_freq(struct lp_host_cpus *h, const char *root, unsigned c)
 	}
 }
 
+/* "32768K", "1M", "512": bytes, or 0. */
+static uint64_t cache_size(const char *s)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+
+	if (end == s)
+		return 0;
+	return *end == 'K' ? v << 10 : *end == 'M' ? v << 20 : *end == 'G' ? v << 30 : v;
+}
+
+/* CPU c's last-level cache: the highest level among its caches that holds data (cpuN/cache/indexK). */
+static void read_llc(struct lp_host_cpus *h, const char *root, unsigned c)
+{
+	char buf[4096];
+	struct lp_cpuset s;
+
+	for (unsigned k = 0; k < 16; k++) {
+		unsigned level;
+
+		if (read_small(buf, sizeof(buf), "%s/devices/system/cpu/cpu%u/cache/index%u/level",
+			       root, c, k) <= 0)
+			break;
+		level = (unsigned)atoi(buf);
+		if (read_small(buf, sizeof(buf), "%s/devices/system/cpu/cpu%u/cache/index%u/type",
+			       root, c, k) <= 0 ||
+		    !strncmp(buf, "Instruction", 11) || level < h->llc_level)
+			continue;
+		if (read_small(buf, sizeof(buf), "%s/devices/system/cpu/cpu%u/cache/index%u/size",
+			       root, c, k) <= 0)
+			continue;
+		h->llc_level = level;
+		h->llc_bytes[c] = cache_size(buf);
+		h->llc[c] = (int16_t)c;
+		if (read_small(buf, sizeof(buf),
+			       "%s/devices/system/cpu/cpu%u/cache/index%u/shared_cpu_list", root, c,
+			       k) > 0 &&
+		    lp_cpuset_parse(buf, &s) == 0)
+			for (unsigned f = 0; f < LP_CTX_MAX_CPUS; f++)
+				if (lp_cpuset_has(&s, f)) {
+					h->llc[c] = (int16_t)f;
+					break;
+				}
+	}
+}
+
 int lp_host_cpus_read(struct lp_host_cpus *h, const char *root)
 {
 	char buf[4096], *l, *r;
@@ -126,6 +172,7 @@ int lp_host_cpus_read(struct lp_host_cpus *h, const char *root)
 	memset(h, 0, sizeof(*h));
 	memset(h->core, 0xff, sizeof(h->core));
 	memset(h->node, 0xff, sizeof(h->node));
+	memset(h->llc, 0xff, sizeof(h->llc));
 	n = read_small(buf, sizeof(buf), "%s/devices/system/cpu/online", root);
 	if (n < 0)
 		return (int)n;
@@ -144,6 +191,7 @@ int lp_host_cpus_read(struct lp_host_cpus *h, const char *root)
 					break;
 				}
 		read_freq(h, root, c);
+		read_llc(h, root, c);
 	}
 	if (read_small(buf, sizeof(buf), "%s/devices/system/node/online", root) > 0 &&
 	    lp_cpuset_parse(buf, &s) == 0) {
@@ -575,7 +623,7 @@ static int read_affinity(pid_t pid, const char *proc, struct lp_cpuset *out)
 int lp_context_read_cpus(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus *h,
 			 const char *proc)
 {
-	bool seen[LP_CTX_MAX_CPUS] = {false};
+	bool seen[LP_CTX_MAX_CPUS] = {false}, cache[LP_CTX_MAX_CPUS] = {false};
 	struct lp_cpuset aff;
 	int r = read_affinity(pid, proc, &aff);
 
@@ -585,11 +633,19 @@ int lp_context_read_cpus(struct lp_context *ctx, pid_t pid, const struct lp_host
 		ctx->allowed.w[i] = aff.w[i] & h->online.w[i];
 	ctx->ncpus = lp_cpuset_count(&ctx->allowed);
 	ctx->ncores = 0;
+	ctx->llc_bytes = 0;
+	ctx->nllc = 0;
 	for (unsigned c = 0; c < LP_CTX_MAX_CPUS; c++) {
 		int core;
 
 		if (!lp_cpuset_has(&ctx->allowed, c))
 			continue;
+		/* Each cache instance once: threads on its CPUs share it. */
+		if (h->llc[c] >= 0 && !cache[h->llc[c]]) {
+			cache[h->llc[c]] = true;
+			ctx->llc_bytes += h->llc_bytes[c];
+			ctx->nllc++;
+		}
 		core = h->core[c] >= 0 ? h->core[c] : (int)c;
 		if (!seen[core]) {
 			seen[core] = true;

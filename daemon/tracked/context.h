@@ -42,6 +42,11 @@ struct lp_host_cpus {
 	uint32_t max_khz[LP_CTX_MAX_CPUS];	   /* scaling_max_freq */
 	uint32_t cpuinfo_max_khz[LP_CTX_MAX_CPUS]; /* what the hardware can */
 	char thp[16];				   /* transparent_hugepage/enabled: its [choice] */
+	/* The last-level cache (the highest level of cpuN/cache/indexK that holds data): its
+	 * instance per CPU (the first CPU of its shared_cpu_list; -1 unknown), its size */
+	int16_t llc[LP_CTX_MAX_CPUS];
+	uint64_t llc_bytes[LP_CTX_MAX_CPUS];
+	unsigned llc_level;
 };
 
 /* 0, or -errno when even the online CPUs cannot be read. */
@@ -50,8 +55,11 @@ int lp_host_cpus_read(struct lp_host_cpus *h, const char *sys_root);
 struct lp_context {
 	/* CPUs the process may run on: its affinity and the online CPUs */
 	struct lp_cpuset allowed;
-	unsigned ncpus;	       /* of allowed */
-	unsigned ncores;       /* distinct cores among allowed (SMT siblings count once) */
+	unsigned ncpus;	 /* of allowed */
+	unsigned ncores; /* distinct cores among allowed (SMT siblings count once) */
+	/* the last-level caches of the allowed CPUs, each instance once; 0 unknown */
+	uint64_t llc_bytes;
+	unsigned nllc;	       /* ... how many instances */
 	double quota_cpus;     /* cgroup CPU quota in CPUs (cpu.max); 0: none */
 	uint64_t nr_throttled; /* the cgroup's cpu.stat, cumulative */
 	uint64_t throttled_usec;

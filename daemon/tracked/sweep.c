@@ -69,7 +69,7 @@ static int futex_take_one(void *ctx, const void *key, const void *value)
 }
 
 /* Moves the futex addresses of tgid out of the kernel map into top, now (a live process's
- * reset; exits go through lp_tracker_harvest()). */
+ * reset; exits go through lp_tracker_take_exited_futexes()). */
 static int futex_take(int futex_fd, uint32_t tgid, struct lp_futex_top *top)
 {
 	struct futex_take x = {.tgid = tgid, .gone.size = sizeof(struct lp_futex_key)};
@@ -118,7 +118,7 @@ static int harvest_one(void *ctx, const void *key, const void *value)
 	return r ? r : lp_keys_add(&h->gone, key);
 }
 
-void lp_tracker_harvest(struct lp_tracker *tr)
+void lp_tracker_take_exited_futexes(struct lp_tracker *tr)
 {
 	struct harvest_pass h = {.v = tr->harvest, .gone.size = sizeof(struct lp_futex_key)};
 	size_t n = 0;
@@ -376,7 +376,7 @@ static pid_t *live_pids(const struct lp_tracker *tr, unsigned min_dead_sweeps, s
 	return v;
 }
 
-int lp_tracker_sweep(struct lp_tracker *tr)
+int lp_tracker_find_missed_exits(struct lp_tracker *tr)
 {
 	struct lp_proc_stats *buf = NULL;
 	size_t npids;
@@ -414,7 +414,7 @@ int lp_tracker_sweep(struct lp_tracker *tr)
 			return -ENOMEM;
 		}
 		if (bpf_map_lookup_elem(tr->procs_fd, &key, buf) < 0)
-			continue; /* the hook ran: its record is lp_tracker_reap()'s business */
+			continue; /* the hook ran: its record is lp_tracker_find_lost_exits()'s business */
 		bpf_map_delete_elem(tr->procs_fd, &key);
 		buf->exit_ns = lp_now_ns();
 		lp_tracker_unmark(tr, key);
@@ -428,11 +428,11 @@ int lp_tracker_sweep(struct lp_tracker *tr)
 	}
 	free(pids);
 	free(buf);
-	lp_tracker_harvest(tr);
+	lp_tracker_take_exited_futexes(tr);
 	return n;
 }
 
-int lp_tracker_reap(struct lp_tracker *tr, pid_t pid)
+int lp_tracker_find_lost_exits(struct lp_tracker *tr, pid_t pid)
 {
 	struct lp_proc_stats *buf = malloc(sizeof(*buf));
 	size_t npids;
@@ -459,7 +459,7 @@ int lp_tracker_reap(struct lp_tracker *tr, pid_t pid)
 	}
 	free(pids);
 	free(buf);
-	lp_tracker_harvest(tr);
+	lp_tracker_take_exited_futexes(tr);
 	return n;
 }
 

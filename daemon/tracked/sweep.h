@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The kernel's maps kept in step with the tracked processes' lives: futex words and
- * preemptors read and ranked, moved into a process's final record when it exits (the
- * harvest), exits the ring buffer lost found (sweep, reap), entries of no tracked process
- * collected, counters reset. */
+ * preemptors read and ranked, moved into a process's final record when it exits
+ * (take_exited_futexes), exits the hook missed (find_missed_exits) or whose record the
+ * ring buffer lost (find_lost_exits) found, entries of no tracked process collected,
+ * counters reset. */
 #ifndef LLMPROF_SWEEP_H
 #define LLMPROF_SWEEP_H
 
@@ -17,18 +18,18 @@ void lp_preempt_top_add(struct lp_preempt_top *top, uint32_t by_tgid,
 
 /* Marks exited every tracked process that /proc no longer shows alive but whose kernel
  * entry is still there, with that entry as its final record. Returns how many. */
-int lp_tracker_sweep(struct lp_tracker *tr);
+int lp_tracker_find_missed_exits(struct lp_tracker *tr);
 
 /* Moves the futex addresses of the processes that exited since the last call out of the
  * kernel map into their final records: one pass over the map for all of them, however many
- * exited (a pass per exit cost the map's size each, and a burst of exits outran the
+ * exited (a pass per exit costs the map's size each: a burst of exits would outrun the
  * daemon). */
-void lp_tracker_harvest(struct lp_tracker *tr);
+void lp_tracker_take_exited_futexes(struct lp_tracker *tr);
 
 /* Marks live targets whose kernel entry is gone as exited with their data lost: the exit
  * record did not reach us. Call after draining the ring buffer. pid 0 checks every target
  * (one map lookup each), another pid only its own. Returns how many. */
-int lp_tracker_reap(struct lp_tracker *tr, pid_t pid);
+int lp_tracker_find_lost_exits(struct lp_tracker *tr, pid_t pid);
 
 /* Zeroes a target's counters and histograms, in the kernel and in user space. */
 int lp_tracker_reset(struct lp_tracker *tr, struct lp_target *t);

@@ -145,7 +145,7 @@ size_t lp_tracker_expire(struct lp_tracker *tr, uint64_t now_ns, uint64_t retent
 	return n;
 }
 
-/* Queues an exited target's futex addresses for lp_tracker_harvest(). */
+/* Queues an exited target's futex addresses for lp_tracker_take_exited_futexes(). */
 static void harvest_later(struct lp_tracker *tr, const struct lp_target *t)
 {
 	if (tr->nharvest == tr->harvest_cap) {

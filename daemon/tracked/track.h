@@ -58,7 +58,8 @@ struct lp_target {
 	uint64_t exited_at_ns; /* CLOCK_MONOTONIC; retention counts from here */
 	bool exit_lost;	       /* exited, but its final record was lost: data is gone */
 	uint64_t exit_seq;     /* order of exit, for evicting the oldest */
-	unsigned dead_sweeps;  /* sweeps in a row that found it gone (lp_tracker_sweep) */
+	unsigned
+		dead_sweeps; /* sweeps in a row that found it gone (lp_tracker_find_missed_exits) */
 	/* The kernel's last word, once exited: whole until the exit's hooks ran, then packed
 	 * (packed.h); read it with lp_target_final(). */
 	struct lp_proc_stats *final;
@@ -103,9 +104,10 @@ struct lp_tracker {
 		const char *matched_by;
 	} * waiting;
 	size_t nwaiting;
-	uint64_t exits_recovered; /* exits the hook missed, found by lp_tracker_sweep() */
+	uint64_t
+		exits_recovered; /* exits the hook missed, found by lp_tracker_find_missed_exits() */
 	/* Exited processes whose futex addresses are still in the kernel map, moved into
-	 * their final records by lp_tracker_harvest() in one pass for all of them. */
+	 * their final records by lp_tracker_take_exited_futexes() in one pass for all of them. */
 	struct lp_harvest {
 		__u32 tgid;
 		uint64_t exit_seq;
@@ -143,7 +145,7 @@ int lp_tracker_add(struct lp_tracker *tr, pid_t pid, const char *matched_by);
 int lp_tracker_scan(struct lp_tracker *tr);
 
 /* The ring buffer callback: exec records are matched, exit records stored. Call
- * lp_tracker_harvest() (sweep.h) after a drain. */
+ * lp_tracker_take_exited_futexes() (sweep.h) after a drain. */
 int lp_tracker_event(void *tracker, void *data, size_t size);
 
 /* Forgets exited targets that exited more than retention_ns ago. Returns how many. */

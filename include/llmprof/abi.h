@@ -154,7 +154,7 @@ struct lp_thread {
 	/* Stretches taken as a sample (sched.bpf.c): how many switch-outs the open or last
 	 * one stands for */
 	__u32 stretch_w;
-	__u32 pad2;
+	__u32 dec_in; /* 1: counted in its process's decode_depth (a decode in flight) */
 	/* The kernel's switch and migration counts at the last look, as sum_last */
 	__u64 nvcsw_last;
 	__u64 nivcsw_last;
@@ -214,7 +214,7 @@ struct lp_range {
  * objects in use take: 8 bytes a row. */
 #define LP_UNWIND_OBJS 256	     /* objects with rows at once, host-wide */
 #define LP_UNWIND_MAX_ROWS (1 << 22) /* rows of one object: 32 MiB */
-#define LP_MAX_UNWIND 16	     /* objects with rows per process */
+#define LP_MAX_UNWIND 32	     /* objects with rows per process */
 enum lp_unwind_cfa {
 	LP_UW_NONE = 0,	 /* cannot be unwound here: why says which */
 	LP_UW_RSP,	 /* CFA = rsp + cfa_off */
@@ -274,8 +274,8 @@ struct lp_unwind_obj {
 	__u64 bias; /* its start less its file offset: an address less bias is a file offset */
 	__u32 n;    /* its rows: n of them in the array in slot of "unwind_rows" */
 	__u16 slot;
-	/* 1: an object with no symbols of interest (the C and C++ runtimes), whose rows only
-	 * carry a walk through it */
+	/* 1: an object with no ops (the C and C++ runtimes, an OpenMP runtime, libllama),
+	 * whose rows only carry a walk through it */
 	__u16 plain;
 };
 
@@ -290,13 +290,50 @@ struct lp_ranges {
 	struct lp_unwind_obj uw[LP_MAX_UNWIND];
 };
 
+/* A sample's call stack (the "stacks" ring buffer), while a profile is being collected
+ * (llmprofctl flame, /debug/pprof): its kernel frames, leaf first, then its user frames,
+ * leaf first, walked by the objects' unwind rows (and by frame pointers where there are
+ * none, said in flags); with what the sample was: its op, its region, its phase. */
+#define LP_STACK_USER_MAX 128
+#define LP_STACK_KERNEL_MAX 64
+enum lp_stack_flags {
+	LP_SF_COMPLETE = 1 << 0,  /* the user walk reached the outermost frame */
+	LP_SF_TRUNCATED = 1 << 1, /* more user frames than LP_STACK_USER_MAX */
+	LP_SF_FP = 1 << 2,	  /* some frames were found by frame pointers, not rows */
+};
+enum lp_phase {
+	LP_PHASE_OUTSIDE = 0, /* no llama_decode in flight */
+	LP_PHASE_PROMPT,      /* a decode of more than one token */
+	LP_PHASE_GENERATION,  /* a decode of one token */
+	LP_PHASE_NR,
+};
+struct lp_stack_rec {
+	__u64 ts; /* bpf_ktime_get_ns() */
+	__u32 tgid, tid;
+	__s16 op;     /* op index in the process's table; -1: none */
+	__u8 region;  /* enum lp_region */
+	__u8 phase;   /* enum lp_phase */
+	__u8 flags;   /* enum lp_stack_flags */
+	__u8 nkernel; /* kernel frames in ip */
+	__u8 nuser;   /* user frames after them */
+	__u8 pad;
+	__u64 ip[LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX];
+};
+#define LP_STACK_REC_HDR 24 /* the bytes before ip */
+
 /* Value of the "op_samples" map, keyed by tgid: the process's samples by op index, in all
  * and while a one-token llama_decode (generation) was in flight. Samples in no op are
  * total - sync - the sum over ops. User space creates the entry with the sampling table
  * and deletes it after reading it at the exit. */
 struct lp_op_samples {
-	__s32 gen_depth; /* generation decodes in flight */
-	__u32 pad;
+	__s32 gen_depth;    /* generation decodes in flight */
+	__s32 decode_depth; /* decodes of any kind in flight */
+	/* When the generation decodes in flight began (the last entry with none in flight),
+	 * and the generation decodes that began once nodes were read (lp_precise's
+	 * nodes_from_ns) and returned: the per-token figures of nodes count whole tokens. */
+	__u64 gen_begin_ns;
+	__u64 nodes_gen_tokens;
+	__u64 decodes; /* decodes that returned */
 	__u64 total, sync;
 	__u64 gen_total, gen_sync;
 	__u64 all[LP_MAX_OPS];
@@ -408,6 +445,9 @@ enum lp_targ {
 struct lp_precise {
 	__u32 gen; /* bumped per window, so state left by the last one is discarded */
 	__u32 pad;
+	/* When the nodes' tensors began to be read (0: not yet): a node's evaluation counts
+	 * for a generated token only in a generation decode that began after it. */
+	__u64 nodes_from_ns;
 	struct lp_tensor_layout lay;
 	__u8 targs[LP_MAX_OPS]; /* enum lp_targ per op index */
 };
@@ -445,6 +485,7 @@ struct lp_node_val {
 	__u64 ns;	 /* wall time, entry to return, summed over threads */
 	__u64 oncpu_ns;	 /* own on-CPU time: less off-CPU time and barriers inside */
 	__u64 max_ns;	 /* the longest call */
+	/* instances in generation decodes that began once nodes were read (whole tokens) */
 	__u64 gen_instances;
 	__u64 gen_oncpu_ns;
 	__u64 rd_bytes; /* per instance, summed: the sources' bytes */

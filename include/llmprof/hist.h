@@ -81,4 +81,36 @@ static inline __u64 lp_hist_upper(__u32 idx)
 	return lp_hist_lower(idx + 1);
 }
 
+#ifndef __bpf__
+/* The percentile rule, one for the daemon (daemon/base/hist.c) and the client's intervals
+ * (client/hist.c), so that a percentile over all the data is the API's own: the rank of
+ * the sample wanted among total (1-based, the q-th share rounded up)... */
+static inline __u64 lp_quantile_rank(double q, __u64 total)
+{
+	double x;
+	__u64 r;
+
+	q = q <= 0 ? 1e-12 : q > 1 ? 1 : q;
+	x = q * (double)total;
+	r = (__u64)x;
+	r += (double)r < x;
+	return r < 1 ? 1 : r;
+}
+
+/* ... and the estimate of the bucket [lo, hi) it is in, with the maximum seen: an exact
+ * bucket's value (width one), else the midpoint, or the maximum where that is lower; the
+ * open last bucket (hi ~0) has no midpoint, the maximum is its best estimate. */
+static inline __u64 lp_quantile_estimate(__u64 lo, __u64 hi, __u64 max)
+{
+	__u64 est;
+
+	if (hi - lo <= 1)
+		return lo;
+	if (hi == ~0ULL)
+		return max > lo ? max : lo;
+	est = lo + (hi - lo) / 2;
+	return max >= lo && max < est ? max : est;
+}
+#endif
+
 #endif

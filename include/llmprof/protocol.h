@@ -47,6 +47,13 @@
 /* GET: the host's measured memory read bandwidth; POST: measure it (again), 202 */
 #define LP_ROUTE_BANDWIDTH "/v1/bandwidth"
 #define LP_ROUTE_METRICS "/metrics" /* GET: Prometheus text exposition format 0.0.4 */
+/* GET ?seconds=S&pid=N&phase=P: the samples of the next S seconds, as Go's net/http/pprof
+ * answers (gzip'ed profile.proto), and as folded stacks (stackcollapse's text); also on
+ * the TCP listener (docs/API.md, "Profiles") */
+#define LP_ROUTE_PPROF "/debug/pprof/profile"
+#define LP_PROFILE_MAX_SECONDS 300
+#define LP_PROFILE_DEFAULT_SECONDS 30
+#define LP_ROUTE_FOLDED "/debug/pprof/folded"
 
 /* "report_format" of a process's document and of `llmprofd --once`'s report: bump it when
  * a figure that `llmprofctl diff` compares changes meaning. */
@@ -72,6 +79,8 @@
 #define LP_ERR_BUSY "busy"				   /* 409: a record of it is running */
 #define LP_ERR_NOT_RECORDING "not_recording"		   /* 409: stop, and no record of it runs */
 #define LP_ERR_TOO_MANY_CONNECTIONS "too_many_connections" /* 503 */
+#define LP_ERR_TOO_MANY_PROFILES "too_many_profiles"	   /* 503: windows open, at most */
+#define LP_ERR_NO_SAMPLING "no_sampling"		   /* 503: profiles need the sampler */
 #define LP_ERR_INTERNAL "internal"			   /* 500 */
 #define LP_ERR_NOT_IMPLEMENTED "not_implemented"	   /* 501: a transfer coding */
 

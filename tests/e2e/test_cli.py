@@ -41,7 +41,7 @@ def main():
     expect(["--comm", "a-name-longer-than-15"], 2, "cannot be a comm")
     expect(["--max-processes", "0"], 2, "--max-processes: '0' is not a number from 1")
     expect(["--max-threads", "12x"], 2, "is not a number")
-    expect(["--once", "--seconds", "-1"], 2, "--seconds: '-1' is not a positive number")
+    expect(["--once", "--seconds", "-1"], 2, "--seconds: '-1' is not a number from 0.001 to 10000000")
     expect(["--seconds", "5"], 2, "--seconds goes with --once")
     expect(["--ringbuf-kib", "100"], 2, "--ringbuf-kib: '100' is not a power of two")
     expect(["--futex-source", "kprobe"], 2, "is not auto, tracepoint, raw, off or sched")

@@ -570,6 +570,79 @@ def clean_omp(d, binary, model):
     stop(p)
 
 
+def llc_bytes(pid):
+    """The last-level caches of the CPUs pid may run on, each instance once, read from sysfs
+    here: per CPU the highest cache level that holds data, and the CPUs that share it."""
+    cpus = expand(cpus_allowed(pid))
+    seen, total = set(), 0
+    for c in cpus:
+        best = None
+        base = "/sys/devices/system/cpu/cpu%d/cache" % c
+        for idx in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            if not idx.startswith("index"):
+                continue
+            rd = lambda f: open(os.path.join(base, idx, f)).read().strip()  # noqa: E731
+            if rd("type") == "Instruction":
+                continue
+            level, size, shared = int(rd("level")), rd("size"), rd("shared_cpu_list")
+            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1], 1)
+            if best is None or level >= best[0]:
+                best = (level, int(size.rstrip("KMG")) * mult, shared)
+        if best and best[2] not in seen:
+            seen.add(best[2])
+            total += best[1]
+    return total
+
+
+def expand(lst):
+    out = []
+    for part in lst.split(","):
+        a, _, b = part.partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
+
+
+def llc(d, binary, work, medium):
+    """memory_bound knows where the weights come from: a model whose token reads fit in the
+    last-level caches of its CPUs (sysfs, read here) is not judged against the memory's
+    bandwidth, and says why; one that does not fit is judged. A host whose caches hold even
+    the medium model's token leaves the second side untested, and says so."""
+    small = os.path.join(work, "small.gguf")
+    subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "small",
+                    small], check=True, timeout=120)
+    sides = [(small, True)]
+    p = llama(binary, small, tokens=1000000)
+    cache = None
+    try:
+        wait_generating(d, p.pid, History(p.pid))
+        cache = llc_bytes(p.pid)
+    finally:
+        stop(p)
+    if ggufref.per_token_bytes(medium) > cache:
+        sides.append((medium, False))
+    else:
+        print("note: this host's last-level caches (%.0f MiB) hold the medium model's token "
+              "(%.0f MiB): the side that streams from memory is not tested here"
+              % (cache / 2**20, ggufref.per_token_bytes(medium) / 2**20))
+    for model, fits in sides:
+        p = llama(binary, model, tokens=1000000)
+        hist = History(p.pid)
+        wait_generating(d, p.pid, hist)
+        doc = t.poll("pid %d's bandwidth line, over 3 s of generation" % p.pid,
+                     lambda: (lambda x: x if generated(x) and x["window_seconds"] >= 3
+                              else None)(findings(d, p.pid)), timeout=60, interval=0.5)
+        bw, why = doc["bandwidth"], doc["not_evaluated"].get("memory_bound", "")
+        ref = ggufref.per_token_bytes(model)
+        t.check(bw["llc_bytes"] == llc_bytes(p.pid) and bw["fits_llc"] == fits and
+                (("fit in the last-level caches" in why and not finding(doc, "memory_bound"))
+                 if fits else "last-level" not in why),
+                "%s: a token reads %.1f MiB, its CPUs' last-level caches hold %.1f MiB (sysfs:"
+                " %.1f): %s" % (os.path.basename(model), ref / 2**20, bw["llc_bytes"] / 2**20,
+                                llc_bytes(p.pid) / 2**20,
+                                why or "judged against the memory's bandwidth"))
+        stop(p)
+
+
 def clean_node(d, model):
     """A clean generation finds nothing (but an oversubscription schedstat confirms: node's
     own threads beside ggml's). Judged over windows that lie inside the generation
@@ -762,6 +835,7 @@ def main():
     # First: a measurement on quiet CPUs, which the later phases then use.
     bandwidth(d, work)
     clean_omp(d, binary, model)
+    llc(d, binary, work, model)
     oversubscribed(d, binary, model)
     hog(d, binary, model)
     wait_policy(d, binary, model)

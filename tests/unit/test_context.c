@@ -92,6 +92,27 @@ static void host_tree(void)
 		snprintf(p, sizeof(p), "sys/devices/system/cpu/cpu%d/topology/thread_siblings_list",
 			 c);
 		putf(p, "%d,%d\n", c % 2, c % 2 + 2);
+		/* L1d, L1i, L2 per core; an L3 of 32 MiB per node (CPUs 0,2 and 1,3), as an
+		 * EPYC's CCDs each have theirs */
+		static const char *const type[] = {"Data", "Instruction", "Unified", "Unified"};
+		static const char *const size[] = {"32K", "32K", "1024K", "32768K"};
+		static const int level[] = {1, 1, 2, 3};
+
+		for (int k = 0; k < 4; k++) {
+			snprintf(p, sizeof(p), "sys/devices/system/cpu/cpu%d/cache/index%d/level",
+				 c, k);
+			putf(p, "%d\n", level[k]);
+			snprintf(p, sizeof(p), "sys/devices/system/cpu/cpu%d/cache/index%d/type", c,
+				 k);
+			putf(p, "%s\n", type[k]);
+			snprintf(p, sizeof(p), "sys/devices/system/cpu/cpu%d/cache/index%d/size", c,
+				 k);
+			putf(p, "%s\n", size[k]);
+			snprintf(p, sizeof(p),
+				 "sys/devices/system/cpu/cpu%d/cache/index%d/shared_cpu_list", c,
+				 k);
+			putf(p, k == 3 ? "%d,%d\n" : "%d\n", c % 2, c % 2 + 2);
+		}
 	}
 	puts_("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", "powersave\n");
 	puts_("sys/devices/system/cpu/cpu0/cpufreq/scaling_driver", "acpi-cpufreq\n");
@@ -183,6 +204,10 @@ int main(void)
 	      x.error);
 	CHECK(x.ncpus == 3 && x.ncores == 2,
 	      "affinity as the union of its threads': %u CPUs, %u cores", x.ncpus, x.ncores);
+	CHECK(h.llc_level == 3 && h.llc[2] == 0 && h.llc_bytes[3] == 32 << 20 &&
+		      x.llc_bytes == 64ULL << 20 && x.nllc == 2,
+	      "the last-level caches of its CPUs: level %u, %llu bytes in %u", h.llc_level,
+	      (unsigned long long)x.llc_bytes, x.nllc);
 	CHECK(x.quota_cpus == 1.5 && x.cgroup_read && x.nr_throttled == 7 &&
 		      x.throttled_usec == 123456,
 	      "cgroup v2: the ancestor's quota %.2f, the group's throttling", x.quota_cpus);
@@ -206,8 +231,9 @@ int main(void)
 	/* OpenMP binds the main thread before its worker exists: read then, the context says
 	 * one CPU; read again, the worker bound to another is there. The rest stays. */
 	puts_("proc/66/task/66/status", "Cpus_allowed_list:\t0\n");
-	CHECK(lp_context_read(&x, 66, &h, proc, sys) == 0 && x.ncpus == 1 && x.ncores == 1,
-	      "pid 66 while only its bound main thread is there: %u CPU", x.ncpus);
+	CHECK(lp_context_read(&x, 66, &h, proc, sys) == 0 && x.ncpus == 1 && x.ncores == 1 &&
+		      x.llc_bytes == 32 << 20,
+	      "pid 66 while only its bound main thread is there: %u CPU, one L3", x.ncpus);
 	x.quota_cpus = 1.5;
 	puts_("proc/66/task/67/status", "Cpus_allowed_list:\t1\n");
 	CHECK(lp_context_read_cpus(&x, 66, &h, proc) == 0 && x.ncpus == 2 && x.ncores == 2 &&

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "check.h"
 #include "report/findings.h"
@@ -541,6 +542,24 @@ static void test_memory_bound(void)
 	lp_findings_eval(&f.in, &o);
 	CHECK(o.per_token_bytes == 1200000000, "no header: the mapping's size");
 	lp_findings_clear(&o);
+	/* The weights a token reads fit in the caches of its CPUs: not judged, and said why;
+	 * a byte more and they stream from memory. */
+	f.in.membw = 25e9;
+	f.ctx.weights_per_token = 1000000000;
+	f.ctx.llc_bytes = 1000000000;
+	f.ctx.nllc = 2;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_MEMORY_BOUND) && o.fits_llc &&
+		      o.not_evaluated[LP_RULE_MEMORY_BOUND] &&
+		      strstr(o.not_evaluated[LP_RULE_MEMORY_BOUND],
+			     "fit in the last-level caches") &&
+		      strstr(o.not_evaluated[LP_RULE_MEMORY_BOUND], "953.7 MiB in 2"),
+	      "weights in the caches: %s", o.not_evaluated[LP_RULE_MEMORY_BOUND]);
+	lp_findings_clear(&o);
+	f.ctx.llc_bytes = 999999999;
+	lp_findings_eval(&f.in, &o);
+	CHECK(fired(&o, LP_RULE_MEMORY_BOUND) && !o.fits_llc, "a byte over the caches: judged");
+	lp_findings_clear(&o);
 }
 
 /* Each op's rate against the host's: 20 GB over 1 s of 25 GB/s is memory-bound, 1 GB over
@@ -723,6 +742,17 @@ static void test_batch_interference(void)
 	CHECK(x && x->severity == LP_SEV_WARNING && fabs(ev(x, "interfered_share") - 0.4) < 1e-9,
 	      "10 prompts in 100 decodes of 10 ms, at 60 ms each: %s", x ? x->title : "(none)");
 	lp_findings_clear(&o);
+	/* Exited: the rule needs only its requests, so it is judged, and fires once. */
+	f.in.ctx = NULL;
+	f.in.host = NULL;
+	f.in.threads = NULL;
+	lp_findings_eval(&f.in, &o);
+	CHECK(fired(&o, LP_RULE_BATCH_INTERFERENCE) &&
+		      !o.not_evaluated[LP_RULE_BATCH_INTERFERENCE] && o.not_evaluated[LP_RULE_SMT],
+	      "an exited process's requests are judged, and the rule is not also not evaluated");
+	lp_findings_clear(&o);
+	clean(&f);
+	f.in.requests = &rq;
 	serve(&rq, 3); /* 180 ms of 1,150: 0.157 */
 	lp_findings_eval(&f.in, &o);
 	CHECK(!fired(&o, LP_RULE_BATCH_INTERFERENCE), "3 prompts: under a quarter of the time");
@@ -781,7 +811,60 @@ static void test_prefill_contention(void)
 	lp_requests_clear(&rq);
 }
 
-int main(void)
+/* The README's and docs/API.md's rule tables list every rule of LP_RULES, and no other;
+ * wherever the docs count the rules, the count is theirs. */
+static void test_docs(const char *root)
+{
+	static const char *const files[] = {"README.md", "docs/API.md", "daemon/report/README.md"};
+	static const char *const words[] = {
+		"zero",	 "one",	 "two", "three",  "four",   "five",	"six",	    "seven",
+		"eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen"};
+	char path[4096], line[8192], name[64], want[32];
+
+	for (size_t k = 0; k < sizeof(files) / sizeof(*files); k++) {
+		bool listed[LP_RULE_NR] = {false};
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/%s", root, files[k]);
+		f = fopen(path, "r");
+		CHECK(f, "%s opens", path);
+		while (f && fgets(line, sizeof(line), f)) {
+			char *p;
+
+			if (sscanf(line, "| `%63[a-z_]`", name) == 1)
+				for (int r = 0; r < LP_RULE_NR; r++)
+					listed[r] |= !strcmp(name, lp_rule_names[r]);
+			for (p = line; (p = strstr(p, " rules")); p++) {
+				char *w = p;
+
+				while (w > line && w[-1] != ' ')
+					w--;
+				snprintf(name, sizeof(name), "%.*s", (int)(p - w), w);
+				for (size_t i = 0; i < sizeof(words) / sizeof(*words); i++)
+					if (!strcasecmp(name, words[i]) ||
+					    (name[0] &&
+					     strspn(name, "0123456789") == strlen(name) &&
+					     atoi(name) == (int)i)) {
+						snprintf(want, sizeof(want), "%s",
+							 words[LP_RULE_NR]);
+						CHECK((int)i == LP_RULE_NR,
+						      "%s counts %s rules; there are %s (%d)",
+						      files[k], name, want, LP_RULE_NR);
+						break;
+					}
+			}
+		}
+		if (f)
+			fclose(f);
+		if (k == 2)
+			continue; /* the room's README counts them only */
+		for (int r = 0; r < LP_RULE_NR; r++)
+			CHECK(listed[r], "%s's table lists the rule %s", files[k],
+			      lp_rule_names[r]);
+	}
+}
+
+int main(int argc, char **argv)
 {
 	test_clean();
 	test_oversubscribed();
@@ -796,5 +879,7 @@ int main(void)
 	test_recent();
 	test_batch_interference();
 	test_prefill_contention();
+	if (argc > 1)
+		test_docs(argv[1]);
 	return check_done();
 }

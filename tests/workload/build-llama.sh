@@ -72,8 +72,16 @@ if [[ ! -e $dir/.cloned ]]; then
 	git clone -q "$bundle" "$dir" 2>/dev/null
 	touch "$dir/.cloned"
 fi
-CC=$cc CXX=$cxx cmake -S "$dir" -B "$dir/build" -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
-	-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "${flags[@]}" >&2
-cmake --build "$dir/build" --target "$target" -j"$(nproc)" >&2
+# The compiler's output (tens of thousands of lines of warnings) goes to a log, shown
+# (its errors) on failure: the suite's own progress stays readable.
+log=$dir/build-$target.log
+echo "build-llama: building $target (log: $log)" >&2
+if ! { CC=$cc CXX=$cxx cmake -S "$dir" -B "$dir/build" -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
+	-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "${flags[@]}" &&
+	cmake --build "$dir/build" --target "$target" -j"$(nproc)"; } >"$log" 2>&1; then
+	grep -E "error|Error" "$log" | tail -20 >&2
+	echo "build-llama: the build failed; its whole output is in $log" >&2
+	exit 1
+fi
 touch "$dir/.built-$target"
 echo "$bin"

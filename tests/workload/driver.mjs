@@ -15,7 +15,8 @@
 // for a line on stdin before decoding; --hold waits for another line after.
 // --forever decodes the same prompt and N tokens again and again, printing
 // nothing: a neighbour that keeps decoding beside a test suite. --repeat R decodes
-// them R times, then prints. --sequences S (S > 1) decodes S sequences of one context at
+// them R times, then prints. --until-line decodes them again and again until a line comes on
+// stdin, then ends at the end of a token and prints as after one run. --sequences S (S > 1) decodes S sequences of one context at
 // once, each the prompt and N tokens (node-llama-cpp batches them into shared
 // decodes), and prints {"pid", "sequences": [{"prompt_tokens", "generated_tokens"}...]}.
 
@@ -32,6 +33,7 @@ const {values: opt} = parseArgs({
 		"wait-go": {type: "boolean", default: false},
 		hold: {type: "boolean", default: false},
 		forever: {type: "boolean", default: false},
+		"until-line": {type: "boolean", default: false},
 		repeat: {type: "string", default: "1"},
 		sequences: {type: "string", default: "1"},
 	},
@@ -95,8 +97,11 @@ while (opt.forever) {
 // phase long enough to sample on a host that decodes it in a fraction of a second); the
 // timings are the last run's, decoded_tokens all runs'.
 const nRepeat = Math.max(1, Number(opt.repeat));
+let stop = false;
+if (opt["until-line"])
+	waitLine().then(() => { stop = true; });
 let generated = 0, tFirst = 0, t0 = 0, decoded = 0;
-for (let r = 0; r < nRepeat; r++) {
+for (let r = 0; r < nRepeat || (opt["until-line"] && !stop); r++) {
 	if (r > 0)
 		await seq.clearHistory();
 	generated = 0;
@@ -104,10 +109,12 @@ for (let r = 0; r < nRepeat; r++) {
 	for await (const _token of seq.evaluate(prompt, {temperature: 0})) {
 		if (generated === 0)
 			tFirst = performance.now();
-		if (++generated >= nGen)
+		if (++generated >= nGen || stop)
 			break;
 	}
 	decoded += nPrompt + generated - 1;
+	if (stop)
+		break;
 }
 const t1 = performance.now();
 

@@ -1,43 +1,40 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* A process's requests as JSON (requests.h): totals, percentiles over the requests kept,
  * each of them, and those in flight. */
-#include "report/requests.h"
+#include "report/requests_doc.h"
+
+#include "escape.h"
 
 #include <stdlib.h>
-
-static void num(cJSON *o, const char *k, uint64_t v)
-{
-	cJSON_AddNumberToObject(o, k, (double)v);
-}
 
 static cJSON *request(const struct lp_request *q)
 {
 	cJSON *o = cJSON_CreateObject();
 
-	num(o, "id", q->id);
+	lp_json_add_u64(o, "id", q->id);
 	cJSON_AddNumberToObject(o, "seq", q->seq);
-	num(o, "start_ns", q->start_ns);
-	num(o, "prompt_tokens", q->prompt_tokens);
-	num(o, "output_tokens", q->output_tokens);
+	lp_json_add_u64(o, "start_ns", q->start_ns);
+	lp_json_add_u64(o, "prompt_tokens", q->prompt_tokens);
+	lp_json_add_u64(o, "output_tokens", q->output_tokens);
 	if (q->reused >= 0)
 		cJSON_AddNumberToObject(o, "reused_tokens", q->reused);
 	else
 		cJSON_AddNullToObject(o, "reused_tokens");
 	if (q->first_ns)
-		num(o, "ttft_ns", lp_request_ttft_ns(q));
+		lp_json_add_u64(o, "ttft_ns", lp_request_ttft_ns(q));
 	else
 		cJSON_AddNullToObject(o, "ttft_ns");
-	num(o, "prefill_ns", q->prefill_ns);
-	num(o, "decode_ns", lp_request_decode_ns(q));
-	num(o, "generation_decode_ns", q->gen_decode_ns);
-	num(o, "interfered_ns", q->interfered_ns);
-	num(o, "prefill_peer_tokens", q->prefill_peer_tokens);
+	lp_json_add_u64(o, "prefill_ns", q->prefill_ns);
+	lp_json_add_u64(o, "decode_ns", lp_request_decode_ns(q));
+	lp_json_add_u64(o, "generation_decode_ns", q->gen_decode_ns);
+	lp_json_add_u64(o, "interfered_ns", q->interfered_ns);
+	lp_json_add_u64(o, "prefill_peer_tokens", q->prefill_peer_tokens);
 	if (q->output_tokens > 1)
-		num(o, "tpot_ns", lp_request_tpot_ns(q));
+		lp_json_add_u64(o, "tpot_ns", lp_request_tpot_ns(q));
 	else
 		cJSON_AddNullToObject(o, "tpot_ns");
-	num(o, "e2e_ns", q->last_ns > q->start_ns ? q->last_ns - q->start_ns : 0);
-	num(o, "decodes", q->decodes);
+	lp_json_add_u64(o, "e2e_ns", q->last_ns > q->start_ns ? q->last_ns - q->start_ns : 0);
+	lp_json_add_u64(o, "decodes", q->decodes);
 	cJSON_AddNumberToObject(o, "mean_occupancy",
 				q->decodes ? (double)q->peers_sum / q->decodes : 0);
 	cJSON_AddStringToObject(o, "ended_by", lp_req_end_names[q->end]);
@@ -69,7 +66,7 @@ static void quantiles(cJSON *o, const char *k, uint64_t *v, size_t n)
 	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
 		size_t rank = (size_t)(at[i].q * (double)n + 0.999999);
 
-		num(e, at[i].name, v[(rank ? rank : 1) - 1]);
+		lp_json_add_u64(e, at[i].name, v[(rank ? rank : 1) - 1]);
 	}
 }
 
@@ -78,7 +75,7 @@ static void percentiles(cJSON *o, const struct lp_requests *rq, uint64_t kept)
 	uint64_t *v = calloc(kept ? kept : 1, sizeof(*v));
 	size_t n;
 
-	num(o, "requests", kept);
+	lp_json_add_u64(o, "requests", kept);
 	if (!v)
 		return;
 	n = 0;
@@ -126,15 +123,15 @@ cJSON *lp_render_requests(const struct lp_requests *rq, bool batch_reader)
 		"starts at the first decode");
 	if (!rq)
 		return o;
-	num(o, "requests", rq->ndone);
-	num(o, "in_flight_now", rq->nactive);
-	num(o, "prompt_tokens", rq->prompt_tokens);
-	num(o, "output_tokens", rq->output_tokens);
-	num(o, "reused_tokens", rq->reused_tokens);
-	num(o, "decodes", rq->decodes);
-	num(o, "decodes_failed", rq->decodes_failed);
-	num(o, "decodes_unread", rq->decodes_unread);
-	num(o, "sequences_not_followed", rq->active_full);
+	lp_json_add_u64(o, "requests", rq->ndone);
+	lp_json_add_u64(o, "in_flight_now", rq->nactive);
+	lp_json_add_u64(o, "prompt_tokens", rq->prompt_tokens);
+	lp_json_add_u64(o, "output_tokens", rq->output_tokens);
+	lp_json_add_u64(o, "reused_tokens", rq->reused_tokens);
+	lp_json_add_u64(o, "decodes", rq->decodes);
+	lp_json_add_u64(o, "decodes_failed", rq->decodes_failed);
+	lp_json_add_u64(o, "decodes_unread", rq->decodes_unread);
+	lp_json_add_u64(o, "sequences_not_followed", rq->active_full);
 	a = cJSON_AddArrayToObject(o, "flags");
 	for (size_t i = 0; i < sizeof(flag_names) / sizeof(flag_names[0]); i++)
 		if (rq->flags & (1u << i))
@@ -144,9 +141,9 @@ cJSON *lp_render_requests(const struct lp_requests *rq, bool batch_reader)
 		if (rq->occupancy[i]) {
 			cJSON *e = cJSON_CreateObject();
 
-			num(e, "sequences", (uint64_t)i);
+			lp_json_add_u64(e, "sequences", (uint64_t)i);
 			cJSON_AddBoolToObject(e, "or_more", i == LP_BATCH_SEQS);
-			num(e, "decodes", rq->occupancy[i]);
+			lp_json_add_u64(e, "decodes", rq->occupancy[i]);
 			cJSON_AddItemToArray(a, e);
 		}
 	percentiles(cJSON_AddObjectToObject(o, "kept"), rq, kept);
