@@ -72,6 +72,7 @@ static void api_status(void *ctx, cJSON *o)
 	cJSON_AddNumberToObject(o, "uptime_seconds", (double)(lp_now_ns() - d->start_ns) / 1e9);
 	cJSON_AddNumberToObject(o, "started_at", d->start_realtime);
 	lp_membw_render(&d->diagnose.membw, cJSON_AddObjectToObject(o, "bandwidth"));
+	lp_profiler_status(&d->profiler, cJSON_AddObjectToObject(o, "profiles"));
 	x = cJSON_AddObjectToObject(o, "kernel_features");
 	found = cJSON_AddArrayToObject(x, "found");
 	missing = cJSON_AddArrayToObject(x, "missing");

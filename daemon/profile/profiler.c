@@ -344,9 +344,12 @@ static void answer(struct lp_profiler *p, struct lp_profile_window *w)
 	} else {
 		s->status = 200;
 		snprintf(s->headers, sizeof(s->headers),
-			 "X-Llmprof-Samples: %llu\nX-Llmprof-Samples-Lost: %llu\n%s",
+			 "X-Llmprof-Samples: %llu\nX-Llmprof-Samples-Lost: %llu\n"
+			 "X-Llmprof-Window: %llu %llu\n%s",
 			 (unsigned long long)w->samples,
 			 (unsigned long long)(w->lost_table + in.lost_ring),
+			 (unsigned long long)w->start_ns,
+			 (unsigned long long)(w->start_ns + in.duration_ns),
 			 w->q.format == LP_PROFILE_PPROF
 				 ? "Content-Disposition: attachment; filename=\"profile\"\n"
 				 : "");

@@ -156,9 +156,12 @@ struct model {
 	size_t nlocs;
 	struct map2 loc_by;  /* (mapping id, address) -> location id */
 	struct map2 name_by; /* (object, function offset) -> its name's string + 1 */
-	uint32_t kernel_map; /* the kernel's mapping id, 0 until needed */
+	bool kernel_used;    /* a kernel frame was met: the kernel's mapping comes last */
 	int err;
 };
+
+/* The kernel's mapping, until the tables are written. */
+#define KERNEL_MAP UINT32_MAX
 
 static uint32_t intern(struct model *m, const char *s)
 {
@@ -352,14 +355,14 @@ static uint32_t kernel_location(struct model *m, struct lp_symbols *syms, uint64
 	const char *name = lp_symbols_kernel(syms, addr);
 	char buf[64];
 
-	if (!m->kernel_map)
-		m->kernel_map = add_mapping(m, 0xffff800000000000ULL, ~0ULL, 0,
-					    intern(m, "[kernel.kallsyms]"), intern(m, ""));
+	/* The kernel's mapping comes last (KERNEL_MAP until then): pprof takes the first
+	 * mapping for the main binary. */
+	m->kernel_used = true;
 	if (!name) {
 		snprintf(buf, sizeof(buf), "[kernel.kallsyms]+0x%llx", (unsigned long long)addr);
 		name = buf;
 	}
-	return location(m, m->kernel_map, addr, intern_untrusted(m, name), true);
+	return location(m, KERNEL_MAP, addr, intern_untrusted(m, name), true);
 }
 
 /* The window's processes, each with its target's labels. */
@@ -470,6 +473,10 @@ static void label(struct lp_pb *b, struct model *m, const char *key, uint32_t st
 {
 	struct lp_pb l = {0};
 
+	/* An empty value is no label: a scraper would make a series of it. */
+	if (!str)
+		return;
+
 	lp_pb_uint(&l, 1, intern(m, key));
 	lp_pb_uint(&l, 2, str);
 	pb_message(b, 3, &l);
@@ -556,6 +563,9 @@ static int pprof(const struct lp_profile_render *in, uint8_t **out, size_t *len)
 		label(&s, &m, "phase", intern(&m, phase_names[st->phase % LP_PHASE_NR]));
 		pb_message(&b, 2, &s);
 	}
+	if (m.kernel_used)
+		add_mapping(&m, 0xffff800000000000ULL, ~0ULL, 0, intern(&m, "[kernel.kallsyms]"),
+			    intern(&m, ""));
 	for (size_t i = 0; i < m.nmaps; i++) {
 		lp_pb_uint(&s, 1, i + 1);
 		lp_pb_uint(&s, 2, m.maps[i].start);
@@ -571,7 +581,8 @@ static int pprof(const struct lp_profile_render *in, uint8_t **out, size_t *len)
 
 		lp_pb_uint(&s, 1, i + 1);
 		if (m.locs[i].mapping)
-			lp_pb_uint(&s, 2, m.locs[i].mapping);
+			lp_pb_uint(&s, 2,
+				   m.locs[i].mapping == KERNEL_MAP ? m.nmaps : m.locs[i].mapping);
 		lp_pb_uint(&s, 3, m.locs[i].address);
 		lp_pb_uint(&line, 1, m.locs[i].fn);
 		pb_message(&s, 4, &line);
