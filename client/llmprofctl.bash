@@ -42,7 +42,19 @@ _llmprofctl() {
 		return
 		;;
 	--by | -b)
+		if [[ $cmd == flame ]]; then
+			COMPREPLY=($(compgen -W "op_group" -- "$cur"))
+			return
+		fi
 		COMPREPLY=($(compgen -W "op shape layer block node" -- "$cur"))
+		return
+		;;
+	--phase | -P)
+		COMPREPLY=($(compgen -W "prompt generation outside" -- "$cur"))
+		return
+		;;
+	--output)
+		COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;
 	--timeout | --delay | -d | --iterations | -n | --last | --seconds | --threshold | -t | --top)
@@ -50,7 +62,7 @@ _llmprofctl() {
 		;;
 	esac
 	case $cmd in
-	"") opts="top dump ops doctor diff requests list status reset precise record help $common --version" ;;
+	"") opts="top dump ops flame doctor diff requests list status reset precise record help $common --version" ;;
 	top) opts="--delay --batch --json --iterations --sort --columns --all --threads --ops --pid $common" ;;
 	dump) opts="--pid --json --fine $common" ;;
 	list) opts="--json --pids $common" ;;
@@ -58,6 +70,7 @@ _llmprofctl() {
 	reset) opts="--pid $common" ;;
 	requests) opts="--pid --last --json $common" ;;
 	ops) opts="--pid --by --sort --top --json $common" ;;
+	flame) opts="--pid --seconds --output --by --phase --top $common" ;;
 	precise) opts="--pid --seconds --no-wait --off --json $common" ;;
 	record) opts="--pid --seconds --output --no-ops --format --summary --json $common" ;;
 	doctor) opts="--pid --all --json --measure-bandwidth $common" ;;
@@ -66,7 +79,7 @@ _llmprofctl() {
 		COMPREPLY=($(compgen -f -- "$cur") $(compgen -W "--threshold --json $common" -- "$cur"))
 		return
 		;;
-	help) opts="top dump ops doctor diff requests list status reset precise record" ;;
+	help) opts="top dump ops flame doctor diff requests list status reset precise record" ;;
 	esac
 	COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 }

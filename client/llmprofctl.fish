@@ -51,6 +51,15 @@ function __llmprofctl_complete
     else if test "$cmd" = record; and contains -- $prev --output -o
         __fish_complete_path (commandline -ct)
         return
+    else if test "$cmd" = flame; and contains -- $prev --by -b
+        printf '%s\n' op_group
+        return
+    else if test "$cmd" = flame; and contains -- $prev --phase -P
+        printf '%s\n' prompt generation outside
+        return
+    else if test "$cmd" = flame; and contains -- $prev --output -o
+        __fish_complete_path (commandline -ct)
+        return
     else if test "$cmd" = ops; and contains -- $prev --by -b
         printf '%s\n' op shape layer block node
         return

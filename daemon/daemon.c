@@ -2,6 +2,8 @@
 /* The daemon's state and its readers' first steps (daemon.h). */
 #include "daemon.h"
 
+#include "core.skel.h"
+
 #include <time.h>
 
 #include "engine/requests.h"
@@ -36,6 +38,8 @@ int lp_daemon_report(struct daemon *d, pid_t pid, struct lp_report *r, bool find
 	lp_tracker_find_lost_exits(&d->tracker, pid);
 	ret = lp_report_build(r, &d->core, &d->tracker, pid);
 	r->features = &d->features;
+	r->profile_lost_ring = d->core.skel ? d->core.skel->bss->stacks_lost : 0;
+	r->profile_lost_table = d->profiler.lost_table;
 	r->state_saves_failed = d->saves_failed;
 	/* Requests quiet long enough are over, as of this read. */
 	for (size_t i = 0; ret == 0 && i < r->nprocs; i++) {

@@ -933,6 +933,8 @@ cJSON *lp_render_report(const struct lp_report *r)
 	lp_json_add_u64(lost, "procs_map_full", r->procs_full);
 	lp_json_add_u64(lost, "exited_evicted", r->exited_evicted);
 	lp_json_add_u64(lost, "exited_before_tracking", r->exited_untracked);
+	lp_json_add_u64(lost, "profile_ring_buffer_full", r->profile_lost_ring);
+	lp_json_add_u64(lost, "profile_memory_bound", r->profile_lost_table);
 	lp_json_add_u64(root, "exits_recovered", r->exits_recovered);
 	lp_json_add_u64(root, "waiting_for_room", r->waiting);
 

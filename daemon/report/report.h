@@ -54,6 +54,8 @@ struct lp_report {
 	struct lp_map_usage maps[LP_MAPS_MAX];
 	size_t nmaps;
 	uint64_t drops[LP_D_NR];
+	/* profiles' samples lost: the stacks ring buffer full, the stacks' memory bound */
+	uint64_t profile_lost_ring, profile_lost_table;
 	uint64_t procs_full;
 	uint64_t exited_evicted;
 	uint64_t exited_untracked;   /* found, but gone before they could be tracked */

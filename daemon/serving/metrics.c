@@ -574,6 +574,8 @@ static void put_daemon(struct lp_expo *e, const struct lp_report *r,
 	one(e, "reason", "procs_map_full", (double)r->procs_full);
 	one(e, "reason", "exited_evicted", (double)r->exited_evicted);
 	one(e, "reason", "exited_before_tracking", (double)r->exited_untracked);
+	one(e, "reason", "profile_ring_buffer_full", (double)r->profile_lost_ring);
+	one(e, "reason", "profile_memory_bound", (double)r->profile_lost_table);
 	lp_expo_family(e, "llmprofd_state_saves_failed_total", LP_EXPO_COUNTER,
 		       "Saves of the totals to the state directory that failed (the totals since "
 		       "the last good one are at risk)");

@@ -868,7 +868,8 @@ def test_docs_and_install():
             % [o for o in daemon_opts if o not in page])
     page = open(os.path.join(ROOT, "man", "llmprofctl.1")).read().replace("\\-", "-")
     completion = os.path.join(ROOT, "client", "llmprofctl.bash")
-    for cmd in ("top", "dump", "list", "status", "reset", "precise", "record", "doctor", "diff"):
+    for cmd in ("top", "dump", "list", "status", "reset", "precise", "record", "doctor", "diff",
+                "flame"):
         rc, helptext, _ = ctl(cmd, "--help")
         opts = set(re.findall(r"^\s+(?:-\w, )?(--[a-z-]+)", helptext, re.M))
         missing = {sh: sorted(opts - set(complete_in(sh, [t.LLMPROFCTL, cmd, "--"])))
