@@ -23,9 +23,10 @@ if [[ ${1:-} == --quick ]]; then
 		"apistall.py --windows 2 --seconds 0.5 --links"
 		"batch.py --rounds 1 --sizes 32,256 --tokens 4"
 		"samplers.py --rounds 1 --iters 3000 --runs 1 --tokens 30"
+		"flame.py --pairs 2 --tokens 16 --seconds 10 --procs 1"
 	)
 else
-	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "kcost.py" "probes.py" "daemon_cost.py" "ops.py" "record.py" "record.py --stream" "apistall.py" "batch.py" "samplers.py")
+	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "kcost.py" "probes.py" "daemon_cost.py" "ops.py" "record.py" "record.py --stream" "apistall.py" "batch.py" "samplers.py" "flame.py")
 fi
 for r in "${runs[@]}"; do
 	name=${r%%.py*}
