@@ -13,7 +13,9 @@
  * helper call, which for an untracked task would be most of what a switch costs us, and a
  * large part of a tracked switch's program time (bench/progcost.py; bench/RESULTS.md). */
 #define TASK_READ(trusted, task, field) ((trusted) ? (task)->field : BPF_CORE_READ(task, field))
-#define TASK_TGID(trusted, task) TASK_READ(trusted, task, tgid)
+/* A task's ids as the daemon sees them (lp.bpf.h, pidns_ino). */
+#define TASK_TGID(trusted, task) (pidns_ino ? ns_tgid(task) : TASK_READ(trusted, task, tgid))
+#define TASK_TID(trusted, task) (pidns_ino ? ns_tid(task) : TASK_READ(trusted, task, pid))
 
 /* On-CPU time and run-queue delay by the kernel's own account, where it keeps sched_info
  * (CONFIG_SCHED_INFO). Timed from the tracepoints instead, the same boundary falls

@@ -6,7 +6,7 @@
 SEC("uprobe")
 int BPF_KPROBE(lp_decode_enter)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_ids();
 	__u32 tgid = id >> 32;
 	struct lp_proc_stats *p;
 	struct lp_thread *t;
@@ -119,7 +119,7 @@ static long batch_token(__u32 i, void *arg)
 SEC("uprobe")
 int BPF_KPROBE(lp_decode_batch)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_ids();
 	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0;
 	struct batch_walk w = {};
 	struct lp_ev_decode *e;
@@ -223,7 +223,7 @@ static __always_inline void whole_token(__u32 tgid, __u64 begin)
 SEC("uretprobe")
 int BPF_KRETPROBE(lp_decode_exit, int ret)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_ids();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct lp_proc_stats *p;
 	struct lp_thread *t;

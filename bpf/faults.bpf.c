@@ -5,7 +5,7 @@
 
 static __always_inline void fault(__u32 ctr)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_ids();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct lp_proc_stats *p = proc_of(tgid);
 	struct lp_thread *t;

@@ -8,7 +8,7 @@
 
 static __always_inline void futex_enter(__u64 uaddr, __u32 kind)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_ids();
 	__u32 tgid = id >> 32;
 	struct lp_proc_stats *p = proc_of(tgid);
 	struct lp_thread *t;
@@ -36,7 +36,7 @@ static __always_inline void futex_waitv_enter(const void *waiters)
 
 static __always_inline void futex_exit(long ret)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_ids();
 	__u32 tid = (__u32)id;
 	struct lp_thread *t;
 

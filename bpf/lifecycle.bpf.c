@@ -8,8 +8,8 @@
 
 static __always_inline void on_exit(struct task_struct *task)
 {
-	__u32 tgid = BPF_CORE_READ(task, tgid);
-	__u32 tid = BPF_CORE_READ(task, pid);
+	__u32 tgid = TASK_TGID(false, task);
+	__u32 tid = TASK_TID(false, task);
 	struct lp_proc_stats *p;
 	struct lp_ev_exit *e;
 	struct lp_thread *t;
@@ -142,7 +142,7 @@ __noinline __hidden int lp_mmap_exec(__u64 prot, __s64 fd)
 	fds = BPF_CORE_READ(task, files, fdt, fd);
 	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
 		return 0;
-	exec_mapping(bpf_get_current_pid_tgid() >> 32, f);
+	exec_mapping(current_ids() >> 32, f);
 	return 0;
 }
 
@@ -153,7 +153,7 @@ static __always_inline void on_exec(struct task_struct *task)
 
 	exe = BPF_CORE_READ(task, mm, exe_file);
 	if (exe)
-		exec_mapping(BPF_CORE_READ(task, tgid), exe);
+		exec_mapping(TASK_TGID(false, task), exe);
 	if (!want_exec_events)
 		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -162,7 +162,7 @@ static __always_inline void on_exec(struct task_struct *task)
 		return;
 	}
 	e->type = LP_EV_EXEC;
-	e->tgid = BPF_CORE_READ(task, tgid);
+	e->tgid = TASK_TGID(false, task);
 	e->inserted = 0;
 	e->pad = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));

@@ -52,6 +52,11 @@
 #endif
 
 /* Set by user space before load. */
+/* The PID namespace the daemon runs in, by its inode, where it is not the initial one (a
+ * container's, a pod's without hostPID); 0 in the initial one. Every pid the programs
+ * keep is then the pid there, as the daemon's /proc shows it; a task outside it is no
+ * one's (its ids read 0). */
+LP_SETTING const volatile __u32 pidns_ino;
 LP_SETTING const volatile bool want_exec_events;
 /* Classify samples by return addresses on the user stack as well as by the instruction
  * pointer, so that time in callees (ggml_vec_dot_*, sgemm kernels) counts for the matmul
@@ -64,6 +69,46 @@ LP_SETTING const volatile bool unwind_cfi;
  * or futex_waitv(2) waits from then until its switch-in (sched.bpf.c). Where it is off,
  * the syscall tracepoints time them, if attached (futex.bpf.c). */
 LP_SETTING const volatile bool futex_from_sched;
+/* The number of pid p in the daemon's namespace (pidns_ino), or 0 where p is not in it:
+ * p's numbers, one per level of namespace from the initial one down to its own. */
+#define LP_PIDNS_LEVELS 8
+static __always_inline __u32 pidns_nr(struct pid *p)
+{
+	unsigned int level = BPF_CORE_READ(p, level);
+	__u64 base = (__u64)p + bpf_core_field_offset(struct pid, numbers);
+
+	for (unsigned int i = 1; i < LP_PIDNS_LEVELS && i <= level; i++) {
+		struct upid u = {};
+
+		bpf_probe_read_kernel(&u, sizeof(u), (void *)(base + i * sizeof(struct upid)));
+		if (u.ns && BPF_CORE_READ(u.ns, ns.inum) == pidns_ino)
+			return (__u32)u.nr;
+	}
+	return 0;
+}
+
+/* A task's thread and process ids as the daemon sees them (pidns_ino). */
+static __always_inline __u32 ns_tid(struct task_struct *t)
+{
+	return pidns_nr(BPF_CORE_READ(t, thread_pid));
+}
+
+static __always_inline __u32 ns_tgid(struct task_struct *t)
+{
+	return pidns_nr(BPF_CORE_READ(t, group_leader, thread_pid));
+}
+
+/* bpf_get_current_pid_tgid(), in the daemon's namespace: tgid << 32 | tid. */
+static __always_inline __u64 current_ids(void)
+{
+	struct task_struct *t;
+
+	if (!pidns_ino)
+		return bpf_get_current_pid_tgid();
+	t = bpf_get_current_task_btf();
+	return (__u64)ns_tgid(t) << 32 | ns_tid(t);
+}
+
 /* Processes being recorded (the "recording" map's entries), kept by user space: while
  * none is, timeline events cost no map lookup. */
 LP_SETTING volatile __u32 recordings;

@@ -5,6 +5,7 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+const volatile __u32 pidns_ino = 0;
 const volatile bool want_exec_events = false;
 const volatile bool stack_scan = true;
 const volatile bool unwind_cfi = true;

@@ -39,7 +39,7 @@ static __always_inline void switch_in_unseen(__u32 tgid, struct lp_thread *t)
 static __always_inline struct lp_thread *precise_thread_pr(__u32 *tgid_out,
 							   struct lp_precise **pr_out)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_ids();
 	__u32 tgid = id >> 32;
 	struct lp_precise *pr;
 	struct lp_thread *t;
@@ -149,7 +149,7 @@ int BPF_KPROBE(lp_barrier_enter)
 		return 0;
 	call_enter(&t->bar);
 	if (t->bar.depth == 1)
-		rec_emit(tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_BARRIER_BEGIN, 0);
+		rec_emit(tgid, (__u32)current_ids(), LP_REC_BARRIER_BEGIN, 0);
 	return 0;
 }
 
@@ -165,7 +165,7 @@ int BPF_KRETPROBE(lp_barrier_exit)
 	if (!t || !(d = call_exit(&t->bar)) || !(p = bpf_map_lookup_elem(&procs, &tgid)))
 		return 0;
 	off = t->bar.off_ns < d ? t->bar.off_ns : d;
-	rec_emit(tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_BARRIER_END, 0);
+	rec_emit(tgid, (__u32)current_ids(), LP_REC_BARRIER_END, 0);
 	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_CALLS], 1);
 	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_NS], d);
 	__sync_fetch_and_add(&p->ctr[LP_C_BARRIER_OFF_NS], off);
@@ -351,7 +351,7 @@ static __always_inline bool made_by_ggml(const struct lp_node_flight *f, const c
 static __always_inline void node_enter(struct pt_regs *ctx, const struct lp_precise *pr, __u32 tgid,
 				       __u32 op)
 {
-	__u32 zero = 0, tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 zero = 0, tid = (__u32)current_ids();
 	struct lp_tensor_layout lay = pr->lay;
 	__u8 ta = pr->targs[op & (LP_MAX_OPS - 1)];
 	__u64 params, dst, src[LP_NODE_SRCS] = {}, b;
@@ -417,7 +417,7 @@ static __always_inline struct lp_node_val *node_get(const struct lp_node_key *ke
  * the node's id, or 0. */
 static __always_inline __u64 node_exit(__u32 pgen, __u64 d, __u64 own, bool gen, bool whole)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)current_ids();
 	struct lp_node_flight *f = bpf_map_lookup_elem(&node_flight, &tid);
 	struct lp_node_val *v;
 
@@ -470,7 +470,7 @@ int BPF_KPROBE(lp_op_enter)
 	}
 	call_enter(&t->op);
 	if (t->op.depth == 1) {
-		rec_emit(tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_OP_BEGIN, t->op_idx);
+		rec_emit(tgid, (__u32)current_ids(), LP_REC_OP_BEGIN, t->op_idx);
 		node_enter(ctx, pr, tgid, t->op_idx);
 	}
 	return 0;
@@ -492,7 +492,7 @@ int BPF_KRETPROBE(lp_op_exit)
 		return 0;
 	key.op = t->op_idx;
 	/* Its time now; submitted once the node it computed is known. */
-	e = rec_reserve(key.tgid, (__u32)bpf_get_current_pid_tgid(), LP_REC_OP_END);
+	e = rec_reserve(key.tgid, (__u32)current_ids(), LP_REC_OP_END);
 	s = bpf_map_lookup_elem(&op_precise_init, &zero);
 	if (!s || !(s = lookup_or_init(&op_precise, &key, s)))
 		goto out;

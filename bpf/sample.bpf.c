@@ -49,7 +49,7 @@ static __always_inline void send_stack(struct bpf_perf_event_data *ctx, const st
 SEC("perf_event")
 int lp_sample(struct bpf_perf_event_data *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_ids();
 	__u32 tgid = id >> 32;
 	const struct lp_ranges *rg;
 	struct lp_op_samples *os;

@@ -153,7 +153,7 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 	__u32 tid, w = 1;
 
 	if (sampling_possible(prev, with_regs)) {
-		open = id_byte(&tid_open, prev->pid);
+		open = id_byte(&tid_open, TASK_TID(true, prev));
 		fs = bpf_task_storage_get(&switch_fast, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (fs) {
 			at = prev->se.exec_start;
@@ -189,7 +189,7 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 	if (!p || (TASK_READ(with_regs, prev, flags) & PF_EXITING))
 		return 0;
 	now = bpf_ktime_get_ns();
-	tid = TASK_READ(with_regs, prev, pid);
+	tid = TASK_TID(with_regs, prev);
 	t = thread_get(tid, tgid);
 	if (!t)
 		return now;
@@ -261,7 +261,7 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 		e->oncpu = slice;
 		if (t->off_preempted) {
 			e->reason = LP_OFF_PREEMPTED;
-			e->other = TASK_READ(with_regs, next, pid);
+			e->other = TASK_TID(with_regs, next);
 			bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), &next->comm);
 		} else if (t->futex_since) {
 			e->reason = LP_OFF_FUTEX;
@@ -286,7 +286,7 @@ static __always_inline void switch_in(struct task_struct *next, __u32 tgid, __u6
 
 	/* Only the switch-in of a stretch taken is: an array load says which. */
 	if (sampling_possible(next, with_regs)) {
-		__u8 *open = id_byte(&tid_open, TASK_READ(with_regs, next, pid));
+		__u8 *open = id_byte(&tid_open, TASK_TID(with_regs, next));
 
 		if (open) {
 			if (!*open)
@@ -299,7 +299,7 @@ static __always_inline void switch_in(struct task_struct *next, __u32 tgid, __u6
 	 * entry is gone and must not come back. */
 	if (!p || (TASK_READ(with_regs, next, flags) & PF_EXITING))
 		return;
-	tid = TASK_READ(with_regs, next, pid);
+	tid = TASK_TID(with_regs, next);
 	t = thread_get(tid, tgid);
 	if (!t)
 		return;
@@ -362,7 +362,7 @@ static __always_inline void on_wakeup(struct task_struct *task, bool trusted)
 
 	if (!proc_of(tgid) || (TASK_READ(trusted, task, flags) & PF_EXITING))
 		return;
-	tid = TASK_READ(trusted, task, pid);
+	tid = TASK_TID(trusted, task);
 	t = thread_get(tid, tgid);
 	if (t && !t->runnable_since)
 		t->runnable_since = bpf_ktime_get_ns();
@@ -382,7 +382,7 @@ static __always_inline void on_born(struct task_struct *task, bool trusted)
 		return;
 	}
 	if (maybe_ours(TASK_TGID(trusted, task)) &&
-	    (open = id_byte(&tid_open, TASK_READ(trusted, task, pid))))
+	    (open = id_byte(&tid_open, TASK_TID(trusted, task))))
 		*open = 1;
 }
 

@@ -73,6 +73,11 @@ static void api_status(void *ctx, cJSON *o)
 	cJSON_AddNumberToObject(o, "started_at", d->start_realtime);
 	lp_membw_render(&d->diagnose.membw, cJSON_AddObjectToObject(o, "bandwidth"));
 	lp_profiler_status(&d->profiler, cJSON_AddObjectToObject(o, "profiles"));
+	/* Which processes it can see: the host's, or one namespace's (a container's). */
+	x = cJSON_AddObjectToObject(o, "pid_namespace");
+	cJSON_AddBoolToObject(x, "host", !d->core.pidns_ino);
+	cJSON_AddNumberToObject(x, "inode",
+				d->core.pidns_ino ? d->core.pidns_ino : LP_PIDNS_INIT_INO);
 	x = cJSON_AddObjectToObject(o, "kernel_features");
 	found = cJSON_AddArrayToObject(x, "found");
 	missing = cJSON_AddArrayToObject(x, "missing");

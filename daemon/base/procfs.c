@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PID_MAX_LIMIT (4 * 1024 * 1024)
@@ -339,4 +340,20 @@ int lp_proc_open_mapping(pid_t pid, const struct lp_proc_mapping *m, char *how, 
 	snprintf(how, howlen, "/proc/%d/root%s", (int)pid, m->path);
 	fd = open(how, O_RDONLY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
+}
+
+int lp_proc_pidns(const char *proc_root, uint32_t *ino)
+{
+	char path[128];
+	struct stat st;
+
+	/* The namespace of pid 1 as this /proc numbers it: the pids the daemon reads. */
+	snprintf(path, sizeof(path), "%s/1/ns/pid", proc_root);
+	if (stat(path, &st) < 0) {
+		snprintf(path, sizeof(path), "%s/self/ns/pid", proc_root);
+		if (stat(path, &st) < 0)
+			return -errno;
+	}
+	*ino = st.st_ino == LP_PIDNS_INIT_INO ? 0 : (uint32_t)st.st_ino;
+	return 0;
 }

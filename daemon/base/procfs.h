@@ -105,4 +105,10 @@ int lp_proc_parse_maps_line(const char *line, struct lp_proc_mapping *m);
  * -errno. */
 int lp_proc_open_mapping(pid_t pid, const struct lp_proc_mapping *m, char *how, size_t howlen);
 
+/* The kernel's initial PID namespace's inode (PROC_PID_INIT_INO, fixed since Linux 3.8). */
+#define LP_PIDNS_INIT_INO 0xEFFFFFFCU
+/* The PID namespace the pids of proc_root's procfs are in, by inode: 0 for the kernel's
+ * initial one (the host's), else the namespace's (a container's /proc). 0 or -errno. */
+int lp_proc_pidns(const char *proc_root, uint32_t *ino);
+
 #endif

@@ -430,6 +430,7 @@ static void configure(struct lp_core *c, const struct lp_config *cfg, const stru
 	/* A byte per possible tgid, 8 to an element. */
 	c->ntgid_marks = pid_max();
 	bpf_map__set_max_entries(s->maps.tgid_marks, (uint32_t)((c->ntgid_marks + 7) / 8));
+	s->rodata->pidns_ino = c->pidns_ino;
 	s->rodata->want_exec_events = cfg->ncomms > 0 || cfg->nexes > 0;
 	s->rodata->stack_scan = cfg->stack_scan;
 	s->rodata->unwind_cfi = cfg->unwind;
@@ -551,11 +552,23 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
 	c->skel = core_bpf__open();
 	if (!c->skel)
 		return log_error_errno(-errno, "open BPF object: %m");
+	if (lp_proc_pidns("/proc", &c->pidns_ino) == 0 && c->pidns_ino)
+		log_notice(
+			"PID namespace: not the host's (pid:[%u]): the processes of this "
+			"namespace are tracked, by their pids here; those of others are not seen",
+			c->pidns_ino);
 	configure(c, cfg, &p, f);
 	c->wakeups = !f->sched_info;
 	set_autoload(c, &p, f);
 	set_uprobe_links(c, cfg, f);
 	r = core_bpf__load(c->skel);
+	if (r < 0 && c->pidns_ino)
+		return log_error_errno(r,
+				       "load BPF programs: %m; in a PID namespace other than "
+				       "the host's, the programs number tasks as it does, which "
+				       "needs the kernel's struct pid in its BTF: run llmprofd in "
+				       "the host's (docker run --pid=host, Kubernetes hostPID: "
+				       "true)");
 	if (r < 0)
 		return log_error_errno(r, "load BPF programs: %m");
 	if ((r = fill(c, cfg)) < 0)

@@ -34,8 +34,11 @@ struct lp_core {
 	int nfault_cpus;
 	/* "mmap lock tracepoint", "syscall tracepoint", "raw_syscalls" or NULL: no dlopen */
 	const char *mmap_source;
-	bool uprobe_multi;	/* precise programs loaded for multi-uprobe links */
-	uint32_t sample_hz;	/* 0: no sampling */
+	bool uprobe_multi;  /* precise programs loaded for multi-uprobe links */
+	uint32_t sample_hz; /* 0: no sampling */
+	/* The PID namespace of the pids the daemon reads (its /proc's), by inode; 0: the
+	 * host's. The programs keep pids as that namespace numbers them. */
+	uint32_t pidns_ino;
 	bool sample_per_thread; /* each LLM process's threads, else every CPU */
 	int nsample_cpus;
 	int *sample_fds; /* the per-CPU sampling events, nsample_cpus of them */
