@@ -8,7 +8,7 @@ want='SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause'
 bad=0
 while IFS= read -r f; do
 	case "$f" in
-	LICENSE | LICENSES/* | *.json | tests/fuzz/seeds/* | .clang-format) continue ;;
+	LICENSE | LICENSES/* | *.json | tests/fuzz/seeds/* | .clang-format | deploy/debian/conffiles) continue ;;
 	esac
 	if ! head -n 3 "$f" | grep -qF "$want"; then
 		echo "no SPDX line: $f" >&2

@@ -9,7 +9,11 @@
 # LLVM's OpenMP runtime, which llama.cpp built with clang uses: tests/e2e/test_engines.py;
 # protobuf-compiler and python3-protobuf decode the Perfetto traces in tests/lib/tracefmt.py;
 # strace holds llama-eval-callback's exit until its logger has printed: tests/e2e/test_graph.py;
-# libc6-dev's libc.a links tests/fixtures/lpheld.c static).
+# libc6-dev's libc.a links tests/fixtures/lpheld.c static; libiberty-dev's demangler names
+# profiles' C++ frames as perf does; golang-go's `go tool pprof` and chromium read what
+# tests/e2e/test_flame.py pulls; debootstrap, systemd-container and dpkg-dev make the
+# Debian root filesystem, boot it and build the .deb that tests/system/ installs there;
+# python3-yaml reads deploy/'s manifests).
 # With --if-missing, does nothing when every package is already installed; with --list,
 # prints the packages instead.
 set -euo pipefail
@@ -25,6 +29,8 @@ PACKAGES=(
 	linux-perf libbpf-tools bpftrace libomp-dev
 	python3 util-linux binutils nodejs
 	protobuf-compiler python3-protobuf strace
+	libiberty-dev golang-go chromium
+	debootstrap systemd-container dpkg-dev python3-yaml
 )
 
 if [[ ${1:-} == --list ]]; then

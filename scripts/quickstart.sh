@@ -32,12 +32,10 @@ fi
 scripts/install-deps.sh --if-missing
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build
+# Also /etc/llmprofd/llmprofd.conf, the example settings, where there is none yet.
 cmake --install build
 # Members of group llmprof may read every process's profile from the socket.
 getent group llmprof >/dev/null || groupadd --system llmprof
-if [[ ! -e /etc/llmprofd/llmprofd.conf ]]; then
-	install -D -m 0644 etc/llmprofd.conf /etc/llmprofd/llmprofd.conf
-fi
 
 if [[ -d /run/systemd/system ]]; then
 	systemctl daemon-reload

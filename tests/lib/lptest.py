@@ -179,9 +179,11 @@ class ScopeCgroup:
         try:
             with open(self.mount + self.home.rstrip("/") + "/cgroup.procs", "w") as f:
                 f.write(str(os.getpid()))
-            for sub in sorted(os.listdir(self.path)):
-                if os.path.isdir(os.path.join(self.path, sub)):
-                    os.rmdir(os.path.join(self.path, sub))
+            # Deepest first: what the test's processes made below (systemd-nspawn's
+            # payload/ and supervisor/) goes too.
+            for top, dirs, _ in sorted(os.walk(self.path), key=lambda w: -w[0].count("/")):
+                for sub in dirs:
+                    os.rmdir(os.path.join(top, sub))
             os.rmdir(self.path)
         except OSError as e:
             print("could not remove %s: %s" % (self.path, e))
