@@ -47,6 +47,16 @@ static void print_status(const struct ctl *c, const cJSON *doc, void *arg)
 	       ctl_num_path(doc, "processes", "running", 0),
 	       ctl_num_path(doc, "processes", "exited", 0),
 	       ctl_num_path(doc, "processes", "visible", 0));
+	if (ctl_num_path(doc, "pid_namespace", "inode", 0) > 0)
+		printf("%-12s %s (pid:[%.0f]): %s\n", "pid ns",
+		       ctl_true(cJSON_GetObjectItemCaseSensitive(doc, "pid_namespace"), "host")
+			       ? "the host's"
+			       : "a container's",
+		       ctl_num_path(doc, "pid_namespace", "inode", 0),
+		       ctl_true(cJSON_GetObjectItemCaseSensitive(doc, "pid_namespace"), "host")
+			       ? "every process"
+			       : "its processes only, by their pids there (--pid=host, hostPID: "
+				 "true for all)");
 	printf("%-12s found: ", "kernel");
 	print_words(cJSON_GetObjectItemCaseSensitive(kf, "found"));
 	printf("%-12s missing: ", "");

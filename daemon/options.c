@@ -473,7 +473,9 @@ static const struct lp_option options[] = {
 	 .parse = parse_socket_mode, .describe = describe_socket_mode,
 	 .help = "its permissions, octal"},
 	{"socket-group", .arg = "NAME", .type = LP_OPT_STRING, .off = OFF(socket_group),
-	 .def = LP_GROUP, .help = "its group; members see every process"},
+	 .def = LP_GROUP,
+	 .help = "its group; members see every process (a number: the host's group, from a "
+		 "container)"},
 	{"metrics-address", .arg = "HOST:PORT", .type = LP_OPT_STRING, .off = OFF(metrics_address),
 	 .def = LP_METRICS_ADDRESS, .flags = LP_OF_OFF,
 	 .help = "TCP listener for /metrics and the pprof profiles; 'off' for none"},

@@ -83,9 +83,10 @@ fi
 
 if [[ -n $deb ]]; then
 	cp "$deb" "$dir/tmp/"
-	# Offline: every dependency is in PACKAGES; apt says which one is not.
+	# Every dependency is in PACKAGES (apt has the lists debootstrap used, and would
+	# fetch one that is not). Not --no-download: apt 2.6 then refuses a local .deb.
 	chroot "$dir" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-		--no-install-recommends --no-download "/tmp/$(basename "$deb")" >&2
+		--no-install-recommends "/tmp/$(basename "$deb")" >&2
 	rm -f "$dir/tmp/$(basename "$deb")"
 fi
 if [[ -n $tar ]]; then

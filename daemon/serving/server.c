@@ -28,6 +28,22 @@
 #include "serving/conn.h"
 #include "serving/hygiene.h"
 
+/* A group given as its number (digits only, below the invalid (gid_t)-1). */
+static bool parse_gid(const char *text, gid_t *gid)
+{
+	unsigned long v;
+	char *end;
+
+	if (*text < '0' || *text > '9')
+		return false;
+	errno = 0;
+	v = strtoul(text, &end, 10);
+	if (errno || *end || v >= (gid_t)-1)
+		return false;
+	*gid = (gid_t)v;
+	return true;
+}
+
 static const char *method_name(enum evhttp_cmd_type t)
 {
 	switch (t) {
@@ -459,6 +475,9 @@ int lp_server_start(struct lp_server **out, struct event_base *base, const struc
 	gr = o->socket_group && *o->socket_group ? getgrnam(o->socket_group) : NULL;
 	if (gr) {
 		s->group = gr->gr_gid;
+		s->have_group = true;
+	} else if (o->socket_group && parse_gid(o->socket_group, &s->group)) {
+		/* A number: the host's group, which a container's /etc/group does not know. */
 		s->have_group = true;
 	} else if (o->socket_group && *o->socket_group) {
 		log_warning("group '%s' does not exist: only root sees every process; create it "

@@ -494,17 +494,6 @@ def test_tcp_access():
     theirs.wait()
 
 
-def bcrypt(password):
-    """A bcrypt hash of password, from libxcrypt as the daemon checks it."""
-    import ctypes
-    lib = ctypes.CDLL("libcrypt.so.1")
-    lib.crypt_gensalt_rn.restype = ctypes.c_char_p
-    lib.crypt.restype = ctypes.c_char_p
-    setting = ctypes.create_string_buffer(64)
-    lib.crypt_gensalt_rn(b"$2b$", 5, None, 0, setting, 64)
-    return lib.crypt(password.encode(), setting.value).decode()
-
-
 def curl_tcp(url, *args, netns=None):
     """(status, headers text, body) of one request over TCP with curl."""
     cmd = ["curl", "-sS", "--max-time", "10", "-D", "-"] + list(args) + [url]
@@ -552,7 +541,7 @@ def test_web_config():
     with open(web, "w") as f:
         f.write("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n"
                 "basic_auth_users:\n  prom: %s\nhttp_server_config:\n  headers:\n"
-                "    X-Content-Type-Options: nosniff\n" % bcrypt("sekrit"))
+                "    X-Content-Type-Options: nosniff\n" % t.bcrypt("sekrit"))
     p = subprocess.run(["promtool", "check", "web-config", web], capture_output=True, text=True)
     t.check(p.returncode == 0, "promtool accepts the same file: %s" % (p.stdout + p.stderr))
     p = subprocess.run([t.LLMPROFD, "--check", "--config", "/dev/null", "--web.config.file",
@@ -632,7 +621,7 @@ def test_web_config():
     # SIGHUP reads the file again: a new password applies at once.
     with open(web, "w") as f:
         f.write("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n"
-                "basic_auth_users:\n  prom: %s\n" % bcrypt("changed"))
+                "basic_auth_users:\n  prom: %s\n" % t.bcrypt("changed"))
     os.kill(d.proc.pid, 1)
     d.wait_log("reloaded the configuration")
     t.check(curl_tcp(url, "--cacert", cert, "-u", "prom:sekrit")[0] == 401 and
@@ -652,7 +641,7 @@ def test_web_config():
         d.stop()
         plain = os.path.join(work, "auth.yml")
         with open(plain, "w") as f:
-            f.write("basic_auth_users:\n  prom: %s\n" % bcrypt("sekrit"))
+            f.write("basic_auth_users:\n  prom: %s\n" % t.bcrypt("sekrit"))
         d = t.Daemon("--pid", str(fx.pid), "--metrics-address", "%s:%d" % (ns.host, port),
                      "--web-config-file", plain)
         d.wait_ready()

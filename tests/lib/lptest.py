@@ -383,6 +383,18 @@ def copy_for_others(binary):
     return path
 
 
+def bcrypt(password):
+    """A bcrypt hash of password, from libxcrypt as the daemon checks it (for the
+    basic_auth_users of a web configuration file)."""
+    import ctypes
+    lib = ctypes.CDLL("libcrypt.so.1")
+    lib.crypt_gensalt_rn.restype = ctypes.c_char_p
+    lib.crypt.restype = ctypes.c_char_p
+    setting = ctypes.create_string_buffer(64)
+    lib.crypt_gensalt_rn(b"$2b$", 5, None, 0, setting, 64)
+    return lib.crypt(password.encode(), setting.value).decode()
+
+
 def as_user(uid, gid=None, groups=()):
     """A command prefix running as another uid (setpriv, from util-linux)."""
     gid = uid if gid is None else gid
