@@ -188,8 +188,9 @@ def main():
     extra = ["--discover-cgroup=" + scope.name] if scope else []
     script = pod_script(root, c, pod, work, extra)
     log = open(os.path.join(work, "pod.log"), "w")
+    # --kill-child: whatever ends the runner (the harness at a failure) ends the pod.
     runner = subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private",
-                               "--fork", "--", "bash", "-c", script], stdout=log,
+                               "--fork", "--kill-child", "--", "bash", "-c", script], stdout=log,
                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     t._children.append(runner)
     daemon = child_of(runner.pid)
@@ -235,7 +236,8 @@ def main():
            "'Once upon a time'").format(rootfs=rootfs, o=other, simple=simple, models=model_dir,
                                         pivot=" && ".join(pivot(os.path.join(other, "root"))))
     contained = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--fork",
-                                  "--", "sh", "-c", eng], stdout=subprocess.DEVNULL,
+                                  "--kill-child", "--", "sh", "-c", eng],
+                                 stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
     t._children.append(contained)
     cpid = child_of(contained.pid)
@@ -306,7 +308,9 @@ def main():
             "request of %d MiB (limit %d)" % (hwm, kernel, req, lim))
 
     host.kill()
-    contained.kill()
+    contained.kill()  # and, by --kill-child, the engine
+    t.poll("the contained engine's end", lambda: not os.path.exists("/proc/%d" % cpid),
+           timeout=20)
     state = os.path.join(work, "node", "var", "lib", "llmprofd", "state.json")
     os.kill(daemon, signal.SIGTERM)
     t.check(runner.wait(timeout=30) == 0 and os.path.exists(state),
