@@ -50,7 +50,7 @@ static void usage(FILE *f, const char *prog)
 		"\nOptions (also accepted after the command):\n"
 		"  --socket PATH      llmprofd's socket (default $" LP_SOCKET_ENV
 		", else " LP_SOCKET_PATH ")\n"
-		"  --timeout SECONDS  give up on a request after this long (default 10)\n"
+		"  --timeout SECONDS  give up on a request after this long (default 30)\n"
 		"  -h, --help         this help; '%s COMMAND --help' for a command's\n"
 		"  -V, --version      print the version\n\n"
 		"Examples:\n"
@@ -285,7 +285,9 @@ int ctl_getopt(struct ctl *c, const struct ctl_cmd *cmd, int argc, char **argv, 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {{"version", no_argument, NULL, 'V'}, CTL_COMMON_OPTS};
-	struct ctl c = {.prog = "llmprofctl", .timeout = 10};
+	/* 30 s: the first request starts a socket-activated daemon, which loads and verifies
+	 * its programs twice (ExecStartPre=--check, then itself): 17 s on a busy 2-CPU host. */
+	struct ctl c = {.prog = "llmprofctl", .timeout = 30};
 	const char *env = getenv(LP_SOCKET_ENV);
 	const struct ctl_cmd *near;
 	char name[LP_ESCAPE_SIZE(40)];

@@ -342,6 +342,28 @@ int lp_proc_open_mapping(pid_t pid, const struct lp_proc_mapping *m, char *how, 
 	return fd < 0 ? -errno : fd;
 }
 
+int lp_proc_reopen_mapping(pid_t pid, const struct lp_proc_mapping *m, uint64_t known,
+			   uint64_t *mtime, char *how, size_t howlen)
+{
+	struct stat st;
+	int fd = lp_proc_open_mapping(pid, m, how, howlen);
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	*mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
+	if (known && known == *mtime) {
+		close(fd);
+		return -EEXIST;
+	}
+	return fd;
+}
+
 int lp_proc_pidns(const char *proc_root, uint32_t *ino)
 {
 	char path[128];

@@ -105,6 +105,12 @@ int lp_proc_parse_maps_line(const char *line, struct lp_proc_mapping *m);
  * -errno. */
 int lp_proc_open_mapping(pid_t pid, const struct lp_proc_mapping *m, char *how, size_t howlen);
 
+/* The same, for a reader that keeps what it read of a file by its modification time
+ * (st_mtim in ns; known 0: nothing kept): an fd to read it again with its mtime, or
+ * -EEXIST when it is still the one known (nothing opened), or -errno. */
+int lp_proc_reopen_mapping(pid_t pid, const struct lp_proc_mapping *m, uint64_t known,
+			   uint64_t *mtime, char *how, size_t howlen);
+
 /* The kernel's initial PID namespace's inode (PROC_PID_INIT_INO, fixed since Linux 3.8). */
 #define LP_PIDNS_INIT_INO 0xEFFFFFFCU
 /* The PID namespace the pids of proc_root's procfs are in, by inode: 0 for the kernel's

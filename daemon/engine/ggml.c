@@ -267,22 +267,12 @@ static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct lp
 		.lists = g->cfg->symbols, .nclasses = LP_SYM_NR, .probe_sites = g->cfg->fast_entry};
 	struct lp_ggml_obj *o = obj_find(g, m->dev, m->ino), **v;
 	char how[PATH_MAX + 64];
-	struct stat st;
 	uint64_t mtime;
 	int fd;
 
-	fd = lp_proc_open_mapping(pid, m, how, sizeof(how));
+	fd = lp_proc_reopen_mapping(pid, m, o ? o->mtime_ns : 0, &mtime, how, sizeof(how));
 	if (fd < 0)
-		return o; /* gone, or not ours to read: keep what we knew */
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return o;
-	}
-	mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
-	if (o && o->mtime_ns == mtime) {
-		close(fd);
-		return o;
-	}
+		return o; /* the same file, gone, or not ours to read: keep what we knew */
 	if (o) {
 		/* Rewritten in place: read it again; probes on the old one stay until unused. */
 		log_info("%s changed on disk, reading it again", o->path);

@@ -127,28 +127,17 @@ const struct lp_sym_obj *lp_symbols_object(struct lp_symbols *s, pid_t pid,
 {
 	struct lp_sym_obj *o = NULL;
 	char how[PATH_MAX + 64];
-	struct stat st;
 	uint64_t mtime;
 	int fd;
 
 	for (size_t i = 0; i < s->n; i++)
 		if (s->v[i]->dev == m->dev && s->v[i]->ino == m->ino)
 			o = s->v[i];
-	fd = lp_proc_open_mapping(pid, m, how, sizeof(how));
+	fd = lp_proc_reopen_mapping(pid, m, o ? o->mtime_ns : 0, &mtime, how, sizeof(how));
 	if (fd < 0) {
 		if (o)
 			o->used = ++s->clock;
-		return o; /* gone: what was read of it stands */
-	}
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return o;
-	}
-	mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
-	if (o && o->mtime_ns == mtime) {
-		close(fd);
-		o->used = ++s->clock;
-		return o;
+		return o; /* the same file, or gone: what was read of it stands */
 	}
 	if (o) {
 		/* Rewritten in place: read again. */

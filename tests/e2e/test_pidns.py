@@ -24,18 +24,6 @@ import lptest as t  # noqa: E402
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workload")
 
 
-def child_of(pid):
-    """The one child of pid (unshare's and nsenter's forked child), once it is there."""
-    def find():
-        for task in os.listdir("/proc/%d/task" % pid):
-            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
-                kids = f.read().split()
-            if kids:
-                return int(kids[0])
-        return None
-    return t.poll("pid %d's child" % pid, find, timeout=20)
-
-
 def ns_pid(host_pid):
     """A process's pid in its own PID namespace: the last of /proc/PID/status's NSpid."""
     with open("/proc/%d/status" % host_pid) as f:
@@ -51,7 +39,7 @@ def main():
     d = t.Daemon("--comm", "llama-simple",
                  wrap=["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--"])
     d.wait_ready()
-    daemon = child_of(d.proc.pid)
+    daemon = t.child_of(d.proc.pid)
     ino = os.stat("/proc/%d/ns/pid" % daemon).st_ino
     t.check(ns_pid(daemon) == 1, "the daemon is pid 1 of its namespace (host pid %d)" % daemon)
     st = d.get("/v1/status")
@@ -73,7 +61,7 @@ def main():
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                errors="replace")
         t._children.append(eng)
-        return eng, child_of(eng.pid)
+        return eng, t.child_of(eng.pid)
 
     first, first_host = run(16)
     first_pid = ns_pid(first_host)

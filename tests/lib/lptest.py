@@ -383,6 +383,24 @@ def copy_for_others(binary):
     return path
 
 
+def child_of(pid, comm=None, timeout=30):
+    """A child of pid (the process unshare, nsenter or systemd-nspawn forked), the first
+    whose comm is comm when it is given, once it is there."""
+    def find():
+        for task in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                for kid in f.read().split():
+                    try:
+                        with open("/proc/%s/comm" % kid) as c:
+                            if comm is None or c.read().strip() == comm:
+                                return int(kid)
+                    except OSError:
+                        pass
+        return None
+    return poll("a child of pid %d%s" % (pid, " named " + comm if comm else ""), find,
+                timeout=timeout, interval=0.05)
+
+
 def bcrypt(password):
     """A bcrypt hash of password, from libxcrypt as the daemon checks it (for the
     basic_auth_users of a web configuration file)."""

@@ -43,22 +43,6 @@ def package(work):
     return os.path.join(work, debs[0])
 
 
-def leader_of(pid):
-    """The process a systemd-nspawn runs as its container's PID 1 (its child systemd)."""
-    def find():
-        for task in os.listdir("/proc/%d/task" % pid):
-            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
-                for kid in f.read().split():
-                    try:
-                        with open("/proc/%s/comm" % kid) as c:
-                            if c.read().strip() == "systemd":
-                                return int(kid)
-                    except OSError:
-                        pass
-        return None
-    return t.poll("systemd in the container", find, timeout=60, interval=0.1)
-
-
 class Machine:
     """A container booted with systemd-nspawn -b from root (read-only; its writes go to a
     tmpfs overlay and vanish with it), on a network of its own (--private-network: its
@@ -77,7 +61,7 @@ class Machine:
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      stdout=open(self.console, "w"), stderr=subprocess.STDOUT)
         t._children.append(self.proc)
-        self.leader = leader_of(self.proc.pid)
+        self.leader = t.child_of(self.proc.pid, comm="systemd", timeout=60)
 
         def booted():
             if self.proc.poll() is not None:

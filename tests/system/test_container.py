@@ -150,17 +150,6 @@ def pivot(root):
     return ["cd %s" % root, "pivot_root . mnt", "cd /", "umount -l /mnt"]
 
 
-def child_of(pid):
-    def find():
-        for task in os.listdir("/proc/%d/task" % pid):
-            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
-                kids = f.read().split()
-            if kids:
-                return int(kids[0])
-        return None
-    return t.poll("pid %d's child" % pid, find, timeout=30)
-
-
 def main():
     why = machine.missing_tools()
     if why:
@@ -193,7 +182,7 @@ def main():
                                "--fork", "--kill-child", "--", "bash", "-c", script], stdout=log,
                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     t._children.append(runner)
-    daemon = child_of(runner.pid)
+    daemon = t.child_of(runner.pid)
 
     def pod_log():
         with open(log.name, errors="replace") as f:
@@ -240,7 +229,7 @@ def main():
                                  stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
     t._children.append(contained)
-    cpid = child_of(contained.pid)
+    cpid = t.child_of(contained.pid)
 
     def tracked(pid, what):
         def full():

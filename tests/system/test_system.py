@@ -30,6 +30,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
@@ -154,13 +155,20 @@ def administer(m, deb):
     t.poll("engine-before decoding", lambda: len(os.listdir(m.path("/proc/%d/task" % before)))
            >= 2, timeout=30)
 
-    # The first connection starts the service.
+    # The first connection starts the service. The daemon answers once its socket
+    # listens, just after it sent READY=1, which systemd reads a moment later.
+    t0 = time.monotonic()
     p = m.sh("llmprofctl status", check=False)
-    svc = m.show("llmprofd.service", "ActiveState", "SubState", "Type", "StatusText",
-                 "MainPID", "NRestarts", "TriggeredBy")
+    first = time.monotonic() - t0
+    svc = t.poll("systemd to read READY=1", lambda: (
+        lambda x: x["ActiveState"] != "activating" and x)(
+            m.show("llmprofd.service", "ActiveState", "SubState", "Type", "StatusText",
+                   "MainPID", "NRestarts", "TriggeredBy")), timeout=30, interval=0.2)
     t.check(p.returncode == 0 and "llmprofd " in p.stdout and svc["ActiveState"] == "active"
             and svc["Type"] == "notify" and svc["TriggeredBy"] == "llmprofd.socket",
-            "the first connection (llmprofctl status) started it: %s" % svc)
+            "the first connection (llmprofctl status, exit %d%s, answered in %.1f s) "
+            "started it: %s" % (p.returncode, (": " + p.stderr.strip()[-300:])
+                                if p.returncode else "", first, svc))
     status = m.sh("systemctl status llmprofd --no-pager -n 0", check=False).stdout
     t.check(re.search(r"Active: active \(running\)", status) and
             re.search(r'Status: "%s"' % re.escape(svc["StatusText"]), status) and
@@ -168,7 +176,7 @@ def administer(m, deb):
             "systemctl status: running (READY=1 came), its STATUS= text \"%s\""
             % svc["StatusText"])
     pid = int(svc["MainPID"])
-    journal = m.sh("journalctl -u llmprofd --no-pager -o cat").stdout
+    journal = journal_has(m, "ready: tracking")
     t.check("ready: tracking" in journal and "PID namespace: not the host's" in journal,
             "journalctl -u llmprofd has the daemon's log: %s" % [
                 x for x in journal.splitlines() if x.startswith(("ready", "PID namespace"))])
@@ -223,7 +231,7 @@ def administer(m, deb):
                                                    int(s["MainPID"]) not in (0, pid) and s)(
         m.show("llmprofd.service", "ActiveState", "MainPID", "NRestarts", "Result")),
         timeout=60, interval=0.5)
-    journal = m.sh("journalctl -u llmprofd --no-pager -o cat").stdout
+    journal = journal_has(m, "restored 2 process(es)")
     n1 = tokens(m, before)
     t.check(int(new["NRestarts"]) == restarts + 1 and "Watchdog timeout" in journal and
             journal.count("restored 2 process(es)") == 1 and n1 >= saved,
@@ -238,7 +246,7 @@ def administer(m, deb):
     m.sh("systemctl restart llmprofd")
     s = m.show("llmprofd.service", "ActiveState", "MainPID")
     n1 = tokens(m, before)
-    journal = m.sh("journalctl -u llmprofd --no-pager -o cat").stdout
+    journal = journal_has(m, "restored 2 process(es)", 2)
     t.check(s["ActiveState"] == "active" and int(s["MainPID"]) != pid and n1 >= n0 and
             journal.count("restored 2 process(es)") == 2,
             "systemctl restart: a new daemon (pid %s) with the totals: %d tokens, %d before"
@@ -252,7 +260,7 @@ def administer(m, deb):
     n0 = tokens(m, before)
     m.sh("systemctl stop llmprofd.service")
     s = m.show("llmprofd.service", "ActiveState", "Result")
-    journal = m.sh("journalctl -u llmprofd --no-pager -o cat").stdout
+    journal = journal_has(m, "received SIGTERM, stopping")
     t.check(s == {"ActiveState": "inactive", "Result": "success"} and
             os.stat(m.path(STATE)).st_mtime_ns > mtime and count_in_state(m, before) >= n0 and
             "received SIGTERM, stopping" in journal,
@@ -293,6 +301,19 @@ def administer(m, deb):
     t.check(p.returncode == 0 and not left and not running and
             m.show("llmprofd.socket", "LoadState")["LoadState"] == "not-found",
             "apt purge: stopped, and nothing left (%s; running: %s)" % (left, running))
+
+
+def journal_has(m, text, n=1):
+    """journalctl -u llmprofd once it holds text n times (journald takes what a service
+    writes a moment after systemd's own view of it changed), or as it is after 30 s."""
+    def read():
+        out = m.sh("journalctl -u llmprofd --no-pager -o cat").stdout
+        return (out.count(text) >= n, out)
+    try:
+        return t.poll("%r in the journal" % text, lambda: (lambda r: r[0] and r[1])(read()),
+                      timeout=30, interval=0.5)
+    except t.Timeout:
+        return read()[1]
 
 
 def count_in_state(m, pid):
