@@ -205,7 +205,8 @@ void lp_api_handle(const struct lp_api_backend *b, const struct lp_api_request *
 	const char *m = req->method ? req->method : "";
 	/* Any target that fits the request's headers (a long ?model= filter): evhttp refuses
 	 * a longer request line before it comes here. */
-	char path[LP_MAX_HEADERS_BYTES + 1], list[1024], allow[64] = "", *q, *query = NULL;
+	char path[LP_MAX_HEADERS_BYTES + 1], list[1024], allow[sizeof(res->allow)] = "", *q,
+							 *query = NULL;
 	const struct lp_route *found = NULL, *fits = NULL;
 	struct route_call call = {.b = b, .req = req};
 	bool bad_pid = false;
