@@ -54,17 +54,28 @@ build() {
 		exit 1
 	fi
 }
+# ctest prints a failed test's whole output, which can run to hundreds of lines: its failed
+# checks are repeated last, where a log cut to its tail still shows them.
+tier() {
+	ctest --test-dir "$1" --output-on-failure && return
+	echo "== failed checks in $1 (the lines above hold each test's whole output)" >&2
+	awk '/^[0-9]+\/[0-9]+ Testing: /{name=$3; n=0}
+		/^(ok: )/{next} /FAILED: |Timeout|Error: /{lines[n++]=name": "$0}
+		/^Test Failed/{for(i=0;i<n;i++) print lines[i]}' \
+		"$1/Testing/Temporary/LastTest.log" | cut -c1-600 | tail -40 >&2
+	exit 1
+}
 echo "== build"
 build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 echo "== tests"
-ctest --test-dir build --output-on-failure
+tier build
 
 echo "== build with AddressSanitizer and UndefinedBehaviorSanitizer"
 build build-asan -DCMAKE_BUILD_TYPE=Debug -DLLMPROF_SANITIZE=ON
 echo "== tests under the sanitizers"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir build-asan --output-on-failure
+tier build-asan
 
 left=$(scratch | comm -13 "${TMPDIR:-/tmp}/.run-all-scratch-before" -)
 rm -f "${TMPDIR:-/tmp}/.run-all-scratch-before"
