@@ -125,10 +125,16 @@ bool lp_nodes_check(struct lp_core *c, struct lp_target *t, bool fast)
 	free(s);
 	if (!changed || bpf_map_lookup_elem(pfd, &key, &pr) < 0)
 		return false;
-	/* Reading begins now: the per-token figures count the generation decodes that begin
-	 * after it (bpf/precise.bpf.c whole_gen, bpf/decode.bpf.c whole_token). */
-	if (!gp->nodes_from_ns && gp->tensors.chosen >= 0 && !gp->tensors.refused)
+	/* Reading begins: the per-token figures count the generation decodes that begin after
+	 * nodes_from_ns (bpf/precise.bpf.c whole_gen, bpf/decode.bpf.c whole_token), taken once
+	 * the kernel reads every call: a decode begun between the two would count as a whole
+	 * token with its first nodes unread. */
+	if (!gp->nodes_from_ns && gp->tensors.chosen >= 0 && !gp->tensors.refused) {
+		lp_nodes_fill(gp, true, &pr);
+		if (bpf_map_update_elem(pfd, &key, &pr, BPF_EXIST) < 0)
+			return false;
 		gp->nodes_from_ns = lp_now_ns();
+	}
 	lp_nodes_fill(gp, true, &pr);
 	if (bpf_map_update_elem(pfd, &key, &pr, BPF_EXIST) < 0 || gp->tensors_logged ||
 	    (gp->tensors.chosen < 0 && !gp->tensors.refused))

@@ -58,6 +58,9 @@ void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *no
 	if (ts->why[0])
 		lp_json_add_escaped(g, "not_read_because", ts->why);
 	lp_json_add_u64(g, "threads", (uint64_t)(ts->nth > 0 ? ts->nth : 0));
+	/* CLOCK_MONOTONIC when nodes began to be read (the calls they count began after it);
+	 * 0: not yet */
+	lp_json_add_u64(g, "since_ns", gp->nodes_from_ns);
 	/* The probed ops whose tensors are read, and those that are not: probed by a function
 	 * of other arguments (a helper, a clone), or calls that did not fit. */
 	a = cJSON_AddArrayToObject(g, "ops_read");

@@ -112,12 +112,13 @@ def main():
 
 # bpftrace's own timing of ggml_compute_forward_mul_mat, entry to return, with its
 # destination's name and rows (upstream's ggml_tensor: ne at 16, name at 256, as the log
-# checked below says the daemon found): a line per call, "mm PID NAME ROWS NS".
+# checked below says the daemon found): a line per call, "mm PID NAME ROWS NS ENTRY", ENTRY
+# on CLOCK_MONOTONIC (bpftrace's nsecs; %d would print its low 32 bits), the daemon's clock.
 BT_MATMUL = ('uprobe:%(bin)s:ggml_compute_forward_mul_mat { @s[tid] = nsecs; '
              '@n[tid] = str(arg1 + 256); @r[tid] = *(int64 *)(arg1 + 24); } '
              'uretprobe:%(bin)s:ggml_compute_forward_mul_mat /@s[tid]/ { '
-             'printf("mm %%d %%s %%d %%d\\n", pid, @n[tid], @r[tid], nsecs - @s[tid]); '
-             'delete(@s[tid]); }')
+             'printf("mm %%d %%s %%d %%d %%lu\\n", pid, @n[tid], @r[tid], nsecs - @s[tid], '
+             '@s[tid]); delete(@s[tid]); }')
 
 
 def upstream(name, argv, comm, weights, layers, repacked=False, record=None, bpftrace=False,
@@ -329,18 +330,33 @@ def upstream(name, argv, comm, weights, layers, repacked=False, record=None, bpf
 def against_bpftrace(name, g, calls):
     """Each generation multiplication node's share of their wall time (every thread's
     calls, entry to return), and each layer's, against bpftrace's timing of the same
-    function's calls by their destination's name: ours over the calls since the tensors
-    were read, bpftrace's over all the run's generation calls, so shares, not times. The
-    tolerance, half a point or 5 % of the share (0.04 point seen here): the two windows
-    differ by the first second's calls, and each side's probe runs inside the other's
-    timing (a few microseconds of calls of 40 to 200)."""
-    ref, ref_n = {}, {}
-    for _, _, tensor, rows, ns in calls:
-        if int(rows) == 1:
+    function's calls by their destination's name, over the same calls: those entered once
+    nodes were read (the graph's since_ns; before it, the daemon's own start-up took CPUs
+    from some calls only bpftrace would count). Shares, not times: each side's probe runs
+    inside the other's timing (a few microseconds of calls of 40 to 200). The tolerance,
+    half a point or 5 % of the share: the calls in flight at since_ns, and a probe's cost
+    that differs by the call's thread and CPU."""
+    ref, ref_n, ref_all = {}, {}, {}
+    since = g["since_ns"]
+    for _, _, tensor, rows, ns, entry in calls:
+        if int(rows) != 1:
+            continue
+        ref_all[tensor] = ref_all.get(tensor, 0) + 1
+        if int(entry) >= since:
             ref[tensor] = ref.get(tensor, 0) + int(ns)
             ref_n[tensor] = ref_n.get(tensor, 0) + 1
-    ours = {n["tensor"]: n["ns"] for n in g["nodes"] if n["op"] == "mul_mat"
-            and n["dst"]["ne"][1] == 1}
+    mine = [n for n in g["nodes"] if n["op"] == "mul_mat" and n["dst"]["ne"][1] == 1]
+    ours = {n["tensor"]: n["ns"] for n in mine}
+    # The daemon turns reading on, then takes since_ns: every call entered after it is read,
+    # and none before reading began.
+    off = [(n["tensor"], ref_n.get(n["tensor"]), n["calls"], ref_all.get(n["tensor"]))
+           for n in mine if not ref_n.get(n["tensor"], 0) <= n["calls"]
+           <= ref_all.get(n["tensor"], 0)]
+    t.check(since and not off,
+            "%s: each generation multiplication node's calls, %d in all, at least bpftrace's "
+            "entered since %d (%d), at most all of its (%d): %s"
+            % (name, sum(n["calls"] for n in mine), since, sum(ref_n.values()),
+               sum(ref_all.values()), off[:3]))
     total, ref_total = sum(ours.values()), sum(ref.values())
     t.check(set(ours) == set(ref) and total and ref_total,
             "%s: bpftrace timed the same generation multiplications, %d calls of %d nodes: "
@@ -420,6 +436,25 @@ def ecb_match(line):
     """A node line of llama-eval-callback's, from its last prefix on; None for another."""
     at = line.rfind(ECB_PREFIX)
     return ECB_LINE.match(line[at + len(ECB_PREFIX):]) if at >= 0 else None
+
+
+def ecb_nodes(text):
+    """llama-eval-callback's nodes, in order: each one's line, counted once its tensor's
+    print ends ("sum = ": every node here is of a type it prints). The logger's thread
+    writes and flushes each entry while the main thread's exit() flushes stdout too, without
+    the stream's lock (glibc's _IO_cleanup): an entry can be written twice, the second
+    copy of a node's line right after the first (the last layer's ffn_moe_out, once). A
+    line whose print has not ended when the next node's line begins is that first copy."""
+    pending = None
+    for line in text.splitlines():
+        m = ecb_match(line)
+        if m:
+            pending = m
+        elif pending and line.strip().startswith("sum = "):
+            yield pending
+            pending = None
+
+
 ECB_SRC = re.compile(r"\{(\d+), (\d+), (\d+), (\d+)\}")
 
 
@@ -487,14 +522,13 @@ def eval_callback_graph(model, g):
     if set(g["ops_read"]) & set(EXTRA_MATMULS):  # their compute_forward does MUL_MAT_ID too
         read.add("mul_mat_id")
     ref, prev = {}, (None, None)
-    for line in run.stdout.splitlines():
-        m = ecb_match(line)
+    for m in ecb_nodes(run.stdout):
         # Its callback has each node computed alone; a run computes an RMS_NORM and the MUL
         # of its output that follows it in one call (ggml_cpu_try_fuse_ops): no MUL node.
-        fused = m and m.group(3) == "MUL" and prev[0] == "RMS_NORM" and \
+        fused = m.group(3) == "MUL" and prev[0] == "RMS_NORM" and \
             m.group(4).startswith(prev[1] + "{")
-        prev = (m.group(3), m.group(1)) if m else prev
-        if not m or fused or family(m.group(3)) not in read:
+        prev = (m.group(3), m.group(1))
+        if fused or family(m.group(3)) not in read:
             continue
         srcs = [tuple(int(x) for x in s) for s in ECB_SRC.findall(m.group(4))]
         layer = ecb_layer(m.group(1), m.group(4).split("{")[0])
