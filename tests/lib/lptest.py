@@ -6,6 +6,7 @@ Each test owns its daemon (own log files, own socket once there is one), waits b
 what the daemon prints, and kills everything it started on the way out."""
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -480,7 +481,12 @@ def bpftrace(script, end="", at_exit_of=None):
         # mounted it, it is mounted in a mount namespace of bpftrace's own, gone with it.
         argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
                 'mount -t tracefs nodev /sys/kernel/tracing && exec "$@"', "sh"] + argv
-    bt = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Its per-CPU buffers, 4 MiB rather than 256 KiB: a reference that prints a line per
+    # call (thousands a second) fell behind on the busy host and lost events.
+    env = dict(os.environ)
+    env.setdefault("BPFTRACE_PERF_RB_PAGES", "1024")
+    bt = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=env)
     _children.append(bt)
     seen = []
     while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
@@ -492,6 +498,11 @@ def bpftrace(script, end="", at_exit_of=None):
     bt.reader.start()
     time.sleep(1)  # bpftrace prints "Attaching" before the probes are in
     return bt
+
+
+def bpftrace_lost(output):
+    """The events bpftrace said it lost ("Lost N events"), in its output so far."""
+    return sum(int(m.group(1)) for m in re.finditer(r"^Lost (\d+) events", output, re.M))
 
 
 def bpftrace_settle(bt, done, timeout=30):
