@@ -18,7 +18,8 @@ other's samples), so that both hold every sample the daemon counted. Then:
 - perf's 5 hottest leaf functions of the process (kernel frames included, as perf reports
   self time) are llmprofd's by name, each share within 3 points, or 3.5 standard errors of
   the difference where that is more, plus the share of samples the daemon's sampler could
-  not take while another BPF program ran on the CPU (perfref.check_groups says why):
+  not take while another BPF program ran on the CPU (perfref.check_groups says why) and the
+  share perf lost, its buffers full (perfref.lost_share):
   some 4,000-16,000 samples a side at 997 Hz.
 
 And what people do with a profile: `go tool pprof` reads it (-top, -raw, -traces,
@@ -171,7 +172,10 @@ def judge(name, pid, windows, perf_data, opview):
     for names, n, _ in stacks:
         mine[unnamed(names[0])] += n
     nperf = sum(theirs.values())
-    dropped = max(0.0, 1 - total / max(1, nperf))
+    # What each side could not take: perf's lost samples (its buffers full), and the
+    # daemon's shortfall against what perf would have counted without them.
+    perf_lost = perfref.lost_share(perf_data)
+    dropped = max(0.0, 1 - total * (1 - perf_lost) / max(1, nperf)) + perf_lost
     for fn, k in theirs.most_common(5):
         a, b = mine[fn] / total, k / nperf
         p = (a + b) / 2
