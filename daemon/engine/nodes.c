@@ -61,7 +61,7 @@ bool lp_nodes_check(struct lp_core *c, struct lp_target *t, bool fast)
 	struct lp_tensor_sniff *s;
 	struct lp_precise pr;
 	__u32 key = (__u32)t->pid;
-	bool changed = false, partial = false, whole = false, full[LP_MAX_OPS] = {false};
+	bool changed = false, partial = false, whole = false, begins, full[LP_MAX_OPS] = {false};
 	struct lp_op_samples *os;
 	size_t seen = 0;
 
@@ -125,19 +125,20 @@ bool lp_nodes_check(struct lp_core *c, struct lp_target *t, bool fast)
 	free(s);
 	if (!changed || bpf_map_lookup_elem(pfd, &key, &pr) < 0)
 		return false;
+	begins = !gp->nodes_from_ns && gp->tensors.chosen >= 0 && !gp->tensors.refused;
+	lp_nodes_fill(gp, true, &pr);
+	if (bpf_map_update_elem(pfd, &key, &pr, BPF_EXIST) < 0)
+		return false;
 	/* Reading begins: the per-token figures count the generation decodes that begin after
 	 * nodes_from_ns (bpf/precise.bpf.c whole_gen, bpf/decode.bpf.c whole_token), taken once
 	 * the kernel reads every call: a decode begun between the two would count as a whole
 	 * token with its first nodes unread. */
-	if (!gp->nodes_from_ns && gp->tensors.chosen >= 0 && !gp->tensors.refused) {
-		lp_nodes_fill(gp, true, &pr);
+	if (begins) {
+		gp->nodes_from_ns = pr.nodes_from_ns = lp_now_ns();
 		if (bpf_map_update_elem(pfd, &key, &pr, BPF_EXIST) < 0)
 			return false;
-		gp->nodes_from_ns = lp_now_ns();
 	}
-	lp_nodes_fill(gp, true, &pr);
-	if (bpf_map_update_elem(pfd, &key, &pr, BPF_EXIST) < 0 || gp->tensors_logged ||
-	    (gp->tensors.chosen < 0 && !gp->tensors.refused))
+	if (gp->tensors_logged || (gp->tensors.chosen < 0 && !gp->tensors.refused))
 		return false;
 	gp->tensors_logged = true;
 	log_decision(gp, t->pid);

@@ -175,7 +175,7 @@ def judge(name, pid, windows, perf_data, opview):
     # What each side could not take: perf's lost samples (its buffers full), and the
     # daemon's shortfall against what perf would have counted without them.
     perf_lost = perfref.lost_share(perf_data)
-    dropped = max(0.0, 1 - total * (1 - perf_lost) / max(1, nperf)) + perf_lost
+    dropped = perfref.shortfall(total, nperf, perf_lost) + perf_lost
     for fn, k in theirs.most_common(5):
         a, b = mine[fn] / total, k / nperf
         p = (a + b) / 2

@@ -176,8 +176,9 @@ def upstream(name, argv, comm, weights, layers, repacked=False, record=None, bpf
         t.bpftrace_settle(bt, lambda lines: any(ln.startswith(mine) for ln in lines))
         printed = t.bpftrace_stop(bt, settled=True)
         calls = [ln.split() for ln in printed.splitlines() if ln.startswith(mine)]
-        t.check(not t.bpftrace_lost(printed), "%s: bpftrace lost none of its %d lines: %d lost"
-                % (name, len(calls), t.bpftrace_lost(printed)))
+        lost = t.bpftrace_lost(printed)
+        t.check(not lost, "%s: bpftrace lost none of its %d lines: %d lost"
+                % (name, len(calls), lost))
     doc = d.get("/v1/processes/%d" % pid)
     g = doc["ggml"]["graph"]
     print("%s: ops read %s, not read %s" % (name, g["ops_read"], g["ops_not_read"]))

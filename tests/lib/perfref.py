@@ -344,6 +344,12 @@ def lost_share(data):
     return k / (n + k)
 
 
+def shortfall(ours, nperf, perf_lost):
+    """The share of samples the daemon did not take, against what perf, which took nperf
+    and lost perf_lost (lost_share) of its own, would have counted without its losses."""
+    return max(0.0, 1 - ours * (1 - perf_lost) / max(1, nperf))
+
+
 def group_shares(counts):
     """{group: share} over every sample, in llmprofd's op_groups keys (truncated chains
     count in the total, in no group)."""
@@ -365,8 +371,8 @@ def check_groups(t, name, g, data, pid, kernels=(), tolerance=0.03, enough=500, 
     that CPU (bpf_prog_active): ours, and any other BPF tool's (the quick start's service
     in CI), run in every futex call of a barrier, so the samples lost are sync samples.
     The shortfall against what perf would have counted, measured, widens the tolerance
-    (seen 0.3-7 %); so does the share perf itself lost (lost_share). So does the share of perf's chains cut short with no op in what it
-    unwound (a frame larger than the 64 KiB it copies: ik_llama.cpp's flash attention
+    (seen 0.3-7 %); so does the share perf itself lost (lost_share), and the share of
+    perf's chains cut short with no op in what it unwound (a frame larger than the 64 KiB it copies: ik_llama.cpp's flash attention
     helper keeps 68,032 bytes; llmprofd's walk reads the CFA where the frame saved it)."""
     counts = samples(data, pid, since=g["sampled"]["since_ns"] / 1e9, kernels=kernels)
     theirs, nperf = group_shares(counts)
@@ -377,7 +383,7 @@ def check_groups(t, name, g, data, pid, kernels=(), tolerance=0.03, enough=500, 
     t.check(g["op_groups"]["samples"] > enough and nperf > enough,
             "%s: enough samples on both sides" % name)
     perf_lost = lost_share(data)
-    lost = max(0.0, 1 - g["op_groups"]["samples"] * (1 - perf_lost) / nperf)
+    lost = shortfall(g["op_groups"]["samples"], nperf, perf_lost)
     cut = counts["truncated"] / nperf if nperf else 0.0
     # Four OpenMP threads on two CPUs wait in futex calls without end, each running both
     # daemons' programs (this one's and the Quick start's): 0.077-0.087 lost there, 0.000-0.016
