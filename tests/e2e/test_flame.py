@@ -90,6 +90,20 @@ def sized(per, load, most=900):
     return n, min(120, math.ceil(2 * (load + n * per)) + 4)
 
 
+def settled_counts(d, pid):
+    """The op view's counts of an idle process once two reads a tick apart agree: the
+    samples of its last work (an OpenMP team spins on after an answer) reach the view at
+    the daemon's tick, after a read that came sooner."""
+    last = [None]
+
+    def same():
+        now = group_counts(d.get("/v1/processes/%d" % pid))
+        if now == last[0]:
+            return now
+        last[0] = now
+    return t.poll("pid %d's op view to settle" % pid, same, timeout=30, interval=1.1)
+
+
 def open_windows(d, pid, seconds, work, tag):
     q = "seconds=%d%s" % (seconds, "&pid=%d" % pid if pid else "")
     w = (Window(d, "/debug/pprof/profile", q, work, tag + ".pb.gz"),
@@ -313,7 +327,7 @@ def main():
         per = max(1e-3, (time.monotonic() - t0 - t8) / 32)
         # A prompt of some 300 tokens before the generation: both phases in the window.
         n, seconds = sized(per, 2.0, most=600)
-        before = group_counts(d.get("/v1/processes/%d" % pid))
+        before = settled_counts(d, pid)
         windows = open_windows(d, pid, seconds, work, "llama-server")
         gopp = subprocess.Popen(["go", "tool", "pprof", "-raw", "-seconds", str(seconds),
                                  "http://127.0.0.1:%d/debug/pprof/profile?pid=%d" % (port, pid)],
@@ -335,7 +349,7 @@ def main():
                                                   "tokens_evaluated")}))
         status, headers, _ = windows[0].result()
         system_wide.stop()
-        after = group_counts(d.get("/v1/processes/%d" % pid))
+        after = settled_counts(d, pid)
         prof, _ = judge("llama-server", pid, windows, data,
                         {k: after.get(k, 0) - before.get(k, 0) for k in after})
         phases = collections.Counter()
