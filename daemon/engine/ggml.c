@@ -626,8 +626,13 @@ static void attach_new_objects(struct lp_ggml *g, struct lp_target *t, const str
 	struct lp_ggml_obj **v;
 	size_t n = 0;
 
-	for (size_t i = 0; i < s->n; i++)
+	for (size_t i = 0; i < s->n; i++) {
 		attach_decode(g, t->pid, s->v[i].o);
+		/* Its decodes count from now: the process is in procs and the probes are on
+		 * (attached just now, or for another process mapping the same file). */
+		if (!gp->decode_since_ns && s->v[i].o->decode.n && !s->v[i].o->decode_error)
+			gp->decode_since_ns = lp_now_ns();
+	}
 	v = calloc(s->n ? s->n : 1, sizeof(*v));
 	if (!v)
 		return;

@@ -70,7 +70,10 @@ struct lp_ggml_proc {
 	struct lp_ggml_obj **objs; /* mapped objects that hold any symbol of interest */
 	size_t nobjs;
 	uint64_t found_ns; /* when its first matmul symbol was found */
-	size_t nranges;	   /* matmul and barrier functions in the sampling table */
+	/* CLOCK_MONOTONIC when its llama_decode calls began to count: every call entered
+	 * since is counted (one entered while the probes went on may be); 0: none probed */
+	uint64_t decode_since_ns;
+	size_t nranges; /* matmul and barrier functions in the sampling table */
 	size_t ranges_dropped;
 	struct lp_sampler sampler; /* started with the first sampling table */
 	struct lp_op_table ops;	   /* op indices of the sampling table */

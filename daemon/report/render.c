@@ -506,6 +506,8 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	tk = cJSON_AddObjectToObject(o, "tokens");
 	lp_json_add_u64(tk, "decoded", ctr[LP_C_DECODE_PROMPT_TOKENS] + ctr[LP_C_DECODE_GEN_CALLS]);
 	lp_json_add_u64(tk, "decode_errors", ctr[LP_C_DECODE_ERRORS]);
+	/* CLOCK_MONOTONIC when this daemon began to count its decodes; 0: not yet */
+	lp_json_add_u64(tk, "since_ns", gp->decode_since_ns);
 	render_phase(tk, "prompt", ctr[LP_C_DECODE_PROMPT_CALLS], ctr[LP_C_DECODE_PROMPT_TOKENS],
 		     ctr[LP_C_DECODE_PROMPT_NS]);
 	/* Generation decodes one token per call. */

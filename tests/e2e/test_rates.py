@@ -14,9 +14,12 @@ and return. Tied to the engine: bpftrace's generation calls add up to what llama
 prints itself (llama_perf's "eval time = X ms / N runs", from inside llama_decode to the
 logits' read), within 2 % above it and 5 % below (the engine's clock runs on past the
 return, where the quota throttles it as well). The daemons' decode and wall rates must agree within
-2 % with bpftrace's over the calls they watched: the first daemon saw the first N1
-generation decodes (it ran before the engine started), the second the last N2 (it ran
-until the engine exited). Not with the engine's figure over all its tokens: those decoded
+2 % with bpftrace's over the calls they watched, which each daemon's `tokens.since_ns` and
+the restart delimit: the first daemon counted the last N1 generation decodes that returned
+before the engine stopped, every one entered after its since_ns among them (it ran before
+the engine started, but finds it only some 0.1-0.3 s later, when its first tokens can be
+decoded already); the second every one entered after the engine resumed (its probes were on
+before it answered), N2. Not with the engine's figure over all its tokens: those decoded
 while no daemon watched ran faster (under a quota every BPF program run in the engine's
 threads is the engine's CPU time: about 3 % here), and a token's time grows with the
 context, so the unwatched ones are no sample of the rest.
@@ -33,6 +36,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import lptest as t  # noqa: E402
@@ -48,8 +52,18 @@ ENGINE_AFTER = 0.05
 SPEEDS = (("slow", 0.035, 12, (0.15, 3)), ("fast", 0.4, 300, (6, 60)))
 
 
+def tokens_of(doc):
+    return (doc.get("ggml") or {}).get("tokens") or {}
+
+
 def gen_of(doc):
-    return ((doc.get("ggml") or {}).get("tokens") or {}).get("generation") or {}
+    return tokens_of(doc).get("generation") or {}
+
+
+def all_stopped(pid):
+    """Whether every thread of pid has stopped (a SIGSTOP reaches each in its own time)."""
+    return all(t.proc_state(pid, int(tid)) == "T"
+               for tid in os.listdir("/proc/%d/task" % pid))
 
 
 def engine_eval(err):
@@ -111,21 +125,27 @@ def one(label, quota, tokens, want, simple, model, work):
         status, doc, _ = d.api("GET", "/v1/processes/%d" % pid)
         return status == 200 and gen_of(doc).get("tokens", 0) >= tokens // 3
     t.poll("a third of the tokens", counted, timeout=tokens * 10 + 60, interval=0.1)
+    since1 = int(tokens_of(d.get("/v1/processes/%d" % pid)).get("since_ns") or 0)
     # Held across the restart, however long a busy host makes it (the slow run's last
     # tokens once ended before the second daemon was up): a call the stop lands in spans
     # the restart and is neither daemon's, nor the reference's below.
     os.kill(pid, signal.SIGSTOP)
+    t.poll("every thread of the engine stopped", lambda: all_stopped(pid), timeout=10,
+           interval=0.01)
+    stopped_ns = time.monotonic_ns()
     t.check(d.stop() == 0, "%s: the first daemon exits 0 (state saved)" % label)
     n1, ivals1 = first_counted(d.state_dir, pid)
     d = t.Daemon("--state-directory", d.state_dir)
     d.wait_ready()
     t.check(d.get("/v1/processes/%d" % pid)["state"] == "running",
             "%s: the second daemon tracks the engine again" % label)
+    resumed_ns = time.monotonic_ns()
     os.kill(pid, signal.SIGCONT)
     p.wait(timeout=tokens * 10 + 120)
     t.check(p.returncode == 0, "%s: llama-simple exits 0" % label)
     d.wait_log("pid %d (llama-simple) exited" % pid, timeout=30)
     doc = d.get("/v1/processes/%d" % pid)
+    since2 = int(tokens_of(doc).get("since_ns") or 0)
     t.check(d.stop() == 0, "%s: the second daemon exits 0" % label)
     with open(err_path, errors="replace") as f:
         eval_s, runs = engine_eval(f.read())
@@ -157,15 +177,32 @@ def one(label, quota, tokens, want, simple, model, work):
             "the engine's %d" % (label, n1, n2, runs))
     if not (0 < n1 < n <= runs and n2 > 0):
         return
-    # The first daemon's calls: the first n1 generation decodes (after the prompt decode),
-    # its intervals between their entries and maybe that of the next; the second's: the
-    # last n2, its intervals between their entries.
-    watched = calls[1:n1 + 1] + calls[-n2:]
+    # The generation decodes (after the prompt decode) that returned before the engine
+    # stopped, and those entered after it resumed; the call the stop landed in is in neither.
+    ended = [i for i in range(1, len(calls)) if calls[i][1] <= stopped_ns]
+    since = [i for i in ended if calls[i][0] >= since1]
+    resumed = [i for i in range(1, len(calls)) if calls[i][0] >= resumed_ns]
+    t.check(0 < since1 <= stopped_ns and len(since) <= n1 <= len(ended),
+            "%s: the first daemon counted %d of the %d generation decodes that returned before "
+            "the engine stopped, and all %d entered after its since_ns (%+.3f s from the "
+            "first one's entry)" % (label, n1, len(ended), len(since),
+                                    (since1 - calls[1][0]) / 1e9 if len(calls) > 1 else 0))
+    t.check(0 < since2 <= resumed_ns and n2 == len(resumed),
+            "%s: the second daemon counted from %.3f s before the engine resumed: all %d "
+            "decodes entered after it, %d" % (label, (resumed_ns - since2) / 1e9, len(resumed),
+                                              n2))
+    if not (ended and len(ended) >= n1 and n2 == len(resumed)):
+        return
+    # The first daemon's calls: the last n1 that returned before the stop, its intervals
+    # between their entries and maybe the one to the entry of the call the stop landed in;
+    # the second's: those entered after the engine resumed, its intervals between them.
+    k1 = ended[-n1]
+    watched = calls[k1:k1 + n1] + calls[-n2:]
     inside = sum(r - e for e, r in watched)
-    wall = gaps(calls[1:ivals1 + 2]) + gaps(calls[-n2:])
+    wall = gaps(calls[k1:k1 + ivals1 + 1]) + gaps(calls[-n2:])
     # The wall time: the time inside those calls, and the gaps from a call's return to the
     # next one's entry that each daemon saw (the intervals it counted).
-    between = (sum(calls[i + 1][0] - calls[i][1] for i in range(1, ivals1 + 1)) +
+    between = (sum(calls[i + 1][0] - calls[i][1] for i in range(k1, k1 + ivals1)) +
                sum(b[0] - a[1] for a, b in zip(calls[-n2:], calls[-n2 + 1:])))
     ref_dec, ref_wall = len(watched) * 1e9 / inside, len(watched) * 1e9 / (inside + between)
     ivals = int(doc["counters"].get("generation_intervals", -1))
