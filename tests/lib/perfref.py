@@ -127,14 +127,32 @@ def attribute(frames, kernels=()):
     return "outside_ops"
 
 
+def mmap_pages(hz, stack):
+    """perf's ring buffer per CPU, in pages (a power of two): a quarter of a second of
+    samples of stack bytes each.
+
+    perf's reader is woken by the samples themselves, when a CPU's buffer fills past its
+    watermark, and takes the CPU from whatever ran there. With perf's default 512 KiB a
+    CPU, which holds 8 samples of a 64 KiB stack, it woke some 350 times a second, each
+    time just after one of its own samples, and ran for about half a millisecond: less
+    than its sampling period. The other CPU's thread spun at the barrier meanwhile, and
+    perf's next sample there came after that: perf never saw the spin it caused, which
+    llmprofd's timers, independent of perf's, did. On llama-server (2 threads, beside the
+    busy host) its libgomp leaf share read 2.8-4.4 points below llmprofd's and a light
+    perf's (4 KiB stacks: within 0.3); with 16 MiB a CPU, the same 64 KiB stacks, within
+    0.2 (3 runs), though perf took as much CPU time from the engine."""
+    need = (stack + 1024) * hz / 4 / os.sysconf("SC_PAGE_SIZE")
+    return 1 << max(0, math.ceil(math.log2(max(1, need))))
+
+
 def record_args(data, hz, extra=(), stack=16384):
     """perf record's arguments; stack: the bytes of stack copied at each sample, from which
     perf unwinds (65528 at most). A chain whose frames hold more ends there, its op
     unknown: ik_llama.cpp's flash attention kernels keep over 16 KiB of tiles on the
     stack, and with 16 KiB perf put 0.22 of a prompt's samples outside ops that 64 KiB
-    found in flash attention."""
+    found in flash attention. Its buffers: mmap_pages()."""
     return ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), "--call-graph",
-            "dwarf,%d" % stack, "-o", data] + list(extra)
+            "dwarf,%d" % stack, "-m", str(mmap_pages(hz, stack)), "-o", data] + list(extra)
 
 
 def held(argv):
