@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Shared by the benchmarks: the machine, a private llmprofd, alternating runs, and the
 result table each benchmark prints last."""
+import atexit
 import contextlib
 import os
 import platform
@@ -19,6 +20,21 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 import lptest  # noqa: E402
 LLMPROFD = os.environ.get("LLMPROFD", os.path.join(BUILD, "llmprofd"))
 LLMPROFCTL = os.environ.get("LLMPROFCTL", os.path.join(BUILD, "llmprofctl"))
+
+# The scratch a benchmark made with lptest.tmpdir(): removed at its exit, kept (and named)
+# when it ended in an exception. Benchmarks do not run under lptest.run(), which does it
+# for the tests.
+_failed = []
+_excepthook = sys.excepthook
+
+
+def _note_failure(*exc):
+    _failed.append(exc[0])
+    _excepthook(*exc)
+
+
+sys.excepthook = _note_failure
+atexit.register(lambda: lptest._clean_scratch(not _failed))
 
 
 def machine():
