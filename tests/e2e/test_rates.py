@@ -191,7 +191,7 @@ def one(label, quota, tokens, want, simple, model, work):
             "%s: the second daemon counted from %.3f s before the engine resumed: all %d "
             "decodes entered after it, %d" % (label, (resumed_ns - since2) / 1e9, len(resumed),
                                               n2))
-    if not (ended and len(ended) >= n1 and n2 == len(resumed)):
+    if not (len(ended) >= n1 and n2 == len(resumed)):
         return
     # The first daemon's calls: the last n1 that returned before the stop, its intervals
     # between their entries and maybe the one to the entry of the call the stop landed in;

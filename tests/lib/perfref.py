@@ -390,8 +390,9 @@ def check_groups(t, name, g, data, pid, kernels=(), tolerance=0.03, enough=500, 
     in CI), run in every futex call of a barrier, so the samples lost are sync samples.
     The shortfall against what perf would have counted, measured, widens the tolerance
     (seen 0.3-7 %); so does the share perf itself lost (lost_share), and the share of
-    perf's chains cut short with no op in what it unwound (a frame larger than the 64 KiB it copies: ik_llama.cpp's flash attention
-    helper keeps 68,032 bytes; llmprofd's walk reads the CFA where the frame saved it)."""
+    perf's chains cut short with no op in what it unwound (a frame larger than the 64 KiB
+    it copies: ik_llama.cpp's flash attention helper keeps 68,032 bytes; llmprofd's walk
+    reads the CFA where the frame saved it)."""
     counts = samples(data, pid, since=g["sampled"]["since_ns"] / 1e9, kernels=kernels)
     theirs, nperf = group_shares(counts)
     ours = g["op_groups"]["share"]
