@@ -21,10 +21,9 @@ static __always_inline void on_exit(struct task_struct *task)
 		bpf_map_delete_elem(&threads, &tid);
 		return;
 	}
-	/* The thread is on CPU now and no switch-out will be seen for it: its totals to here,
-	 * by the kernel's account (the scheduler's program may not have looked at its last
-	 * switches), and the slice in flight from its switch-in where that was seen and the
-	 * kernel has not yet added it all. A thread with no entry yet (born, run in one slice
+	/* The thread is on CPU now: its totals to here, by the kernel's account (the
+	 * scheduler's program may not have looked at its last switches), and what the kernel
+	 * has not added yet. A thread with no entry yet (born, run in one slice
 	 * and gone: none of its switches looked at, its exit's own comes after this) gets one
 	 * here, and with it all its account if it was born while its process was tracked. */
 	t = thread_get(tid, tgid);
@@ -35,10 +34,23 @@ static __always_inline void on_exit(struct task_struct *task)
 		bool in_slice = t->on_since && t->acct_seen &&
 				BPF_CORE_READ(task, nvcsw) == t->nvcsw_last &&
 				BPF_CORE_READ(task, nivcsw) == t->nivcsw_last;
+		/* Unless it is the last of its process (whose final record goes now; do_exit()
+		 * decrements signal->live before this tracepoint), what it runs from its last
+		 * update on, this slice's rest and its way out, is counted at its last
+		 * switch-out, by the kernel's own account (sched.bpf.c, exit_tail_take). */
+		bool tail = t->acct_seen && kernel_accounting(task) &&
+			    BPF_CORE_READ(task, signal, live.counter) != 0;
 
 		acct_take(p, p, t, task, 0, false);
 		before = t->oncpu_ns - before;
-		if (in_slice && now - t->on_since > before)
+		if (tail) {
+			struct lp_exit_tail e = {.tgid = tgid, .counted = t->sum_last};
+
+			tail = !bpf_map_update_elem(&exit_tail, &tid, &e, BPF_ANY);
+		}
+		/* Else the slice in flight on the monotonic clock, which also holds the
+		 * interrupts' and a hypervisor's time that the kernel's account leaves out. */
+		if (!tail && in_slice && now - t->on_since > before)
 			__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], now - t->on_since - before);
 	}
 	if (t && t->gen_in)

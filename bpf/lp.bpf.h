@@ -13,6 +13,8 @@
 #include "llmprof/abi.h"
 
 #define PF_EXITING 0x00000004
+/* A task's state at its last switch-out (do_task_dead). */
+#define TASK_DEAD 0x00000080
 
 /* LP_SYSCALL_NR(regs): the syscall a task's user registers entered (-1 outside one), and
  * its arguments; regs a trusted pointer (bpf_task_pt_regs), read with plain loads. */
@@ -138,6 +140,25 @@ LP_MAP struct {
 	__type(key, __u32);
 	__type(value, struct lp_thread);
 } threads SEC(".maps");
+
+/* A thread past its exit tracepoint, not its process's last: the kernel's account of it as
+ * far as it was counted there. It runs on (exit_files, exit_notify, the last schedule,
+ * 10-128 us a thread measured), and its account is final at its last switch-out, where the
+ * rest is counted (sched.bpf.c, exit_tail_take). */
+struct lp_exit_tail {
+	__u32 tgid;
+	__u32 pad;
+	__u64 counted; /* se.sum_exec_runtime counted through */
+};
+
+/* An entry lives microseconds, from the exit tracepoint to the last switch-out: a thousand
+ * threads exiting at once fit; beyond, the oldest's tail is lost, not the entry leaked. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct lp_exit_tail);
+} exit_tail SEC(".maps");
 
 /* What the scheduler's program needs at every switch of a tracked thread, to decide
  * whether this one is taken in full: in the task's own storage, which a switch finds in

@@ -135,6 +135,29 @@ static __always_inline bool sampling_possible(struct task_struct *task, bool wit
 	return with_regs && stretch_sample > 1 && kernel_accounting(task);
 }
 
+/* A thread past its exit tracepoint switches out (exit_tail): the kernel's account of it
+ * has grown by what it ran since, up to date at a switch (update_curr before the
+ * tracepoint). Its last switch-out (TASK_DEAD) ends the entry. */
+static __always_inline void exit_tail_take(struct lp_proc_stats *p, struct task_struct *prev,
+					   __u32 tgid, bool with_regs)
+{
+	__u32 tid = TASK_TID(with_regs, prev);
+	struct lp_exit_tail *e = bpf_map_lookup_elem(&exit_tail, &tid);
+	__u64 sum;
+
+	if (!e)
+		return;
+	if (e->tgid == tgid && kernel_accounting(prev)) {
+		sum = TASK_READ(with_regs, prev, se.sum_exec_runtime);
+		if (sum > e->counted) {
+			__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], sum - e->counted);
+			e->counted = sum;
+		}
+	}
+	if (task_state(prev, with_regs) == TASK_DEAD)
+		bpf_map_delete_elem(&exit_tail, &tid);
+}
+
 /* prev (of tgid, tracked) switches out, to next. with_regs: the program may read prev's
  * user registers (tp_btf: a trusted task). Returns the clock if it read it, else 0. */
 static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
@@ -185,9 +208,14 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 			*open = 0;
 	}
 	p = proc_of(tgid);
-	/* An exiting thread's entry is gone already; do not create it again. */
-	if (!p || (TASK_READ(with_regs, prev, flags) & PF_EXITING))
+	/* An exiting thread's entry is gone already; do not create it again. What it ran
+	 * since its exit tracepoint is counted here. */
+	if (!p)
 		return 0;
+	if (TASK_READ(with_regs, prev, flags) & PF_EXITING) {
+		exit_tail_take(p, prev, tgid, with_regs);
+		return 0;
+	}
 	now = bpf_ktime_get_ns();
 	tid = TASK_TID(with_regs, prev);
 	t = thread_get(tid, tgid);
