@@ -13,6 +13,7 @@ static __always_inline void on_exit(struct task_struct *task)
 	struct lp_proc_stats *p;
 	struct lp_ev_exit *e;
 	struct lp_thread *t;
+	bool group_dead;
 
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p) {
@@ -21,6 +22,10 @@ static __always_inline void on_exit(struct task_struct *task)
 		bpf_map_delete_elem(&threads, &tid);
 		return;
 	}
+	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead,
+	 * and its final record goes now. Read once: this thread leaves either a tail below or
+	 * that record. */
+	group_dead = BPF_CORE_READ(task, signal, live.counter) == 0;
 	/* The thread is on CPU now: its totals to here, by the kernel's account (the
 	 * scheduler's program may not have looked at its last switches), and what the kernel
 	 * has not added yet. A thread with no entry yet (born, run in one slice
@@ -34,19 +39,17 @@ static __always_inline void on_exit(struct task_struct *task)
 		bool in_slice = t->on_since && t->acct_seen &&
 				BPF_CORE_READ(task, nvcsw) == t->nvcsw_last &&
 				BPF_CORE_READ(task, nivcsw) == t->nivcsw_last;
-		/* Unless it is the last of its process (whose final record goes now; do_exit()
-		 * decrements signal->live before this tracepoint), what it runs from its last
-		 * update on, this slice's rest and its way out, is counted at its last
-		 * switch-out, by the kernel's own account (sched.bpf.c, exit_tail_take). */
-		bool tail = t->acct_seen && kernel_accounting(task) &&
-			    BPF_CORE_READ(task, signal, live.counter) != 0;
+		/* Unless it is the last of its process, what it runs from its last update on,
+		 * this slice's rest and its way out, is counted at its last switch-out, by the
+		 * kernel's own account (sched.bpf.c, exit_tail_take). */
+		bool tail = t->acct_seen && kernel_accounting(task) && !group_dead;
 
 		acct_take(p, p, t, task, 0, false);
 		before = t->oncpu_ns - before;
 		if (tail) {
-			struct lp_exit_tail e = {.tgid = tgid, .counted = t->sum_last};
+			struct lp_exit_tail counted = {.tgid = tgid, .counted = t->sum_last};
 
-			tail = !bpf_map_update_elem(&exit_tail, &tid, &e, BPF_ANY);
+			tail = !bpf_map_update_elem(&exit_tail, &tid, &counted, BPF_ANY);
 		}
 		/* Else the slice in flight on the monotonic clock, which also holds the
 		 * interrupts' and a hypervisor's time that the kernel's account leaves out. */
@@ -58,8 +61,7 @@ static __always_inline void on_exit(struct task_struct *task)
 	if (t && t->dec_in)
 		decode_depth_add(tgid, -1);
 	bpf_map_delete_elem(&threads, &tid);
-	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */
-	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+	if (!group_dead)
 		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (e) {

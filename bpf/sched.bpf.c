@@ -135,9 +135,9 @@ static __always_inline bool sampling_possible(struct task_struct *task, bool wit
 	return with_regs && stretch_sample > 1 && kernel_accounting(task);
 }
 
-/* A thread past its exit tracepoint switches out (exit_tail): the kernel's account of it
- * has grown by what it ran since, up to date at a switch (update_curr before the
- * tracepoint). Its last switch-out (TASK_DEAD) ends the entry. */
+/* A thread past its exit tracepoint switches out (exit_tail, left only where the kernel
+ * keeps its account): the account has grown by what it ran since, up to date at a switch
+ * (update_curr before the tracepoint). Its last switch-out (TASK_DEAD) ends the entry. */
 static __always_inline void exit_tail_take(struct lp_proc_stats *p, struct task_struct *prev,
 					   __u32 tgid, bool with_regs)
 {
@@ -147,7 +147,7 @@ static __always_inline void exit_tail_take(struct lp_proc_stats *p, struct task_
 
 	if (!e)
 		return;
-	if (e->tgid == tgid && kernel_accounting(prev)) {
+	if (e->tgid == tgid) {
 		sum = TASK_READ(with_regs, prev, se.sum_exec_runtime);
 		if (sum > e->counted) {
 			__sync_fetch_and_add(&p->ctr[LP_C_ONCPU_NS], sum - e->counted);

@@ -27,6 +27,7 @@ wall rate, from one generation decode to the next, agrees with its rate inside
 llama_decode within 2 % (lpops spends all but microseconds of a token inside it). Before,
 an interval over 1 s counted as a pause: none counted here, and at 2 tokens/s only the
 fast ones did."""
+import collections
 import math
 import os
 import subprocess
@@ -34,6 +35,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import lptest as t  # noqa: E402
+import perfref  # noqa: E402
 
 LPOPS = os.environ.get("LPOPS", "build/tests/lpops")
 # A library every Debian system has (zlib), that lpops does not link.
@@ -65,10 +67,12 @@ def run_simple(d, simple, model):
 
 
 def cpu_shares(done):
-    """lpops' CPU time per op group, as shares of its ops' (its last line, cpu_ms)."""
-    ms = done["cpu_ms"]
-    groups = {"matmul": ms["mul_mat_up_gate"] + ms["iqk_mul_mat"],
-              "attention": ms["soft_max"], "norm": ms["rms_norm"]}
+    """lpops' CPU time per op group (perf's reference grouping), as shares of its ops'
+    (its last line, cpu_ms; ggml_barrier is sync, no op)."""
+    groups = collections.Counter()
+    for op, ms in done["cpu_ms"].items():
+        if op != "barrier":
+            groups[perfref.group_of(op)] += ms
     total = sum(groups.values())
     return {k: v / total for k, v in groups.items()}
 
