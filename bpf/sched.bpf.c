@@ -87,8 +87,10 @@ static __always_inline void futex_sleep(const struct lp_proc_stats *p, struct lp
  * every other kind of wait (LOCK_PI, futex_waitv, a sleep, I/O), and every thread's
  * while any process is recorded or in a precise window, whose events and probes need
  * each one. The sampled ones cost a task-storage lookup and a few loads. What a busy
- * thread's open gap held when it stops being busy for good is not counted: fewer than
- * 2N stretches each time. */
+ * thread's open gap holds is not counted until the gap ends, and never if the thread
+ * stops being busy for good: at most 2N - 2 stretches a thread. So a process's figures
+ * are estimates from its first thread's first gap on (LP_C_SAMPLED_THREADS), before any
+ * stretch is taken as a sample. */
 #define BUSY_PACE_NS 1000000ULL
 #define PACE_CAP_NS 64000000ULL
 #define SAMPLE_AFTER 64
@@ -164,7 +166,7 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 					struct task_struct *next, __u32 tgid, __u32 next_tgid,
 					bool with_regs)
 {
-	bool every = recordings || precise_procs, take = true;
+	bool every = recordings || precise_procs, take = true, first_gap = false;
 	struct lp_switch_fast *fs = NULL;
 	struct pt_regs *prev_regs = NULL;
 	__u8 *open = NULL;
@@ -187,8 +189,10 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 			    !churn(preempt, prev)) {
 				fs->seen += fs->seen < SAMPLE_AFTER;
 			} else {
-				if (!fs->gap)
+				if (!fs->gap) {
 					new_gap(fs);
+					first_gap = true;
+				}
 				if (--fs->countdown) {
 					take = false;
 				} else {
@@ -199,7 +203,7 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 			fs->prev_out = at;
 			/* Nothing to take, nothing open (a switch-in not seen), the totals
 			 * near enough: the fast way out. */
-			if (!take && !(open && *open) &&
+			if (!take && !first_gap && !(open && *open) &&
 			    prev->se.sum_exec_runtime - fs->sum_at < LOOK_LAG_NS &&
 			    prev->sched_info.run_delay - fs->rd_at < LOOK_LAG_NS)
 				return 0;
@@ -212,6 +216,10 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 	 * since its exit tracepoint is counted here. */
 	if (!p)
 		return 0;
+	/* From now on this thread's stretches are a sample: its process's figures are
+	 * estimates, whether or not a gap has ended yet. */
+	if (first_gap)
+		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLED_THREADS], 1);
 	if (TASK_READ(with_regs, prev, flags) & PF_EXITING) {
 		exit_tail_take(p, prev, tgid, with_regs);
 		return 0;

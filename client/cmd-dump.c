@@ -118,7 +118,13 @@ static bool from_stretches(const char *name)
 	return false;
 }
 
-static void print_histograms(const cJSON *hists, double sampled, bool fine)
+/* Whose off-CPU stretches were taken as a sample: the figures built from them are
+ * estimates where threads is not 0, whether or not one of its gaps has ended. */
+struct sampling {
+	double stretches, threads;
+};
+
+static void print_histograms(const cJSON *hists, const struct sampling *sm, bool fine)
 {
 	const cJSON *e;
 
@@ -149,11 +155,11 @@ static void print_histograms(const cJSON *hists, double sampled, bool fine)
 		       ctl_fmt_dur(s[4], 32, ctl_num(e, "p99", NAN)));
 		if (what)
 			printf("  %s\n", what);
-		if (sampled > 0 && from_stretches(e->string))
-			printf("  estimated: from %.0f stretches of busy threads taken as a "
-			       "sample, "
-			       "each counted as the switches it stands for (--stretch-sample)\n",
-			       sampled);
+		if (sm->threads > 0 && from_stretches(e->string))
+			printf("  estimated: from %.0f stretches of %.0f busy threads taken as a "
+			       "sample, each counted as the switches it stands for, less those "
+			       "since each thread's last (--stretch-sample)\n",
+			       sm->stretches, sm->threads);
 		printf("  %9s    %-9s %10s  distribution\n", "from", "to", "count");
 		if (fine)
 			print_fine(&h);
@@ -457,7 +463,7 @@ static void print_ggml(const cJSON *g)
 		print_windows(pr, pm, pb);
 }
 
-static void print_futex(const cJSON *f, double sampled)
+static void print_futex(const cJSON *f, const struct sampling *sm)
 {
 	const cJSON *w;
 	char a[32], b[32];
@@ -466,7 +472,7 @@ static void print_futex(const cJSON *f, double sampled)
 		return;
 	printf("\nfutex words (the longest-waited of %.0f)\n  %-18s %8s %9s %9s\n",
 	       ctl_num(f, "addresses", 0), "ADDRESS", "WAITS", "TOTAL", "MAX");
-	if (sampled > 0)
+	if (sm->threads > 0)
 		printf("  (waits and totals estimated from a sample of busy threads' waits; max "
 		       "of those taken)\n");
 	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(f, "top"))
@@ -549,7 +555,10 @@ static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 	bool fine = *(const bool *)arg;
 
 	double uid = ctl_num(d, "uid", -1);
-	double sampled = ctl_num_path(d, "counters", "offcpu_stretches_sampled", 0);
+	struct sampling sm = {
+		.stretches = ctl_num_path(d, "counters", "offcpu_stretches_sampled", 0),
+		.threads = ctl_num_path(d, "counters", "offcpu_sampled_threads", 0),
+	};
 	char age[32];
 
 	(void)c;
@@ -571,8 +580,8 @@ static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 	print_ggml(cJSON_GetObjectItemCaseSensitive(d, "ggml"));
 	print_requests(cJSON_GetObjectItemCaseSensitive(d, "requests"), ctl_num(d, "pid", 0));
 	print_counters(cJSON_GetObjectItemCaseSensitive(d, "counters"));
-	print_histograms(cJSON_GetObjectItemCaseSensitive(d, "histograms"), sampled, fine);
-	print_futex(cJSON_GetObjectItemCaseSensitive(d, "futex"), sampled);
+	print_histograms(cJSON_GetObjectItemCaseSensitive(d, "histograms"), &sm, fine);
+	print_futex(cJSON_GetObjectItemCaseSensitive(d, "futex"), &sm);
 	print_threads(cJSON_GetObjectItemCaseSensitive(d, "threads"));
 }
 

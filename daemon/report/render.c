@@ -67,6 +67,7 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_BARRIER_NS] = "precise_barrier_ns",
 	[LP_C_BARRIER_OFF_NS] = "precise_barrier_offcpu_ns",
 	[LP_C_STRETCHES_SAMPLED] = "offcpu_stretches_sampled",
+	[LP_C_SAMPLED_THREADS] = "offcpu_sampled_threads",
 };
 
 static const char *const sym_class_names[LP_SYM_NR] = {"matmul", "barrier", "decode", NULL};

@@ -78,9 +78,11 @@ enum lp_counter {
 	/* precise mode: barrier calls returned while a generation decode was in flight */
 	LP_C_BARRIER_GEN_CALLS,
 	/* off-CPU stretches taken as a sample of a busy thread's, each standing for the
-	 * switch-outs since the one before (sched.bpf.c): the off-CPU, run-queue and futex
-	 * figures are estimates where this is not 0 */
+	 * switch-outs since the one before (sched.bpf.c) */
 	LP_C_STRETCHES_SAMPLED,
+	/* threads whose stretches began to be taken as a sample (their first gap drawn): the
+	 * figures above are estimates where this is not 0, even before a gap has ended */
+	LP_C_SAMPLED_THREADS,
 	LP_C_NR,
 };
 

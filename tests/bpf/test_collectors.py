@@ -100,8 +100,28 @@ def run_variant(sched, futex, flags):
                 % (x["comm"], x["tid"], x["runqueue_ns"] / 1e6, k / 1e6))
     t.check(h["runqueue_latency"]["count"] > 0 and h["runqueue_latency"]["p99"] > 0,
             "run-queue latency histogram filled")
-    t.check(h["offcpu_preempted"]["count"] >= sum(x["involuntary_switches"] for x in contend),
-            "preempted off-CPU intervals counted")
+    # Every preemption of a live thread ends in a switch back in before it parks, so where
+    # every stretch is taken the histogram holds at least the kernel's count of them, for
+    # the threads born after tracking began (the main thread ran, and could be preempted,
+    # before the daemon attached: the kernel counts those too). Where
+    # busy threads' stretches were taken as a sample, each counted for its gap's
+    # switch-outs, a thread that both sleeps and is preempted has some of its preemptions
+    # counted as sleeps; a spinner is only ever preempted until it parks, and loses only
+    # the gap it left open then: at most 2N - 2 for each of those sampled.
+    n = rep["collectors"]["stretch_sample"]
+    spinners = contend + solo
+    if c["offcpu_sampled_threads"]:
+        ref, whose = (sum(x["involuntary_switches"] for x in spinners) -
+                      (2 * n - 2) * min(c["offcpu_sampled_threads"], len(spinners)),
+                      "the spinners' preemptions less the gaps they may have left open")
+    else:
+        ref, whose = (sum(x["involuntary_switches"] for x in threads if x["tid"] != pid),
+                      "its workers' preemptions")
+    t.check(h["offcpu_preempted"]["count"] >= ref,
+            "preempted off-CPU stretches %d, %s %d (%d threads' stretches taken 1 in %d "
+            "as a sample; %d switch-ins unseen)" % (h["offcpu_preempted"]["count"], whose, ref,
+                                                    c["offcpu_sampled_threads"] or 0, n,
+                                                    c["switch_ins_unseen"] or 0))
     t.check(h["offcpu_blocked"]["count"] >= FUTEX_THREADS * FUTEX_WAITS,
             "blocked off-CPU intervals include the futex sleeps")
     # A spinner never sleeps: it is running or waiting to run for its whole window, however
@@ -199,12 +219,16 @@ def against_schedstat():
     t.check(status["collectors"]["stretch_sample"] == 16,
             "stretches taken 1 in %s" % status["collectors"]["stretch_sample"])
     sampled = doc["counters"]["offcpu_stretches_sampled"]
+    busy = doc["counters"]["offcpu_sampled_threads"]
     t.check(sampled > 100, "%d stretches of the busy threads taken as a sample" % sampled)
+    t.check(busy >= 2, "%d threads' stretches taken as a sample, the two busy ones among them"
+            % busy)
     # What rests on the sample says so where a user reads it.
     said = dump.stdout.split("offcpu_blocked:")[1].split("\n")[:3] if dump.returncode == 0 \
         and "offcpu_blocked:" in dump.stdout else []
-    t.check(any(line.strip().startswith("estimated: from %d stretches" % sampled)
-                for line in said), "dump says the off-CPU histogram is estimated: %s" % said)
+    t.check(any(line.strip().startswith("estimated: from %d stretches of %d busy threads"
+                                        % (sampled, busy)) for line in said),
+            "dump says the off-CPU histogram is estimated: %s" % said)
     nv = {tid: nv_after[tid] - nv_before.get(tid, 0) for tid in nv_after}
     # Switch counts are the kernel's, taken at each look: exact but for the switches
     # since a parked thread's last look (fewer than a gap, 31) and the first look at a

@@ -363,7 +363,7 @@ def test_dump(w):
                 % (name, head))
         # The buckets follow the column header: between it and the head, a line saying
         # what the histogram measures, and one when its figures come from sampled
-        # stretches (offcpu_stretches_sampled > 0: a busy host's daemon under ASan).
+        # stretches (offcpu_sampled_threads > 0: a busy host's daemon under ASan).
         at = lines.index(head) if head in lines else 0
         start = next((i + 1 for i in range(at, len(lines))
                       if re.match(r"\s+from\s+to\s+count\s", lines[i])), 0)
