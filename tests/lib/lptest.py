@@ -153,6 +153,39 @@ def cgroup2_mount():
     return None
 
 
+def fresh_dir(parent, prefix):
+    """Makes parent/prefix-PID-N with the first N free, and returns its path: a cgroup that
+    a killed run left behind, under a pid since reused, is never taken for this one's."""
+    for n in range(1000):
+        path = os.path.join(parent, "%s-%d-%d" % (prefix, os.getpid(), n))
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError("no free name %s-%d-N under %s" % (prefix, os.getpid(), parent))
+
+
+def remove_cgroup(path, timeout=10):
+    """Removes a test's cgroup and what its processes made below it (systemd-nspawn's
+    payload/ and supervisor/), deepest first, waiting while the last of them are still on
+    their way out (a daemon killed at a timeout is reaped after the test's end)."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            for top, dirs, _ in sorted(os.walk(path), key=lambda w: -w[0].count("/")):
+                for sub in dirs:
+                    os.rmdir(os.path.join(top, sub))
+            if os.path.isdir(path):
+                os.rmdir(path)
+            return
+        except OSError as e:
+            if time.monotonic() > end:
+                print("could not remove %s: %s" % (path, e))
+                return
+            time.sleep(0.1)
+
+
 class ScopeCgroup:
     """The test's own cgroup (v2), made when the test starts: the test process moves into
     a leaf below it (test/), so that every process it starts from then on is inside, and
@@ -164,9 +197,8 @@ class ScopeCgroup:
         self.mount = cgroup2_mount()
         with open("/proc/self/cgroup") as f:
             self.home = [line[3:].strip() for line in f if line.startswith("0::")][0]
-        self.name = "/llmprof-scope-%d" % os.getpid()
-        self.path = self.mount + self.name
-        os.mkdir(self.path)
+        self.path = fresh_dir(self.mount, "llmprof-scope")
+        self.name = "/" + os.path.basename(self.path)
         os.mkdir(self.path + "/test")
         with open(self.path + "/test/cgroup.procs", "w") as f:
             f.write(str(os.getpid()))
@@ -180,14 +212,10 @@ class ScopeCgroup:
         try:
             with open(self.mount + self.home.rstrip("/") + "/cgroup.procs", "w") as f:
                 f.write(str(os.getpid()))
-            # Deepest first: what the test's processes made below (systemd-nspawn's
-            # payload/ and supervisor/) goes too.
-            for top, dirs, _ in sorted(os.walk(self.path), key=lambda w: -w[0].count("/")):
-                for sub in dirs:
-                    os.rmdir(os.path.join(top, sub))
-            os.rmdir(self.path)
         except OSError as e:
-            print("could not remove %s: %s" % (self.path, e))
+            print("could not leave %s: %s" % (self.path, e))
+            return
+        remove_cgroup(self.path)
 
 
 _scope = None
@@ -204,7 +232,6 @@ class CpuCgroup:
     an engine down as a container's limit or a busy host would."""
 
     def __init__(self):
-        name = "llmprof-test-%d-%d" % (os.getpid(), len(_cgroups))
         v2 = "/sys/fs/cgroup"
         try:
             with open(os.path.join(v2, "cgroup.controllers")) as f:
@@ -215,7 +242,6 @@ class CpuCgroup:
         # Under the test's scope where there is one, so that what runs in it is still the
         # test's own to its daemons (--discover-cgroup).
         parents = [v2] + ([_scope.path] if has_v2_cpu and _scope else [])
-        self.path = os.path.join(parents[-1] if has_v2_cpu else "/sys/fs/cgroup/cpu", name)
         for parent in parents if has_v2_cpu else []:
             # Their children get the cpu controller where it is not on yet.
             with open(os.path.join(parent, "cgroup.subtree_control")) as f:
@@ -223,7 +249,7 @@ class CpuCgroup:
             if not on:
                 with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
                     f.write("+cpu")
-        os.mkdir(self.path)
+        self.path = fresh_dir(parents[-1] if has_v2_cpu else "/sys/fs/cgroup/cpu", "llmprof-test")
         _cgroups.append(self)
 
     def set_quota(self, cpus, period_us=100000):
@@ -242,16 +268,7 @@ class CpuCgroup:
         return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.path] + list(argv)
 
     def remove(self):
-        # Its last process may still be on its way out.
-        for i in range(50):
-            if not os.path.isdir(self.path):
-                return
-            try:
-                os.rmdir(self.path)
-            except OSError as e:
-                if i == 49:
-                    print("could not remove %s: %s" % (self.path, e))
-                time.sleep(0.1)
+        remove_cgroup(self.path)
 
 
 def run(main, timeout, need_root=True):
