@@ -56,6 +56,7 @@ def main():
             d = b.Daemon(*args)
             try:
                 res = drive(model, a)
+                how = " ".join(args)
                 if "--precise-duty" in args:
                     # A run of a few tokens can end before the daemon has read the objects
                     # node loaded late: not tracked, it has no probe count to give. Said in
@@ -64,13 +65,13 @@ def main():
                         [b.LLMPROFCTL, "--socket", d.socket, "dump", "--pid", str(res["pid"]),
                          "--json"], capture_output=True, text=True, timeout=60)
                     if got.returncode == 1:
-                        untracked.setdefault(" ".join(args), []).append(
+                        untracked.setdefault(how, []).append(
                             got.stderr.strip().encode("ascii", "backslashreplace").decode())
                         return res["tokens_per_s"]
                     got.check_returncode()
                     doc = json.loads(got.stdout)
                     p = doc["ggml"]["precise"]
-                    probed.setdefault(" ".join(args), []).append(
+                    probed.setdefault(how, []).append(
                         (p["matmul"]["calls"] + p["barrier"]["calls"],
                          res["generated_tokens"] + res["prompt_tokens"]))
                 return res["tokens_per_s"]

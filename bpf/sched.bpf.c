@@ -212,14 +212,14 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 			*open = 0;
 	}
 	p = proc_of(tgid);
-	/* An exiting thread's entry is gone already; do not create it again. What it ran
-	 * since its exit tracepoint is counted here. */
 	if (!p)
 		return 0;
 	/* From now on this thread's stretches are a sample: its process's figures are
 	 * estimates, whether or not a gap has ended yet. */
 	if (first_gap)
 		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLED_THREADS], 1);
+	/* An exiting thread's entry is gone already; do not create it again. What it ran
+	 * since its exit tracepoint is counted here. */
 	if (TASK_READ(with_regs, prev, flags) & PF_EXITING) {
 		exit_tail_take(p, prev, tgid, with_regs);
 		return 0;

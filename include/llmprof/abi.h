@@ -81,7 +81,8 @@ enum lp_counter {
 	 * switch-outs since the one before (sched.bpf.c) */
 	LP_C_STRETCHES_SAMPLED,
 	/* threads whose stretches began to be taken as a sample (their first gap drawn): the
-	 * figures above are estimates where this is not 0, even before a gap has ended */
+	 * off-CPU, run-queue and futex figures are estimates where this is not 0, even before
+	 * a gap has ended */
 	LP_C_SAMPLED_THREADS,
 	LP_C_NR,
 };

@@ -103,11 +103,11 @@ def run_variant(sched, futex, flags):
     # Every preemption of a live thread ends in a switch back in before it parks, so where
     # every stretch is taken the histogram holds at least the kernel's count of them, for
     # the threads born after tracking began (the main thread ran, and could be preempted,
-    # before the daemon attached: the kernel counts those too). Where
-    # busy threads' stretches were taken as a sample, each counted for its gap's
-    # switch-outs, a thread that both sleeps and is preempted has some of its preemptions
-    # counted as sleeps; a spinner is only ever preempted until it parks, and loses only
-    # the gap it left open then: at most 2N - 2 for each of those sampled.
+    # before the daemon attached: the kernel counts those too). Where busy threads'
+    # stretches were taken as a sample, each counted for its gap's switch-outs, a thread
+    # that both sleeps and is preempted has some of its preemptions counted as sleeps; a
+    # spinner is only ever preempted until it parks, and loses only the gap it left open
+    # then: at most 2N - 2 for each of those sampled.
     n = rep["collectors"]["stretch_sample"]
     spinners = contend + solo
     if c["offcpu_sampled_threads"]:
