@@ -9,7 +9,8 @@
 #   mkrootfs.sh --deb FILE DIR         then install the .deb into it (apt, offline)
 #   mkrootfs.sh --deb FILE --tar OUT DIR   and pack it as OUT, for deploy/Containerfile
 #
-# The mirror is the host's first Debian one (its apt sources), or $LLMPROF_DEBIAN_MIRROR.
+# The mirror is the host's first Debian one (its apt sources), or $LLMPROF_DEBIAN_MIRROR:
+# where the host has none, it says so and stops.
 set -euo pipefail
 
 # systemd as PID 1 with its journal and D-Bus; procps, passwd and util-linux (runuser) for
@@ -48,6 +49,8 @@ for tool in debootstrap chroot; do
 	}
 done
 
+# The host's first Debian mirror, from its apt sources (deb822 .sources files, then the
+# one-line lists), or $LLMPROF_DEBIAN_MIRROR; no host is assumed.
 mirror() {
 	if [[ -n ${LLMPROF_DEBIAN_MIRROR:-} ]]; then
 		echo "$LLMPROF_DEBIAN_MIRROR"
@@ -55,10 +58,14 @@ mirror() {
 	fi
 	local uri
 	uri=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
-		awk '/^URIs:/ && $2 ~ /\/debian\/?$/ { print $2; exit }')
-	[[ -n $uri ]] || uri=$(awk '$1 == "deb" && $2 ~ /\/debian\/?$/ { print $2; exit }' \
-		/etc/apt/sources.list 2>/dev/null)
-	echo "${uri:-http://deb.debian.org/debian}"
+		awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i ~ /\/debian\/?$/) { print $i; exit } }')
+	[[ -n $uri ]] || uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+		awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z+]+:\/\/.*\/debian\/?$/) { print $i; exit } }')
+	if [[ -z $uri ]]; then
+		echo "mkrootfs: no Debian mirror in this host's apt sources (/etc/apt/sources.list.d/*.sources, /etc/apt/sources.list); set LLMPROF_DEBIAN_MIRROR to one, e.g. the URI apt uses here" >&2
+		return 1
+	fi
+	echo "$uri"
 }
 
 key=$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" | sha256sum | cut -c1-16)
@@ -66,10 +73,11 @@ if [[ $(cat "$dir/.llmprof-rootfs" 2>/dev/null) != "$key" ]]; then
 	rm -rf "$dir" "$dir.partial"
 	mkdir -p "$(dirname "$dir")"
 	log="$(dirname "$dir")/debootstrap.log"
-	echo "mkrootfs: debootstrap $SUITE from $(mirror) into $dir (log: $log)" >&2
+	url=$(mirror)
+	echo "mkrootfs: debootstrap $SUITE from $url into $dir (log: $log)" >&2
 	include=$(IFS=,; echo "${PACKAGES[*]}")
 	if ! debootstrap --variant=minbase --include="$include" "$SUITE" "$dir.partial" \
-		"$(mirror)" >"$log" 2>&1; then
+		"$url" >"$log" 2>&1; then
 		tail -20 "$log" >&2
 		echo "mkrootfs: debootstrap failed; see $log" >&2
 		exit 1
