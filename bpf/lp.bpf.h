@@ -119,6 +119,15 @@ LP_SETTING volatile __u32 recordings;
 LP_SETTING volatile __u32 profiles;
 /* Samples whose stack did not fit in "stacks": the daemon had not read it in time. */
 LP_SETTING volatile __u64 stacks_lost;
+/* Samples the kernel did not take (sample.bpf.c, "Samples not taken"): each CPU's timer
+ * period as user space last set it (0: not counted, the per-thread sampler), when it last
+ * restarted the timer (bpf_ktime_get_ns()'s clock) and an epoch it makes odd while it does;
+ * the samples found missing of tracked processes, and those whose process is not known. */
+LP_SETTING volatile __u64 sample_period_ns[LP_SAMPLE_CPUS];
+LP_SETTING volatile __u64 sample_restart_ns[LP_SAMPLE_CPUS];
+LP_SETTING volatile __u32 sample_epoch[LP_SAMPLE_CPUS];
+LP_SETTING volatile __u64 samples_skipped;
+LP_SETTING volatile __u64 samples_skipped_unknown;
 /* Processes in a precise window (their probes on or going on), kept by user space: while
  * any is, every off-CPU stretch is taken in full, as its probes' figures need. */
 LP_SETTING volatile __u32 precise_procs;
@@ -195,6 +204,41 @@ LP_MAP struct {
 	__type(key, int);
 	__type(value, struct lp_switch_fast);
 } switch_fast SEC(".maps");
+
+/* Per CPU: the sampler's last run there, and on whom (sample.bpf.c, "Samples not taken"). */
+struct lp_sample_clock {
+	__u64 last_ns;
+	__u64 period_ns; /* the timer's period then */
+	__u64 notes;	 /* lp_cpu_switches.seq then */
+	__u32 epoch;	 /* sample_epoch then */
+	__u32 tgid;	 /* the task's process then, where tracked; else 0 */
+};
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_sample_clock);
+} sample_clock SEC(".maps");
+
+/* Per CPU: its last LP_SWITCH_NOTES switches from or to a tracked task (sample.bpf.c's
+ * lp_switch_note), where samples not taken across them are split. */
+#define LP_SWITCH_NOTES 4
+struct lp_cpu_switches {
+	__u64 seq; /* notes made; the newest is at (seq - 1) % LP_SWITCH_NOTES */
+	struct lp_switch_note {
+		__u64 ns;   /* bpf_ktime_get_ns() */
+		__u32 tgid; /* the task switched in: its process where tracked, else 0 */
+		__u32 pad;
+	} n[LP_SWITCH_NOTES];
+};
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_cpu_switches);
+} cpu_switch SEC(".maps");
 
 /* A byte per tgid below the host's pid_max, 8 to an element: 1 from just before its process
  * enters procs until it leaves. Most tasks that switch, wake or call futex on a host are not

@@ -3,6 +3,7 @@
  * into sync, an op, or outside ops, counted per process and per op. */
 #include "lp.bpf.h"
 #include "where.bpf.h"
+#include "offcpu.bpf.h"
 
 /* The sample's call stack to "stacks", with what it was (a profile window is open). Kernel
  * frames where it was taken in the kernel, the user frames walked whole; sent without a
@@ -46,6 +47,119 @@ static __always_inline void send_stack(struct bpf_perf_event_data *ctx, const st
 		__sync_fetch_and_add(&stacks_lost, 1);
 }
 
+/* n samples not taken counted for tgid's process, where tracked (0: no one's of ours). */
+static __always_inline void add_skipped(__u32 tgid, __u64 n)
+{
+	struct lp_proc_stats *p;
+
+	if (n && tgid && (p = bpf_map_lookup_elem(&procs, &tgid))) {
+		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_SKIPPED], n);
+		__sync_fetch_and_add(&samples_skipped, n);
+	}
+}
+
+/* The grid's firings in (c->last_ns, x): the old grid's up to a restart at restart (0:
+ * none in the gap), the new one's after it. */
+static __always_inline __u64 firings_to(const struct lp_sample_clock *c, __u64 x, __u64 period,
+					__u64 restart)
+{
+	if (x <= c->last_ns || !c->period_ns || !period)
+		return 0;
+	if (!restart || x <= restart)
+		return (x - c->last_ns) / c->period_ns;
+	return (restart - c->last_ns) / c->period_ns + (x - restart) / period;
+}
+
+/* n samples not taken between the run c remembers and this one (see above), each given to
+ * the task that ran when it was due: the CPU's switches from and to tracked tasks in the
+ * gap are noted (lp_switch_note), and a switch not noted is between two others; so each
+ * stretch between notes is its task's, the first the last run's. Where more switches
+ * came than the notes hold, no one's for certain. */
+static __always_inline void skipped_to(const struct lp_sample_clock *c, __u64 n, __u64 now,
+				       __u64 period, __u64 restart, __u32 tgid)
+{
+	const struct lp_cpu_switches *sw = bpf_map_lookup_elem(&cpu_switch, &(__u32){0});
+	__u64 notes, from = 0;
+	__u32 owner = c->tgid;
+
+	if (!sw)
+		return;
+	notes = sw->seq - c->notes;
+	if (notes > LP_SWITCH_NOTES) {
+		__sync_fetch_and_add(&samples_skipped, n);
+		__sync_fetch_and_add(&samples_skipped_unknown, n);
+		return;
+	}
+	for (__u32 i = 0; i < LP_SWITCH_NOTES && i < notes; i++) {
+		const struct lp_switch_note *e = &sw->n[(c->notes + i) & (LP_SWITCH_NOTES - 1)];
+		__u64 to = firings_to(c, e->ns, period, restart);
+
+		if (to > n)
+			to = n;
+		if (to > from) {
+			add_skipped(owner, to - from);
+			from = to;
+		}
+		owner = e->tgid;
+	}
+	if (n > from && owner == tgid)
+		add_skipped(owner, n - from);
+}
+
+/* Samples not taken. The kernel runs no BPF program on a CPU where a kprobe or a classic
+ * tracepoint program runs already (bpf_prog_active: syscall tracepoints' programs, ours with
+ * --futex-source tracepoint and any other tool's; and the bpf(2) map calls; not uprobes'):
+ * a cpu-clock timer that fires then takes no sample, and counts that nowhere. Nor does a
+ * timer that fired a period late or more (interrupts off that long, the vCPU not running):
+ * hrtimer_forward skips the periods it missed. Each CPU's timer fires on its own grid,
+ * start + n * period, a few microseconds late at most: a gap of k periods (to the nearest)
+ * between two runs here is k - 1 samples not taken. A timer that came more than half a
+ * period late counts one more. User space restarts the timers at random rates (core.c),
+ * each on a new grid from the restart on: it makes the CPU's epoch odd around each and
+ * says when it was; across one restart the gap is the old grid's firings before it and the
+ * new one's after it (a gap across more is not counted). Each firing missed is the process's
+ * whose task ran when it was due: the CPU's switches from or to a tracked task are noted
+ * (lp_switch_note_*), and one not noted is between two untracked tasks, so each stretch
+ * between notes is one task's, the first the last run's. Only the tracked processes' are
+ * counted (an idle CPU's timer need not fire: 68,000 "missing" in a quiet minute); where
+ * more tracked switches came in a gap than the notes hold, its firings are no one's for
+ * certain (samples_skipped_unknown). */
+static __always_inline void count_skipped(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id(), zero = 0, epoch;
+	struct lp_sample_clock *c = bpf_map_lookup_elem(&sample_clock, &zero);
+	const struct lp_cpu_switches *sw;
+	__u64 now, period, restart, k = 0;
+	__u32 tgid;
+
+	if (!c || cpu >= LP_SAMPLE_CPUS)
+		return;
+	epoch = sample_epoch[cpu];
+	period = sample_period_ns[cpu];
+	restart = sample_restart_ns[cpu];
+	if (sample_epoch[cpu] != epoch) /* a restart meanwhile: both read again next time */
+		epoch = 1;
+	now = bpf_ktime_get_ns();
+	tgid = (__u32)(current_ids() >> 32);
+	if (!maybe_ours(tgid))
+		tgid = 0;
+	if (!period || !c->last_ns || !c->period_ns || (epoch & 1) || now <= c->last_ns)
+		k = 0;		    /* not counted */
+	else if (epoch == c->epoch) /* runs on the same grid: k periods apart */
+		k = (now - c->last_ns + period / 2) / period;
+	else if (epoch == c->epoch + 2 && restart > c->last_ns && restart < now)
+		/* the old grid's firings before the restart, the new one's after it */
+		k = (restart - c->last_ns) / c->period_ns + (now - restart + period / 2) / period;
+	if (k > 1)
+		skipped_to(c, k - 1, now, period, epoch == c->epoch ? 0 : restart, tgid);
+	sw = bpf_map_lookup_elem(&cpu_switch, &zero);
+	c->last_ns = now;
+	c->period_ns = period;
+	c->epoch = epoch;
+	c->tgid = tgid;
+	c->notes = sw ? sw->seq : 0;
+}
+
 SEC("perf_event")
 int lp_sample(struct bpf_perf_event_data *ctx)
 {
@@ -62,6 +176,7 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	struct where w;
 	bool gen, in_kernel;
 
+	count_skipped();
 	if (!maybe_ours(tgid))
 		return 0;
 	/* A thread in do_exit() runs the kernel's exit path, not the program's. And once the
@@ -135,5 +250,40 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 		if (gen)
 			__sync_fetch_and_add(&os->gen[w.op & (LP_MAX_OPS - 1)], 1);
 	}
+	return 0;
+}
+
+/* The scheduler's side of the samples not taken: a switch from or to a tracked task, when
+ * and which of its run queue's switches (lp_cpu_switch). A program of its own, beside
+ * sched.bpf.c's: a few loads for a switch that is not ours, a clock read and a store for
+ * one that is. */
+static __always_inline void note_switch(struct task_struct *prev, struct task_struct *next,
+					bool trusted)
+{
+	__u32 in = TASK_TGID(trusted, next), out = TASK_TGID(trusted, prev);
+	struct lp_cpu_switches *s;
+	struct lp_switch_note *n;
+
+	if (!maybe_ours(in) && !maybe_ours(out))
+		return;
+	if (!(s = bpf_map_lookup_elem(&cpu_switch, &(__u32){0})))
+		return;
+	n = &s->n[s->seq & (LP_SWITCH_NOTES - 1)];
+	n->ns = bpf_ktime_get_ns();
+	n->tgid = maybe_ours(in) ? in : 0;
+	s->seq++;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(lp_switch_note_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	note_switch(prev, next, true);
+	return 0;
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(lp_switch_note_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	note_switch(prev, next, false);
 	return 0;
 }

@@ -447,6 +447,12 @@ static void print_ggml(const cJSON *g)
 	print_share("", cJSON_GetObjectItemCaseSensitive(sm, "share"));
 	printf("; barrier off-CPU estimate %s\n",
 	       ctl_fmt_dur(s[0], 32, ctl_num(sm, "barrier_offcpu_estimate_ns", 0)));
+	if (ctl_num(sm, "not_taken", 0) > 0)
+		printf("              %.0f more samples the kernel did not take while its threads "
+		       "ran (another BPF\n              program on the CPU, a timer a period "
+		       "late): "
+		       "missing from the shares\n",
+		       ctl_num(sm, "not_taken", 0));
 	if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(sm, "coverage")))
 		printf("              the samples cover %.1f%% of its on-CPU time%s\n",
 		       100 * ctl_num(sm, "coverage", 0),

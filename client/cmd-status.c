@@ -96,6 +96,13 @@ static void print_status(const struct ctl *c, const cJSON *doc, void *arg)
 		}
 	}
 	printf("%s\n", lost > 0 ? " (see llmprofd(8), LIMITS)" : " nothing");
+	e = cJSON_GetObjectItemCaseSensitive(doc, "kernel_skipped");
+	if (ctl_num(e, "samples_not_taken", 0) > 0 || ctl_num(e, "bpf_recursion_misses", 0) > 0)
+		printf("%-12s %.0f samples the kernel did not take (%.0f of a process not known: "
+		       "across a switch), %.0f runs of its programs skipped\n",
+		       "skipped", ctl_num(e, "samples_not_taken", 0),
+		       ctl_num(e, "samples_not_taken_unattributed", 0),
+		       ctl_num(e, "bpf_recursion_misses", 0));
 	printf("%-12s %.0f connections open, %.0f accepted, %.0f requests, %.0f over the cap, "
 	       "%.0f timed out\n",
 	       "server", ctl_num(sv, "connections", 0), ctl_num(sv, "accepted", 0),

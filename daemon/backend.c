@@ -59,6 +59,42 @@ static void api_report_free(void *ctx, struct lp_report *r)
 	lp_report_free(r);
 }
 
+/* The kernel calls on their way off the loop (prober.h): what each lane does now and for
+ * how long, what waits behind it, and the longest so far. */
+static void pending_status(struct daemon *d, cJSON *o)
+{
+	static const char *const lanes[] = {"attach", "release"};
+	struct lp_prober_status st;
+	uint64_t now = lp_now_ns();
+
+	lp_prober_get_status(&d->prober, &st);
+	cJSON_AddBoolToObject(o, "off_loop", st.running);
+	for (int i = 0; i < 2; i++) {
+		const struct lp_prober_lane_status *l = &st.lane[i];
+		cJSON *x = cJSON_AddObjectToObject(o, lanes[i]);
+
+		if (l->what[0]) {
+			cJSON_AddStringToObject(x, "now", l->what);
+			cJSON_AddNumberToObject(x, "for_seconds",
+						(double)(now - l->since_ns) / 1e9);
+		} else {
+			cJSON_AddNullToObject(x, "now");
+			cJSON_AddNumberToObject(x, "for_seconds", 0);
+		}
+		cJSON_AddNumberToObject(x, "queued", (double)l->queued);
+		cJSON_AddNumberToObject(x, "oldest_queued_seconds",
+					l->oldest_ns ? (double)(now - l->oldest_ns) / 1e9 : 0);
+	}
+	cJSON_AddNumberToObject(o, "objects_reading", (double)d->ggml.reads_busy);
+	cJSON_AddNumberToObject(o, "processes_waiting_futex", (double)d->ggml.futex_waiters.n);
+	cJSON_AddNumberToObject(o, "jobs_done", (double)st.jobs);
+	cJSON_AddNumberToObject(o, "longest_seconds", (double)st.longest_ns / 1e9);
+	if (st.longest_what[0])
+		cJSON_AddStringToObject(o, "longest", st.longest_what);
+	else
+		cJSON_AddNullToObject(o, "longest");
+}
+
 static void api_status(void *ctx, cJSON *o)
 {
 	struct daemon *d = ctx;
@@ -66,6 +102,8 @@ static void api_status(void *ctx, cJSON *o)
 	size_t nf = lp_feature_flags(&d->features, f), decode_objs = 0, decode_links = 0;
 	size_t precise_procs = 0, precise_links = 0;
 	struct lp_server_stats st = {};
+	struct lp_unwind_use uw;
+	const char *worst;
 	cJSON *x, *found, *missing;
 
 	cJSON_AddNumberToObject(o, "pid", getpid());
@@ -100,13 +138,21 @@ static void api_status(void *ctx, cJSON *o)
 	cJSON_AddNumberToObject(x, "decode_links", (double)decode_links);
 	cJSON_AddNumberToObject(x, "precise_processes", (double)precise_procs);
 	cJSON_AddNumberToObject(x, "precise_links", (double)precise_links);
+	pending_status(d, cJSON_AddObjectToObject(o, "pending"));
+	cJSON_AddNumberToObject(x, "recursion_misses",
+				(double)lp_core_recursion_misses(&d->core, &worst));
+	if (worst)
+		cJSON_AddStringToObject(x, "recursion_misses_most", worst);
+	else
+		cJSON_AddNullToObject(x, "recursion_misses_most");
 	/* The .eh_frame rows the sampler walks frames by: the pool, and its use. */
+	uw = lp_unwind_use(&d->ggml.unwind);
 	x = cJSON_AddObjectToObject(o, "unwind");
 	cJSON_AddBoolToObject(x, "enabled", d->ggml.unwind.outer_fd >= 0);
-	cJSON_AddNumberToObject(x, "objects", (double)d->ggml.unwind.objs);
+	cJSON_AddNumberToObject(x, "objects", (double)uw.objs);
 	cJSON_AddNumberToObject(x, "objects_max", LP_UNWIND_OBJS);
-	cJSON_AddNumberToObject(x, "rows_used", (double)d->ggml.unwind.used);
-	cJSON_AddNumberToObject(x, "bytes", (double)d->ggml.unwind.bytes);
+	cJSON_AddNumberToObject(x, "rows_used", (double)uw.used);
+	cJSON_AddNumberToObject(x, "bytes", (double)uw.bytes);
 	if (d->server)
 		lp_server_stats(d->server, &st);
 	x = cJSON_AddObjectToObject(o, "server");

@@ -40,6 +40,9 @@ int lp_daemon_report(struct daemon *d, pid_t pid, struct lp_report *r, bool find
 	r->features = &d->features;
 	r->profile_lost_ring = d->core.skel ? d->core.skel->bss->stacks_lost : 0;
 	r->profile_lost_table = d->profiler.lost_table;
+	r->samples_skipped = d->core.skel ? d->core.skel->bss->samples_skipped : 0;
+	r->samples_skipped_unknown = d->core.skel ? d->core.skel->bss->samples_skipped_unknown : 0;
+	r->recursion_misses = lp_core_recursion_misses(&d->core, &(const char *){NULL});
 	r->state_saves_failed = d->saves_failed;
 	/* Requests quiet long enough are over, as of this read. */
 	for (size_t i = 0; ret == 0 && i < r->nprocs; i++) {

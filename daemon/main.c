@@ -202,6 +202,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	lp_precise_tick(&d->ggml);
+	lp_ggml_tick(&d->ggml);
 	if (!evtimer_pending(d->ev_decide, NULL))
 		on_decide(-1, 0, d);
 	/* Exit records in flight first, so that the sweep only finds exits the hook missed;
@@ -613,8 +614,12 @@ static int loop_setup(struct daemon *d, struct loop *l, bool serve)
 		return log_error_errno(-ENOMEM, "set up event loop: %m");
 	/* Probes go on and off on a thread of their own: the kernel's waits there hold no
 	 * answer (prober.h). Without it, on the loop as before. */
-	if (lp_prober_start(&d->prober, d->base) == 0)
+	if (lp_prober_start(&d->prober, d->base) == 0) {
 		d->ggml.prober = &d->prober;
+		d->core.prober = &d->prober;
+	}
+	d->core.futex_ready = lp_ggml_futex_ready;
+	d->core.futex_ready_arg = &d->ggml;
 	d->ggml.base = d->base;
 	lp_precise_tick(&d->ggml);
 	if (d->core.nsample_cpus > 0 && d->cfg.sample_rephase)
@@ -645,6 +650,7 @@ static void loop_free(struct daemon *d, struct loop *l)
 {
 	lp_precise_stop(&d->ggml);
 	lp_prober_stop(&d->prober);
+	d->core.prober = NULL;
 	event_free_safe(d->ev_checkpoint);
 	d->ev_checkpoint = NULL;
 	lp_server_free(d->server);

@@ -22,6 +22,7 @@
 
 #include "core.skel.h"
 #include "base/log.h"
+#include "escape.h"
 #include "base/procfs.h"
 #include "kernel/uprobe.h"
 #include "engine/requests.h"
@@ -32,15 +33,92 @@
 
 static const char *const class_names[LP_SYM_NR] = {"matmul", "barrier", "decode", "op"};
 
+static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want, bool *saw_key);
+
+struct rows_back {
+	struct lp_unwind *u;
+	uint32_t slot, n;
+};
+
+static void rows_back_work(void *ctx)
+{
+	struct rows_back *b = ctx;
+
+	lp_unwind_release(b->u, b->slot, b->n);
+}
+
+/* Gives an object's rows back, off the loop: taking an array out of the array of maps
+ * waits for an RCU grace period. Its slot is free again once that is done. */
+static void rows_give_back(struct lp_ggml *g, uint32_t slot, uint32_t n)
+{
+	struct rows_back *b;
+
+	if (!n)
+		return;
+	if (!(b = malloc(sizeof(*b)))) {
+		lp_unwind_release(&g->unwind, slot, n);
+		return;
+	}
+	*b = (struct rows_back){&g->unwind, slot, n};
+	lp_prober_call(g->prober, "give unwind rows back", true, rows_back_work, NULL, free, b);
+}
+
 static void obj_free(struct lp_ggml *g, struct lp_ggml_obj *o)
 {
 	if (!o)
 		return;
-	lp_unwind_release(&g->unwind, o->uw_slot, o->uw_n);
+	rows_give_back(g, o->uw_slot, o->uw_n);
 	lp_prober_release(g->prober, &o->decode, NULL);
 	lp_elf_result_free(&o->syms);
+	free(o->waiters.v);
 	free(o->path);
 	free(o);
+}
+
+/* pid waits in w (once). */
+static void pids_add(struct lp_pids *w, pid_t pid)
+{
+	pid_t *v;
+
+	for (size_t i = 0; i < w->n; i++)
+		if (w->v[i] == pid)
+			return;
+	if (!(v = realloc(w->v, (w->n + 1) * sizeof(*v))))
+		return; /* found again at its next mapping, or the sweep's check */
+	w->v = v;
+	v[w->n++] = pid;
+}
+
+/* pid is brought up to date once o's read is done. */
+static void obj_wait(struct lp_ggml_obj *o, pid_t pid)
+{
+	pids_add(&o->waiters, pid);
+}
+
+/* A process that waited for the kernel brought up to date: one gone meanwhile, untracked,
+ * that mapped ggml (known holds matmul) is counted, as one gone before its mappings were
+ * read is (lost.exited_before_tracking). */
+static void wake_one(struct lp_ggml *g, pid_t pid, bool known_llm)
+{
+	if (sync_proc(g, pid, NULL, NULL) < 0 && known_llm && !lp_tracker_find(g->tr, pid))
+		g->tr->exited_untracked++;
+}
+
+/* The processes that waited in w, brought up to date (w emptied first: they may wait
+ * again). known_llm: what they waited for holds matmul. */
+static void pids_wake(struct lp_ggml *g, struct lp_pids *w, bool known_llm)
+{
+	struct lp_pids v = *w;
+
+	*w = (struct lp_pids){NULL, 0};
+	for (size_t i = 0; i < v.n; i++)
+		wake_one(g, v.v[i], known_llm);
+	free(v.v);
+}
+
+static void obj_wake(struct lp_ggml *g, struct lp_ggml_obj *o)
+{
+	pids_wake(g, &o->waiters, lp_ggml_obj_has(o, LP_SYM_MATMUL));
 }
 
 void lp_ggml_proc_free(struct lp_ggml_proc *gp)
@@ -76,6 +154,7 @@ void lp_ggml_free(struct lp_ggml *g)
 		obj_free(g, g->objs[i]);
 	free(g->objs);
 	free(g->pending);
+	free(g->futex_waiters.v);
 	lp_unwind_free(&g->unwind);
 	memset(g, 0, sizeof(*g));
 }
@@ -137,7 +216,7 @@ static void objs_trim(struct lp_ggml *g)
 		return;
 	for (size_t i = 0; i < g->nobjs; i++) {
 		if (g->objs[i]->verdict == LP_OBJ_NONE && !g->objs[i]->decode.n &&
-		    !g->objs[i]->uw_n && !obj_walked(g, g->objs[i]))
+		    !g->objs[i]->uw_n && !g->objs[i]->busy && !obj_walked(g, g->objs[i]))
 			obj_free(g, g->objs[i]);
 		else
 			g->objs[k++] = g->objs[i];
@@ -230,16 +309,21 @@ static void obj_load_unwind(struct lp_ggml *g, struct lp_ggml_obj *o, int fd, bo
 		log_info("%s: %u rows of its .eh_frame, for walks through it", o->path, o->uw_n);
 }
 
-/* Gives back the rows of every object that no running process maps or walks through any
- * more: a daemon that runs for weeks sees engines come and go, and the rows (and the 256
- * slots) belong to what runs now. An object mapped again has its rows read again then. */
-static void unwind_gc(struct lp_ggml *g, const struct lp_target *gone)
+/* Gives back the rows of every object that no running process has mapped or walked through
+ * for LP_ROWS_LINGER_NS: a daemon that runs for weeks sees engines come and go, and the rows
+ * (and the 256 slots) belong to what runs now. An object mapped again has its rows read
+ * again then. The linger spares engines started one after another (a pool, a CI runner, a
+ * fixture run 2,000 times) an RCU grace period each way for every object they map. */
+static void unwind_gc(struct lp_ggml *g, const struct lp_target *gone, uint64_t now)
 {
+	/* A process waiting for reads uses rows its sampling table does not name yet. */
+	if (g->reads_busy)
+		return;
 	for (size_t i = 0; i < g->nobjs; i++) {
 		struct lp_ggml_obj *o = g->objs[i];
 		bool used = false;
 
-		if (!o->uw_n)
+		if (!o->uw_n || o->busy)
 			continue;
 		for (size_t k = 0; k < g->tr->n && !used; k++) {
 			const struct lp_target *t = g->tr->v[k];
@@ -250,8 +334,13 @@ static void unwind_gc(struct lp_ggml *g, const struct lp_target *gone)
 				used |= t->ggml->objs[j] == o;
 			used |= proc_walks(t->ggml, o);
 		}
-		if (!used) {
-			lp_unwind_release(&g->unwind, o->uw_slot, o->uw_n);
+		if (used || !o->uw_idle_since_ns) {
+			o->uw_idle_since_ns = used ? 0 : now;
+			continue;
+		}
+		if (now - o->uw_idle_since_ns >= LP_ROWS_LINGER_NS) {
+			o->uw_idle_since_ns = 0;
+			rows_give_back(g, o->uw_slot, o->uw_n);
 			o->uw_n = 0;
 			o->uw_tried = false;
 			o->uw_error = o->stale ? -ESTALE : -ENODATA;
@@ -259,17 +348,164 @@ static void unwind_gc(struct lp_ggml *g, const struct lp_target *gone)
 	}
 }
 
-/* The object behind a mapping, read now if this (device, inode, mtime) is new. */
+static void attach_decode(struct lp_ggml *g, pid_t pid, struct lp_ggml_obj *o);
+
+/* What reading an object does, off the loop (prober.h): its symbols and what they make it
+ * (an ELF file of hundreds of megabytes: libtorch_cpu.so), the rows of its .eh_frame (each
+ * array put in the array of maps waits for an RCU grace period), its llama_decode probes
+ * (uprobes). The results go to a scratch object, moved into the real one on the loop. */
+struct obj_job {
+	struct lp_ggml *g;
+	struct lp_ggml_obj *o; /* busy until the job is done */
+	struct lp_ggml_obj r;  /* what the job found; its path is o's */
+	int fd;		       /* the mapping's file, or -1 (probes only) */
+	pid_t pid;	       /* whose mapping: the probes' path */
+	bool syms, rows, plain, decode;
+};
+
+static void obj_job_work(void *ctx)
+{
+	struct obj_job *j = ctx;
+	struct lp_ggml_obj *r = &j->r;
+	/* --no-fast-entry: no sites are looked for, every probe goes on the first
+	 * instruction. */
+	const struct lp_elf_patterns pat = {.lists = j->g->cfg->symbols,
+					    .nclasses = LP_SYM_NR,
+					    .probe_sites = j->g->cfg->fast_entry};
+
+	if (j->syms) {
+		r->read_error = lp_elf_find(j->fd, &pat, &r->syms);
+		r->verdict = r->read_error ? LP_OBJ_NONE : obj_verdict(r);
+		r->omp_runtime = !r->read_error && obj_is_omp_runtime(r);
+	}
+	if (j->rows)
+		obj_load_unwind(j->g, r, j->fd, j->plain);
+	if (j->decode)
+		attach_decode(j->g, j->pid, r);
+}
+
+static void obj_job_free(struct obj_job *j)
+{
+	if (j->fd >= 0)
+		close(j->fd);
+	j->g->reads_busy--;
+	free(j);
+}
+
+/* The prober stopped before the loop took the results: what they hold goes back. */
+static void obj_job_drop(void *ctx)
+{
+	struct obj_job *j = ctx;
+
+	if (j->syms) /* else o's, lent */
+		lp_elf_result_free(&j->r.syms);
+	if (j->rows)
+		lp_unwind_release(&j->g->unwind, j->r.uw_slot, j->r.uw_n);
+	lp_probes_free(&j->r.decode);
+	obj_job_free(j);
+}
+
+static void obj_job_fin(void *ctx)
+{
+	struct obj_job *j = ctx;
+	struct lp_ggml *g = j->g;
+	struct lp_ggml_obj *o = j->o, *r = &j->r;
+	bool syms;
+
+	if (j->syms) {
+		o->read_error = r->read_error;
+		o->syms = r->syms;
+		o->verdict = r->verdict;
+		o->omp_runtime = r->omp_runtime;
+	}
+	if (j->rows) {
+		o->uw_error = r->uw_error;
+		o->uw_tried = r->uw_tried;
+		o->uw_slot = r->uw_slot;
+		o->uw_n = r->uw_n;
+		o->uw_rows_read = r->uw_rows_read;
+		memcpy(o->uw_lost, r->uw_lost, sizeof(o->uw_lost));
+	}
+	if (j->decode) {
+		o->decode = r->decode;
+		o->decode_tried = r->decode_tried;
+		o->decode_error = r->decode_error;
+		o->decode_pid = j->pid;
+	}
+	o->busy = false;
+	o->reading = false;
+	syms = j->syms;
+	obj_job_free(j);
+	if (syms) {
+		obj_publish(g, o);
+		if (o->read_error && o->read_error != -ENOEXEC)
+			log_warning_errno(o->read_error, "read symbols of %s: %m", o->path);
+		if (o->verdict != LP_OBJ_NONE)
+			log_obj(o);
+	}
+	obj_wake(g, o);
+}
+
+/* Starts a job on o (busy until it is done; at once without a running prober), taking fd
+ * over. pid waits for it. */
+static void obj_job_start(struct lp_ggml *g, struct lp_ggml_obj *o, pid_t pid, int fd, bool syms,
+			  bool rows, bool decode)
+{
+	struct obj_job *j = calloc(1, sizeof(*j));
+	char what[64], name[48]; /* "unwind rows of " and name fit what */
+	const char *base;
+
+	if (!j) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	*j = (struct obj_job){.g = g,
+			      .o = o,
+			      .fd = fd,
+			      .pid = pid,
+			      .syms = syms,
+			      .rows = rows,
+			      .plain = rows && !syms && !lp_ggml_obj_unwinds(o),
+			      .decode = decode};
+	/* The scratch object: o as the job may read it (its name, its file, its symbols
+	 * where they are read already). */
+	j->r.dev = o->dev;
+	j->r.ino = o->ino;
+	j->r.path = o->path;
+	if (!syms) {
+		j->r.syms = o->syms;
+		j->r.omp_runtime = o->omp_runtime;
+		j->r.verdict = o->verdict;
+	}
+	o->busy = true;
+	o->reading = syms;
+	g->reads_busy++;
+	/* Without a running prober it is done before the call returns. */
+	if (lp_prober_async(g->prober))
+		obj_wait(o, pid);
+	base = strrchr(o->path, '/') ? strrchr(o->path, '/') + 1 : o->path;
+	/* Another user's file name: escaped, as every name an answer holds. */
+	lp_escape(name, sizeof(name), base, strlen(base));
+	snprintf(what, sizeof(what), "%s %s",
+		 syms	? "read"
+		 : rows ? "unwind rows of"
+			: "probe",
+		 name);
+	lp_prober_call(g->prober, what, false, obj_job_work, obj_job_fin, obj_job_drop, j);
+}
+
+/* The object behind a mapping, its read started if this (device, inode, mtime) is new:
+ * busy until it is done (at once without a running prober). */
 static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct lp_proc_mapping *m)
 {
-	/* --no-fast-entry: no sites are looked for, every probe goes on the first instruction. */
-	const struct lp_elf_patterns pat = {
-		.lists = g->cfg->symbols, .nclasses = LP_SYM_NR, .probe_sites = g->cfg->fast_entry};
 	struct lp_ggml_obj *o = obj_find(g, m->dev, m->ino), **v;
 	char how[PATH_MAX + 64];
 	uint64_t mtime;
 	int fd;
 
+	if (o && o->busy)
+		return o; /* on its way */
 	fd = lp_proc_reopen_mapping(pid, m, o ? o->mtime_ns : 0, &mtime, how, sizeof(how));
 	if (fd < 0)
 		return o; /* the same file, gone, or not ours to read: keep what we knew */
@@ -281,7 +517,7 @@ static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct lp
 	objs_trim(g);
 	o = calloc(1, sizeof(*o));
 	v = realloc(g->objs, (g->nobjs + 1) * sizeof(*v));
-	if (!o || !v) {
+	if (!o || !v || !(o->path = strdup(m->path))) {
 		free(o);
 		if (v)
 			g->objs = v;
@@ -292,18 +528,8 @@ static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct lp
 	o->dev = m->dev;
 	o->ino = m->ino;
 	o->mtime_ns = mtime;
-	o->path = strdup(m->path);
-	o->read_error = lp_elf_find(fd, &pat, &o->syms);
-	o->verdict = o->read_error ? LP_OBJ_NONE : obj_verdict(o);
-	o->omp_runtime = !o->read_error && obj_is_omp_runtime(o);
-	obj_load_unwind(g, o, fd, false);
-	close(fd);
 	g->objs[g->nobjs++] = o;
-	obj_publish(g, o);
-	if (o->read_error && o->read_error != -ENOEXEC)
-		log_warning_errno(o->read_error, "read symbols of %s: %m", m->path);
-	if (o->verdict != LP_OBJ_NONE)
-		log_obj(o);
+	obj_job_start(g, o, pid, fd, true, true, false);
 	return o;
 }
 
@@ -315,6 +541,7 @@ struct proc_scan {
 	} * v,		/* executable mappings of objects with symbols */
 		*plain; /* ... of the others, read without error */
 	size_t n, nplain;
+	size_t busy; /* mappings of objects whose symbols are still being read */
 	bool llm;
 	bool saw_key;
 };
@@ -347,6 +574,12 @@ static int read_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 		if (want && m.dev == want->dev && m.ino == want->ino)
 			s->saw_key = true;
 		o = obj_get(g, pid, &m);
+		if (o && o->reading) {
+			if (lp_prober_async(g->prober))
+				obj_wait(o, pid);
+			s->busy++;
+			continue;
+		}
 		if (!o || o->read_error)
 			continue;
 		if (o->verdict == LP_OBJ_NONE) {
@@ -461,26 +694,60 @@ static void make_op_samples(struct lp_ggml *g, struct lp_target *t)
 	free(zero);
 }
 
+/* Whether a mapped object's rows are to be read for a process that walks through it: a
+ * plain object when first walked; an object with ops again after its rows were given back
+ * (unwind_gc). */
+static bool rows_wanted(const struct lp_ggml *g, const struct lp_ggml_obj *o)
+{
+	return g->unwind.outer_fd >= 0 && (!lp_ggml_obj_unwinds(o) || o->uw_error == -ENODATA) &&
+	       !o->uw_tried && !o->stale;
+}
+
+/* Starts reading the rows the sampling table's unwind entries need (up to LP_MAX_UNWIND
+ * entries, as add_unwind_entries takes them, from *k on), and the llama_decode probes of
+ * the objects that have them: returns how many objects pid now waits for. */
+static size_t start_reads(struct lp_ggml *g, pid_t pid, const struct scan_entry *v, size_t n,
+			  size_t *k, bool probes)
+{
+	size_t waiting = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct lp_ggml_obj *o = v[i].o;
+		bool rows = *k < LP_MAX_UNWIND && rows_wanted(g, o);
+		/* Once per process: its path to the file may not be the one that works. */
+		bool decode = probes && !o->decode_tried && o->decode_pid != pid &&
+			      lp_ggml_obj_has(o, LP_SYM_DECODE);
+		int fd = -1;
+
+		if (o->busy) {
+			obj_wait(o, pid);
+			waiting++;
+			continue;
+		}
+		o->uw_idle_since_ns = 0; /* in use: a process walks through it */
+		if (rows) {
+			char how[PATH_MAX + 64];
+
+			fd = lp_proc_open_mapping(pid, &v[i].m, how, sizeof(how));
+			rows = fd >= 0;
+		}
+		*k += *k < LP_MAX_UNWIND && (o->uw_n || rows);
+		if (!rows && !decode)
+			continue;
+		obj_job_start(g, o, pid, fd, false, rows, decode);
+		waiting += o->busy;
+	}
+	return waiting;
+}
+
 /* Appends the mappings of v that have rows to the sampling table's unwind entries (up to
- * LP_MAX_UNWIND), reading the rows of a plain object the first time a process needs them. */
-static void add_unwind_entries(struct lp_ggml *g, pid_t pid, struct lp_ggml_proc *gp,
-			       struct lp_ranges *rg, const struct scan_entry *v, size_t n)
+ * LP_MAX_UNWIND). */
+static void add_unwind_entries(struct lp_ggml_proc *gp, struct lp_ranges *rg,
+			       const struct scan_entry *v, size_t n)
 {
 	for (size_t i = 0; i < n && rg->nuw < LP_MAX_UNWIND; i++) {
 		struct lp_ggml_obj *o = v[i].o;
 
-		/* Plain objects when first walked; objects with ops again after their rows
-		 * were given back (unwind_gc). */
-		if ((!lp_ggml_obj_unwinds(o) || o->uw_error == -ENODATA) && !o->uw_tried &&
-		    !o->stale) {
-			char how[PATH_MAX + 64];
-			int fd = lp_proc_open_mapping(pid, &v[i].m, how, sizeof(how));
-
-			if (fd >= 0) {
-				obj_load_unwind(g, o, fd, !lp_ggml_obj_unwinds(o));
-				close(fd);
-			}
-		}
 		if (!o->uw_n)
 			continue;
 		gp->uw_objs[rg->nuw] = o;
@@ -534,9 +801,9 @@ static void write_ranges(struct lp_ggml *g, struct lp_target *t, const struct pr
 	/* The mappings the sampler can walk frames in: the objects with ops, then the others
 	 * (once the process runs ggml), their rows read now if they were not. */
 	memset(gp->uw_objs, 0, sizeof(gp->uw_objs));
-	add_unwind_entries(g, t->pid, gp, rg, s->v, s->n);
+	add_unwind_entries(gp, rg, s->v, s->n);
 	if (s->llm || gp->found_ns)
-		add_unwind_entries(g, t->pid, gp, rg, s->plain, s->nplain);
+		add_unwind_entries(gp, rg, s->plain, s->nplain);
 	/* by start, for the sampler's binary search; uw_objs in the same order */
 	for (size_t i = 1; i < rg->nuw; i++)
 		for (size_t k = i; k > 0 && rg->uw[k - 1].start > rg->uw[k].start; k--) {
@@ -626,8 +893,8 @@ static void attach_new_objects(struct lp_ggml *g, struct lp_target *t, const str
 	struct lp_ggml_obj **v;
 	size_t n = 0;
 
+	(void)g;
 	for (size_t i = 0; i < s->n; i++) {
-		attach_decode(g, t->pid, s->v[i].o);
 		/* Its decodes count from now: the process is in procs and the probes are on
 		 * (attached just now, or for another process mapping the same file). */
 		if (!gp->decode_since_ns && s->v[i].o->decode.n && !s->v[i].o->decode_error)
@@ -668,7 +935,18 @@ static void log_found(const struct lp_ggml *g, const struct lp_target *t)
 		 (int)t->pid, t->comm, found.buf, gp->nranges, missing.len ? missing.buf : "none");
 }
 
-/* Brings a process's ggml state up to date with its mappings; tracks it if it runs ggml. */
+void lp_ggml_futex_ready(void *arg)
+{
+	struct lp_ggml *g = arg;
+
+	pids_wake(g, &g->futex_waiters, true); /* they waited because they run ggml */
+}
+
+/* Brings a process's ggml state up to date with its mappings; tracks it if it runs ggml.
+ * What needs the kernel's time (reading a new object, the rows of one it walks through, its
+ * probes, the futex programs) is on its way meanwhile, off the loop: the process is brought
+ * up to date again once that is done, and its sampling table is written only from a whole
+ * scan, as it was when all of that ran here. */
 static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want, bool *saw_key)
 {
 	struct lp_target *t = lp_tracker_find(g->tr, pid);
@@ -689,7 +967,13 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 		*saw_key = s.saw_key;
 	if (r < 0)
 		return r;
+	if (s.busy)
+		goto out;
 	if (!t && s.llm && g->cfg->discover) {
+		if (!lp_core_futex_want(g->core)) {
+			pids_add(&g->futex_waiters, pid);
+			goto out;
+		}
 		r = lp_tracker_add(g->tr, pid, "ggml");
 		if (r == -ENOSPC)
 			log_warning("pid %d runs ggml, but %u processes are tracked already "
@@ -707,11 +991,20 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 			proc_scan_free(&s);
 			/* gone meanwhile: s is empty, its exit follows */
 			(void)read_proc(g, pid, want, &s);
+			if (s.busy)
+				goto out;
 		}
 	}
 	if (t && (s.n || t->ggml)) {
 		bool first = !t->ggml || !t->ggml->found_ns;
+		size_t k = 0;
 
+		/* The rows its walks need and its objects' probes first. */
+		if (start_reads(g, pid, s.v, s.n, &k, true) +
+		    (s.llm || (t->ggml && t->ggml->found_ns)
+			     ? start_reads(g, pid, s.plain, s.nplain, &k, false)
+			     : 0))
+			goto out;
 		if (!t->ggml && (t->ggml = calloc(1, sizeof(*t->ggml))))
 			lp_tensor_state_init(&t->ggml->tensors);
 		if (t->ggml) {
@@ -727,6 +1020,7 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 				g->hooks.mapped(g, t);
 		}
 	}
+out:
 	proc_scan_free(&s);
 	return added;
 }
@@ -828,7 +1122,7 @@ void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
 
 	if (g->hooks.exited)
 		g->hooks.exited(g, t);
-	unwind_gc(g, t);
+	unwind_gc(g, t, lp_now_ns());
 	if (t->ggml) {
 		lp_sampler_stop(&t->ggml->sampler);
 		/* The exit hook leaves the op counts for this last read. */
@@ -838,6 +1132,11 @@ void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t)
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.op_samples), &key);
 	/* The exit hook deletes these; an exit it missed (lp_tracker_find_missed_exits) leaves them. */
 	bpf_map_delete_elem(bpf_map__fd(g->core->skel->maps.ranges), &key);
+}
+
+void lp_ggml_tick(struct lp_ggml *g)
+{
+	unwind_gc(g, NULL, lp_now_ns());
 }
 
 /* Zeroes the op counts, all but the decodes in flight; samples counted between the read

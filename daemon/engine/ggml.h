@@ -22,6 +22,12 @@
 #include "kernel/unwind.h"
 #include "kernel/uprobe.h"
 
+/* Processes waiting for the kernel's work, to be brought up to date once it is done. */
+struct lp_pids {
+	pid_t *v;
+	size_t n;
+};
+
 /* One executable file, read once per (device, inode, mtime). */
 struct lp_ggml_obj {
 	uint64_t dev; /* kernel encoding, major << 20 | minor */
@@ -43,7 +49,8 @@ struct lp_ggml_obj {
 	 * it, since a walk from a sample there to its op or barrier crosses it. An OpenMP
 	 * runtime needs none: all of its code is sync. */
 	uint32_t uw_slot, uw_n;
-	uint32_t uw_rows_read; /* uw_n as read, kept once given back (exited processes) */
+	uint32_t uw_rows_read;	   /* uw_n as read, kept once given back (exited processes) */
+	uint64_t uw_idle_since_ns; /* no running process has used its rows since; 0: in use */
 	int uw_error;
 	bool uw_tried;
 	uint32_t uw_lost[LP_UW_WHY_NR]; /* rows the walk cannot follow, by why */
@@ -51,6 +58,13 @@ struct lp_ggml_obj {
 	struct lp_probes decode;
 	bool decode_tried;
 	int decode_error;
+	pid_t decode_pid; /* the last process whose path to it was tried */
+	/* A read of it on its way (its symbols, its rows, its probes: prober.h): the fields it
+	 * fills are not to be read, it is not freed, and the processes waiting for it are
+	 * brought up to date once it is done. reading: its symbols are among them (what it
+	 * is is not known yet). */
+	bool busy, reading;
+	struct lp_pids waiters;
 };
 
 /* ggml state of one tracked process; owned by its lp_target. */
@@ -266,6 +280,9 @@ struct lp_ggml {
 	} * pending;
 	size_t npending;
 	struct lp_unwind unwind;
+	/* Processes whose tracking waits for the futex programs' attach (core.h). */
+	struct lp_pids futex_waiters;
+	size_t reads_busy;	  /* objects read on the prober's threads now */
 	struct lp_prober *prober; /* NULL: probes go on and off on the calling thread */
 	struct event_base *base;  /* NULL: timed windows end at the once-a-second tick */
 	struct lp_ggml_hooks hooks;
@@ -288,11 +305,19 @@ void lp_ggml_decode_event(struct lp_ggml *g, const struct lp_ev_decode *e);
 /* Reads the queued processes' mappings. Returns true while some are still queued. */
 bool lp_ggml_process_pending(struct lp_ggml *g);
 
+/* The futex programs are attached (core.h's futex_ready): the processes waiting for them
+ * are tracked. */
+void lp_ggml_futex_ready(void *g);
+
 /* Looks at a process tracked some other way (--pid, --comm, --exe): it may run ggml. */
 void lp_ggml_check(struct lp_ggml *g, struct lp_target *t);
 
 /* After lp_tracker_reset(): zeroes the op counts and precise mode's figures. */
 void lp_ggml_reset(struct lp_ggml *g, struct lp_target *t);
+
+/* Once a second: gives back the unwind rows no process has used for LP_ROWS_LINGER_NS. */
+#define LP_ROWS_LINGER_NS (3ULL * 1000000000ULL)
+void lp_ggml_tick(struct lp_ggml *g);
 
 /* The tracker's exit hook: reads the op counts a last time, closes a precise window and
  * drops the probes. */

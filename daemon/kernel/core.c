@@ -23,6 +23,7 @@
 #include "core.skel.h"
 #include "llmprof/abi.h"
 #include "base/log.h"
+#include "kernel/prober.h"
 #include "kernel/mapwalk.h"
 #include "base/procfs.h"
 #include "kernel/sampler.h"
@@ -57,6 +58,8 @@ static int attach_sched(struct lp_core *c, bool btf)
 	} progs[] = {
 		{btf ? s->progs.lp_switch_btf : s->progs.lp_switch_raw,
 		 btf ? &s->links.lp_switch_btf : &s->links.lp_switch_raw},
+		{btf ? s->progs.lp_switch_note_btf : s->progs.lp_switch_note_raw,
+		 btf ? &s->links.lp_switch_note_btf : &s->links.lp_switch_note_raw},
 		{btf ? s->progs.lp_wakeup_btf : s->progs.lp_wakeup_raw,
 		 btf ? &s->links.lp_wakeup_btf : &s->links.lp_wakeup_raw},
 		{btf ? s->progs.lp_wakeup_new_btf : s->progs.lp_wakeup_new_raw,
@@ -119,8 +122,9 @@ static int attach_futex_raw(struct lp_core *c)
 	return 0;
 }
 
-/* Attaches or detaches the futex programs (whichever source attached at load). */
-static int futex_attach(struct lp_core *c, bool on)
+/* Attaches or detaches the futex programs (whichever source attached at load): the links
+ * only, on whichever thread runs it; the caller sets futex_attached. */
+static int futex_links(struct lp_core *c, bool on)
 {
 	struct core_bpf *s = c->skel;
 	struct bpf_link **slots[] = {
@@ -137,9 +141,79 @@ static int futex_attach(struct lp_core *c, bool on)
 	} else {
 		r = attach_futex_tracepoints(c);
 	}
+	return r;
+}
+
+static int futex_attach(struct lp_core *c, bool on)
+{
+	int r = futex_links(c, on);
+
 	if (r == 0)
 		c->futex_attached = on;
 	return r;
+}
+
+/* An attach or detach off the loop: each program attached to or detached from a syscall
+ * tracepoint waits for the kernel (tracepoint_synchronize_unregister). */
+struct futex_job {
+	struct lp_core *c;
+	bool on;
+	int r;
+};
+
+static void futex_work(void *ctx)
+{
+	struct futex_job *j = ctx;
+
+	j->r = futex_links(j->c, j->on);
+}
+
+static void futex_submit(struct lp_core *c, bool on);
+
+static void futex_done(struct lp_core *c, bool on, int r)
+{
+	c->futex_busy = false;
+	if (r == 0)
+		c->futex_attached = on;
+	if (on && r < 0)
+		log_warning_errno(r, "futex waits of the processes tracked now will not be "
+				     "collected: %m");
+	else if (on)
+		log_info("futex programs attached: a process is tracked");
+	else
+		log_info("futex programs detached: no process tracked for %d s",
+			 (int)(LP_FUTEX_LINGER_NS / 1000000000ULL));
+	if (!on && c->futex_rewant) {
+		c->futex_rewant = false;
+		futex_submit(c, true);
+		return;
+	}
+	/* Attached, or never to be: those waiting are tracked now. */
+	if (on && c->futex_ready)
+		c->futex_ready(c->futex_ready_arg);
+}
+
+static void futex_fin(void *ctx)
+{
+	struct futex_job j = *(struct futex_job *)ctx;
+
+	free(ctx);
+	futex_done(j.c, j.on, j.r);
+}
+
+static void futex_submit(struct lp_core *c, bool on)
+{
+	struct futex_job *j = calloc(1, sizeof(*j));
+
+	c->futex_busy = true;
+	c->futex_busy_on = on;
+	if (!j) {
+		futex_done(c, on, futex_links(c, on));
+		return;
+	}
+	*j = (struct futex_job){c, on, 0};
+	lp_prober_call(c->prober, on ? "attach the futex programs" : "detach the futex programs",
+		       !on, futex_work, futex_fin, free, j);
 }
 
 void lp_core_futex_tick(struct lp_core *c, bool tracking, uint64_t now_ns)
@@ -150,26 +224,29 @@ void lp_core_futex_tick(struct lp_core *c, bool tracking, uint64_t now_ns)
 		lp_core_futex_want(c);
 		return;
 	}
-	if (!c->futex_attached)
+	if (!c->futex_attached || c->futex_busy)
 		return;
 	if (!c->futex_idle_since_ns)
 		c->futex_idle_since_ns = now_ns;
-	else if (now_ns - c->futex_idle_since_ns >= LP_FUTEX_LINGER_NS) {
-		futex_attach(c, false);
-		log_info("futex programs detached: no process tracked for %d s",
-			 (int)(LP_FUTEX_LINGER_NS / 1000000000ULL));
-	}
+	else if (now_ns - c->futex_idle_since_ns >= LP_FUTEX_LINGER_NS)
+		futex_submit(c, false);
 }
 
-void lp_core_futex_want(struct lp_core *c)
+bool lp_core_futex_want(struct lp_core *c)
 {
 	c->futex_idle_since_ns = 0;
-	if (!c->futex_on_demand || c->futex_attached)
-		return;
-	if (futex_attach(c, true) < 0)
-		log_warning("futex waits of the processes tracked now will not be collected");
-	else
-		log_info("futex programs attached: a process is tracked");
+	if (!c->futex_on_demand)
+		return true;
+	if (c->futex_busy) {
+		/* A detach on its way: attach again after it. An attach: wait for it. */
+		c->futex_rewant |= !c->futex_busy_on;
+		return false;
+	}
+	if (c->futex_attached)
+		return true;
+	futex_submit(c, true);
+	/* At once without a running prober: attached, or failed (never to be). */
+	return !c->futex_busy;
 }
 
 static int open_sw_event(__u64 config, __u64 period, int cpu)
@@ -195,7 +272,7 @@ static void links_truncate(struct lp_core *c, size_t n)
 /* One software perf event per online CPU, each running prog. Returns the number of CPUs
  * or -errno (logged); on failure nothing stays attached. */
 static int attach_per_cpu(struct lp_core *c, struct bpf_program *prog, __u64 config, __u64 period,
-			  const char *what, int *fds)
+			  const char *what, int *fds, int *cpus)
 {
 	int ncpus = libbpf_num_possible_cpus(), r = 0, n = 0;
 	size_t first = c->nlinks;
@@ -227,6 +304,8 @@ static int attach_per_cpu(struct lp_core *c, struct bpf_program *prog, __u64 con
 		c->links[c->nlinks++] = l;
 		if (fds) /* the link owns it: valid while the link is */
 			fds[n] = fd;
+		if (cpus)
+			cpus[n] = cpu;
 		n++;
 	}
 	return n;
@@ -243,11 +322,11 @@ static int attach_faults(struct lp_core *c)
 	/* Every fault runs the program; the kernel counts these exactly where it counts
 	 * min_flt/maj_flt (mm_account_fault), so totals match /proc/PID/stat. */
 	r = attach_per_cpu(c, c->skel->progs.lp_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, 1,
-			   "page-fault", NULL);
+			   "page-fault", NULL, NULL);
 	if (r < 0)
 		return r;
 	r = attach_per_cpu(c, c->skel->progs.lp_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, 1,
-			   "page-fault", NULL);
+			   "page-fault", NULL, NULL);
 	if (r < 0) {
 		links_truncate(c, first);
 		return r;
@@ -275,9 +354,11 @@ static void attach_sampling(struct lp_core *c, uint32_t hz, bool per_thread)
 		int ncpus = libbpf_num_possible_cpus();
 
 		c->sample_fds = ncpus > 0 ? calloc((size_t)ncpus, sizeof(int)) : NULL;
-		r = c->sample_fds
+		c->sample_cpus = ncpus > 0 ? calloc((size_t)ncpus, sizeof(int)) : NULL;
+		r = c->sample_fds && c->sample_cpus
 			    ? attach_per_cpu(c, c->skel->progs.lp_sample, PERF_COUNT_SW_CPU_CLOCK,
-					     1000000000ULL / hz, "cpu-clock", c->sample_fds)
+					     1000000000ULL / hz, "cpu-clock", c->sample_fds,
+					     c->sample_cpus)
 			    : -ENOMEM;
 		if (r < 0) {
 			log_warning("matmul and barrier shares will not be estimated: cpu-clock "
@@ -285,6 +366,11 @@ static void attach_sampling(struct lp_core *c, uint32_t hz, bool per_thread)
 			return;
 		}
 		c->nsample_cpus = r;
+		/* From here the sampler counts the samples the kernel does not take. */
+		for (int i = 0; i < r; i++)
+			if (c->sample_cpus[i] < LP_SAMPLE_CPUS)
+				c->skel->bss->sample_period_ns[c->sample_cpus[i]] =
+					1000000000ULL / hz;
 	}
 	c->sample_hz = hz;
 }
@@ -343,13 +429,14 @@ static void set_uprobe_links(struct lp_core *c, const struct lp_config *cfg,
 		bpf_program__set_expected_attach_type(progs[i], LP_TRACE_UPROBE_MULTI);
 }
 
-static void set_autoload_sched(struct core_bpf *s, bool btf, bool wakeups)
+static void set_autoload_sched(struct core_bpf *s, bool btf, bool wakeups, bool sampling)
 {
 	struct {
 		struct bpf_program *btf, *raw;
 		bool on;
 	} progs[] = {
 		{s->progs.lp_switch_btf, s->progs.lp_switch_raw, true},
+		{s->progs.lp_switch_note_btf, s->progs.lp_switch_note_raw, sampling},
 		{s->progs.lp_wakeup_btf, s->progs.lp_wakeup_raw, wakeups},
 		{s->progs.lp_wakeup_new_btf, s->progs.lp_wakeup_new_raw, true},
 		{s->progs.lp_exit_btf, s->progs.lp_exit_raw, true},
@@ -455,7 +542,7 @@ static void set_autoload(struct lp_core *c, const struct plan *p, const struct l
 {
 	struct core_bpf *s = c->skel;
 
-	set_autoload_sched(s, p->btf, c->wakeups);
+	set_autoload_sched(s, p->btf, c->wakeups, p->sampling);
 	bpf_program__set_autoload(s->progs.lp_futex_enter_tp, p->futex_tp);
 	bpf_program__set_autoload(s->progs.lp_futex_exit_tp, p->futex_tp);
 	bpf_program__set_autoload(s->progs.lp_futex_waitv_enter_tp, p->futex_tp);
@@ -623,12 +710,56 @@ unsigned lp_core_sample_rephase(struct lp_core *c, bool tracking)
 		/* Each window's rate uniform in [0.75, 1.25] of the configured one: over windows
 		 * of lengths drawn apart from the rates, the mean rate is the configured one. */
 		uint64_t period = (uint64_t)(1e9 / (c->sample_hz * uniform(c, 0.75, 1.25)));
+		int cpu = c->sample_cpus[i];
+		volatile __u32 *epoch =
+			cpu < LP_SAMPLE_CPUS ? &c->skel->bss->sample_epoch[cpu] : NULL;
 
-		if (ioctl(c->sample_fds[i], PERF_EVENT_IOC_PERIOD, &period) < 0)
+		/* Odd from before the restart to after it: the sampler does not count the gap
+		 * across it (sample.bpf.c, "Samples not taken"). */
+		if (epoch)
+			__atomic_add_fetch(epoch, 1, __ATOMIC_SEQ_CST);
+		if (ioctl(c->sample_fds[i], PERF_EVENT_IOC_PERIOD, &period) < 0) {
 			log_debug("cpu-clock event %d of %d: set its period: %m", i,
 				  c->nsample_cpus);
+		} else if (epoch) {
+			/* Restarted by the time the call returns (on that CPU, by an IPI the call
+			 * waits for): the new grid starts at most this much before. */
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			c->skel->bss->sample_restart_ns[cpu] =
+				(uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+			c->skel->bss->sample_period_ns[cpu] = period;
+		}
+		if (epoch)
+			__atomic_add_fetch(epoch, 1, __ATOMIC_SEQ_CST);
 	}
 	return (unsigned)uniform(c, 50000, 150000);
+}
+
+uint64_t lp_core_recursion_misses(const struct lp_core *c, const char **worst)
+{
+	struct bpf_program *prog;
+	uint64_t sum = 0, most = 0;
+
+	*worst = NULL;
+	if (!c->skel)
+		return 0;
+	bpf_object__for_each_program(prog, c->skel->obj)
+	{
+		struct bpf_prog_info info = {0};
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+			continue;
+		sum += info.recursion_misses;
+		if (info.recursion_misses > most) {
+			most = info.recursion_misses;
+			*worst = bpf_program__name(prog);
+		}
+	}
+	return sum;
 }
 
 void lp_core_destroy(struct lp_core *c)
@@ -639,6 +770,7 @@ void lp_core_destroy(struct lp_core *c)
 		munmap((void *)c->tid_open, marks_bytes(c));
 	lp_links_destroy(&c->links, &c->nlinks);
 	free(c->sample_fds);
+	free(c->sample_cpus);
 	core_bpf__destroy(c->skel);
 	memset(c, 0, sizeof(*c));
 }

@@ -14,6 +14,7 @@
 struct core_bpf;
 struct bpf_link;
 struct lp_op_samples;
+struct lp_prober;
 
 struct lp_core {
 	struct core_bpf *skel;
@@ -29,8 +30,16 @@ struct lp_core {
 	bool futex_results;   /* the source sees each wait's result: timeouts, EAGAIN */
 	bool futex_on_demand; /* attached only while a process is tracked */
 	bool futex_attached;
+	/* An attach or detach on its way (prober.h: each waits for the kernel); a process
+	 * wanted them meanwhile (attach once a detach is done). */
+	bool futex_busy, futex_busy_on, futex_rewant;
 	uint64_t futex_idle_since_ns; /* attached, and no process tracked since; 0 otherwise */
-	bool faults;		      /* page fault perf events attached */
+	/* Where the futex programs' attach and detach run (NULL: at once), and who hears that
+	 * an attach asked for by lp_core_futex_want() is done, on the loop. */
+	struct lp_prober *prober;
+	void (*futex_ready)(void *arg);
+	void *futex_ready_arg;
+	bool faults; /* page fault perf events attached */
 	int nfault_cpus;
 	/* "mmap lock tracepoint", "syscall tracepoint", "raw_syscalls" or NULL: no dlopen */
 	const char *mmap_source;
@@ -41,8 +50,9 @@ struct lp_core {
 	uint32_t pidns_ino;
 	bool sample_per_thread; /* each LLM process's threads, else every CPU */
 	int nsample_cpus;
-	int *sample_fds; /* the per-CPU sampling events, nsample_cpus of them */
-	uint64_t rng;	 /* their rates' random state */
+	int *sample_fds;  /* the per-CPU sampling events, nsample_cpus of them */
+	int *sample_cpus; /* the CPU of each */
+	uint64_t rng;	  /* their rates' random state */
 	/* The tgid_marks map, mapped: a byte per tgid below ntgid_marks (lp.bpf.h) */
 	volatile uint8_t *tgid_marks;
 	size_t ntgid_marks;
@@ -59,9 +69,11 @@ int lp_core_load(struct lp_core *c, const struct lp_config *cfg, const struct lp
  * is found again soon (a restarted server) does not attach them anew each time. */
 #define LP_FUTEX_LINGER_NS (10ULL * 1000000000ULL)
 
-/* A process is about to be tracked: attaches the futex programs if they are on demand and
- * detached, before it enters procs, so that none of its waits is missed. */
-void lp_core_futex_want(struct lp_core *c);
+/* A process is about to be tracked: whether the futex programs are on, or never will be
+ * (not on demand, or their attach failed), so that none of its waits is missed once it
+ * enters procs. If not, their attach is on its way (on the prober's thread) and
+ * futex_ready is called once it is done: the caller tracks the process then. */
+bool lp_core_futex_want(struct lp_core *c);
 
 /* Called periodically with whether any process is tracked: attaches the futex programs if
  * one is (a process the daemon did not insert itself), detaches them once none has been for
@@ -76,6 +88,12 @@ void lp_core_futex_tick(struct lp_core *c, bool tracking, uint64_t now_ns);
  * decode read its sync share 0.249-0.338, restarted at random 0.254-0.262 (README,
  * "Which sampler"). */
 unsigned lp_core_sample_rephase(struct lp_core *c, bool tracking);
+
+/* The runs the kernel skipped of the loaded programs, as it counts them (bpf_prog_info's
+ * recursion_misses: a tracepoint program that fired inside itself, or inside another of
+ * the same kind; perf_event programs skipped so are counted nowhere: sample.bpf.c counts
+ * the sampler's), summed; *worst names the program with most, NULL for none. */
+uint64_t lp_core_recursion_misses(const struct lp_core *c, const char **worst);
 
 /* Detaches and frees everything; accepts a zeroed or partly loaded lp_core. */
 void lp_core_destroy(struct lp_core *c);

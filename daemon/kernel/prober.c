@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* Uprobes attached and detached off the event loop (prober.h). */
+/* Uprobes, and any other call that can wait for the kernel, off the event loop (prober.h). */
 #include "kernel/prober.h"
 
 #include <bpf/libbpf.h>
@@ -23,9 +23,14 @@ struct lp_probe_job {
 	struct lp_probes probes;
 	int err;
 	uint64_t ns;
-	lp_probe_done_fn done; /* NULL: a release */
+	lp_probe_done_fn done; /* NULL: a release or a call */
 	void *ctx;
 	uint64_t cookie;
+	/* a call: work on the lane's thread, fin on the loop (it owns ctx then), drop where
+	 * fin does not run */
+	lp_call_fn work, fin, drop;
+	bool release_lane;
+	uint64_t queued_ns;
 	char what[64];
 };
 
@@ -94,7 +99,9 @@ static void job_run(struct lp_probe_job *j)
 {
 	uint64_t t0 = mono_ns();
 
-	if (j->done) {
+	if (j->work) {
+		j->work(j->ctx);
+	} else if (j->done) {
 		qsort(j->specs, j->nspecs, sizeof(*j->specs), spec_cmp);
 		for (size_t i = 0; i < j->nspecs && !j->err;) {
 			const struct lp_probe_spec *s = &j->specs[i];
@@ -126,12 +133,20 @@ static void job_run(struct lp_probe_job *j)
 
 static void job_free(struct lp_probe_job *j)
 {
+	if (j->drop)
+		j->drop(j->ctx);
 	lp_probe_specs_free(j->specs, j->nspecs);
 	lp_probes_free(&j->probes);
 	free(j);
 }
 
 enum { LP_LANE_ATTACH, LP_LANE_RELEASE };
+
+/* Whether the loop hears of the job once done: an attach, or a call with a fin. */
+static bool job_reports(const struct lp_probe_job *j)
+{
+	return j->work ? j->fin != NULL : j->done != NULL;
+}
 
 static void *worker(void *arg)
 {
@@ -153,13 +168,28 @@ static void *worker(void *arg)
 		l->todo = j->next;
 		if (!l->todo)
 			l->todo_tail = &l->todo;
+		l->queued--;
 		l->busy = true;
+		l->current = j;
+		l->current_since_ns = mono_ns();
 		pthread_mutex_unlock(&p->lock);
-		/* Stopping: only what frees the kernel's probes is still worth doing. */
-		if (!(p->stopping && j->done))
+		/* Stopping: only what frees the kernel's resources (the release lane's) is
+		 * still worth doing. */
+		if (p->delay_ms && !p->stopping)
+			nanosleep(&(struct timespec){.tv_sec = p->delay_ms / 1000,
+						     .tv_nsec =
+							     (long)(p->delay_ms % 1000) * 1000000L},
+				  NULL);
+		if (!p->stopping || l == &p->lane[LP_LANE_RELEASE])
 			job_run(j);
 		pthread_mutex_lock(&p->lock);
-		if (!j->done || p->stopping) {
+		l->current = NULL;
+		p->jobs++;
+		if (j->ns > p->longest_ns) {
+			p->longest_ns = j->ns;
+			snprintf(p->longest_what, sizeof(p->longest_what), "%s", j->what);
+		}
+		if (!job_reports(j) || p->stopping) {
 			pthread_mutex_unlock(&p->lock);
 			job_free(j);
 			pthread_mutex_lock(&p->lock);
@@ -202,7 +232,12 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 		struct lp_probe_job *j = rev;
 
 		rev = j->next;
-		j->done(j->ctx, j->cookie, &j->probes, j->err, j->ns);
+		if (j->work) {
+			j->drop = NULL; /* fin owns ctx */
+			j->fin(j->ctx);
+		} else {
+			j->done(j->ctx, j->cookie, &j->probes, j->err, j->ns);
+		}
 		job_free(j);
 	}
 }
@@ -223,7 +258,15 @@ int lp_prober_start(struct lp_prober *p, struct event_base *base)
 {
 	int r;
 
+	const char *delay = getenv("LLMPROF_FAULT_KERNEL_DELAY_MS");
+
 	memset(p, 0, sizeof(*p));
+	if (delay && *delay) {
+		p->delay_ms = (unsigned)strtoul(delay, NULL, 10);
+		log_warning("fault injection: every kernel call off the loop waits %u ms first "
+			    "(LLMPROF_FAULT_KERNEL_DELAY_MS)",
+			    p->delay_ms);
+	}
 	p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->efd < 0)
 		return log_warning_errno(-errno, "probe threads: eventfd: %m; probes are attached "
@@ -279,11 +322,14 @@ void lp_prober_stop(struct lp_prober *p)
 
 static void submit(struct lp_prober *p, struct lp_probe_job *j)
 {
-	struct lp_probe_lane *l = &p->lane[j->done ? LP_LANE_ATTACH : LP_LANE_RELEASE];
+	bool release = j->work ? j->release_lane : !j->done;
+	struct lp_probe_lane *l = &p->lane[release ? LP_LANE_RELEASE : LP_LANE_ATTACH];
 
+	j->queued_ns = mono_ns();
 	pthread_mutex_lock(&p->lock);
 	*l->todo_tail = j;
 	l->todo_tail = &j->next;
+	l->queued++;
 	pthread_cond_signal(&l->wake);
 	pthread_mutex_unlock(&p->lock);
 }
@@ -327,4 +373,55 @@ void lp_prober_release(struct lp_prober *p, struct lp_probes *probes, const char
 	if (what)
 		snprintf(j->what, sizeof(j->what), "%s", what);
 	submit(p, j);
+}
+
+int lp_prober_call(struct lp_prober *p, const char *what, bool release, lp_call_fn work,
+		   lp_call_fn fin, lp_call_fn drop, void *ctx)
+{
+	struct lp_probe_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		if (drop)
+			drop(ctx);
+		return -ENOMEM;
+	}
+	*j = (struct lp_probe_job){
+		.work = work, .fin = fin, .drop = drop, .ctx = ctx, .release_lane = release};
+	snprintf(j->what, sizeof(j->what), "%s", what ? what : "");
+	if (!lp_prober_async(p)) {
+		job_run(j);
+		if (fin) {
+			j->drop = NULL;
+			fin(ctx);
+		}
+		job_free(j);
+		return 0;
+	}
+	submit(p, j);
+	return 0;
+}
+
+void lp_prober_get_status(struct lp_prober *p, struct lp_prober_status *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!lp_prober_async(p))
+		return;
+	out->running = true;
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < 2; i++) {
+		const struct lp_probe_lane *l = &p->lane[i];
+
+		if (l->current) {
+			snprintf(out->lane[i].what, sizeof(out->lane[i].what), "%s",
+				 l->current->what[0] ? l->current->what : "uprobes");
+			out->lane[i].since_ns = l->current_since_ns;
+		}
+		out->lane[i].queued = l->queued;
+		out->lane[i].oldest_ns = l->todo ? l->todo->queued_ns : 0;
+	}
+	out->jobs = p->jobs;
+	out->longest_ns = p->longest_ns;
+	snprintf(out->longest_what, sizeof(out->longest_what), "%s",
+		 p->longest_what[0] || !p->longest_ns ? p->longest_what : "uprobes");
+	pthread_mutex_unlock(&p->lock);
 }

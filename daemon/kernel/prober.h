@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
-/* Uprobes attached and detached off the event loop. The kernel waits for an RCU grace
- * period for each uprobe it takes off (perf_trace_event_unreg -> synchronize_srcu), tens of
- * milliseconds on a busy host: a window's hundreds of probes held the loop, and with it every
- * API answer and scrape, for up to 34 s. Threads of their own do that work, one attaching
- * and one detaching (a window's probes do not wait behind the last window's going off); the
- * loop hands it over and hears back through an eventfd. Without a running prober (--once, --check, the
- * tests of one room), each call does its work at once, as before. */
+/* The kernel calls that can wait, off the event loop. The kernel waits for an RCU grace
+ * period for each uprobe it takes off (perf_trace_event_unreg -> synchronize_srcu), for each
+ * update of an array of maps (maybe_wait_bpf_programs -> synchronize_rcu) and for each
+ * syscall tracepoint program it attaches or detaches: tens of milliseconds on a busy host,
+ * and 20 s and more on one whose RCU kthread starves (PREEMPT_RCU without RCU_BOOST). A
+ * window's hundreds of probes held the loop, and with it every API answer and scrape, for up
+ * to 34 s; a new engine's objects, read and published, for 100 ms each. Threads of their own
+ * do that work, one attaching (and reading objects) and one detaching (a window's probes do
+ * not wait behind the last window's going off); the loop hands it over and hears back
+ * through an eventfd. Without a running prober (--once, --check, startup's first scan, the
+ * tests of one room), each call does its work at once, as before.
+ *
+ * Fault injection, for the tests of a host whose RCU starves (tests/e2e/test_loop.py):
+ * with LLMPROF_FAULT_KERNEL_DELAY_MS=N in its environment, each job waits N ms first. */
 #ifndef LLMPROF_PROBER_H
 #define LLMPROF_PROBER_H
 
@@ -44,6 +51,9 @@ struct lp_probe_lane {
 	pthread_t thread;
 	pthread_cond_t wake;
 	struct lp_probe_job *todo, **todo_tail;
+	struct lp_probe_job *current; /* in progress (owned by the thread) */
+	uint64_t current_since_ns;
+	size_t queued;
 	bool started, busy;
 };
 
@@ -54,6 +64,27 @@ struct lp_prober {
 	int efd;
 	struct event *ev;
 	bool running, stopping;
+	unsigned delay_ms;	   /* LLMPROF_FAULT_KERNEL_DELAY_MS */
+	uint64_t jobs, longest_ns; /* under lock */
+	char longest_what[64];
+};
+
+/* A call's steps (lp_prober_call). */
+typedef void (*lp_call_fn)(void *ctx);
+
+/* What is on its way, for the status: each lane's job in progress and its queue. */
+struct lp_prober_lane_status {
+	char what[64];	    /* the job in progress, "" for none */
+	uint64_t since_ns;  /* when it began (CLOCK_MONOTONIC) */
+	size_t queued;	    /* jobs behind it */
+	uint64_t oldest_ns; /* when the oldest of those was queued */
+};
+struct lp_prober_status {
+	bool running;			      /* false: every call runs on the loop */
+	struct lp_prober_lane_status lane[2]; /* attach (and read), release */
+	uint64_t jobs;			      /* done since the start */
+	uint64_t longest_ns;		      /* the longest of them */
+	char longest_what[64];
 };
 
 /* Starts the threads. Returns 0 or a negative errno (the calls then work at once). */
@@ -70,5 +101,23 @@ int lp_prober_attach(struct lp_prober *p, struct lp_probe_spec *specs, size_t n,
  * long that took is logged. */
 void lp_prober_release(struct lp_prober *p, struct lp_probes *probes, const char *what);
 void lp_probe_specs_free(struct lp_probe_spec *specs, size_t n);
+
+/* Any work that may wait for the kernel: work(ctx) on the attach lane's thread (release:
+ * on the release lane's, which still runs while the prober stops: for what frees the
+ * kernel's resources), then fin(ctx) on the loop, which owns ctx from then on; drop(ctx)
+ * frees it where fin will not run (fin NULL, or the prober stopped first). work must touch
+ * nothing the loop does without a lock. what (copied) names it in the status. Without a
+ * running prober, work and fin run before the call returns. Returns 0 or -ENOMEM (drop
+ * called). */
+int lp_prober_call(struct lp_prober *p, const char *what, bool release, lp_call_fn work,
+		   lp_call_fn fin, lp_call_fn drop, void *ctx);
+
+/* Whether calls go to the threads (else they run at once). */
+static inline bool lp_prober_async(const struct lp_prober *p)
+{
+	return p && p->running;
+}
+
+void lp_prober_get_status(struct lp_prober *p, struct lp_prober_status *out);
 
 #endif

@@ -25,16 +25,50 @@ static size_t rows_bytes(size_t n)
 void lp_unwind_init(struct lp_unwind *u, int outer_fd)
 {
 	memset(u, 0, sizeof(*u));
+	pthread_mutex_init(&u->lock, NULL);
 	u->outer_fd = outer_fd;
 }
 
+/* After the prober's threads have stopped: nothing else holds the lock. */
 void lp_unwind_free(struct lp_unwind *u)
 {
 	for (uint32_t i = 0; u->outer_fd >= 0 && i < LP_UNWIND_OBJS; i++)
 		if (u->used_slot[i])
 			bpf_map_delete_elem(u->outer_fd, &i);
+	pthread_mutex_destroy(&u->lock);
 	memset(u, 0, sizeof(*u));
 	u->outer_fd = -1;
+}
+
+struct lp_unwind_use lp_unwind_use(struct lp_unwind *u)
+{
+	struct lp_unwind_use r;
+
+	pthread_mutex_lock(&u->lock);
+	r = (struct lp_unwind_use){u->objs, u->used, u->bytes};
+	pthread_mutex_unlock(&u->lock);
+	return r;
+}
+
+/* A free slot, taken (under the lock), or LP_UNWIND_OBJS. */
+static uint32_t slot_take(struct lp_unwind *u)
+{
+	uint32_t i;
+
+	pthread_mutex_lock(&u->lock);
+	for (i = 0; i < LP_UNWIND_OBJS && u->used_slot[i]; i++)
+		;
+	if (i < LP_UNWIND_OBJS)
+		u->used_slot[i] = true;
+	pthread_mutex_unlock(&u->lock);
+	return i;
+}
+
+static void slot_give(struct lp_unwind *u, uint32_t i)
+{
+	pthread_mutex_lock(&u->lock);
+	u->used_slot[i] = false;
+	pthread_mutex_unlock(&u->lock);
 }
 
 /* One row as the BPF side reads it: LP_UW_NONE, with the reason, for a rule it cannot
@@ -112,18 +146,20 @@ int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uin
 
 	if (u->outer_fd < 0)
 		return -EOPNOTSUPP;
-	for (i = 0; i < LP_UNWIND_OBJS && u->used_slot[i]; i++)
-		;
-	if (i == LP_UNWIND_OBJS)
+	/* Taken now, so that two loads on their way never pick the same one. */
+	if ((i = slot_take(u)) == LP_UNWIND_OBJS)
 		return -ENOSPC;
 	r = lp_cfi_read(fd, &c);
-	if (r < 0)
+	if (r < 0) {
+		slot_give(u, i);
 		return r;
+	}
 	/* File offsets past 4 GiB do not fit a row. */
 	while (k < c.n && c.rows[k].addr <= UINT32_MAX)
 		k++;
 	if (!k || k > LP_UNWIND_MAX_ROWS) {
 		lp_cfi_free(&c);
+		slot_give(u, i);
 		return k ? -EFBIG : -ENOENT;
 	}
 	map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "lp_unwind", sizeof(__u32),
@@ -131,6 +167,7 @@ int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uin
 	if (map < 0) {
 		r = -errno;
 		lp_cfi_free(&c);
+		slot_give(u, i);
 		return r;
 	}
 	rows = mmap(NULL, rows_bytes(k), PROT_READ | PROT_WRITE, MAP_SHARED, map, 0);
@@ -138,6 +175,7 @@ int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uin
 		r = -errno;
 		close(map);
 		lp_cfi_free(&c);
+		slot_give(u, i);
 		return r;
 	}
 	memset(lost, 0, LP_UW_WHY_NR * sizeof(*lost));
@@ -155,24 +193,39 @@ int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uin
 	 * The slot holds it from here; the daemon's descriptor is not needed. */
 	r = bpf_map_update_elem(u->outer_fd, &i, &map, BPF_ANY) ? -errno : 0;
 	close(map);
-	if (r < 0)
+	if (r < 0) {
+		slot_give(u, i);
 		return r;
-	u->used_slot[i] = true;
+	}
+	pthread_mutex_lock(&u->lock);
 	u->objs++;
 	u->used += k;
 	u->bytes += rows_bytes(k);
+	pthread_mutex_unlock(&u->lock);
 	*slot = i;
 	*n = (uint32_t)k;
 	return 0;
 }
 
+/* The slot is free for another load only once the kernel no longer holds the array. */
 void lp_unwind_release(struct lp_unwind *u, uint32_t slot, uint32_t n)
 {
-	if (u->outer_fd < 0 || slot >= LP_UNWIND_OBJS || !u->used_slot[slot] || !n)
+	bool used;
+
+	if (u->outer_fd < 0 || slot >= LP_UNWIND_OBJS || !n)
+		return;
+	pthread_mutex_lock(&u->lock);
+	used = u->used_slot[slot];
+	pthread_mutex_unlock(&u->lock);
+	if (!used)
 		return;
 	bpf_map_delete_elem(u->outer_fd, &slot);
-	u->used_slot[slot] = false;
-	u->objs--;
-	u->used -= n;
-	u->bytes -= rows_bytes(n);
+	pthread_mutex_lock(&u->lock);
+	if (u->used_slot[slot]) {
+		u->used_slot[slot] = false;
+		u->objs--;
+		u->used -= n;
+		u->bytes -= rows_bytes(n);
+	}
+	pthread_mutex_unlock(&u->lock);
 }

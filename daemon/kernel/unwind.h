@@ -2,10 +2,12 @@
 /* The unwind rows the sampler reads: each object with ops gets its .eh_frame rows (cfi.h)
  * once, in a BPF array of its own sized to them, in a slot of the "unwind_rows" array of
  * maps, shared by every process that maps it; the slot is given back when no process
- * needs them. */
+ * needs them. Loads and releases may run on the prober's threads (prober.h: each update of
+ * the array of maps waits for an RCU grace period): the slots and the sums are under lock. */
 #ifndef LLMPROF_UNWIND_H
 #define LLMPROF_UNWIND_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,7 +17,8 @@
 #include "llmprof/abi.h"
 
 struct lp_unwind {
-	int outer_fd; /* the "unwind_rows" array of maps; -1: unwinding is off */
+	pthread_mutex_t lock; /* the fields below */
+	int outer_fd;	      /* the "unwind_rows" array of maps; -1: unwinding is off */
 	bool used_slot[LP_UNWIND_OBJS];
 	size_t objs;  /* slots in use */
 	size_t used;  /* rows in them */
@@ -36,5 +39,11 @@ int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uin
 
 /* Gives a slot back (n: its rows). */
 void lp_unwind_release(struct lp_unwind *u, uint32_t slot, uint32_t n);
+
+/* The pool's use, read under its lock. */
+struct lp_unwind_use {
+	size_t objs, used, bytes;
+};
+struct lp_unwind_use lp_unwind_use(struct lp_unwind *u);
 
 #endif

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "core.skel.h"
 #include "profile/render.h"
+#include "tracked/hot.h"
 
 #define NS_PER_S 1000000000ULL
 
@@ -45,6 +46,7 @@ static void window_free(struct lp_profiler *p, struct lp_profile_window *w)
 	for (size_t i = 0; i < w->nprocs; i++)
 		free(w->procs[i].maps);
 	free(w->procs);
+	free(w->skip0);
 	p->bytes -= w->bytes;
 	if (w->out) {
 		if (!w->out->ended) {
@@ -81,6 +83,50 @@ static uint64_t realtime_ns(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* The samples the kernel did not take while pid ran (its LP_C_SAMPLES_SKIPPED), now. */
+static uint64_t proc_skipped(struct lp_profiler *p, pid_t pid)
+{
+	struct lp_target *t = lp_tracker_find(p->tr, pid);
+	struct lp_proc_stats *st;
+	uint64_t n = 0;
+
+	if (!t || !(st = malloc(sizeof(*st))))
+		return 0;
+	if (t->exited ? lp_target_final(t, st)
+		      : lp_hot_read(p->tr->procs_fd, p->tr->hot_fd, (__u32)pid, st) == 0)
+		n = st->ctr[LP_C_SAMPLES_SKIPPED];
+	free(st);
+	return n;
+}
+
+static void skip_snapshot(struct lp_profiler *p, struct lp_profile_window *w)
+{
+	w->skip0 = p->tr->n ? calloc(p->tr->n, sizeof(*w->skip0)) : NULL;
+	for (size_t i = 0; w->skip0 && i < p->tr->n; i++) {
+		const struct lp_target *t = p->tr->v[i];
+
+		if (t->exited || (w->q.pid && t->pid != w->q.pid))
+			continue;
+		w->skip0[w->nskip0++] = (struct lp_profile_skip){t->pid, proc_skipped(p, t->pid)};
+	}
+}
+
+/* The window's processes' samples not taken since its start. */
+static uint64_t window_skipped(struct lp_profiler *p, const struct lp_profile_window *w)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < w->nprocs; i++) {
+		uint64_t now = proc_skipped(p, w->procs[i].pid), then = 0;
+
+		for (size_t k = 0; k < w->nskip0; k++)
+			if (w->skip0[k].pid == w->procs[i].pid)
+				then = w->skip0[k].n;
+		n += now > then ? now - then : 0;
+	}
+	return n;
 }
 
 int lp_profile_start(struct lp_profiler *p, const struct lp_profile_query *q,
@@ -139,6 +185,8 @@ int lp_profile_start(struct lp_profiler *p, const struct lp_profile_query *q,
 	w->end_ns = w->start_ns + (uint64_t)(q->seconds * 1e9);
 	w->start_real_ns = realtime_ns();
 	w->lost_ring0 = p->core->skel->bss->stacks_lost;
+	w->skipped_unknown0 = p->core->skel->bss->samples_skipped_unknown;
+	skip_snapshot(p, w);
 	p->w[p->nw++] = w;
 	set_kernel_flag(p);
 	*out = lp_stream_get(w->out);
@@ -325,6 +373,9 @@ static void answer(struct lp_profiler *p, struct lp_profile_window *w)
 		.hz = p->hz,
 		.duration_ns = lp_now_ns() - w->start_ns,
 		.lost_ring = p->core->skel->bss->stacks_lost - w->lost_ring0,
+		.skipped = window_skipped(p, w),
+		.skipped_unknown =
+			p->core->skel->bss->samples_skipped_unknown - w->skipped_unknown0,
 		.max_mib = (uint32_t)(p->max_bytes >> 20),
 	};
 	struct lp_stream *s = w->out;
@@ -345,9 +396,11 @@ static void answer(struct lp_profiler *p, struct lp_profile_window *w)
 		s->status = 200;
 		snprintf(s->headers, sizeof(s->headers),
 			 "X-Llmprof-Samples: %llu\nX-Llmprof-Samples-Lost: %llu\n"
+			 "X-Llmprof-Samples-Not-Taken: %llu %llu\n"
 			 "X-Llmprof-Window: %llu %llu\n%s",
 			 (unsigned long long)w->samples,
 			 (unsigned long long)(w->lost_table + in.lost_ring),
+			 (unsigned long long)in.skipped, (unsigned long long)in.skipped_unknown,
 			 (unsigned long long)w->start_ns,
 			 (unsigned long long)(w->start_ns + in.duration_ns),
 			 w->q.format == LP_PROFILE_PPROF
@@ -396,6 +449,15 @@ void lp_profiler_status(const struct lp_profiler *p, cJSON *o)
 		o, "lost_ring",
 		p->core->skel && p->core->skel->bss ? (double)p->core->skel->bss->stacks_lost : 0);
 	cJSON_AddNumberToObject(o, "lost_table", (double)p->lost_table);
+	/* The sampler's own losses (sample.bpf.c, "Samples not taken"). */
+	cJSON_AddNumberToObject(o, "samples_not_taken",
+				p->core->skel && p->core->skel->bss
+					? (double)p->core->skel->bss->samples_skipped
+					: 0);
+	cJSON_AddNumberToObject(o, "samples_not_taken_unattributed",
+				p->core->skel && p->core->skel->bss
+					? (double)p->core->skel->bss->samples_skipped_unknown
+					: 0);
 	cJSON_AddNumberToObject(o, "memory_bytes", (double)p->bytes);
 	cJSON_AddNumberToObject(o, "memory_limit_bytes", (double)p->max_bytes);
 	cJSON_AddNumberToObject(o, "symbol_objects", (double)p->syms.n);

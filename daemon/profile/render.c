@@ -617,6 +617,14 @@ static int pprof(const struct lp_profile_render *in, uint8_t **out, size_t *len)
 			 (unsigned long long)in->lost_ring);
 		comment(&b, &m, text);
 	}
+	if (in->skipped || in->skipped_unknown) {
+		snprintf(text, sizeof(text),
+			 "llmprofd: %llu more samples the kernel did not take while these "
+			 "processes ran (another BPF program on the CPU, a timer a period late), "
+			 "and %llu on CPUs whose process is not known: missing from the stacks",
+			 (unsigned long long)in->skipped, (unsigned long long)in->skipped_unknown);
+		comment(&b, &m, text);
+	}
 	if (w->fp) {
 		snprintf(text, sizeof(text),
 			 "llmprofd: %llu samples have frames found by frame pointers (code without "

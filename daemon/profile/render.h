@@ -22,7 +22,10 @@ struct lp_profile_render {
 	uint32_t hz;
 	uint64_t duration_ns; /* the window as it was */
 	uint64_t lost_ring;   /* samples the ring buffer had no room for in it */
-	uint32_t max_mib;     /* --profile-memory-mib, for the comment on losses */
+	/* samples the kernel did not take while the window's processes ran, and those on
+	 * any CPU whose process is not known (sample.bpf.c) */
+	uint64_t skipped, skipped_unknown;
+	uint32_t max_mib; /* --profile-memory-mib, for the comment on losses */
 };
 
 /* The answer's body (malloc'ed) into *out, *len. 0 or -ENOMEM. */

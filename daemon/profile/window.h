@@ -73,6 +73,14 @@ struct lp_profile_window {
 	uint64_t complete, fp, truncated, kernel; /* samples so (abi.h's lp_stack_flags) */
 	uint64_t bytes;				  /* its stacks' memory */
 	uint64_t lost_ring0; /* the kernel's count of stacks lost, at its start */
+	/* The samples the kernel did not take (sample.bpf.c), at its start: each tracked
+	 * process's (a process tracked later counts from 0), and the host's not attributed. */
+	struct lp_profile_skip {
+		pid_t pid;
+		uint64_t n;
+	} * skip0;
+	size_t nskip0;
+	uint64_t skipped_unknown0;
 };
 
 #endif

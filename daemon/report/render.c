@@ -68,6 +68,7 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_BARRIER_OFF_NS] = "precise_barrier_offcpu_ns",
 	[LP_C_STRETCHES_SAMPLED] = "offcpu_stretches_sampled",
 	[LP_C_SAMPLED_THREADS] = "offcpu_sampled_threads",
+	[LP_C_SAMPLES_SKIPPED] = "samples_skipped",
 };
 
 static const char *const sym_class_names[LP_SYM_NR] = {"matmul", "barrier", "decode", NULL};
@@ -544,6 +545,9 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	if (gp->sampler.error)
 		cJSON_AddStringToObject(x, "error", strerror(-gp->sampler.error));
 	lp_json_add_u64(x, "samples", ctr[LP_C_SAMPLES]);
+	/* Samples the kernel did not take while its threads ran on (sample.bpf.c): missing
+	 * from the samples and from every share. */
+	lp_json_add_u64(x, "not_taken", ctr[LP_C_SAMPLES_SKIPPED]);
 	/* Sampled CPU time over the on-CPU time the scheduler hook measured since sampling
 	 * began: 1 where the timer fires every period; lower where the host skips periods. */
 	if (sample_hz && !v->target->base && ctr[LP_C_ONCPU_NS] > gp->oncpu_at_table_ns)
@@ -938,6 +942,13 @@ cJSON *lp_render_report(const struct lp_report *r)
 	lp_json_add_u64(lost, "exited_before_tracking", r->exited_untracked);
 	lp_json_add_u64(lost, "profile_ring_buffer_full", r->profile_lost_ring);
 	lp_json_add_u64(lost, "profile_memory_bound", r->profile_lost_table);
+
+	/* What the kernel did not run our programs for: not data the daemon lost, but
+	 * figures short by it (sample.bpf.c, "Samples not taken"; core.h). */
+	lost = cJSON_AddObjectToObject(root, "kernel_skipped");
+	lp_json_add_u64(lost, "samples_not_taken", r->samples_skipped);
+	lp_json_add_u64(lost, "samples_not_taken_unattributed", r->samples_skipped_unknown);
+	lp_json_add_u64(lost, "bpf_recursion_misses", r->recursion_misses);
 	lp_json_add_u64(root, "exits_recovered", r->exits_recovered);
 	lp_json_add_u64(root, "waiting_for_room", r->waiting);
 

@@ -56,6 +56,10 @@ struct lp_report {
 	uint64_t drops[LP_D_NR];
 	/* profiles' samples lost: the stacks ring buffer full, the stacks' memory bound */
 	uint64_t profile_lost_ring, profile_lost_table;
+	/* samples the kernel did not take, host-wide, and of those the ones whose process is
+	 * not known (sample.bpf.c, "Samples not taken") */
+	uint64_t samples_skipped, samples_skipped_unknown;
+	uint64_t recursion_misses; /* the programs' skipped runs (core.h) */
 	uint64_t procs_full;
 	uint64_t exited_evicted;
 	uint64_t exited_untracked;   /* found, but gone before they could be tracked */

@@ -63,6 +63,8 @@ void lp_api_get_status(const struct lp_api_backend *b, const struct lp_peer *p,
 		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(doc, "maps"))
 			cJSON_DeleteItemFromObjectCaseSensitive(m, "entries");
 		cJSON_DeleteItemFromObjectCaseSensitive(doc, "probes");
+		/* and name other users' files */
+		cJSON_DeleteItemFromObjectCaseSensitive(doc, "pending");
 		m = cJSON_GetObjectItemCaseSensitive(doc, "unwind");
 		cJSON_DeleteItemFromObjectCaseSensitive(m, "rows_used");
 		cJSON_DeleteItemFromObjectCaseSensitive(m, "objects");

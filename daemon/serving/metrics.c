@@ -84,6 +84,10 @@ static const struct counter_row counters[] = {
 	 "region", "matmul", LP_C_SAMPLES_MATMUL, 1},
 	{"llmprof_cpu_samples", NULL, "region", "barrier", LP_C_SAMPLES_BARRIER, 1},
 	{"llmprof_cpu_samples", NULL, "region", "other", -1, 1},
+	{"llmprof_cpu_samples_not_taken",
+	 "cpu-clock samples the kernel did not take while a thread of the process ran (another "
+	 "BPF program on its CPU, a timer a period late): missing from every share",
+	 NULL, NULL, LP_C_SAMPLES_SKIPPED, 1},
 	{"llmprof_barrier_offcpu_estimate_seconds",
 	 "Off-CPU time of threads switched out inside "
 	 "a barrier (always on)",
@@ -576,6 +580,15 @@ static void put_daemon(struct lp_expo *e, const struct lp_report *r,
 	one(e, "reason", "exited_before_tracking", (double)r->exited_untracked);
 	one(e, "reason", "profile_ring_buffer_full", (double)r->profile_lost_ring);
 	one(e, "reason", "profile_memory_bound", (double)r->profile_lost_table);
+	lp_expo_family(e, "llmprofd_samples_not_taken_total", LP_EXPO_COUNTER,
+		       "cpu-clock samples the kernel did not take of the tracked processes "
+		       "(another BPF program on the CPU, a timer a period late): given to the "
+		       "process that ran, or not known (more switches than noted)");
+	one(e, "attributed", "yes", (double)(r->samples_skipped - r->samples_skipped_unknown));
+	one(e, "attributed", "no", (double)r->samples_skipped_unknown);
+	lp_expo_family(e, "llmprofd_bpf_recursion_misses_total", LP_EXPO_COUNTER,
+		       "Runs of the daemon's BPF programs the kernel skipped, as it counts them");
+	one(e, NULL, NULL, (double)r->recursion_misses);
 	lp_expo_family(e, "llmprofd_state_saves_failed_total", LP_EXPO_COUNTER,
 		       "Saves of the totals to the state directory that failed (the totals since "
 		       "the last good one are at risk)");

@@ -84,6 +84,11 @@ enum lp_counter {
 	 * off-CPU, run-queue and futex figures are estimates where this is not 0, even before
 	 * a gap has ended */
 	LP_C_SAMPLED_THREADS,
+	/* samples the kernel did not take while one of its threads ran on and on (the CPU's
+	 * timer fired and the sampler did not run: another BPF program ran there; or the timer
+	 * itself came late by a period and more): missing from samples and from every share
+	 * (sample.bpf.c, "Samples not taken") */
+	LP_C_SAMPLES_SKIPPED,
 	LP_C_NR,
 };
 
@@ -204,6 +209,9 @@ enum lp_range_kind {
  * at 2 tokens/s only the fast ones did, so the wall rate read above the decode rate.) */
 #define LP_GEN_GAP_NS 1000000000ULL
 #define LP_MAX_OPS 256 /* op indices: a byte */
+/* CPUs whose samples not taken are counted (sample.bpf.c); on a larger host, the rest are
+ * not counted, and the status says so. */
+#define LP_SAMPLE_CPUS 1024
 struct lp_range {
 	__u64 start;
 	__u64 end; /* exclusive */
