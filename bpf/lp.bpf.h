@@ -221,8 +221,8 @@ LP_MAP struct {
 	__type(value, struct lp_sample_clock);
 } sample_clock SEC(".maps");
 
-/* Per CPU: its last LP_SWITCH_NOTES switches from or to a tracked task (sample.bpf.c's
- * lp_switch_note), where samples not taken across them are split. */
+/* Per CPU: its last LP_SWITCH_NOTES switches from or to a tracked task (sched.bpf.c's
+ * lp_note_switch), where samples not taken across them are split (sample.bpf.c). */
 #define LP_SWITCH_NOTES 4
 struct lp_cpu_switches {
 	__u64 seq; /* notes made; the newest is at (seq - 1) % LP_SWITCH_NOTES */

@@ -3,7 +3,6 @@
  * into sync, an op, or outside ops, counted per process and per op. */
 #include "lp.bpf.h"
 #include "where.bpf.h"
-#include "offcpu.bpf.h"
 
 /* The sample's call stack to "stacks", with what it was (a profile window is open). Kernel
  * frames where it was taken in the kernel, the user frames walked whole; sent without a
@@ -119,7 +118,7 @@ static __always_inline void skipped_to(const struct lp_sample_clock *c, __u64 n,
  * says when it was; across one restart the gap is the old grid's firings before it and the
  * new one's after it (a gap across more is not counted). Each firing missed is the process's
  * whose task ran when it was due: the CPU's switches from or to a tracked task are noted
- * (lp_switch_note_*), and one not noted is between two untracked tasks, so each stretch
+ * (sched.bpf.c's lp_note_switch), and one not noted is between two untracked tasks, so each stretch
  * between notes is one task's, the first the last run's. Only the tracked processes' are
  * counted (an idle CPU's timer need not fire: 68,000 "missing" in a quiet minute); where
  * more tracked switches came in a gap than the notes hold, its firings are no one's for
@@ -250,40 +249,5 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 		if (gen)
 			__sync_fetch_and_add(&os->gen[w.op & (LP_MAX_OPS - 1)], 1);
 	}
-	return 0;
-}
-
-/* The scheduler's side of the samples not taken: a switch from or to a tracked task, when
- * and which of its run queue's switches (lp_cpu_switch). A program of its own, beside
- * sched.bpf.c's: a few loads for a switch that is not ours, a clock read and a store for
- * one that is. */
-static __always_inline void note_switch(struct task_struct *prev, struct task_struct *next,
-					bool trusted)
-{
-	__u32 in = TASK_TGID(trusted, next), out = TASK_TGID(trusted, prev);
-	struct lp_cpu_switches *s;
-	struct lp_switch_note *n;
-
-	if (!maybe_ours(in) && !maybe_ours(out))
-		return;
-	if (!(s = bpf_map_lookup_elem(&cpu_switch, &(__u32){0})))
-		return;
-	n = &s->n[s->seq & (LP_SWITCH_NOTES - 1)];
-	n->ns = bpf_ktime_get_ns();
-	n->tgid = maybe_ours(in) ? in : 0;
-	s->seq++;
-}
-
-SEC("tp_btf/sched_switch")
-int BPF_PROG(lp_switch_note_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
-{
-	note_switch(prev, next, true);
-	return 0;
-}
-
-SEC("raw_tp/sched_switch")
-int BPF_PROG(lp_switch_note_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
-{
-	note_switch(prev, next, false);
 	return 0;
 }

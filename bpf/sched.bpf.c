@@ -372,6 +372,24 @@ static __always_inline void switch_in(struct task_struct *next, __u32 tgid, __u6
 	t->runnable_since = 0;
 }
 
+/* A switch from or to a tracked task (in: the process switched in), noted for the samples
+ * not taken across it (sample.bpf.c, lp_cpu_switches). A global
+ * function: the verifier checks it once, not on each way the switch's program goes (the
+ * program is near its limit). */
+__noinline int lp_note_switch(__u32 in)
+{
+	struct lp_cpu_switches *s = bpf_map_lookup_elem(&cpu_switch, &(__u32){0});
+	struct lp_switch_note *n;
+
+	if (!s)
+		return 0;
+	n = &s->n[s->seq & (LP_SWITCH_NOTES - 1)];
+	n->ns = bpf_ktime_get_ns();
+	n->tgid = maybe_ours(in) ? in : 0;
+	s->seq++;
+	return 0;
+}
+
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, bool with_regs)
 {
@@ -381,10 +399,14 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	 * a host are not ours, and most of a busy tracked thread's are not taken. */
 	__u64 now = 0;
 
-	if (maybe_ours(tgid))
+	if (maybe_ours(tgid)) {
+		lp_note_switch(next_tgid);
 		now = switch_out(preempt, prev, next, tgid, next_tgid, with_regs);
-	if (maybe_ours(next_tgid))
+	}
+	if (maybe_ours(next_tgid)) {
+		lp_note_switch(next_tgid);
 		switch_in(next, next_tgid, now, with_regs);
+	}
 }
 
 /* trusted: tp_btf, where the task's tgid is a plain load: an untracked wakeup then costs

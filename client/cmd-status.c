@@ -96,6 +96,25 @@ static void print_status(const struct ctl *c, const cJSON *doc, void *arg)
 		}
 	}
 	printf("%s\n", lost > 0 ? " (see llmprofd(8), LIMITS)" : " nothing");
+	e = cJSON_GetObjectItemCaseSensitive(doc, "pending");
+	if (cJSON_IsObject(e)) {
+		static const char *const lanes[] = {"attach", "release"};
+
+		printf("%-12s", "pending");
+		for (int i = 0; i < 2; i++) {
+			const cJSON *l = cJSON_GetObjectItemCaseSensitive(e, lanes[i]);
+
+			if (ctl_str(l, "now", NULL))
+				printf(" %s: %s for %.1f s, %.0f queued;", lanes[i],
+				       ctl_str(l, "now", ""), ctl_num(l, "for_seconds", 0),
+				       ctl_num(l, "queued", 0));
+			else
+				printf(" %s: idle;", lanes[i]);
+		}
+		printf(" %.0f done, the longest %.3f s%s%s\n", ctl_num(e, "jobs_done", 0),
+		       ctl_num(e, "longest_seconds", 0), ctl_str(e, "longest", NULL) ? ": " : "",
+		       ctl_str(e, "longest", ""));
+	}
 	e = cJSON_GetObjectItemCaseSensitive(doc, "kernel_skipped");
 	if (ctl_num(e, "samples_not_taken", 0) > 0 || ctl_num(e, "bpf_recursion_misses", 0) > 0)
 		printf("%-12s %.0f samples the kernel did not take (%.0f of a process not known: "

@@ -58,8 +58,6 @@ static int attach_sched(struct lp_core *c, bool btf)
 	} progs[] = {
 		{btf ? s->progs.lp_switch_btf : s->progs.lp_switch_raw,
 		 btf ? &s->links.lp_switch_btf : &s->links.lp_switch_raw},
-		{btf ? s->progs.lp_switch_note_btf : s->progs.lp_switch_note_raw,
-		 btf ? &s->links.lp_switch_note_btf : &s->links.lp_switch_note_raw},
 		{btf ? s->progs.lp_wakeup_btf : s->progs.lp_wakeup_raw,
 		 btf ? &s->links.lp_wakeup_btf : &s->links.lp_wakeup_raw},
 		{btf ? s->progs.lp_wakeup_new_btf : s->progs.lp_wakeup_new_raw,
@@ -429,14 +427,13 @@ static void set_uprobe_links(struct lp_core *c, const struct lp_config *cfg,
 		bpf_program__set_expected_attach_type(progs[i], LP_TRACE_UPROBE_MULTI);
 }
 
-static void set_autoload_sched(struct core_bpf *s, bool btf, bool wakeups, bool sampling)
+static void set_autoload_sched(struct core_bpf *s, bool btf, bool wakeups)
 {
 	struct {
 		struct bpf_program *btf, *raw;
 		bool on;
 	} progs[] = {
 		{s->progs.lp_switch_btf, s->progs.lp_switch_raw, true},
-		{s->progs.lp_switch_note_btf, s->progs.lp_switch_note_raw, sampling},
 		{s->progs.lp_wakeup_btf, s->progs.lp_wakeup_raw, wakeups},
 		{s->progs.lp_wakeup_new_btf, s->progs.lp_wakeup_new_raw, true},
 		{s->progs.lp_exit_btf, s->progs.lp_exit_raw, true},
@@ -542,7 +539,7 @@ static void set_autoload(struct lp_core *c, const struct plan *p, const struct l
 {
 	struct core_bpf *s = c->skel;
 
-	set_autoload_sched(s, p->btf, c->wakeups, p->sampling);
+	set_autoload_sched(s, p->btf, c->wakeups);
 	bpf_program__set_autoload(s->progs.lp_futex_enter_tp, p->futex_tp);
 	bpf_program__set_autoload(s->progs.lp_futex_exit_tp, p->futex_tp);
 	bpf_program__set_autoload(s->progs.lp_futex_waitv_enter_tp, p->futex_tp);
