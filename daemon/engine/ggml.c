@@ -529,7 +529,10 @@ static struct lp_ggml_obj *obj_get(struct lp_ggml *g, pid_t pid, const struct lp
 	o->ino = m->ino;
 	o->mtime_ns = mtime;
 	g->objs[g->nobjs++] = o;
-	obj_job_start(g, o, pid, fd, true, true, false);
+	/* Its llama_decode probes in the same job, where it has the symbol: on when the
+	 * process is tracked, before its first decode (another round trip came too late for
+	 * a short engine's first tokens). */
+	obj_job_start(g, o, pid, fd, true, true, true);
 	return o;
 }
 

@@ -156,6 +156,11 @@ struct model {
 	size_t nlocs;
 	struct map2 loc_by;  /* (mapping id, address) -> location id */
 	struct map2 name_by; /* (object, function offset) -> its name's string + 1 */
+	/* (name string, 0) -> the symbol as the object has it, + 1, where demangling changed
+	 * it: pprof's system_name. pprof takes a function whose name is its system name for
+	 * one not demangled yet and, for one that looks like demangled C++, cuts every "(...)"
+	 * and "<...>" from it: "(anonymous namespace)::f<4>" became "::f". */
+	struct map2 sys_by;
 	bool kernel_used;    /* a kernel frame was met: the kernel's mapping comes last */
 	int err;
 };
@@ -252,6 +257,7 @@ static void model_free(struct model *m)
 	free(m->locs);
 	free(m->loc_by.s);
 	free(m->name_by.s);
+	free(m->sys_by.s);
 }
 
 /* A process of the window as the profile names it: its mappings' ids and objects, its
@@ -316,6 +322,10 @@ static uint32_t user_name(struct model *m, struct lp_symbols *syms, struct proc 
 		return 0;
 	}
 	name = intern_untrusted(m, d);
+	if (strcmp(d, lp_symtab_name(&o->tab, f)) && !map2_get(&m->sys_by, name, 0) &&
+	    map2_put(&m->sys_by, name, 0,
+		     intern_untrusted(m, lp_symtab_name(&o->tab, f)) + 1) < 0)
+		m->err = -ENOMEM;
 	free(d);
 	if (map2_put(&m->name_by, (uintptr_t)o, f->off, name + 1) < 0)
 		m->err = -ENOMEM;
@@ -591,8 +601,10 @@ static int pprof(const struct lp_profile_render *in, uint8_t **out, size_t *len)
 	}
 	for (size_t i = 0; i < m.nfn; i++) {
 		lp_pb_uint(&s, 1, i + 1);
+		uint32_t sys = map2_get(&m.sys_by, m.fn_name[i], 0);
+
 		lp_pb_uint(&s, 2, m.fn_name[i]);
-		lp_pb_uint(&s, 3, m.fn_name[i]);
+		lp_pb_uint(&s, 3, sys ? sys - 1 : m.fn_name[i]);
 		pb_message(&b, 5, &s);
 	}
 	lp_pb_uint(&b, 9, w->start_real_ns);

@@ -150,9 +150,12 @@ def record_args(data, hz, extra=(), stack=16384):
     perf unwinds (65528 at most). A chain whose frames hold more ends there, its op
     unknown: ik_llama.cpp's flash attention kernels keep over 16 KiB of tiles on the
     stack, and with 16 KiB perf put 0.22 of a prompt's samples outside ops that 64 KiB
-    found in flash attention. Its buffers: mmap_pages()."""
+    found in flash attention. stack 0: frame pointers instead (the kernel's chain and the
+    user-space instruction pointer, what a sample's first user-space frame needs; callers
+    where the code keeps frame pointers). Its buffers: mmap_pages()."""
+    graph = "dwarf,%d" % stack if stack else "fp"
     return ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), "--call-graph",
-            "dwarf,%d" % stack, "-m", str(mmap_pages(hz, stack)), "-o", data] + list(extra)
+            graph, "-m", str(mmap_pages(hz, stack)), "-o", data] + list(extra)
 
 
 def held(argv):
