@@ -161,7 +161,7 @@ struct model {
 	 * one not demangled yet and, for one that looks like demangled C++, cuts every "(...)"
 	 * and "<...>" from it: "(anonymous namespace)::f<4>" became "::f". */
 	struct map2 sys_by;
-	bool kernel_used;    /* a kernel frame was met: the kernel's mapping comes last */
+	bool kernel_used; /* a kernel frame was met: the kernel's mapping comes last */
 	int err;
 };
 
@@ -323,8 +323,7 @@ static uint32_t user_name(struct model *m, struct lp_symbols *syms, struct proc 
 	}
 	name = intern_untrusted(m, d);
 	if (strcmp(d, lp_symtab_name(&o->tab, f)) && !map2_get(&m->sys_by, name, 0) &&
-	    map2_put(&m->sys_by, name, 0,
-		     intern_untrusted(m, lp_symtab_name(&o->tab, f)) + 1) < 0)
+	    map2_put(&m->sys_by, name, 0, intern_untrusted(m, lp_symtab_name(&o->tab, f)) + 1) < 0)
 		m->err = -ENOMEM;
 	free(d);
 	if (map2_put(&m->name_by, (uintptr_t)o, f->off, name + 1) < 0)
