@@ -71,11 +71,11 @@ static __always_inline __u64 firings_to(const struct lp_sample_clock *c, __u64 x
 
 /* n samples not taken between the run c remembers and this one (see above), each given to
  * the task that ran when it was due: the CPU's switches from and to tracked tasks in the
- * gap are noted (lp_switch_note), and a switch not noted is between two others; so each
+ * gap are noted (lp_note_switch), and a switch not noted is between two others; so each
  * stretch between notes is its task's, the first the last run's. Where more switches
  * came than the notes hold, no one's for certain. */
-static __always_inline void skipped_to(const struct lp_sample_clock *c, __u64 n, __u64 now,
-				       __u64 period, __u64 restart, __u32 tgid)
+static __always_inline void skipped_to(const struct lp_sample_clock *c, __u64 n, __u64 period,
+				       __u64 restart, __u32 tgid)
 {
 	const struct lp_cpu_switches *sw = bpf_map_lookup_elem(&cpu_switch, &(__u32){0});
 	__u64 notes, from = 0;
@@ -116,10 +116,11 @@ static __always_inline void skipped_to(const struct lp_sample_clock *c, __u64 n,
  * period late counts one more. User space restarts the timers at random rates (core.c),
  * each on a new grid from the restart on: it makes the CPU's epoch odd around each and
  * says when it was; across one restart the gap is the old grid's firings before it and the
- * new one's after it (a gap across more is not counted). Each firing missed is the process's
- * whose task ran when it was due: the CPU's switches from or to a tracked task are noted
- * (sched.bpf.c's lp_note_switch), and one not noted is between two untracked tasks, so each stretch
- * between notes is one task's, the first the last run's. Only the tracked processes' are
+ * new one's after it (a gap across more is not counted). Each firing missed is the
+ * process's whose task ran when it was due: the CPU's switches from or to a tracked task
+ * are noted (sched.bpf.c's lp_note_switch), and one not noted is between two untracked
+ * tasks, so each stretch between notes is one task's, the first the last run's. Only the
+ * tracked processes' are
  * counted (an idle CPU's timer need not fire: 68,000 "missing" in a quiet minute); where
  * more tracked switches came in a gap than the notes hold, its firings are no one's for
  * certain (samples_skipped_unknown). */
@@ -150,7 +151,7 @@ static __always_inline void count_skipped(void)
 		/* the old grid's firings before the restart, the new one's after it */
 		k = (restart - c->last_ns) / c->period_ns + (now - restart + period / 2) / period;
 	if (k > 1)
-		skipped_to(c, k - 1, now, period, epoch == c->epoch ? 0 : restart, tgid);
+		skipped_to(c, k - 1, period, epoch == c->epoch ? 0 : restart, tgid);
 	sw = bpf_map_lookup_elem(&cpu_switch, &zero);
 	c->last_ns = now;
 	c->period_ns = period;

@@ -95,12 +95,18 @@ static void obj_wait(struct lp_ggml_obj *o, pid_t pid)
 	pids_add(&o->waiters, pid);
 }
 
+static void late_sync(struct lp_ggml *g, pid_t pid);
+
 /* A process that waited for the kernel brought up to date: one gone meanwhile, untracked,
  * that mapped ggml (known holds matmul) is counted, as one gone before its mappings were
  * read is (lost.exited_before_tracking). */
 static void wake_one(struct lp_ggml *g, pid_t pid, bool known_llm)
 {
-	if (sync_proc(g, pid, NULL, NULL) < 0 && known_llm && !lp_tracker_find(g->tr, pid))
+	if (sync_proc(g, pid, NULL, NULL) >= 0)
+		return;
+	if (lp_tracker_find(g->tr, pid))
+		late_sync(g, pid);
+	else if (known_llm)
 		g->tr->exited_untracked++;
 }
 
@@ -155,6 +161,9 @@ void lp_ggml_free(struct lp_ggml *g)
 	free(g->objs);
 	free(g->pending);
 	free(g->futex_waiters.v);
+	for (size_t i = 0; i < g->nstash; i++)
+		free(g->stash[i].maps);
+	free(g->stash);
 	lp_unwind_free(&g->unwind);
 	memset(g, 0, sizeof(*g));
 }
@@ -547,20 +556,53 @@ struct proc_scan {
 	size_t busy; /* mappings of objects whose symbols are still being read */
 	bool llm;
 	bool saw_key;
+	struct lp_proc_mapping *maps; /* every executable mapping read */
+	size_t nmaps;
 };
 
 static void proc_scan_free(struct proc_scan *s)
 {
 	free(s->v);
 	free(s->plain);
+	free(s->maps);
 	memset(s, 0, sizeof(*s));
+}
+
+/* One mapping into the scan: its object (read now if new), as read_proc() sorts them. Returns
+ * -ENOMEM, else 0. */
+static int scan_mapping(struct lp_ggml *g, pid_t pid, const struct lp_proc_mapping *m,
+			struct proc_scan *s)
+{
+	struct lp_ggml_obj *o = obj_get(g, pid, m);
+	struct scan_entry **v = &s->v;
+	size_t *n = &s->n;
+	struct scan_entry *nv;
+
+	if (o && o->reading) {
+		if (lp_prober_async(g->prober))
+			obj_wait(o, pid);
+		s->busy++;
+		return 0;
+	}
+	if (!o || o->read_error)
+		return 0;
+	if (o->verdict == LP_OBJ_NONE) {
+		v = &s->plain;
+		n = &s->nplain;
+	}
+	if (!(nv = realloc(*v, (*n + 1) * sizeof(*nv))))
+		return -ENOMEM;
+	*v = nv;
+	nv[(*n)++] = (struct scan_entry){.m = *m, .o = o};
+	s->llm |= o->verdict == LP_OBJ_MATMUL;
+	return 0;
 }
 
 static int read_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want,
 		     struct proc_scan *s)
 {
 	char path[64], line[PATH_MAX + 128];
-	struct lp_proc_mapping m;
+	struct lp_proc_mapping m, *mv;
 	FILE *f;
 
 	memset(s, 0, sizeof(*s));
@@ -569,40 +611,47 @@ static int read_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
-		struct scan_entry *v;
-		struct lp_ggml_obj *o;
-
 		if (lp_proc_parse_maps_line(line, &m) < 0)
 			continue;
 		if (want && m.dev == want->dev && m.ino == want->ino)
 			s->saw_key = true;
-		o = obj_get(g, pid, &m);
-		if (o && o->reading) {
-			if (lp_prober_async(g->prober))
-				obj_wait(o, pid);
-			s->busy++;
-			continue;
-		}
-		if (!o || o->read_error)
-			continue;
-		if (o->verdict == LP_OBJ_NONE) {
-			v = realloc(s->plain, (s->nplain + 1) * sizeof(*v));
-			if (!v)
-				break;
-			s->plain = v;
-			v[s->nplain++] = (struct scan_entry){.m = m, .o = o};
-			continue;
-		}
-		v = realloc(s->v, (s->n + 1) * sizeof(*v));
-		if (!v)
+		if (scan_mapping(g, pid, &m, s) < 0)
 			break;
-		s->v = v;
-		v[s->n++] = (struct scan_entry){.m = m, .o = o};
-		if (o->verdict == LP_OBJ_MATMUL)
-			s->llm = true;
+		/* Kept for a process that may be gone when the objects it waits for are read. */
+		if ((mv = realloc(s->maps, (s->nmaps + 1) * sizeof(*mv)))) {
+			s->maps = mv;
+			mv[s->nmaps++] = m;
+		}
 	}
 	fclose(f);
 	return 0;
+}
+
+static void stash_drop(struct lp_ggml *g, pid_t pid)
+{
+	for (size_t i = 0; i < g->nstash; i++)
+		if (g->stash[i].pid == pid) {
+			free(g->stash[i].maps);
+			g->stash[i] = g->stash[--g->nstash];
+			return;
+		}
+}
+
+#define MAX_STASH 64
+
+static void stash_keep(struct lp_ggml *g, pid_t pid, struct proc_scan *s)
+{
+	struct lp_ggml_stash *v;
+
+	stash_drop(g, pid);
+	if (g->nstash == MAX_STASH) /* the oldest goes: its process was long in waiting */
+		stash_drop(g, g->stash[0].pid);
+	if (!(v = realloc(g->stash, (g->nstash + 1) * sizeof(*v))))
+		return;
+	g->stash = v;
+	v[g->nstash++] = (struct lp_ggml_stash){pid, s->maps, s->nmaps};
+	s->maps = NULL;
+	s->nmaps = 0;
 }
 
 /* What one symbol is in the sampling table: its kind and op index, or -1 to leave it out
@@ -1010,6 +1059,7 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 			goto out;
 		if (!t->ggml && (t->ggml = calloc(1, sizeof(*t->ggml))))
 			lp_tensor_state_init(&t->ggml->tensors);
+		stash_drop(g, pid);
 		if (t->ggml) {
 			attach_new_objects(g, t, &s);
 			write_ranges(g, t, &s);
@@ -1024,8 +1074,47 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 		}
 	}
 out:
+	t = lp_tracker_find(g->tr, pid);
+	if (t && !t->exited && s.nmaps && lp_prober_async(g->prober) &&
+	    (s.busy || g->reads_busy))
+		stash_keep(g, pid, &s);
 	proc_scan_free(&s);
 	return added;
+}
+
+/* A tracked process gone before the objects it waited for were read: what it ran, from the
+ * mappings it had (no sampling table: it has exited, and its entry with it). */
+static void late_sync(struct lp_ggml *g, pid_t pid)
+{
+	struct lp_target *t = lp_tracker_find(g->tr, pid);
+	const struct lp_ggml_stash *st = NULL;
+	struct proc_scan s = {0};
+
+	for (size_t i = 0; i < g->nstash && !st; i++)
+		if (g->stash[i].pid == pid)
+			st = &g->stash[i];
+	if (!st || !t)
+		return;
+	/* Objects known by now; a new one cannot be opened by a process that is gone. */
+	for (size_t i = 0; i < st->n; i++)
+		if (scan_mapping(g, pid, &st->maps[i], &s) < 0)
+			break;
+	if (!s.busy && (s.n || t->ggml)) {
+		bool first = !t->ggml || !t->ggml->found_ns;
+
+		if (!t->ggml && (t->ggml = calloc(1, sizeof(*t->ggml))))
+			lp_tensor_state_init(&t->ggml->tensors);
+		if (t->ggml) {
+			attach_new_objects(g, t, &s);
+			if (s.llm && first) {
+				t->ggml->found_ns = lp_now_ns();
+				log_found(g, t);
+			}
+		}
+	}
+	if (!s.busy) /* else it waits again */
+		stash_drop(g, pid);
+	proc_scan_free(&s);
 }
 
 int lp_ggml_scan_all(struct lp_ggml *g)

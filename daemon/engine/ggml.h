@@ -22,6 +22,14 @@
 #include "kernel/unwind.h"
 #include "kernel/uprobe.h"
 
+/* A tracked process's mappings, kept while it waits for objects to be read: one that is
+ * gone by then (a 16-token engine lives 0.1 s) is known to have run ggml from them. */
+struct lp_ggml_stash {
+	pid_t pid;
+	struct lp_proc_mapping *maps;
+	size_t n;
+};
+
 /* Processes waiting for the kernel's work, to be brought up to date once it is done. */
 struct lp_pids {
 	pid_t *v;
@@ -282,6 +290,9 @@ struct lp_ggml {
 	struct lp_unwind unwind;
 	/* Processes whose tracking waits for the futex programs' attach (core.h). */
 	struct lp_pids futex_waiters;
+	/* Tracked processes' mappings while they wait for objects (ggml.c) */
+	struct lp_ggml_stash *stash;
+	size_t nstash;
 	size_t reads_busy;	  /* objects read on the prober's threads now */
 	struct lp_prober *prober; /* NULL: probes go on and off on the calling thread */
 	struct event_base *base;  /* NULL: timed windows end at the once-a-second tick */
