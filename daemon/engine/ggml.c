@@ -1075,8 +1075,7 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 	}
 out:
 	t = lp_tracker_find(g->tr, pid);
-	if (t && !t->exited && s.nmaps && lp_prober_async(g->prober) &&
-	    (s.busy || g->reads_busy))
+	if (t && !t->exited && s.nmaps && lp_prober_async(g->prober) && (s.busy || g->reads_busy))
 		stash_keep(g, pid, &s);
 	proc_scan_free(&s);
 	return added;
