@@ -205,6 +205,10 @@ static void futex_submit(struct lp_core *c, bool on)
 
 	c->futex_busy = true;
 	c->futex_busy_on = on;
+	/* Off from now on: the kernel takes the programs off on the prober's thread, before
+	 * the loop hears it is done. */
+	if (!on)
+		c->futex_attached = false;
 	if (!j) {
 		futex_done(c, on, futex_links(c, on));
 		return;
