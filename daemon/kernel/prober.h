@@ -8,8 +8,8 @@
  * to 34 s; a new engine's objects, read and published, for 100 ms each. Threads of their own
  * do that work, one attaching (and reading objects) and one detaching (a window's probes do
  * not wait behind the last window's going off); the loop hands it over and hears back
- * through an eventfd. Without a running prober (--once, --check, startup's first scan, the
- * tests of one room), each call does its work at once, as before.
+ * through an eventfd. Without a running prober (--check, startup's first scan, the tests of
+ * one room), each call does its work at once, as before.
  *
  * Fault injection, for the tests of a host whose RCU starves (tests/e2e/test_loop.py):
  * with LLMPROF_FAULT_KERNEL_DELAY_MS=N in its environment, each job waits N ms first. */
