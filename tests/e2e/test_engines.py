@@ -66,7 +66,7 @@ def placed(name, uw):
                                                    uw["scan_share"]))
 
 
-def judge(name, comm, d, data, pid, runtime=None):
+def judge(name, comm, d, data, pid, runtime=None, shortfall_allowed=True):
     """The daemon's report on the run of comm, process pid, against perf's samples in
     data."""
     d.wait_log("pid %d (%s) runs ggml" % (pid, comm), timeout=60)
@@ -93,7 +93,7 @@ def judge(name, comm, d, data, pid, runtime=None):
     placed(name, g["unwind"])
     counts, ours = perfref.check_groups(t, name, g, data, pid, tolerance=TOLERANCE,
                                         residual=GENERATION_RESIDUAL if "generation" in name
-                                        else 0.0)
+                                        else 0.0, shortfall_allowed=shortfall_allowed)
     # The leading op as perf has it, or one perf has within the tolerance of it (ik's
     # mul_mat and fused mul_mat_up_gate come close in generation with 4 threads).
     top = g["ops"][0]["op"] if g["ops"] else None
@@ -133,7 +133,7 @@ def server(binary, model, work, threads, phase, prompt, tokens):
     return judge(name, "llama-server", d, data, proc.pid)
 
 
-def run_once(argv, work, name, comm, runtime=None):
+def run_once(argv, work, name, comm, runtime=None, shortfall_allowed=True):
     """One run of the engine sampled by perf -a and a private daemon in the default
     configuration (sampling rate aside)."""
     d = daemon()
@@ -146,7 +146,7 @@ def run_once(argv, work, name, comm, runtime=None):
     pid = run.pid
     if comm == "node":
         pid = json.loads(out.strip().splitlines()[-1])["pid"]
-    return judge(name, comm, d, data, pid, runtime)
+    return judge(name, comm, d, data, pid, runtime, shortfall_allowed)
 
 
 def ik(binary, model, threads, prompt, tokens):
@@ -175,10 +175,13 @@ def main():
     long_prompt = " ".join(["Once upon a time there was a small model that"] * 42)
     for threads in (2, 4) if wanted("ik") else ():
         binary = t.build_ik()
+        # No allowance for the samples the daemon did not take (issue 54: its sync read
+        # low on the AMD VM in half the runs); measured on the Intel VM (2026-12-02), each
+        # op group within 0.024 of perf's, 4 threads' prompt 5.8 % short of perf's count.
         run_once(ik(binary, model, threads, "Once upon a time", 300), work,
-                 "ik generation -t %d" % threads, "llama-cli")
+                 "ik generation -t %d" % threads, "llama-cli", shortfall_allowed=False)
         run_once(ik(binary, model, threads, long_prompt, 4), work, "ik prompt -t %d" % threads,
-                 "llama-cli")
+                 "llama-cli", shortfall_allowed=False)
     # node-llama-cpp: ggml's own threadpool in a prebuilt, late-loaded libggml-cpu; its
     # context holds 512 tokens. Its threads spin at barriers: 4 of them on 2 CPUs decode
     # about a token a second here, so 30 tokens.
