@@ -939,13 +939,12 @@ static void attach_decode(struct lp_ggml *g, pid_t pid, struct lp_ggml_obj *o)
 	}
 }
 
-static void attach_new_objects(struct lp_ggml *g, struct lp_target *t, const struct proc_scan *s)
+static void attach_new_objects(struct lp_target *t, const struct proc_scan *s)
 {
 	struct lp_ggml_proc *gp = t->ggml;
 	struct lp_ggml_obj **v;
 	size_t n = 0;
 
-	(void)g;
 	for (size_t i = 0; i < s->n; i++) {
 		/* Its decodes count from now: the process is in procs and the probes are on
 		 * (attached just now, or for another process mapping the same file). */
@@ -987,6 +986,30 @@ static void log_found(const struct lp_ggml *g, const struct lp_target *t)
 		 (int)t->pid, t->comm, found.buf, gp->nranges, missing.len ? missing.buf : "none");
 }
 
+/* The scan as the process's ggml state: its objects, and whether it runs an LLM (said once,
+ * at found_ns). live: it still runs, and gets its sampling table and what is built on it
+ * (precise mode); else it is gone and its entry with it. */
+static void take_scan(struct lp_ggml *g, struct lp_target *t, const struct proc_scan *s, bool live)
+{
+	bool first = !t->ggml || !t->ggml->found_ns;
+
+	if (!t->ggml && (t->ggml = calloc(1, sizeof(*t->ggml))))
+		lp_tensor_state_init(&t->ggml->tensors);
+	if (!t->ggml)
+		return;
+	attach_new_objects(t, s);
+	if (live)
+		write_ranges(g, t, s);
+	if (s->llm && first) {
+		t->ggml->found_ns = lp_now_ns();
+		log_found(g, t);
+		if (live && g->hooks.found)
+			g->hooks.found(g, t, t->ggml->found_ns);
+	}
+	if (live && t->ggml->precise_on && g->hooks.mapped)
+		g->hooks.mapped(g, t);
+}
+
 void lp_ggml_futex_ready(void *arg)
 {
 	struct lp_ggml *g = arg;
@@ -1003,7 +1026,7 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 {
 	struct lp_target *t = lp_tracker_find(g->tr, pid);
 	struct proc_scan s;
-	bool added = false;
+	bool added = false, wait = false;
 	int r;
 
 	if (t && t->exited)
@@ -1019,7 +1042,7 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 		*saw_key = s.saw_key;
 	if (r < 0)
 		return r;
-	if (s.busy)
+	if ((wait = s.busy))
 		goto out;
 	if (!t && s.llm && g->cfg->discover) {
 		if (!lp_core_futex_want(g->core)) {
@@ -1043,39 +1066,26 @@ static int sync_proc(struct lp_ggml *g, pid_t pid, const struct lp_obj_key *want
 			proc_scan_free(&s);
 			/* gone meanwhile: s is empty, its exit follows */
 			(void)read_proc(g, pid, want, &s);
-			if (s.busy)
+			if ((wait = s.busy))
 				goto out;
 		}
 	}
 	if (t && (s.n || t->ggml)) {
-		bool first = !t->ggml || !t->ggml->found_ns;
-		size_t k = 0;
+		size_t k = 0, n;
 
 		/* The rows its walks need and its objects' probes first. */
-		if (start_reads(g, pid, s.v, s.n, &k, true) +
-		    (s.llm || (t->ggml && t->ggml->found_ns)
-			     ? start_reads(g, pid, s.plain, s.nplain, &k, false)
-			     : 0))
+		n = start_reads(g, pid, s.v, s.n, &k, true);
+		if (s.llm || (t->ggml && t->ggml->found_ns))
+			n += start_reads(g, pid, s.plain, s.nplain, &k, false);
+		if ((wait = n > 0))
 			goto out;
-		if (!t->ggml && (t->ggml = calloc(1, sizeof(*t->ggml))))
-			lp_tensor_state_init(&t->ggml->tensors);
 		stash_drop(g, pid);
-		if (t->ggml) {
-			attach_new_objects(g, t, &s);
-			write_ranges(g, t, &s);
-			if (s.llm && first) {
-				t->ggml->found_ns = lp_now_ns();
-				log_found(g, t);
-				if (g->hooks.found)
-					g->hooks.found(g, t, t->ggml->found_ns);
-			}
-			if (t->ggml->precise_on && g->hooks.mapped)
-				g->hooks.mapped(g, t);
-		}
+		take_scan(g, t, &s, true);
 	}
 out:
+	/* A tracked process that waits keeps what it maps, in case it is gone by then. */
 	t = lp_tracker_find(g->tr, pid);
-	if (t && !t->exited && s.nmaps && lp_prober_async(g->prober) && (s.busy || g->reads_busy))
+	if (wait && t && !t->exited && s.nmaps && lp_prober_async(g->prober))
 		stash_keep(g, pid, &s);
 	proc_scan_free(&s);
 	return added;
@@ -1098,19 +1108,8 @@ static void late_sync(struct lp_ggml *g, pid_t pid)
 	for (size_t i = 0; i < st->n; i++)
 		if (scan_mapping(g, pid, &st->maps[i], &s) < 0)
 			break;
-	if (!s.busy && (s.n || t->ggml)) {
-		bool first = !t->ggml || !t->ggml->found_ns;
-
-		if (!t->ggml && (t->ggml = calloc(1, sizeof(*t->ggml))))
-			lp_tensor_state_init(&t->ggml->tensors);
-		if (t->ggml) {
-			attach_new_objects(g, t, &s);
-			if (s.llm && first) {
-				t->ggml->found_ns = lp_now_ns();
-				log_found(g, t);
-			}
-		}
-	}
+	if (!s.busy && (s.n || t->ggml))
+		take_scan(g, t, &s, false);
 	if (!s.busy) /* else it waits again */
 		stash_drop(g, pid);
 	proc_scan_free(&s);

@@ -715,8 +715,9 @@ unsigned lp_core_sample_rephase(struct lp_core *c, bool tracking)
 		volatile __u32 *epoch =
 			cpu < LP_SAMPLE_CPUS ? &c->skel->bss->sample_epoch[cpu] : NULL;
 
-		/* Odd from before the restart to after it: the sampler does not count the gap
-		 * across it (sample.bpf.c, "Samples not taken"). */
+		/* Odd from before the restart to after it, the restart's time and period set
+		 * between: the sampler counts a gap across it from both grids, and one it saw
+		 * midway not at all (sample.bpf.c, "Samples not taken"). */
 		if (epoch)
 			__atomic_add_fetch(epoch, 1, __ATOMIC_SEQ_CST);
 		if (ioctl(c->sample_fds[i], PERF_EVENT_IOC_PERIOD, &period) < 0) {

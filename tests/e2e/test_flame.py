@@ -128,12 +128,6 @@ def group_counts(doc):
     return {k: round(v * g["samples"]) for k, v in g["share"].items()}
 
 
-def unnamed(frame):
-    """object+0xoffset (ours) and [unknown] in object (perf's) as "object+?"."""
-    m = re.match(r"^(.*)\+0x[0-9a-f]+(_\[k\])?$", frame)
-    return m.group(1) + "+?" if m else frame
-
-
 def judge(name, pid, windows, perf_data, opview, since, bracket=False):
     """What the two windows answered, against each other, the op view's counts (opview:
     {group: samples}) and perf's chains of pid from since (CLOCK_MONOTONIC seconds: the
@@ -201,10 +195,10 @@ def judge(name, pid, windows, perf_data, opview, since, bracket=False):
             % (name, whole / total, perf_whole / max(1, len(chains))))
     # Leaf functions: perf's 5 hottest against ours, by name; a frame neither names (a
     # stripped library's static function) by its object.
-    theirs = collections.Counter(unnamed(c[0]) for c in chains if c)
+    theirs = collections.Counter(pprofref.unnamed(c[0]) for c in chains if c)
     mine = collections.Counter()
     for names, n, _ in stacks:
-        mine[unnamed(names[0])] += n
+        mine[pprofref.unnamed(names[0])] += n
     nperf = sum(theirs.values())
     # What each side could not take: perf's lost samples (its buffers full), and the
     # daemon's shortfall against what perf would have counted without them.

@@ -47,10 +47,7 @@ TOLERANCE = 0.03
 def leaf(names):
     """A sample's first user-space frame, "object+?" where it has no name."""
     user = [x for x in names if not x.endswith("_[k]")]
-    if not user:
-        return "[kernel]"
-    m = re.match(r"^(.*)\+0x[0-9a-f]+$", user[0])
-    return m.group(1) + "+?" if m else user[0]
+    return pprofref.unnamed(user[0]) if user else "[kernel]"
 
 
 def is_sync(fn):

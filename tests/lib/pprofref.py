@@ -191,6 +191,13 @@ def folded(text):
     return out
 
 
+def unnamed(frame):
+    """object+0xoffset (ours) and [unknown] in object (perf's, as perf_stacks() names it) as
+    "object+?"."""
+    m = re.match(r"^(.*)\+0x[0-9a-f]+(_\[k\])?$", frame)
+    return m.group(1) + "+?" if m else frame
+
+
 def perf_stacks(data, pid, start=None, end=None):
     """[(names leaf first, kernel frames marked _[k])] of pid's samples in perf's data
     (perf record -k CLOCK_MONOTONIC: times in seconds of that clock), within [start, end)."""
