@@ -74,19 +74,14 @@ LP_SETTING const volatile bool futex_from_sched;
 /* The number of pid p in the daemon's namespace (pidns_ino), or 0 where p is not in it:
  * p's numbers, one per level of namespace from the initial one down to its own. */
 #define LP_PIDNS_LEVELS 8
+/* A global function (maps.bpf.c), p by its address: the verifier checks its loop once, not
+ * at each of the dozens of places a program reads a task's ids (lp_switch_btf went past
+ * the verifier's million instructions with it inlined). */
+__u32 lp_pidns_nr(__u64 pid_addr);
+
 static __always_inline __u32 pidns_nr(struct pid *p)
 {
-	unsigned int level = BPF_CORE_READ(p, level);
-	__u64 base = (__u64)p + bpf_core_field_offset(struct pid, numbers);
-
-	for (unsigned int i = 1; i < LP_PIDNS_LEVELS && i <= level; i++) {
-		struct upid u = {};
-
-		bpf_probe_read_kernel(&u, sizeof(u), (void *)(base + i * sizeof(struct upid)));
-		if (u.ns && BPF_CORE_READ(u.ns, ns.inum) == pidns_ino)
-			return (__u32)u.nr;
-	}
-	return 0;
+	return p ? lp_pidns_nr((__u64)p) : 0;
 }
 
 /* A task's thread and process ids as the daemon sees them (pidns_ino). */
@@ -638,24 +633,17 @@ static __always_inline bool decode_depth_add(__u32 tgid, int d)
 	return true;
 }
 
-/* Index of the range holding addr, or -1: binary search over at most 512 ranges. */
+/* Index of the range holding addr, or -1: a binary search over at most 512 ranges, in a
+ * global function (maps.bpf.c), whose loop the verifier checks once. */
+int lp_range_find(const struct lp_ranges *rg, __u64 addr);
+
 static __always_inline int range_find(const struct lp_ranges *rg, __u64 addr)
 {
-	__u32 lo = 0, hi = rg->n, mid;
-
 	if (addr < rg->lo || addr >= rg->hi)
 		return -1;
-	for (int i = 0; i < 10 && lo < hi; i++) {
-		mid = ((lo + hi) / 2) & (LP_MAX_RANGES - 1);
-		if (addr < rg->r[mid].start)
-			hi = mid;
-		else if (addr >= rg->r[mid].end)
-			lo = mid + 1;
-		else
-			return (int)mid;
-	}
-	return -1;
+	return lp_range_find(rg, addr);
 }
+
 /* A timeline event of thread tid of process tgid, zeroed but for its header, when the
  * process is being recorded; NULL otherwise (and counted when the ring is full). The caller
  * fills the rest and submits it. */

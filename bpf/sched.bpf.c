@@ -171,7 +171,6 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 	struct pt_regs *prev_regs = NULL;
 	__u8 *open = NULL;
 	struct lp_proc_stats *p, *hp;
-	const struct lp_ranges *rg;
 	__u64 now, runq, slice, d, at;
 	struct lp_rec_ev *e;
 	struct lp_thread *t;
@@ -268,14 +267,16 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 	/* Where in user code it stopped: a barrier's sleeping is estimated from this without
 	 * per-call probes. Current is still prev here. */
 	if (with_regs) {
-		prev_regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-		rg = bpf_map_lookup_elem(&ranges, &tgid);
-		if (rg) {
-			struct uregs u = {.ip = PT_REGS_IP_CORE(prev_regs),
-					  .sp = PT_REGS_SP_CORE(prev_regs),
-					  .bp = PT_REGS_FP_CORE(prev_regs),
-					  .regs = prev_regs};
+		const struct lp_ranges *rg = bpf_map_lookup_elem(&ranges, &tgid);
+		struct uregs u;
 
+		prev_regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+		if (rg) {
+			u.ip = PT_REGS_IP_CORE(prev_regs);
+			u.sp = PT_REGS_SP_CORE(prev_regs);
+			u.bp = PT_REGS_FP_CORE(prev_regs);
+			u.r10 = BPF_CORE_READ(prev_regs, r10);
+			u.r13 = BPF_CORE_READ(prev_regs, r13);
 			t->off_region = classify(rg, &u, SWITCH_WORDS).region;
 		}
 	}

@@ -13,11 +13,10 @@ struct where {
 };
 
 /* A thread's user registers, as far as the walk reads them: %r10 and %r13 only in the
- * innermost frame, in the prologue or epilogue of a function that realigns its stack
- * (from regs when it is set, read only then; else from r10 and r13). */
+ * innermost frame, in the prologue or epilogue of a function that realigns its stack.
+ * Plain numbers: a global function takes them (lp_classify). */
 struct uregs {
 	__u64 ip, sp, bp, r10, r13;
-	const struct pt_regs *regs;
 };
 
 /* Frames walked by call frame information per classification, before the scan takes
@@ -40,7 +39,6 @@ struct scan_ctx {
 	bool done;
 	/* the frame being unwound */
 	__u64 ip, sp, bp, r10, r13;
-	const struct pt_regs *regs;
 	bool bp_ok;
 	/* 1: ip is a return address (its call is at ip - 1); 0: an interrupted instruction.
 	 * Subtracted, not branched on: the verifier's states stay as many as before. */
@@ -87,61 +85,28 @@ static long scan_word(__u64 i, void *data)
 	return c->done;
 }
 
-/* The object with unwind rows whose mapping holds addr, or -1: a binary search of the
- * mappings, sorted by start and disjoint. */
+/* The object with unwind rows whose mapping holds addr, or -1 (maps.bpf.c). */
+int lp_uw_obj(const struct lp_ranges *rg, __u64 addr);
+
+/* The row covering file offset off of the object whose rows are in slot (n of them), as
+ * its 8 bytes; LP_UW_NO_ROW before the first and in a gap between FDEs (maps.bpf.c). */
+#define LP_UW_NO_ROW (~0ULL)
+__u64 lp_uw_row(__u32 slot, __u32 n, __u64 off);
+
 static __always_inline int uw_obj(const struct lp_ranges *rg, __u64 addr)
 {
-	__u32 lo = 0, hi = rg->nuw, mid;
-
-	if (hi > LP_MAX_UNWIND)
-		return -1;
-	/* log2(LP_MAX_UNWIND) + 1 halvings: lo ends at the first start above addr */
-	for (int i = 0; i < 6 && lo < hi; i++) {
-		mid = (lo + hi) / 2;
-		if (rg->uw[mid & (LP_MAX_UNWIND - 1)].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0 || lo < hi)
-		return -1;
-	lo--;
-	if (addr >= rg->uw[lo & (LP_MAX_UNWIND - 1)].end)
-		return -1;
-	return (int)lo;
+	return lp_uw_obj(rg, addr);
 }
 
-/* The row covering file offset off of object o: the last one at or below it; NULL before
- * the first and in a gap between FDEs, which cfi.c marks with a row of its own. */
-static __always_inline const struct lp_unwind_row *uw_row(const struct lp_unwind_obj *o, __u64 off)
+static __always_inline bool uw_row(const struct lp_unwind_obj *o, __u64 off,
+				   struct lp_unwind_row *r)
 {
-	__u32 lo = 0, hi = o->n, mid, slot = o->slot;
-	const struct lp_unwind_row *r;
-	void *rows;
+	__u64 v = lp_uw_row(o->slot, o->n, off);
 
-	if (off > 0xffffffffULL)
-		return NULL;
-	rows = bpf_map_lookup_elem(&unwind_rows, &slot);
-	if (!rows)
-		return NULL;
-	/* 22 halvings cover an object's rows (LP_UNWIND_MAX_ROWS). */
-	for (int i = 0; i < 22 && lo < hi; i++) {
-		mid = lo + (hi - lo) / 2;
-		r = bpf_map_lookup_elem(rows, &mid);
-		if (!r)
-			return NULL;
-		if (r->off <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0 || lo < hi)
-		return NULL;
-	lo--;
-	r = bpf_map_lookup_elem(rows, &lo);
-	if (r && r->cfa == LP_UW_NONE && r->cfa_off == LP_UW_WHY_NO_FDE)
-		return NULL;
-	return r;
+	if (v == LP_UW_NO_ROW)
+		return false;
+	__builtin_memcpy(r, &v, sizeof(*r));
+	return true;
 }
 
 /* The walk gives way to the scan at a frame in object obj (-1: in none), for why (enum
@@ -185,9 +150,8 @@ static __always_inline __u64 uretprobe_ra(__u64 slot, __u64 ra)
  * outermost, UW_OUTSIDE having left the objects with rows, UW_FAILED with no rule. */
 static __always_inline long frame_up(struct scan_ctx *c, __u64 i)
 {
-	const struct lp_unwind_row *row;
+	struct lp_unwind_row rw, *row;
 	const struct lp_unwind_obj *o;
-	const struct pt_regs *regs;
 	__u64 cfa = 0, ra = 0, bp = 0, at;
 	__s64 off;
 	int k;
@@ -198,7 +162,8 @@ static __always_inline long frame_up(struct scan_ctx *c, __u64 i)
 		o = &c->rg->uw[k & (LP_MAX_UNWIND - 1)];
 		if (!o->plain)
 			c->plain = 0;
-		row = uw_row(o, c->ip - o->bias - c->ra_adj);
+		if (uw_row(o, c->ip - o->bias - c->ra_adj, &rw))
+			row = &rw;
 	}
 	if (!row) {
 		/* The innermost frame outside the objects with rows (a libc or libm leaf:
@@ -242,13 +207,7 @@ static __always_inline long frame_up(struct scan_ctx *c, __u64 i)
 		/* Only the innermost frame's registers are known. */
 		if (i)
 			return uw_fail(c, LP_UW_WHY_REG, k);
-		regs = c->regs;
-		if (regs && row->cfa == LP_UW_R10)
-			bpf_core_read(&cfa, sizeof(cfa), &regs->r10);
-		else if (regs)
-			bpf_core_read(&cfa, sizeof(cfa), &regs->r13);
-		else
-			cfa = row->cfa == LP_UW_R10 ? c->r10 : c->r13;
+		cfa = row->cfa == LP_UW_R10 ? c->r10 : c->r13;
 		cfa += off;
 		break;
 	case LP_UW_PLT:
@@ -351,12 +310,14 @@ static long stack_step(__u64 i, void *data)
 {
 	struct stack_walk *s = data;
 
-	if (s->n >= LP_STACK_USER_MAX) {
+	/* By the loop's index, which the verifier does not know, not by a count it would
+	 * follow from 0 up through every call it checks. */
+	if (i >= LP_STACK_USER_MAX) {
 		s->flags |= LP_SF_TRUNCATED;
 		return 1;
 	}
-	s->ip[s->n & (LP_STACK_USER_MAX - 1)] = s->c.ip;
-	s->n++;
+	s->ip[i & (LP_STACK_USER_MAX - 1)] = s->c.ip;
+	s->n = i + 1;
 	if (frame_up(&s->c, i)) {
 		if (s->c.uw_state == UW_DONE) {
 			s->flags |= LP_SF_COMPLETE;
@@ -386,7 +347,6 @@ static __always_inline __u32 walk_stack(const struct lp_ranges *rg, const struct
 				     .bp = u->bp,
 				     .r10 = u->r10,
 				     .r13 = u->r13,
-				     .regs = u->regs,
 				     .bp_ok = true,
 				     .plain = 1,
 				     .uw_state = UW_WALKING},
@@ -406,8 +366,8 @@ static __always_inline __u32 walk_stack(const struct lp_ranges *rg, const struct
  * frames by call frame information where the code has it; where it has none, the
  * innermost return address in the first nwords words of the stack that lies in an op or
  * barrier function (a matmul kernel's if there is neither). */
-static __always_inline struct where classify(const struct lp_ranges *rg, const struct uregs *u,
-					     __u32 nwords)
+static __always_inline struct where classify_inline(const struct lp_ranges *rg,
+						    const struct uregs *u, __u32 nwords)
 {
 	struct scan_ctx c = {.rg = rg, .kernel_op = -1, .w = {.region = LP_R_OTHER, .op = -1}};
 	__u64 sp = u->sp;
@@ -432,7 +392,6 @@ static __always_inline struct where classify(const struct lp_ranges *rg, const s
 		c.bp = u->bp;
 		c.r10 = u->r10;
 		c.r13 = u->r13;
-		c.regs = u->regs;
 		c.bp_ok = true;
 		c.plain = 1;
 		c.uw_state = UW_WALKING;
@@ -466,6 +425,20 @@ out:
 	if (c.w.op >= 0 && rg->op_matmul[c.w.op & (LP_MAX_OPS - 1)])
 		c.w.region = LP_R_MATMUL;
 	return c.w;
+}
+
+/* classify_inline() in a global function (maps.bpf.c), the region in the high half of its
+ * result and the op (or -1) in the low: the verifier checks the walk once, not once per
+ * path of the program that calls it (the switch's and the sampler's went past its million
+ * instructions with it inlined). */
+__s64 lp_classify(const struct lp_ranges *rg, const struct uregs *u, __u32 nwords);
+
+static __always_inline struct where classify(const struct lp_ranges *rg, const struct uregs *u,
+					     __u32 nwords)
+{
+	__s64 v = lp_classify(rg, u, nwords);
+
+	return (struct where){.region = (__u32)(v >> 32), .op = (__s32)(__u32)v};
 }
 
 #endif /* LP_WHERE_BPF_H */
