@@ -102,6 +102,14 @@ static void late_sync(struct lp_ggml *g, pid_t pid);
  * read is (lost.exited_before_tracking). */
 static void wake_one(struct lp_ggml *g, pid_t pid, bool known_llm)
 {
+	struct lp_target *t = lp_tracker_find(g->tr, pid);
+
+	/* Known gone: from what it mapped (sync_proc would not read it, nor, outside
+	 * --discover-cgroup's group, say it failed). */
+	if (t && t->exited) {
+		late_sync(g, pid);
+		return;
+	}
 	if (sync_proc(g, pid, NULL, NULL) >= 0)
 		return;
 	if (lp_tracker_find(g->tr, pid))

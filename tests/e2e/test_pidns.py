@@ -36,7 +36,11 @@ def main():
     subprocess.run([sys.executable, os.path.join(WORKLOAD, "gen_gguf.py"), "--shape", "small",
                     model], check=True, timeout=120)
     simple = t.llama_simple()
+    # Every kernel call of the daemon's (object reads among them) waits 0.4 s: the first
+    # engine below is then gone before its binary is read, as it is on a slow host, and is
+    # named from what it mapped all the same (a gone process is outside the test's cgroup).
     d = t.Daemon("--comm", "llama-simple",
+                 env=dict(os.environ, LLMPROF_FAULT_KERNEL_DELAY_MS="400"),
                  wrap=["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--"])
     d.wait_ready()
     daemon = t.child_of(d.proc.pid)
