@@ -252,15 +252,19 @@ int BPF_KRETPROBE(lp_decode_exit, int ret)
 		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_ERRORS], 1);
 		return 0;
 	}
+	/* Every call's tokens are timed ones: its return times it. */
 	if (t->decode_tokens == 1) {
 		whole_token(tgid, begin);
 		p->gen_end_ns = end;
 		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_GEN_CALLS], 1);
+		__sync_fetch_and_add(&p->ctr[LP_C_GEN_TIMED_TOKENS], 1);
+		__sync_fetch_and_add(&p->ctr[LP_C_GEN_STEPS], 1);
 		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_GEN_NS], d);
 		hist_add(&p->hist[LP_H_DECODE_GEN], d);
 	} else if (t->decode_tokens > 1) {
 		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_PROMPT_CALLS], 1);
 		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_PROMPT_TOKENS], t->decode_tokens);
+		__sync_fetch_and_add(&p->ctr[LP_C_PROMPT_TIMED_TOKENS], t->decode_tokens);
 		__sync_fetch_and_add(&p->ctr[LP_C_DECODE_PROMPT_NS], d);
 		hist_add(&p->hist[LP_H_DECODE_PROMPT], d);
 	}

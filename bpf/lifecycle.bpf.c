@@ -128,7 +128,8 @@ static __always_inline void exec_mapping(__u32 tgid, struct file *f)
 	mtime = inode_mtime_ns(inode);
 	v = bpf_map_lookup_elem(&objs, &key);
 	if (v && v->mtime_ns == mtime &&
-	    (v->verdict == LP_OBJ_NONE || v->verdict == LP_OBJ_HELPER) &&
+	    (v->verdict == LP_OBJ_NONE || v->verdict == LP_OBJ_HELPER ||
+	     v->verdict == LP_OBJ_CANDIDATE) &&
 	    !bpf_map_lookup_elem(&procs, &tgid))
 		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);

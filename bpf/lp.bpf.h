@@ -71,6 +71,11 @@ LP_SETTING const volatile bool unwind_cfi;
  * or futex_waitv(2) waits from then until its switch-in (sched.bpf.c). Where it is off,
  * the syscall tracepoints time them, if attached (futex.bpf.c). */
 LP_SETTING const volatile bool futex_from_sched;
+/* Processes found by an engine's step (torch.bpf.c) are put into procs by the kernel,
+ * from that step on: off with --no-discover. With discover_in_cgroup, only those whose
+ * task is in discover_cg's cgroup or below (--discover-cgroup). */
+LP_SETTING const volatile bool step_discover;
+LP_SETTING const volatile bool discover_in_cgroup;
 /* The number of pid p in the daemon's namespace (pidns_ino), or 0 where p is not in it:
  * p's numbers, one per level of namespace from the initial one down to its own. */
 #define LP_PIDNS_LEVELS 8
@@ -358,6 +363,48 @@ LP_MAP struct {
 	__type(value, __u64[LP_STACK_WORDS]);
 } stack_buf SEC(".maps");
 
+/* The OpenMP region open in each process (abi.h's struct lp_omp_region), by tgid
+ * (torch.bpf.c). */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 256); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_omp_region);
+} omp_region SEC(".maps");
+
+/* Samples by op of an op functions' table (aop), per process (sample.bpf.c); user space
+ * deletes a process's entries at its exit. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); /* resized by user space */
+	__type(key, struct lp_aop_key);
+	__type(value, struct lp_aop_val);
+} aop_samples SEC(".maps");
+
+/* A torch process's forward state (abi.h's struct lp_fwd), by tgid (torch.bpf.c). */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct lp_fwd);
+} fwd SEC(".maps");
+
+/* --discover-cgroup's cgroup, for the kernel's own discovery (step_discover). */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} discover_cg SEC(".maps");
+
+/* A tensor's TensorImpl read at an embedding call, per CPU: too large for the stack. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2); /* 0: the indices', 1: the weight's */
+	__type(key, __u32);
+	__type(value, __u64[LP_TI_BYTES / 8]);
+} tensor_buf SEC(".maps");
+
 /* How the last classification on this CPU placed its sample (where.bpf.h): written in the
  * walk, read by the sampler after it. Kept in a map, not on the stack, so that the verifier
  * does not follow every value it can take through the walk's loop. */
@@ -366,6 +413,8 @@ struct lp_walk_note {
 	__u32 fail; /* a walk that gave way to the scan: enum lp_uw_fail */
 	__u32 obj;  /* ... and the object it stopped in (LP_MAX_UNWIND: none) */
 	__u32 walked;
+	__u32 aop;	   /* the op found in an op functions' table, or LP_AOP_NONE */
+	__u32 via_runtime; /* 1: a return address into an OpenMP runtime was passed */
 };
 
 LP_MAP struct {

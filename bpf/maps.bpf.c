@@ -11,6 +11,8 @@ const volatile bool want_exec_events = false;
 const volatile bool stack_scan = true;
 const volatile bool unwind_cfi = true;
 const volatile bool futex_from_sched = false;
+const volatile bool step_discover = true;
+const volatile bool discover_in_cgroup = false;
 volatile __u32 recordings = 0;
 volatile __u32 precise_procs = 0;
 volatile __u32 profiles = 0;
@@ -120,12 +122,11 @@ __noinline int lp_range_find(const struct lp_ranges *rg, __u64 addr)
 }
 
 /* Where a thread is (where.bpf.h, classify). */
-__noinline __s64 lp_classify(const struct lp_ranges *rg, const struct uregs *u, __u32 nwords)
+__noinline int lp_classify(const struct lp_ranges *rg, const struct uregs *u, __u32 nwords,
+			   __u64 ids, struct where *w)
 {
-	struct where w;
-
-	if (!rg || !u)
-		return (__s64)LP_R_OTHER << 32 | 0xffffffffULL;
-	w = classify_inline(rg, u, nwords);
-	return (__s64)w.region << 32 | (__u32)w.op;
+	if (!rg || !u || !w)
+		return 0;
+	*w = classify_inline(rg, u, nwords, ids);
+	return 0;
 }

@@ -4,12 +4,28 @@
 #include "lp.bpf.h"
 #include "where.bpf.h"
 
+/* The phase of a sample of a process with these op counts: a decode in flight (llama_decode
+ * is probed at entry and return); for an engine whose step has no return (torch), the last
+ * forward's until it is over (torch.bpf.c). */
+static __always_inline __u32 phase_of(const struct lp_op_samples *os, __u64 now)
+{
+	if (!os)
+		return LP_PHASE_OUTSIDE;
+	if (os->gen_depth > 0)
+		return LP_PHASE_GENERATION;
+	if (os->decode_depth > 0)
+		return LP_PHASE_PROMPT;
+	if (os->fwd_until_ns > now)
+		return os->fwd_phase % LP_PHASE_NR;
+	return LP_PHASE_OUTSIDE;
+}
+
 /* The sample's call stack to "stacks", with what it was (a profile window is open). Kernel
  * frames where it was taken in the kernel, the user frames walked whole; sent without a
  * wake-up: the daemon reads the ring on its own clock. */
 static __always_inline void send_stack(struct bpf_perf_event_data *ctx, const struct lp_ranges *rg,
 				       const struct uregs *u, const struct lp_op_samples *os,
-				       struct where w, __u64 id, bool in_kernel)
+				       struct where w, __u64 id, bool in_kernel, __u32 phase)
 {
 	struct lp_stack_rec *rec;
 	__u32 zero = 0, flags = 0, nu, nk = 0, n;
@@ -22,11 +38,9 @@ static __always_inline void send_stack(struct bpf_perf_event_data *ctx, const st
 	rec->tgid = id >> 32;
 	rec->tid = (__u32)id;
 	rec->op = (__s16)w.op;
+	rec->aop = w.aop;
 	rec->region = (__u8)w.region;
-	rec->phase = !os		    ? LP_PHASE_OUTSIDE
-		     : os->gen_depth > 0    ? LP_PHASE_GENERATION
-		     : os->decode_depth > 0 ? LP_PHASE_PROMPT
-					    : LP_PHASE_OUTSIDE;
+	rec->phase = (__u8)phase;
 	if (in_kernel) {
 		got = bpf_get_stack(ctx, rec->ip, LP_STACK_KERNEL_MAX * 8, 0);
 		nk = got > 0 ? (__u32)got / 8 : 0;
@@ -160,6 +174,28 @@ static __always_inline void count_skipped(void)
 	c->notes = sw ? sw->seq : 0;
 }
 
+/* A sample of op aop (an op functions' table's) of tgid: its entry made on first use. */
+static __always_inline void aop_count(__u32 tgid, __u32 aop, bool gen, bool region)
+{
+	struct lp_aop_key k = {.tgid = tgid, .aop = aop};
+	struct lp_aop_val *v = bpf_map_lookup_elem(&aop_samples, &k), zero = {};
+
+	if (!v) {
+		/* Two CPUs may insert the same key at once: the loser looks it up. */
+		bpf_map_update_elem(&aop_samples, &k, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&aop_samples, &k);
+		if (!v) {
+			drop(LP_D_AOP_FULL);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->all, 1);
+	if (gen)
+		__sync_fetch_and_add(&v->gen, 1);
+	if (region)
+		__sync_fetch_and_add(&v->region, 1);
+}
+
 SEC("perf_event")
 int lp_sample(struct bpf_perf_event_data *ctx)
 {
@@ -175,6 +211,7 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	struct pt_regs *regs;
 	struct where w;
 	bool gen, in_kernel;
+	__u32 phase;
 
 	count_skipped();
 	if (!maybe_ours(tgid))
@@ -207,7 +244,7 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 		u.r13 = BPF_CORE_READ(regs, r13);
 	}
 	__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES], 1);
-	w = classify(rg, &u, LP_STACK_WORDS);
+	w = classify(rg, &u, LP_STACK_WORDS, id);
 	if (w.region == LP_R_MATMUL)
 		__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES_MATMUL], 1);
 	else if (w.region == LP_R_BARRIER)
@@ -219,15 +256,16 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 		t->samples++;
 		if (w.region == LP_R_BARRIER)
 			t->samples_sync++;
-		if (w.region == LP_R_BARRIER || w.op >= 0)
+		if (w.region == LP_R_BARRIER || w.op >= 0 || w.aop != LP_AOP_NONE)
 			t->samples_ggml++;
 	}
 	os = bpf_map_lookup_elem(&op_samples, &tgid);
+	phase = phase_of(os, bpf_ktime_get_ns());
 	if (profiles)
-		send_stack(ctx, rg, &u, os, w, id, in_kernel);
+		send_stack(ctx, rg, &u, os, w, id, in_kernel, phase);
 	if (!os)
 		return 0;
-	gen = os->gen_depth > 0;
+	gen = phase == LP_PHASE_GENERATION;
 	__sync_fetch_and_add(&os->total, 1);
 	/* How it was placed: the unwind's quality (abi.h). */
 	note = bpf_map_lookup_elem(&walk_note, &zero);
@@ -249,6 +287,12 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 		__sync_fetch_and_add(&os->all[w.op & (LP_MAX_OPS - 1)], 1);
 		if (gen)
 			__sync_fetch_and_add(&os->gen[w.op & (LP_MAX_OPS - 1)], 1);
+		if (w.via == LP_VIA_REGION)
+			__sync_fetch_and_add(&os->region[w.op & (LP_MAX_OPS - 1)], 1);
+	} else if (w.aop != LP_AOP_NONE) {
+		aop_count(tgid, w.aop, gen, w.via == LP_VIA_REGION);
 	}
+	if (w.via)
+		__sync_fetch_and_add(&os->via[w.via & 3], 1);
 	return 0;
 }

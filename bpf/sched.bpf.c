@@ -277,7 +277,7 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 			u.bp = PT_REGS_FP_CORE(prev_regs);
 			u.r10 = BPF_CORE_READ(prev_regs, r10);
 			u.r13 = BPF_CORE_READ(prev_regs, r13);
-			t->off_region = classify(rg, &u, SWITCH_WORDS).region;
+			t->off_region = classify(rg, &u, SWITCH_WORDS, 0).region;
 		}
 	}
 	/* Same split as the kernel's nvcsw/nivcsw in __schedule(). */

@@ -6,10 +6,23 @@
 
 #include "lp.bpf.h"
 
-/* Where a sample is: sync, an op (by index), or outside ops. */
+/* Where a sample is: sync, an op (by index in the sampling table's op table, or from an
+ * op functions' table: aop), or outside ops. */
 struct where {
 	__u32 region; /* enum lp_region */
 	__s32 op;     /* op index, or -1 */
+	__u32 aop;    /* slot << 16 | name of an op functions' table (abi.h), or LP_AOP_NONE */
+	__u32 via;    /* enum lp_where_via: how a worker's op was found */
+};
+
+/* A thread that runs an OpenMP parallel region's work (its walk came through the
+ * runtime's thread start and found no op): its op is the one whose frames lie above the
+ * region's entry on the master's stack (torch.bpf.c's lp_omp_region). */
+enum lp_where_via {
+	LP_VIA_OWN = 0,	 /* its own frames */
+	LP_VIA_REGION,	 /* the master's frames above the one open region */
+	LP_VIA_REGIONS,	 /* more than one region open in the process: not known whose */
+	LP_VIA_NOREGION, /* under the runtime, no op and no region open */
 };
 
 /* A thread's user registers, as far as the walk reads them: %r10 and %r13 only in the
@@ -20,8 +33,9 @@ struct uregs {
 };
 
 /* Frames walked by call frame information per classification, before the scan takes
- * over from the last one reached: an op is two to five frames above its kernels. */
-#define LP_UNWIND_FRAMES 16
+ * over from the last one reached: a ggml op is two to five frames above its kernels, an
+ * aten op five to fifteen (its dispatcher's frames and its BLAS's between them). */
+#define LP_UNWIND_FRAMES 32
 
 enum uw_state {
 	UW_WALKING,
@@ -44,9 +58,9 @@ struct scan_ctx {
 	 * Subtracted, not branched on: the verifier's states stay as many as before. */
 	__u64 ra_adj;
 	__u32 uw_state; /* enum uw_state */
-	/* 1 while every frame walked is in a plain object (the C library, say): code an
-	 * OpenMP runtime called, so a return address into the runtime is sync as its
-	 * instruction pointer would be */
+	/* 1 while every frame walked is in the C library: code an OpenMP runtime called to
+	 * wait, so a return address into the runtime is sync as its instruction pointer
+	 * would be (abi.h's lp_unwind_obj.libc) */
 	__u64 plain;
 	struct lp_walk_note *note; /* how the sample was placed (lp.bpf.h) */
 };
@@ -68,6 +82,8 @@ static __always_inline bool take(struct scan_ctx *c, int i, bool is_ip)
 	}
 	if (k == LP_K_KERNEL && c->kernel_op < 0)
 		c->kernel_op = c->rg->op[i & (LP_MAX_RANGES - 1)];
+	if (k == LP_K_RUNTIME)
+		c->note->via_runtime = 1;
 	return false;
 }
 
@@ -96,6 +112,34 @@ __u64 lp_uw_row(__u32 slot, __u32 n, __u64 off);
 static __always_inline int uw_obj(const struct lp_ranges *rg, __u64 addr)
 {
 	return lp_uw_obj(rg, addr);
+}
+
+/* addr (a call's or an interrupted instruction's) in a function of an op functions'
+ * table: its op taken (where.aop), a matmul's region with it. */
+static __always_inline bool opfn_take(struct scan_ctx *c, __u64 addr)
+{
+	const struct lp_unwind_obj *o;
+	struct lp_opfn_row r;
+	int k = uw_obj(c->rg, addr);
+	__u64 v;
+
+	if (k < 0)
+		return false;
+	o = &c->rg->uw[k & (LP_MAX_UNWIND - 1)];
+	if (!o->opfn_n)
+		return false;
+	v = lp_uw_row(o->opfn_slot, o->opfn_n, addr - o->bias);
+	if (v == LP_UW_NO_ROW)
+		return false;
+	__builtin_memcpy(&r, &v, sizeof(r));
+	if (!r.name)
+		return false;
+	/* In the note, not the walk's state: the verifier follows no value of it through
+	 * the loop. */
+	c->note->aop = (__u32)o->opfn_slot << 16 | r.name;
+	if (r.group == 0 /* ops.h's LP_G_MATMUL */)
+		c->w.region = LP_R_MATMUL;
+	return true;
 }
 
 static __always_inline bool uw_row(const struct lp_unwind_obj *o, __u64 off,
@@ -160,7 +204,7 @@ static __always_inline long frame_up(struct scan_ctx *c, __u64 i)
 	row = NULL;
 	if (k >= 0) {
 		o = &c->rg->uw[k & (LP_MAX_UNWIND - 1)];
-		if (!o->plain)
+		if (!o->libc)
 			c->plain = 0;
 		if (uw_row(o, c->ip - o->bias - c->ra_adj, &rw))
 			row = &rw;
@@ -277,6 +321,10 @@ static long unwind_step(__u64 i, void *data)
 		c->uw_state = UW_DONE;
 		return 1;
 	}
+	if (c->rg->opfn && opfn_take(c, at)) {
+		c->uw_state = UW_DONE;
+		return 1;
+	}
 	return 0;
 }
 
@@ -361,15 +409,54 @@ static __always_inline __u32 walk_stack(const struct lp_ranges *rg, const struct
 	return s.n;
 }
 
+/* The classification's walk by rows from c's frame (c->ip, sp, bp set): UW_DONE where it
+ * settled the sample (an op, a barrier, or none in the frames). */
+static __always_inline void cfi_walk(struct scan_ctx *c)
+{
+	c->bp_ok = true;
+	c->plain = 1;
+	c->uw_state = UW_WALKING;
+	bpf_loop(LP_UNWIND_FRAMES, unwind_step, c, 0);
+	if (c->uw_state == UW_WALKING)
+		uw_fail(c, LP_UF_DEPTH, -1);
+}
+
+/* A worker's sample in an OpenMP region's work (its walk came through the runtime and
+ * found no op): the op of the process's one open region, which its master was in when it
+ * opened it (torch.bpf.c). Not for the master itself, whose own frames hold the op. */
+static __always_inline void region_op(struct where *w, __u64 ids)
+{
+	__u32 tgid = ids >> 32, tid = (__u32)ids;
+	const struct lp_omp_region *r = bpf_map_lookup_elem(&omp_region, &tgid);
+
+	if (!r || r->open <= 0 || r->master == tid) {
+		w->via = LP_VIA_NOREGION;
+		return;
+	}
+	if (r->open > 1) {
+		w->via = LP_VIA_REGIONS;
+		return;
+	}
+	w->op = r->op;
+	w->aop = r->aop;
+	/* the master's barrier is its own wait, not this worker's work */
+	w->region = r->region == LP_R_BARRIER ? LP_R_OTHER : r->region;
+	w->via = LP_VIA_REGION;
+}
+
 /* Where a thread is, from its user registers: the range holding the instruction pointer;
  * else the innermost op or barrier function among its callers, found by walking its
- * frames by call frame information where the code has it; where it has none, the
- * innermost return address in the first nwords words of the stack that lies in an op or
- * barrier function (a matmul kernel's if there is neither). */
+ * frames by call frame information where the code has it (an op functions' table's op
+ * too); where it has none, the innermost return address in the first nwords words of the
+ * stack that lies in an op or barrier function (a matmul kernel's if there is neither). A
+ * thread in an OpenMP region's work gets the region's op (region_op) where ids names it
+ * (0: not looked for). */
 static __always_inline struct where classify_inline(const struct lp_ranges *rg,
-						    const struct uregs *u, __u32 nwords)
+						    const struct uregs *u, __u32 nwords, __u64 ids)
 {
-	struct scan_ctx c = {.rg = rg, .kernel_op = -1, .w = {.region = LP_R_OTHER, .op = -1}};
+	struct scan_ctx c = {.rg = rg,
+			     .kernel_op = -1,
+			     .w = {.region = LP_R_OTHER, .op = -1, .aop = LP_AOP_NONE}};
 	__u64 sp = u->sp;
 	__u32 zero = 0;
 	__u64 *buf;
@@ -378,7 +465,9 @@ static __always_inline struct where classify_inline(const struct lp_ranges *rg,
 	if (!c.note)
 		return c.w;
 	c.note->walked = 0;
-	if (take(&c, range_find(rg, u->ip), true)) {
+	c.note->aop = LP_AOP_NONE;
+	c.note->via_runtime = 0;
+	if (take(&c, range_find(rg, u->ip), true) || (rg->opfn && opfn_take(&c, u->ip))) {
 		c.note->how = LP_HOW_IP;
 		goto out;
 	}
@@ -392,17 +481,17 @@ static __always_inline struct where classify_inline(const struct lp_ranges *rg,
 		c.bp = u->bp;
 		c.r10 = u->r10;
 		c.r13 = u->r13;
-		c.bp_ok = true;
-		c.plain = 1;
-		c.uw_state = UW_WALKING;
 		c.note->walked = 1;
-		bpf_loop(LP_UNWIND_FRAMES, unwind_step, &c, 0);
-		if (c.uw_state == UW_WALKING)
-			uw_fail(&c, LP_UF_DEPTH, -1);
+		cfi_walk(&c);
 		sp = c.sp;
 	}
 	if (c.uw_state == UW_DONE) {
 		c.note->how = LP_HOW_CFI;
+		if (ids && c.note->via_runtime && c.w.region == LP_R_OTHER && c.w.op < 0 &&
+		    c.note->aop == LP_AOP_NONE) {
+			region_op(&c.w, ids);
+			return c.w;
+		}
 		goto out;
 	}
 	buf = bpf_map_lookup_elem(&stack_buf, &zero);
@@ -424,21 +513,24 @@ out:
 		c.w.op = c.kernel_op;
 	if (c.w.op >= 0 && rg->op_matmul[c.w.op & (LP_MAX_OPS - 1)])
 		c.w.region = LP_R_MATMUL;
+	c.w.aop = c.note->aop;
 	return c.w;
 }
 
-/* classify_inline() in a global function (maps.bpf.c), the region in the high half of its
- * result and the op (or -1) in the low: the verifier checks the walk once, not once per
- * path of the program that calls it (the switch's and the sampler's went past its million
- * instructions with it inlined). */
-__s64 lp_classify(const struct lp_ranges *rg, const struct uregs *u, __u32 nwords);
+/* classify_inline() in a global function (maps.bpf.c), into *w: the verifier checks the
+ * walk once, not once per path of the program that calls it (the switch's and the
+ * sampler's went past its million instructions with it inlined). ids: the thread's
+ * tgid << 32 | tid, to find a region's op for a worker; 0: not looked for. */
+int lp_classify(const struct lp_ranges *rg, const struct uregs *u, __u32 nwords, __u64 ids,
+		struct where *w);
 
 static __always_inline struct where classify(const struct lp_ranges *rg, const struct uregs *u,
-					     __u32 nwords)
+					     __u32 nwords, __u64 ids)
 {
-	__s64 v = lp_classify(rg, u, nwords);
+	struct where w = {.region = LP_R_OTHER, .op = -1, .aop = LP_AOP_NONE};
 
-	return (struct where){.region = (__u32)(v >> 32), .op = (__s32)(__u32)v};
+	lp_classify(rg, u, nwords, ids, &w);
+	return w;
 }
 
 #endif /* LP_WHERE_BPF_H */

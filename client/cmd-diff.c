@@ -33,9 +33,10 @@ struct figure {
 	const char *fmt;
 };
 
+/* o's a.b.c; a is "engine": the figures of the process's engine (ctl_engine_doc) */
 static const cJSON *at(const cJSON *o, const char *a, const char *b, const char *c)
 {
-	o = cJSON_GetObjectItemCaseSensitive(o, a);
+	o = strcmp(a, "engine") ? cJSON_GetObjectItemCaseSensitive(o, a) : ctl_engine_doc(o);
 	if (b)
 		o = cJSON_GetObjectItemCaseSensitive(o, b);
 	if (c)
@@ -50,7 +51,7 @@ static double num(const cJSON *o)
 
 static const cJSON *generation(const cJSON *p)
 {
-	return at(p, "ggml", "tokens", "generation");
+	return at(p, "engine", "tokens", "generation");
 }
 
 /* Tokens the process generated: its generation decodes', or its requests' output where
@@ -176,7 +177,8 @@ static double value(const struct figure *f, const cJSON *p)
 {
 	if (f->get)
 		return f->get(p);
-	return num(cJSON_GetObjectItemCaseSensitive(at(p, "ggml", "op_groups", "share"), f->share));
+	return num(
+		cJSON_GetObjectItemCaseSensitive(at(p, "engine", "op_groups", "share"), f->share));
 }
 
 /* The file's document, or NULL with the reason printed. */

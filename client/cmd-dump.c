@@ -583,7 +583,7 @@ static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 	       ctl_true(d, "data_lost") ? ", SOME DATA LOST (its exit record was dropped)" : "",
 	       ctl_str(d, "exe", "(unknown)"));
 	print_who(d);
-	print_ggml(cJSON_GetObjectItemCaseSensitive(d, "ggml"));
+	print_ggml(ctl_engine_doc(d));
 	print_requests(cJSON_GetObjectItemCaseSensitive(d, "requests"), ctl_num(d, "pid", 0));
 	print_counters(cJSON_GetObjectItemCaseSensitive(d, "counters"));
 	print_histograms(cJSON_GetObjectItemCaseSensitive(d, "histograms"), &sm, fine);

@@ -65,8 +65,7 @@ static void describe(struct ctl *c, int pid, char *out, size_t n, double *hz)
 		snprintf(out, n, "pid %d (%s)%s%s", pid, ctl_str(doc, "comm", "?"),
 			 cJSON_IsObject(model) ? ", model " : "",
 			 cJSON_IsObject(model) ? ctl_str(model, "name", "?") : "");
-		*hz = ctl_num(cJSON_GetObjectItemCaseSensitive(
-				      cJSON_GetObjectItemCaseSensitive(doc, "ggml"), "sampled"),
+		*hz = ctl_num(cJSON_GetObjectItemCaseSensitive(ctl_engine_doc(doc), "sampled"),
 			      "hz", 0);
 	}
 	cJSON_Delete(doc);

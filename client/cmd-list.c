@@ -16,8 +16,9 @@ static void print_list(const struct ctl *c, const cJSON *doc, void *arg)
 
 	(void)c;
 	if (!pids)
-		printf("%7s %-7s %6s %-15s %4s %8s %-6s %-20s %-24s %s\n", "PID", "STATE", "UID",
-		       "COMMAND", "THR", "TRACKED", "FOUND", "WORKLOAD", "MODEL", "EXE");
+		printf("%7s %-7s %6s %-15s %4s %8s %-6s %-6s %-20s %-24s %s\n", "PID", "STATE",
+		       "UID", "COMMAND", "THR", "TRACKED", "FOUND", "ENGINE", "WORKLOAD", "MODEL",
+		       "EXE");
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(doc, "processes"))
 	{
 		char age[32], uid[16];
@@ -28,11 +29,12 @@ static void print_list(const struct ctl *c, const cJSON *doc, void *arg)
 			continue;
 		}
 		snprintf(uid, sizeof(uid), u < 0 ? "-" : "%.0f", u);
-		printf("%7.0f %-7s %6s %-15s %4.0f %8s %-6s %-20s %-24s %s\n", ctl_num(p, "pid", 0),
-		       ctl_str(p, "state", "?"), uid, ctl_str(p, "comm", "?"),
+		printf("%7.0f %-7s %6s %-15s %4.0f %8s %-6s %-6s %-20s %-24s %s\n",
+		       ctl_num(p, "pid", 0), ctl_str(p, "state", "?"), uid, ctl_str(p, "comm", "?"),
 		       ctl_num(p, "threads", 0),
 		       ctl_fmt_age(age, sizeof(age), ctl_num(p, "tracked_seconds", -1)),
-		       ctl_str(p, "matched_by", "?"), ctl_str(p, "workload", "-"),
+		       ctl_str(p, "matched_by", "?"), ctl_str(p, "engine", "-"),
+		       ctl_str(p, "workload", "-"),
 		       ctl_str(cJSON_GetObjectItemCaseSensitive(p, "model"), "name", "-"),
 		       ctl_str(p, "exe", ""));
 	}
@@ -58,7 +60,8 @@ const struct ctl_cmd ctl_cmd_list = {
 	.summary = "the processes llmprofd tracks, running and recently exited",
 	.help = "One line per process you may see (root and group '" LP_GROUP "' see all; others "
 		"their own).\nFOUND says how it was found: 'ggml' (its mappings hold a matmul "
-		"function) or the\n--pid, --comm or --exe setting of llmprofd. Exited processes "
+		"function), 'torch'\n(it ran a forward pass) or the --pid, --comm or --exe setting "
+		"of llmprofd. ENGINE\nis the engine it runs. Exited processes "
 		"stay "
 		"for llmprofd's --retention.\n\n"
 		"Options:\n"

@@ -160,8 +160,7 @@ static void print_names(const char *label, const cJSON *names, bool always)
 static void print_ops(const struct ctl *c, const cJSON *doc, void *arg)
 {
 	const struct args *a = arg;
-	const cJSON *gr = cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(doc, "ggml"), "graph");
+	const cJSON *gr = cJSON_GetObjectItemCaseSensitive(ctl_engine_doc(doc), "graph");
 	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(gr, "nodes");
 	const cJSON *pt = cJSON_GetObjectItemCaseSensitive(gr, "per_token");
 	struct group *g = NULL;

@@ -20,8 +20,7 @@ static const struct option opts[] = {
 /* The precise totals a process document holds (ggml.precise), or NULL. */
 static const cJSON *precise_of(const cJSON *doc)
 {
-	return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "ggml"),
-						"precise");
+	return cJSON_GetObjectItemCaseSensitive(ctl_engine_doc(doc), "precise");
 }
 
 /* The totals' growth from a to b, for one member of an object member (or the top level). */

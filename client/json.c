@@ -26,6 +26,13 @@ const char *ctl_str(const cJSON *o, const char *key, const char *def)
 	return cJSON_IsString(v) && v->valuestring ? v->valuestring : def;
 }
 
+const cJSON *ctl_engine_doc(const cJSON *doc)
+{
+	const char *e = ctl_str(doc, "engine", "ggml");
+
+	return cJSON_GetObjectItemCaseSensitive(doc, e);
+}
+
 /* Replaces s (cJSON's own allocation) with its escaped form when it needs one. The daemon
  * escapes the names others chose once (\xNN, \\); this is for whatever still would reach
  * the terminal raw, without escaping the daemon's backslashes again. */

@@ -144,6 +144,9 @@ double ctl_num(const cJSON *o, const char *key, double def);
 double ctl_num_path(const cJSON *o, const char *a, const char *b, double def);
 const char *ctl_str(const cJSON *o, const char *key, const char *def);
 bool ctl_true(const cJSON *o, const char *key);
+/* A process document's figures of its engine: doc[doc.engine] ("ggml": a report written
+ * before there were other engines has no "engine"). NULL where it runs none. */
+const cJSON *ctl_engine_doc(const cJSON *doc);
 /* Every string (and key) of a document from the daemon, escaped in place for the terminal:
  * names of processes, files and symbols come from other users (escape.h). */
 void ctl_sanitize(cJSON *o);

@@ -48,6 +48,8 @@ const struct top_column top_columns[TC_NR] = {
 		       "time per output token of the requests over, p99"},
 	[TC_OCC] = {"OCC", "occ", "sequences_per_decode", 4, 0,
 		    "sequences a decode carried, mean (continuous batching)"},
+	[TC_ENGINE] = {"ENGINE", "engine", "engine", -6, 0,
+		       "the engine it runs: ggml, torch (with -o only)"},
 };
 
 #define TOP_COMM_MAX 15 /* a task's name: TASK_COMM_LEN less its NUL */
@@ -103,7 +105,7 @@ void top_layout_fit(struct top_layout *l, int width)
 							 : grow;
 	l->width[TC_COMM] += grow;
 	len += grow;
-	for (int c = TC_DEFAULT_NR; c < TC_NR && len + 1 + l->width[c] < width; c++) {
+	for (int c = TC_DEFAULT_NR; c < TC_FIT_NR && len + 1 + l->width[c] < width; c++) {
 		l->col[l->n++] = (enum top_col)c;
 		len += 1 + l->width[c];
 	}
@@ -285,7 +287,7 @@ static void copy_text(char *dst, size_t size, const char *src)
 static void fill(struct top_row *r)
 {
 	double *v = r->v, samples = delta(r, "samples"), gen = delta(r, "decode_generation_tokens");
-	bool ggml = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r->doc, "ggml"));
+	bool ggml = cJSON_IsObject(ctl_engine_doc(r->doc));
 
 	r->dt_ns = r->prev ? ctl_num(r->doc, "now_ns", 0) - ctl_num(r->prev, "now_ns", 0)
 			   : ctl_num(r->doc, "tracked_seconds", 0) * 1e9;
@@ -314,9 +316,9 @@ static void fill(struct top_row *r)
 			    ? req_delta(r, "sequences") / req_delta(r, "decodes")
 			    : NAN;
 	/* A process whose samples the stack scan placed: its MM% is not to be trusted. */
-	const cJSON *uw = cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(r->doc, "ggml"), "unwind");
+	const cJSON *uw = cJSON_GetObjectItemCaseSensitive(ctl_engine_doc(r->doc), "unwind");
 	r->scanned = cJSON_IsObject(uw) && !ctl_true(uw, "trustworthy");
+	copy_text(r->engine, sizeof(r->engine), ctl_str(r->doc, "engine", ""));
 	copy_text(r->model, sizeof(r->model),
 		  ctl_str(cJSON_GetObjectItemCaseSensitive(r->doc, "model"), "name", ""));
 	copy_text(r->workload, sizeof(r->workload), ctl_str(r->doc, "workload", ""));
@@ -368,6 +370,8 @@ static int cmp_rows(const void *a, const void *b, void *arg)
 		c = strcmp(x->comm + x->exited, y->comm + y->exited);
 	else if (by->col == TC_MODEL)
 		c = strcmp(x->model, y->model);
+	else if (by->col == TC_ENGINE)
+		c = strcmp(x->engine, y->engine);
 	else if (by->col == TC_WORKLOAD)
 		c = strcmp(x->workload, y->workload);
 	else if (by->col == TC_PID)
@@ -482,7 +486,7 @@ static int cmp_ops(const void *a, const void *b)
 
 static const cJSON *ggml_item(const cJSON *doc, const char *key)
 {
-	return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "ggml"), key);
+	return cJSON_GetObjectItemCaseSensitive(ctl_engine_doc(doc), key);
 }
 
 /* The samples of op in a process document's ggml.ops, 0 if absent. */
@@ -595,6 +599,7 @@ void top_format_row(char *buf, const struct top_row *r, const struct top_layout 
 	snprintf(cell[TC_PID], 64, "%d", r->pid);
 	snprintf(cell[TC_COMM], 64, "%s", r->comm);
 	snprintf(cell[TC_THR], 64, "%.0f", r->v[TC_THR]);
+	snprintf(cell[TC_ENGINE], 64, "%s", r->engine);
 	snprintf(cell[TC_MODEL], 64, "%s", r->model);
 	snprintf(cell[TC_WORKLOAD], 64, "%s", r->workload);
 	format_line(buf, l, cell, r->mark ? r->mark : ' ');
@@ -756,6 +761,8 @@ cJSON *top_row_json(const struct top_row *r, bool threads, bool ops)
 						ctl_str(r->doc, "comm", "?"));
 		else if (c == TC_MODEL)
 			add_text(o, top_columns[c].json, r->model);
+		else if (c == TC_ENGINE)
+			add_text(o, top_columns[c].json, r->engine);
 		else if (c == TC_WORKLOAD)
 			add_text(o, top_columns[c].json, r->workload);
 		else

@@ -28,8 +28,11 @@ enum top_col {
 	TC_TTFT99,   /* time to first token of the requests over, p99, ns */
 	TC_TPOT99,   /* time per output token, p99, ns */
 	TC_OCC,	     /* sequences a decode carried, mean */
+	/* Chosen with -o only: */
+	TC_ENGINE, /* the engine it runs: ggml, torch */
 	TC_NR,
 };
+#define TC_FIT_NR TC_ENGINE    /* the columns a wide terminal adds, up to here */
 #define TC_DEFAULT_NR TC_WTOKS /* the columns that fit 80: PID to MAJ/S */
 
 struct top_column {
@@ -56,6 +59,7 @@ struct top_row {
 	int pid;
 	bool exited;
 	char comm[20];
+	char engine[16];
 	char model[64];
 	char workload[64];
 	char mark; /* its worst finding: '!' critical, '*' warning, '+' info, ' ' none */
@@ -107,7 +111,8 @@ struct top_layout {
 /* "pid,comm,model,cpu": 0, or -EINVAL with the unknown name in err. */
 int top_layout_parse(const char *list, struct top_layout *l, char *err, size_t errlen);
 /* The default columns (79 characters); where width allows, COMMAND widened to a whole name
- * (15 characters), then TC_WTOKS, TC_MODEL, TC_WORKLOAD while the line stays shorter. */
+ * (15 characters), then TC_WTOKS, TC_MODEL, TC_WORKLOAD, ... (to TC_FIT_NR) while the line
+ * stays shorter. */
 void top_layout_fit(struct top_layout *l, int width);
 /* Where column c starts in a line of layout l, and its width: false when l does not show it. */
 bool top_layout_find(const struct top_layout *l, enum top_col c, int *x, int *width);

@@ -85,8 +85,8 @@ static void pending_status(struct daemon *d, cJSON *o)
 		cJSON_AddNumberToObject(x, "oldest_queued_seconds",
 					l->oldest_ns ? (double)(now - l->oldest_ns) / 1e9 : 0);
 	}
-	cJSON_AddNumberToObject(o, "objects_reading", (double)d->ggml.reads_busy);
-	cJSON_AddNumberToObject(o, "processes_waiting_futex", (double)d->ggml.futex_waiters.n);
+	cJSON_AddNumberToObject(o, "objects_reading", (double)d->eng.reads_busy);
+	cJSON_AddNumberToObject(o, "processes_waiting_futex", (double)d->eng.futex_waiters.n);
 	cJSON_AddNumberToObject(o, "jobs_done", (double)st.jobs);
 	cJSON_AddNumberToObject(o, "longest_seconds", (double)st.longest_ns / 1e9);
 	if (st.longest_what[0])
@@ -121,19 +121,19 @@ static void api_status(void *ctx, cJSON *o)
 	missing = cJSON_AddArrayToObject(x, "missing");
 	for (size_t i = 0; i < nf; i++)
 		cJSON_AddItemToArray(f[i].on ? found : missing, cJSON_CreateString(f[i].name));
-	for (size_t i = 0; i < d->ggml.nobjs; i++) {
-		decode_objs += d->ggml.objs[i]->decode.n > 0;
-		decode_links += d->ggml.objs[i]->decode.n;
+	for (size_t i = 0; i < d->eng.nobjs; i++) {
+		decode_objs += d->eng.objs[i]->step.n > 0;
+		decode_links += d->eng.objs[i]->step.n;
 	}
 	for (size_t i = 0; i < d->tracker.n; i++) {
-		const struct lp_ggml_proc *gp = d->tracker.v[i]->ggml;
+		const struct lp_eproc *gp = d->tracker.v[i]->eng;
 
 		precise_procs += gp && gp->precise_on;
 		precise_links += gp ? gp->probes.n : 0;
 	}
 	x = cJSON_AddObjectToObject(o, "probes");
 	cJSON_AddNumberToObject(x, "core_links", (double)d->core.nlinks);
-	cJSON_AddNumberToObject(x, "objects_read", (double)d->ggml.nobjs);
+	cJSON_AddNumberToObject(x, "objects_read", (double)d->eng.nobjs);
 	cJSON_AddNumberToObject(x, "decode_objects", (double)decode_objs);
 	cJSON_AddNumberToObject(x, "decode_links", (double)decode_links);
 	cJSON_AddNumberToObject(x, "precise_processes", (double)precise_procs);
@@ -146,9 +146,9 @@ static void api_status(void *ctx, cJSON *o)
 	else
 		cJSON_AddNullToObject(x, "recursion_misses_most");
 	/* The .eh_frame rows the sampler walks frames by: the pool, and its use. */
-	uw = lp_unwind_use(&d->ggml.unwind);
+	uw = lp_unwind_use(&d->eng.unwind);
 	x = cJSON_AddObjectToObject(o, "unwind");
-	cJSON_AddBoolToObject(x, "enabled", d->ggml.unwind.outer_fd >= 0);
+	cJSON_AddBoolToObject(x, "enabled", d->eng.unwind.outer_fd >= 0);
 	cJSON_AddNumberToObject(x, "objects", (double)uw.objs);
 	cJSON_AddNumberToObject(x, "objects_max", LP_UNWIND_OBJS);
 	cJSON_AddNumberToObject(x, "rows_used", (double)uw.used);
@@ -191,7 +191,7 @@ static int api_reset(void *ctx, pid_t pid)
 		return -ESRCH;
 	r = lp_tracker_reset(&d->tracker, t);
 	if (r == 0)
-		lp_ggml_reset(&d->ggml, t);
+		lp_engines_reset(&d->eng, t);
 	return r;
 }
 
@@ -241,7 +241,7 @@ static int api_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
 {
 	struct daemon *d = ctx;
 	struct lp_target *t = lp_tracker_find(&d->tracker, pid);
-	struct lp_ggml_proc *gp;
+	struct lp_eproc *gp;
 	cJSON *x;
 	int r;
 
@@ -249,12 +249,12 @@ static int api_precise(void *ctx, pid_t pid, bool on, double seconds, cJSON *o)
 		return -ESRCH;
 	if (t->exited)
 		return -ENODATA;
-	if (!t->ggml || !t->ggml->found_ns)
+	if (!t->eng || !t->eng->found_ns)
 		return -ENOEXEC;
-	r = lp_precise_set(&d->ggml, t, on, seconds);
+	r = lp_precise_set(&d->eng, t, on, seconds);
 	if (r < 0)
 		return r;
-	gp = t->ggml;
+	gp = t->eng;
 	x = cJSON_AddObjectToObject(o, "precise");
 	lp_render_precise_state(x, gp, lp_now_ns());
 	cJSON_AddNumberToObject(x, "functions_probed", (double)gp->nprobed);

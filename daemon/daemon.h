@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "base/config.h"
-#include "engine/ggml.h"
+#include "engine/engine.h"
 #include "kernel/core.h"
 #include "kernel/feature.h"
 #include "kernel/prober.h"
@@ -30,7 +30,7 @@ struct daemon {
 	struct lp_features features;
 	struct lp_core core;
 	struct lp_tracker tracker;
-	struct lp_ggml ggml;
+	struct lp_engines eng;
 	struct lp_prober prober;
 	struct lp_recorder recorder;
 	struct lp_profiler profiler;

@@ -21,7 +21,7 @@
 #include "kernel/core.h"
 #include "report/diagnose.h"
 #include "core.skel.h"
-#include "engine/ggml.h"
+#include "engine/engine.h"
 #include "tracked/identity.h"
 #include "engine/precise.h"
 #include "engine/requests.h"
@@ -94,12 +94,17 @@ static int on_event(void *arg, void *data, size_t size)
 	memcpy(&type, data, sizeof(type));
 	if (type == LP_EV_DECODE) {
 		if (size >= sizeof(struct lp_ev_decode))
-			lp_ggml_decode_event(&d->ggml, data);
+			lp_engines_decode_event(&d->eng, data);
+		return 0;
+	}
+	if (type == LP_EV_FOUND) {
+		if (size >= sizeof(struct lp_ev_found))
+			lp_engines_found(&d->eng, data);
 		return 0;
 	}
 	if (type != LP_EV_MAP || size < sizeof(struct lp_ev_map))
 		return lp_tracker_event(&d->tracker, data, size);
-	lp_ggml_event(&d->ggml, data);
+	lp_engines_event(&d->eng, data);
 	/* Read the mappings a little later: the syscall fallbacks report from mmap's entry. */
 	if (!evtimer_pending(d->ev_pending, NULL)) {
 		struct timeval tv = {.tv_sec = 0, .tv_usec = 30000};
@@ -142,7 +147,7 @@ static void on_decide(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (lp_precise_decide(&d->ggml))
+	if (lp_precise_decide(&d->eng))
 		evtimer_add(d->ev_decide, &tv);
 }
 
@@ -152,7 +157,7 @@ static void on_pending(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (lp_ggml_process_pending(&d->ggml)) {
+	if (lp_engines_process_pending(&d->eng)) {
 		struct timeval tv = {.tv_sec = 0, .tv_usec = 50000};
 
 		evtimer_add(d->ev_pending, &tv);
@@ -201,8 +206,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	lp_precise_tick(&d->ggml);
-	lp_ggml_tick(&d->ggml);
+	lp_precise_tick(&d->eng);
+	lp_engines_tick(&d->eng);
 	if (!evtimer_pending(d->ev_decide, NULL))
 		on_decide(-1, 0, d);
 	/* Exit records in flight first, so that the sweep only finds exits the hook missed;
@@ -215,7 +220,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 		if (lp_tracker_retry(&d->tracker) > 0)
 			for (size_t i = from; i < d->tracker.n; i++)
-				lp_ggml_check(&d->ggml, d->tracker.v[i]);
+				lp_engines_check(&d->eng, d->tracker.v[i]);
 	}
 	if (!d->cfg.once)
 		lp_tracker_expire(&d->tracker, lp_now_ns(), (uint64_t)(d->cfg.retention * 1e9));
@@ -354,7 +359,7 @@ static void on_target_exit(void *userdata, struct lp_target *t)
 	struct daemon *d = userdata;
 
 	if (t)
-		lp_ggml_on_exit(&d->ggml, t);
+		lp_engines_on_exit(&d->eng, t);
 	if (!d->cfg.once || d->cfg.npids == 0 || d->cfg.ncomms || d->cfg.nexes)
 		return;
 	for (size_t i = 0; i < d->cfg.npids; i++) {
@@ -522,13 +527,13 @@ static int wire(struct daemon *d)
 	d->tracker.tid_open = d->core.tid_open;
 	d->tracker.on_exit = on_target_exit;
 	d->tracker.before_insert = before_insert;
-	d->tracker.free_ggml = lp_ggml_proc_free;
+	d->tracker.free_eng = lp_eproc_free;
 	d->tracker.free_requests = lp_requests_free;
 	d->tracker.userdata = d;
-	lp_ggml_init(&d->ggml, &d->cfg, &d->core, &d->tracker);
-	lp_precise_hook(&d->ggml);
-	lp_recorder_init(&d->recorder, &d->core, &d->ggml, &d->tracker, LLMPROF_VERSION);
-	lp_profiler_init(&d->profiler, &d->core, &d->tracker, &d->ggml,
+	lp_engines_init(&d->eng, &d->cfg, &d->core, &d->tracker);
+	lp_precise_hook(&d->eng);
+	lp_recorder_init(&d->recorder, &d->core, &d->eng, &d->tracker, LLMPROF_VERSION);
+	lp_profiler_init(&d->profiler, &d->core, &d->tracker, &d->eng,
 			 d->core.nsample_cpus > 0 || d->core.sample_per_thread ? d->core.sample_hz
 									       : 0,
 			 d->cfg.profile_memory_mib);
@@ -565,12 +570,12 @@ static int first_targets(struct daemon *d, bool serve)
 	if (r < 0)
 		return r;
 	if (d->cfg.discover) {
-		r = lp_ggml_scan_all(&d->ggml);
+		r = lp_engines_scan_all(&d->eng);
 		if (r < 0)
 			return r;
 	} else {
 		for (size_t i = 0; i < d->tracker.n; i++)
-			lp_ggml_check(&d->ggml, d->tracker.v[i]);
+			lp_engines_check(&d->eng, d->tracker.v[i]);
 	}
 	if (serve && *d->cfg.state_dir)
 		lp_state_restore(d->cfg.state_dir, &d->tracker, d->boot_id[0] ? d->boot_id : NULL,
@@ -615,13 +620,13 @@ static int loop_setup(struct daemon *d, struct loop *l, bool serve)
 	/* Probes go on and off on a thread of their own: the kernel's waits there hold no
 	 * answer (prober.h). Without it, on the loop as before. */
 	if (lp_prober_start(&d->prober, d->base) == 0) {
-		d->ggml.prober = &d->prober;
+		d->eng.prober = &d->prober;
 		d->core.prober = &d->prober;
 	}
-	d->core.futex_ready = lp_ggml_futex_ready;
-	d->core.futex_ready_arg = &d->ggml;
-	d->ggml.base = d->base;
-	lp_precise_tick(&d->ggml);
+	d->core.futex_ready = lp_engines_futex_ready;
+	d->core.futex_ready_arg = &d->eng;
+	d->eng.base = d->base;
+	lp_precise_tick(&d->eng);
 	if (d->core.nsample_cpus > 0 && d->cfg.sample_rephase)
 		on_rephase(-1, 0, d);
 	l->rb = event_new(d->base, ring_buffer__epoll_fd(d->rb), EV_READ | EV_PERSIST, on_ringbuf,
@@ -648,7 +653,7 @@ static int loop_setup(struct daemon *d, struct loop *l, bool serve)
 /* What is still on its way is taken off here; from now on links go at once. */
 static void loop_free(struct daemon *d, struct loop *l)
 {
-	lp_precise_stop(&d->ggml);
+	lp_precise_stop(&d->eng);
 	lp_prober_stop(&d->prober);
 	d->core.prober = NULL;
 	event_free_safe(d->ev_checkpoint);
@@ -750,7 +755,7 @@ int main(int argc, char **argv)
 	lp_tracker_free(&d.tracker);
 	lp_recorder_free(&d.recorder);
 	lp_profiler_free(&d.profiler);
-	lp_ggml_free(&d.ggml);
+	lp_engines_free(&d.eng);
 	lp_diagnose_free(&d.diagnose);
 	lp_core_destroy(&d.core);
 out:

@@ -51,12 +51,24 @@ enum lp_metrics_buckets {
 	LP_METRICS_COARSE,
 };
 
-/* The kinds of ggml functions llmprofd looks for; index into lp_config.symbols. */
+/* The kinds of functions llmprofd looks for in objects. The first LP_SYM_CONFIG_NR are
+ * ggml's and settings (lp_config.symbols, --*-symbols); the rest are fixed, their engine's
+ * own (engine.h's struct lp_engine, patterns). */
 enum lp_sym_class {
 	LP_SYM_MATMUL = 0, /* any of these mapped makes a process an LLM process */
 	LP_SYM_BARRIER,
 	LP_SYM_DECODE,
 	LP_SYM_OP, /* op functions: every sample is counted for the op it is in */
+	LP_SYM_CONFIG_NR,
+	/* torch (engine/torch.c): the token embedding's entry point, a forward's start (before
+	 * ATEN: a symbol is its first class's); PyTorch's aten entry points at::_ops::<op>::call
+	 * and ::redispatch, an op functions' table (the embedding's among them) */
+	LP_SYM_FORWARD = LP_SYM_CONFIG_NR,
+	LP_SYM_ATEN,
+	/* an OpenMP runtime's parallel region entry: GOMP_parallel, __kmpc_fork_call */
+	LP_SYM_FORK,
+	/* BLAS libraries' marks: the GEMM entry points and what tells one BLAS from another */
+	LP_SYM_BLAS,
 	LP_SYM_NR,
 };
 
@@ -92,18 +104,18 @@ struct lp_config {
 	/* Discovery only in this cgroup (v2) and below, as /proc/PID/cgroup names it;
 	 * NULL: anywhere. */
 	const char *discover_cgroup;
-	const char *const *symbols[LP_SYM_NR]; /* NULL-terminated names or globs per class */
-	uint32_t sample_hz;		       /* cpu-clock sampling; 0 = off */
-	uint32_t stretch_sample;	       /* a busy thread's stretches: 1 in N taken */
-	enum lp_sampler_kind sampler;	       /* one event per CPU or per thread */
-	bool stack_scan;		       /* classify samples by return addresses too */
-	bool unwind;			       /* ... walking frames by .eh_frame where it can */
-	bool sample_rephase;		       /* per-CPU sampling rates restarted at random */
-	bool fast_entry;		       /* uprobes on the first emulated instruction */
-	bool precise_tensors;		       /* precise mode reads op calls' tensors */
-	double precise_duty;		       /* share of time in precise mode, 0 to 1 */
-	const char *const *precise_ops;	       /* --precise-ops: NULL = those with samples */
-	double precise_period;		       /* seconds per duty cycle */
+	const char *const *symbols[LP_SYM_CONFIG_NR]; /* NULL-terminated names or globs per class */
+	uint32_t sample_hz;			      /* cpu-clock sampling; 0 = off */
+	uint32_t stretch_sample;		      /* a busy thread's stretches: 1 in N taken */
+	enum lp_sampler_kind sampler;		      /* one event per CPU or per thread */
+	bool stack_scan;			      /* classify samples by return addresses too */
+	bool unwind;			/* ... walking frames by .eh_frame where it can */
+	bool sample_rephase;		/* per-CPU sampling rates restarted at random */
+	bool fast_entry;		/* uprobes on the first emulated instruction */
+	bool precise_tensors;		/* precise mode reads op calls' tensors */
+	double precise_duty;		/* share of time in precise mode, 0 to 1 */
+	const char *const *precise_ops; /* --precise-ops: NULL = those with samples */
+	double precise_period;		/* seconds per duty cycle */
 
 	/* service */
 	const char *config_path; /* NULL: the default path, optional */

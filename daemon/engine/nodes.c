@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "kernel/mapwalk.h"
 
-void lp_nodes_fill(const struct lp_ggml_proc *gp, bool on, struct lp_precise *pr)
+void lp_nodes_fill(const struct lp_eproc *gp, bool on, struct lp_precise *pr)
 {
 	const struct lp_tensor_state *ts = &gp->tensors;
 
@@ -27,7 +27,7 @@ void lp_nodes_fill(const struct lp_ggml_proc *gp, bool on, struct lp_precise *pr
 	}
 }
 
-static void log_decision(const struct lp_ggml_proc *gp, pid_t pid)
+static void log_decision(const struct lp_eproc *gp, pid_t pid)
 {
 	const struct lp_tensor_state *ts = &gp->tensors;
 	struct lp_tensor_layout lay;
@@ -55,7 +55,7 @@ static void log_decision(const struct lp_ggml_proc *gp, pid_t pid)
 
 bool lp_nodes_check(struct lp_core *c, struct lp_target *t, bool fast)
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 	int sfd = bpf_map__fd(c->skel->maps.tensor_sniff);
 	int pfd = bpf_map__fd(c->skel->maps.precise);
 	struct lp_tensor_sniff *s;
@@ -89,12 +89,12 @@ bool lp_nodes_check(struct lp_core *c, struct lp_target *t, bool fast)
 	 * begun before), which called every op of the graph; or, for an engine whose decodes
 	 * are not probed, a tick that finds the same ops called as the one before, each on
 	 * LP_TSNIFF_N calls. */
-	if (seen && !gp->tensors_seen && (os = lp_ggml_op_samples(c, gp, t->pid))) {
+	if (seen && !gp->tensors_seen && (os = lp_eproc_op_samples(c, gp, t->pid))) {
 		gp->tensors_decodes0 = os->decodes;
 		free(os);
 	}
 	if (gp->tensors.chosen < 0 && seen && !partial &&
-	    (os = lp_ggml_op_samples(c, gp, t->pid))) {
+	    (os = lp_eproc_op_samples(c, gp, t->pid))) {
 		whole = gp->tensors_seen && os->decodes >= gp->tensors_decodes0 + 2;
 		free(os);
 	}
@@ -178,7 +178,7 @@ static int visit(void *ctx, const void *key, const void *value)
 
 struct lp_node *lp_nodes_read(const struct lp_core *c, const struct lp_target *t, size_t *n)
 {
-	const struct lp_ggml_proc *gp = t->ggml;
+	const struct lp_eproc *gp = t->eng;
 	struct collect col = {.tgid = (__u32)t->pid};
 	struct lp_node *v;
 
@@ -207,7 +207,7 @@ struct lp_node *lp_nodes_read(const struct lp_core *c, const struct lp_target *t
 
 void lp_nodes_take(struct lp_core *c, struct lp_target *t, bool keep)
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 	struct lp_keys keys = {.size = sizeof(struct lp_node_key)};
 	struct collect col = {.tgid = (__u32)t->pid, .keys = &keys};
 	int fd = bpf_map__fd(c->skel->maps.nodes);

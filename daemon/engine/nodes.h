@@ -8,11 +8,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "engine/ggml.h"
+#include "engine/engine.h"
 
 /* Puts what is decided of the process's tensors into its "precise" map value; on = false
  * (--no-precise-tensors): nothing is read or sniffed. */
-void lp_nodes_fill(const struct lp_ggml_proc *gp, bool on, struct lp_precise *pr);
+void lp_nodes_fill(const struct lp_eproc *gp, bool on, struct lp_precise *pr);
 
 /* Checks the ops whose calls are all sniffed (once a second in a window, and with fast every
  * 100 ms until the first decision, which then only a whole decode makes); when that

@@ -147,8 +147,9 @@ enum lp_op_group lp_op_group_of(const char *op)
 
 const char *lp_op_group_name(enum lp_op_group g)
 {
-	static const char *const names[LP_G_NR] = {"matmul",	  "attention", "norm", "rope",
-						   "elementwise", "copy",      "other"};
+	static const char *const names[LP_G_NR] = {"matmul",	 "attention",	"norm",
+						   "rope",	 "elementwise", "copy",
+						   "activation", "embedding",	"other"};
 
 	return (unsigned)g < LP_G_NR ? names[g] : "other";
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
-/* ggml operators: which functions are op functions, what op each computes, and the group
- * users know it by. */
+/* Operators: the groups users know them by (every engine's), and ggml's: which functions
+ * are op functions and what op each computes. */
 #ifndef LLMPROF_OPS_H
 #define LLMPROF_OPS_H
 
@@ -15,12 +15,14 @@ enum lp_op_group {
 	LP_G_NORM,	 /* *norm* */
 	LP_G_ROPE,	 /* rope* */
 	LP_G_ELEMENTWISE,
-	LP_G_COPY, /* cpy, dup, cont, concat, get_rows*, set_rows */
+	LP_G_COPY,	 /* cpy, dup, cont, concat, get_rows*, set_rows; torch's copies and cat */
+	LP_G_ACTIVATION, /* torch's silu, gelu, relu, ... (ggml's are elementwise: unary, glu) */
+	LP_G_EMBEDDING,	 /* torch's embedding and the index_select it runs */
 	LP_G_OTHER,
 	LP_G_NR,
 };
 
-#define LP_OP_NAME_MAX 48
+#define LP_OP_NAME_MAX 72 /* "aten::" and the longest op name of PyTorch 1.13 (61) */
 
 /* The op a function symbol computes: "mul_mat" for ggml_compute_forward_mul_mat, and for
  * its helpers and type variants (ggml_compute_forward_mul_mat_one_chunk, C++ mangled

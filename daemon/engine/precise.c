@@ -35,7 +35,7 @@ static uint64_t proc_oncpu_ns(pid_t pid)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static int read_stats(struct lp_ggml *g, pid_t pid, struct lp_proc_stats *st)
+static int read_stats(struct lp_engines *g, pid_t pid, struct lp_proc_stats *st)
 {
 	__u32 key = (__u32)pid;
 
@@ -53,7 +53,7 @@ static const int window_ctr[LP_W_NR] = {
 };
 
 /* Adds what the followed counters grew by since the open window started to acc. */
-static void ctr_since_start(const struct lp_ggml_proc *gp, const struct lp_proc_stats *st,
+static void ctr_since_start(const struct lp_eproc *gp, const struct lp_proc_stats *st,
 			    uint64_t acc[LP_W_NR])
 {
 	for (int i = 0; i < LP_W_NR; i++)
@@ -61,7 +61,7 @@ static void ctr_since_start(const struct lp_ggml_proc *gp, const struct lp_proc_
 }
 
 /* Adds the op samples taken since the open window started to acc and *total. */
-static void ops_since_start(const struct lp_ggml_proc *gp, const struct lp_op_samples *os,
+static void ops_since_start(const struct lp_eproc *gp, const struct lp_op_samples *os,
 			    uint64_t acc[LP_MAX_OPS], uint64_t *total)
 {
 	if (!os)
@@ -73,9 +73,9 @@ static void ops_since_start(const struct lp_ggml_proc *gp, const struct lp_op_sa
 
 /* Starts a window's accounting now: counters, on-CPU time and samples as of this moment,
  * and a new generation so that calls in flight from before are discarded. */
-static int window_mark(struct lp_ggml *g, struct lp_target *t)
+static int window_mark(struct lp_engines *g, struct lp_target *t)
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 	struct lp_precise pr = {.gen = ++gp->gen};
 	struct lp_proc_stats *st = malloc(sizeof(*st));
 	__u32 key = (__u32)t->pid;
@@ -89,7 +89,7 @@ static int window_mark(struct lp_ggml *g, struct lp_target *t)
 	    bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr, BPF_ANY) < 0)
 		r = -errno;
 	if (r == 0) {
-		struct lp_op_samples *os = lp_ggml_op_samples(g->core, t->ggml, t->pid);
+		struct lp_op_samples *os = lp_eproc_op_samples(g->core, t->eng, t->pid);
 
 		for (size_t i = 0; i < LP_MAX_OPS; i++)
 			gp->op_start[i] = os ? os->all[i] : 0;
@@ -107,9 +107,9 @@ static int window_mark(struct lp_ggml *g, struct lp_target *t)
 
 /* The ops a window probes: those --precise-ops names, else the LP_PRECISE_OPS with most
  * samples so far. Names the process has no op of are kept to be reported. */
-static void choose_ops(struct lp_ggml *g, struct lp_target *t, uint8_t want[LP_MAX_OPS])
+static void choose_ops(struct lp_engines *g, struct lp_target *t, uint8_t want[LP_MAX_OPS])
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 	struct lp_op_samples *os;
 
 	memset(want, 0, LP_MAX_OPS);
@@ -138,7 +138,7 @@ static void choose_ops(struct lp_ggml *g, struct lp_target *t, uint8_t want[LP_M
 				    (int)t->pid, gp->precise_ops_missing, (int)t->pid);
 		return;
 	}
-	os = lp_ggml_op_samples(g->core, t->ggml, t->pid);
+	os = lp_eproc_op_samples(g->core, t->eng, t->pid);
 	if (os)
 		lp_op_mark_top(&gp->ops, os->all, LP_PRECISE_OPS, want);
 	free(os);
@@ -199,12 +199,31 @@ static enum lp_tensor_args readable(const char *sym, const char *plain)
 	return LP_READ_NOT;
 }
 
+/* The op whose function symbol k of o is, into op: ggml's op functions; torch's aten ops'
+ * call entry points (the dispatcher's way in from Python and from other ops: redispatch
+ * runs inside a call). */
+static bool precise_op(const struct lp_eproc *gp, const struct lp_obj *o, size_t k, char *op,
+		       size_t size)
+{
+	const struct lp_elf_sym *sym = &o->syms.syms[k];
+
+	if (gp->engine == LP_ENGINE_TORCH) {
+		if (!o->sym_op || !o->sym_op[k] || o->sym_op[k] > o->nop_names ||
+		    !strstr(sym->name, "4callE"))
+			return false;
+		snprintf(op, size, "%s", o->op_names[o->sym_op[k] - 1]);
+		return true;
+	}
+	return sym->cls != LP_SYM_BARRIER && sym->cls != LP_SYM_DECODE &&
+	       lp_op_name(sym->name, op, size) == 0;
+}
+
 /* Uprobes on the chosen ops' functions: the one named ggml_compute_forward_<op> where the
  * process has it (its helpers run inside it, many times per call), else every function
  * of the op (C++ templates, type variants). */
-static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
+static int ops_specs(struct lp_engines *g, struct lp_target *t, struct specs *sp)
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 	struct core_bpf *s = g->core->skel;
 	uint8_t want[LP_MAX_OPS], plain[LP_MAX_OPS] = {0}, how[LP_MAX_OPS] = {0};
 	char op[LP_OP_NAME_MAX], name[LP_OP_NAME_MAX + 32];
@@ -215,7 +234,7 @@ static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 	memset(gp->op_readable, 0, sizeof(gp->op_readable));
 	for (pass = 0; pass < 2 && r == 0; pass++)
 		for (size_t i = 0; i < gp->nobjs && r == 0; i++) {
-			struct lp_ggml_obj *o = gp->objs[i];
+			struct lp_obj *o = gp->objs[i];
 			char path[PATH_MAX + 64];
 			bool have_path = false;
 
@@ -223,8 +242,7 @@ static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 				const struct lp_elf_sym *sym = &o->syms.syms[k];
 				int idx;
 
-				if (sym->cls == LP_SYM_BARRIER || sym->cls == LP_SYM_DECODE ||
-				    lp_op_name(sym->name, op, sizeof(op)) ||
+				if (!precise_op(gp, o, k, op, sizeof(op)) ||
 				    (idx = lp_op_table_find(&gp->ops, op)) < 0 || !want[idx])
 					continue;
 				snprintf(name, sizeof(name), "ggml_compute_forward_%s", op);
@@ -255,24 +273,42 @@ static int ops_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
 	return r;
 }
 
-/* Every uprobe of a window: matmul and barrier functions, then the chosen ops'. */
-static int window_specs(struct lp_ggml *g, struct lp_target *t, struct specs *sp)
+/* What a symbol is to a window: LP_SYM_MATMUL, LP_SYM_BARRIER, or neither. ggml's matmul
+ * and barrier functions; torch's BLAS GEMM entry points (its matmul calls) and its
+ * runtime's barriers (an OpenMP region's entry is not one: its work runs inside). */
+static int precise_class(const struct lp_eproc *gp, const struct lp_elf_sym *sym)
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	static const char *const gemm[] = {"sgemm_", "dgemm_", "cblas_sgemm", "cblas_dgemm"};
+
+	if (gp->engine != LP_ENGINE_TORCH)
+		return sym->cls;
+	if (sym->cls == LP_SYM_BARRIER)
+		return LP_SYM_BARRIER;
+	for (size_t i = 0; sym->cls == LP_SYM_BLAS && i < sizeof(gemm) / sizeof(gemm[0]); i++)
+		if (!strcmp(sym->name, gemm[i]))
+			return LP_SYM_MATMUL;
+	return -1;
+}
+
+/* Every uprobe of a window: matmul and barrier functions, then the chosen ops'. */
+static int window_specs(struct lp_engines *g, struct lp_target *t, struct specs *sp)
+{
+	struct lp_eproc *gp = t->eng;
 	struct core_bpf *s = g->core->skel;
 	int r = 0;
 
 	gp->nprobed = 0;
 	for (size_t i = 0; i < gp->nobjs && r == 0; i++) {
-		struct lp_ggml_obj *o = gp->objs[i];
+		struct lp_obj *o = gp->objs[i];
 		char path[PATH_MAX + 64];
 
 		r = lp_uprobe_path(t->pid, o->path, o->dev, o->ino, path, sizeof(path));
 		for (size_t k = 0; k < o->syms.nsyms && r == 0; k++) {
 			const struct lp_elf_sym *sym = &o->syms.syms[k];
-			bool mm = sym->cls == LP_SYM_MATMUL;
+			int cls = precise_class(gp, sym);
+			bool mm = cls == LP_SYM_MATMUL;
 
-			if (sym->cls == LP_SYM_DECODE || sym->cls == LP_SYM_OP)
+			if (cls != LP_SYM_MATMUL && cls != LP_SYM_BARRIER)
 				continue;
 			r = spec_pair(sp, mm ? s->progs.lp_matmul_enter : s->progs.lp_barrier_enter,
 				      mm ? s->progs.lp_matmul_exit : s->progs.lp_barrier_exit,
@@ -288,28 +324,28 @@ static uint64_t cookie_of(pid_t pid, uint32_t seq)
 	return (uint64_t)(uint32_t)pid << 32 | seq;
 }
 
-static void window_end_free(struct lp_ggml_proc *gp)
+static void window_end_free(struct lp_eproc *gp)
 {
 	if (gp->window_end)
 		event_free(gp->window_end);
 	gp->window_end = NULL;
 }
 
-static void window_end_arm(struct lp_ggml *g, struct lp_target *t);
+static void window_end_arm(struct lp_engines *g, struct lp_target *t);
 
 /* A timed window's end: the tick comes once a second, this comes on time. Every window due
  * now ends; one not yet due (libevent's clock is the coarse one, a jiffy behind
  * CLOCK_MONOTONIC at worst) is waited for again. */
 static void on_window_end(evutil_socket_t fd, short what, void *arg)
 {
-	struct lp_ggml *g = arg;
+	struct lp_engines *g = arg;
 	uint64_t now = lp_now_ns();
 
 	(void)fd;
 	(void)what;
 	for (size_t i = 0; i < g->tr->n; i++) {
 		struct lp_target *t = g->tr->v[i];
-		struct lp_ggml_proc *gp = t->ggml;
+		struct lp_eproc *gp = t->eng;
 
 		if (!gp || t->exited || !gp->precise_on || !gp->window_until_ns)
 			continue;
@@ -321,9 +357,9 @@ static void on_window_end(evutil_socket_t fd, short what, void *arg)
 }
 
 /* (Re)arms the end of the open window at window_until_ns. */
-static void window_end_arm(struct lp_ggml *g, struct lp_target *t)
+static void window_end_arm(struct lp_engines *g, struct lp_target *t)
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 	uint64_t now = lp_now_ns(), left;
 	struct timeval tv;
 
@@ -341,14 +377,14 @@ static void window_end_arm(struct lp_ggml *g, struct lp_target *t)
 /* Tells the kernel side how many processes are in a precise window or about to be: while
  * any is, the scheduler's program takes every off-CPU stretch in full (its probes count
  * the off-CPU time inside each call), not a sample of a busy thread's. */
-static void precise_count(struct lp_ggml *g)
+static void precise_count(struct lp_engines *g)
 {
 	__u32 n = 0;
 
 	for (size_t i = 0; i < g->tr->n; i++) {
 		const struct lp_target *t = g->tr->v[i];
 
-		n += !t->exited && t->ggml && (t->ggml->precise_on || t->ggml->precise_attaching);
+		n += !t->exited && t->eng && (t->eng->precise_on || t->eng->precise_attaching);
 	}
 	if (g->core && g->core->skel && g->core->skel->bss)
 		g->core->skel->bss->precise_procs = n;
@@ -357,10 +393,10 @@ static void precise_count(struct lp_ggml *g)
 /* On the loop, when a window's probes are on: the window opens now, for what was asked. */
 static void attached(void *ctx, uint64_t cookie, struct lp_probes *probes, int err, uint64_t ns)
 {
-	struct lp_ggml *g = ctx;
+	struct lp_engines *g = ctx;
 	pid_t pid = (pid_t)(cookie >> 32);
 	struct lp_target *t = lp_tracker_find(g->tr, pid);
-	struct lp_ggml_proc *gp = t ? t->ggml : NULL;
+	struct lp_eproc *gp = t ? t->eng : NULL;
 	struct lp_line names = {.len = 0};
 	char what[48];
 	int r;
@@ -389,8 +425,8 @@ static void attached(void *ctx, uint64_t cookie, struct lp_probes *probes, int e
 		gp->attach_seconds > 0 ? lp_now_ns() + (uint64_t)(gp->attach_seconds * 1e9) : 0;
 	window_end_arm(g, t);
 	for (size_t i = 0; i < gp->nobjs; i++)
-		if (lp_ggml_obj_has(gp->objs[i], LP_SYM_MATMUL) ||
-		    lp_ggml_obj_has(gp->objs[i], LP_SYM_BARRIER))
+		if (lp_obj_has(gp->objs[i], LP_SYM_MATMUL) ||
+		    lp_obj_has(gp->objs[i], LP_SYM_BARRIER))
 			lp_line_add(&names, "%s%s", names.len ? ", " : "", gp->objs[i]->path);
 	log_info("pid %d: precise probes on %zu matmul and barrier functions in %s and %zu op "
 		 "functions (%zu probes, %zu links) in %.1f ms",
@@ -400,9 +436,9 @@ static void attached(void *ctx, uint64_t cookie, struct lp_probes *probes, int e
 }
 
 /* Hands the window's probes to the prober; the window opens when they are all on. */
-static int start_attach(struct lp_ggml *g, struct lp_target *t, double seconds)
+static int start_attach(struct lp_engines *g, struct lp_target *t, double seconds)
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 	struct specs sp = {0};
 	int r;
 
@@ -426,9 +462,9 @@ static int start_attach(struct lp_ggml *g, struct lp_target *t, double seconds)
 	return r < 0 ? r : gp->precise_on || gp->precise_attaching ? 0 : gp->precise_error;
 }
 
-static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp_proc_stats *st)
+static void window_close(struct lp_engines *g, struct lp_target *t, const struct lp_proc_stats *st)
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 	__u32 key = (__u32)t->pid;
 	uint64_t oncpu;
 	char what[48];
@@ -451,7 +487,7 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 			gp->window_oncpu_ns += oncpu - gp->oncpu_start_ns;
 	}
 	if (st) {
-		struct lp_op_samples *os = lp_ggml_op_samples(g->core, t->ggml, t->pid);
+		struct lp_op_samples *os = lp_eproc_op_samples(g->core, t->eng, t->pid);
 
 		ctr_since_start(gp, st, gp->window_ctr);
 		ops_since_start(gp, os, gp->window_op, &gp->window_op_total);
@@ -465,7 +501,7 @@ static void window_close(struct lp_ggml *g, struct lp_target *t, const struct lp
 }
 
 /* Closes the open window (st: the counters now, or NULL when they cannot be read). */
-static void window_close_now(struct lp_ggml *g, struct lp_target *t)
+static void window_close_now(struct lp_engines *g, struct lp_target *t)
 {
 	struct lp_proc_stats *st = malloc(sizeof(*st));
 
@@ -474,9 +510,9 @@ static void window_close_now(struct lp_ggml *g, struct lp_target *t)
 }
 
 /* Tokens generated inside precise windows so far, the open one included. */
-static void precise_attach(struct lp_ggml *g, struct lp_target *t)
+static void precise_attach(struct lp_engines *g, struct lp_target *t)
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 	uint64_t now = lp_now_ns();
 	bool timed;
 	double left;
@@ -492,9 +528,9 @@ static void precise_attach(struct lp_ggml *g, struct lp_target *t)
 		start_attach(g, t, left);
 }
 
-int lp_precise_set(struct lp_ggml *g, struct lp_target *t, bool on, double seconds)
+int lp_precise_set(struct lp_engines *g, struct lp_target *t, bool on, double seconds)
 {
-	struct lp_ggml_proc *gp = t ? t->ggml : NULL;
+	struct lp_eproc *gp = t ? t->eng : NULL;
 
 	if (!t || t->exited || !gp || !gp->found_ns)
 		return -ESRCH;
@@ -520,10 +556,10 @@ int lp_precise_set(struct lp_ggml *g, struct lp_target *t, bool on, double secon
 }
 
 /* The duty cycle, phased from when the process was found. */
-static void precise_duty(struct lp_ggml *g, struct lp_target *t, uint64_t now)
+static void precise_duty(struct lp_engines *g, struct lp_target *t, uint64_t now)
 {
 	double duty = g->cfg->precise_duty, period = g->cfg->precise_period;
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 	bool want;
 
 	if (duty <= 0)
@@ -534,13 +570,13 @@ static void precise_duty(struct lp_ggml *g, struct lp_target *t, uint64_t now)
 		lp_precise_set(g, t, want, 0);
 }
 
-void lp_precise_tick(struct lp_ggml *g)
+void lp_precise_tick(struct lp_engines *g)
 {
 	uint64_t now = lp_now_ns();
 
 	for (size_t i = 0; i < g->tr->n; i++) {
 		struct lp_target *t = g->tr->v[i];
-		struct lp_ggml_proc *gp = t->ggml;
+		struct lp_eproc *gp = t->eng;
 
 		if (t->exited || !gp || !gp->found_ns)
 			continue;
@@ -556,13 +592,13 @@ void lp_precise_tick(struct lp_ggml *g)
 	precise_count(g);
 }
 
-bool lp_precise_decide(struct lp_ggml *g)
+bool lp_precise_decide(struct lp_engines *g)
 {
 	bool pending = false;
 
 	for (size_t i = 0; i < g->tr->n; i++) {
 		struct lp_target *t = g->tr->v[i];
-		struct lp_ggml_proc *gp = t->ggml;
+		struct lp_eproc *gp = t->eng;
 
 		if (t->exited || !gp || !gp->precise_on || !g->cfg->precise_tensors ||
 		    gp->tensors.chosen >= 0 || gp->tensors.refused)
@@ -576,7 +612,7 @@ bool lp_precise_decide(struct lp_ggml *g)
 void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *now,
 		       const struct lp_op_samples *ops_now, struct lp_precise_totals *out)
 {
-	const struct lp_ggml_proc *gp = t->ggml;
+	const struct lp_eproc *gp = t->eng;
 
 	memset(out, 0, sizeof(*out));
 	if (!gp)
@@ -600,7 +636,7 @@ void lp_precise_totals(const struct lp_target *t, const struct lp_proc_stats *no
 
 struct lp_op_precise *lp_precise_ops(const struct lp_core *c, const struct lp_target *t)
 {
-	const struct lp_ggml_proc *gp = t->ggml;
+	const struct lp_eproc *gp = t->eng;
 	int fd = bpf_map__fd(c->skel->maps.op_precise);
 	struct lp_op_precise *v;
 	bool any = false;
@@ -628,9 +664,9 @@ struct lp_op_precise *lp_precise_ops(const struct lp_core *c, const struct lp_ta
 }
 
 /* Deletes the process's op_precise entries, after copying them to keep if asked. */
-static void take_op_precise(struct lp_ggml *g, struct lp_target *t, bool keep)
+static void take_op_precise(struct lp_engines *g, struct lp_target *t, bool keep)
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 	int fd = bpf_map__fd(g->core->skel->maps.op_precise);
 
 	if (keep && !gp->final_op_precise)
@@ -643,18 +679,18 @@ static void take_op_precise(struct lp_ggml *g, struct lp_target *t, bool keep)
 	}
 }
 
-static void precise_on_exit(struct lp_ggml *g, struct lp_target *t)
+static void precise_on_exit(struct lp_engines *g, struct lp_target *t)
 {
 	__u32 key = (__u32)t->pid;
 
-	if (t->ggml) {
-		if (t->ggml->precise_attaching) {
-			t->ggml->precise_attaching = false;
-			t->ggml->attach_seq++;
+	if (t->eng) {
+		if (t->eng->precise_attaching) {
+			t->eng->precise_attaching = false;
+			t->eng->attach_seq++;
 		}
-		if (t->ggml->precise_on)
+		if (t->eng->precise_on)
 			window_close(g, t, t->final);
-		lp_prober_release(g->prober, &t->ggml->probes, NULL);
+		lp_prober_release(g->prober, &t->eng->probes, NULL);
 		take_op_precise(g, t, true);
 		lp_nodes_take(g->core, t, true);
 	}
@@ -663,18 +699,18 @@ static void precise_on_exit(struct lp_ggml *g, struct lp_target *t)
 	precise_count(g);
 }
 
-void lp_precise_stop(struct lp_ggml *g)
+void lp_precise_stop(struct lp_engines *g)
 {
 	for (size_t i = 0; i < g->tr->n; i++)
-		if (g->tr->v[i]->ggml)
-			window_end_free(g->tr->v[i]->ggml);
+		if (g->tr->v[i]->eng)
+			window_end_free(g->tr->v[i]->eng);
 	g->base = NULL;
 	g->prober = NULL;
 }
 
-static void precise_reset(struct lp_ggml *g, struct lp_target *t)
+static void precise_reset(struct lp_engines *g, struct lp_target *t)
 {
-	struct lp_ggml_proc *gp = t->ggml;
+	struct lp_eproc *gp = t->eng;
 
 	gp->windows = gp->window_ns = gp->window_oncpu_ns = 0;
 	memset(gp->window_ctr, 0, sizeof(gp->window_ctr));
@@ -693,9 +729,9 @@ static void precise_reset(struct lp_ggml *g, struct lp_target *t)
 		window_close(g, t, NULL);
 }
 
-void lp_precise_hook(struct lp_ggml *g)
+void lp_precise_hook(struct lp_engines *g)
 {
-	g->hooks = (struct lp_ggml_hooks){
+	g->hooks = (struct lp_engine_hooks){
 		.found = precise_duty,
 		.mapped = precise_attach,
 		.exited = precise_on_exit,

@@ -79,6 +79,7 @@ static int find_sites(Elf *elf, struct lp_elf_result *out)
 			continue;
 		if (len > size - s->file_off)
 			len = (size_t)(size - s->file_off);
+		s->endbr = len >= 4 && !memcmp(img + s->file_off, "\xf3\x0f\x1e\xfa", 4);
 		s->entry_skip = (uint32_t)lp_x86_entry_skip(img + s->file_off, len, &s->site);
 		if (s->entry_skip)
 			r[n++] = (struct lp_x86_range){
@@ -248,6 +249,67 @@ int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result 
 	if (r < 0)
 		lp_elf_result_free(out);
 	return r;
+}
+
+/* pread() of exactly n bytes at off. */
+static int read_at(int fd, void *buf, size_t n, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t k = pread(fd, (char *)buf + done, n - done, (off_t)(off + done));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -ENOEXEC;
+		done += (size_t)k;
+	}
+	return 0;
+}
+
+int lp_elf_section(int fd, const char *name, size_t max, char **buf, size_t *size)
+{
+	Elf64_Ehdr eh;
+	Elf64_Shdr str, sh;
+	char nm[32];
+	size_t want = strlen(name) + 1;
+	int r;
+
+	*buf = NULL;
+	*size = 0;
+	if (want > sizeof(nm))
+		return -EINVAL;
+	if ((r = read_at(fd, &eh, sizeof(eh), 0)) < 0)
+		return r;
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_shentsize != sizeof(Elf64_Shdr) ||
+	    eh.e_shstrndx == SHN_UNDEF || eh.e_shstrndx >= eh.e_shnum)
+		return -ENOEXEC;
+	if ((r = read_at(fd, &str, sizeof(str),
+			 eh.e_shoff + (uint64_t)eh.e_shstrndx * sizeof(Elf64_Shdr))) < 0)
+		return r;
+	for (unsigned i = 1; i < eh.e_shnum; i++) {
+		if ((r = read_at(fd, &sh, sizeof(sh), eh.e_shoff + (uint64_t)i * sizeof(sh))) < 0)
+			return r;
+		if (sh.sh_name >= str.sh_size || str.sh_size - sh.sh_name < want ||
+		    read_at(fd, nm, want, str.sh_offset + sh.sh_name) < 0 || memcmp(nm, name, want))
+			continue;
+		if (sh.sh_type == SHT_NOBITS || !sh.sh_size)
+			return -ENOENT;
+		if (sh.sh_size > max)
+			return -EFBIG;
+		if (!(*buf = malloc(sh.sh_size)))
+			return -ENOMEM;
+		if ((r = read_at(fd, *buf, sh.sh_size, sh.sh_offset)) < 0) {
+			free(*buf);
+			*buf = NULL;
+			return r;
+		}
+		*size = sh.sh_size;
+		return 0;
+	}
+	return -ENOENT;
 }
 
 void lp_elf_result_free(struct lp_elf_result *r)

@@ -20,6 +20,7 @@ struct lp_elf_sym {
 	 * kind it is (x86entry.h); 0 and LP_X86_ENTRY elsewhere. */
 	uint32_t entry_skip;
 	enum lp_x86_site site;
+	bool endbr; /* x86-64: it starts with endbr64 */
 };
 
 /* Lists of names or fnmatch(3) globs, one list per class. */
@@ -41,6 +42,12 @@ struct lp_elf_result {
  * -ENOEXEC when the file is not ELF, or -errno. */
 int lp_elf_find(int fd, const struct lp_elf_patterns *pat, struct lp_elf_result *out);
 void lp_elf_result_free(struct lp_elf_result *r);
+
+/* A section's bytes by name (".rodata"), read from the 64-bit little-endian ELF file at fd
+ * by its section headers: *buf malloc'ed, *size its length. At most max bytes. Returns 0,
+ * -ENOENT (no such section, or none with contents), -ENOEXEC (not such an ELF file),
+ * -EFBIG (larger than max) or -errno. */
+int lp_elf_section(int fd, const char *name, size_t max, char **buf, size_t *size);
 
 /* Whether name matches pattern: exact, or fnmatch(3) when the pattern has * ? or [. */
 int lp_elf_name_match(const char *pattern, const char *name);

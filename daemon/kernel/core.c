@@ -8,7 +8,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -523,6 +525,13 @@ static void configure(struct lp_core *c, const struct lp_config *cfg, const stru
 	s->rodata->stack_scan = cfg->stack_scan;
 	s->rodata->unwind_cfi = cfg->unwind;
 	s->rodata->futex_from_sched = p->futex_sched;
+	/* The engines whose step finds their processes (torch) put them in procs themselves,
+	 * within --discover-cgroup where it is set (fill() gives the kernel its cgroup). */
+	s->rodata->step_discover = cfg->discover;
+	s->rodata->discover_in_cgroup = cfg->discover_cgroup != NULL;
+	bpf_map__set_max_entries(s->maps.omp_region, cfg->max_processes);
+	/* The ops a process's samples fell in, a few dozen each: 256 a process at most. */
+	bpf_map__set_max_entries(s->maps.aop_samples, cfg->max_processes * 256);
 	/* Stretches taken as a sample need the task's storage from a trusted task (tp_btf)
 	 * and the kernel's own totals (sched_info): elsewhere every one is taken. */
 	c->stretch_sample = p->btf && f->task_storage && f->sched_info ? cfg->stretch_sample : 1;
@@ -575,6 +584,31 @@ static int map_marks(const struct lp_core *c, const struct bpf_map *m, volatile 
 
 /* After the load: the tgid marks mapped (and the open stretches' where stretches are
  * sampled), the --comm names in the kernel's table. */
+/* --discover-cgroup's directory for the kernel's own discovery (torch.bpf.c): without
+ * it, the processes a step would find there are not. */
+static void fill_discover_cgroup(struct core_bpf *s, const char *scope)
+{
+	char mnt[PATH_MAX], path[2 * PATH_MAX];
+	__u32 zero = 0;
+	int fd;
+
+	if (lp_cgroup2_mount(mnt, sizeof(mnt)) < 0) {
+		log_warning("--discover-cgroup: no cgroup v2 mount: torch processes will not be "
+			    "found by their forwards");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s%s", mnt, scope);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || bpf_map__update_elem(s->maps.discover_cg, &zero, sizeof(zero), &fd,
+					   sizeof(fd), BPF_ANY) < 0)
+		log_warning_errno(-errno,
+				  "--discover-cgroup: open %s for the kernel: %m; torch "
+				  "processes will not be found by their forwards",
+				  path);
+	if (fd >= 0)
+		close(fd);
+}
+
 static int fill(struct lp_core *c, const struct lp_config *cfg)
 {
 	struct core_bpf *s = c->skel;
@@ -596,6 +630,8 @@ static int fill(struct lp_core *c, const struct lp_config *cfg)
 			"more than %d --comm names: the others are tracked from when their exec "
 			"is read, not from the exec itself",
 			LP_MAX_COMMS);
+	if (cfg->discover_cgroup)
+		fill_discover_cgroup(s, cfg->discover_cgroup);
 	return 0;
 }
 

@@ -207,6 +207,50 @@ int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uin
 	return 0;
 }
 
+int lp_unwind_load_rows(struct lp_unwind *u, const void *rows, size_t n, uint32_t *slot)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	void *mem;
+	uint32_t i;
+	int r, map;
+
+	if (u->outer_fd < 0)
+		return -EOPNOTSUPP;
+	if (!n || n > LP_UNWIND_MAX_ROWS)
+		return n ? -EFBIG : -ENOENT;
+	if ((i = slot_take(u)) == LP_UNWIND_OBJS)
+		return -ENOSPC;
+	map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "lp_rows", sizeof(__u32),
+			     sizeof(struct lp_unwind_row), (uint32_t)n, &opts);
+	if (map < 0) {
+		r = -errno;
+		slot_give(u, i);
+		return r;
+	}
+	mem = mmap(NULL, rows_bytes(n), PROT_READ | PROT_WRITE, MAP_SHARED, map, 0);
+	if (mem == MAP_FAILED) {
+		r = -errno;
+		close(map);
+		slot_give(u, i);
+		return r;
+	}
+	memcpy(mem, rows, n * sizeof(struct lp_unwind_row));
+	munmap(mem, rows_bytes(n));
+	r = bpf_map_update_elem(u->outer_fd, &i, &map, BPF_ANY) ? -errno : 0;
+	close(map);
+	if (r < 0) {
+		slot_give(u, i);
+		return r;
+	}
+	pthread_mutex_lock(&u->lock);
+	u->objs++;
+	u->used += n;
+	u->bytes += rows_bytes(n);
+	pthread_mutex_unlock(&u->lock);
+	*slot = i;
+	return 0;
+}
+
 /* The slot is free for another load only once the kernel no longer holds the array. */
 void lp_unwind_release(struct lp_unwind *u, uint32_t slot, uint32_t n)
 {

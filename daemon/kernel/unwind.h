@@ -37,6 +37,11 @@ void lp_unwind_free(struct lp_unwind *u);
  * LP_UNWIND_MAX_ROWS), what creating the array returns, or what lp_cfi_read returns. */
 int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uint32_t *lost);
 
+/* Puts n rows of 8 bytes made elsewhere (an op functions' table, abi.h's struct
+ * lp_opfn_row) in a free slot, where the walk looks them up as it does unwind rows. Returns
+ * 0 with *slot, -ENOSPC, -EFBIG (more than LP_UNWIND_MAX_ROWS) or -errno. */
+int lp_unwind_load_rows(struct lp_unwind *u, const void *rows, size_t n, uint32_t *slot);
+
 /* Gives a slot back (n: its rows). */
 void lp_unwind_release(struct lp_unwind *u, uint32_t slot, uint32_t n);
 

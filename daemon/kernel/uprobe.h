@@ -61,4 +61,12 @@ static inline size_t lp_uprobe_offset(const struct lp_elf_sym *sym)
 	return (size_t)(sym->file_off + sym->entry_skip);
 }
 
+/* Where a probe that reads the function's arguments or its caller's frame goes: past an
+ * endbr64 (which writes nothing, and is single-stepped: 10 us a call), else at the first
+ * instruction; the cheaper site may come after instructions that write registers. */
+static inline size_t lp_uprobe_offset_args(const struct lp_elf_sym *sym)
+{
+	return (size_t)(sym->file_off + (sym->endbr && sym->entry_skip == 4 ? 4 : 0));
+}
+
 #endif

@@ -19,7 +19,7 @@
 static int on_stack(void *ctx, void *data, size_t size);
 
 int lp_profiler_init(struct lp_profiler *p, struct lp_core *core, struct lp_tracker *tr,
-		     struct lp_ggml *g, uint32_t sample_hz, uint32_t max_mib)
+		     struct lp_engines *g, uint32_t sample_hz, uint32_t max_mib)
 {
 	memset(p, 0, sizeof(*p));
 	p->core = core;
@@ -199,10 +199,10 @@ bool lp_profiler_running(const struct lp_profiler *p)
 }
 
 /* FNV-1a over the stack and what its samples were. */
-static uint64_t stack_hash(const struct lp_stack_rec *r, size_t n)
+static uint64_t stack_hash(const struct lp_stack_rec *r, int16_t op, size_t n)
 {
 	uint64_t h = 1469598103934665603ULL;
-	uint64_t head[2] = {((uint64_t)r->tgid << 32) | ((uint64_t)(uint16_t)r->op << 16) |
+	uint64_t head[2] = {((uint64_t)r->tgid << 32) | ((uint64_t)(uint16_t)op << 16) |
 				    ((uint64_t)r->region << 8) | r->phase,
 			    ((uint64_t)r->nkernel << 8) | r->nuser};
 
@@ -217,9 +217,10 @@ static uint64_t stack_hash(const struct lp_stack_rec *r, size_t n)
 	return h;
 }
 
-static bool same(const struct lp_profile_stack *s, const struct lp_stack_rec *r, size_t n)
+static bool same(const struct lp_profile_stack *s, const struct lp_stack_rec *r, int16_t op,
+		 size_t n)
 {
-	return s->tgid == r->tgid && s->op == r->op && s->region == r->region &&
+	return s->tgid == r->tgid && s->op == op && s->region == r->region &&
 	       s->phase == r->phase && s->nkernel == r->nkernel && s->nuser == r->nuser &&
 	       !memcmp(s->ip, r->ip, n * sizeof(*s->ip));
 }
@@ -290,7 +291,7 @@ static struct lp_profile_proc *window_proc(struct lp_profiler *p, struct lp_prof
 }
 
 static void take(struct lp_profiler *p, struct lp_profile_window *w, const struct lp_stack_rec *r,
-		 size_t n, uint64_t h)
+		 int16_t op, size_t n, uint64_t h)
 {
 	struct lp_profile_stack *s;
 	size_t k, size;
@@ -306,7 +307,7 @@ static void take(struct lp_profiler *p, struct lp_profile_window *w, const struc
 	w->kernel += r->nkernel > 0;
 	if (w->cap)
 		for (k = h & (w->cap - 1); (s = w->tab[k]); k = (k + 1) & (w->cap - 1))
-			if (s->hash == h && same(s, r, n)) {
+			if (s->hash == h && same(s, r, op, n)) {
 				s->count++;
 				return;
 			}
@@ -322,7 +323,7 @@ static void take(struct lp_profiler *p, struct lp_profile_window *w, const struc
 	s->hash = h;
 	s->count = 1;
 	s->tgid = r->tgid;
-	s->op = r->op;
+	s->op = op;
 	s->region = r->region;
 	s->phase = r->phase;
 	s->nkernel = r->nkernel;
@@ -335,6 +336,21 @@ static void take(struct lp_profiler *p, struct lp_profile_window *w, const struc
 	window_proc(p, w, (pid_t)r->tgid, false);
 }
 
+/* The sample's op as its process's op table numbers it: an op functions' table's (aop)
+ * taken into the table (engine.h). */
+static int16_t stack_op(struct lp_profiler *p, const struct lp_stack_rec *r)
+{
+	struct lp_target *t;
+	int id;
+
+	if (r->op >= 0 || r->aop == LP_AOP_NONE)
+		return r->op;
+	t = lp_tracker_find(p->tr, (pid_t)r->tgid);
+	if (!t || !t->eng || (id = lp_eproc_aop_index(t->eng, r->aop)) < 0)
+		return -1;
+	return (int16_t)id;
+}
+
 static int on_stack(void *ctx, void *data, size_t size)
 {
 	struct lp_profiler *p = ctx;
@@ -342,6 +358,7 @@ static int on_stack(void *ctx, void *data, size_t size)
 	size_t n;
 	uint64_t h = 0;
 	bool hashed = false;
+	int16_t op = -1;
 
 	if (size < LP_STACK_REC_HDR)
 		return 0;
@@ -355,10 +372,11 @@ static int on_stack(void *ctx, void *data, size_t size)
 		if (r->ts < w->start_ns || r->ts >= w->end_ns)
 			continue;
 		if (!hashed) {
-			h = stack_hash(r, n);
+			op = stack_op(p, r);
+			h = stack_hash(r, op, n);
 			hashed = true;
 		}
-		take(p, w, r, n, h);
+		take(p, w, r, op, n, h);
 	}
 	return 0;
 }

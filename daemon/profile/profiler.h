@@ -19,7 +19,7 @@
 #include <sys/types.h>
 
 #include "base/stream.h"
-#include "engine/ggml.h"
+#include "engine/engine.h"
 #include "kernel/core.h"
 #include "profile/symbols.h"
 #include "profile/window.h"
@@ -28,7 +28,7 @@
 struct lp_profiler {
 	struct lp_core *core;
 	struct lp_tracker *tr;
-	struct lp_ggml *g;
+	struct lp_engines *g;
 	struct ring_buffer *rb;
 	struct lp_profile_window *w[LP_PROFILE_MAX_WINDOWS];
 	size_t nw;
@@ -43,7 +43,7 @@ struct lp_profiler {
 /* max_mib: --profile-memory-mib. Profiles need the sampler; without it every start says
  * so. */
 int lp_profiler_init(struct lp_profiler *p, struct lp_core *core, struct lp_tracker *tr,
-		     struct lp_ggml *g, uint32_t sample_hz, uint32_t max_mib);
+		     struct lp_engines *g, uint32_t sample_hz, uint32_t max_mib);
 void lp_profiler_free(struct lp_profiler *p);
 
 /* Opens a window for q; *out is the answer's stream (deferred: written at the end).

@@ -9,7 +9,7 @@
 #include <zlib.h>
 
 #include "base/protobuf.h"
-#include "engine/ggml.h"
+#include "engine/engine.h"
 #include "engine/ops.h"
 #include "escape.h"
 #include "tracked/identity.h"
@@ -267,14 +267,14 @@ struct proc {
 	uint32_t *map_id;	       /* per mapping, 0 until used */
 	const struct lp_sym_obj **obj; /* per mapping, looked up once */
 	bool *obj_done;
-	uint32_t pid, comm, workload, model; /* strings */
-	char comm_folded[64];		     /* for folded lines */
+	uint32_t pid, comm, workload, model, engine; /* strings */
+	char comm_folded[64];			     /* for folded lines */
 	const struct lp_target *t;
 };
 
 const char *lp_profile_group(const struct lp_target *t, int op, int region)
 {
-	const struct lp_ggml_proc *gp = t ? t->ggml : NULL;
+	const struct lp_eproc *gp = t ? t->eng : NULL;
 
 	if (region == LP_R_BARRIER)
 		return lp_op_group_key(LP_G_SYNC);
@@ -405,6 +405,8 @@ static struct proc *procs_of(struct model *m, const struct lp_profile_render *in
 			workload[0] = '\0';
 		p->workload = intern_untrusted(m, workload);
 		p->model = intern_untrusted(m, t ? lp_identity_model_name(&t->ident) : "");
+		p->engine = intern(
+			m, t && t->eng && t->eng->found_ns ? lp_engine_name(t->eng->engine) : "");
 	}
 	return v;
 }
@@ -563,12 +565,20 @@ static int pprof(const struct lp_profile_render *in, uint8_t **out, size_t *len)
 			label(&s, &m, "comm", p->comm);
 			label(&s, &m, "workload", p->workload);
 			label(&s, &m, "model", p->model);
+			label(&s, &m, "engine", p->engine);
 		}
 		label(&s, &m, "op_group",
 		      intern(&m, lp_profile_group(p ? p->t : NULL, st->op, st->region)));
-		if (st->op >= 0 && st->region != LP_R_BARRIER && p && p->t && p->t->ggml &&
-		    (size_t)st->op < p->t->ggml->ops.n)
-			label(&s, &m, "ggml_op", intern(&m, p->t->ggml->ops.v[st->op].name));
+		/* "op" for every engine; "ggml_op", the same, kept for ggml's processes (the
+		 * label profiles had before there were other engines) */
+		if (st->op >= 0 && st->region != LP_R_BARRIER && p && p->t && p->t->eng &&
+		    (size_t)st->op < p->t->eng->ops.n) {
+			uint32_t op = intern(&m, p->t->eng->ops.v[st->op].name);
+
+			label(&s, &m, "op", op);
+			if (p->t->eng->engine == LP_ENGINE_GGML)
+				label(&s, &m, "ggml_op", op);
+		}
 		label(&s, &m, "phase", intern(&m, phase_names[st->phase % LP_PHASE_NR]));
 		pb_message(&b, 2, &s);
 	}

@@ -6,9 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/ggml.h"
+#include "engine/engine.h"
 #include "engine/tensors.h"
 #include "tracked/track.h"
+
+static uint64_t sub(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
 
 /* The host's CPUs change rarely (hotplug, a governor switched): read again each minute. */
 #define HOST_REFRESH_NS (60ULL * 1000000000ULL)
@@ -128,7 +133,7 @@ static const struct lp_context *context_of(struct lp_watch *w, const struct lp_t
 		return NULL;
 	/* A ggml process without a model yet, each window: a server maps it after it starts
 	 * (other processes rarely map one: their context is read as seldom as the rest). */
-	bool eager = t->ggml && w && !w->ctx.weights_mappings;
+	bool eager = t->eng && w && !w->ctx.weights_mappings;
 
 	if (!fresh && w && w->ctx_ns &&
 	    now - w->ctx_ns < (eager ? LP_DIAGNOSE_WINDOW_NS : LP_DIAGNOSE_CONTEXT_NS)) {
@@ -147,6 +152,16 @@ static const struct lp_context *context_of(struct lp_watch *w, const struct lp_t
 	return buf;
 }
 
+/* Samples while generating that were in no op and not sync. */
+static uint64_t gen_outside(const struct lp_op_samples *os)
+{
+	uint64_t in = os->gen_sync;
+
+	for (size_t i = 0; i < LP_MAX_OPS; i++)
+		in += os->gen[i];
+	return os->gen_total > in ? os->gen_total - in : 0;
+}
+
 static void snap_take(struct lp_snap *s, const struct lp_proc_view *v, uint64_t now,
 		      const struct lp_context *ctx)
 {
@@ -158,7 +173,10 @@ static void snap_take(struct lp_snap *s, const struct lp_proc_view *v, uint64_t 
 		s->samples = v->ops->total;
 		s->sync = v->ops->sync;
 		s->scanned = v->ops->how[LP_HOW_SCAN];
+		s->gen_samples = v->ops->gen_total;
+		s->gen_outside = gen_outside(v->ops);
 	}
+	(void)lp_host_cpu_ticks("/proc", &s->host_spare, &s->host_total);
 	s->preempt = v->preempt;
 	s->threads = calloc(v->nthreads ? v->nthreads : 1, sizeof(*s->threads));
 	for (size_t i = 0; s->threads && i < v->nthreads; i++) {
@@ -224,11 +242,6 @@ void lp_diagnose_tick(struct lp_diagnose *dg, const struct lp_report *r)
 	qsort(dg->w, dg->n, sizeof(*dg->w), by_pid);
 }
 
-static uint64_t sub(uint64_t a, uint64_t b)
-{
-	return a > b ? a - b : 0;
-}
-
 static const struct lp_snap_thread *snap_thread(const struct lp_snap *s, uint32_t tid)
 {
 	for (size_t i = 0; s && i < s->nthreads; i++)
@@ -261,7 +274,7 @@ static const struct lp_snap *base_of(const struct lp_watch *w, const struct lp_p
 /* Per op, its nodes' bytes and time (findings.h's struct lp_find_op); NULL: none read. */
 static struct lp_find_op *ops_of(const struct lp_proc_view *v, size_t *n)
 {
-	const struct lp_ggml_proc *gp = v->target->ggml;
+	const struct lp_eproc *gp = v->target->eng;
 	struct lp_find_op *ops;
 
 	*n = 0;
@@ -284,6 +297,64 @@ static struct lp_find_op *ops_of(const struct lp_proc_view *v, size_t *n)
 	}
 	*n = gp->ops.n;
 	return ops;
+}
+
+/* What a BLAS object is, by the symbols it has (engine/torch.c's blas class). */
+static enum lp_blas_kind blas_of(const struct lp_obj *o)
+{
+	enum lp_blas_kind k = LP_BLAS_NONE;
+
+	for (size_t i = 0; i < o->syms.nsyms; i++) {
+		const char *n = o->syms.syms[i].name;
+
+		if (o->syms.syms[i].cls != LP_SYM_BLAS)
+			continue;
+		if (!strcmp(n, "openblas_get_config"))
+			return LP_BLAS_OPENBLAS;
+		if (!strncmp(n, "MKL_", 4) || !strncmp(n, "mkl_", 4))
+			return LP_BLAS_MKL;
+		if (!strncmp(n, "bli_", 4))
+			return LP_BLAS_BLIS;
+		if (!strcmp(n, "sgemm_"))
+			k = LP_BLAS_REFERENCE;
+	}
+	return k;
+}
+
+/* The torch rules' figures (findings.h): its BLAS, its OpenMP runtimes, its samples while
+ * generating and the host's spare CPUs over the window since s. */
+static void torch_input(struct lp_find_torch *x, const struct lp_proc_view *v,
+			const struct lp_snap *s, const struct lp_host_cpus *h)
+{
+	const struct lp_eproc *gp = v->target->eng;
+	uint64_t spare = 0, total = 0;
+
+	memset(x, 0, sizeof(*x));
+	x->host_spare_cpus = -1;
+	if (!gp || gp->engine != LP_ENGINE_TORCH)
+		return;
+	x->torch = true;
+	for (size_t i = 0; i < gp->nobjs; i++) {
+		const struct lp_obj *o = gp->objs[i];
+		enum lp_blas_kind k = blas_of(o);
+
+		/* the strongest: Debian's OpenBLAS libblas.so.3 is a sgemm_ that calls it */
+		if (k > x->blas) {
+			x->blas = k;
+			x->blas_path = o->path;
+			x->blas_own_pool = k == LP_BLAS_OPENBLAS && !o->imports_omp;
+		}
+		if (o->omp_runtime && x->nomp < sizeof(x->omp) / sizeof(x->omp[0]))
+			x->omp[x->nomp++] = o->path;
+	}
+	if (v->ops && s) {
+		x->gen_samples = sub(v->ops->gen_total, s->gen_samples);
+		x->gen_outside = sub(gen_outside(v->ops), s->gen_outside);
+	}
+	if (s && h && s->host_total && lp_host_cpu_ticks("/proc", &spare, &total) == 0 &&
+	    total > s->host_total)
+		x->host_spare_cpus = (double)sub(spare, s->host_spare) /
+				     (double)(total - s->host_total) * lp_cpuset_count(&h->online);
 }
 
 static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, struct lp_proc_view *v,
@@ -346,8 +417,8 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	in.preempt = pre;
 	in.npreempt = np;
 	in.openmp = false;
-	for (size_t i = 0; t->ggml && i < t->ggml->nobjs; i++)
-		in.openmp |= t->ggml->objs[i]->omp_runtime;
+	for (size_t i = 0; t->eng && i < t->eng->nobjs; i++)
+		in.openmp |= t->eng->objs[i]->omp_runtime;
 	if (v->live && (ctx = context_of(w, t, h, r->now_ns, ctr[LP_C_FAULTS_MAJ] > 0,
 					 ran_since(v, s), &buf))) {
 		in.ctx = ctx;
@@ -374,6 +445,7 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	default:
 		break;
 	}
+	torch_input(&in.torch, v, s, h);
 	in.requests = v->requests;
 	in.since_ns = s ? s->at_ns : t->tracked_since_ns;
 	ops = ops_of(v, &in.nops);

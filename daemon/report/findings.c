@@ -664,7 +664,7 @@ static void rule_memory_bound(struct ctx *c)
 	/* The wall rate as the API gives it (render.c): decode time and the gaps between. */
 	if (in->ctr[LP_C_DECODE_GEN_NS] + in->ctr[LP_C_GEN_GAP_NS])
 		o->gen_tokens_per_s =
-			(double)in->ctr[LP_C_DECODE_GEN_CALLS] * 1e9 /
+			(double)lp_timed_tokens(in->ctr, 0) * 1e9 /
 			(double)(in->ctr[LP_C_DECODE_GEN_NS] + in->ctr[LP_C_GEN_GAP_NS]);
 	o->weights_bytes = in->ctx ? in->ctx->weights_bytes : 0;
 	/* What a token reads, from the model's header; the whole mapping when it is unknown. */
@@ -846,6 +846,156 @@ static void op_roofline(const struct lp_find_input *in, struct lp_findings *out)
 			out->ops[out->nops++] = v[i];
 	}
 	free(v);
+}
+
+const char *const lp_blas_names[5] = {"none", "reference", "OpenBLAS", "MKL", "BLIS"};
+
+/* torch's rules judge processes of the torch engine only (others' are not listed as not
+ * evaluated: they do not apply). */
+static bool torch_rule(struct ctx *c, enum lp_rule r)
+{
+	(void)r;
+	return c->in->torch.torch;
+}
+
+/* Threads that compute: a tenth of the window on a CPU or waiting for one, and at least
+ * half of their samples in ops or sync (the engine's work, not an HTTP loop's). */
+static unsigned compute_threads(const struct ctx *c);
+
+/* intra_op_threads: fewer compute threads than the CPUs it may use while the spare ones
+ * idle (or run niced work, which yields to it): PyTorch sets its intra-op threads from
+ * what it sees at its start (1 on Debian's 1.13 on a 2-CPU VM). A spare CPU is half of
+ * one's time idle over the window, for each thread it could add. */
+#define SPARE_CPU 0.5
+static void rule_intra_op_threads(struct ctx *c)
+{
+	const struct lp_find_input *in = c->in;
+	unsigned n = compute_threads(c), usable = (unsigned)c->cpus;
+	double spare = in->torch.host_spare_cpus;
+	struct lp_finding *f;
+
+	if (!torch_rule(c, LP_RULE_INTRA_OP_THREADS))
+		return;
+	if (!in->threads || spare < 0) {
+		not_evaluated(c, LP_RULE_INTRA_OP_THREADS,
+			      "its threads or the host's CPU time are "
+			      "not known");
+		return;
+	}
+	if (!n || n >= usable || spare < SPARE_CPU * (usable - n) || c->oversubscribed)
+		return;
+	f = add(c, LP_RULE_INTRA_OP_THREADS, LP_SEV_WARNING);
+	title(f,
+	      "%u compute thread%s of the %u CPUs it may use, while %.1f CPUs' time went idle: "
+	      "its intra-op threads are fewer than its CPUs",
+	      n, n == 1 ? "" : "s", usable, spare);
+	ev(f, "compute_threads", n);
+	ev(f, "cpus_allowed", usable);
+	ev(f, "spare_cpus", spare);
+	action(f,
+	       "torch.set_num_threads(%u) at its start (or OMP_NUM_THREADS=%u in its "
+	       "environment): PyTorch takes its intra-op threads from what it sees when it "
+	       "starts",
+	       usable, usable);
+}
+
+/* reference_blas: its GEMMs run in the reference BLAS, and a tenth of its samples are
+ * matmul: an optimised BLAS does the same GEMMs several times faster (bench/RESULTS.md:
+ * the test decoder here). */
+#define REFERENCE_BLAS_MATMUL 0.10
+static void rule_reference_blas(struct ctx *c)
+{
+	const struct lp_find_input *in = c->in;
+	double mm = share((double)in->ctr[LP_C_SAMPLES_MATMUL], (double)in->samples);
+	struct lp_finding *f;
+
+	if (!torch_rule(c, LP_RULE_REFERENCE_BLAS))
+		return;
+	if (in->torch.blas != LP_BLAS_REFERENCE || mm < REFERENCE_BLAS_MATMUL)
+		return;
+	f = add(c, LP_RULE_REFERENCE_BLAS, LP_SEV_WARNING);
+	title(f, "%.0f%% of its CPU time is matmul in the reference BLAS (%s)", 100 * mm,
+	      in->torch.blas_path ? in->torch.blas_path : "?");
+	ev(f, "matmul_share", mm);
+	ev_str(f, "blas", in->torch.blas_path ? in->torch.blas_path : "");
+	action(f,
+	       "use an optimised BLAS: OpenBLAS (Debian: libopenblas0-openmp, which "
+	       "update-alternatives makes libblas.so.3, or its folder on LD_LIBRARY_PATH for one "
+	       "process) or MKL");
+}
+
+/* thread_pools: two thread pools that do not know of each other (pytorch#98836,
+ * #146603): two OpenMP runtimes, or an OpenBLAS with its own pool beside OpenMP. Each
+ * sizes itself to the CPUs, so together they ask for twice as many. */
+static void rule_thread_pools(struct ctx *c)
+{
+	const struct lp_find_input *in = c->in;
+	const struct lp_find_torch *x = &in->torch;
+	struct lp_finding *f;
+
+	if (!torch_rule(c, LP_RULE_THREAD_POOLS))
+		return;
+	if (x->nomp >= 2) {
+		f = add(c, LP_RULE_THREAD_POOLS, LP_SEV_WARNING);
+		title(f, "two OpenMP runtimes in one process: %s and %s", x->omp[0], x->omp[1]);
+		ev_str(f, "runtime", x->omp[0]);
+		ev_str(f, "other_runtime", x->omp[1]);
+		action(f,
+		       "load one OpenMP runtime: build or install its libraries against the same "
+		       "one (PyTorch's and its BLAS's), or preload the one PyTorch uses");
+	} else if (x->blas_own_pool && x->nomp == 1) {
+		f = add(c, LP_RULE_THREAD_POOLS, LP_SEV_WARNING);
+		title(f,
+		      "OpenBLAS's own thread pool (%s, built without OpenMP) beside PyTorch's "
+		      "OpenMP threads (%s)",
+		      x->blas_path ? x->blas_path : "?", x->omp[0]);
+		ev_str(f, "blas", x->blas_path ? x->blas_path : "");
+		ev_str(f, "runtime", x->omp[0]);
+		action(f, "use OpenBLAS's OpenMP build (Debian: libopenblas0-openmp), or "
+			  "OPENBLAS_NUM_THREADS=1");
+	}
+}
+
+/* interpreter_bound: of its samples while generating, a third outside ops: the Python
+ * around the model (the generate loop, sampling, its ops' dispatch from Python) takes the
+ * time of tokens. Samples enough to tell (a share's sigma under 0.05). */
+#define INTERPRETER_SHARE 0.33
+#define INTERPRETER_SAMPLES 100
+static void rule_interpreter_bound(struct ctx *c)
+{
+	const struct lp_find_torch *x = &c->in->torch;
+	double out = share((double)x->gen_outside, (double)x->gen_samples);
+	struct lp_finding *f;
+
+	if (!torch_rule(c, LP_RULE_INTERPRETER_BOUND))
+		return;
+	if (x->gen_samples < INTERPRETER_SAMPLES) {
+		not_evaluated(c, LP_RULE_INTERPRETER_BOUND, "too few samples while generating");
+		return;
+	}
+	if (out < INTERPRETER_SHARE)
+		return;
+	f = add(c, LP_RULE_INTERPRETER_BOUND, out >= 0.5 ? LP_SEV_CRITICAL : LP_SEV_WARNING);
+	title(f,
+	      "%.0f%% of its CPU time while generating is outside aten ops: the Python around "
+	      "the model",
+	      100 * out);
+	ev(f, "outside_share", out);
+	ev(f, "generation_samples", (double)x->gen_samples);
+	action(f,
+	       "see where in `llmprofctl flame --pid %d --phase generation`; batch more "
+	       "sequences per forward, or compile the model (torch.compile) so that fewer "
+	       "Python calls run per token",
+	       (int)c->in->pid);
+}
+
+static unsigned compute_threads(const struct ctx *c)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; c->in->threads && i < c->in->nthreads; i++)
+		n += ggml_thread(c, &c->in->threads[i]);
+	return n;
 }
 
 /* The rules in LP_RULES' order, each with its judge. */

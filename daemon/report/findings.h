@@ -40,7 +40,11 @@ enum lp_severity {
 	X(WEIGHTS_NOT_RESIDENT, weights_not_resident, LP_RULE_PROCESS) \
 	X(BATCH_INTERFERENCE, batch_interference, LP_RULE_PROCESS)     \
 	X(PREFILL_CONTENTION, prefill_contention, LP_RULE_PROCESS)     \
-	X(MEMORY_BOUND, memory_bound, LP_RULE_CONTEXT)
+	X(MEMORY_BOUND, memory_bound, LP_RULE_CONTEXT)                 \
+	X(INTRA_OP_THREADS, intra_op_threads, LP_RULE_CONTEXT)         \
+	X(REFERENCE_BLAS, reference_blas, LP_RULE_PROCESS)             \
+	X(THREAD_POOLS, thread_pools, LP_RULE_PROCESS)                 \
+	X(INTERPRETER_BOUND, interpreter_bound, LP_RULE_PROCESS)
 
 enum lp_rule_needs {
 	LP_RULE_PROCESS,
@@ -76,6 +80,34 @@ struct lp_find_op {
 	double oncpu_ns;       /* of all its nodes */
 };
 
+/* The BLAS a process's GEMMs run in, from the symbols of what it maps: an optimised one
+ * (OpenBLAS, MKL, BLIS) where one is mapped, else the reference BLAS (a sgemm_ and nothing
+ * of the others'). */
+enum lp_blas_kind {
+	LP_BLAS_NONE = 0,
+	LP_BLAS_REFERENCE,
+	LP_BLAS_OPENBLAS,
+	LP_BLAS_MKL,
+	LP_BLAS_BLIS,
+};
+extern const char *const lp_blas_names[5];
+
+/* What the torch rules read of a process (engine/torch.c's processes). */
+struct lp_find_torch {
+	bool torch; /* it runs the torch engine */
+	enum lp_blas_kind blas;
+	const char *blas_path; /* the object, as the process maps it */
+	/* an OpenBLAS with a thread pool of its own: built without OpenMP (it imports none) */
+	bool blas_own_pool;
+	const char *omp[4]; /* the OpenMP runtimes it maps, distinct files */
+	size_t nomp;
+	/* over the window: samples while generating, of them outside ops */
+	uint64_t gen_samples, gen_outside;
+	/* CPUs' worth of time the host spent idle or running niced work over the window;
+	 * < 0: not known */
+	double host_spare_cpus;
+};
+
 struct lp_find_input {
 	pid_t pid;
 	double window_s;	/* what the figures below cover */
@@ -100,6 +132,7 @@ struct lp_find_input {
 	const char *membw_why;	      /* membw 0: why, when not merely measuring now */
 	const struct lp_find_op *ops; /* per op, since precise mode read nodes; NULL: none */
 	size_t nops;
+	struct lp_find_torch torch;
 };
 
 #define LP_FINDING_TEXT 384 /* a title or an action, NUL included */

@@ -40,7 +40,7 @@ static const char *state_of(const struct lp_tensor_state *ts)
 	return ts->chosen >= 0 ? "read" : "checking";
 }
 
-void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *nodes, size_t n,
+void lp_render_graph(cJSON *o, const struct lp_eproc *gp, struct lp_node *nodes, size_t n,
 		     uint64_t gen_tokens, uint64_t whole_tokens, uint64_t barrier_gen_calls)
 {
 	const struct lp_tensor_state *ts = &gp->tensors;

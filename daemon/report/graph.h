@@ -7,11 +7,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/ggml.h"
+#include "engine/engine.h"
 
 /* Adds "graph" to o; sorts nodes (longest own CPU time first). gen_tokens: generated inside
  * the precise windows; barrier_gen_calls: barrier calls then, by every thread. */
-void lp_render_graph(cJSON *o, const struct lp_ggml_proc *gp, struct lp_node *nodes, size_t n,
+void lp_render_graph(cJSON *o, const struct lp_eproc *gp, struct lp_node *nodes, size_t n,
 		     uint64_t gen_tokens, uint64_t whole_tokens, uint64_t barrier_gen_calls);
 
 #endif

@@ -69,9 +69,15 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_STRETCHES_SAMPLED] = "offcpu_stretches_sampled",
 	[LP_C_SAMPLED_THREADS] = "offcpu_sampled_threads",
 	[LP_C_SAMPLES_SKIPPED] = "samples_skipped",
+	[LP_C_PROMPT_TIMED_TOKENS] = "decode_prompt_timed_tokens",
+	[LP_C_GEN_TIMED_TOKENS] = "decode_generation_timed_tokens",
+	[LP_C_GEN_STEPS] = "decode_generation_steps",
+	[LP_C_OMP_REGIONS] = "openmp_regions",
+	[LP_C_OMP_REGION_NS] = "openmp_region_ns",
 };
 
-static const char *const sym_class_names[LP_SYM_NR] = {"matmul", "barrier", "decode", NULL};
+static const char *const sym_class_names[LP_SYM_NR] = {"matmul",  "barrier", "decode", NULL,
+						       "forward", "aten",    "fork",   "blas"};
 
 cJSON *lp_render_hist(const struct lp_hist *h)
 {
@@ -191,44 +197,55 @@ static cJSON *render_share(uint64_t matmul, uint64_t barrier, uint64_t total)
 	return o;
 }
 
-/* One phase of decoding (prompt processing or generation) with its rates. */
+/* One phase of decoding (prompt processing or generation) with its rates: over the steps
+ * whose time is known (timed: their tokens), every llama_decode call's, a torch forward's
+ * where the next one follows it (abi.h). */
 static void render_phase(cJSON *parent, const char *name, uint64_t calls, uint64_t tokens,
-			 uint64_t ns)
+			 uint64_t timed, uint64_t ns)
 {
 	cJSON *x = cJSON_AddObjectToObject(parent, name);
 
 	lp_json_add_u64(x, "calls", calls);
 	lp_json_add_u64(x, "tokens", tokens);
+	lp_json_add_u64(x, "timed_tokens", timed);
 	lp_json_add_u64(x, "ns", ns);
-	cJSON_AddNumberToObject(x, "tokens_per_s", ratio(tokens * 1000000000ULL, ns));
-	cJSON_AddNumberToObject(x, "ms_per_token", ratio(ns, tokens) / 1e6);
+	cJSON_AddNumberToObject(x, "tokens_per_s", ratio(timed * 1000000000ULL, ns));
+	cJSON_AddNumberToObject(x, "ms_per_token", ratio(ns, timed) / 1e6);
 }
 
-static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_samples *os)
+static cJSON *render_objects(const struct lp_eproc *gp, const struct lp_op_samples *os)
 {
 	cJSON *a = cJSON_CreateArray();
 
 	for (size_t i = 0; i < gp->nobjs; i++) {
-		const struct lp_ggml_obj *ob = gp->objs[i];
+		const struct lp_obj *ob = gp->objs[i];
 		cJSON *e = cJSON_CreateObject(), *lists[LP_SYM_NR], *sites;
 
 		lp_json_add_escaped(e, "path", ob->path);
 		cJSON_AddBoolToObject(e, "stripped", !ob->syms.has_symtab);
 		cJSON_AddBoolToObject(e, "openmp_runtime", ob->omp_runtime);
-		size_t nops = lp_ggml_obj_op_functions(ob);
+		size_t nops = lp_obj_op_functions(ob);
 
-		for (int c = 0; c < LP_SYM_OP; c++)
-			lists[c] = cJSON_AddArrayToObject(e, sym_class_names[c]);
-		for (size_t k = 0; k < ob->syms.nsyms; k++)
-			if (ob->syms.syms[k].cls != LP_SYM_OP)
-				cJSON_AddItemToArray(lists[ob->syms.syms[k].cls],
+		/* Every class's names but the op functions' (counted below); torch's classes
+		 * only where the object has some. */
+		for (int c = 0; c < LP_SYM_NR; c++)
+			lists[c] = c < LP_SYM_OP ? cJSON_AddArrayToObject(e, sym_class_names[c])
+				   : c > LP_SYM_OP && c != LP_SYM_ATEN && lp_obj_has(ob, c)
+					   ? cJSON_AddArrayToObject(e, sym_class_names[c])
+					   : NULL;
+		for (size_t k = 0; k < ob->syms.nsyms; k++) {
+			int c = ob->syms.syms[k].cls;
+
+			if (c >= 0 && c < LP_SYM_NR && lists[c])
+				cJSON_AddItemToArray(lists[c],
 						     cJSON_CreateString(ob->syms.syms[k].name));
+		}
 		/* Op functions are many (upstream has 130+): counted, not listed. Matmul
 		 * functions named ggml_compute_forward_* are ops too. */
 		lp_json_add_u64(e, "op_functions", nops);
 		cJSON_AddStringToObject(e, "op_attribution",
 					ob->omp_runtime ? "sync: an OpenMP runtime"
-					: nops && lp_ggml_obj_walked_by_rows(ob)
+					: nops && lp_obj_walked_by_rows(ob)
 						? "unwind: instruction pointer, else innermost op "
 						  "among the callers, frames walked by .eh_frame"
 					: nops ? "stack scan: instruction pointer, else innermost "
@@ -237,7 +254,7 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_s
 						? "unknown: no op functions in its symbols"
 						: "none");
 		/* How samples in its code find their callers, and why not by .eh_frame. */
-		cJSON_AddStringToObject(e, "unwind", lp_ggml_obj_unwind(ob));
+		cJSON_AddStringToObject(e, "unwind", lp_obj_unwind(ob));
 		/* The rows it was walked by; those the kernel holds now (0 once no running
 		 * process maps it: they were given back). */
 		lp_json_add_u64(e, "unwind_rows", ob->uw_rows_read);
@@ -268,11 +285,11 @@ static cJSON *render_objects(const struct lp_ggml_proc *gp, const struct lp_op_s
 			cJSON_AddStringToObject(x, "instruction", lp_x86_site_names[s->site]);
 			cJSON_AddItemToArray(sites, x);
 		}
-		if (ob->decode_error)
+		if (ob->step_error)
 			cJSON_AddStringToObject(e, "decode_probes", "failed");
 		else
 			cJSON_AddStringToObject(e, "decode_probes",
-						ob->decode.n ? "attached" : "none");
+						ob->step.n ? "attached" : "none");
 		cJSON_AddItemToArray(a, e);
 	}
 	return a;
@@ -293,7 +310,7 @@ static int compare_row(const void *a, const void *b)
 /* per_token.precise: the exact split over precise windows, from the probed ops' own on-CPU
  * time and the barriers' spinning in calls that returned while a generation decode was in
  * flight, over the tokens generated in the windows. Ops not probed are not in it. */
-static void render_precise_per_token(cJSON *o, const struct lp_ggml_proc *gp,
+static void render_precise_per_token(cJSON *o, const struct lp_eproc *gp,
 				     const struct lp_op_precise *pr,
 				     const struct lp_precise_totals *w)
 {
@@ -342,7 +359,7 @@ static void render_observer(cJSON *x, const struct lp_precise_totals *w, const _
 /* ggml.unwind: how each sample's place was found, and where the walk by rows gave way to
  * the stack scan and why. The scan can take a stale return address for a live frame, so
  * shares that rest on it for more than LP_SCAN_TRUST of the samples (ops.h) are marked. */
-static void render_unwind(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_op_samples *os)
+static void render_unwind(cJSON *o, const struct lp_eproc *gp, const struct lp_op_samples *os)
 {
 	static const char *const how[LP_HOW_NR] = {"ip", "cfi", "scan", "none"};
 	cJSON *x = cJSON_AddObjectToObject(o, "unwind"), *y;
@@ -359,12 +376,18 @@ static void render_unwind(cJSON *o, const struct lp_ggml_proc *gp, const struct 
 	for (unsigned i = 0; i < LP_UF_NR; i++)
 		lp_json_add_u64(y, lp_unwind_why_key(i), os->uw_fail[i]);
 	lp_json_add_u64(x, "fallbacks_outside_objects", os->uw_fail_obj[LP_MAX_UNWIND]);
+	/* OpenMP workers' samples in a region's work (their stacks hold no op): given the op
+	 * of the one region open (its master's), or not, more than one being open, or none */
+	y = cJSON_AddObjectToObject(x, "openmp_workers");
+	lp_json_add_u64(y, "region_op", os->via[1]);
+	lp_json_add_u64(y, "regions_open", os->via[2]);
+	lp_json_add_u64(y, "none_open", os->via[3]);
 	cJSON_AddBoolToObject(x, "trustworthy", lp_op_samples_trustworthy(os));
 	/* The objects with no ops whose rows the walk follows (the C and C++ runtimes): not
 	 * among ggml.objects, which lists those with symbols of interest. */
 	y = cJSON_AddArrayToObject(x, "walked_through");
 	for (size_t k = 0; k < LP_MAX_UNWIND; k++) {
-		const struct lp_ggml_obj *ob = gp->uw_objs[k];
+		const struct lp_obj *ob = gp->uw_objs[k];
 		uint64_t fell = 0;
 		size_t j;
 		cJSON *e;
@@ -391,9 +414,9 @@ static void render_unwind(cJSON *o, const struct lp_ggml_proc *gp, const struct 
 
 /* ggml.ops, ggml.op_groups and ggml.per_token: where the sampled CPU time goes by operator,
  * over the process's life and per generated token. */
-static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_op_samples *os,
+static void render_ops(cJSON *o, const struct lp_eproc *gp, const struct lp_op_samples *os,
 		       const struct lp_op_precise *pr, const struct lp_precise_totals *w,
-		       uint64_t gen_tokens, uint64_t gen_ns, uint32_t hz)
+		       uint64_t gen_tokens, uint64_t gen_timed, uint64_t gen_ns, uint32_t hz)
 {
 	static const struct lp_op_samples none;
 	struct op_row *rows = calloc(gp->ops.n ? gp->ops.n : 1, sizeof(*rows));
@@ -419,6 +442,8 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 		lp_json_add_u64(x, "samples", rows[k].n);
 		cJSON_AddNumberToObject(x, "share", ratio(rows[k].n, os->total));
 		lp_json_add_u64(x, "generation_samples", os->gen[rows[k].i]);
+		/* of its samples, its OpenMP workers' (their stacks hold no op: the master's) */
+		lp_json_add_u64(x, "region_samples", os->region[rows[k].i]);
 		/* Precise mode's figures, over its windows, for ops it probed. */
 		if (p && p->calls) {
 			y = cJSON_AddObjectToObject(x, "precise");
@@ -449,7 +474,7 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 	/* CPU time is summed over threads, so per token it can exceed the wall time. */
 	x = cJSON_AddObjectToObject(o, "per_token");
 	lp_json_add_u64(x, "generated", gen_tokens);
-	cJSON_AddNumberToObject(x, "wall_ms", gen_tokens ? (double)gen_ns / 1e6 / gen_tokens : 0);
+	cJSON_AddNumberToObject(x, "wall_ms", gen_timed ? (double)gen_ns / 1e6 / gen_timed : 0);
 	lp_json_add_u64(x, "samples", os->gen_total);
 	y = cJSON_AddObjectToObject(x, "cpu_ms");
 	lp_op_group_counts(&gp->ops, os, true, g);
@@ -462,17 +487,17 @@ static void render_ops(cJSON *o, const struct lp_ggml_proc *gp, const struct lp_
 }
 
 /* Configured names (not globs) that none of the process's objects holds. */
-static cJSON *render_missing(const struct lp_config *cfg, const struct lp_ggml_proc *gp)
+static cJSON *render_missing(const struct lp_config *cfg, const struct lp_eproc *gp)
 {
 	cJSON *a = cJSON_CreateArray();
 
-	for (int c = 0; cfg && c < LP_SYM_NR; c++)
+	for (int c = 0; cfg && c < LP_SYM_CONFIG_NR; c++)
 		for (const char *const *p = cfg->symbols[c]; p && *p; p++)
-			if (!lp_ggml_proc_has(gp, *p))
+			if (!lp_eproc_has(gp, *p))
 				cJSON_AddItemToArray(a, cJSON_CreateString(*p));
 	return a;
 }
-void lp_render_precise_state(cJSON *x, const struct lp_ggml_proc *gp, uint64_t now)
+void lp_render_precise_state(cJSON *x, const struct lp_eproc *gp, uint64_t now)
 {
 	cJSON_AddStringToObject(x, "state",
 				gp->precise_on		? "on"
@@ -494,7 +519,7 @@ void lp_render_precise_state(cJSON *x, const struct lp_ggml_proc *gp, uint64_t n
 static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *cfg,
 			  uint32_t sample_hz, uint64_t now)
 {
-	const struct lp_ggml_proc *gp = v->target->ggml;
+	const struct lp_eproc *gp = v->target->eng;
 	const __u64 *ctr = v->stats.ctr;
 	const struct lp_precise_totals *w = &v->precise;
 	cJSON *o = cJSON_CreateObject(), *tk, *x, *y;
@@ -511,10 +536,10 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	/* CLOCK_MONOTONIC when this daemon began to count its decodes; 0: not yet */
 	lp_json_add_u64(tk, "since_ns", gp->decode_since_ns);
 	render_phase(tk, "prompt", ctr[LP_C_DECODE_PROMPT_CALLS], ctr[LP_C_DECODE_PROMPT_TOKENS],
-		     ctr[LP_C_DECODE_PROMPT_NS]);
-	/* Generation decodes one token per call. */
-	render_phase(tk, "generation", ctr[LP_C_DECODE_GEN_CALLS], ctr[LP_C_DECODE_GEN_CALLS],
-		     ctr[LP_C_DECODE_GEN_NS]);
+		     lp_timed_tokens(ctr, 1), ctr[LP_C_DECODE_PROMPT_NS]);
+	/* A token per sequence a step: one a llama_decode call, the batch's a torch forward. */
+	render_phase(tk, "generation", ctr[LP_C_GEN_STEPS], ctr[LP_C_DECODE_GEN_CALLS],
+		     lp_timed_tokens(ctr, 0), ctr[LP_C_DECODE_GEN_NS]);
 	/* tokens_per_s above is inside llama_decode; this is the wall clock, what the engine's
 	 * own rate counts: each generation decode and the gap to the next one's start when it
 	 * follows within LP_GEN_GAP_NS (sampling, the application's work). Over the same calls
@@ -524,13 +549,16 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	x = cJSON_GetObjectItemCaseSensitive(tk, "generation");
 	wall_ns = ctr[LP_C_DECODE_GEN_NS] + ctr[LP_C_GEN_GAP_NS];
 	cJSON_AddNumberToObject(x, "wall_tokens_per_s",
-				ratio(ctr[LP_C_DECODE_GEN_CALLS] * 1000000000ULL, wall_ns));
+				ratio(lp_timed_tokens(ctr, 0) * 1000000000ULL, wall_ns));
 	cJSON_AddNumberToObject(x, "wall_ms_per_token",
-				ratio(wall_ns, ctr[LP_C_DECODE_GEN_CALLS]) / 1e6);
+				ratio(wall_ns, lp_timed_tokens(ctr, 0)) / 1e6);
+	/* Sequences a generation step carried: 1 for llama_decode's (a decode of one token),
+	 * the batch for a torch forward's. */
+	cJSON_AddNumberToObject(x, "batch", ratio(ctr[LP_C_DECODE_GEN_CALLS], ctr[LP_C_GEN_STEPS]));
 
 	/* Each sample stands for 1/hz seconds of CPU time. */
 	render_ops(o, gp, v->ops, v->op_precise, w, ctr[LP_C_DECODE_GEN_CALLS],
-		   ctr[LP_C_DECODE_GEN_NS], sample_hz);
+		   lp_timed_tokens(ctr, 0), ctr[LP_C_DECODE_GEN_NS], sample_hz);
 	lp_render_graph(o, gp, v->nodes, v->nnodes, w->ctr[LP_W_GEN_TOKENS],
 			v->ops ? v->ops->nodes_gen_tokens : 0, ctr[LP_C_BARRIER_GEN_CALLS]);
 	x = cJSON_AddObjectToObject(o, "sampled");
@@ -727,6 +755,11 @@ static cJSON *render_identity(const struct lp_report *r, const struct lp_proc_vi
 	else
 		lp_json_add_u64(o, "uid", t->uid);
 	cJSON_AddStringToObject(o, "matched_by", t->matched_by);
+	/* the engine it runs; null before it is found to run one */
+	if (t->eng && t->eng->found_ns)
+		cJSON_AddStringToObject(o, "engine", lp_engine_name(t->eng->engine));
+	else
+		cJSON_AddNullToObject(o, "engine");
 	render_who(o, t);
 	cJSON_AddStringToObject(o, "state", t->exited ? "exited" : "running");
 	cJSON_AddBoolToObject(o, "data_lost", t->exit_lost);
@@ -772,7 +805,10 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 	int worst;
 
 	lp_json_add_u64(o, "threads", v->nthreads);
-	cJSON_AddBoolToObject(o, "ggml", v->target->ggml && v->target->ggml->found_ns);
+	/* whether it runs ggml: the key the list had before there were other engines */
+	cJSON_AddBoolToObject(o, "ggml",
+			      v->target->eng && v->target->eng->found_ns &&
+				      v->target->eng->engine == LP_ENGINE_GGML);
 	c = cJSON_AddObjectToObject(o, "counters");
 	render_counters(c, r, ctr);
 	lp_json_add_u64(c, "futex_waits", lp_hist_total(&hist[LP_H_FUTEX]));
@@ -783,8 +819,8 @@ cJSON *lp_render_summary(const struct lp_report *r, const struct lp_proc_view *v
 			      render_share(ctr[LP_C_SAMPLES_MATMUL], ctr[LP_C_SAMPLES_BARRIER],
 					   ctr[LP_C_SAMPLES]));
 	cJSON_AddBoolToObject(o, "precise_active",
-			      v->target->ggml && (v->target->ggml->precise_on ||
-						  v->target->ggml->precise_attaching));
+			      v->target->eng && (v->target->eng->precise_on ||
+						 v->target->eng->precise_attaching));
 	/* How many rules fired and the worst severity (of them and the recent ones), for a
 	 * table to mark the process. */
 	c = cJSON_AddObjectToObject(o, "findings");
@@ -845,9 +881,12 @@ cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v)
 	cJSON_AddItemToObject(o, "preemptors", render_preempt(&v->preempt, t->pid));
 	cJSON_AddItemToObject(o, "findings", lp_render_findings(v));
 	cJSON_AddItemToObject(o, "requests", render_requests_brief(v->requests));
-	if (t->ggml && t->ggml->found_ns)
-		cJSON_AddItemToObject(o, "ggml", render_ggml(v, r->cfg, r->sample_hz, r->now_ns));
-	else
+	/* The engine's figures under its name; "ggml" is null for a process of another
+	 * engine, as for one of none (a reader of "ggml" keeps what it read). */
+	if (t->eng && t->eng->found_ns)
+		cJSON_AddItemToObject(o, lp_engine_name(t->eng->engine),
+				      render_ggml(v, r->cfg, r->sample_hz, r->now_ns));
+	if (!cJSON_HasObjectItem(o, "ggml"))
 		cJSON_AddNullToObject(o, "ggml");
 	th = cJSON_AddArrayToObject(o, "threads");
 	for (size_t i = 0; i < v->nthreads; i++)
@@ -937,6 +976,7 @@ cJSON *lp_render_report(const struct lp_report *r)
 	lp_json_add_u64(lost, "preemptors_map_full", r->drops[LP_D_PREEMPTORS_FULL]);
 	lp_json_add_u64(lost, "decodes_ring_buffer_half_full", r->drops[LP_D_DECODES_LOST]);
 	lp_json_add_u64(lost, "nodes_map_full", r->drops[LP_D_NODES_FULL]);
+	lp_json_add_u64(lost, "aop_samples_map_full", r->drops[LP_D_AOP_FULL]);
 	lp_json_add_u64(lost, "procs_map_full", r->procs_full);
 	lp_json_add_u64(lost, "exited_evicted", r->exited_evicted);
 	lp_json_add_u64(lost, "exited_before_tracking", r->exited_untracked);

@@ -31,7 +31,7 @@ cJSON *lp_render_proc_requests(const struct lp_report *r, const struct lp_proc_v
  * their way; on), "active" (attaching or on), "seconds_left" of a timed window (the whole
  * window while attaching; null when off or until switched off), and "attach_ms", how long
  * the last window's probes took to go on. now: CLOCK_MONOTONIC. */
-void lp_render_precise_state(cJSON *x, const struct lp_ggml_proc *gp, uint64_t now);
+void lp_render_precise_state(cJSON *x, const struct lp_eproc *gp, uint64_t now);
 
 /* The kernel features by name, as the report, the status and /metrics list them. */
 #define LP_FEATURE_FLAGS_MAX 16

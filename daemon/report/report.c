@@ -153,11 +153,11 @@ static void read_preempt(struct lp_report *r, int fd)
 }
 
 /* The op counts: the kernel's for a live process, the last read for an exited one. */
-static void read_ops(struct lp_proc_view *v, struct lp_ggml_proc *gp, const struct lp_core *c)
+static void read_ops(struct lp_proc_view *v, struct lp_eproc *gp, const struct lp_core *c)
 {
-	v->ops = lp_ggml_op_samples(c, gp, v->target->pid);
+	v->ops = lp_eproc_op_samples(c, gp, v->target->pid);
 	if (v->ops)
-		lp_ggml_metrics_ops(gp, v->ops);
+		lp_eproc_metrics_ops(gp, v->ops);
 }
 
 int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid)
@@ -212,7 +212,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 			lp_hot_read(procs_fd, tr->hot_fd, key, &v->stats);
 			v->live = true;
 		}
-		read_ops(v, t->ggml, c);
+		read_ops(v, t->eng, c);
 		v->requests = t->requests;
 		v->op_precise = lp_precise_ops(c, t);
 		v->nodes = lp_nodes_read(c, t, &v->nnodes);

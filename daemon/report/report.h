@@ -7,7 +7,7 @@
 #include "tracked/context.h"
 #include "kernel/core.h"
 #include "report/findings.h"
-#include "engine/ggml.h"
+#include "engine/engine.h"
 #include "engine/precise.h"
 #include "tracked/track.h"
 

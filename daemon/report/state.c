@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "escape.h"
-#include "engine/ggml.h"
+#include "engine/engine.h"
 #include "base/log.h"
 #include "base/procfs.h"
 #include "report/render.h"
@@ -86,7 +86,11 @@ static void render_ident(cJSON *p, const struct lp_target *t)
 	}
 	if (t->ident.model_bytes)
 		put_u64(o, "model_bytes", t->ident.model_bytes);
-	cJSON_AddBoolToObject(p, "ggml", t->ggml && t->ggml->found_ns);
+	/* "ggml" as daemons before the engine table read it; "engine" beside it */
+	cJSON_AddBoolToObject(p, "ggml",
+			      t->eng && t->eng->found_ns && t->eng->engine == LP_ENGINE_GGML);
+	if (t->eng && t->eng->found_ns)
+		cJSON_AddStringToObject(p, "engine", lp_engine_name(t->eng->engine));
 }
 
 cJSON *lp_state_render(const struct lp_report *r, const char *boot_id, double realtime_s)
@@ -206,7 +210,7 @@ int lp_boot_id(char *buf, size_t size)
 
 static const char *matched_by_of(const char *s)
 {
-	static const char *const known[] = {"pid", "comm", "exe", "ggml", NULL};
+	static const char *const known[] = {"pid", "comm", "exe", "ggml", "torch", NULL};
 
 	for (const char *const *k = known; s && *k; k++)
 		if (strcmp(*k, s) == 0)
@@ -376,7 +380,25 @@ struct saved {
 	struct lp_futex_top futex;
 	struct lp_identity ident;
 	bool ggml;
+	int engine; /* enum lp_engine_id; -1: none */
 };
+
+/* The engine it ran: "engine" by name (a name this daemon does not know is refused), else
+ * ggml where "ggml" is true (a file of a daemon before the engine table). */
+static int read_engine(struct reader *rd, const cJSON *p, struct saved *sv)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, "engine");
+
+	sv->engine = sv->ggml ? LP_ENGINE_GGML : -1;
+	if (!v)
+		return 0;
+	for (unsigned e = 0; cJSON_IsString(v) && e < LP_ENGINE_NR; e++)
+		if (strcmp(v->valuestring, lp_engine_name(e)) == 0) {
+			sv->engine = (int)e;
+			return 0;
+		}
+	return bad(rd, "'engine' is not an engine this daemon knows");
+}
 
 /* The identity saved with a record: each text as it was kept (escaped, escape.h), refused
  * when it is not, or does not fit. */
@@ -385,6 +407,7 @@ static int read_ident(struct reader *rd, const cJSON *p, struct saved *sv)
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(p, "identity");
 	__u64 bytes = 0;
 
+	sv->engine = -1;
 	if (!o)
 		return 0;
 	if (!cJSON_IsObject(o))
@@ -405,7 +428,9 @@ static int read_ident(struct reader *rd, const cJSON *p, struct saved *sv)
 	if (field_u64(rd, o, "model_bytes", LP_STATE_MAX_VALUE, false, &bytes) < 0)
 		return -EINVAL;
 	sv->ident.model_bytes = bytes;
-	return field_bool(rd, p, "ggml", &sv->ggml);
+	if (field_bool(rd, p, "ggml", &sv->ggml) < 0)
+		return -EINVAL;
+	return read_engine(rd, p, sv);
 }
 
 /* A text written escaped once, read back in place to bytes: shorter than size, no NUL. */
@@ -533,10 +558,12 @@ static int restore_one(struct lp_tracker *tr, const struct saved *sv, bool same_
 	t->uid = sv->uid > UINT32_MAX ? (uid_t)-1 : (uid_t)sv->uid;
 	t->matched_by = sv->matched_by;
 	t->ident = sv->ident;
-	/* It ran ggml: its tokens, samples and unwind figures are in the counters; no object
-	 * or op of it is known any more. */
-	if (sv->ggml && (t->ggml = calloc(1, sizeof(*t->ggml))))
-		t->ggml->found_ns = 1;
+	/* It ran an engine: its tokens, samples and unwind figures are in the counters; no
+	 * object or op of it is known any more. */
+	if (sv->engine >= 0 && (t->eng = calloc(1, sizeof(*t->eng)))) {
+		t->eng->engine = (uint8_t)sv->engine;
+		t->eng->found_ns = 1;
+	}
 	t->exited = true;
 	t->exit_lost = sv->data_lost;
 	/* Exited while we were stopped: it left when we last saw it. */

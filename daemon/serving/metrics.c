@@ -69,14 +69,23 @@ static const struct counter_row counters[] = {
 	{"llmprof_page_faults", "User page faults: minor (no I/O) or major (I/O)", "kind", "minor",
 	 LP_C_FAULTS_MIN, 1},
 	{"llmprof_page_faults", NULL, "kind", "major", LP_C_FAULTS_MAJ, 1},
-	{"llmprof_decode_calls", "llama_decode calls, by phase", "phase", "prompt",
-	 LP_C_DECODE_PROMPT_CALLS, 1},
-	{"llmprof_decode_calls", NULL, "phase", "generation", LP_C_DECODE_GEN_CALLS, 1},
-	{"llmprof_decode_tokens", "Tokens given to llama_decode, by phase", "phase", "prompt",
-	 LP_C_DECODE_PROMPT_TOKENS, 1},
+	{"llmprof_decode_calls", "llama_decode calls (torch: forwards), by phase", "phase",
+	 "prompt", LP_C_DECODE_PROMPT_CALLS, 1},
+	{"llmprof_decode_calls", NULL, "phase", "generation", LP_C_GEN_STEPS, 1},
+	{"llmprof_decode_tokens",
+	 "Tokens given to llama_decode (torch: its forwards' positions, a token per sequence "
+	 "in generation), by phase",
+	 "phase", "prompt", LP_C_DECODE_PROMPT_TOKENS, 1},
 	{"llmprof_decode_tokens", NULL, "phase", "generation", LP_C_DECODE_GEN_CALLS, 1},
-	{"llmprof_decode_seconds", "Wall time inside llama_decode, by phase", "phase", "prompt",
-	 LP_C_DECODE_PROMPT_NS, 1e-9},
+	{"llmprof_decode_timed_tokens",
+	 "Of the tokens, those of steps whose time is in llmprof_decode_seconds (torch: a "
+	 "forward is timed where the next one follows it): the rates' numerator",
+	 "phase", "prompt", LP_C_PROMPT_TIMED_TOKENS, 1},
+	{"llmprof_decode_timed_tokens", NULL, "phase", "generation", LP_C_GEN_TIMED_TOKENS, 1},
+	{"llmprof_decode_seconds",
+	 "Wall time inside llama_decode (torch: from a forward's start to the next one's), by "
+	 "phase",
+	 "phase", "prompt", LP_C_DECODE_PROMPT_NS, 1e-9},
 	{"llmprof_decode_seconds", NULL, "phase", "generation", LP_C_DECODE_GEN_NS, 1e-9},
 	{"llmprof_decode_errors", "llama_decode calls that returned non-zero", NULL, NULL,
 	 LP_C_DECODE_ERRORS, 1},
@@ -190,7 +199,7 @@ static void series_add(struct series *s, const struct lp_proc_view *v)
 	s->nthreads += v->nthreads;
 	s->running += !v->target->exited;
 	s->processes++;
-	s->precise += v->target->ggml && v->target->ggml->precise_on;
+	s->precise += v->target->eng && v->target->eng->precise_on;
 	if (v->requests && (s->req || (s->req = calloc(1, sizeof(*s->req)))))
 		lp_req_metrics_add(s->req, &v->requests->m);
 }
@@ -253,7 +262,7 @@ static struct series *series_of(const struct lp_proc_view **v, size_t n, bool by
 }
 
 /* CPU time by op group and by op, estimated from samples (each stands for 1/hz s). Per op:
- * the LP_METRICS_OPS ops chosen once per process (lp_ggml_metrics_ops), the rest summed as
+ * the LP_METRICS_OPS ops chosen once per process (lp_eproc_metrics_ops), the rest summed as
  * op="other"; so at most 11 series per process, each only growing. By process only: ops
  * are named per process. */
 static void put_ops(struct lp_expo *e, const struct series *s, size_t n, uint32_t hz)
@@ -267,7 +276,7 @@ static void put_ops(struct lp_expo *e, const struct series *s, size_t n, uint32_
 		       "outside_ops: the rest of the process");
 	for (size_t i = 0; i < n; i++) {
 		const struct lp_proc_view *v = s[i].v;
-		const struct lp_ggml_proc *gp = v ? v->target->ggml : NULL;
+		const struct lp_eproc *gp = v ? v->target->eng : NULL;
 
 		if (!gp || !v->ops)
 			continue;
@@ -286,7 +295,7 @@ static void put_ops(struct lp_expo *e, const struct series *s, size_t n, uint32_
 		static const char *const how[LP_HOW_NR] = {"ip", "cfi", "scan", "none"};
 		const struct lp_proc_view *v = s[i].v;
 
-		if (!v || !v->target->ggml || !v->ops)
+		if (!v || !v->target->eng || !v->ops)
 			continue;
 		for (int k = 0; k < LP_HOW_NR; k++)
 			value_with(e, &s[i], "how", how[k], (double)v->ops->how[k]);
@@ -296,7 +305,7 @@ static void put_ops(struct lp_expo *e, const struct series *s, size_t n, uint32_
 		       "chosen once it has 1000 samples, the rest as op=\"other\"");
 	for (size_t i = 0; i < n; i++) {
 		const struct lp_proc_view *v = s[i].v;
-		const struct lp_ggml_proc *gp = v ? v->target->ggml : NULL;
+		const struct lp_eproc *gp = v ? v->target->eng : NULL;
 		uint64_t rest = 0;
 
 		if (!gp || !v->ops || !gp->metrics_ops_chosen)
@@ -328,7 +337,7 @@ static void put_blocks(struct lp_expo *e, const struct series *s, size_t n)
 		       "the ops read only");
 	for (size_t i = 0; i < n; i++) {
 		const struct lp_proc_view *v = s[i].v;
-		const struct lp_ggml_proc *gp = v ? v->target->ggml : NULL;
+		const struct lp_eproc *gp = v ? v->target->eng : NULL;
 		double ns[LP_B_NR] = {0};
 
 		if (!gp || !v->nnodes)
@@ -436,6 +445,21 @@ static void put_info(struct lp_expo *e, const struct series *s, size_t n, bool b
 			lp_identity_cmdline_redacted(cmd, sizeof(cmd), id->cmdline);
 			l[nl++] = (struct lp_label){"cmdline", cmd};
 		}
+		lp_expo_value(e, l, nl, 1);
+	}
+	/* A family of its own, so that process_info's label set stays as dashboards join it. */
+	lp_expo_family(e, "llmprof_process_engine", LP_EXPO_GAUGE,
+		       "The engine the process runs (ggml, torch), for processes found to run "
+		       "one; always 1 (join on pid)");
+	for (size_t i = 0; i < n; i++) {
+		const struct lp_target *t = s[i].v->target;
+		struct lp_label l[MAX_LABELS + 1];
+		size_t nl = s[i].nl;
+
+		if (!t->eng || !t->eng->found_ns)
+			continue;
+		memcpy(l, s[i].l, nl * sizeof(*l));
+		l[nl++] = (struct lp_label){"engine", lp_engine_name(t->eng->engine)};
 		lp_expo_value(e, l, nl, 1);
 	}
 }
@@ -546,7 +570,8 @@ static void put_daemon(struct lp_expo *e, const struct lp_report *r,
 {
 	static const char *const lost_names[] = {
 		"threads_map_full",    "futex_addrs_map_full",		"ring_buffer_full",
-		"preemptors_map_full", "decodes_ring_buffer_half_full", "nodes_map_full"};
+		"preemptors_map_full", "decodes_ring_buffer_half_full", "nodes_map_full",
+		"aop_samples_map_full"};
 	struct lp_feature_flag feat[LP_FEATURE_FLAGS_MAX];
 	size_t nfeat = r->features ? lp_feature_flags(r->features, feat) : 0;
 	size_t running = 0;

@@ -18,7 +18,7 @@
 #include "engine/requests.h"
 #include "base/procfs.h"
 
-void lp_recorder_init(struct lp_recorder *r, struct lp_core *core, struct lp_ggml *g,
+void lp_recorder_init(struct lp_recorder *r, struct lp_core *core, struct lp_engines *g,
 		      struct lp_tracker *tr, const char *version)
 {
 	memset(r, 0, sizeof(*r));
@@ -208,10 +208,10 @@ static const char *name_of_op(void *ctx, uint64_t op, const char **group)
 	struct lp_record *rec = ctx;
 	struct lp_target *t = lp_tracker_find(rec->owner->tr, rec->pid);
 
-	if (!t || !t->ggml || op >= t->ggml->ops.n)
+	if (!t || !t->eng || op >= t->eng->ops.n)
 		return NULL;
-	*group = lp_op_group_key((int)t->ggml->ops.v[op].group);
-	return t->ggml->ops.v[op].name;
+	*group = lp_op_group_key((int)t->eng->ops.v[op].group);
+	return t->eng->ops.v[op].name;
 }
 
 /* The process's graph nodes (engine/nodes.h), as op spans' args by id. */
@@ -221,15 +221,15 @@ static void read_nodes(struct lp_record *rec, const struct lp_target *t)
 	size_t n, k = 0;
 
 	rec->nodes_read_ns = lp_now_ns();
-	if (!t || !t->ggml || !(v = lp_nodes_read(rec->owner->core, t, &n)))
+	if (!t || !t->eng || !(v = lp_nodes_read(rec->owner->core, t, &n)))
 		return;
 	free(rec->nodes);
 	rec->nnodes = 0;
 	if ((rec->nodes = calloc(n, sizeof(*rec->nodes)))) {
 		for (size_t i = 0; i < n; i++)
-			if (v[i].val.id && v[i].key.op < t->ggml->ops.n)
+			if (v[i].val.id && v[i].key.op < t->eng->ops.n)
 				lp_tl_node_make(&rec->nodes[k++], &v[i],
-						t->ggml->ops.v[v[i].key.op].name);
+						t->eng->ops.v[v[i].key.op].name);
 		rec->nnodes = k;
 		lp_tl_nodes_sort(rec->nodes, k);
 	}
@@ -354,7 +354,7 @@ int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops, 
 	}
 	/* Op and barrier spans come from precise mode's probes: on for the window, unless
 	 * they are on already (then they stay as they were). */
-	if (ops && t->ggml && !t->ggml->precise_on && !t->ggml->precise_attaching) {
+	if (ops && t->eng && !t->eng->precise_on && !t->eng->precise_attaching) {
 		int e = lp_precise_set(r->g, t, true, seconds);
 
 		if (e == 0)
@@ -519,8 +519,8 @@ static void stop_kernel(struct lp_recorder *r, struct lp_record *rec, struct lp_
 	if (bpf_map_lookup_elem(map_fd(r), &key, &st) == 0)
 		rec->lost = st.lost;
 	bpf_map_delete_elem(map_fd(r), &key);
-	if (t && rec->precise_ours && t->ggml &&
-	    (t->ggml->precise_on || t->ggml->precise_attaching) && !t->exited)
+	if (t && rec->precise_ours && t->eng && (t->eng->precise_on || t->eng->precise_attaching) &&
+	    !t->exited)
 		lp_precise_set(r->g, t, false, 0);
 }
 
@@ -602,13 +602,13 @@ static void finish(struct lp_recorder *r, struct lp_record *rec)
 	if (t)
 		memcpy(rec->comm, t->comm, sizeof(rec->comm));
 	/* The op table may grow while the thread renders: copies of the names. */
-	if (t && t->ggml && t->ggml->ops.n &&
-	    (rec->op_names = calloc(t->ggml->ops.n, sizeof(char *))) &&
-	    (rec->op_groups = calloc(t->ggml->ops.n, sizeof(char *)))) {
-		rec->nops = t->ggml->ops.n;
+	if (t && t->eng && t->eng->ops.n &&
+	    (rec->op_names = calloc(t->eng->ops.n, sizeof(char *))) &&
+	    (rec->op_groups = calloc(t->eng->ops.n, sizeof(char *)))) {
+		rec->nops = t->eng->ops.n;
 		for (size_t i = 0; i < rec->nops; i++) {
-			rec->op_names[i] = strdup(t->ggml->ops.v[i].name);
-			rec->op_groups[i] = lp_op_group_key((int)t->ggml->ops.v[i].group);
+			rec->op_names[i] = strdup(t->eng->ops.v[i].name);
+			rec->op_groups[i] = lp_op_group_key((int)t->eng->ops.v[i].group);
 		}
 	}
 	rec->version = r->version;

@@ -17,7 +17,7 @@
 #include "base/body.h"
 #include "kernel/core.h"
 #include "llmprof/protocol.h"
-#include "engine/ggml.h"
+#include "engine/engine.h"
 #include "timeline/perfetto.h"
 #include "base/stream.h"
 #include "timeline/trace.h"
@@ -90,12 +90,12 @@ struct lp_recorder {
 	size_t n;
 	size_t budget; /* events still to read in this call */
 	struct lp_core *core;
-	struct lp_ggml *g;
+	struct lp_engines *g;
 	struct lp_tracker *tr;
 	const char *version;
 };
 
-void lp_recorder_init(struct lp_recorder *r, struct lp_core *core, struct lp_ggml *g,
+void lp_recorder_init(struct lp_recorder *r, struct lp_core *core, struct lp_engines *g,
 		      struct lp_tracker *tr, const char *version);
 void lp_recorder_free(struct lp_recorder *r);
 

@@ -671,3 +671,30 @@ int lp_context_read(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus
 	read_weights(ctx, pid, proc, h->nnodes);
 	return 0;
 }
+
+int lp_context_parse_stat(const char *line, uint64_t *spare, uint64_t *total)
+{
+	unsigned long long v[8] = {0};
+
+	if (strncmp(line, "cpu ", 4) ||
+	    sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6], &v[7]) < 5)
+		return -EINVAL;
+	*spare = v[1] + v[3] + v[4];
+	*total = 0;
+	for (int i = 0; i < 8; i++)
+		*total += v[i];
+	return 0;
+}
+
+int lp_host_cpu_ticks(const char *proc_root, uint64_t *spare, uint64_t *total)
+{
+	char path[PATH_MAX], buf[512];
+	int r;
+
+	snprintf(path, sizeof(path), "%s/stat", proc_root);
+	r = lp_read_small(path, buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	return lp_context_parse_stat(buf, spare, total);
+}

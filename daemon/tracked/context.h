@@ -103,7 +103,14 @@ void lp_context_read_throttled(struct lp_context *ctx);
 int lp_context_read_cpus(struct lp_context *ctx, pid_t pid, const struct lp_host_cpus *h,
 			 const char *proc_root);
 
+/* The host's CPU time from /proc/stat's first line: *spare the ticks idle, waiting for I/O
+ * or running niced work (which yields to a process of normal priority), *total all of
+ * them. Returns 0 or -errno. */
+int lp_host_cpu_ticks(const char *proc_root, uint64_t *spare, uint64_t *total);
+
 /* Parsers, for the tests. */
+/* /proc/stat's "cpu  user nice system idle iowait irq softirq steal ...": 0 or -EINVAL */
+int lp_context_parse_stat(const char *line, uint64_t *spare, uint64_t *total);
 /* cgroup v2 cpu.max ("max 100000" or "50000 100000") or v1 quota and period: CPUs, 0 none */
 double lp_context_parse_cpu_max(const char *s);
 /* environ (NUL-separated): copies the value of name into out; false when absent */

@@ -51,8 +51,8 @@ static void target_free(const struct lp_tracker *tr, struct lp_target *t)
 	free(t->base);
 	if (t->requests && tr->free_requests)
 		tr->free_requests(t->requests);
-	if (t->ggml && tr->free_ggml)
-		tr->free_ggml(t->ggml);
+	if (t->eng && tr->free_eng)
+		tr->free_eng(t->eng);
 	free(t);
 }
 

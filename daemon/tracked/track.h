@@ -41,7 +41,7 @@ struct lp_preempt_top {
 };
 
 struct lp_packed;
-struct lp_ggml_proc; /* ggml.h, which owns it: the tracker frees it through free_ggml */
+struct lp_eproc; /* ggml.h, which owns it: the tracker frees it through free_eng */
 
 struct lp_requests;
 
@@ -51,7 +51,7 @@ struct lp_target {
 	char comm[16];
 	char *exe;
 	uid_t uid;		   /* effective uid; (uid_t)-1 when unknown */
-	const char *matched_by;	   /* "pid", "comm", "exe", "ggml" or "restored" */
+	const char *matched_by;	   /* "pid", "comm", "exe", "ggml", "torch" or "restored" */
 	uint64_t tracked_since_ns; /* CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns() */
 	bool exited;
 	bool exiting;	       /* adopted from its exec record when /proc no longer showed it */
@@ -66,7 +66,9 @@ struct lp_target {
 	struct lp_packed *final_packed;
 	struct lp_futex_top *final_futex;
 	struct lp_preempt_top *final_preempt;
-	struct lp_ggml_proc *ggml; /* set once it is seen to map a ggml symbol */
+	struct lp_eproc *eng; /* its engine state: set once it is seen to map an engine's objects */
+	/* The engine whose step found it (its first forward: torch), + 1; 0: none */
+	uint8_t found_by;
 	/* Its requests, from its first decode's batch on (engine/requests.h, which frees them
 	 * through free_requests); NULL before. Its decodes may come before ggml is set. */
 	struct lp_requests *requests;
@@ -116,7 +118,7 @@ struct lp_tracker {
 	void (*on_exit)(void *userdata, struct lp_target *t);
 	/* Called before a process enters procs (its collectors attached on demand) */
 	void (*before_insert)(void *userdata);
-	void (*free_ggml)(struct lp_ggml_proc *gp);    /* set by whoever fills target->ggml */
+	void (*free_eng)(struct lp_eproc *gp);	       /* set by whoever fills target->eng */
 	void (*free_requests)(struct lp_requests *rq); /* ... and target->requests */
 	void *userdata;
 	size_t freed_since_trim; /* bytes packing freed since the heap was last trimmed */

@@ -11,7 +11,7 @@
 
 #include "hist.h"
 
-#define LP_ABI_VERSION 7
+#define LP_ABI_VERSION 8
 
 #define LP_COMM_LEN 16
 #define LP_MAX_COMMS 64 /* --comm names the kernel side matches at exec */
@@ -89,8 +89,29 @@ enum lp_counter {
 	 * itself came late by a period and more): missing from samples and from every share
 	 * (sample.bpf.c, "Samples not taken") */
 	LP_C_SAMPLES_SKIPPED,
+	/* Tokens whose step's time is known, by phase: the rates' numerators (tokens over
+	 * LP_C_DECODE_*_NS). For llama_decode every call's (its return times it); for torch,
+	 * whose forward ends where the next begins, those followed by a generation forward
+	 * (torch.bpf.c) */
+	LP_C_PROMPT_TIMED_TOKENS,
+	LP_C_GEN_TIMED_TOKENS,
+	/* generation steps: llama_decode calls of one token; torch forwards of one position,
+	 * each a token per sequence of the batch */
+	LP_C_GEN_STEPS,
+	/* torch: OpenMP parallel regions its threads opened (always: their entry is probed in
+	 * its processes, torch.bpf.c), and the wall time with one open */
+	LP_C_OMP_REGIONS,
+	LP_C_OMP_REGION_NS,
 	LP_C_NR,
 };
+
+/* The tokens of a phase whose steps' time is known (the rates' numerators), where they were
+ * counted; every one of the phase's where they were not (a report of a daemon from before
+ * they were). */
+#define lp_timed_tokens(ctr, prompt)                                                  \
+	((ctr)[(prompt) ? LP_C_PROMPT_TIMED_TOKENS : LP_C_GEN_TIMED_TOKENS]           \
+		 ? (ctr)[(prompt) ? LP_C_PROMPT_TIMED_TOKENS : LP_C_GEN_TIMED_TOKENS] \
+		 : (ctr)[(prompt) ? LP_C_DECODE_PROMPT_TOKENS : LP_C_DECODE_GEN_CALLS])
 
 /* Value of the "procs" map, keyed by tgid. User space inserts a zeroed entry to start
  * tracking; the BPF programs only update existing entries and delete the entry when the
@@ -288,11 +309,49 @@ struct lp_unwind_obj {
 	/* 1: an object with no ops (the C and C++ runtimes, an OpenMP runtime, libllama),
 	 * whose rows only carry a walk through it */
 	__u16 plain;
+	/* Its op functions' table (struct lp_opfn_row), where its engine names ops by their
+	 * entry points (torch's at::_ops::<op>::call): opfn_n rows in opfn_slot of
+	 * "unwind_rows"; 0: none */
+	__u32 opfn_n;
+	__u16 opfn_slot;
+	/* 1: the C library, where an OpenMP runtime waits (LLVM's libomp in sched_yield and
+	 * condition variables): a return address into the runtime above frames in it alone
+	 * is sync, as the runtime's own code is; above any other code (OpenBLAS's kernels in
+	 * a region's work), it is the thread's start */
+	__u16 libc;
+};
+
+/* A row of an object's op functions' table: from its offset to the next row's, the code
+ * of op name (1-based: 0 is a gap between functions) of group (ops.h's enum
+ * lp_op_group). 8 bytes, as struct lp_unwind_row: the tables live in unwind_rows' slots,
+ * looked up the same way. An op found so is a sample's "aop": slot << 16 | name. */
+struct lp_opfn_row {
+	__u32 off;
+	__u16 name;
+	__u8 group;
+	__u8 pad;
+};
+_Static_assert(sizeof(struct lp_opfn_row) == sizeof(struct lp_unwind_row),
+	       "op functions' rows live where unwind rows do");
+#define LP_AOP_NONE 0xffffffffU
+
+/* Key and value of the "aop_samples" map: a process's samples by op found in an op
+ * functions' table (aop), in all and while generating. */
+struct lp_aop_key {
+	__u32 tgid;
+	__u32 aop;
+};
+
+struct lp_aop_val {
+	__u64 all, gen;
+	__u64 region; /* of all, an OpenMP worker's, its master's op (where.bpf.h) */
 };
 
 struct lp_ranges {
 	__u32 n;
-	__u32 nuw;    /* unwind objects in uw, sorted by start */
+	__u32 nuw;  /* unwind objects in uw, sorted by start */
+	__u32 opfn; /* 1: some object in uw has an op functions' table */
+	__u32 pad;
 	__u64 lo, hi; /* start of the first range, end of the last */
 	struct lp_range r[LP_MAX_RANGES];
 	__u8 kind[LP_MAX_RANGES];   /* enum lp_range_kind */
@@ -328,9 +387,11 @@ struct lp_stack_rec {
 	__u8 nkernel; /* kernel frames in ip */
 	__u8 nuser;   /* user frames after them */
 	__u8 pad;
+	__u32 aop; /* its op from an op functions' table (LP_AOP_NONE: none) */
+	__u32 pad2;
 	__u64 ip[LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX];
 };
-#define LP_STACK_REC_HDR 24 /* the bytes before ip */
+#define LP_STACK_REC_HDR 32 /* the bytes before ip */
 
 /* Value of the "op_samples" map, keyed by tgid: the process's samples by op index, in all
  * and while a one-token llama_decode (generation) was in flight. Samples in no op are
@@ -339,6 +400,11 @@ struct lp_stack_rec {
 struct lp_op_samples {
 	__s32 gen_depth;    /* generation decodes in flight */
 	__s32 decode_depth; /* decodes of any kind in flight */
+	/* A forward's phase where the step has no return (torch: a forward runs to the next
+	 * one's start, torch.bpf.c): the last one's (enum lp_phase) until fwd_until_ns */
+	__u64 fwd_until_ns;
+	__u32 fwd_phase;
+	__u32 pad;
 	/* When the generation decodes in flight began (the last entry with none in flight),
 	 * and the generation decodes that began once nodes were read (lp_precise's
 	 * nodes_from_ns) and returned: the per-token figures of nodes count whole tokens. */
@@ -349,12 +415,19 @@ struct lp_op_samples {
 	__u64 gen_total, gen_sync;
 	__u64 all[LP_MAX_OPS];
 	__u64 gen[LP_MAX_OPS];
+	/* of all, the samples of OpenMP workers counted for their region's master's op
+	 * (where.bpf.h): not on the workers' own stacks */
+	__u64 region[LP_MAX_OPS];
 	/* the unwind's quality: samples by how their place was found; walks that gave way
 	 * to the scan by why, and by the object of the frame they stopped at (uw's index;
 	 * LP_MAX_UNWIND: in none) */
 	__u64 how[LP_HOW_NR];
 	__u64 uw_fail[16];		      /* [LP_UF_NR], a power of two for the verifier */
 	__u64 uw_fail_obj[2 * LP_MAX_UNWIND]; /* [LP_MAX_UNWIND + 1] used */
+	/* Samples of threads in an OpenMP region's work, by how their op was found
+	 * (where.bpf.h's enum lp_where_via: [1] the region's master's frames, [2] more than
+	 * one region open, [3] none open); [0] unused */
+	__u64 via[4];
 };
 
 /* Key and value of the "op_precise" map: precise mode's figures of one probed op of one
@@ -533,6 +606,9 @@ enum lp_obj_verdict {
 	LP_OBJ_NONE,   /* none of the symbols */
 	LP_OBJ_HELPER, /* barrier or decode symbols, no matmul: matters in LLM processes */
 	LP_OBJ_MATMUL, /* matmul symbols: makes any process mapping it an LLM process */
+	/* its engine's step (torch's aten::embedding): a process mapping it is an LLM
+	 * process once that runs (torch.bpf.c) */
+	LP_OBJ_CANDIDATE,
 };
 
 struct lp_obj_val {
@@ -582,6 +658,7 @@ enum lp_drop {
 	LP_D_PREEMPTORS_FULL,  /* a new preemptor found "preemptors" full */
 	LP_D_DECODES_LOST,     /* a decode's batch record left out: "events" was half full */
 	LP_D_NODES_FULL,       /* a new graph node found "nodes" full (precise mode) */
+	LP_D_AOP_FULL,	       /* a new op of an op functions' table found "aop_samples" full */
 	LP_D_NR,
 };
 
@@ -590,6 +667,7 @@ enum lp_event_type {
 	LP_EV_EXIT,
 	LP_EV_MAP,
 	LP_EV_DECODE,
+	LP_EV_FOUND,
 };
 
 /* Ring buffer record for an exec anywhere on the system (only when user space asked
@@ -648,6 +726,56 @@ struct lp_ev_decode {
 	__u32 pad;
 	struct lp_batch_seq seq[LP_BATCH_SEQS];
 };
+
+/* The engines (daemon/engine/engine.h's table), as the kernel names them. */
+enum lp_engine_id {
+	LP_ENGINE_GGML = 0,
+	LP_ENGINE_TORCH,
+	LP_ENGINE_NR,
+};
+
+/* A process an engine's step found (torch.bpf.c: its first forward): the kernel put it
+ * into "procs" itself where inserted is 1, counting from that step on. */
+struct lp_ev_found {
+	__u32 type; /* LP_EV_FOUND */
+	__u32 tgid;
+	__u32 engine; /* enum lp_engine_id */
+	__u32 inserted;
+};
+
+/* An OpenMP parallel region opened by a process's thread (torch.bpf.c): where its master
+ * was when it opened it (GOMP_parallel, __kmpc_fork_call), classified as a sample there
+ * would be: the op a worker's sample in the region's work counts for. open counts the
+ * regions open in the process: with one, every worker runs this one's. */
+struct lp_omp_region {
+	__u32 master; /* tid */
+	__s32 open;
+	__s32 op; /* as a sample's (where.bpf.h's struct where) */
+	__u32 aop;
+	__u32 region;
+	__u32 pad;
+	__u64 since; /* when the open ones began to be (bpf_ktime_get_ns()) */
+};
+
+/* Forward state of a torch process (torch.bpf.c), by tgid. */
+struct lp_fwd {
+	__u64 start_time;  /* its group leader's start_time: an entry of an earlier pid is not it */
+	__u64 last_ns;	   /* the last forward's start */
+	__u64 last_tokens; /* its tokens */
+	__u64 rows_max;	   /* the most rows of an embedding weight it has called */
+	__u64 interval_ns; /* the last generation interval */
+	__u32 last_phase;  /* enum lp_phase of the last forward; 0: none */
+	__u32 last_tid;
+};
+
+/* Where a torch tensor's sizes are in c10::TensorImpl: its dim (sizes_and_strides_.size_)
+ * at some offset, then LP_TI_INLINE sizes inline, LP_TI_INLINE strides, the storage offset
+ * and numel, as c10::impl::SizesAndStrides has kept them since 1.9. The offset is found on
+ * each call by that invariant (torch.bpf.c), not assumed. */
+#define LP_TI_INLINE 5
+#define LP_TI_SCAN_FROM 8
+#define LP_TI_SCAN_TO 160
+#define LP_TI_BYTES 256 /* a power of two: indices into it are masked */
 
 /* Ring buffer record sent when a tracked process's last thread exits: its final stats. */
 struct lp_ev_exit {

@@ -864,9 +864,122 @@ static void test_docs(const char *root)
 	}
 }
 
+/* torch's rules: a torch process like the clean one (two compute threads on two CPUs, its
+ * GEMMs in OpenBLAS's OpenMP build), each rule on figures made to provoke it and one step
+ * short of them; a ggml process with the same figures fires none of them. */
+static void torch(struct fx *f)
+{
+	clean(f);
+	f->in.torch = (struct lp_find_torch){.torch = true,
+					     .blas = LP_BLAS_OPENBLAS,
+					     .blas_path = "/usr/lib/libopenblasp.so",
+					     .omp = {"/usr/lib/libgomp.so.1"},
+					     .nomp = 1,
+					     .gen_samples = 1000,
+					     .gen_outside = 100,
+					     .host_spare_cpus = 0.1};
+	f->ctr[LP_C_SAMPLES_MATMUL] = 600;
+}
+
+static void test_torch(void)
+{
+	const struct lp_finding *x;
+	struct lp_findings o;
+	struct fx f;
+
+	torch(&f);
+	lp_findings_eval(&f.in, &o);
+	CHECK(o.n == 0, "a clean torch process fires nothing: %zu (%s)", o.n,
+	      o.n ? lp_rule_names[o.f[0].rule] : "");
+	lp_findings_clear(&o);
+
+	/* One of its two threads computes, the other CPU idles. */
+	torch(&f);
+	threads(&f, 1, 95 * S / 10, S / 100);
+	f.in.torch.host_spare_cpus = 0.9;
+	f.ctr[LP_C_ONCPU_NS] = 95 * S / 10;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_INTRA_OP_THREADS);
+	CHECK(x && ev(x, "compute_threads") == 1 && ev(x, "cpus_allowed") == 2 &&
+		      strstr(x->action, "set_num_threads(2)"),
+	      "intra_op_threads: %s / %s", x ? x->title : "(none)", x ? x->action : "");
+	lp_findings_clear(&o);
+	f.in.torch.host_spare_cpus = 0.4;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_INTRA_OP_THREADS), "not while the other CPU is busy");
+	lp_findings_clear(&o);
+	f.in.torch.host_spare_cpus = -1;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_INTRA_OP_THREADS) && o.not_evaluated[LP_RULE_INTRA_OP_THREADS],
+	      "nor where the host's CPU time is not known, and says so");
+	lp_findings_clear(&o);
+
+	torch(&f);
+	f.in.torch.blas = LP_BLAS_REFERENCE;
+	f.in.torch.blas_path = "/usr/lib/blas/libblas.so.3";
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_REFERENCE_BLAS);
+	CHECK(x && ev(x, "matmul_share") == 0.6 &&
+		      !strcmp(ev_str(x, "blas"), "/usr/lib/blas/libblas.so.3"),
+	      "reference_blas: %s", x ? x->title : "(none)");
+	lp_findings_clear(&o);
+	f.ctr[LP_C_SAMPLES_MATMUL] = 90;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_REFERENCE_BLAS), "not with 9 %% of its samples matmul");
+	lp_findings_clear(&o);
+
+	torch(&f);
+	f.in.torch.omp[1] = "/usr/lib/libomp.so.5";
+	f.in.torch.nomp = 2;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_THREAD_POOLS);
+	CHECK(x && strstr(x->title, "libomp.so.5"), "thread_pools: two runtimes: %s",
+	      x ? x->title : "(none)");
+	lp_findings_clear(&o);
+	torch(&f);
+	f.in.torch.blas_own_pool = true;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_THREAD_POOLS);
+	CHECK(x && strstr(x->title, "own thread pool"), "thread_pools: OpenBLAS's own pool: %s",
+	      x ? x->title : "(none)");
+	lp_findings_clear(&o);
+
+	torch(&f);
+	f.in.torch.gen_outside = 400;
+	lp_findings_eval(&f.in, &o);
+	x = fired(&o, LP_RULE_INTERPRETER_BOUND);
+	CHECK(x && x->severity == LP_SEV_WARNING && ev(x, "outside_share") == 0.4,
+	      "interpreter_bound: %s", x ? x->title : "(none)");
+	lp_findings_clear(&o);
+	f.in.torch.gen_outside = 300;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_INTERPRETER_BOUND), "not with 30 %% outside ops");
+	lp_findings_clear(&o);
+	f.in.torch.gen_samples = 50;
+	f.in.torch.gen_outside = 40;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_INTERPRETER_BOUND), "nor from 50 samples");
+	lp_findings_clear(&o);
+
+	/* The same figures of a ggml process: none of them, and not listed as not evaluated. */
+	torch(&f);
+	f.in.torch.torch = false;
+	f.in.torch.blas = LP_BLAS_REFERENCE;
+	f.in.torch.gen_outside = 900;
+	threads(&f, 1, 95 * S / 10, S / 100);
+	f.in.torch.host_spare_cpus = 0.9;
+	lp_findings_eval(&f.in, &o);
+	CHECK(!fired(&o, LP_RULE_REFERENCE_BLAS) && !fired(&o, LP_RULE_INTERPRETER_BOUND) &&
+		      !fired(&o, LP_RULE_INTRA_OP_THREADS) &&
+		      !o.not_evaluated[LP_RULE_INTRA_OP_THREADS],
+	      "torch's rules judge torch processes only");
+	lp_findings_clear(&o);
+}
+
 int main(int argc, char **argv)
 {
 	test_clean();
+	test_torch();
 	test_oversubscribed();
 	test_preempted_and_late();
 	test_smt();

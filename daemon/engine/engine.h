@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
-/* ggml discovery and probes: which processes run ggml (found by the matmul symbols in
- * their executable mappings), where their matmul and barrier functions are, the always-on
- * llama_decode probes, and precise mode (per-call uprobes for a window or a duty cycle). */
-#ifndef LLMPROF_GGML_H
-#define LLMPROF_GGML_H
+/* The engines: which processes run an LLM engine (ggml, torch: engine/ggml.c,
+ * engine/torch.c), found by the symbols of the objects they map; the neutral parts every
+ * engine shares (engine.c): the object cache, the unwind rows, the sampling table and its
+ * sampler, the step probes' attachment. Precise mode (per-call uprobes for a window or a
+ * duty cycle) is precise.c. */
+#ifndef LLMPROF_ENGINE_H
+#define LLMPROF_ENGINE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/types.h>
@@ -21,10 +24,11 @@
 #include "tracked/track.h"
 #include "kernel/unwind.h"
 #include "kernel/uprobe.h"
+#include "base/log.h"
 
 /* A tracked process's mappings, kept while it waits for objects to be read: one that is
  * gone by then (a 16-token engine lives 0.1 s) is known to have run ggml from them. */
-struct lp_ggml_stash {
+struct lp_proc_stash {
 	pid_t pid;
 	struct lp_proc_mapping *maps;
 	size_t n;
@@ -37,7 +41,7 @@ struct lp_pids {
 };
 
 /* One executable file, read once per (device, inode, mtime). */
-struct lp_ggml_obj {
+struct lp_obj {
 	uint64_t dev; /* kernel encoding, major << 20 | minor */
 	uint64_t ino;
 	uint64_t mtime_ns;
@@ -62,11 +66,25 @@ struct lp_ggml_obj {
 	int uw_error;
 	bool uw_tried;
 	uint32_t uw_lost[LP_UW_WHY_NR]; /* rows the walk cannot follow, by why */
-	/* llama_decode probes, attached system-wide when first seen in an LLM process */
-	struct lp_probes decode;
-	bool decode_tried;
-	int decode_error;
-	pid_t decode_pid; /* the last process whose path to it was tried */
+	/* Its engine's step probes (llama_decode, aten::embedding), attached system-wide when
+	 * first seen (in an LLM process for ggml, in any for torch, whose processes its step
+	 * finds) */
+	struct lp_probes step;
+	bool step_tried;
+	int step_error;
+	pid_t step_pid; /* the last process whose path to it was tried */
+	uint8_t engine; /* enum lp_engine_id of its verdict (LP_OBJ_NONE: none's) */
+	/* Its op functions' table, where its engine names ops by their entry points (torch):
+	 * the ops' names and groups by id (the rows' 1-based name), and where the kernel
+	 * has the rows (a slot of unwind_rows, given back with the object), or why not */
+	char **op_names;
+	uint8_t *op_groups;
+	size_t nop_names;
+	uint32_t opfn_slot, opfn_n;
+	int opfn_error;
+	uint16_t *sym_op; /* per symbol of syms, its op's id (1-based), or 0 */
+	/* a BLAS that imports OpenMP's entry points (its threads are OpenMP's, not its own) */
+	bool imports_omp;
 	/* A read of it on its way (its symbols, its rows, its probes: prober.h): the fields it
 	 * fills are not to be read, it is not freed, and the processes waiting for it are
 	 * brought up to date once it is done. reading: its symbols are among them (what it
@@ -88,10 +106,17 @@ enum lp_window_ctr {
 	LP_W_NR,
 };
 
-struct lp_ggml_proc {
-	struct lp_ggml_obj **objs; /* mapped objects that hold any symbol of interest */
+struct lp_eproc {
+	uint8_t engine; /* enum lp_engine_id: the engine it runs */
+	/* Its OpenMP runtime's region entries, probed for this process only (torch.bpf.c:
+	 * a worker's op), attached once it is found; why not */
+	struct lp_probes region;
+	bool region_tried;
+	int region_error;
+	struct lp_obj **objs; /* mapped objects that hold any symbol of interest */
 	size_t nobjs;
-	uint64_t found_ns; /* when its first matmul symbol was found */
+	uint64_t found_ns; /* when it was found to run its engine */
+	bool announced;	   /* "runs ENGINE" logged, and found's hook called, once its objects are */
 	/* CLOCK_MONOTONIC when its llama_decode calls began to count: every call entered
 	 * since is counted (one entered while the probes went on may be); 0: none probed */
 	uint64_t decode_since_ns;
@@ -99,11 +124,12 @@ struct lp_ggml_proc {
 	size_t ranges_dropped;
 	struct lp_sampler sampler; /* started with the first sampling table */
 	struct lp_op_table ops;	   /* op indices of the sampling table */
+	uint32_t aops[LP_MAX_OPS]; /* per index: the op functions' table's op, or 0 */
 	size_t ops_dropped;	   /* op names past LP_MAX_OPS: their samples are outside ops */
 	bool op_samples_made;	   /* its op_samples entry exists in the kernel */
 	struct lp_op_samples *final_ops; /* the kernel's last counts, read at the exit */
 	/* the objects of the sampling table's unwind entries, in its order (uw_fail_obj) */
-	struct lp_ggml_obj *uw_objs[LP_MAX_UNWIND];
+	struct lp_obj *uw_objs[LP_MAX_UNWIND];
 	/* precise mode per op */
 	uint8_t op_probed[LP_MAX_OPS]; /* 1: probed in some window: op_precise may hold it */
 	size_t nops_probed;	       /* in the current window */
@@ -124,7 +150,7 @@ struct lp_ggml_proc {
 	/* LP_C_ONCPU_NS when the sampling table was first written: samples count from then */
 	uint64_t oncpu_at_table_ns;
 	uint64_t table_ns; /* CLOCK_MONOTONIC then; 0: not written yet */
-	/* The ops /metrics names (lp_ggml_metrics_ops): chosen once, so that every series,
+	/* The ops /metrics names (lp_eproc_metrics_ops): chosen once, so that every series,
 	 * op="other" included, only grows. */
 	bool metrics_ops_chosen;
 	uint8_t metrics_op[LP_MAX_OPS]; /* 1: exported under its own name */
@@ -156,11 +182,11 @@ struct lp_ggml_proc {
 	uint64_t window_op[LP_MAX_OPS], window_op_total;
 };
 
-void lp_ggml_proc_free(struct lp_ggml_proc *gp);
+void lp_eproc_free(struct lp_eproc *gp);
 
 /* How many of an object's functions are op functions (ggml_compute_forward_*, whatever
  * class of symbol matched them first). */
-static inline bool lp_ggml_obj_has(const struct lp_ggml_obj *o, int cls)
+static inline bool lp_obj_has(const struct lp_obj *o, int cls)
 {
 	for (size_t i = 0; i < o->syms.nsyms; i++)
 		if (o->syms.syms[i].cls == cls)
@@ -168,7 +194,7 @@ static inline bool lp_ggml_obj_has(const struct lp_ggml_obj *o, int cls)
 	return false;
 }
 
-static inline size_t lp_ggml_obj_op_functions(const struct lp_ggml_obj *o)
+static inline size_t lp_obj_op_functions(const struct lp_obj *o)
 {
 	char op[LP_OP_NAME_MAX];
 	size_t n = 0;
@@ -185,7 +211,7 @@ static inline size_t lp_ggml_obj_op_functions(const struct lp_ggml_obj *o)
  * (enough to rank them): an op that joined later would take its past out of "other". */
 #define LP_METRICS_OPS 10
 #define LP_METRICS_OPS_AFTER 1000
-static inline void lp_ggml_metrics_ops(struct lp_ggml_proc *gp, const struct lp_op_samples *os)
+static inline void lp_eproc_metrics_ops(struct lp_eproc *gp, const struct lp_op_samples *os)
 {
 	if (gp->metrics_ops_chosen || os->total < LP_METRICS_OPS_AFTER)
 		return;
@@ -194,42 +220,33 @@ static inline void lp_ggml_metrics_ops(struct lp_ggml_proc *gp, const struct lp_
 }
 
 /* The process's op counts now, on the heap (the caller frees), or NULL: the kernel's while
- * it runs, the last read once it has exited. The one place that reads them. */
-static inline struct lp_op_samples *lp_ggml_op_samples(const struct lp_core *c,
-						       const struct lp_ggml_proc *gp, pid_t pid)
-{
-	struct lp_op_samples *os;
+ * it runs, the last read once it has exited. The one place that reads them: the ops of
+ * its op functions' tables (aop_samples) in with the others, each under the index its op
+ * has in the process's table (appended as first seen). */
+struct lp_op_samples *lp_eproc_op_samples(const struct lp_core *c, struct lp_eproc *gp, pid_t pid);
 
-	if (!gp || !(gp->final_ops || gp->op_samples_made) || !(os = malloc(sizeof(*os))))
-		return NULL;
-	if (gp->final_ops)
-		*os = *gp->final_ops;
-	else if (lp_core_op_samples(c, pid, os)) {
-		free(os);
-		return NULL;
-	}
-	return os;
-}
+/* The index in the process's op table of an op functions' table's op (aop: abi.h), added
+ * if new; -1 where it names none the process maps, or the table is full. */
+int lp_eproc_aop_index(struct lp_eproc *gp, uint32_t aop);
 
 /* Whether samples in the object's code may be an op's: its frames are worth walking (an
  * OpenMP runtime's time is sync wherever it is called from). */
-static inline bool lp_ggml_obj_unwinds(const struct lp_ggml_obj *o)
+static inline bool lp_obj_unwinds(const struct lp_obj *o)
 {
-	return !o->omp_runtime &&
-	       (lp_ggml_obj_has(o, LP_SYM_MATMUL) || lp_ggml_obj_has(o, LP_SYM_OP));
+	return !o->omp_runtime && (lp_obj_has(o, LP_SYM_MATMUL) || lp_obj_has(o, LP_SYM_OP));
 }
 
 /* How samples in the object's code find their callers: "eh_frame", or why not. */
 /* Walked by its rows: it has them, or had them and gave them back when no running process
  * mapped it any more (read again when one does). */
-static inline bool lp_ggml_obj_walked_by_rows(const struct lp_ggml_obj *o)
+static inline bool lp_obj_walked_by_rows(const struct lp_obj *o)
 {
 	return o->uw_n || o->uw_error == -ENODATA;
 }
 
-static inline const char *lp_ggml_obj_unwind(const struct lp_ggml_obj *o)
+static inline const char *lp_obj_unwind(const struct lp_obj *o)
 {
-	if (lp_ggml_obj_walked_by_rows(o))
+	if (lp_obj_walked_by_rows(o))
 		return "eh_frame";
 	switch (o->uw_error) {
 	case -ENOENT:
@@ -243,15 +260,14 @@ static inline const char *lp_ggml_obj_unwind(const struct lp_ggml_obj *o)
 	case -ESTALE:
 		return "none: replaced on disk, no process maps it";
 	case -EOPNOTSUPP:
-		return lp_ggml_obj_unwinds(o) ? "stack scan: unwinding is off"
-					      : "none: no ops in it";
+		return lp_obj_unwinds(o) ? "stack scan: unwinding is off" : "none: no ops in it";
 	default:
 		return "stack scan: its .eh_frame could not be read";
 	}
 }
 
 /* Whether any of the process's objects holds a function matching pattern. */
-static inline bool lp_ggml_proc_has(const struct lp_ggml_proc *gp, const char *pattern)
+static inline bool lp_eproc_has(const struct lp_eproc *gp, const char *pattern)
 {
 	for (size_t i = 0; i < gp->nobjs; i++)
 		for (size_t k = 0; k < gp->objs[i]->syms.nsyms; k++)
@@ -260,28 +276,28 @@ static inline bool lp_ggml_proc_has(const struct lp_ggml_proc *gp, const char *p
 	return false;
 }
 
-struct lp_ggml;
+struct lp_engines;
 
 /* What a room built on this one (precise mode: engine/precise.h) is told of a process's
  * life, set by the daemon's wiring; each may be NULL. */
-struct lp_ggml_hooks {
+struct lp_engine_hooks {
 	/* The process was found to run an LLM (at found_ns). */
-	void (*found)(struct lp_ggml *g, struct lp_target *t, uint64_t found_ns);
+	void (*found)(struct lp_engines *g, struct lp_target *t, uint64_t found_ns);
 	/* It mapped objects while its precise window is on. */
-	void (*mapped)(struct lp_ggml *g, struct lp_target *t);
+	void (*mapped)(struct lp_engines *g, struct lp_target *t);
 	/* It exited: before its sampler stops and its last op counts are read. */
-	void (*exited)(struct lp_ggml *g, struct lp_target *t);
+	void (*exited)(struct lp_engines *g, struct lp_target *t);
 	/* Its figures were reset: after the op counts. */
-	void (*reset)(struct lp_ggml *g, struct lp_target *t);
+	void (*reset)(struct lp_engines *g, struct lp_target *t);
 };
 
-struct lp_ggml {
+struct lp_engines {
 	const struct lp_config *cfg;
 	struct lp_core *core;
 	struct lp_tracker *tr;
-	struct lp_ggml_obj **objs;
+	struct lp_obj **objs;
 	size_t nobjs;
-	struct lp_ggml_pending {
+	struct lp_map_pending {
 		pid_t pid;
 		struct lp_obj_key key;
 		int tries;
@@ -291,47 +307,116 @@ struct lp_ggml {
 	/* Processes whose tracking waits for the futex programs' attach (core.h). */
 	struct lp_pids futex_waiters;
 	/* Tracked processes' mappings while they wait for objects (ggml.c) */
-	struct lp_ggml_stash *stash;
+	struct lp_proc_stash *stash;
 	size_t nstash;
 	size_t reads_busy;	  /* objects read on the prober's threads now */
 	struct lp_prober *prober; /* NULL: probes go on and off on the calling thread */
 	struct event_base *base;  /* NULL: timed windows end at the once-a-second tick */
-	struct lp_ggml_hooks hooks;
+	struct lp_engine_hooks hooks;
 };
 
-void lp_ggml_init(struct lp_ggml *g, const struct lp_config *cfg, struct lp_core *core,
-		  struct lp_tracker *tr);
-void lp_ggml_free(struct lp_ggml *g);
+void lp_engines_init(struct lp_engines *g, const struct lp_config *cfg, struct lp_core *core,
+		     struct lp_tracker *tr);
+void lp_engines_free(struct lp_engines *g);
 
 /* Reads every process's executable mappings; tracks those that run ggml. Returns how many
  * processes it started tracking. */
-int lp_ggml_scan_all(struct lp_ggml *g);
+int lp_engines_scan_all(struct lp_engines *g);
 
-/* An LP_EV_MAP record: queued, read by lp_ggml_process_pending() once the mapping exists. */
-void lp_ggml_event(struct lp_ggml *g, const struct lp_ev_map *e);
+/* An LP_EV_MAP record: queued, read by lp_engines_process_pending() once the mapping exists. */
+void lp_engines_event(struct lp_engines *g, const struct lp_ev_map *e);
+
+/* An LP_EV_FOUND record: a process an engine's step found (torch's first forward), in
+ * procs already, to track. */
+void lp_engines_found(struct lp_engines *g, const struct lp_ev_found *e);
 
 /* An LP_EV_DECODE record: a decode's batch, to its process's requests (requests.h). */
-void lp_ggml_decode_event(struct lp_ggml *g, const struct lp_ev_decode *e);
+void lp_engines_decode_event(struct lp_engines *g, const struct lp_ev_decode *e);
 
 /* Reads the queued processes' mappings. Returns true while some are still queued. */
-bool lp_ggml_process_pending(struct lp_ggml *g);
+bool lp_engines_process_pending(struct lp_engines *g);
 
 /* The futex programs are attached (core.h's futex_ready): the processes waiting for them
  * are tracked. */
-void lp_ggml_futex_ready(void *g);
+void lp_engines_futex_ready(void *g);
 
 /* Looks at a process tracked some other way (--pid, --comm, --exe): it may run ggml. */
-void lp_ggml_check(struct lp_ggml *g, struct lp_target *t);
+void lp_engines_check(struct lp_engines *g, struct lp_target *t);
 
 /* After lp_tracker_reset(): zeroes the op counts and precise mode's figures. */
-void lp_ggml_reset(struct lp_ggml *g, struct lp_target *t);
+void lp_engines_reset(struct lp_engines *g, struct lp_target *t);
 
 /* Once a second: gives back the unwind rows no process has used for LP_ROWS_LINGER_NS. */
 #define LP_ROWS_LINGER_NS (3ULL * 1000000000ULL)
-void lp_ggml_tick(struct lp_ggml *g);
+void lp_engines_tick(struct lp_engines *g);
 
 /* The tracker's exit hook: reads the op counts a last time, closes a precise window and
  * drops the probes. */
-void lp_ggml_on_exit(struct lp_ggml *g, struct lp_target *t);
+void lp_engines_on_exit(struct lp_engines *g, struct lp_target *t);
+
+/* --- the engine table --- */
+
+/* A probe for one process: a program, at a file offset of the file a path reaches. */
+struct lp_probe_site {
+	struct bpf_program *prog;
+	bool ret;
+	size_t off;
+	char path[PATH_MAX + 64];
+};
+
+/* One engine llmprofd knows: how its processes are recognised, how one of their symbols
+ * becomes an op of the sampling table, which step probe counts their tokens and phases.
+ * Everything else is engine.c's, the same for every engine. A new engine is one of these
+ * in a file of its own, its entry in lp_engines_table (engine.c) and, if it needs one, its
+ * step program in bpf/ (README, "Adding an engine"). */
+struct lp_engine {
+	enum lp_engine_id id;
+	/* Its own symbol classes (config.h's, past LP_SYM_CONFIG_NR): the patterns of each,
+	 * NULL where it has none */
+	const char *const *patterns[LP_SYM_NR];
+	/* What an object is to it (enum lp_obj_verdict), from the object's symbols */
+	uint32_t (*verdict)(const struct lp_obj *o);
+	/* The sampling table's entry of a symbol of one of its processes: its kind (enum
+	 * lp_range_kind), and for an op or a kernel its op's name and group. Returns 0, or
+	 * -ENOENT for a symbol with no entry. */
+	int (*sym_entry)(const struct lp_elf_sym *sym, uint8_t *kind, char *op, size_t size,
+			 enum lp_op_group *group);
+	/* The symbol class of its step entry point, and its probes on an object holding it,
+	 * for every process that maps the object (on the prober's thread: prober.h) */
+	int step_class;
+	int (*attach_step)(struct lp_engines *g, pid_t pid, struct lp_obj *o, const char *path);
+	/* What the log's "pid N (comm) runs NAME: ..." says of a process it found */
+	void (*describe_found)(const struct lp_engines *g, const struct lp_target *t,
+			       struct lp_line *l);
+	/* Its op functions' table of an object holding its entry points (NULL: it names
+	 * its ops by the sampling table's ranges): the names and groups by id into o, and
+	 * the rows, sorted by offset, into *rows (malloc'ed), *n of them (prober thread).
+	 * Returns 0, -ENOENT (no op functions) or -errno. */
+	int (*op_functions)(int fd, struct lp_obj *o, struct lp_opfn_row **rows, size_t *n);
+	/* Probes of its own for one process it found, on the process's objects (NULL: none):
+	 * where they go, into *v (malloc'ed), *n of them, on the loop; engine.c attaches
+	 * them for that process only, off it. Returns 0 or -errno. */
+	int (*proc_probes)(struct lp_engines *g, pid_t pid, const struct lp_eproc *gp,
+			   struct lp_probe_site **v, size_t *n);
+};
+
+extern const struct lp_engine lp_engine_ggml, lp_engine_torch;
+extern const struct lp_engine *const lp_engines_table[LP_ENGINE_NR];
+
+static inline const struct lp_engine *lp_engine_of(unsigned id)
+{
+	return lp_engines_table[id < LP_ENGINE_NR ? id : LP_ENGINE_GGML];
+}
+
+/* An engine's name: the API's "engine", the process document's key of its figures, the
+ * pprof and /metrics label (here, not in the table: reports name engines without the
+ * daemon's wiring). */
+static inline const char *lp_engine_name(unsigned id)
+{
+	static const char *const names[LP_ENGINE_NR] = {
+		[LP_ENGINE_GGML] = "ggml", [LP_ENGINE_TORCH] = "torch"};
+
+	return id < LP_ENGINE_NR ? names[id] : "unknown";
+}
 
 #endif
