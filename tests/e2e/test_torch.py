@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""e2e tier: PyTorch's CPU stack (seeds/002), found and measured as a user runs it, each
+figure against a reference taken on the same run. The workloads are tests/workload's
+decoder.py (a Llama- or GPT-2-shaped decoder in plain torch, random weights, greedy
+generate()) and opmix.py (known aten ops in turn, each timed by the process's own CPU
+clock), on Debian's python3-torch, its GEMMs in OpenBLAS or the reference BLAS as the
+library path picks them.
+
+- Found by itself: the decoder (both shapes, batch 1 and 2, both BLAS, 2 threads) is
+  tracked as engine torch within 1 s of its first forward (its own clock); a process that
+  imports torch and idles, and a forked worker that runs ops but no forward, are not.
+- Tokens: prompt and generated tokens equal the decoder's own counts; generation tokens/s
+  within 2 % of its own rate over the same forwards (its forwards' starts: a forward ends
+  where the next begins, for the daemon as for this rate).
+- Ops, 1 thread: over a window of forwards (the decoder waits while the test reads the
+  daemon at its ends), the five largest ops' shares within 3 points of torch.profiler's
+  self CPU time over the same window (the same quantity with one thread: the calling
+  thread's time in the op less its callees'), named as it names them; the profiler's own
+  cost measured (its forwards against the others') and under 5 %.
+- Ops in OpenMP regions: opmix.py with 2 threads (OMP_WAIT_POLICY=passive: idle workers
+  burn nothing), each op's share within 3 points of the share of CPU its phase took; the
+  elementwise op, whose work runs only in at::parallel_for's regions, has its workers'
+  samples (region_samples) and so its whole share, not the caller's half.
+- Sync and leaves, 2 threads, against perf record -a over the same window: sync within 3
+  points of perf's samples whose first user frame outside the C library is libgomp's; the
+  five hottest leaf functions of the daemon's pprof within 3 points of perf's; with the
+  reference BLAS, whose code perf can unwind, the ops whose frames perf sees (the main
+  thread's: each op's samples less its workers') within 3 points.
+- pprof: engine, op, op_group and phase labels; go tool pprof -tagfocus=engine=torch.
+
+Tolerances: 3 points, or 3.5 sigma of the sampling noise of the shares compared where that
+is larger (as tests/lib/perfref.py), plus perf's chains it could not follow (truncated) and
+its lost samples."""
+import collections
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import lptest as t  # noqa: E402
+import perfref  # noqa: E402
+import pprofref  # noqa: E402
+import torchref  # noqa: E402
+
+HZ = 499
+
+
+def noise(p, n1, n2=None):
+    """3.5 sigma of a share p read from n1 samples (and compared with one of n2)."""
+    v = p * (1 - p) * (1 / max(1, n1) + (1 / max(1, n2) if n2 else 0))
+    return 3.5 * math.sqrt(v)
+
+
+def now_ns():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+class Watch(threading.Thread):
+    """Polls the daemon for a pid every 10 ms: when it was first seen with engine torch."""
+
+    def __init__(self, d, pid):
+        super().__init__(daemon=True)
+        self.d, self.pid, self.seen_ns, self.stop = d, pid, None, False
+
+    def run(self):
+        while not self.stop and self.seen_ns is None:
+            st, doc, _ = self.d.api("GET", "/v1/processes/%d" % self.pid)
+            if st == 200 and doc.get("engine") == "torch":
+                self.seen_ns = now_ns()
+            time.sleep(0.01)
+
+
+def not_tracked(d, pids):
+    listed = {p["pid"] for p in d.get("/v1/processes")["processes"]}
+    return not (listed & set(pids))
+
+
+def found_and_tokens(d):
+    """The decoder in four configurations; an idler and a forked worker beside them."""
+    idler = torchref.run([torchref.PYTHON, "-c",
+                          "import torch, time; print('up', flush=True); time.sleep(120)"],
+                         torchref.env())
+    # The parent imports torch and forks; the child runs matmuls and softmax for a while,
+    # never an embedding: a data loader's worker, say.
+    forker = torchref.run([torchref.PYTHON, "-c", "\n".join([
+        "import os, time, torch",
+        "torch.set_num_threads(1)",
+        "pid = os.fork()",
+        "if pid == 0:",
+        "    x = torch.randn(256, 256)",
+        "    t0 = time.time()",
+        "    while time.time() - t0 < 40: torch.softmax(torch.mm(x, x), -1)",
+        "    os._exit(0)",
+        "print('child', pid, flush=True)",
+        "os.waitpid(pid, 0)"])], torchref.env())
+    child = int(forker.stdout.readline().split()[1])
+    configs = [("llama", 1, "openblas"), ("gpt2", 2, "openblas"),
+               ("llama", 2, "reference"), ("gpt2", 1, "reference")]
+    for shape, batch, blas in configs:
+        name = "%s batch %d, %s BLAS" % (shape, batch, blas)
+        p = torchref.run(torchref.decoder_argv("--shape", shape, "--batch", batch, "--threads",
+                                               2, "--prompt", 24, "--new", 48),
+                         torchref.env(blas))
+        w = Watch(d, p.pid)
+        w.start()
+        first = None
+        for line in p.stderr:
+            if line.startswith("first forward at "):
+                first = int(line.split()[-1])
+                break
+        out, err = p.communicate(timeout=300)
+        w.stop = True
+        w.join()
+        rec = torchref.result(out)
+        t.check(first and w.seen_ns and w.seen_ns - first <= 1e9,
+                "%s: tracked as engine torch %.3f s after its first forward"
+                % (name, (w.seen_ns - first) / 1e9 if first and w.seen_ns else -1))
+        doc = t.poll("%s's figures after its exit" % name,
+                     lambda: (lambda x: x if x.get("state") == "exited" else None)(
+                         d.get("/v1/processes/%d" % p.pid)), timeout=30)
+        tk = doc["torch"]["tokens"]
+        t.check(doc["engine"] == "torch" and doc["matched_by"] == "torch" and
+                doc["ggml"] is None, "%s: engine torch, found by its forward" % name)
+        t.check(tk["prompt"]["tokens"] == rec["prompt_tokens"] and
+                tk["prompt"]["calls"] == rec["prompt_forwards"],
+                "%s: prompt tokens %d in %d forwards, the decoder's %d in %d"
+                % (name, tk["prompt"]["tokens"], tk["prompt"]["calls"], rec["prompt_tokens"],
+                   rec["prompt_forwards"]))
+        gen = tk["generation"]
+        t.check(gen["tokens"] == rec["generated_tokens"] and gen["calls"] == rec["gen_forwards"]
+                and abs(gen["batch"] - batch) < 1e-9,
+                "%s: generated tokens %d in %d forwards (batch %.2f), the decoder's %d in %d"
+                % (name, gen["tokens"], gen["calls"], gen["batch"], rec["generated_tokens"],
+                   rec["gen_forwards"]))
+        # Its rate over the same forwards: each timed from its start to the next one's.
+        starts = rec["gen_starts_ns"]
+        own = batch * (len(starts) - 1) * 1e9 / (starts[-1] - starts[0])
+        t.check(gen["timed_tokens"] == batch * (len(starts) - 1) and
+                abs(gen["tokens_per_s"] - own) <= 0.02 * own,
+                "%s: %.2f tokens/s over %d timed tokens, the decoder's %.2f over the same"
+                % (name, gen["tokens_per_s"], gen["timed_tokens"], own))
+    t.check(idler.stdout.readline().strip() == "up" and idler.poll() is None and
+            not_tracked(d, [idler.pid, forker.pid, child]),
+            "a process that imported torch and idled (%d), and a forked worker that ran ops "
+            "but no forward (%d, child of %d), were never tracked" % (idler.pid, child,
+                                                                      forker.pid))
+    t.check("pid %d " % idler.pid not in d.log() and "pid %d " % child not in d.log(),
+            "nor named in the log")
+    idler.kill()
+    forker.kill()
+
+
+def handshake_run(d, argv, environ):
+    """Runs a decoder whose window handshakes over a pipe pair; the daemon's op counts of its
+    process at the window's ends, and its result."""
+    r1, w1 = os.pipe()  # decoder -> test
+    r2, w2 = os.pipe()  # test -> decoder
+    p = subprocess.Popen(argv + ["--sync-fd", "%d,%d" % (r2, w1)], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, env=environ,
+                         pass_fds=(r2, w1))
+    t._children.append(p)
+    os.close(r2)
+    os.close(w1)
+    marks = []
+    for _ in range(2):
+        if not os.read(r1, 1):
+            break
+        # The window opens once the daemon counts the process's samples (its sampling
+        # table is written once libtorch's rows are in the kernel: seconds, the first time).
+        if not marks:
+            t.poll("pid %d's samples counted" % p.pid, lambda: d.get(
+                "/v1/processes/%d" % p.pid)["torch"]["sampled"]["since_ns"] > 0, timeout=120)
+        marks.append(torchref.op_samples(d.get("/v1/processes/%d" % p.pid)))
+        os.write(w2, b"g")
+    out, _ = p.communicate(timeout=600)
+    os.close(r1)
+    os.close(w2)
+    return marks, torchref.result(out)
+
+
+def ops_vs_profiler(d):
+    """1 thread: the daemon's op shares over a window against torch.profiler's. The window
+    holds prompt forwards (384 positions): ops long enough that the profiler's own work on
+    each call is a few percent of it (on generation's 50 us ops it doubled the time).
+    OMP_NUM_THREADS=1: OpenBLAS's OpenMP build runs its GEMMs on the threads it counted at
+    its start whatever torch.set_num_threads(1) says later, threads the profiler does not
+    see."""
+    prof = t.tmpfile("", suffix=".json")
+    reps, first, last = 24, 4, 20  # generate() calls, each a prompt and one token
+    marks, rec = handshake_run(d, torchref.decoder_argv(
+        "--threads", 1, "--prompt", 384, "--new", 1, "--repeat", reps, "--profile-forwards",
+        "%d:%d" % (2 * first, 2 * last), "--profile-out", prof),
+        torchref.env("openblas", OMP_NUM_THREADS=1))
+    t.check(len(marks) == 2, "the window's two ends read")
+    (a, na, _), (b, nb, _) = marks
+    n = nb - na
+    ours = {k: (b[k] - a.get(k, 0)) / n for k in b if n}
+    with open(prof) as f:
+        ref = json.load(f)
+    wall_us = (ref["end_ns"] - ref["begin_ns"]) / 1e3
+    theirs = {o["name"]: o["self_cpu_us"] / wall_us for o in ref["ops"]}
+    # Its cost: the window's prompt forwards against the others' (the first left out).
+    prompts = rec["forward_ns"][0::2]
+    inside = prompts[first:last]
+    outside = prompts[1:first] + prompts[last:]
+    cost = (sum(inside) / len(inside)) / (sum(outside) / len(outside)) - 1
+    t.check(cost < 0.05, "torch.profiler's own cost: its forwards %.1f %% slower"
+            % (100 * cost))
+    top = sorted(ours, key=lambda k: -ours[k])[:5]
+    print("ours (%d samples, %.2f s at %d Hz; the window %.2f s): %s"
+          % (n, n / HZ, HZ, wall_us / 1e6, {k: round(ours[k], 3) for k in top}))
+    print("their sum of self CPU over the window: %.3f" % sum(theirs.values()))
+    print("torch.profiler: %s" % {k: round(theirs.get(k, 0), 3) for k in top})
+    t.check(n > 1000, "enough samples in the window: %d" % n)
+    for k in top:
+        bound = max(0.03, noise(ours[k], n)) + max(0.0, cost)
+        t.check(k in theirs and abs(ours[k] - theirs[k]) <= bound,
+                "1 thread: %s %.3f within %.3f of torch.profiler's self CPU %.3f"
+                % (k, ours[k], bound, theirs.get(k, -1)))
+
+
+def ops_in_regions(d):
+    """opmix.py, 2 threads: each phase's op against the CPU its phase took, the daemon's
+    counts read at the phases' ends (opmix waits)."""
+    marks, rec = handshake_run(d, [torchref.PYTHON, torchref.OPMIX, "--threads", "2",
+                                   "--seconds", "8"],
+                               torchref.env("openblas", OMP_WAIT_POLICY="passive"))
+    t.check(len(marks) == 2, "opmix's phases' two ends read")
+    (a, na, sa), (b, nb, sb) = marks
+    n = nb - na
+    ours = {k: (b[k] - a.get(k, 0)) / max(1, n) for k in b}
+    total = rec["total"]
+    want = {"aten::mm": "mm", "aten::mul": "mul", "aten::_softmax": "softmax"}
+    print("opmix: %d samples (%.2f s at %d Hz), its CPU clock %.2f s; ours %s; its phases %s"
+          % (n, n / HZ, HZ, total, {k: round(ours.get(k, 0), 3) for k in want},
+             {k: round(v / total, 3) for k, v in rec["cpu"].items()}))
+    for op, phase in want.items():
+        ref = rec["cpu"][phase] / total
+        bound = max(0.03, noise(ref, n))
+        t.check(abs(ours.get(op, 0) - ref) <= bound, "opmix, 2 threads: %s %.3f within %.3f of "
+                "its phase's CPU %.3f" % (op, ours.get(op, 0), bound, ref))
+    doc = t.poll("opmix's figures after its exit",
+                 lambda: (lambda x: x if x.get("state") == "exited" else None)(
+                     d.get("/v1/processes/%d" % rec["pid"])), timeout=30)
+    mul = next((o for o in doc["torch"]["ops"] if o["op"] == "aten::mul"), None)
+    t.check(mul and mul["region_samples"] >= 0.3 * mul["samples"],
+            "aten::mul's work is only in parallel regions: %d of its %d samples its workers'"
+            % (mul["region_samples"] if mul else 0, mul["samples"] if mul else 0))
+    outside = 1 - sum(ours.values()) - (sb - sa) / max(1, n)
+    ref = rec["cpu"]["python"] / total
+    t.check(abs(outside - ref) <= max(0.03, noise(ref, n)),
+            "opmix: outside ops %.3f, its Python phase's CPU %.3f" % (outside, ref))
+
+
+class Pull(threading.Thread):
+    """The daemon's pprof of a process over the next `seconds`, in a thread: its window's
+    bounds (the X-Llmprof-Window header) and body."""
+
+    def __init__(self, d, pid, seconds):
+        super().__init__(daemon=True)
+        self.d, self.pid, self.seconds, self.body, self.window = d, pid, seconds, None, None
+
+    def run(self):
+        work = t.tmpdir()
+        hdr, out = os.path.join(work, "h"), os.path.join(work, "p.pb.gz")
+        r = subprocess.run(["curl", "-sS", "--max-time", "200", "--unix-socket", self.d.socket,
+                            "-D", hdr, "-o", out, "http://localhost/debug/pprof/profile?"
+                            "seconds=%d&pid=%d" % (self.seconds, self.pid)],
+                           capture_output=True, timeout=260)
+        if r.returncode == 0:
+            with open(hdr) as f:
+                for line in f:
+                    if line.lower().startswith("x-llmprof-window:"):
+                        self.window = [int(x) / 1e9 for x in line.split(":", 1)[1].split()]
+            with open(out, "rb") as f:
+                self.body = f.read()
+
+
+def against_perf(d, blas):
+    """2 threads under perf record -a: sync, leaves, and (reference BLAS) the ops."""
+    data = os.path.join(t.tmpdir(), "perf.data")
+    names = torchref.schema_names()
+    argv = torchref.decoder_argv("--threads", 2, "--new", 700 if blas == "openblas" else 400)
+    proc = subprocess.Popen(perfref.held(argv), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=torchref.env(blas))
+    t._children.append(proc)
+    rec_perf = perfref.SystemWide(data, 199, stack=4096, held=proc)
+    t.poll("the decoder tracked", lambda: d.api("GET", "/v1/processes/%d" % proc.pid)[0] == 200
+           and d.get("/v1/processes/%d" % proc.pid).get("engine") == "torch", timeout=60)
+    pull = Pull(d, proc.pid, 5)
+    pull.start()
+    out, _ = proc.communicate(timeout=600)
+    pull.join()
+    rec_perf.stop()
+    doc = d.get("/v1/processes/%d" % proc.pid)
+    g = doc["torch"]
+    since = g["sampled"]["since_ns"] / 1e9
+    by, _, _ = torchref.samples(data, proc.pid, names, since=since)
+    nperf = sum(by.values())
+    trunc = by["truncated"] / max(1, nperf)
+    n = g["op_groups"]["samples"]
+    ours_sync = g["op_groups"]["share"]["sync"]
+    theirs_sync = by["sync"] / max(1, nperf)
+    lost = perfref.lost_share(data)
+    bound = max(0.03, noise((ours_sync + theirs_sync) / 2, n, nperf)) + lost
+    print("%s BLAS: perf %d samples %s; llmprofd %d samples %s" % (
+        blas, nperf, {k: round(v / max(1, nperf), 3) for k, v in by.most_common(8)}, n,
+        {k: round(v, 3) for k, v in g["op_groups"]["share"].items() if v}))
+    t.check(abs(ours_sync - theirs_sync) <= bound,
+            "%s BLAS: sync %.3f within %.3f of perf -a's %.3f (%d and %d samples)"
+            % (blas, ours_sync, bound, theirs_sync, n, nperf))
+    if blas == "reference":
+        for o in g["ops"][:5]:
+            mine = (o["samples"] - o["region_samples"]) / n
+            theirs = by["op:" + o["op"]] / max(1, nperf)
+            b = max(0.03, noise((mine + theirs) / 2, n, nperf)) + trunc + lost
+            t.check(abs(mine - theirs) <= b,
+                    "%s BLAS: %s on the main thread %.3f within %.3f of perf's %.3f"
+                    % (blas, o["op"], mine, b, theirs))
+    # The leaves of the daemon's profile against perf's over its window.
+    t.check(pull.body is not None and pull.window, "%s BLAS: the daemon's pprof of the "
+            "decoder and its window" % blas)
+    if pull.body is None or not pull.window:
+        return
+    prof = pprofref.load(pull.body)
+    t.check(not pprofref.validate(prof), "%s BLAS: the pprof passes Parca's rules" % blas)
+    stacks = pprofref.stacks(prof)
+    mine = collections.Counter()
+    for fr, c, _ in stacks:
+        mine[pprofref.unnamed(fr[0])] += c
+    chains = pprofref.perf_stacks(data, proc.pid, max(pull.window[0], since), pull.window[1])
+    theirs = collections.Counter(pprofref.unnamed(c[0]) for c in chains if c)
+    total, ptot = sum(mine.values()), sum(theirs.values())
+    for fn, k in theirs.most_common(5):
+        a, b = mine[fn] / max(1, total), k / max(1, ptot)
+        bd = max(0.03, noise((a + b) / 2, total, ptot)) + lost
+        t.check(abs(a - b) <= bd, "%s BLAS: leaf %s %.3f within %.3f of perf's %.3f"
+                % (blas, fn[:60], a, bd, b))
+    labels = set()
+    for _, _, lb in stacks:
+        labels |= set(lb)
+    t.check({"engine", "op", "op_group", "phase"} <= labels and
+            all(lb.get("engine") == "torch" for _, _, lb in stacks),
+            "%s BLAS: pprof labels engine (torch), op, op_group, phase: %s"
+            % (blas, sorted(labels)))
+    path = os.path.join(t.tmpdir(), "torch.pb.gz")
+    with open(path, "wb") as f:
+        f.write(pull.body)
+    top = subprocess.run(["go", "tool", "pprof", "-tagfocus=engine=torch", "-top", path],
+                         capture_output=True, text=True, timeout=120)
+    t.check(top.returncode == 0 and "flat%" in top.stdout and
+            len(top.stdout.strip().splitlines()) > 6,
+            "%s BLAS: go tool pprof -tagfocus=engine=torch -top lists its functions: %s"
+            % (blas, top.stderr[-200:]))
+
+
+def main():
+    why = torchref.available()
+    if why:
+        t.check(False, "PyTorch for this test: %s (scripts/install-deps.sh installs it)" % why)
+        return
+    d = t.Daemon("--sample-hz", str(HZ))
+    d.wait_ready()
+    found_and_tokens(d)
+    ops_vs_profiler(d)
+    ops_in_regions(d)
+    against_perf(d, "openblas")
+    against_perf(d, "reference")
+    t.check(d.stop() == 0, "the daemon exits 0")
+
+
+t.run(main, timeout=1500)
