@@ -415,6 +415,8 @@ struct lp_walk_note {
 	__u32 walked;
 	__u32 aop;	   /* the op found in an op functions' table, or LP_AOP_NONE */
 	__u32 via_runtime; /* 1: a return address into an OpenMP runtime was passed */
+	__u32 lib;	   /* 1 + the library the instruction pointer is in (LP_K_LIBRARY) */
+	__u32 pad;
 };
 
 LP_MAP struct {

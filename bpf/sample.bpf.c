@@ -271,6 +271,8 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	note = bpf_map_lookup_elem(&walk_note, &zero);
 	if (note) {
 		__sync_fetch_and_add(&os->how[note->how & (LP_HOW_NR - 1)], 1);
+		if (note->lib)
+			__sync_fetch_and_add(&os->lib[(note->lib - 1) & (LP_MAX_LIBS - 1)], 1);
 		if (note->walked && note->how != LP_HOW_CFI && note->how != LP_HOW_IP) {
 			__sync_fetch_and_add(&os->uw_fail[note->fail & 15], 1);
 			__sync_fetch_and_add(&os->uw_fail_obj[note->obj & (2 * LP_MAX_UNWIND - 1)],

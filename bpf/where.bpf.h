@@ -84,6 +84,8 @@ static __always_inline bool take(struct scan_ctx *c, int i, bool is_ip)
 		c->kernel_op = c->rg->op[i & (LP_MAX_RANGES - 1)];
 	if (k == LP_K_RUNTIME)
 		c->note->via_runtime = 1;
+	if (k == LP_K_LIBRARY && is_ip)
+		c->note->lib = 1 + c->rg->op[i & (LP_MAX_RANGES - 1)];
 	return false;
 }
 
@@ -467,6 +469,7 @@ static __always_inline struct where classify_inline(const struct lp_ranges *rg,
 	c.note->walked = 0;
 	c.note->aop = LP_AOP_NONE;
 	c.note->via_runtime = 0;
+	c.note->lib = 0;
 	if (take(&c, range_find(rg, u->ip), true) || (rg->opfn && opfn_take(&c, u->ip))) {
 		c.note->how = LP_HOW_IP;
 		goto out;

@@ -13,7 +13,9 @@
 # profiles' C++ frames as perf does; golang-go's `go tool pprof` and chromium read what
 # tests/e2e/test_flame.py pulls; debootstrap, systemd-container and dpkg-dev make the
 # Debian root filesystem, boot it and build the .deb that tests/system/ installs there;
-# python3-yaml reads deploy/'s manifests).
+# python3-yaml reads deploy/'s manifests; python3-torch is the PyTorch stack tests/e2e/test_torch*.py
+# profiles, its GEMMs in the reference BLAS (libblas3) or OpenBLAS's OpenMP build
+# (libopenblas0-openmp), each in a folder of its own that a process's library path picks).
 # With --if-missing, does nothing when every package is already installed; with --list,
 # prints the packages instead.
 set -euo pipefail
@@ -31,6 +33,7 @@ PACKAGES=(
 	protobuf-compiler python3-protobuf strace
 	libiberty-dev golang-go chromium
 	debootstrap systemd-container dpkg-dev python3-yaml
+	python3-torch libblas3 libopenblas0-openmp
 )
 
 if [[ ${1:-} == --list ]]; then

@@ -806,14 +806,35 @@ static int compare_entry(const void *a, const void *b)
 	return x->r.start < y->r.start ? -1 : x->r.start > y->r.start;
 }
 
-/* Collects the entries of one mapping: an OpenMP runtime's whole text, else its op,
- * kernel and barrier functions. Returns the new count. */
+/* A library whose samples a process counts (LP_K_LIBRARY): its index in gp->libs, taken
+ * if new; -1 past LP_MAX_LIBS. */
+static int lib_index(struct lp_eproc *gp, const struct lp_obj *o)
+{
+	for (int i = 0; i < LP_MAX_LIBS; i++)
+		if (gp->libs[i] == o || !gp->libs[i]) {
+			gp->libs[i] = o;
+			return i;
+		}
+	return -1;
+}
+
+/* Collects the entries of one mapping: an OpenMP runtime's whole text, a BLAS's (torch:
+ * where its GEMMs run, by its samples), else its op, kernel and barrier functions. Returns
+ * the new count. */
 static size_t collect(struct lp_eproc *gp, const struct lp_proc_mapping *m, const struct lp_obj *o,
 		      struct table_entry *v, size_t n, size_t cap)
 {
+	int lib;
+
 	if (o->omp_runtime) {
 		if (n < cap)
 			v[n++] = (struct table_entry){{m->start, m->end}, LP_K_RUNTIME, 0};
+		return n;
+	}
+	if (gp->engine == LP_ENGINE_TORCH && lp_obj_has(o, LP_SYM_BLAS)) {
+		if (n < cap && (lib = lib_index(gp, o)) >= 0)
+			v[n++] = (struct table_entry){
+				{m->start, m->end}, LP_K_LIBRARY, (uint8_t)lib};
 		return n;
 	}
 	for (size_t k = 0; k < o->syms.nsyms && n < cap; k++) {

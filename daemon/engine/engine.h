@@ -128,6 +128,8 @@ struct lp_eproc {
 	size_t ops_dropped;	   /* op names past LP_MAX_OPS: their samples are outside ops */
 	bool op_samples_made;	   /* its op_samples entry exists in the kernel */
 	struct lp_op_samples *final_ops; /* the kernel's last counts, read at the exit */
+	/* the libraries whose samples it counts (LP_K_LIBRARY: torch's BLAS), by index */
+	const struct lp_obj *libs[LP_MAX_LIBS];
 	/* the objects of the sampling table's unwind entries, in its order (uw_fail_obj) */
 	struct lp_obj *uw_objs[LP_MAX_UNWIND];
 	/* precise mode per op */

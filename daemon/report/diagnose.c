@@ -79,6 +79,7 @@ static void watch_start(struct lp_watch *w, const struct lp_target *t)
 	memset(w, 0, sizeof(*w));
 	w->pid = t->pid;
 	w->tracked_since_ns = t->tracked_since_ns;
+	(void)lp_host_cpu_ticks("/proc", &w->host_spare0, &w->host_total0);
 }
 
 /* A new watch of t, after the others (the caller sorts them again); NULL out of memory. */
@@ -175,6 +176,7 @@ static void snap_take(struct lp_snap *s, const struct lp_proc_view *v, uint64_t 
 		s->scanned = v->ops->how[LP_HOW_SCAN];
 		s->gen_samples = v->ops->gen_total;
 		s->gen_outside = gen_outside(v->ops);
+		memcpy(s->lib, v->ops->lib, sizeof(s->lib));
 	}
 	(void)lp_host_cpu_ticks("/proc", &s->host_spare, &s->host_total);
 	s->preempt = v->preempt;
@@ -324,10 +326,14 @@ static enum lp_blas_kind blas_of(const struct lp_obj *o)
 /* The torch rules' figures (findings.h): its BLAS, its OpenMP runtimes, its samples while
  * generating and the host's spare CPUs over the window since s. */
 static void torch_input(struct lp_find_torch *x, const struct lp_proc_view *v,
-			const struct lp_snap *s, const struct lp_host_cpus *h)
+			const struct lp_watch *w, const struct lp_snap *s,
+			const struct lp_host_cpus *h)
 {
 	const struct lp_eproc *gp = v->target->eng;
 	uint64_t spare = 0, total = 0;
+	/* the host's ticks at the window's start: its snapshot's, else the watch's first */
+	uint64_t spare0 = s ? s->host_spare : w ? w->host_spare0 : 0;
+	uint64_t total0 = s ? s->host_total : w ? w->host_total0 : 0;
 
 	memset(x, 0, sizeof(*x));
 	x->host_spare_cpus = -1;
@@ -336,25 +342,35 @@ static void torch_input(struct lp_find_torch *x, const struct lp_proc_view *v,
 	x->torch = true;
 	for (size_t i = 0; i < gp->nobjs; i++) {
 		const struct lp_obj *o = gp->objs[i];
-		enum lp_blas_kind k = blas_of(o);
 
-		/* the strongest: Debian's OpenBLAS libblas.so.3 is a sgemm_ that calls it */
-		if (k > x->blas) {
-			x->blas = k;
-			x->blas_path = o->path;
-			x->blas_own_pool = k == LP_BLAS_OPENBLAS && !o->imports_omp;
-		}
+		if (blas_of(o) == LP_BLAS_OPENBLAS && !o->imports_omp)
+			x->blas_own_pool = true, x->blas_path = o->path;
 		if (o->omp_runtime && x->nomp < sizeof(x->omp) / sizeof(x->omp[0]))
 			x->omp[x->nomp++] = o->path;
 	}
-	if (v->ops && s) {
-		x->gen_samples = sub(v->ops->gen_total, s->gen_samples);
-		x->gen_outside = sub(gen_outside(v->ops), s->gen_outside);
+	/* The BLAS its GEMMs run in: the one its samples were in over the window, not the
+	 * one it maps first (numpy's LAPACK maps OpenBLAS where torch's GEMMs resolve to
+	 * the reference BLAS). */
+	for (int i = 0; v->ops && i < LP_MAX_LIBS && gp->libs[i]; i++) {
+		uint64_t n = sub(v->ops->lib[i], s ? s->lib[i] : 0);
+		double sh = v->ops->total
+				    ? (double)n / (double)sub(v->ops->total, s ? s->samples : 0)
+				    : 0;
+
+		if (sh > x->blas_share) {
+			x->blas_share = sh;
+			x->blas = blas_of(gp->libs[i]);
+			if (!x->blas_own_pool)
+				x->blas_path = gp->libs[i]->path;
+		}
 	}
-	if (s && h && s->host_total && lp_host_cpu_ticks("/proc", &spare, &total) == 0 &&
-	    total > s->host_total)
-		x->host_spare_cpus = (double)sub(spare, s->host_spare) /
-				     (double)(total - s->host_total) * lp_cpuset_count(&h->online);
+	if (v->ops) {
+		x->gen_samples = sub(v->ops->gen_total, s ? s->gen_samples : 0);
+		x->gen_outside = sub(gen_outside(v->ops), s ? s->gen_outside : 0);
+	}
+	if (h && total0 && lp_host_cpu_ticks("/proc", &spare, &total) == 0 && total > total0)
+		x->host_spare_cpus = (double)sub(spare, spare0) / (double)(total - total0) *
+				     lp_cpuset_count(&h->online);
 }
 
 static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, struct lp_proc_view *v,
@@ -445,7 +461,7 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	default:
 		break;
 	}
-	torch_input(&in.torch, v, s, h);
+	torch_input(&in.torch, v, w, s, h);
 	in.requests = v->requests;
 	in.since_ns = s ? s->at_ns : t->tracked_since_ns;
 	ops = ops_of(v, &in.nops);

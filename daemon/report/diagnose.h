@@ -26,6 +26,7 @@ struct lp_snap {
 	uint64_t samples, sync, scanned;
 	uint64_t gen_samples, gen_outside; /* while generating: all, outside ops */
 	uint64_t host_spare, host_total;   /* the host's CPU ticks (context.h) */
+	uint64_t lib[LP_MAX_LIBS];	   /* samples in its libraries (torch's BLAS) */
 	struct lp_snap_thread *threads;
 	size_t nthreads;
 	struct lp_preempt_top preempt;
@@ -45,6 +46,7 @@ struct lp_watch {
 	struct lp_context ctx; /* read at ctx_ns; 0: never */
 	uint64_t ctx_ns;
 	struct lp_recent_finding held[LP_RULE_NR]; /* by rule: when each last fired */
+	uint64_t host_spare0, host_total0;	   /* the host's CPU ticks when the watch began */
 	bool seen; /* lp_diagnose_tick: its process is still in the report */
 };
 

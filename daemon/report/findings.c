@@ -899,14 +899,14 @@ static void rule_intra_op_threads(struct ctx *c)
 	       usable, usable);
 }
 
-/* reference_blas: its GEMMs run in the reference BLAS, and a tenth of its samples are
- * matmul: an optimised BLAS does the same GEMMs several times faster (bench/RESULTS.md:
- * the test decoder here). */
+/* reference_blas: a tenth of its samples are in the reference BLAS's code (the BLAS its
+ * samples were most in): an optimised BLAS does the same GEMMs several times faster
+ * (bench/RESULTS.md: the test decoder here). */
 #define REFERENCE_BLAS_MATMUL 0.10
 static void rule_reference_blas(struct ctx *c)
 {
 	const struct lp_find_input *in = c->in;
-	double mm = share((double)in->ctr[LP_C_SAMPLES_MATMUL], (double)in->samples);
+	double mm = in->torch.blas_share;
 	struct lp_finding *f;
 
 	if (!torch_rule(c, LP_RULE_REFERENCE_BLAS))
@@ -914,7 +914,7 @@ static void rule_reference_blas(struct ctx *c)
 	if (in->torch.blas != LP_BLAS_REFERENCE || mm < REFERENCE_BLAS_MATMUL)
 		return;
 	f = add(c, LP_RULE_REFERENCE_BLAS, LP_SEV_WARNING);
-	title(f, "%.0f%% of its CPU time is matmul in the reference BLAS (%s)", 100 * mm,
+	title(f, "%.0f%% of its CPU time is in the reference BLAS's code (%s)", 100 * mm,
 	      in->torch.blas_path ? in->torch.blas_path : "?");
 	ev(f, "matmul_share", mm);
 	ev_str(f, "blas", in->torch.blas_path ? in->torch.blas_path : "");

@@ -95,8 +95,10 @@ extern const char *const lp_blas_names[5];
 /* What the torch rules read of a process (engine/torch.c's processes). */
 struct lp_find_torch {
 	bool torch; /* it runs the torch engine */
+	/* the BLAS its samples were most in, and the share of its samples there */
 	enum lp_blas_kind blas;
 	const char *blas_path; /* the object, as the process maps it */
+	double blas_share;
 	/* an OpenBLAS with a thread pool of its own: built without OpenMP (it imports none) */
 	bool blas_own_pool;
 	const char *omp[4]; /* the OpenMP runtimes it maps, distinct files */

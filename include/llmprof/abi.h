@@ -219,7 +219,11 @@ enum lp_range_kind {
 	/* An OpenMP runtime's whole text: sync when the instruction pointer is in it; as a
 	 * caller (thread start, parallel region) it says nothing and the scan goes on. */
 	LP_K_RUNTIME,
+	/* A library's whole text (a BLAS): a sample whose instruction pointer is in it is
+	 * counted for the library (op: its index, < LP_MAX_LIBS), and placed as any other */
+	LP_K_LIBRARY,
 };
+#define LP_MAX_LIBS 8
 
 /* Value of the "ranges" map, keyed by tgid: the process's sampling table, sorted by start
  * and disjoint. User space writes it after reading the process's mappings. */
@@ -424,6 +428,9 @@ struct lp_op_samples {
 	__u64 how[LP_HOW_NR];
 	__u64 uw_fail[16];		      /* [LP_UF_NR], a power of two for the verifier */
 	__u64 uw_fail_obj[2 * LP_MAX_UNWIND]; /* [LP_MAX_UNWIND + 1] used */
+	/* Samples whose instruction pointer was in library i of the sampling table
+	 * (LP_K_LIBRARY) */
+	__u64 lib[LP_MAX_LIBS];
 	/* Samples of threads in an OpenMP region's work, by how their op was found
 	 * (where.bpf.h's enum lp_where_via: [1] the region's master's frames, [2] more than
 	 * one region open, [3] none open); [0] unused */
