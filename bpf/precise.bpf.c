@@ -2,6 +2,7 @@
 /* Precise mode: every matmul, barrier and op call of a process while user space has it
  * switched on (uprobes attached by daemon/engine/precise.c). */
 #include "offcpu.bpf.h"
+#include "where.bpf.h"
 
 /* A probe runs on the thread, so a stretch its last switch-out opened is over, its
  * switch-in untraced (off_end_unseen). Left open, the call in flight would count that
@@ -69,13 +70,14 @@ static __always_inline struct lp_thread *precise_thread(__u32 *tgid_out)
 	return precise_thread_pr(tgid_out, &pr);
 }
 
-/* Whether a generation decode (one token) is in flight in the process: the calls that
- * return then make the exact per-token split. */
+/* Whether a generation decode (one token) is in flight in the process (a torch forward of
+ * one position: torch.bpf.c): the calls that return then make the exact per-token split. */
 static __always_inline bool generating(__u32 tgid)
 {
 	struct lp_op_samples *os = bpf_map_lookup_elem(&op_samples, &tgid);
 
-	return os && os->gen_depth > 0;
+	return os && (os->gen_depth > 0 || (os->fwd_phase == LP_PHASE_GENERATION &&
+					    os->fwd_until_ns > bpf_ktime_get_ns()));
 }
 
 /* Whether a generation decode is in flight that began once the nodes' tensors were read
@@ -448,7 +450,23 @@ static __always_inline __u64 node_exit(__u32 pgen, __u64 d, __u64 own, bool gen,
 	return v->id;
 }
 
-/* An op function: which op comes from the sampling table, by the probe's address. */
+/* The index of the window's op whose entry point holds addr, by the op functions' table
+ * (torch's aten ops), or -1. */
+static __always_inline int precise_aop(const struct lp_precise *pr, const struct lp_ranges *rg,
+				       __u64 addr)
+{
+	__u32 aop = rg->opfn ? aop_at(rg, addr) : LP_AOP_NONE;
+
+	if (aop == LP_AOP_NONE)
+		return -1;
+	for (int i = 0; i < LP_PRECISE_AOPS; i++)
+		if (pr->aop[i] == aop)
+			return pr->aop_op[i];
+	return -1;
+}
+
+/* An op function: which op comes from the sampling table, by the probe's address; an op
+ * functions' table's op from the window's list. */
 SEC("uprobe")
 int BPF_KPROBE(lp_op_enter)
 {
@@ -463,10 +481,15 @@ int BPF_KPROBE(lp_op_enter)
 		return 0;
 	if (t->op.depth == 0) {
 		rg = bpf_map_lookup_elem(&ranges, &tgid);
-		i = rg ? range_find(rg, PT_REGS_IP(ctx)) : -1;
-		if (i < 0 || rg->kind[i & (LP_MAX_RANGES - 1)] != LP_K_OP)
+		if (!rg)
 			return 0;
-		t->op_idx = rg->op[i & (LP_MAX_RANGES - 1)];
+		i = range_find(rg, PT_REGS_IP(ctx));
+		if (i >= 0 && rg->kind[i & (LP_MAX_RANGES - 1)] == LP_K_OP)
+			t->op_idx = rg->op[i & (LP_MAX_RANGES - 1)];
+		else if ((i = precise_aop(pr, rg, PT_REGS_IP(ctx))) >= 0)
+			t->op_idx = (__u32)i;
+		else
+			return 0;
 	}
 	call_enter(&t->op);
 	if (t->op.depth == 1) {
@@ -512,6 +535,108 @@ out:
 		e->a = key.op;
 		e->node = node;
 		rec_submit(e);
+	}
+	return 0;
+}
+
+/* torch's aten ops, which call one another (linear calls matmul calls mm): each call's own
+ * time is its wall time less that of the probed ops it called, a stack per thread. */
+#define LP_AOP_DEPTH 8
+struct lp_aop_stack {
+	__u32 gen; /* the window's (lp_precise.gen): a stack of an earlier window is reset */
+	__u32 depth;
+	struct lp_aop_frame {
+		__u64 since, inner;
+		__u32 op; /* index in the process's op table; LP_MAX_OPS: not a probed op's */
+		__u32 pad;
+	} f[LP_AOP_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct lp_aop_stack);
+} aop_stack SEC(".maps");
+
+static __always_inline struct lp_aop_stack *aop_stack_of(__u32 tid, __u32 gen)
+{
+	struct lp_aop_stack *st = bpf_map_lookup_elem(&aop_stack, &tid), zero = {};
+
+	if (!st) {
+		zero.gen = gen;
+		bpf_map_update_elem(&aop_stack, &tid, &zero, BPF_ANY);
+		return bpf_map_lookup_elem(&aop_stack, &tid);
+	}
+	if (st->gen != gen) {
+		st->gen = gen;
+		st->depth = 0;
+	}
+	return st;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lp_aop_enter)
+{
+	const struct lp_ranges *rg;
+	struct lp_aop_stack *st;
+	struct lp_precise *pr;
+	struct lp_thread *t;
+	__u32 tgid, d;
+	int op;
+
+	t = precise_thread_pr(&tgid, &pr);
+	if (!t || !(st = aop_stack_of((__u32)current_ids(), pr->gen)))
+		return 0;
+	rg = bpf_map_lookup_elem(&ranges, &tgid);
+	op = rg ? precise_aop(pr, rg, PT_REGS_IP(ctx)) : -1;
+	d = st->depth++;
+	if (d >= LP_AOP_DEPTH)
+		return 0;
+	st->f[d].since = bpf_ktime_get_ns();
+	st->f[d].inner = 0;
+	st->f[d].op = op < 0 ? LP_MAX_OPS : (__u32)op;
+	if (op >= 0)
+		rec_emit(tgid, (__u32)current_ids(), LP_REC_OP_BEGIN, (__u64)op);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(lp_aop_exit)
+{
+	struct lp_op_key key = {};
+	struct lp_op_precise *s;
+	struct lp_aop_stack *st;
+	struct lp_precise *pr;
+	struct lp_thread *t;
+	__u32 d, zero = 0;
+	__u64 wall, own;
+
+	t = precise_thread_pr(&key.tgid, &pr);
+	if (!t || !(st = bpf_map_lookup_elem(&aop_stack, &(__u32){(__u32)current_ids()})) ||
+	    st->gen != pr->gen || !st->depth)
+		return 0;
+	d = --st->depth;
+	if (d >= LP_AOP_DEPTH)
+		return 0;
+	wall = bpf_ktime_get_ns() - st->f[d].since;
+	own = wall > st->f[d].inner ? wall - st->f[d].inner : 0;
+	if (d > 0)
+		st->f[(d - 1) & (LP_AOP_DEPTH - 1)].inner += wall;
+	if (st->f[d].op >= LP_MAX_OPS)
+		return 0;
+	key.op = st->f[d].op;
+	rec_emit(key.tgid, (__u32)current_ids(), LP_REC_OP_END, key.op);
+	s = bpf_map_lookup_elem(&op_precise_init, &zero);
+	if (!s || !(s = lookup_or_init(&op_precise, &key, s)))
+		return 0;
+	__sync_fetch_and_add(&s->calls, 1);
+	__sync_fetch_and_add(&s->ns, wall);
+	__sync_fetch_and_add(&s->oncpu_ns, own);
+	hist_add(&s->hist, wall);
+	if (generating(key.tgid)) {
+		__sync_fetch_and_add(&s->gen_calls, 1);
+		__sync_fetch_and_add(&s->gen_oncpu_ns, own);
 	}
 	return 0;
 }

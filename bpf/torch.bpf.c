@@ -182,6 +182,7 @@ int BPF_KPROBE(lp_torch_forward, __u64 ret_slot, __u64 weight_ref, __u64 ids_ref
 	struct lp_op_samples *os;
 	struct lp_proc_stats *p;
 	struct lp_fwd *f, init = {};
+	struct lp_rec_ev *rec;
 	bool sized = false, first = false, found_sent = false;
 	__u64 start;
 
@@ -250,7 +251,12 @@ int BPF_KPROBE(lp_torch_forward, __u64 ret_slot, __u64 weight_ref, __u64 ids_ref
 	f->last_tokens = tokens;
 	f->last_phase = phase;
 	f->last_tid = tid;
-	rec_emit(tgid, tid, LP_REC_DECODE_BEGIN, tokens);
+	rec = rec_reserve(tgid, tid, LP_REC_DECODE_BEGIN);
+	if (rec) {
+		rec->a = tokens;
+		rec->reason = (__u8)phase;
+		rec_submit(rec);
+	}
 	os = bpf_map_lookup_elem(&op_samples, &tgid);
 	if (os) {
 		os->fwd_phase = phase;

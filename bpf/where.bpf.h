@@ -116,6 +116,24 @@ static __always_inline int uw_obj(const struct lp_ranges *rg, __u64 addr)
 	return lp_uw_obj(rg, addr);
 }
 
+/* The op of an op functions' table whose function holds addr (slot << 16 | name), or
+ * LP_AOP_NONE. */
+static __always_inline __u32 aop_at(const struct lp_ranges *rg, __u64 addr)
+{
+	const struct lp_unwind_obj *o;
+	struct lp_opfn_row r;
+	int k = uw_obj(rg, addr);
+	__u64 v;
+
+	if (k < 0)
+		return LP_AOP_NONE;
+	o = &rg->uw[k & (LP_MAX_UNWIND - 1)];
+	if (!o->opfn_n || (v = lp_uw_row(o->opfn_slot, o->opfn_n, addr - o->bias)) == LP_UW_NO_ROW)
+		return LP_AOP_NONE;
+	__builtin_memcpy(&r, &v, sizeof(r));
+	return r.name ? (__u32)o->opfn_slot << 16 | r.name : LP_AOP_NONE;
+}
+
 /* addr (a call's or an interrupted instruction's) in a function of an op functions'
  * table: its op taken (where.aop), a matmul's region with it. */
 static __always_inline bool opfn_take(struct scan_ctx *c, __u64 addr)

@@ -26,8 +26,9 @@ static const struct {
 	{"futex_wait", "futex waits: asleep in the call (or the call, entry to return)"},
 	{"futex_wait_generation", "of those, the waits that began and ended inside one "
 				  "generation decode (what a token waited for)"},
-	{"decode_prompt", "llama_decode calls given more than one token (prompt processing)"},
-	{"decode_generation", "llama_decode calls given one token: time per generated token"},
+	/* the engine's steps (its "step"), worded by print_step_what */
+	{"decode_prompt", "calls given more than one token a sequence (prompt processing)"},
+	{"decode_generation", "calls given one token a sequence: time per generation step"},
 	{"matmul", "precise mode: outermost matmul calls, entry to return"},
 	{"barrier", "precise mode: outermost barrier calls, entry to return"},
 };
@@ -124,7 +125,13 @@ struct sampling {
 	double stretches, threads;
 };
 
-static void print_histograms(const cJSON *hists, const struct sampling *sm, bool fine)
+/* The engine's step (its document's "step"): its name and how one is timed. */
+struct step {
+	const char *name, *timed, *errors;
+};
+
+static void print_histograms(const cJSON *hists, const struct sampling *sm, const struct step *st,
+			     bool fine)
 {
 	const cJSON *e;
 
@@ -153,7 +160,9 @@ static void print_histograms(const cJSON *hists, const struct sampling *sm, bool
 		       ctl_fmt_dur(s[2], 32, ctl_num(e, "p50", NAN)),
 		       ctl_fmt_dur(s[3], 32, ctl_num(e, "p90", NAN)),
 		       ctl_fmt_dur(s[4], 32, ctl_num(e, "p99", NAN)));
-		if (what)
+		if (what && !strncmp(e->string, "decode_", 7))
+			printf("  %s %s; timed %s\n", st->name, what, st->timed);
+		else if (what)
 			printf("  %s\n", what);
 		if (sm->threads > 0 && from_stretches(e->string))
 			printf("  estimated: from %.0f stretches of %.0f busy threads taken as a "
@@ -358,7 +367,7 @@ static void print_unwind(const cJSON *g)
  * inside them (every thread's, asleep or not), shares of the CPU time in the windows
  * (exact from the probes, beside the samples of the same windows), and what the probes
  * cost the engine (its decode rate inside and outside the windows). */
-static void print_windows(const cJSON *pr, const cJSON *pm, const cJSON *pb)
+static void print_windows(const cJSON *pr, const cJSON *pm, const cJSON *pb, const struct step *st)
 {
 	const cJSON *gen = cJSON_GetObjectItemCaseSensitive(pr, "generation");
 	double in = ctl_num(gen, "tokens_per_s_inside", 0),
@@ -366,9 +375,9 @@ static void print_windows(const cJSON *pr, const cJSON *pm, const cJSON *pb)
 	char s[3][32];
 
 	if (in > 0) {
-		printf("              generation in llama_decode %s tokens/s inside the windows "
+		printf("              generation in %s %s tokens/s inside the windows "
 		       "(%.0f tokens)",
-		       ctl_fmt_num5(s[0], 32, in), ctl_num(gen, "tokens_inside", 0));
+		       st->name, ctl_fmt_num5(s[0], 32, in), ctl_num(gen, "tokens_inside", 0));
 		if (out > 0)
 			printf(", %s outside: the probes %s it %.0f%%", ctl_fmt_num5(s[1], 32, out),
 			       in < out ? "slowed" : "sped", 100 * fabs(1 - in / out));
@@ -393,7 +402,25 @@ static void print_windows(const cJSON *pr, const cJSON *pm, const cJSON *pb)
 	       "kernel's return trampoline: other)\n");
 }
 
-static void print_ggml(const cJSON *g)
+/* torch's OpenMP regions: how many opened, and the wall time from each opening to its
+ * close, on the thread that opened it. */
+static void print_openmp(const cJSON *omp)
+{
+	char s[32];
+
+	if (!cJSON_IsObject(omp))
+		return;
+	if (ctl_str(omp, "error", NULL)) {
+		printf("  openmp      regions not probed: %s\n", ctl_str(omp, "error", ""));
+		return;
+	}
+	printf("  openmp      %.0f parallel regions, %s from their opening to their close "
+	       "(%.0f probes)\n",
+	       ctl_num(omp, "regions", 0), ctl_fmt_dur(s, sizeof(s), ctl_num(omp, "region_ns", 0)),
+	       ctl_num(omp, "region_probes", 0));
+}
+
+static void print_engine(const char *engine, const cJSON *g, const struct step *st)
 {
 	const cJSON *o, *tok = cJSON_GetObjectItemCaseSensitive(g, "tokens"),
 			*pt = cJSON_GetObjectItemCaseSensitive(tok, "prompt"),
@@ -405,11 +432,12 @@ static void print_ggml(const cJSON *g)
 	char s[6][32];
 
 	if (!cJSON_IsObject(g)) {
-		printf("\nggml: none mapped (tracked by llmprofd's --pid, --comm or --exe "
-		       "setting)\n");
+		printf("\n%s: none mapped (tracked by llmprofd's --pid, --comm or --exe "
+		       "setting)\n",
+		       engine);
 		return;
 	}
-	printf("\nggml\n  objects and the functions found in them (the probe points)\n");
+	printf("\n%s\n  objects and the functions found in them (the probe points)\n", engine);
 	cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(g, "objects"))
 	{
 		printf("    %s%s\n", ctl_str(o, "path", "?"),
@@ -421,24 +449,25 @@ static void print_ggml(const cJSON *g)
 		printf("      ops: %.0f op functions; attribution: %s\n",
 		       ctl_num(o, "op_functions", 0), ctl_str(o, "op_attribution", "?"));
 		if (ctl_str(o, "decode_probes", NULL))
-			printf("      llama_decode probes: %s\n", ctl_str(o, "decode_probes", ""));
+			printf("      %s probes: %s\n", st->name, ctl_str(o, "decode_probes", ""));
 	}
-	printf("  not found in any object:");
+	printf("  not found in any object:%s",
+	       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(g, "missing")) ? "" : " none");
 	cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(g, "missing"))
 	{
 		if (cJSON_IsString(o))
 			printf(" %s", o->valuestring);
 	}
 	printf("\n  tokens      prompt %.0f in %.0f calls (%s/s), generation %.0f (%s/s, %s per "
-	       "token), %.0f decode errors\n",
+	       "token), %.0f %s\n",
 	       ctl_num(pt, "tokens", 0), ctl_num(pt, "calls", 0),
 	       ctl_fmt_num5(s[0], 32, ctl_num(pt, "tokens_per_s", 0)), ctl_num(gt, "tokens", 0),
 	       ctl_fmt_num5(s[1], 32, ctl_num(gt, "tokens_per_s", 0)),
 	       ctl_fmt_dur(s[2], 32, ctl_num(gt, "ms_per_token", 0) * 1e6),
-	       ctl_num(tok, "decode_errors", 0));
-	printf("              generation in llama_decode %s/s; by the wall clock, sampling "
+	       ctl_num(tok, "decode_errors", 0), st->errors);
+	printf("              generation in %s %s/s; by the wall clock, sampling "
 	       "included, %s/s (%s per token)\n",
-	       ctl_fmt_num5(s[0], 32, ctl_num(gt, "tokens_per_s", 0)),
+	       st->name, ctl_fmt_num5(s[0], 32, ctl_num(gt, "tokens_per_s", 0)),
 	       ctl_fmt_num5(s[1], 32, ctl_num(gt, "wall_tokens_per_s", 0)),
 	       ctl_fmt_dur(s[2], 32, ctl_num(gt, "wall_ms_per_token", 0) * 1e6));
 	printf("  sampled     %.0f samples at %.0f Hz per %s, since tracked:",
@@ -460,13 +489,14 @@ static void print_ggml(const cJSON *g)
 			       ? ": this host's timer skips periods; --sampler thread counts each "
 				 "thread's own CPU time"
 			       : "");
+	print_openmp(cJSON_GetObjectItemCaseSensitive(g, "openmp"));
 	print_unwind(g);
 	print_ops(g, sm);
 	printf("  precise     %s, %.0f functions probed, %.0f windows, %.1f s\n",
 	       ctl_true(pr, "active") ? "on" : "off", ctl_num(pr, "functions_probed", 0),
 	       ctl_num(pr, "windows", 0), ctl_num(pr, "seconds", 0));
 	if (ctl_num(pr, "windows", 0) > 0)
-		print_windows(pr, pm, pb);
+		print_windows(pr, pm, pb, st);
 }
 
 static void print_futex(const cJSON *f, const struct sampling *sm)
@@ -565,6 +595,10 @@ static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 		.stretches = ctl_num_path(d, "counters", "offcpu_stretches_sampled", 0),
 		.threads = ctl_num_path(d, "counters", "offcpu_sampled_threads", 0),
 	};
+	const cJSON *g = ctl_engine_doc(d), *step = cJSON_GetObjectItemCaseSensitive(g, "step");
+	struct step st = {ctl_str(step, "name", "llama_decode"),
+			  ctl_str(step, "timed", "entry to return"),
+			  ctl_str(step, "errors", "decode errors")};
 	char age[32];
 
 	(void)c;
@@ -583,10 +617,10 @@ static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 	       ctl_true(d, "data_lost") ? ", SOME DATA LOST (its exit record was dropped)" : "",
 	       ctl_str(d, "exe", "(unknown)"));
 	print_who(d);
-	print_ggml(ctl_engine_doc(d));
+	print_engine(ctl_str(d, "engine", "ggml"), g, &st);
 	print_requests(cJSON_GetObjectItemCaseSensitive(d, "requests"), ctl_num(d, "pid", 0));
 	print_counters(cJSON_GetObjectItemCaseSensitive(d, "counters"));
-	print_histograms(cJSON_GetObjectItemCaseSensitive(d, "histograms"), &sm, fine);
+	print_histograms(cJSON_GetObjectItemCaseSensitive(d, "histograms"), &sm, &st, fine);
 	print_futex(cJSON_GetObjectItemCaseSensitive(d, "futex"), &sm);
 	print_threads(cJSON_GetObjectItemCaseSensitive(d, "threads"));
 }

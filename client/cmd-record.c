@@ -144,6 +144,7 @@ struct spans {
 	struct sp *tok, *sp, *off;
 	int ntok, nsp, noff;
 	double total[K_NR], longest;
+	char step[64]; /* the step function's name, from its spans */
 };
 
 static void spans_free(struct spans *x)
@@ -153,6 +154,79 @@ static void spans_free(struct spans *x)
 	free(x->off);
 }
 
+/* A generation step's span: "<step>: generation" (llama_decode, forward), its name kept. */
+static bool generation_step(const cJSON *e, struct spans *x)
+{
+	const char *name = ctl_str(e, "name", ""), *colon = strrchr(name, ':');
+
+	if (strcmp(ctl_str(e, "cat", ""), "decode") || !colon || strcmp(colon, ": generation"))
+		return false;
+	/* printed as it is: a C identifier's characters only, else "step" */
+	if (colon - name < (ptrdiff_t)sizeof(x->step) &&
+	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
+		    (size_t)(colon - name))
+		snprintf(x->step, sizeof(x->step), "%.*s", (int)(colon - name), name);
+	else
+		snprintf(x->step, sizeof(x->step), "step");
+	return true;
+}
+
+static int by_tid_outer(const void *a, const void *b)
+{
+	const struct sp *x = a, *y = b;
+	int r = by_tid_ts(a, b);
+
+	return r ? r : x->end > y->end ? -1 : x->end < y->end;
+}
+
+/* One piece of a flattened span: [from, to) of s, where it was the innermost. */
+static void piece(struct sp *out, int *n, const struct sp *s, double from, double to)
+{
+	if (to > from)
+		out[(*n)++] = (struct sp){from, to, s->kind, s->tid};
+}
+
+/* Op and barrier spans nest where ops call ops (torch's aten::matmul calls aten::bmm): each
+ * becomes the pieces where it is a thread's innermost, so that a time is counted once, for
+ * the op that ran it. Off-CPU slices stay as they are. At most one piece more per span. */
+static int flatten(struct spans *x)
+{
+	struct sp *in = calloc((size_t)x->nsp + 1, sizeof(*in)), *stack[32];
+	int nin = 0, nout = 0, depth = 0;
+	double at = 0;
+
+	if (!in)
+		return -ENOMEM;
+	for (int i = 0; i < x->nsp; i++)
+		if (x->sp[i].kind <= K_BARRIER)
+			in[nin++] = x->sp[i];
+		else
+			x->sp[nout++] = x->sp[i];
+	qsort(in, (size_t)nin, sizeof(*in), by_tid_outer);
+	for (int i = 0; i <= nin; i++) {
+		const struct sp *s = i < nin ? &in[i] : NULL;
+
+		/* those that ended before it (or on another thread) end their pieces */
+		while (depth &&
+		       (!s || s->tid != stack[depth - 1]->tid || stack[depth - 1]->end <= s->ts)) {
+			piece(x->sp, &nout, stack[depth - 1], at, stack[depth - 1]->end);
+			at = fmax(at, stack[--depth]->end);
+		}
+		if (!s)
+			break;
+		/* deeper than the stack holds: left in its parent's piece */
+		if (depth == (int)(sizeof(stack) / sizeof(stack[0])))
+			continue;
+		if (depth)
+			piece(x->sp, &nout, stack[depth - 1], at, s->ts);
+		stack[depth++] = &in[i];
+		at = s->ts;
+	}
+	x->nsp = nout;
+	free(in);
+	return 0;
+}
+
 static int spans_read(const cJSON *doc, struct spans *x)
 {
 	const cJSON *e, *ev = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
@@ -160,7 +234,7 @@ static int spans_read(const cJSON *doc, struct spans *x)
 
 	memset(x, 0, sizeof(*x));
 	x->tok = calloc(n, sizeof(*x->tok));
-	x->sp = calloc(n, sizeof(*x->sp));
+	x->sp = calloc(2 * n, sizeof(*x->sp)); /* flatten() may split each span in two */
 	x->off = calloc(n, sizeof(*x->off));
 	if (!x->tok || !x->sp || !x->off) {
 		spans_free(x);
@@ -174,7 +248,7 @@ static int spans_read(const cJSON *doc, struct spans *x)
 
 		if (strcmp(ctl_str(e, "ph", ""), "X"))
 			continue;
-		if (!strcmp(ctl_str(e, "name", ""), "llama_decode: generation"))
+		if (generation_step(e, x))
 			x->tok[x->ntok++] = (struct sp){ts, end, -1, tid};
 		else if ((k = kind_of(e)) >= 0)
 			x->sp[x->nsp++] =
@@ -184,6 +258,10 @@ static int spans_read(const cJSON *doc, struct spans *x)
 	}
 	qsort(x->off, (size_t)x->noff, sizeof(*x->off), by_tid_ts);
 	qsort(x->tok, (size_t)x->ntok, sizeof(*x->tok), by_ts);
+	if (flatten(x) < 0) {
+		spans_free(x);
+		return -ENOMEM;
+	}
 	qsort(x->sp, (size_t)x->nsp, sizeof(*x->sp), by_ts);
 	/* Which kinds have anything, over the whole window. */
 	for (int i = 0; i < x->nsp; i++) {
@@ -227,9 +305,9 @@ static int per_token(const cJSON *doc, struct spans *x, struct token_row **rows)
 
 static void summary_text(const struct spans *x, const struct token_row *rows)
 {
-	printf("\nper generated token (ms; CPU and off-CPU time summed over threads, within the "
-	       "token's llama_decode)\n%6s %8s",
-	       "TOKEN", "MS");
+	printf("\nper generation step (ms; CPU and off-CPU time summed over threads, within the "
+	       "step's %s)\n%6s %8s",
+	       x->step[0] ? x->step : "llama_decode", "TOKEN", "MS");
 	for (int k = 0; k < K_NR; k++)
 		if (x->total[k] > 0)
 			printf(" %8s", kind_heads[k]);

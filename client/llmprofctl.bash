@@ -34,7 +34,7 @@ _llmprofctl() {
 		return
 		;;
 	--columns | -o)
-		COMPREPLY=($(compgen -W "pid comm thr cpu toks wtoks ms50 ms99 mm spin ftxs ftx99 rq99 majs model workload reqs ttft99 tpot99 occ" -- "${cur##*,}"))
+		COMPREPLY=($(compgen -W "pid comm thr cpu toks wtoks ms50 ms99 mm spin ftxs ftx99 rq99 majs model workload reqs ttft99 tpot99 occ engine" -- "${cur##*,}"))
 		return
 		;;
 	--format)

@@ -70,7 +70,7 @@ function __llmprofctl_complete
         printf '%s\n' PID COMMAND THR CPU% TOK/S MS50 MS99 MM% SPIN% FTX/S FTX99 RQ99 MAJ/S WTOK/S MODEL WORKLOAD REQ/S TTFT99 TPOT99 OCC
         return
     else if test "$cmd" = top; and contains -- $prev --columns -o
-        printf '%s\n' pid comm thr cpu toks wtoks ms50 ms99 mm spin ftxs ftx99 rq99 majs model workload reqs ttft99 tpot99 occ
+        printf '%s\n' pid comm thr cpu toks wtoks ms50 ms99 mm spin ftxs ftx99 rq99 majs model workload reqs ttft99 tpot99 occ engine
         return
     end
     if test -z "$cmd"

@@ -201,7 +201,10 @@ static inline size_t lp_obj_op_functions(const struct lp_obj *o)
 	char op[LP_OP_NAME_MAX];
 	size_t n = 0;
 
-	for (size_t i = 0; i < o->syms.nsyms; i++)
+	/* an op functions' table names them (torch's aten entry points) */
+	for (size_t i = 0; o->sym_op && i < o->syms.nsyms; i++)
+		n += o->sym_op[i] != 0;
+	for (size_t i = 0; !o->sym_op && i < o->syms.nsyms; i++)
 		n += o->syms.syms[i].cls != LP_SYM_BARRIER &&
 		     o->syms.syms[i].cls != LP_SYM_DECODE &&
 		     lp_op_name(o->syms.syms[i].name, op, sizeof(op)) == 0;
@@ -419,6 +422,26 @@ static inline const char *lp_engine_name(unsigned id)
 		[LP_ENGINE_GGML] = "ggml", [LP_ENGINE_TORCH] = "torch"};
 
 	return id < LP_ENGINE_NR ? names[id] : "unknown";
+}
+
+/* An engine's step in words, for the reports: the function whose calls are its steps
+ * (which count its tokens and phases), and how one is timed. */
+struct lp_engine_step {
+	const char *name, *timed, *errors; /* errors: what its decode_errors count */
+};
+
+static inline struct lp_engine_step lp_engine_step_of(unsigned id)
+{
+	static const struct lp_engine_step steps[LP_ENGINE_NR] = {
+		[LP_ENGINE_GGML] = {"llama_decode", "entry to return", "decode errors"},
+		[LP_ENGINE_TORCH] = {"forward",
+				     "from its token embedding (at::_ops::embedding::call) to the "
+				     "next forward's, on the same thread; a generation's last "
+				     "forward and a prompt's not followed by a generation's are "
+				     "not timed",
+				     "forwards whose token ids were not read"}};
+
+	return id < LP_ENGINE_NR ? steps[id] : (struct lp_engine_step){"step", "unknown", "errors"};
 }
 
 #endif

@@ -71,6 +71,21 @@ static void ops_since_start(const struct lp_eproc *gp, const struct lp_op_sample
 	*total += os->total >= gp->op_total_start ? os->total - gp->op_total_start : 0;
 }
 
+/* The probed ops named by an op functions' table (torch's), for the op probes to find
+ * their index by. */
+static void aops_fill(const struct lp_eproc *gp, struct lp_precise *pr)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < LP_PRECISE_AOPS; i++)
+		pr->aop[i] = LP_AOP_NONE;
+	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS && n < LP_PRECISE_AOPS; i++)
+		if (gp->op_probed[i] && gp->aops[i]) {
+			pr->aop[n] = gp->aops[i];
+			pr->aop_op[n++] = (__u8)i;
+		}
+}
+
 /* Starts a window's accounting now: counters, on-CPU time and samples as of this moment,
  * and a new generation so that calls in flight from before are discarded. */
 static int window_mark(struct lp_engines *g, struct lp_target *t)
@@ -84,6 +99,7 @@ static int window_mark(struct lp_engines *g, struct lp_target *t)
 	if (!st)
 		return -ENOMEM;
 	lp_nodes_fill(gp, g->cfg->precise_tensors, &pr);
+	aops_fill(gp, &pr);
 	r = read_stats(g, t->pid, st);
 	if (r == 0 &&
 	    bpf_map_update_elem(bpf_map__fd(g->core->skel->maps.precise), &key, &pr, BPF_ANY) < 0)
@@ -201,21 +217,35 @@ static enum lp_tensor_args readable(const char *sym, const char *plain)
 
 /* The op whose function symbol k of o is, into op: ggml's op functions; torch's aten ops'
  * call entry points (the dispatcher's way in from Python and from other ops: redispatch
- * runs inside a call). */
-static bool precise_op(const struct lp_eproc *gp, const struct lp_obj *o, size_t k, char *op,
-		       size_t size)
+ * runs inside a call), but those of step_op (step_op_of). */
+static bool precise_op(const struct lp_eproc *gp, const struct lp_obj *o, size_t k,
+		       uint16_t step_op, char *op, size_t size)
 {
 	const struct lp_elf_sym *sym = &o->syms.syms[k];
 
 	if (gp->engine == LP_ENGINE_TORCH) {
-		if (!o->sym_op || !o->sym_op[k] || o->sym_op[k] > o->nop_names ||
-		    !strstr(sym->name, "4callE"))
+		if (!o->sym_op || !o->sym_op[k] || o->sym_op[k] == step_op ||
+		    o->sym_op[k] > o->nop_names || !strstr(sym->name, "4callE"))
 			return false;
 		snprintf(op, size, "%s", o->op_names[o->sym_op[k] - 1]);
 		return true;
 	}
 	return sym->cls != LP_SYM_BARRIER && sym->cls != LP_SYM_DECODE &&
 	       lp_op_name(sym->name, op, size) == 0;
+}
+
+/* The op of o's step function (torch's aten::embedding), or 0. Its entry is the step's: a
+ * probe of the op there would run before or after the step's, as the kernel orders a
+ * uprobe's consumers, and the op's span would straddle two steps; so none of the op's
+ * entry points is probed, and the op is not among those probed. */
+static uint16_t step_op_of(const struct lp_eproc *gp, const struct lp_obj *o)
+{
+	int cls = lp_engine_of(gp->engine)->step_class;
+
+	for (size_t k = 0; o->sym_op && k < o->syms.nsyms; k++)
+		if (o->syms.syms[k].cls == cls)
+			return o->sym_op[k];
+	return 0;
 }
 
 /* Uprobes on the chosen ops' functions: the one named ggml_compute_forward_<op> where the
@@ -237,12 +267,13 @@ static int ops_specs(struct lp_engines *g, struct lp_target *t, struct specs *sp
 			struct lp_obj *o = gp->objs[i];
 			char path[PATH_MAX + 64];
 			bool have_path = false;
+			uint16_t step_op = step_op_of(gp, o);
 
 			for (size_t k = 0; k < o->syms.nsyms && r == 0; k++) {
 				const struct lp_elf_sym *sym = &o->syms.syms[k];
 				int idx;
 
-				if (!precise_op(gp, o, k, op, sizeof(op)) ||
+				if (!precise_op(gp, o, k, step_op, op, sizeof(op)) ||
 				    (idx = lp_op_table_find(&gp->ops, op)) < 0 || !want[idx])
 					continue;
 				snprintf(name, sizeof(name), "ggml_compute_forward_%s", op);
@@ -257,7 +288,11 @@ static int ops_specs(struct lp_engines *g, struct lp_target *t, struct specs *sp
 							   sizeof(path));
 					have_path = true;
 				}
-				if (r == 0)
+				/* torch's aten ops nest: each call's own time on a stack */
+				if (r == 0 && gp->engine == LP_ENGINE_TORCH)
+					r = spec_pair(sp, s->progs.lp_aop_enter,
+						      s->progs.lp_aop_exit, t->pid, path, sym);
+				else if (r == 0)
 					r = spec_pair(sp, s->progs.lp_op_enter, s->progs.lp_op_exit,
 						      t->pid, path, sym);
 				gp->op_probed[idx] = 1;

@@ -276,7 +276,8 @@ static cJSON *render_objects(const struct lp_eproc *gp, const struct lp_op_sampl
 			const struct lp_elf_sym *s = &ob->syms.syms[k];
 			cJSON *x;
 
-			if (s->cls == LP_SYM_OP)
+			/* op functions and aten entry points are thousands: counted above */
+			if (s->cls == LP_SYM_OP || s->cls == LP_SYM_ATEN)
 				continue;
 			x = cJSON_CreateObject();
 
@@ -491,7 +492,9 @@ static cJSON *render_missing(const struct lp_config *cfg, const struct lp_eproc 
 {
 	cJSON *a = cJSON_CreateArray();
 
-	for (int c = 0; cfg && c < LP_SYM_CONFIG_NR; c++)
+	/* ggml's settings name what its processes may hold; another engine's processes are
+	 * found by their own step function, which they hold */
+	for (int c = 0; cfg && gp->engine == LP_ENGINE_GGML && c < LP_SYM_CONFIG_NR; c++)
 		for (const char *const *p = cfg->symbols[c]; p && *p; p++)
 			if (!lp_eproc_has(gp, *p))
 				cJSON_AddItemToArray(a, cJSON_CreateString(*p));
@@ -527,6 +530,10 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 
 	cJSON_AddItemToObject(o, "objects", render_objects(gp, v->ops));
 	cJSON_AddItemToObject(o, "missing", render_missing(cfg, gp));
+	x = cJSON_AddObjectToObject(o, "step");
+	cJSON_AddStringToObject(x, "name", lp_engine_step_of(gp->engine).name);
+	cJSON_AddStringToObject(x, "timed", lp_engine_step_of(gp->engine).timed);
+	cJSON_AddStringToObject(x, "errors", lp_engine_step_of(gp->engine).errors);
 	lp_json_add_u64(o, "sampling_table_functions", gp->nranges);
 	lp_json_add_u64(o, "sampling_table_dropped", gp->ranges_dropped);
 
@@ -561,6 +568,17 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 		   lp_timed_tokens(ctr, 0), ctr[LP_C_DECODE_GEN_NS], sample_hz);
 	lp_render_graph(o, gp, v->nodes, v->nnodes, w->ctr[LP_W_GEN_TOKENS],
 			v->ops ? v->ops->nodes_gen_tokens : 0, ctr[LP_C_BARRIER_GEN_CALLS]);
+	/* torch: its OpenMP regions, whose entries are probed in its processes */
+	if (gp->engine == LP_ENGINE_TORCH) {
+		x = cJSON_AddObjectToObject(o, "openmp");
+		lp_json_add_u64(x, "regions", ctr[LP_C_OMP_REGIONS]);
+		lp_json_add_u64(x, "region_ns", ctr[LP_C_OMP_REGION_NS]);
+		lp_json_add_u64(x, "region_probes", gp->region.n);
+		if (gp->region_error)
+			cJSON_AddStringToObject(x, "error", strerror(-gp->region_error));
+		else
+			cJSON_AddNullToObject(x, "error");
+	}
 	x = cJSON_AddObjectToObject(o, "sampled");
 	lp_json_add_u64(x, "hz", sample_hz);
 	/* one per thread there when sampling started; later threads inherit theirs */
@@ -599,6 +617,11 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 	lp_json_add_u64(x, "oncpu_ns", w->oncpu_ns);
 	lp_json_add_u64(x, "functions_probed", gp->nprobed);
 	lp_json_add_u64(x, "op_functions_probed", gp->nops_probed);
+	/* the ops whose functions a window probed (their "precise" figures, in "ops") */
+	y = cJSON_AddArrayToObject(x, "ops_probed");
+	for (size_t i = 0; i < gp->ops.n && i < LP_MAX_OPS; i++)
+		if (gp->op_probed[i])
+			cJSON_AddItemToArray(y, lp_json_escaped(gp->ops.v[i].name));
 	if (gp->precise_ops_missing)
 		cJSON_AddStringToObject(x, "ops_not_found", gp->precise_ops_missing);
 	if (gp->precise_error)

@@ -212,7 +212,8 @@ void lp_api_post_precise(const struct lp_api_backend *b, const struct lp_api_req
 		lp_api_error(res, 409, LP_ERR_EXITED, "pid %d has exited", (int)pid);
 	else if (ret == -ENOEXEC)
 		lp_api_error(res, 409, LP_ERR_NOT_LLM,
-			     "pid %d maps none of the matmul functions: precise mode probes ggml",
+			     "pid %d runs no engine llmprofd knows (ggml, torch): precise mode "
+			     "probes an engine's functions",
 			     (int)pid);
 	else
 		lp_api_error(res, 500, LP_ERR_INTERNAL, "precise mode for pid %d: %s", (int)pid,

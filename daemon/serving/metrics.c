@@ -87,8 +87,10 @@ static const struct counter_row counters[] = {
 	 "phase",
 	 "phase", "prompt", LP_C_DECODE_PROMPT_NS, 1e-9},
 	{"llmprof_decode_seconds", NULL, "phase", "generation", LP_C_DECODE_GEN_NS, 1e-9},
-	{"llmprof_decode_errors", "llama_decode calls that returned non-zero", NULL, NULL,
-	 LP_C_DECODE_ERRORS, 1},
+	{"llmprof_decode_errors",
+	 "llama_decode calls that returned non-zero (torch: forwards whose token ids were not "
+	 "read)",
+	 NULL, NULL, LP_C_DECODE_ERRORS, 1},
 	{"llmprof_cpu_samples", "cpu-clock samples of the process by where its thread was",
 	 "region", "matmul", LP_C_SAMPLES_MATMUL, 1},
 	{"llmprof_cpu_samples", NULL, "region", "barrier", LP_C_SAMPLES_BARRIER, 1},

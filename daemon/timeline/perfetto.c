@@ -464,6 +464,7 @@ int lp_pf_begin(struct lp_pf *w, const struct lp_pf_info *in, const struct lp_pf
 	w->names = *names;
 	w->pid = in->pid;
 	lp_tl_init(&w->tl, in->start_ns, in->end_ns, &sink);
+	w->tl.step = in->step;
 	/* The clocks, MONOTONIC the trace's own. */
 	p = packet(w, 0, 0);
 	m = open_msg(b, PKT_CLOCK_SNAPSHOT);

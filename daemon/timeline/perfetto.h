@@ -38,6 +38,7 @@ struct lp_pf_names {
 struct lp_pf_info {
 	pid_t pid;
 	const char *comm;
+	const char *step;	   /* its engine's step function (lp_tl.step) */
 	uint64_t start_ns, end_ns; /* the window planned, CLOCK_MONOTONIC */
 	/* The clocks read together at the start. */
 	uint64_t monotonic_ns, boottime_ns, realtime_ns;

@@ -292,6 +292,7 @@ static int stream_begin(struct lp_record *rec, const struct lp_target *t)
 	struct lp_pf_info info = {
 		.pid = rec->pid,
 		.comm = t->comm,
+		.step = rec->step,
 		.start_ns = rec->start_ns,
 		.end_ns = rec->until_ns,
 	};
@@ -340,6 +341,8 @@ int lp_record_start(struct lp_recorder *r, pid_t pid, double seconds, bool ops, 
 	rec->lease_ns = (uint64_t)(lease * 1e9);
 	rec->asked_ns = rec->start_ns;
 	rec->owner = r;
+	/* its engine's step function, its decode spans' name; known once its engine is */
+	rec->step = t->eng ? lp_engine_step_of(t->eng->engine).name : NULL;
 	read_threads(rec);
 	read_maps(rec);
 	rec->maps_read_ns = rec->start_ns;
@@ -441,6 +444,7 @@ static void *render(void *arg)
 	struct lp_trace_in in = {
 		.pid = rec->pid,
 		.comm = rec->comm[0] ? rec->comm : NULL,
+		.step = rec->step,
 		.start_ns = rec->start_ns,
 		.end_ns = rec->until_ns,
 		.ev = rec->ev,

@@ -50,6 +50,7 @@ struct lp_record {
 	atomic_bool rendered;
 	pthread_t thread;
 	char comm[16];
+	const char *step;	/* static (lp_engine_step_of); NULL: llama_decode */
 	char **op_names;	/* copies: the op table may grow meanwhile */
 	const char **op_groups; /* static names (lp_op_group_key) */
 	size_t nops;

@@ -29,6 +29,15 @@ struct lp_tl_thread {
 	unsigned orphans; /* spans begun before the window, seen ending */
 };
 
+/* Timestamps a generation step pushes to the tokens/s counter at most: its batch's tokens */
+#define LP_TL_BATCH_MAX 1024
+
+/* A generation step's beginning: by its phase where its engine said it, else one token. */
+static bool rec_generation(const struct lp_rec_ev *e)
+{
+	return e->reason ? e->reason == LP_PHASE_GENERATION : e->a == 1;
+}
+
 void lp_tl_init(struct lp_tl *tl, uint64_t start_ns, uint64_t end_ns, const struct lp_tl_sink *sink)
 {
 	memset(tl, 0, sizeof(*tl));
@@ -177,6 +186,7 @@ static void span_end(struct lp_tl *tl, struct lp_tl_thread *t, const struct lp_r
 		/* Begun before the window: each one seen this way encloses those before. */
 		s = (struct lp_tl_span){.tid = t->tid,
 					.type = type,
+					.step = tl->step,
 					.from = tl->start_ns - t->orphans,
 					.to = e->ts,
 					.a = e->a};
@@ -247,15 +257,20 @@ int lp_tl_feed(struct lp_tl *tl, const struct lp_rec_ev *e)
 	case LP_REC_DECODE_BEGIN:
 	case LP_REC_OP_BEGIN:
 	case LP_REC_BARRIER_BEGIN:
-		if (e->type == LP_REC_DECODE_BEGIN && e->a == 1)
+		/* A generation step's time, once per token it generates (a batch's sequences) */
+		for (uint64_t k = 0; e->type == LP_REC_DECODE_BEGIN && rec_generation(e) &&
+				     k < e->a && k < LP_TL_BATCH_MAX;
+		     k++)
 			push(tl, LP_TL_TOKENS, e->ts);
 		if (t->depth < LP_TL_MAX_DEPTH) {
 			struct lp_tl_span *s = &t->stack[t->depth];
 
 			*s = (struct lp_tl_span){.tid = t->tid,
 						 .type = e->type,
+						 .step = tl->step,
 						 .from = e->ts,
 						 .a = e->a,
+						 .phase = e->reason,
 						 .began = true,
 						 .depth = t->depth};
 			t->depth++;
@@ -329,10 +344,21 @@ bool lp_tl_counters(struct lp_tl *tl, size_t max)
 			if (!max)
 				return false;
 			if (tl->cur == LP_TL_TOKENS) {
-				/* Between one generation decode's start and the next. */
-				if (tl->at && v > x->v[tl->at - 1])
+				/* Between one generation step's start and the next: the tokens of
+				 * the first (its time is there once per token) over the interval,
+				 * at the last of the second's. */
+				size_t n = 1, m = 1;
+
+				if (tl->at + 1 < x->n && x->v[tl->at + 1] == v)
+					continue;
+				while (n <= tl->at && x->v[tl->at - n] == v)
+					n++;
+				while (n + m <= tl->at && x->v[tl->at - n - m] == x->v[tl->at - n])
+					m++;
+				if (n <= tl->at)
 					tl->sink.counter(tl->sink.ctx, LP_TL_TOKENS, v,
-							 1e9 / (double)(v - x->v[tl->at - 1]));
+							 1e9 * (double)m /
+								 (double)(v - x->v[tl->at - n]));
 				max--;
 				continue;
 			}
@@ -377,13 +403,16 @@ const char *lp_tl_stretch_name(const struct lp_tl_stretch *s, char *buf, size_t 
 
 const char *lp_tl_span_name(const struct lp_tl_span *s, const char *op, char *buf, size_t size)
 {
+	const char *step = s->step ? s->step : "llama_decode";
+
 	switch (s->type) {
 	case LP_REC_DECODE_BEGIN:
 		if (!s->began)
-			return "llama_decode";
-		if (s->a == 1)
-			return "llama_decode: generation";
-		snprintf(buf, size, "llama_decode: prompt (%" PRIu64 " tokens)", s->a);
+			return step;
+		if (s->phase ? s->phase == LP_PHASE_GENERATION : s->a == 1)
+			snprintf(buf, size, "%s: generation", step);
+		else
+			snprintf(buf, size, "%s: prompt (%" PRIu64 " tokens)", step, s->a);
 		return buf;
 	case LP_REC_OP_BEGIN:
 		if (op)

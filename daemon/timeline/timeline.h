@@ -53,7 +53,9 @@ struct lp_tl_span {
 	 * spans like it is the innermost, and each later one began 1 ns before the last, so
 	 * that they nest as they did */
 	bool began;
-	unsigned depth; /* spans open around it */
+	uint8_t phase;	  /* a decode's phase where its engine said it (lp_rec_ev.reason) */
+	unsigned depth;	  /* spans open around it */
+	const char *step; /* a decode's: its engine's step function (lp_tl.step) */
 	/* An op's, at its end: the graph node it computed part of (lp_node_val's id), 0 where
 	 * its tensors were not read */
 	uint64_t node;
@@ -114,6 +116,9 @@ struct lp_tl_thread;
 
 struct lp_tl {
 	uint64_t start_ns, end_ns;
+	/* The engine's step function, its decode spans' name (llama_decode, forward); NULL:
+	 * llama_decode */
+	const char *step;
 	struct lp_tl_sink sink;
 	struct lp_tl_thread **t; /* sorted by tid */
 	size_t nt, capt;

@@ -360,6 +360,7 @@ int lp_trace_render(const struct lp_trace_in *in, char **out, size_t *len)
 	sb_add(b, "}}");
 	requests(b, in);
 	lp_tl_init(&tl, in->start_ns, in->end_ns, &sink);
+	tl.step = in->step;
 	for (size_t i = 0; i < in->n && !r; i++)
 		r = lp_tl_feed(&tl, ev[i]);
 	r = r ? r : lp_tl_end(&tl, in->end_ns);

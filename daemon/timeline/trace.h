@@ -38,6 +38,7 @@ struct lp_trace_map {
 struct lp_trace_in {
 	pid_t pid;
 	const char *comm;
+	const char *step;	   /* its engine's step function (lp_tl.step) */
 	uint64_t start_ns, end_ns; /* the window, CLOCK_MONOTONIC */
 	const struct lp_rec_ev *ev;
 	size_t n;

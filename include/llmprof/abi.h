@@ -483,8 +483,10 @@ enum lp_rec_off {
 struct lp_rec_ev {
 	__u64 ts; /* CLOCK_MONOTONIC, ns */
 	__u32 tgid, tid;
-	__u8 type;   /* enum lp_rec_type */
-	__u8 reason; /* LP_REC_OFF: enum lp_rec_off */
+	__u8 type; /* enum lp_rec_type */
+	/* LP_REC_OFF: enum lp_rec_off; LP_REC_DECODE_BEGIN: the step's enum lp_phase where
+	 * its engine knows it (a torch forward's batch), else 0: one token, generation */
+	__u8 reason;
 	__u16 cpu;
 	__u32 other; /* LP_REC_OFF preempted: the task that took the CPU */
 	/* LP_REC_OFF futex: the futex word; LP_REC_DECODE_BEGIN: the batch's tokens;
@@ -533,6 +535,7 @@ enum lp_targ {
 };
 
 /* Value of the "precise" map, keyed by tgid: present while precise probes are attached. */
+#define LP_PRECISE_AOPS 64
 struct lp_precise {
 	__u32 gen; /* bumped per window, so state left by the last one is discarded */
 	__u32 pad;
@@ -541,6 +544,10 @@ struct lp_precise {
 	__u64 nodes_from_ns;
 	struct lp_tensor_layout lay;
 	__u8 targs[LP_MAX_OPS]; /* enum lp_targ per op index */
+	/* Ops named by an op functions' table (torch's aten ops): a probed entry point's op
+	 * (aop) and its index, for the window's probed ops (LP_AOP_NONE: unused) */
+	__u32 aop[LP_PRECISE_AOPS];
+	__u8 aop_op[LP_PRECISE_AOPS];
 };
 
 /* Calls sniffed per op, and the bytes of each destination tensor kept: enough for the
