@@ -28,10 +28,21 @@ library path picks them.
   reference BLAS, whose code perf can unwind, the ops whose frames perf sees (the main
   thread's: each op's samples less its workers') within 3 points.
 - pprof: engine, op, op_group and phase labels; go tool pprof -tagfocus=engine=torch.
+- Precise mode, 1 thread: each probed aten op's calls over 150 generation forwards equal
+  bpftrace's count of its entry points (every at::_ops::<overload>::call of the op) over
+  the same forwards, exactly (torch.profiler's counts are no reference: over the same
+  window it counted aten::div_ 244, 295 and 278 times in three runs where both the
+  dispatcher's entries numbered 300); the own on-CPU share of ops of a tenth of the time
+  and more within 3 points of the profiler's self CPU.
+- llmprofctl record, 2 threads: a "forward: generation" span per forward in the window,
+  each begun inside the decoder's own interval of it, their lengths' sum within 1 % of
+  the decoder's intervals'; slices properly nested; the per-step summary's op times (one
+  thread calls the ops) within each step's time: nested aten ops counted once.
 
 Tolerances: 3 points, or 3.5 sigma of the sampling noise of the shares compared where that
 is larger (as tests/lib/perfref.py), plus perf's chains it could not follow (truncated) and
 its lost samples."""
+import bisect
 import collections
 import json
 import math
@@ -46,6 +57,7 @@ import lptest as t  # noqa: E402
 import perfref  # noqa: E402
 import pprofref  # noqa: E402
 import torchref  # noqa: E402
+import tracefmt  # noqa: E402
 
 HZ = 499
 
@@ -360,6 +372,135 @@ def against_perf(d, blas):
             % (blas, top.stderr[-200:]))
 
 
+def precise_calls(d):
+    """Precise mode, 1 thread, over a window of generation forwards (the decoder waits at
+    both ends while the test switches precise mode on and reads the daemon): each probed
+    aten op's calls against bpftrace's count of the same entry points over the same
+    forwards; its own time against torch.profiler's self CPU."""
+    prof = t.tmpfile("", suffix=".json")
+    first, last = 400, 550
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    p = subprocess.Popen(torchref.decoder_argv(
+        "--threads", 1, "--prompt", 16, "--new", 600, "--profile-forwards",
+        "%d:%d" % (first, last), "--profile-out", prof, "--sync-fd", "%d,%d" % (r2, w1)),
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env=torchref.env("openblas", OMP_NUM_THREADS=1), pass_fds=(r2, w1))
+    t._children.append(p)
+    os.close(r2)
+    os.close(w1)
+    path = "/v1/processes/%d" % p.pid
+    calls, bt = [], None
+    for k in range(2):
+        if not os.read(r1, 1):
+            break
+        if k == 0:
+            # Precise mode probes the ops with samples so far: the first forwards' must
+            # be counted (the sampling table is in the kernel) before it starts.
+            g = d.get(path)["torch"]
+            t.check(g["sampled"]["samples"] >= 300, "%d samples before the window: the ops "
+                    "precise mode will probe are known" % g["sampled"]["samples"])
+            st, doc, _ = d.api("POST", path + "/precise", json.dumps({"seconds": 300}))
+            t.check(st == 200, "precise mode on: %s %s" % (st, doc))
+            t.poll("precise mode on pid %d" % p.pid,
+                   lambda: d.get(path)["torch"]["precise"]["state"] == "on", timeout=60)
+        g = d.get(path)["torch"]
+        calls.append({o["op"]: o.get("precise", {}).get("calls", 0) for o in g["ops"]
+                      if o["op"] in g["precise"]["ops_probed"]})
+        if k == 0:
+            # counts to the decoder's next handshake: the window's end
+            bt = torchref.call_counter(p.pid, set(calls[0]), torchref.schema_names(), w1)
+        os.write(w2, b"g")
+    st, _, _ = d.api("POST", path + "/precise", json.dumps({"enable": False}))
+    t.check(st == 200, "precise mode off again: %s" % st)
+    p.communicate(timeout=600)
+    os.close(r1)
+    os.close(w2)
+    if len(calls) != 2 or bt is None:
+        t.check(False, "the window's two ends read")
+        return
+    theirs = torchref.call_counts(bt)
+    ours = {k: calls[1][k] - calls[0].get(k, 0) for k in calls[1]}
+    bad = {k: (ours.get(k), theirs.get(k)) for k in set(ours) | set(theirs)
+           if ours.get(k, 0) != theirs.get(k, 0)}
+    t.check(len(ours) >= 10 and not bad,
+            "precise mode: each of the %d probed aten ops' calls over %d forwards is "
+            "bpftrace's count of its entry points exactly: %s"
+            % (len(ours), last - first, bad or sorted(ours.items())[:6]))
+    # Own time over the same window: the profiler's self CPU, one thread. Each tool's own
+    # work on a call is inside what it times; on ops of a tenth of the time and more that
+    # is within the bound.
+    with open(prof) as f:
+        ref = json.load(f)
+    wall_us = (ref["end_ns"] - ref["begin_ns"]) / 1e3
+    prof_ops = {o["name"]: o for o in ref["ops"]}
+    g = d.get(path)["torch"]
+    for o in g["ops"]:
+        ref_share = prof_ops.get(o["op"], {}).get("self_cpu_us", 0) / wall_us
+        if "precise" not in o or ref_share < 0.1:
+            continue
+        t.check(abs(o["precise"]["share"] - ref_share) <= 0.03,
+                "precise mode: %s's own on-CPU share %.3f within 0.03 of torch.profiler's "
+                "self CPU %.3f" % (o["op"], o["precise"]["share"], ref_share))
+    gen = g["precise"]["generation"]
+    print("precise mode's cost: %.1f tokens/s inside its window, %.1f outside"
+          % (gen["tokens_per_s_inside"], gen["tokens_per_s_outside"]))
+
+
+def record_steps(d):
+    """llmprofctl record on the decoder, 2 threads: a span per forward named after torch's
+    step, where the decoder's own clock puts it; spans properly nested (an op's probe and
+    the step's on the embedding's entry run in no set order: the step's function is not
+    probed as an op); the per-step summary counts a time once where aten ops nest."""
+    p = torchref.run(torchref.decoder_argv("--threads", 2, "--prompt", 16, "--new", 600),
+                     torchref.env("openblas"))
+    path = "/v1/processes/%d" % p.pid
+    t.poll("the decoder tracked", lambda: d.api("GET", path)[0] == 200 and
+           d.get(path).get("engine") == "torch", timeout=60)
+    t.poll("its samples counted", lambda: d.get(path)["torch"]["sampled"]["samples"] >= 300,
+           timeout=120)
+    out = os.path.join(t.tmpdir(), "torch.json")
+    rec = tracefmt.record(t, d, p.pid, out, "--seconds", "2", "--summary", "--json")
+    text, err = rec.communicate(timeout=120)
+    own = torchref.result(p.communicate(timeout=600)[0])
+    t.check(rec.returncode == 0, "llmprofctl record exits 0: %s" % err[-300:])
+    doc = tracefmt.load(out)
+    ev = tracefmt.valid(t, doc, "torch's record")
+    base = doc["otherData"]["window_start_ns"]
+    gen = sorted((e for e in ev if e["ph"] == "X" and e["tid"] == p.pid and
+                  e["name"] == "forward: generation"), key=lambda e: e["ts"])
+    starts = own["gen_starts_ns"]
+    # Each span against the decoder's forward it begins in: after the decoder's own clock
+    # read at its start (then the Python to the embedding, ~0.1 ms, preemptions included)
+    # and before the next forward's. Their lengths against the decoder's intervals to the
+    # next forward over the same forwards: the sums differ by the first and the last
+    # offset only (the window's last span, cut at its end, left out).
+    idx, late, ours, theirs = [], [], 0, 0
+    for g in gen:
+        a = base + g["ts"] * 1000
+        i = bisect.bisect_right(starts, a) - 1
+        idx.append(i)
+        late.append((a - starts[i]) / 1e6 if 0 <= i < len(starts) - 1 and
+                    a < starts[i + 1] else -1)
+        if g is not gen[-1] and 0 <= i < len(starts) - 1:
+            ours += g["dur"] / 1e3
+            theirs += (starts[i + 1] - starts[i]) / 1e6
+    t.check(len(gen) >= 20 and idx == list(range(idx[0], idx[0] + len(idx))) and
+            min(late) >= 0, "a span per generation forward in the window, each begun inside "
+            "it (%d spans, %.3f to %.3f ms after the decoder's start)"
+            % (len(gen), min(late, default=-1), max(late, default=-1)))
+    t.check(abs(ours - theirs) <= 0.01 * theirs, "the spans' lengths: %.1f ms in all, the "
+            "decoder's intervals %.1f ms" % (ours, theirs))
+    rows = json.loads(text).get("tokens", [])
+    ops = ("matmul_ms", "attention_ms", "norm_ms", "rope_ms", "elementwise_ms", "copy_ms",
+           "other_ops_ms")
+    over = [(round(r["ms"], 2), round(sum(r[k] for k in ops), 2)) for r in rows
+            if sum(r[k] for k in ops) > r["ms"] + 0.001]
+    t.check(len(rows) == len(gen) and not over,
+            "--summary: a row per step (%d), its ops' own time (one thread calls them) "
+            "within the step's: %s" % (len(rows), over[:3]))
+
+
 def main():
     why = torchref.available()
     if why:
@@ -372,6 +513,8 @@ def main():
     ops_in_regions(d)
     against_perf(d, "openblas")
     against_perf(d, "reference")
+    precise_calls(d)
+    record_steps(d)
     t.check(d.stop() == 0, "the daemon exits 0")
 
 

@@ -11,7 +11,9 @@ llmprofd's torch figures:
   of the library; truncated where perf's chain stops inside an object (OpenBLAS's
   hand-written kernels have no unwind information: perf stops there, llmprofd's walk takes
   the return address a leaf left on the stack); outside ops else;
-- torch.profiler's key averages (decoder.py --profile-forwards)."""
+- torch.profiler's key averages (decoder.py --profile-forwards);
+- bpftrace's count of each op's calls: uprobes on every at::_ops::<struct>::call of the op
+  (its overloads), structs named by torch's schemas as above."""
 import collections
 import json
 import os
@@ -157,3 +159,43 @@ def run(argv, environ, timeout=600):
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def libtorch(pid):
+    """The libtorch_cpu a process maps (its path as the process sees it)."""
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            path = line.split(None, 5)[-1].strip()
+            if "/libtorch_cpu.so" in path:
+                return path
+    return None
+
+
+def call_counter(pid, ops, names, stop_fd):
+    """bpftrace counting the calls of each of ops (aten names) by pid: entries to every
+    at::_ops::<struct>::call whose struct torch names so (names: schema_names()), from now
+    to pid's first write(2) to stop_fd. Started while pid waits; its counts print at pid's
+    exit (read them with call_counts)."""
+    lib = libtorch(pid)
+    by_op = collections.defaultdict(list)
+    for struct, name in names.items():
+        if name in ops:
+            by_op[name].append(struct)
+    script = ["tracepoint:syscalls:sys_enter_write /pid == %d && args->fd == %d/ { @stop = 1; }"
+              % (pid, stop_fd), 'BEGIN { printf("counting\\n"); }']
+    for op, structs in sorted(by_op.items()):
+        probes = ",".join("uprobe:%s:_ZN2at4_ops%d%s4callE*" % (lib, len(st), st)
+                          for st in sorted(structs))
+        script.append('%s /pid == %d && @stop == 0/ { @calls["%s"] = count(); }'
+                      % (probes, pid, op))
+    bt = lptest.bpftrace(" ".join(script), end="print(@calls);", at_exit_of=pid)
+    lptest.poll("bpftrace counting", lambda: any(x.startswith("counting") for x in bt.lines),
+                timeout=120)
+    return bt
+
+
+def call_counts(bt):
+    """{op: calls} that call_counter's bpftrace printed."""
+    out = lptest.bpftrace_stop(bt, timeout=120)
+    return {m[1]: int(m[2]) for m in re.finditer(r"^@calls\[(.+?)\]: (\d+)$", out, re.M)}
+

@@ -254,6 +254,50 @@ int main(void)
 		free(out);
 	}
 
+	/* torch's steps (thread 301): forwards of a batch of 4 sequences, each ending where the
+	 * next begins, their phase in the event; the spans named after the engine's step, the
+	 * tokens/s counter 4 tokens per 200 us. A prompt forward of 4 x 8 tokens first. */
+	{
+		struct lp_rec_ev w[] = {
+			ev(50, 301, LP_REC_DECODE_BEGIN, LP_PHASE_PROMPT, 32),
+			ev(100, 301, LP_REC_DECODE_END, 0, 0),
+			ev(100, 301, LP_REC_DECODE_BEGIN, LP_PHASE_GENERATION, 4),
+			ev(300, 301, LP_REC_DECODE_END, 0, 0),
+			ev(300, 301, LP_REC_DECODE_BEGIN, LP_PHASE_GENERATION, 4),
+			ev(500, 301, LP_REC_DECODE_END, 0, 0),
+			ev(500, 301, LP_REC_DECODE_BEGIN, LP_PHASE_GENERATION, 4),
+		};
+		int rates = 0;
+
+		in.ev = w;
+		in.n = sizeof(w) / sizeof(w[0]);
+		in.step = "forward";
+		CHECK(lp_trace_render(&in, &out, &len) == 0 && (doc = cJSON_Parse(out)),
+		      "rendered torch's steps");
+		events = cJSON_GetObjectItem(doc, "traceEvents");
+		CHECK(at(slice(events, 301, "forward: prompt (32 tokens)"), 50, 50),
+		      "the prompt forward, named after the step");
+		CHECK(at(slice(events, 301, "forward: generation"), 100, 200),
+		      "a generation forward of a batch of 4 is a generation step");
+		cJSON_ArrayForEach(e, events)
+		{
+			const cJSON *n = cJSON_GetObjectItem(e, "name");
+
+			if (cJSON_IsString(n) && !strcmp(n->valuestring, "tokens/s")) {
+				double r =
+					cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "value")
+						->valuedouble;
+
+				CHECK(fabs(r - 4 / 200e-6) < 1e-6, "tokens/s 4 per 200 us: %g", r);
+				rates++;
+			}
+		}
+		CHECK(rates == 2, "a rate at each generation step after the first: %d", rates);
+		cJSON_Delete(doc);
+		free(out);
+		in.step = NULL;
+	}
+
 	/* No events at all: still a document. */
 	in.n = 0;
 	CHECK(lp_trace_render(&in, &out, &len) == 0 && (doc = cJSON_Parse(out)),
