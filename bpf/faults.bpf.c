@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* The page-fault collector: perf software events counted where the kernel counts
- * min_flt/maj_flt. */
+/* The major page-fault collector: a perf software event counted where the kernel counts
+ * maj_flt, for each fault's time (a timeline's mark, a fault while generating). Minor
+ * faults, thousands a second where a process allocates as it runs, are the kernel's own
+ * per-thread count (acct.bpf.h). */
 #include "lp.bpf.h"
 
 static __always_inline void fault(__u32 ctr)
@@ -16,19 +18,8 @@ static __always_inline void fault(__u32 ctr)
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || t->tgid != tgid)
 		return;
-	if (ctr == LP_C_FAULTS_MAJ) {
-		t->faults_maj++;
-		rec_emit(tgid, tid, LP_REC_FAULT_MAJ, 0);
-	} else {
-		t->faults_min++;
-	}
-}
-
-SEC("perf_event")
-int lp_fault_min(struct bpf_perf_event_data *ctx)
-{
-	fault(LP_C_FAULTS_MIN);
-	return 0;
+	t->faults_maj++;
+	rec_emit(tgid, tid, LP_REC_FAULT_MAJ, 0);
 }
 
 SEC("perf_event")

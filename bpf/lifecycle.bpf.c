@@ -191,6 +191,16 @@ static __always_inline void on_exec(struct task_struct *task)
 			mark_ours(tgid, 1);
 			e->inserted = !bpf_map_update_elem(&procs, &tgid, init, BPF_NOEXIST);
 		}
+		/* Counted from the exec: the kernel's totals of the exec'ing thread (its minor
+		 * faults loading the program among them) from here, not from its first
+		 * switch looked at. */
+		if (e->inserted) {
+			struct lp_proc_stats *p = bpf_map_lookup_elem(&procs, &tgid);
+			struct lp_thread *t = thread_get((__u32)current_ids(), tgid);
+
+			if (p && t)
+				acct_take(p, p, t, task, 0, false);
+		}
 	}
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }

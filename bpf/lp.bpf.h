@@ -76,6 +76,9 @@ LP_SETTING const volatile bool futex_from_sched;
  * task is in discover_cg's cgroup or below (--discover-cgroup). */
 LP_SETTING const volatile bool step_discover;
 LP_SETTING const volatile bool discover_in_cgroup;
+/* Minor page faults from the kernel's per-thread count (acct.bpf.h), off with
+ * --no-page-faults. */
+LP_SETTING const volatile bool count_minor_faults;
 /* The number of pid p in the daemon's namespace (pidns_ino), or 0 where p is not in it:
  * p's numbers, one per level of namespace from the initial one down to its own. */
 #define LP_PIDNS_LEVELS 8

@@ -494,7 +494,10 @@ static int load(struct daemon *d)
 		 d->core.wakeups ? "sched_wakeup" : "the kernel's sched_info",
 		 d->core.futex_source ? d->core.futex_source : "off",
 		 d->core.futex_on_demand ? " (attached while a process is tracked)" : "",
-		 d->core.faults ? "via perf software events" : "off",
+		 !d->cfg.faults	  ? "off"
+		 : d->core.faults ? "from the kernel's counts (minor) and perf software events "
+				    "(major)"
+				  : "from the kernel's counts (minor only)",
 		 d->core.mmap_source ? d->core.mmap_source : "nothing (off)", d->core.sample_hz,
 		 d->core.sample_per_thread ? "per thread of each LLM process"
 		 : d->cfg.sample_rephase   ? "per CPU (the rate restarted at random)"

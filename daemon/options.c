@@ -317,9 +317,10 @@ static int check_precise_ops(const struct lp_option *o, struct lp_config *cfg, c
 	(void)arg;
 	for (const char *const *p = cfg->precise_ops; *p; p++)
 		if (!**p || strspn(*p, "abcdefghijklmnopqrstuvwxyz"
-				       "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(*p)) {
-			log_error("%s: '%s' is not an op name (letters, digits and '_', as in "
-				  "ggml.ops: mul_mat, flash_attn_ext)",
+				       "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:") != strlen(*p)) {
+			log_error("%s: '%s' is not an op name (letters, digits, '_' and ':', as "
+				  "the process document's ops name them: mul_mat, "
+				  "flash_attn_ext, aten::mm)",
 				  name, *p);
 			return -EINVAL;
 		}
@@ -450,8 +451,8 @@ static const struct lp_option options[] = {
 		 "but 1.59 us per probed call on a VM; 1 = always"},
 	{"precise-ops", .arg = "LIST", .type = LP_OPT_LIST, .off = OFF(precise_ops),
 	 .check = check_precise_ops,
-	 .help = "ops whose every call precise mode times too (names as in ggml.ops: mul_mat, "
-		 "flash_attn_ext, ...); by default the 32 with most samples"},
+	 .help = "ops whose every call precise mode times too (names as the document's ops: "
+		 "mul_mat, flash_attn_ext, aten::mm, ...); by default the 32 with most samples"},
 	{"no-fast-entry", .type = LP_OPT_CLEAR, .off = OFF(fast_entry),
 	 .help = "probe each function's first instruction, not the first one the kernel "
 		 "emulates (x86-64; about 10x the cost)"},

@@ -323,12 +323,8 @@ static int attach_faults(struct lp_core *c)
 	size_t first = c->nlinks;
 	int r;
 
-	/* Every fault runs the program; the kernel counts these exactly where it counts
-	 * min_flt/maj_flt (mm_account_fault), so totals match /proc/PID/stat. */
-	r = attach_per_cpu(c, c->skel->progs.lp_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, 1,
-			   "page-fault", NULL, NULL);
-	if (r < 0)
-		return r;
+	/* Every major fault runs the program; the kernel counts these exactly where it
+	 * counts maj_flt (mm_account_fault), so totals match /proc/PID/stat. */
 	r = attach_per_cpu(c, c->skel->progs.lp_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, 1,
 			   "page-fault", NULL, NULL);
 	if (r < 0) {
@@ -528,6 +524,7 @@ static void configure(struct lp_core *c, const struct lp_config *cfg, const stru
 	/* The engines whose step finds their processes (torch) put them in procs themselves,
 	 * within --discover-cgroup where it is set (fill() gives the kernel its cgroup). */
 	s->rodata->step_discover = cfg->discover;
+	s->rodata->count_minor_faults = cfg->faults;
 	s->rodata->discover_in_cgroup = cfg->discover_cgroup != NULL;
 	bpf_map__set_max_entries(s->maps.omp_region, cfg->max_processes);
 	/* The ops a process's samples fell in, a few dozen each: 256 a process at most. */
@@ -564,7 +561,6 @@ static void set_autoload(struct lp_core *c, const struct plan *p, const struct l
 				  p->mmap_lock && p->btf && f->mmap_lock_btf);
 	bpf_program__set_autoload(s->progs.lp_mmap_lock_raw,
 				  p->mmap_lock && !(p->btf && f->mmap_lock_btf));
-	bpf_program__set_autoload(s->progs.lp_fault_min, p->faults);
 	bpf_program__set_autoload(s->progs.lp_fault_maj, p->faults);
 	bpf_program__set_autoload(s->progs.lp_sample, p->sampling);
 	bpf_program__set_autoload(s->progs.lp_decode_batch, f->bpf_loop);

@@ -167,9 +167,11 @@ void lp_features_log(const struct lp_features *f)
 				  "from raw_syscalls, which costs every syscall a few ns; mount it "
 				  "(mount -t tracefs tracefs " TRACEFS_PATH ") to avoid that");
 	if (!f->perf_sw)
-		log_warning_errno(f->perf_sw_err,
-				  "missing: perf software events (%m); page faults will not be "
-				  "counted; check kernel.perf_event_paranoid and CAP_PERFMON");
+		log_warning_errno(
+			f->perf_sw_err,
+			"missing: perf software events (%m); major page faults will not "
+			"be counted (minor ones are, from the kernel's own counts); check "
+			"kernel.perf_event_paranoid and CAP_PERFMON");
 	if (!f->sched_info)
 		log_info("missing: the kernel's run-queue accounting (CONFIG_SCHED_INFO, "
 			 "/proc/PID/schedstat); run-queue latency is timed from sched_wakeup "

@@ -970,7 +970,13 @@ cJSON *lp_render_report(const struct lp_report *r)
 				: !r->futex_on_demand ? "always"
 				: r->futex_attached   ? "while a process is tracked: now"
 						      : "while a process is tracked: not now");
-	cJSON_AddStringToObject(col, "page_faults", r->fault_cpus ? "perf software events" : "off");
+	/* minor faults from the kernel's per-thread counts; major ones by an event each */
+	cJSON_AddStringToObject(col, "page_faults",
+				!r->cfg || !r->cfg->faults ? "off"
+				: r->fault_cpus
+					? "minor: the kernel's counts; major: perf software "
+					  "events"
+					: "minor: the kernel's counts; major: off");
 	cJSON_AddStringToObject(col, "new_mappings", r->mmap_source ? r->mmap_source : "off");
 	cJSON_AddStringToObject(col, "precise_probes",
 				r->uprobe_multi ? "multi-uprobe links" : "a link per probe");

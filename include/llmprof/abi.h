@@ -184,10 +184,12 @@ struct lp_thread {
 	 * one stands for */
 	__u32 stretch_w;
 	__u32 dec_in; /* 1: counted in its process's decode_depth (a decode in flight) */
-	/* The kernel's switch and migration counts at the last look, as sum_last */
+	/* The kernel's switch, migration and minor fault counts at the last look, as
+	 * sum_last */
 	__u64 nvcsw_last;
 	__u64 nivcsw_last;
 	__u64 mig_last;
+	__u64 minflt_last;
 	/* cpu-clock samples of this thread: in all, in sync (a barrier), in ggml's compute (an
 	 * op or sync) */
 	__u64 samples;
