@@ -64,6 +64,13 @@ static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_p
 		return;
 	if (!hp)
 		hp = p;
+	/* CPython's GIL: a thread waiting to run Python */
+	if (lp_py_gil(key.tgid, key.uaddr)) {
+		t->gil_waits += w;
+		t->gil_ns += d * w;
+		__sync_fetch_and_add(&hp->ctr[LP_C_GIL_WAITS], w);
+		__sync_fetch_and_add(&hp->ctr[LP_C_GIL_WAIT_NS], d * w);
+	}
 	hist_addw(&hp->hist[LP_H_FUTEX], d, w);
 	/* Inside one generation decode: a wait the token waited for, not a thread idle between
 	 * requests or tokens. The decode it began in may have returned since the wait ended,

@@ -375,6 +375,47 @@ LP_MAP struct {
 	__type(value, struct lp_omp_region);
 } omp_region SEC(".maps");
 
+/* Tracked processes running CPython: where their interpreter's structures are
+ * (struct lp_py_proc), written by user space (daemon/engine/python.c). */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256); /* resized by user space */
+	__type(key, __u32);
+	__type(value, struct lp_py_proc);
+} py_procs SEC(".maps");
+
+/* A CPython process's samples outside ops by its innermost Python function's code object
+ * (python.bpf.c); user space deletes a process's entries at its exit. */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); /* resized by user space */
+	__type(key, struct lp_py_key);
+	__type(value, struct lp_py_val);
+} py_samples SEC(".maps");
+
+/* An interpreter frame's first bytes, read at once (python.bpf.c), per CPU. */
+struct lp_py_scratch {
+	__u8 b[LP_PY_FRAME_READ];
+};
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_py_scratch);
+} py_scratch SEC(".maps");
+
+/* CPython's frames (python.bpf.c; global functions, each verified once). The sampled
+ * thread's interpreter frames into rec->ip from slot at, two words each, innermost first:
+ * how many, | LP_PY_MORE where there were more than fit (0: not a thread running CPython,
+ * or not a process that runs it). */
+#define LP_PY_MORE 0x10000
+__hidden __u32 lp_py_frames(struct lp_stack_rec *rec, __u32 at);
+/* Counts a sample outside ops of the current thread of tgid for its innermost Python
+ * frame's function (py_samples), if its process runs CPython: 1 if it does, else 0. */
+__hidden int lp_py_count(__u32 tgid, __u32 gen);
+/* Whether uaddr is one of the GIL's words in process tgid. */
+__hidden int lp_py_gil(__u32 tgid, __u64 uaddr);
+
 /* Samples by op of an op functions' table (aop), per process (sample.bpf.c); user space
  * deletes a process's entries at its exit. */
 LP_MAP struct {

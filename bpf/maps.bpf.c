@@ -13,6 +13,7 @@ const volatile bool unwind_cfi = true;
 const volatile bool futex_from_sched = false;
 const volatile bool step_discover = true;
 const volatile bool discover_in_cgroup = false;
+const volatile bool count_minor_faults = false;
 volatile __u32 recordings = 0;
 volatile __u32 precise_procs = 0;
 volatile __u32 profiles = 0;

@@ -28,7 +28,7 @@ static __always_inline void send_stack(struct bpf_perf_event_data *ctx, const st
 				       struct where w, __u64 id, bool in_kernel, __u32 phase)
 {
 	struct lp_stack_rec *rec;
-	__u32 zero = 0, flags = 0, nu, nk = 0, n;
+	__u32 zero = 0, flags = 0, nu, nk = 0, n, py, npy;
 	long got;
 
 	rec = bpf_map_lookup_elem(&stack_rec, &zero);
@@ -47,15 +47,26 @@ static __always_inline void send_stack(struct bpf_perf_event_data *ctx, const st
 	}
 	if (nk > LP_STACK_KERNEL_MAX)
 		nk = LP_STACK_KERNEL_MAX;
-	nu = walk_stack(rg, u, &rec->ip[nk & (LP_STACK_KERNEL_MAX - 1)], &flags);
+	nu = walk_stack(rg, u, &rec->ip[nk & (LP_STACK_SLOTS / 2 - 1)], &flags);
 	if (nu > LP_STACK_USER_MAX)
 		nu = LP_STACK_USER_MAX;
 	rec->nkernel = (__u8)nk;
 	rec->nuser = (__u8)nu;
-	rec->flags = (__u8)flags;
 	n = nk + nu;
 	if (n > LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX)
 		n = LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX;
+	/* A thread running CPython: its interpreter's frames after the native ones. */
+	py = lp_py_frames(rec, n);
+	npy = py & (LP_PY_MORE - 1);
+	if (npy > LP_STACK_PY_MAX)
+		npy = LP_STACK_PY_MAX;
+	if (npy)
+		flags |= LP_SF_PY;
+	if (py & LP_PY_MORE)
+		flags |= LP_SF_PY_TRUNCATED;
+	rec->npy = (__u8)npy;
+	rec->flags = (__u8)flags;
+	n += 2 * npy;
 	if (bpf_ringbuf_output(&stacks, rec, LP_STACK_REC_HDR + (__u64)n * 8, BPF_RB_NO_WAKEUP))
 		__sync_fetch_and_add(&stacks_lost, 1);
 }
@@ -293,6 +304,9 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 			__sync_fetch_and_add(&os->region[w.op & (LP_MAX_OPS - 1)], 1);
 	} else if (w.aop != LP_AOP_NONE) {
 		aop_count(tgid, w.aop, gen, w.via == LP_VIA_REGION);
+	} else {
+		/* outside ops: by the Python function it ran, in a process running CPython */
+		lp_py_count(tgid, gen);
 	}
 	if (w.via)
 		__sync_fetch_and_add(&os->via[w.via & 3], 1);

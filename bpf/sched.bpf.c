@@ -103,7 +103,7 @@ static __always_inline void futex_sleep(const struct lp_proc_stats *p, struct lp
 
 /* Whether prev's switch-out is of the kinds a busy thread repeats (sampled): still
  * runnable (preempted, sched_yield), or asleep in FUTEX_WAIT or FUTEX_WAIT_BITSET. */
-static __always_inline bool churn(bool preempt, struct task_struct *prev)
+static __always_inline bool churn(bool preempt, struct task_struct *prev, __u32 tgid)
 {
 	struct pt_regs *regs;
 	__u64 op;
@@ -114,7 +114,10 @@ static __always_inline bool churn(bool preempt, struct task_struct *prev)
 	if ((long)LP_SYSCALL_NR(regs) != LP_NR_FUTEX)
 		return false;
 	op = LP_SYSCALL_PARM2(regs) & FUTEX_CMD_MASK;
-	return op == 0 /* FUTEX_WAIT */ || op == 9 /* FUTEX_WAIT_BITSET */;
+	/* A wait for CPython's GIL is taken every time: its per-thread time is a figure of
+	 * its own (and a finding's), exact rather than estimated. */
+	return (op == 0 /* FUTEX_WAIT */ || op == 9 /* FUTEX_WAIT_BITSET */) &&
+	       !lp_py_gil(tgid, LP_SYSCALL_PARM1(regs));
 }
 
 /* Draws the next gap, uniform in [1, 2N - 1], by xorshift32 (seeded at the thread's
@@ -185,7 +188,7 @@ static __always_inline __u64 switch_out(bool preempt, struct task_struct *prev,
 			d = d < PACE_CAP_NS ? d : PACE_CAP_NS;
 			fs->pace = fs->seen ? fs->pace - (fs->pace >> 3) + (d >> 3) : d;
 			if (every || fs->seen < SAMPLE_AFTER || fs->pace >= BUSY_PACE_NS ||
-			    !churn(preempt, prev)) {
+			    !churn(preempt, prev, tgid)) {
 				fs->seen += fs->seen < SAMPLE_AFTER;
 			} else {
 				if (!fs->gap) {

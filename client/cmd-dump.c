@@ -402,6 +402,35 @@ static void print_windows(const cJSON *pr, const cJSON *pm, const cJSON *pb, con
 	       "kernel's return trampoline: other)\n");
 }
 
+/* CPython in the process: its version, its samples outside ops by Python function (the
+ * first ten), its GIL waits. */
+static void print_python(const cJSON *py)
+{
+	const cJSON *out = cJSON_GetObjectItemCaseSensitive(py, "outside_ops"),
+		    *gil = cJSON_GetObjectItemCaseSensitive(py, "gil"), *f;
+	char s[32];
+	int n = 0;
+
+	if (!cJSON_IsObject(py))
+		return;
+	printf("\npython: CPython %s, frames %s\n", ctl_str(py, "version", "?"),
+	       ctl_str(py, "frames", "?"));
+	printf("  outside ops by Python function (%.0f samples; %.0f in threads running no "
+	       "Python):\n",
+	       ctl_num(out, "samples", 0), ctl_num(out, "no_python_samples", 0));
+	cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(out, "functions"))
+	{
+		const char *file = ctl_str(f, "file", "?"), *base = strrchr(file, '/');
+
+		if (n++ == 10)
+			break;
+		printf("    %-50s %5.1f%%  %s:%.0f\n", ctl_str(f, "function", "?"),
+		       100 * ctl_num(f, "share", 0), base ? base + 1 : file, ctl_num(f, "line", 0));
+	}
+	printf("  GIL: %.0f waits, %s waiting\n", ctl_num(gil, "waits", 0),
+	       ctl_fmt_dur(s, sizeof(s), ctl_num(gil, "wait_ns", 0)));
+}
+
 /* torch's OpenMP regions: how many opened, and the wall time from each opening to its
  * close, on the thread that opened it. */
 static void print_openmp(const cJSON *omp)
@@ -618,6 +647,7 @@ static void print_dump(const struct ctl *c, const cJSON *d, void *arg)
 	       ctl_str(d, "exe", "(unknown)"));
 	print_who(d);
 	print_engine(ctl_str(d, "engine", "ggml"), g, &st);
+	print_python(cJSON_GetObjectItemCaseSensitive(d, "python"));
 	print_requests(cJSON_GetObjectItemCaseSensitive(d, "requests"), ctl_num(d, "pid", 0));
 	print_counters(cJSON_GetObjectItemCaseSensitive(d, "counters"));
 	print_histograms(cJSON_GetObjectItemCaseSensitive(d, "histograms"), &sm, &st, fine);

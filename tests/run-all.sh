@@ -122,6 +122,12 @@ mkdir -p build-fuzz/gguf-corpus build-fuzz/gguf-seeds
 python3 tests/workload/gen_gguf.py --shape tiny build-fuzz/gguf-seeds/tiny.gguf
 fuzz fuzz_gguf -max_total_time="$((${LLMPROF_FUZZ_SECONDS:-60} / 2))" \
 	-rss_limit_mb=4096 -max_len=1048576 -print_final_stats=1 gguf-corpus gguf-seeds
+# CPython's location tables and file names (other users' processes) for a quarter of it.
+echo "== libFuzzer: tests/fuzz/fuzz_pycode for $((${LLMPROF_FUZZ_SECONDS:-60} / 4)) s"
+cmake --build build-fuzz --target fuzz_pycode >/dev/null
+mkdir -p build-fuzz/pycode-corpus
+fuzz fuzz_pycode -max_total_time="$((${LLMPROF_FUZZ_SECONDS:-60} / 4))" \
+	-rss_limit_mb=4096 -print_final_stats=1 pycode-corpus
 
 # Every benchmark in a reduced size, so that they keep working; the full sizes are run by
 # hand (bench/run-all.sh) and recorded in bench/RESULTS.md. Not timed assertions: they print.

@@ -69,6 +69,9 @@ enum lp_sym_class {
 	LP_SYM_FORK,
 	/* BLAS libraries' marks: the GEMM entry points and what tells one BLAS from another */
 	LP_SYM_BLAS,
+	/* CPython's interpreter, in any engine's processes (engine/python.c): _PyRuntime and
+	 * Py_Version (data objects), _PyEval_EvalFrameDefault */
+	LP_SYM_PYTHON,
 	LP_SYM_NR,
 };
 

@@ -32,8 +32,8 @@
 #define MAX_OBJS 4096
 #define PENDING_TRIES 10
 
-static const char *const class_names[LP_SYM_NR] = {"matmul",  "barrier", "decode", "op",
-						   "forward", "aten",	 "fork",   "blas"};
+static const char *const class_names[LP_SYM_NR] = {
+	"matmul", "barrier", "decode", "op", "forward", "aten", "fork", "blas", "python"};
 
 const struct lp_engine *const lp_engines_table[LP_ENGINE_NR] = {
 	[LP_ENGINE_GGML] = &lp_engine_ggml,
@@ -44,7 +44,9 @@ const struct lp_engine *const lp_engines_table[LP_ENGINE_NR] = {
 static void class_lists(const struct lp_config *cfg, const char *const *lists[LP_SYM_NR])
 {
 	for (int c = 0; c < LP_SYM_NR; c++) {
-		lists[c] = c < LP_SYM_CONFIG_NR ? cfg->symbols[c] : NULL;
+		lists[c] = c < LP_SYM_CONFIG_NR ? cfg->symbols[c]
+			   : c == LP_SYM_PYTHON ? lp_python_patterns
+						: NULL;
 		for (unsigned e = 0; e < LP_ENGINE_NR && !lists[c]; e++)
 			lists[c] = lp_engines_table[e]->patterns[c];
 	}
@@ -176,6 +178,7 @@ void lp_eproc_free(struct lp_eproc *gp)
 	lp_sampler_stop(&gp->sampler);
 	lp_op_table_free(&gp->ops);
 	free(gp->final_ops);
+	lp_python_free(&gp->py);
 	free(gp->final_op_precise);
 	free(gp->final_nodes);
 	free(gp->precise_ops_missing);
@@ -473,8 +476,10 @@ static void obj_job_work(void *ctx)
 	const char *const *lists[LP_SYM_NR];
 	/* --no-fast-entry: no sites are looked for, every probe goes on the first
 	 * instruction. */
-	const struct lp_elf_patterns pat = {
-		.lists = lists, .nclasses = LP_SYM_NR, .probe_sites = j->g->cfg->fast_entry};
+	const struct lp_elf_patterns pat = {.lists = lists,
+					    .nclasses = LP_SYM_NR,
+					    .probe_sites = j->g->cfg->fast_entry,
+					    .data_classes = 1ULL << LP_SYM_PYTHON};
 
 	class_lists(j->g->cfg, lists);
 	if (j->syms) {
@@ -1001,7 +1006,7 @@ static void write_ranges(struct lp_engines *g, struct lp_target *t, const struct
 	 * (once the process runs ggml), their rows read now if they were not. */
 	memset(gp->uw_objs, 0, sizeof(gp->uw_objs));
 	add_unwind_entries(gp, rg, s->v, s->n);
-	if (s->llm || gp->found_ns)
+	if (s->llm || gp->found_ns || gp->py.state == 1)
 		add_unwind_entries(gp, rg, s->plain, s->nplain);
 	/* by start, for the sampler's binary search; uw_objs in the same order */
 	for (size_t i = 1; i < rg->nuw; i++)
@@ -1231,6 +1236,12 @@ static void take_scan(struct lp_engines *g, struct lp_target *t, const struct pr
 	if (s->llm && first)
 		t->eng->engine = s->engine;
 	attach_new_objects(t, s);
+	/* CPython in it, whatever its engine, or tracked by a setting: its frames in its
+	 * stacks, walked to them through its runtimes' rows (write_ranges) */
+	for (size_t i = 0; live && !t->eng->py.state && i < s->n; i++)
+		if (lp_obj_has(s->v[i].o, LP_SYM_PYTHON))
+			lp_python_scan(g->core, t->pid, t->comm, &t->eng->py, &s->v[i].o->syms,
+				       s->v[i].o->path, &s->v[i].m);
 	if (live)
 		write_ranges(g, t, s);
 	if (s->llm && !t->eng->announced) {
@@ -1569,11 +1580,16 @@ void lp_engines_on_exit(struct lp_engines *g, struct lp_target *t)
 		aop_forget(g->core, t->pid);
 		lp_prober_release(g->prober, &t->eng->region, NULL);
 	}
+	if (t->eng && t->eng->py.state == 1)
+		lp_python_exit(g->core, t->pid, &t->eng->py);
 }
 
 void lp_engines_tick(struct lp_engines *g)
 {
 	unwind_gc(g, NULL, lp_now_ns());
+	for (size_t i = 0; g->tr && i < g->tr->n; i++)
+		if (!g->tr->v[i]->exited && g->tr->v[i]->eng)
+			lp_python_name(g->core, g->tr->v[i]->pid, &g->tr->v[i]->eng->py);
 }
 
 /* Zeroes the op counts, all but the decodes in flight; samples counted between the read

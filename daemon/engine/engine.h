@@ -17,6 +17,7 @@
 
 #include "kernel/core.h"
 #include "engine/ops.h"
+#include "engine/python.h"
 #include "engine/tensors.h"
 #include "kernel/sampler.h"
 #include "formats/elfsym.h"
@@ -128,6 +129,7 @@ struct lp_eproc {
 	size_t ops_dropped;	   /* op names past LP_MAX_OPS: their samples are outside ops */
 	bool op_samples_made;	   /* its op_samples entry exists in the kernel */
 	struct lp_op_samples *final_ops; /* the kernel's last counts, read at the exit */
+	struct lp_py_state py;		 /* CPython in it (python.h) */
 	/* the libraries whose samples it counts (LP_K_LIBRARY: torch's BLAS), by index */
 	const struct lp_obj *libs[LP_MAX_LIBS];
 	/* the objects of the sampling table's unwind entries, in its order (uw_fail_obj) */

@@ -75,7 +75,7 @@ static int find_sites(Elf *elf, struct lp_elf_result *out)
 		struct lp_elf_sym *s = &out->syms[i];
 		size_t len = s->size && s->size < PROLOGUE_BYTES ? (size_t)s->size : PROLOGUE_BYTES;
 
-		if (s->file_off >= size)
+		if (s->data || s->file_off >= size)
 			continue;
 		if (len > size - s->file_off)
 			len = (size_t)(size - s->file_off);
@@ -142,20 +142,33 @@ static int scan_section(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym sym;
 		const char *name;
-		uint64_t off;
+		uint64_t off = 0;
 		int cls, r;
 
-		if (!gelf_getsym(data, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-		    sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
+		bool obj;
+
+		if (!gelf_getsym(data, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
+		    sym.st_value == 0)
+			continue;
+		obj = GELF_ST_TYPE(sym.st_info) == STT_OBJECT;
+		if (GELF_ST_TYPE(sym.st_info) != STT_FUNC && !(obj && pat->data_classes))
 			continue;
 		name = elf_strptr(elf, sh->sh_link, sym.st_name);
 		if (!name || !*name || (cls = match_class(pat, name)) < 0)
 			continue;
-		if (vaddr_to_off(elf, sym.st_value, &off) < 0)
+		if (obj && (cls >= 64 || !(pat->data_classes & (1ULL << cls))))
 			continue;
-		r = push(out, cap, name, cls, sym.st_value, sym.st_size, off);
+		/* a data object in .bss has no bytes in the file */
+		if (vaddr_to_off(elf, sym.st_value, &off) < 0 && !obj)
+			continue;
+		r = push(out, cap, name, cls, sym.st_value, sym.st_size, obj ? 0 : off);
 		if (r < 0)
 			return r;
+		for (size_t k = out->nsyms; obj && k-- > 0;)
+			if (out->syms[k].vaddr == sym.st_value) {
+				out->syms[k].data = true;
+				break;
+			}
 	}
 	return 0;
 }

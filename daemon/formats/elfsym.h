@@ -21,6 +21,7 @@ struct lp_elf_sym {
 	uint32_t entry_skip;
 	enum lp_x86_site site;
 	bool endbr; /* x86-64: it starts with endbr64 */
+	bool data;  /* a data object (pat->data_classes), not a function: no file_off */
 };
 
 /* Lists of names or fnmatch(3) globs, one list per class. */
@@ -28,6 +29,9 @@ struct lp_elf_patterns {
 	const char *const *const *lists; /* lists[cls] is NULL-terminated */
 	size_t nclasses;
 	bool probe_sites; /* x86-64: find each function's cheap probe site (x86entry.h) */
+	/* Classes whose data objects (STT_OBJECT: CPython's _PyRuntime) are taken too, by
+	 * bit */
+	uint64_t data_classes;
 };
 
 struct lp_elf_result {
@@ -36,7 +40,8 @@ struct lp_elf_result {
 	int has_symtab; /* .symtab present: not stripped */
 };
 
-/* Reads the function symbols of the ELF file at fd that match a pattern; each address
+/* Reads the function symbols of the ELF file at fd that match a pattern (and the data
+ * objects of pat->data_classes); each address
  * appears once (aliases: the first name found wins, .symtab before .dynsym), with the
  * cheap probe site of each on x86-64 when pat->probe_sites. Returns 0,
  * -ENOEXEC when the file is not ELF, or -errno. */

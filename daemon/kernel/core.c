@@ -872,8 +872,13 @@ size_t lp_core_map_usage(const struct lp_core *c, struct lp_map_usage *out, size
 	 * out of the total. */
 	bpf_object__for_each_map(m, c->skel->obj)
 	{
-		if (k == n)
+		if (k == n) {
+			/* a map more than the callers' arrays hold: a bug of this build */
+			log_error("more kernel maps than LP_MAPS_MAX (%zu): the figures leave "
+				  "some out",
+				  n);
 			break;
+		}
 		if (bpf_map__fd(m) < 0)
 			continue;
 		out[k].name = bpf_map__name(m);

@@ -99,7 +99,7 @@ uint64_t lp_core_recursion_misses(const struct lp_core *c, const char **worst);
 void lp_core_destroy(struct lp_core *c);
 
 /* At least the maps the BPF object makes (24 today). */
-#define LP_MAPS_MAX 40
+#define LP_MAPS_MAX 64
 struct lp_map_usage {
 	const char *name;
 	uint32_t max_entries;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "formats/pycode.h"
 #include "core.skel.h"
 #include "profile/render.h"
 #include "tracked/hot.h"
@@ -68,6 +69,7 @@ void lp_profiler_free(struct lp_profiler *p)
 	if (p->rb)
 		ring_buffer__free(p->rb);
 	lp_symbols_free(&p->syms);
+	lp_pylocs_clear(&p->py);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -351,6 +353,80 @@ static int16_t stack_op(struct lp_profiler *p, const struct lp_stack_rec *r)
 	return (int16_t)id;
 }
 
+/* A Python frame as a tagged location id (pyloc.h), or 0: left out (not begun, or not
+ * named). */
+static uint64_t py_frame(struct lp_profiler *p, struct lp_py_state *py, pid_t pid, uint64_t code,
+			 uint64_t word)
+{
+	const struct lp_py_func *f = lp_python_func(py, pid, code);
+	int lasti = LP_PY_LASTI(word);
+	uint32_t id;
+
+	if (!f) {
+		p->py_unnamed++;
+		return 0;
+	}
+	if (lp_py_incomplete(py->lay, f, lasti, LP_PY_OWNER(word)))
+		return 0;
+	id = lp_pylocs_get(
+		&p->py, f->name, f->file,
+		(uint32_t)lp_py_line(f->linetable, f->nlinetable, (int)f->firstline, lasti),
+		f->firstline);
+	return id ? LP_PYLOC_TAG | id : 0;
+}
+
+/* r's frames with its Python frames among them: each run of them, down to an entry frame
+ * (the first a native call of the interpreter loop ran), where that call is among the
+ * native frames, in its place; runs beyond the interpreter calls found (a native walk cut
+ * short, code of the loop outside its symbol) at the outermost end. Into p->merged. */
+static const struct lp_stack_rec *with_python(struct lp_profiler *p, const struct lp_stack_rec *r)
+{
+	struct lp_target *t = lp_tracker_find(p->tr, (pid_t)r->tgid);
+	const __u64 *u = r->ip + r->nkernel, *pyw = r->ip + r->nkernel + r->nuser;
+	struct lp_stack_rec *m = &p->merged;
+	struct lp_py_state *py;
+	size_t out = 0, j = 0, max = LP_STACK_USER_MAX + LP_STACK_PY_MAX;
+	__u64 *dst;
+
+	if (!t || !t->eng || t->eng->py.state != 1)
+		return r;
+	py = &t->eng->py;
+	p->py_samples++;
+	memcpy(m, r, LP_STACK_REC_HDR + r->nkernel * sizeof(r->ip[0]));
+	dst = m->ip + r->nkernel;
+	for (size_t i = 0; i < r->nuser; i++) {
+		/* a caller's return address less one: the call it made */
+		uint64_t at = i ? u[i] - 1 : u[i];
+
+		if (j < r->npy && u[i] && at >= py->eval_lo && at < py->eval_hi) {
+			/* the loop's own frame: the run of Python frames it ran stands for it */
+			while (j < r->npy) {
+				uint64_t w = pyw[2 * j + 1],
+					 id = py_frame(p, py, (pid_t)r->tgid, pyw[2 * j], w);
+
+				j++;
+				if (id && out < max)
+					dst[out++] = id;
+				if (LP_PY_ENTRY(w))
+					break;
+			}
+			continue;
+		}
+		if (out < max)
+			dst[out++] = u[i];
+	}
+	/* runs no interpreter call was found for: the outermost */
+	for (; j < r->npy; j++) {
+		uint64_t id = py_frame(p, py, (pid_t)r->tgid, pyw[2 * j], pyw[2 * j + 1]);
+
+		if (id && out < max)
+			dst[out++] = id;
+	}
+	m->nuser = (uint8_t)out;
+	m->npy = 0;
+	return m;
+}
+
 static int on_stack(void *ctx, void *data, size_t size)
 {
 	struct lp_profiler *p = ctx;
@@ -363,9 +439,14 @@ static int on_stack(void *ctx, void *data, size_t size)
 	if (size < LP_STACK_REC_HDR)
 		return 0;
 	n = (size_t)r->nkernel + r->nuser;
-	if (n > LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX || LP_STACK_REC_HDR + n * 8 > size)
+	if (n > LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX || r->npy > LP_STACK_PY_MAX ||
+	    LP_STACK_REC_HDR + (n + 2 * (size_t)r->npy) * 8 > size)
 		return 0;
 	p->samples_read++;
+	if (r->npy && p->nw) {
+		r = with_python(p, r);
+		n = (size_t)r->nkernel + r->nuser;
+	}
 	for (size_t i = 0; i < p->nw; i++) {
 		struct lp_profile_window *w = p->w[i];
 
@@ -387,6 +468,7 @@ static void answer(struct lp_profiler *p, struct lp_profile_window *w)
 	struct lp_profile_render in = {
 		.w = w,
 		.syms = &p->syms,
+		.py = &p->py,
 		.tr = p->tr,
 		.hz = p->hz,
 		.duration_ns = lp_now_ns() - w->start_ns,
@@ -454,6 +536,9 @@ void lp_profiler_tick(struct lp_profiler *p)
 		window_free(p, w);
 		p->w[i] = p->w[--p->nw];
 	}
+	/* the Python locations are the open windows' stacks' */
+	if (!p->nw)
+		lp_pylocs_clear(&p->py);
 	set_kernel_flag(p);
 }
 
@@ -467,6 +552,11 @@ void lp_profiler_status(const struct lp_profiler *p, cJSON *o)
 		o, "lost_ring",
 		p->core->skel && p->core->skel->bss ? (double)p->core->skel->bss->stacks_lost : 0);
 	cJSON_AddNumberToObject(o, "lost_table", (double)p->lost_table);
+	/* Python frames: samples that had them, locations named, frames no code object named */
+	cJSON_AddNumberToObject(o, "python_samples", (double)p->py_samples);
+	cJSON_AddNumberToObject(o, "python_locations", (double)p->py.n);
+	cJSON_AddNumberToObject(o, "python_locations_full", (double)p->py.full);
+	cJSON_AddNumberToObject(o, "python_frames_unnamed", (double)p->py_unnamed);
 	/* The sampler's own losses (sample.bpf.c, "Samples not taken"). */
 	cJSON_AddNumberToObject(o, "samples_not_taken",
 				p->core->skel && p->core->skel->bss

@@ -21,6 +21,7 @@
 #include "base/stream.h"
 #include "engine/engine.h"
 #include "kernel/core.h"
+#include "profile/pyloc.h"
 #include "profile/symbols.h"
 #include "profile/window.h"
 #include "tracked/track.h"
@@ -37,6 +38,11 @@ struct lp_profiler {
 	uint64_t bytes;
 	uint32_t hz;
 	uint64_t windows_done, windows_cancelled, samples_read, lost_table;
+	/* Python frames: the locations met, a stack being merged with its native frames,
+	 * samples with Python frames and frames no code object named */
+	struct lp_pylocs py;
+	struct lp_stack_rec merged;
+	uint64_t py_samples, py_unnamed;
 	int error; /* why there are no profiles (no sampler, no ring buffer): -errno */
 };
 

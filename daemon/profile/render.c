@@ -146,11 +146,14 @@ struct model {
 	} * maps;
 	size_t nmaps;
 	uint32_t *fn_name; /* function id - 1 -> its name's string */
+	/* function id - 1 -> its file's string and first line (Python's; 0 for native) */
+	uint32_t *fn_file, *fn_start;
 	size_t nfn;
-	struct map2 fn_by; /* (name string, 0) -> function id */
+	struct map2 fn_by; /* (name string, file string) -> function id */
 	struct location {
 		uint64_t mapping, address;
 		uint32_t fn;
+		uint32_t line; /* a Python frame's; 0: none */
 		bool kernel;
 	} * locs;
 	size_t nlocs;
@@ -196,22 +199,57 @@ static uint32_t intern_untrusted(struct model *m, const char *s)
 	return i;
 }
 
-static uint32_t function(struct model *m, uint32_t name)
+static uint32_t function_in(struct model *m, uint32_t name, uint32_t file, uint32_t start)
 {
-	uint32_t id = map2_get(&m->fn_by, name, 0), *v;
+	uint32_t id = map2_get(&m->fn_by, name, file), *v, *f, *st;
 
 	if (id || m->err)
 		return id;
-	if (!(v = realloc(m->fn_name, (m->nfn + 1) * sizeof(*v))) ||
-	    map2_put(&m->fn_by, name, 0, (uint32_t)m->nfn + 1) < 0) {
-		if (v)
-			m->fn_name = v;
+	v = realloc(m->fn_name, (m->nfn + 1) * sizeof(*v));
+	if (v)
+		m->fn_name = v;
+	f = realloc(m->fn_file, (m->nfn + 1) * sizeof(*f));
+	if (f)
+		m->fn_file = f;
+	st = realloc(m->fn_start, (m->nfn + 1) * sizeof(*st));
+	if (st)
+		m->fn_start = st;
+	if (!v || !f || !st || map2_put(&m->fn_by, name, file, (uint32_t)m->nfn + 1) < 0) {
 		m->err = -ENOMEM;
 		return 0;
 	}
-	m->fn_name = v;
-	v[m->nfn++] = name;
+	v[m->nfn] = name;
+	f[m->nfn] = file;
+	st[m->nfn++] = start;
 	return (uint32_t)m->nfn;
+}
+
+static uint32_t function(struct model *m, uint32_t name)
+{
+	return function_in(m, name, 0, 0);
+}
+
+/* Python's frames: a mapping of no file, their location ids the addresses */
+#define PYTHON_MAP (UINT32_MAX - 1)
+
+static uint32_t location_at(struct model *m, uint32_t mapping, uint64_t address, uint32_t fn,
+			    uint32_t line, bool kernel)
+{
+	uint32_t id = map2_get(&m->loc_by, mapping, address);
+	struct location *v;
+
+	if (id || m->err)
+		return id;
+	if (!(v = realloc(m->locs, (m->nlocs + 1) * sizeof(*v))) ||
+	    map2_put(&m->loc_by, mapping, address, (uint32_t)m->nlocs + 1) < 0) {
+		if (v)
+			m->locs = v;
+		m->err = -ENOMEM;
+		return 0;
+	}
+	m->locs = v;
+	v[m->nlocs++] = (struct location){mapping, address, fn, line, kernel};
+	return (uint32_t)m->nlocs;
 }
 
 static uint32_t location(struct model *m, uint32_t mapping, uint64_t address, uint32_t name,
@@ -230,7 +268,7 @@ static uint32_t location(struct model *m, uint32_t mapping, uint64_t address, ui
 		return 0;
 	}
 	m->locs = v;
-	v[m->nlocs++] = (struct location){mapping, address, function(m, name), kernel};
+	v[m->nlocs++] = (struct location){mapping, address, function(m, name), 0, kernel};
 	return (uint32_t)m->nlocs;
 }
 
@@ -253,6 +291,8 @@ static void model_free(struct model *m)
 	str_free(&m->str);
 	free(m->maps);
 	free(m->fn_name);
+	free(m->fn_file);
+	free(m->fn_start);
 	free(m->fn_by.s);
 	free(m->locs);
 	free(m->loc_by.s);
@@ -431,8 +471,22 @@ static struct proc *proc_of(struct proc *v, size_t n, uint32_t tgid)
 
 /* A stack's locations, leaf first: its kernel frames, then its user frames (a caller's
  * return address less one: the call it made). */
-static size_t locations_of(struct model *m, struct lp_symbols *syms, struct proc *p,
-			   const struct lp_profile_stack *s, uint32_t *loc)
+/* A Python frame's location: its function (module.qualname, file, first line) and line. */
+static uint32_t python_location(struct model *m, const struct lp_pylocs *py, uint64_t tagged)
+{
+	uint32_t id = (uint32_t)(tagged & ~LP_PYLOC_TAG);
+	const struct lp_pyloc *l = py ? lp_pylocs_at(py, id) : NULL;
+
+	if (!l)
+		return location(m, 0, tagged, intern(m, "[python]"), false);
+	return location_at(m, PYTHON_MAP, id,
+			   function_in(m, intern_untrusted(m, l->name),
+				       intern_untrusted(m, l->file), l->firstline),
+			   l->line, false);
+}
+
+static size_t locations_of(struct model *m, struct lp_symbols *syms, const struct lp_pylocs *py,
+			   struct proc *p, const struct lp_profile_stack *s, uint32_t *loc)
 {
 	size_t n = 0;
 
@@ -443,8 +497,11 @@ static size_t locations_of(struct model *m, struct lp_symbols *syms, struct proc
 
 		if (!ip)
 			continue;
-		loc[n++] = p ? user_location(m, syms, p, i ? ip - 1 : ip)
-			     : location(m, 0, ip, intern(m, "[unknown]"), false);
+		if (ip & LP_PYLOC_TAG)
+			loc[n++] = python_location(m, py, ip);
+		else
+			loc[n++] = p ? user_location(m, syms, p, i ? ip - 1 : ip)
+				     : location(m, 0, ip, intern(m, "[unknown]"), false);
 	}
 	return n;
 }
@@ -534,8 +591,8 @@ static int pprof(const struct lp_profile_render *in, uint8_t **out, size_t *len)
 	struct model m = {0};
 	struct lp_pb b = {0}, s = {0};
 	struct proc *pv;
-	uint32_t loc[LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX];
-	uint64_t ids[LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX], val[2];
+	uint32_t loc[LP_PROFILE_FRAMES_MAX];
+	uint64_t ids[LP_PROFILE_FRAMES_MAX], val[2];
 	char text[256];
 	int r;
 
@@ -553,7 +610,7 @@ static int pprof(const struct lp_profile_render *in, uint8_t **out, size_t *len)
 		if (!st)
 			continue;
 		p = proc_of(pv, w->nprocs, st->tgid);
-		n = locations_of(&m, in->syms, p, st, loc);
+		n = locations_of(&m, in->syms, in->py, p, st, loc);
 		for (size_t k = 0; k < n; k++)
 			ids[k] = loc[k];
 		pb_packed(&s, 1, ids, n);
@@ -599,11 +656,13 @@ static int pprof(const struct lp_profile_render *in, uint8_t **out, size_t *len)
 		struct lp_pb line = {0};
 
 		lp_pb_uint(&s, 1, i + 1);
-		if (m.locs[i].mapping)
+		if (m.locs[i].mapping && m.locs[i].mapping != PYTHON_MAP)
 			lp_pb_uint(&s, 2,
 				   m.locs[i].mapping == KERNEL_MAP ? m.nmaps : m.locs[i].mapping);
 		lp_pb_uint(&s, 3, m.locs[i].address);
 		lp_pb_uint(&line, 1, m.locs[i].fn);
+		if (m.locs[i].line)
+			lp_pb_uint(&line, 2, m.locs[i].line);
 		pb_message(&s, 4, &line);
 		lp_pb_free(&line);
 		pb_message(&b, 4, &s);
@@ -614,6 +673,10 @@ static int pprof(const struct lp_profile_render *in, uint8_t **out, size_t *len)
 
 		lp_pb_uint(&s, 2, m.fn_name[i]);
 		lp_pb_uint(&s, 3, sys ? sys - 1 : m.fn_name[i]);
+		if (m.fn_file[i])
+			lp_pb_uint(&s, 4, m.fn_file[i]);
+		if (m.fn_start[i])
+			lp_pb_uint(&s, 5, m.fn_start[i]);
 		pb_message(&b, 5, &s);
 	}
 	lp_pb_uint(&b, 9, w->start_real_ns);
@@ -720,7 +783,7 @@ static int folded(const struct lp_profile_render *in, uint8_t **out, size_t *len
 	struct line *lines = NULL;
 	struct map2 line_by = {0};
 	size_t nlines = 0, cap = 0, total = 0;
-	uint32_t loc[LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX];
+	uint32_t loc[LP_PROFILE_FRAMES_MAX];
 	char *l = NULL, *body;
 	int err = 0;
 
@@ -736,7 +799,7 @@ static int folded(const struct lp_profile_render *in, uint8_t **out, size_t *len
 		if (!st)
 			continue;
 		p = proc_of(pv, w->nprocs, st->tgid);
-		n = locations_of(&m, in->syms, p, st, loc);
+		n = locations_of(&m, in->syms, in->py, p, st, loc);
 		put_frame(&l, &ll, &cap, p && p->comm_folded[0] ? p->comm_folded : "[unknown]", "",
 			  &err);
 		if (w->q.by_group)

@@ -12,12 +12,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "profile/pyloc.h"
 #include "profile/symbols.h"
 #include "profile/window.h"
+
+/* A stack's frames at most: kernel, native user and Python ones */
+#define LP_PROFILE_FRAMES_MAX (LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX + LP_STACK_PY_MAX)
 
 struct lp_profile_render {
 	const struct lp_profile_window *w;
 	struct lp_symbols *syms;
+	const struct lp_pylocs *py; /* the Python frames' locations (pyloc.h) */
 	struct lp_tracker *tr;
 	uint32_t hz;
 	uint64_t duration_ns; /* the window as it was */

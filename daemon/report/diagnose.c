@@ -186,7 +186,8 @@ static void snap_take(struct lp_snap *s, const struct lp_proc_view *v, uint64_t 
 
 		s->threads[i] = (struct lp_snap_thread){
 			v->threads[i].tid, t->oncpu_ns, t->runq_ns,	 t->faults_maj,
-			t->migrations,	   t->samples,	t->samples_sync, t->samples_ggml};
+			t->migrations,	   t->samples,	t->samples_sync, t->samples_ggml,
+			t->gil_ns,	   t->gil_waits};
 		s->nthreads++;
 	}
 	if (ctx) {
@@ -415,6 +416,8 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 			th[i].samples = sub(x->samples, o ? o->samples : 0);
 			th[i].sync = sub(x->samples_sync, o ? o->sync : 0);
 			th[i].ggml = sub(x->samples_ggml, o ? o->ggml : 0);
+			th[i].gil_ns = sub(x->gil_ns, o ? o->gil_ns : 0);
+			th[i].gil_waits = sub(x->gil_waits, o ? o->gil_waits : 0);
 			th[i].cpu = x->last_cpu ? x->last_cpu - 1 : 0;
 		}
 		in.threads = th;

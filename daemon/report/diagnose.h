@@ -17,6 +17,7 @@
 struct lp_snap_thread {
 	uint32_t tid;
 	uint64_t oncpu_ns, runq_ns, faults_maj, migrations, samples, sync, ggml;
+	uint64_t gil_ns, gil_waits;
 };
 
 struct lp_snap {

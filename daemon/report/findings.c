@@ -989,6 +989,50 @@ static void rule_interpreter_bound(struct ctx *c)
 	       (int)c->in->pid);
 }
 
+/* gil_contention: a thread of a CPython process waited for the GIL a fifth of the window
+ * or more (its futex waits on the GIL's words, each one timed: python.bpf.c): another
+ * thread runs Python meanwhile, and this one's Python (a generate loop, a request's
+ * handler) cannot. The thread that waited most is named. */
+#define GIL_SHARE 0.2
+static void rule_gil_contention(struct ctx *c)
+{
+	const struct lp_find_thread *worst = NULL, *busiest = NULL;
+	double window_ns = c->in->window_s * 1e9, s;
+	struct lp_finding *f;
+
+	if (!c->in->ctr[LP_C_GIL_WAITS] || !c->in->threads || window_ns <= 0)
+		return;
+	for (size_t i = 0; i < c->in->nthreads; i++) {
+		const struct lp_find_thread *t = &c->in->threads[i];
+
+		if (!worst || t->gil_ns > worst->gil_ns)
+			worst = t;
+		if (!busiest || t->oncpu_ns > busiest->oncpu_ns)
+			busiest = t;
+	}
+	s = (double)worst->gil_ns / window_ns;
+	if (s < GIL_SHARE)
+		return;
+	f = add(c, LP_RULE_GIL_CONTENTION, s >= 0.5 ? LP_SEV_CRITICAL : LP_SEV_WARNING);
+	title(f,
+	      "thread %u (%s) waited for the GIL %.0f%% of the time, %.0f times: other threads "
+	      "ran Python meanwhile",
+	      worst->tid, worst->comm, 100 * s, (double)worst->gil_waits);
+	ev(f, "tid", (double)worst->tid);
+	ev_str(f, "comm", worst->comm);
+	ev(f, "gil_wait_share", s);
+	ev(f, "gil_waits", (double)worst->gil_waits);
+	if (busiest && busiest != worst) {
+		ev(f, "busiest_tid", (double)busiest->tid);
+		ev_str(f, "busiest_comm", busiest->comm);
+	}
+	action(f,
+	       "see what holds it in `llmprofctl flame --pid %d`; move the other threads' work "
+	       "(tokenizing, pre- and post-processing) to a process of its own, or into calls "
+	       "that release the GIL",
+	       (int)c->in->pid);
+}
+
 static unsigned compute_threads(const struct ctx *c)
 {
 	unsigned n = 0;

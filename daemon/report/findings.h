@@ -44,7 +44,8 @@ enum lp_severity {
 	X(INTRA_OP_THREADS, intra_op_threads, LP_RULE_CONTEXT)         \
 	X(REFERENCE_BLAS, reference_blas, LP_RULE_PROCESS)             \
 	X(THREAD_POOLS, thread_pools, LP_RULE_PROCESS)                 \
-	X(INTERPRETER_BOUND, interpreter_bound, LP_RULE_PROCESS)
+	X(INTERPRETER_BOUND, interpreter_bound, LP_RULE_PROCESS)       \
+	X(GIL_CONTENTION, gil_contention, LP_RULE_PROCESS)
 
 enum lp_rule_needs {
 	LP_RULE_PROCESS,
@@ -68,6 +69,7 @@ struct lp_find_thread {
 	uint64_t oncpu_ns, runq_ns, faults_maj, migrations;
 	uint64_t samples, sync, ggml; /* its cpu-clock samples: all, in a barrier, in ggml */
 	uint32_t cpu;		      /* where it last ran */
+	uint64_t gil_ns, gil_waits;   /* CPython: its waits for the GIL */
 };
 
 /* An op's traffic over the graph nodes precise mode read (engine/nodes.h), for the

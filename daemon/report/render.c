@@ -74,10 +74,12 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_GEN_STEPS] = "decode_generation_steps",
 	[LP_C_OMP_REGIONS] = "openmp_regions",
 	[LP_C_OMP_REGION_NS] = "openmp_region_ns",
+	[LP_C_GIL_WAITS] = "gil_waits",
+	[LP_C_GIL_WAIT_NS] = "gil_wait_ns",
 };
 
-static const char *const sym_class_names[LP_SYM_NR] = {"matmul",  "barrier", "decode", NULL,
-						       "forward", "aten",    "fork",   "blas"};
+static const char *const sym_class_names[LP_SYM_NR] = {
+	"matmul", "barrier", "decode", NULL, "forward", "aten", "fork", "blas", "python"};
 
 cJSON *lp_render_hist(const struct lp_hist *h)
 {
@@ -174,6 +176,9 @@ static cJSON *render_thread(const struct lp_thread_view *tv)
 	lp_json_add_u64(o, "migrations", t->migrations);
 	lp_json_add_u64(o, "futex_waits", t->futex_waits);
 	lp_json_add_u64(o, "futex_wait_ns", t->futex_ns);
+	/* CPython: of its futex waits, those for the GIL */
+	lp_json_add_u64(o, "gil_waits", t->gil_waits);
+	lp_json_add_u64(o, "gil_wait_ns", t->gil_ns);
 	lp_json_add_u64(o, "page_faults_minor", t->faults_min);
 	lp_json_add_u64(o, "page_faults_major", t->faults_maj);
 	return o;
@@ -276,8 +281,9 @@ static cJSON *render_objects(const struct lp_eproc *gp, const struct lp_op_sampl
 			const struct lp_elf_sym *s = &ob->syms.syms[k];
 			cJSON *x;
 
-			/* op functions and aten entry points are thousands: counted above */
-			if (s->cls == LP_SYM_OP || s->cls == LP_SYM_ATEN)
+			/* op functions and aten entry points are thousands: counted above;
+			 * CPython's symbols are read, not probed */
+			if (s->cls == LP_SYM_OP || s->cls == LP_SYM_ATEN || s->cls == LP_SYM_PYTHON)
 				continue;
 			x = cJSON_CreateObject();
 
@@ -517,6 +523,60 @@ void lp_render_precise_state(cJSON *x, const struct lp_eproc *gp, uint64_t now)
 	else
 		cJSON_AddNullToObject(x, "seconds_left");
 	cJSON_AddNumberToObject(x, "attach_ms", (double)gp->attach_ns / 1e6);
+}
+
+/* The Python functions with most samples outside ops, named in the process document */
+#define PY_OUTSIDE_LISTED 20
+
+/* CPython in the process: its version, whether its frames are read, its samples outside
+ * ops by Python function (over all its samples), its GIL waits. */
+static void render_python(cJSON *o, const struct lp_proc_view *v)
+{
+	const struct lp_py_state *py = v->target->eng ? &v->target->eng->py : NULL;
+	uint64_t total = v->ops ? v->ops->total : 0, sum = v->py_none + v->py_unnamed;
+	char ver[32];
+	cJSON *x, *y, *a;
+
+	if (!py || !py->state) {
+		cJSON_AddNullToObject(o, "python");
+		return;
+	}
+	x = cJSON_AddObjectToObject(o, "python");
+	snprintf(ver, sizeof(ver), "%u.%u.%u", (py->version >> 24) & 0xff,
+		 (py->version >> 16) & 0xff, (py->version >> 8) & 0xff);
+	cJSON_AddStringToObject(x, "version", ver);
+	cJSON_AddStringToObject(x, "frames",
+				py->state == 1
+					? "read"
+					: "not read: a version whose structures this build "
+					  "does not know; its stacks keep their native frames");
+	lp_json_add_u64(x, "functions_named", py->nfuncs);
+	lp_json_add_u64(x, "code_objects_unreadable", py->read_errors);
+	y = cJSON_AddObjectToObject(x, "outside_ops");
+	a = cJSON_AddArrayToObject(y, "functions");
+	for (size_t i = 0; i < v->npy; i++) {
+		cJSON *f;
+
+		sum += v->py[i].all;
+		if (i >= PY_OUTSIDE_LISTED)
+			continue;
+		f = cJSON_CreateObject();
+		lp_json_add_escaped(f, "function", v->py[i].name);
+		lp_json_add_escaped(f, "file", v->py[i].file);
+		lp_json_add_u64(f, "line", v->py[i].firstline);
+		lp_json_add_u64(f, "samples", v->py[i].all);
+		cJSON_AddNumberToObject(f, "share", ratio(v->py[i].all, total));
+		lp_json_add_u64(f, "generation_samples", v->py[i].gen);
+		cJSON_AddItemToArray(a, f);
+	}
+	lp_json_add_u64(y, "functions_more",
+			v->npy > PY_OUTSIDE_LISTED ? v->npy - PY_OUTSIDE_LISTED : 0);
+	lp_json_add_u64(y, "samples", sum);
+	lp_json_add_u64(y, "no_python_samples", v->py_none);
+	lp_json_add_u64(y, "unread_samples", v->py_unnamed);
+	y = cJSON_AddObjectToObject(x, "gil");
+	lp_json_add_u64(y, "waits", v->stats.ctr[LP_C_GIL_WAITS]);
+	lp_json_add_u64(y, "wait_ns", v->stats.ctr[LP_C_GIL_WAIT_NS]);
 }
 
 static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *cfg,
@@ -911,6 +971,8 @@ cJSON *lp_render_proc(const struct lp_report *r, const struct lp_proc_view *v)
 				      render_ggml(v, r->cfg, r->sample_hz, r->now_ns));
 	if (!cJSON_HasObjectItem(o, "ggml"))
 		cJSON_AddNullToObject(o, "ggml");
+	/* CPython in it, whatever its engine */
+	render_python(o, v);
 	th = cJSON_AddArrayToObject(o, "threads");
 	for (size_t i = 0; i < v->nthreads; i++)
 		cJSON_AddItemToArray(th, render_thread(&v->threads[i]));
@@ -1006,6 +1068,7 @@ cJSON *lp_render_report(const struct lp_report *r)
 	lp_json_add_u64(lost, "decodes_ring_buffer_half_full", r->drops[LP_D_DECODES_LOST]);
 	lp_json_add_u64(lost, "nodes_map_full", r->drops[LP_D_NODES_FULL]);
 	lp_json_add_u64(lost, "aop_samples_map_full", r->drops[LP_D_AOP_FULL]);
+	lp_json_add_u64(lost, "py_samples_map_full", r->drops[LP_D_PY_FULL]);
 	lp_json_add_u64(lost, "procs_map_full", r->procs_full);
 	lp_json_add_u64(lost, "exited_evicted", r->exited_evicted);
 	lp_json_add_u64(lost, "exited_before_tracking", r->exited_untracked);

@@ -152,12 +152,59 @@ static void read_preempt(struct lp_report *r, int fd)
 			    read_preempt_one, r);
 }
 
-/* The op counts: the kernel's for a live process, the last read for an exited one. */
+static void py_one(void *ctx, uint64_t code, const struct lp_py_func *f, uint64_t all, uint64_t gen)
+{
+	struct lp_proc_view *v = ctx;
+	struct lp_py_outside *x;
+	size_t i;
+
+	if (!code) { /* a thread running no Python */
+		v->py_none += all;
+		v->py_none_gen += gen;
+		return;
+	}
+	if (!f) { /* a code object that could not be read */
+		v->py_unnamed += all;
+		v->py_unnamed_gen += gen;
+		return;
+	}
+	for (i = 0; i < v->npy; i++)
+		if (!strcmp(v->py[i].name, f->name) && !strcmp(v->py[i].file, f->file))
+			break;
+	if (i == v->npy) {
+		if (!(x = realloc(v->py, (v->npy + 1) * sizeof(*x))))
+			return;
+		v->py = x;
+		x[i] = (struct lp_py_outside){strdup(f->name), strdup(f->file), f->firstline, 0, 0};
+		if (!x[i].name || !x[i].file) {
+			free(x[i].name);
+			free(x[i].file);
+			return;
+		}
+		v->npy++;
+	}
+	v->py[i].all += all;
+	v->py[i].gen += gen;
+}
+
+static int by_samples(const void *a, const void *b)
+{
+	const struct lp_py_outside *x = a, *y = b;
+
+	return x->all > y->all ? -1 : x->all < y->all;
+}
+
+/* The op counts: the kernel's for a live process, the last read for an exited one; and
+ * the samples outside ops by Python function. */
 static void read_ops(struct lp_proc_view *v, struct lp_eproc *gp, const struct lp_core *c)
 {
 	v->ops = lp_eproc_op_samples(c, gp, v->target->pid);
 	if (v->ops)
 		lp_eproc_metrics_ops(gp, v->ops);
+	if (gp)
+		lp_python_outside(c, v->target->pid, &gp->py, py_one, v);
+	if (v->npy)
+		qsort(v->py, v->npy, sizeof(*v->py), by_samples);
 }
 
 int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid)
@@ -238,6 +285,11 @@ void lp_report_free(struct lp_report *r)
 	for (size_t i = 0; i < r->nprocs; i++) {
 		free(r->procs[i].threads);
 		free(r->procs[i].ops);
+		for (size_t k = 0; k < r->procs[i].npy; k++) {
+			free(r->procs[i].py[k].name);
+			free(r->procs[i].py[k].file);
+		}
+		free(r->procs[i].py);
 		free(r->procs[i].op_precise);
 		free(r->procs[i].nodes);
 		if (r->procs[i].findings)

@@ -32,7 +32,16 @@ struct lp_proc_view {
 	size_t nnodes;
 	struct lp_findings *findings;	    /* NULL: not evaluated (diagnose.h) */
 	const struct lp_requests *requests; /* NULL: no decode's batch seen (requests.h) */
-	bool has_context;		    /* context below was read */
+	/* CPython: samples outside ops by Python function (engine/python.h), most first; and
+	 * those of threads running no Python */
+	struct lp_py_outside {
+		char *name, *file;
+		uint32_t firstline;
+		uint64_t all, gen;
+	} * py;
+	size_t npy;
+	uint64_t py_none, py_none_gen, py_unnamed, py_unnamed_gen;
+	bool has_context; /* context below was read */
 	struct lp_context context;
 };
 

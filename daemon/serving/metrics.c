@@ -570,10 +570,14 @@ static void put_self(struct lp_expo *e, const struct lp_self_stats *s, double st
 static void put_daemon(struct lp_expo *e, const struct lp_report *r,
 		       const struct lp_metrics_opts *o, size_t omitted)
 {
-	static const char *const lost_names[] = {
-		"threads_map_full",    "futex_addrs_map_full",		"ring_buffer_full",
-		"preemptors_map_full", "decodes_ring_buffer_half_full", "nodes_map_full",
-		"aop_samples_map_full"};
+	static const char *const lost_names[] = {"threads_map_full",
+						 "futex_addrs_map_full",
+						 "ring_buffer_full",
+						 "preemptors_map_full",
+						 "decodes_ring_buffer_half_full",
+						 "nodes_map_full",
+						 "aop_samples_map_full",
+						 "py_samples_map_full"};
 	struct lp_feature_flag feat[LP_FEATURE_FLAGS_MAX];
 	size_t nfeat = r->features ? lp_feature_flags(r->features, feat) : 0;
 	size_t running = 0;

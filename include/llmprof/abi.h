@@ -102,6 +102,10 @@ enum lp_counter {
 	 * its processes, torch.bpf.c), and the wall time with one open */
 	LP_C_OMP_REGIONS,
 	LP_C_OMP_REGION_NS,
+	/* CPython: futex waits on its GIL's words (each one taken: never a sample), their
+	 * time */
+	LP_C_GIL_WAITS,
+	LP_C_GIL_WAIT_NS,
 	LP_C_NR,
 };
 
@@ -190,6 +194,9 @@ struct lp_thread {
 	__u64 nivcsw_last;
 	__u64 mig_last;
 	__u64 minflt_last;
+	/* CPython: its waits for the GIL (futex waits on its words) and their time */
+	__u64 gil_waits;
+	__u64 gil_ns;
 	/* cpu-clock samples of this thread: in all, in sync (a barrier), in ggml's compute (an
 	 * op or sync) */
 	__u64 samples;
@@ -372,10 +379,18 @@ struct lp_ranges {
  * none, said in flags); with what the sample was: its op, its region, its phase. */
 #define LP_STACK_USER_MAX 128
 #define LP_STACK_KERNEL_MAX 64
+/* Python frames after the native ones: a pair of words each (lp_py_frame_word) */
+#define LP_STACK_PY_MAX 64
+/* ip's slots: a power of two, so that an index into it is bounded by a mask */
+#define LP_STACK_SLOTS 512
+_Static_assert(LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX + 2 * LP_STACK_PY_MAX <= LP_STACK_SLOTS,
+	       "a stack record holds its frames");
 enum lp_stack_flags {
-	LP_SF_COMPLETE = 1 << 0,  /* the user walk reached the outermost frame */
-	LP_SF_TRUNCATED = 1 << 1, /* more user frames than LP_STACK_USER_MAX */
-	LP_SF_FP = 1 << 2,	  /* some frames were found by frame pointers, not rows */
+	LP_SF_COMPLETE = 1 << 0,     /* the user walk reached the outermost frame */
+	LP_SF_TRUNCATED = 1 << 1,    /* more user frames than LP_STACK_USER_MAX */
+	LP_SF_FP = 1 << 2,	     /* some frames were found by frame pointers, not rows */
+	LP_SF_PY = 1 << 3,	     /* a CPython thread: its interpreter frames follow (npy) */
+	LP_SF_PY_TRUNCATED = 1 << 4, /* more Python frames than LP_STACK_PY_MAX */
 };
 enum lp_phase {
 	LP_PHASE_OUTSIDE = 0, /* no llama_decode in flight */
@@ -392,12 +407,60 @@ struct lp_stack_rec {
 	__u8 flags;   /* enum lp_stack_flags */
 	__u8 nkernel; /* kernel frames in ip */
 	__u8 nuser;   /* user frames after them */
-	__u8 pad;
-	__u32 aop; /* its op from an op functions' table (LP_AOP_NONE: none) */
+	__u8 npy;     /* Python frames after those, innermost first: two words each */
+	__u32 aop;    /* its op from an op functions' table (LP_AOP_NONE: none) */
 	__u32 pad2;
-	__u64 ip[LP_STACK_KERNEL_MAX + LP_STACK_USER_MAX];
+	__u64 ip[LP_STACK_SLOTS];
 };
 #define LP_STACK_REC_HDR 32 /* the bytes before ip */
+
+/* A Python frame of a stack record: its code object's address, then this word: the offset
+ * of its last instruction from the code's first, in bytes (may be negative: a frame not
+ * begun), whether it is an entry frame (the first a native call of the interpreter loop
+ * ran: where Python frames meet native ones) and who owns it. */
+#define LP_PY_LASTI(w) ((__s32)(__u32)(w))
+#define LP_PY_ENTRY(w) (((w) >> 32) & 1)
+#define LP_PY_OWNER(w) (((w) >> 40) & 0xff)
+#define LP_PY_WORD(lasti, entry, owner) \
+	((__u64)(__u32)(lasti) | ((__u64)((entry)&1) << 32) | ((__u64)((owner)&0xff) << 40))
+
+/* Value of the "py_procs" map, keyed by tgid: a tracked process running CPython, where its
+ * interpreter's structures are (daemon/engine/python.c: a table per version, by rule).
+ * Offsets are bytes into each structure; the frame's fields within its first
+ * LP_PY_FRAME_READ bytes. */
+#define LP_PY_FRAME_READ 128
+#define LP_PY_THREADS_MAX 64
+struct lp_py_proc {
+	__u64 runtime;	      /* _PyRuntime's address in the process */
+	__u64 gil_lo, gil_hi; /* the GIL's futex words: [gil_lo, gil_hi) */
+	__u32 version;	      /* PY_VERSION_HEX */
+	__u16 interp_head;    /* _PyRuntime.interpreters.head */
+	__u16 interp_threads; /* PyInterpreterState.threads.head */
+	__u16 ts_next;	      /* PyThreadState.next */
+	__u16 ts_native_tid;  /* PyThreadState.native_thread_id (a long) */
+	__u16 ts_frame;	      /* PyThreadState.cframe (3.11), its current frame read at */
+	__u16 cframe_current; /* _PyCFrame.current_frame */
+	__u16 frame_code;     /* _PyInterpreterFrame.f_code */
+	__u16 frame_previous; /* .previous */
+	__u16 frame_instr;    /* .prev_instr */
+	__u16 frame_entry;    /* .is_entry (a byte) */
+	__u16 frame_owner;    /* .owner (a byte) */
+	__u16 code_first;     /* PyCodeObject.co_code_adaptive: its first instruction */
+	__u32 pad;
+};
+
+/* Key and value of the "py_samples" map: a CPython process's samples outside ops by the
+ * code object of the sampled thread's innermost Python frame (code 0: a thread running no
+ * Python, an OpenMP worker), in all and while generating. */
+struct lp_py_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 code;
+};
+struct lp_py_val {
+	__u64 all;
+	__u64 gen;
+};
 
 /* Value of the "op_samples" map, keyed by tgid: the process's samples by op index, in all
  * and while a one-token llama_decode (generation) was in flight. Samples in no op are
@@ -675,6 +738,7 @@ enum lp_drop {
 	LP_D_DECODES_LOST,     /* a decode's batch record left out: "events" was half full */
 	LP_D_NODES_FULL,       /* a new graph node found "nodes" full (precise mode) */
 	LP_D_AOP_FULL,	       /* a new op of an op functions' table found "aop_samples" full */
+	LP_D_PY_FULL,	       /* a new Python function found "py_samples" full */
 	LP_D_NR,
 };
 

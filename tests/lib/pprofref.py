@@ -176,6 +176,19 @@ def stacks(p):
     return out
 
 
+def frames(p):
+    """[(frames leaf first, samples, {label: value})], each frame (function, file, line): a
+    Python frame's file and line as the profile has them, a native frame's ("", 0)."""
+    st = p["string_table"]
+    fn = {f["id"]: (st[f["name"]], st[f["filename"]]) for f in p["function"]}
+    loc = {}
+    for x in p["location"]:
+        name, file = fn[x["line"][0]["function_id"]]
+        loc[x["id"]] = (name, file, x["line"][0]["line"])
+    return [([loc[i] for i in s["location_id"]], s["value"][0],
+             {st[lb["key"]]: st[lb["str"]] for lb in s["label"]}) for s in p["sample"]]
+
+
 FOLDED = re.compile(r"^(\S.*) (\d+)$")
 
 

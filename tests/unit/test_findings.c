@@ -816,9 +816,10 @@ static void test_prefill_contention(void)
 static void test_docs(const char *root)
 {
 	static const char *const files[] = {"README.md", "docs/API.md", "daemon/report/README.md"};
-	static const char *const words[] = {
-		"zero",	 "one",	 "two", "three",  "four",   "five",	"six",	    "seven",
-		"eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen"};
+	static const char *const words[] = {"zero",    "one",	 "two",	   "three",    "four",
+					    "five",    "six",	 "seven",  "eight",    "nine",
+					    "ten",     "eleven", "twelve", "thirteen", "fourteen",
+					    "fifteen", "sixteen"};
 	char path[4096], line[8192], name[64], want[32];
 
 	for (size_t k = 0; k < sizeof(files) / sizeof(*files); k++) {

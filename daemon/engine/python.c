@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include "engine/python.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "core.skel.h"
+#include "base/log.h"
+#include "base/config.h"
+#include "llmprof/abi.h"
+#include "formats/pycode.h"
+
+/* One entry per minor version, each checked on x86-64 against that version's own headers
+ * (offsetof, Py_BUILD_CORE) and against a running interpreter whose stacks an outside walk
+ * read as the interpreter's own traceback did (Debian 12's 3.11.2, pyenv's 3.11.7). A
+ * version without an entry is said, and its processes' stacks keep their native frames:
+ * structures are never guessed at. */
+static const struct lp_py_layout layouts[] = {
+	{
+		.version = 0x030b,	/* 3.11 */
+		.interp_head = 0x28,	/* _PyRuntimeState.interpreters.head */
+		.interp_threads = 0x10, /* PyInterpreterState.threads.head */
+		.ts_next = 0x08,
+		.ts_native_tid = 0xa0,
+		.ts_frame = 0x38, /* PyThreadState.cframe */
+		.cframe_current = 0x08,
+		.frame_code = 0x20,
+		.frame_previous = 0x30,
+		.frame_instr = 0x38,
+		.frame_entry = 0x44,
+		.frame_owner = 0x45,
+		.code_first = 0xb8, /* co_code_adaptive */
+		.code_firstlineno = 0x48,
+		.code_filename = 0x70,
+		.code_qualname = 0x80,
+		.code_linetable = 0x88,
+		.code_firsttraceable = 0xa8,
+		/* _PyRuntime.ceval.gil: its cond (0x188) and mutex (0x1b8) and the switch
+		 * pair's, up to gilstate (0x238) */
+		.gil_lo = 0x168,
+		.gil_hi = 0x238,
+		.str_length = 0x10,
+		.str_state = 0x20,
+		.str_ascii = 0x30,   /* sizeof(PyASCIIObject) */
+		.str_compact = 0x48, /* sizeof(PyCompactUnicodeObject) */
+		.bytes_size = 0x10,
+		.bytes_data = 0x20,
+		.owned_by_generator = 1,
+	},
+};
+
+const char *const lp_python_patterns[] = {"_PyRuntime", "Py_Version", "_PyEval_EvalFrameDefault",
+					  NULL};
+
+const struct lp_py_layout *lp_py_layout_of(uint32_t version)
+{
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
+		if (layouts[i].version == version >> 16)
+			return &layouts[i];
+	return NULL;
+}
+
+/* n bytes of pid's memory at addr: 0 or -errno. */
+static int peek(pid_t pid, uint64_t addr, void *buf, size_t n)
+{
+	struct iovec l = {buf, n}, r = {(void *)(uintptr_t)addr, n};
+	ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
+
+	return got == (ssize_t)n ? 0 : got < 0 ? -errno : -EIO;
+}
+
+static uint64_t peek_word(pid_t pid, uint64_t addr, int *err)
+{
+	uint64_t v = 0;
+
+	if (!*err)
+		*err = peek(pid, addr, &v, sizeof(v));
+	return *err ? 0 : v;
+}
+
+void lp_python_scan(const struct lp_core *c, pid_t pid, const char *comm, struct lp_py_state *py,
+		    const struct lp_elf_result *syms, const char *path,
+		    const struct lp_proc_mapping *m)
+{
+	const struct lp_elf_sym *rt = NULL, *ver = NULL, *eval = NULL;
+	struct lp_py_proc k = {0};
+	uint64_t bias, v = 0;
+	__u32 key = (__u32)pid;
+	int err = 0;
+
+	if (py->state)
+		return;
+	for (size_t i = 0; i < syms->nsyms; i++) {
+		const struct lp_elf_sym *s = &syms->syms[i];
+
+		if (s->cls != LP_SYM_PYTHON)
+			continue;
+		if (!strcmp(s->name, "_PyRuntime"))
+			rt = s;
+		else if (!strcmp(s->name, "Py_Version"))
+			ver = s;
+		else if (!strcmp(s->name, "_PyEval_EvalFrameDefault"))
+			eval = s;
+	}
+	/* The object's load bias from a function of this executable mapping: where its
+	 * first instruction is in the process against its address in the file. */
+	if (!rt || !eval || eval->file_off < m->pgoff ||
+	    eval->file_off >= m->pgoff + (m->end - m->start))
+		return;
+	bias = m->start + (eval->file_off - m->pgoff) - eval->vaddr;
+	py->runtime = bias + rt->vaddr;
+	py->eval_lo = bias + eval->vaddr;
+	py->eval_hi = py->eval_lo + eval->size;
+	/* Py_Version (3.11 on): PY_VERSION_HEX; before it, no layout here anyway */
+	if (ver)
+		v = peek_word(pid, bias + ver->vaddr, &err);
+	py->version = (uint32_t)v;
+	py->lay = ver && !err ? lp_py_layout_of(py->version) : NULL;
+	if (!py->lay) {
+		py->state = -1;
+		log_warning("pid %d (%s) runs CPython %u.%u, a version whose structures this "
+			    "build does not know: its stacks keep their native frames",
+			    (int)pid, comm, (py->version >> 24) & 0xff, (py->version >> 16) & 0xff);
+		return;
+	}
+	k.runtime = py->runtime;
+	k.gil_lo = py->runtime + py->lay->gil_lo;
+	k.gil_hi = py->runtime + py->lay->gil_hi;
+	k.version = py->version;
+	k.interp_head = py->lay->interp_head;
+	k.interp_threads = py->lay->interp_threads;
+	k.ts_next = py->lay->ts_next;
+	k.ts_native_tid = py->lay->ts_native_tid;
+	k.ts_frame = py->lay->ts_frame;
+	k.cframe_current = py->lay->cframe_current;
+	k.frame_code = py->lay->frame_code;
+	k.frame_previous = py->lay->frame_previous;
+	k.frame_instr = py->lay->frame_instr;
+	k.frame_entry = py->lay->frame_entry;
+	k.frame_owner = py->lay->frame_owner;
+	k.code_first = py->lay->code_first;
+	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.py_procs), &key, &k, BPF_ANY) < 0) {
+		py->state = -1;
+		log_warning("pid %d (%s): CPython %u.%u found, but its frames will not be "
+			    "read: py_procs: %s",
+			    (int)pid, comm, (py->version >> 24) & 0xff, (py->version >> 16) & 0xff,
+			    strerror(errno));
+		return;
+	}
+	py->state = 1;
+	log_info("pid %d (%s) runs CPython %u.%u.%u (%s): its frames are read", (int)pid, comm,
+		 (py->version >> 24) & 0xff, (py->version >> 16) & 0xff, (py->version >> 8) & 0xff,
+		 path);
+}
+
+void lp_python_free(struct lp_py_state *py)
+{
+	for (size_t i = 0; i < py->nfuncs; i++) {
+		free(py->funcs[i].name);
+		free(py->funcs[i].file);
+		free(py->funcs[i].linetable);
+	}
+	free(py->funcs);
+	free(py->final);
+	py->funcs = NULL;
+	py->nfuncs = 0;
+	py->final = NULL;
+	py->nfinal = 0;
+}
+
+/* A str object's text as UTF-8 into out (at most size - 1 bytes, whole characters). */
+static int read_str(pid_t pid, const struct lp_py_layout *lay, uint64_t addr, char *out,
+		    size_t size)
+{
+	uint8_t head[0x48], raw[4 * LP_PY_NAME_MAX];
+	uint64_t len;
+	unsigned state, kind;
+	size_t n = 0, at = 0;
+	int r;
+
+	out[0] = '\0';
+	if (!addr || (r = peek(pid, addr, head, lay->str_compact)) < 0)
+		return addr ? r : -ENOENT;
+	memcpy(&len, head + lay->str_length, sizeof(len));
+	state = head[lay->str_state];
+	/* compact (0x20) strings only: every name and file of a code object is one */
+	if (!(state & 0x20))
+		return -ENOTSUP;
+	kind = (state >> 2) & 7;
+	if (kind != 1 && kind != 2 && kind != 4)
+		return -EINVAL;
+	if (len > LP_PY_NAME_MAX)
+		len = LP_PY_NAME_MAX;
+	if ((r = peek(pid, addr + ((state & 0x40) ? lay->str_ascii : lay->str_compact), raw,
+		      len * kind)) < 0)
+		return r;
+	for (; n < len; n++) {
+		uint32_t c = kind == 1	 ? raw[n]
+			     : kind == 2 ? (uint32_t)(raw[2 * n] | raw[2 * n + 1] << 8)
+					 : (uint32_t)(raw[4 * n] | raw[4 * n + 1] << 8 |
+						      raw[4 * n + 2] << 16 |
+						      (uint32_t)raw[4 * n + 3] << 24);
+		char b[4];
+		size_t k;
+
+		if (c < 0x80) {
+			b[0] = (char)c;
+			k = 1;
+		} else if (c < 0x800) {
+			b[0] = (char)(0xc0 | c >> 6);
+			b[1] = (char)(0x80 | (c & 0x3f));
+			k = 2;
+		} else if (c < 0x10000) {
+			b[0] = (char)(0xe0 | c >> 12);
+			b[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+			b[2] = (char)(0x80 | (c & 0x3f));
+			k = 3;
+		} else {
+			b[0] = (char)(0xf0 | (c >> 18 & 7));
+			b[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+			b[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+			b[3] = (char)(0x80 | (c & 0x3f));
+			k = 4;
+		}
+		if (at + k >= size)
+			break;
+		memcpy(out + at, b, k);
+		at += k;
+	}
+	out[at] = '\0';
+	return 0;
+}
+
+/* Reads code object code of pid into f. */
+static int read_func(pid_t pid, const struct lp_py_layout *lay, uint64_t code, struct lp_py_func *f)
+{
+	char qual[4 * LP_PY_NAME_MAX + 1], file[4 * LP_PY_NAME_MAX + 1],
+		mod[4 * LP_PY_NAME_MAX + 1];
+	uint8_t head[0xc0];
+	uint64_t qa, fa, lt, n = 0;
+	int32_t first, trace;
+	int r;
+
+	if ((r = peek(pid, code, head, lay->code_first)) < 0)
+		return r;
+	memcpy(&qa, head + lay->code_qualname, 8);
+	memcpy(&fa, head + lay->code_filename, 8);
+	memcpy(&lt, head + lay->code_linetable, 8);
+	memcpy(&first, head + lay->code_firstlineno, 4);
+	memcpy(&trace, head + lay->code_firsttraceable, 4);
+	if ((r = read_str(pid, lay, qa, qual, sizeof(qual))) < 0 ||
+	    (r = read_str(pid, lay, fa, file, sizeof(file))) < 0)
+		return r;
+	if (lt && peek(pid, lt + lay->bytes_size, &n, sizeof(n)) == 0 && n > 0 &&
+	    n <= LP_PY_LINETABLE_MAX && (f->linetable = malloc(n))) {
+		if (peek(pid, lt + lay->bytes_data, f->linetable, n) == 0) {
+			f->nlinetable = n;
+		} else {
+			free(f->linetable);
+			f->linetable = NULL;
+		}
+	}
+	lp_py_module(file, mod, sizeof(mod));
+	f->code = code;
+	f->firstline = first > 0 ? (uint32_t)first : 0;
+	f->firsttraceable = trace;
+	f->file = strdup(file);
+	if (mod[0] && asprintf(&f->name, "%s.%s", mod, qual) < 0)
+		f->name = NULL;
+	else if (!mod[0])
+		f->name = strdup(qual);
+	if (!f->file || !f->name) {
+		free(f->file);
+		free(f->name);
+		free(f->linetable);
+		memset(f, 0, sizeof(*f));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+const struct lp_py_func *lp_python_func(struct lp_py_state *py, pid_t pid, uint64_t code)
+{
+	struct lp_py_func f = {0}, *v;
+	size_t at;
+
+	if (py->state != 1 || !code)
+		return NULL;
+	for (size_t i = 0; i < py->nfuncs; i++)
+		if (py->funcs[i].code == code) {
+			py->funcs[i].used = ++py->clock;
+			return &py->funcs[i];
+		}
+	if (read_func(pid, py->lay, code, &f) < 0) {
+		py->read_errors++;
+		return NULL;
+	}
+	f.used = ++py->clock;
+	if (py->nfuncs < LP_PY_FUNCS_MAX) {
+		if (!(v = realloc(py->funcs, (py->nfuncs + 1) * sizeof(*v)))) {
+			free(f.name);
+			free(f.file);
+			free(f.linetable);
+			return NULL;
+		}
+		py->funcs = v;
+		at = py->nfuncs++;
+	} else {
+		/* full: the least recently used gives way */
+		at = 0;
+		for (size_t i = 1; i < py->nfuncs; i++)
+			if (py->funcs[i].used < py->funcs[at].used)
+				at = i;
+		free(py->funcs[at].name);
+		free(py->funcs[at].file);
+		free(py->funcs[at].linetable);
+	}
+	py->funcs[at] = f;
+	return &py->funcs[at];
+}
+
+bool lp_py_incomplete(const struct lp_py_layout *lay, const struct lp_py_func *f, int lasti,
+		      unsigned owner)
+{
+	return owner != lay->owned_by_generator && lasti < 2 * (f ? f->firsttraceable : 0);
+}
+
+void lp_python_outside(const struct lp_core *c, pid_t pid, struct lp_py_state *py,
+		       void (*fn)(void *ctx, uint64_t code, const struct lp_py_func *f,
+				  uint64_t all, uint64_t gen),
+		       void *ctx)
+{
+	int fd = bpf_map__fd(c->skel->maps.py_samples);
+	struct lp_py_key k, *prev = NULL;
+	struct lp_py_val v;
+
+	if (py->state != 1)
+		return;
+	if (py->final) {
+		for (size_t i = 0; i < py->nfinal; i++)
+			fn(ctx, py->final[i].code,
+			   py->final[i].code ? lp_python_func(py, pid, py->final[i].code) : NULL,
+			   py->final[i].all, py->final[i].gen);
+		return;
+	}
+	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
+		prev = &k;
+		if (k.tgid != (__u32)pid || bpf_map_lookup_elem(fd, &k, &v))
+			continue;
+		fn(ctx, k.code, k.code ? lp_python_func(py, pid, k.code) : NULL, v.all, v.gen);
+	}
+}
+
+void lp_python_exit(const struct lp_core *c, pid_t pid, struct lp_py_state *py)
+{
+	int fd = bpf_map__fd(c->skel->maps.py_samples);
+	struct lp_py_key k, next;
+	struct lp_py_val v;
+	__u32 key = (__u32)pid;
+	bool more;
+
+	bpf_map_delete_elem(bpf_map__fd(c->skel->maps.py_procs), &key);
+	more = bpf_map_get_next_key(fd, NULL, &k) == 0;
+	while (more) {
+		more = bpf_map_get_next_key(fd, &k, &next) == 0;
+		if (k.tgid == key) {
+			/* the last counts, for the exited process's reports */
+			if (!bpf_map_lookup_elem(fd, &k, &v)) {
+				struct lp_py_count *x =
+					realloc(py->final, (py->nfinal + 1) * sizeof(*x));
+
+				if (x) {
+					py->final = x;
+					x[py->nfinal++] =
+						(struct lp_py_count){k.code, v.all, v.gen};
+				}
+			}
+			bpf_map_delete_elem(fd, &k);
+		}
+		k = next;
+	}
+}
+
+static void name_one(void *ctx, uint64_t code, const struct lp_py_func *f, uint64_t all,
+		     uint64_t gen)
+{
+	(void)ctx;
+	(void)code;
+	(void)f;
+	(void)all;
+	(void)gen;
+}
+
+void lp_python_name(const struct lp_core *c, pid_t pid, struct lp_py_state *py)
+{
+	/* naming is lp_python_outside's side effect: each code object read once */
+	if (py->state == 1 && !py->final)
+		lp_python_outside(c, pid, py, name_one, NULL);
+}

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""e2e tier: CPython's own frames in the stacks (Debian's python3.11), outside ops by Python
+function, and the GIL's waits, each against a reference taken on the same run.
+
+- pyburn.py (tests/workload), tracked by --pid: main() -> work() -> burn_a, burn_b, burn_c,
+  each spinning in its own loop for 1, 2 and 3 units of its thread's CPU, timed by that
+  clock. Over a profile window of the daemon's pprof: the share of samples whose innermost
+  Python frame is each burn function within 3 points (or 3.5 sigma of the sampling noise,
+  if larger) of its share of the process's CPU by the fixture's own clocks; every stack
+  through one of them holds work, main and <module> above it, in that order; each frame's
+  line inside its function's lines (inspect's), its file the fixture's. bpftrace on
+  CPython's USDT function__return probe over the whole run counts each burn function's
+  calls as the fixture counted them, exactly, and knows every Python function the profile
+  names. The process document's outside ops by Python function: each burn function's
+  share within the same bound of its CPU share over the whole run. go tool pprof -lines
+  prints the functions with file:line.
+- pyburn.py --gil: two threads spin in Python for 5 s each, contending for the GIL. Each
+  thread's GIL wait (the daemon's gil_wait_ns) within 5 % of what its own clocks leave
+  unaccounted: wall time less its CPU time and its run-queue wait (schedstat); doctor's
+  gil_contention fires for the process.
+- The PyTorch decoder (tests/workload/decoder.py, 2 threads): a folded line reads
+  python3;...;decoder.generate;...;torch.nn.modules.linear.Linear.forward;...;
+  at::_ops::linear::call;...;sgemm_; the OpenMP workers' stacks (rooted at start_thread)
+  hold no Python frame and keep their op label; gil_contention stays silent."""
+import collections
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import lptest as t  # noqa: E402
+import pprofref  # noqa: E402
+import torchref  # noqa: E402
+
+PYBURN = os.path.join(torchref.WORKLOAD, "pyburn.py")
+HZ = 499
+BURNS = ("burn_a", "burn_b", "burn_c")
+
+
+def noise(p, n):
+    return 3.5 * math.sqrt(max(p * (1 - p), 1e-9) / max(1, n))
+
+
+def profile(d, pid, seconds, fmt="profile"):
+    """The daemon's pprof (or folded) of pid over the next seconds."""
+    r = subprocess.run(["curl", "-sS", "--max-time", str(seconds + 60), "--unix-socket",
+                        d.socket, "http://localhost/debug/pprof/%s?seconds=%d&pid=%d"
+                        % (fmt, seconds, pid)], capture_output=True, timeout=seconds + 90)
+    t.check(r.returncode == 0 and r.stdout, "the daemon's %s of pid %d: %d bytes %s"
+            % (fmt, pid, len(r.stdout), r.stderr[-200:]))
+    return r.stdout
+
+
+def start_pyburn(*args):
+    p = subprocess.Popen([torchref.PYTHON, PYBURN, "--hold"] + list(args),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    t._children.append(p)
+    return p, json.loads(p.stdout.readline())
+
+
+def burn():
+    print("--- pyburn: Python functions of known CPU")
+    p, info = start_pyburn("--seconds", "12")
+    pid = info["pid"]
+    d = t.Daemon("--pid", str(pid), "--sample-hz", str(HZ))
+    d.wait_ready()
+    d.wait_log("pid %d (python3) runs CPython 3.11" % pid, timeout=60)
+    # CPython's return probe, each call of the fixture's functions by name
+    bt = t.bpftrace('usdt:/usr/bin/python3.11:python:function__return /pid == %d/ '
+                    '{ @calls[str(arg1)] = count(); }' % pid, end="print(@calls);",
+                    at_exit_of=pid)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    body = profile(d, pid, 6)
+    prof = pprofref.load(body)
+    res = json.loads(p.stdout.readline())
+    doc = d.get("/v1/processes/%d" % pid)
+    p.stdin.close()
+    p.wait(timeout=60)
+    out = t.bpftrace_stop(bt, timeout=120)
+    usdt = {m[1]: int(m[2]) for m in re.finditer(r"^@calls\[(.+?)\]: (\d+)$", out, re.M)}
+
+    total_cpu = res["process_cpu_ns"]
+    want = {n: res["cpu_ns"][n] / total_cpu for n in BURNS}
+    samples = pprofref.frames(prof)
+    n = sum(c for _, c, _ in samples)
+    inner = collections.Counter()
+    order_bad, line_bad, file_bad, names = [], [], [], set()
+    for fr, c, _ in samples:
+        py = [f for f in fr if f[1]]
+        names |= {f[0] for f in py}
+        if not py:
+            continue
+        inner[py[0][0]] += c
+        short = [f[0].rsplit(".", 1)[-1] for f in py]
+        if short[0] in BURNS:
+            if short[:4] != [short[0], "work", "main", "<module>"]:
+                order_bad.append(short[:6])
+            first, last = info["lines"][short[0]]
+            if not first <= py[0][2] <= last:
+                line_bad.append((short[0], py[0][2]))
+            if os.path.realpath(py[0][1]) != os.path.realpath(PYBURN):
+                file_bad.append(py[0][1])
+    pprof_lines(body)
+    print("profile: %d samples; innermost Python frames %s; the fixture's CPU shares %s"
+          % (n, {k: round(v / n, 3) for k, v in inner.most_common(5)},
+             {k: round(v, 3) for k, v in want.items()}))
+    t.check(n > 1000, "enough samples: %d" % n)
+    for name in BURNS:
+        ours = inner["pyburn." + name] / max(1, n)
+        bound = max(0.03, noise(want[name], n))
+        t.check(abs(ours - want[name]) <= bound,
+                "pyburn.%s: %.3f of the samples its innermost Python frame, its CPU share "
+                "%.3f by its own clock (within %.3f)" % (name, ours, want[name], bound))
+    t.check(not order_bad, "every stack through a burn function holds work, main and "
+            "<module> above it, in order: %s" % order_bad[:3])
+    t.check(not line_bad and not file_bad, "each burn frame's line is inside its function "
+            "and its file is the fixture's: %s %s" % (line_bad[:3], file_bad[:3]))
+    t.check(all(usdt.get(k) == res["calls"][k] for k in BURNS),
+            "USDT function__return counted each burn function's calls as the fixture did: "
+            "%s, the fixture %s" % ({k: usdt.get(k) for k in BURNS}, res["calls"]))
+    unknown = {x for x in names if x.rsplit(".", 1)[-1] not in usdt}
+    t.check(not unknown, "every Python function the profile names, CPython's probe saw "
+            "return: %s" % sorted(unknown)[:5])
+
+    # The process document's outside ops by Python function: since tracked (all the run).
+    t.check(doc.get("engine") is None, "pyburn runs no engine: engine null")
+    py = doc["python"]
+    t.check(py and py["version"].startswith("3.11") and py["frames"] == "read",
+            "its CPython said: %s" % {k: py.get(k) for k in ("version", "frames")})
+    funcs = {f["function"]: f for f in py["outside_ops"]["functions"]}
+    whole = {k: res["cpu_ns"][k] / total_cpu for k in BURNS}
+    nall = doc["counters"]["samples"]
+    for name in BURNS:
+        f = funcs.get("pyburn." + name, {})
+        bound = max(0.03, noise(whole[name], nall))
+        t.check(f and abs(f["share"] - whole[name]) <= bound and
+                f["line"] == info["lines"][name][0] and
+                os.path.realpath(f["file"]) == os.path.realpath(PYBURN),
+                "outside ops by Python function: pyburn.%s %.3f of %d samples, its CPU "
+                "share %.3f (within %.3f), at its first line" % (
+                    name, f.get("share", -1), nall, whole[name], bound))
+    t.check(d.stop() == 0, "llmprofd exits 0")
+
+
+def pprof_lines(prof_bytes):
+    path = os.path.join(t.tmpdir(), "py.pb.gz")
+    with open(path, "wb") as fh:
+        fh.write(prof_bytes)
+    top = subprocess.run(["go", "tool", "pprof", "-lines", "-top", path],
+                         capture_output=True, text=True, timeout=120)
+    t.check(top.returncode == 0 and re.search(r"pyburn\.burn_c \S*pyburn\.py:\d+", top.stdout),
+            "go tool pprof -lines -top shows the Python functions with file:line: %s"
+            % (top.stdout[-600:] + top.stderr[-200:]))
+
+
+def gil():
+    print("--- pyburn --gil: two threads contending for the GIL")
+    p, info = start_pyburn("--gil", "--seconds", "5")
+    pid = info["pid"]
+    d = t.Daemon("--pid", str(pid), "--sample-hz", str(HZ))
+    d.wait_ready()
+    d.wait_log("pid %d (python3) runs CPython 3.11" % pid, timeout=60)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    res = json.loads(p.stdout.readline())
+    doc = d.get("/v1/processes/%d" % pid)
+    threads = {th["tid"]: th for th in doc["threads"]}
+    for tid, r in res["threads"].items():
+        th = threads.get(int(tid), {})
+        ref = r["wall_ns"] - r["cpu_ns"] - r["runq_ns"]
+        t.check(th and abs(th["gil_wait_ns"] - ref) <= 0.05 * ref,
+                "thread %s: %.3f s waiting for the GIL (%d waits), its clocks leave %.3f s "
+                "(wall %.3f, CPU %.3f, run queue %.3f)" % (
+                    tid, th.get("gil_wait_ns", -1) / 1e9, th.get("gil_waits", -1), ref / 1e9,
+                    r["wall_ns"] / 1e9, r["cpu_ns"] / 1e9, r["runq_ns"] / 1e9))
+    t.check(doc["python"]["gil"]["wait_ns"] >= sum(th.get("gil_wait_ns", 0)
+                                                    for th in threads.values()),
+            "the process's GIL wait holds its threads'")
+    found = d.get("/v1/processes/%d/findings" % pid)["findings"]
+    t.check(any(f["rule"] == "gil_contention" for f in found),
+            "gil_contention fires: %s" % [(f["rule"], f["title"]) for f in found])
+    p.stdin.close()
+    p.wait(timeout=60)
+    t.check(d.stop() == 0, "llmprofd exits 0")
+
+
+def decoder():
+    print("--- the decoder: Python, native and op frames in one stack")
+    d = t.Daemon("--sample-hz", str(HZ))
+    d.wait_ready()
+    p = torchref.run(torchref.decoder_argv("--threads", 2, "--prompt", 16, "--new", 1500),
+                     torchref.env("openblas"))
+    path = "/v1/processes/%d" % p.pid
+    t.poll("the decoder tracked", lambda: d.api("GET", path)[0] == 200 and
+           d.get(path).get("engine") == "torch", timeout=60)
+    t.poll("its samples counted", lambda: d.get(path)["torch"]["sampled"]["samples"] >= 200,
+           timeout=120)
+    lines = pprofref.folded(profile(d, p.pid, 4, "folded").decode())
+    want = re.compile(r"^python3;.*;decoder\.generate;.*;torch\.nn\.modules\.linear\."
+                      r"Linear\.forward;.*;at::_ops::linear::call;.*;sgemm_")
+    t.check(any(want.match(";".join(fr)) for fr in lines),
+            "a folded line reads python3;...;decoder.generate;...;Linear.forward;...;"
+            "at::_ops::linear::call;...;sgemm_: %s"
+            % ";".join(next((fr for fr in lines if want.match(";".join(fr))),
+                            next(iter(lines), ()))))
+    workers = [fr for fr in lines if len(fr) > 1 and fr[1] == "start_thread"]
+    t.check(workers and not any(any(x.startswith("decoder.") for x in fr) for fr in workers),
+            "the OpenMP workers' %d stacks hold no Python frame" % len(workers))
+    prof = pprofref.load(profile(d, p.pid, 3))
+    ops = [lb.get("op") for fr, _, lb in pprofref.frames(prof)
+           if fr and fr[-1][0] == "start_thread" and lb.get("op")]
+    t.check(ops, "and keep their op: %s" % collections.Counter(ops).most_common(3))
+    doc = d.get(path)
+    rules = [f["rule"] for f in d.get(path + "/findings")["findings"]]
+    t.check("gil_contention" not in rules and doc["python"]["gil"]["wait_ns"] == 0,
+            "one Python thread: no GIL wait, gil_contention silent: %s" % rules)
+    p.kill()
+    t.check(d.stop() == 0, "llmprofd exits 0")
+
+
+def main():
+    why = torchref.available()
+    if why:
+        t.check(False, "CPython 3.11 and PyTorch for this test: %s" % why)
+        return
+    for part in sys.argv[1:] or ("burn", "gil", "decoder"):
+        globals()[part]()
+
+
+t.run(main, timeout=900)
