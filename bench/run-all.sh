@@ -24,9 +24,11 @@ if [[ ${1:-} == --quick ]]; then
 		"batch.py --rounds 1 --sizes 32,256 --tokens 4"
 		"samplers.py --rounds 1 --iters 3000 --runs 1 --tokens 30"
 		"flame.py --pairs 2 --tokens 16 --seconds 10 --procs 1"
+		"torch.py --pairs 1 --new 20 --configs default"
+		"python.py --rounds 1 --seconds 2"
 	)
 else
-	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "kcost.py" "probes.py" "daemon_cost.py" "ops.py" "record.py" "record.py --stream" "apistall.py" "batch.py" "samplers.py" "flame.py")
+	runs=("inference.py" "sched.py" "syscalls.py" "progcost.py" "progab.py" "kcost.py" "probes.py" "daemon_cost.py" "ops.py" "record.py" "record.py --stream" "apistall.py" "batch.py" "samplers.py" "flame.py" "torch.py" "python.py")
 fi
 for r in "${runs[@]}"; do
 	name=${r%%.py*}

@@ -584,6 +584,9 @@ static const struct lp_option options[] = {
 		 "wait to take them off) or single (one per probe)"},
 	{"no-page-faults", .type = LP_OPT_CLEAR, .off = OFF(faults),
 	 .help = "do not count page faults"},
+	{"no-python-frames", .type = LP_OPT_CLEAR, .off = OFF(python_frames),
+	 .help = "do not read CPython's frames (stacks keep their native frames; no outside "
+		 "ops by Python function, no GIL waits)"},
 	{"no-mount-tracefs", .type = LP_OPT_CLEAR, .off = OFF(mount_tracefs),
 	 .help = "do not mount tracefs when it is missing"},
 

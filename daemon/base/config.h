@@ -98,6 +98,7 @@ struct lp_config {
 	enum lp_mmap_source mmap_source;
 	enum lp_uprobe_links uprobe_links;
 	bool faults;
+	bool python_frames; /* --no-python-frames clears it */
 	bool mount_tracefs;
 	bool verbose;
 	bool foreground; /* accepted for clarity: llmprofd never forks */

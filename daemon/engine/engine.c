@@ -1238,7 +1238,7 @@ static void take_scan(struct lp_engines *g, struct lp_target *t, const struct pr
 	attach_new_objects(t, s);
 	/* CPython in it, whatever its engine, or tracked by a setting: its frames in its
 	 * stacks, walked to them through its runtimes' rows (write_ranges) */
-	for (size_t i = 0; live && !t->eng->py.state && i < s->n; i++)
+	for (size_t i = 0; live && g->cfg->python_frames && !t->eng->py.state && i < s->n; i++)
 		if (lp_obj_has(s->v[i].o, LP_SYM_PYTHON))
 			lp_python_scan(g->core, t->pid, t->comm, &t->eng->py, &s->v[i].o->syms,
 				       s->v[i].o->path, &s->v[i].m);

@@ -103,6 +103,10 @@ static const struct counter_row counters[] = {
 	 "Off-CPU time of threads switched out inside "
 	 "a barrier (always on)",
 	 NULL, NULL, LP_C_BARRIER_OFF_EST_NS, 1e-9},
+	{"llmprof_gil_waits", "CPython: futex waits on its GIL's words", NULL, NULL,
+	 LP_C_GIL_WAITS, 1},
+	{"llmprof_gil_wait_seconds", "CPython: time in futex waits on its GIL's words", NULL,
+	 NULL, LP_C_GIL_WAIT_NS, 1e-9},
 	{"llmprof_precise_calls", "Outermost matmul and barrier calls (precise mode)", "function",
 	 "matmul", LP_C_MATMUL_CALLS, 1},
 	{"llmprof_precise_calls", NULL, "function", "barrier", LP_C_BARRIER_CALLS, 1},

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+"""PyTorch under llmprofd: what watching it costs, and what precise mode costs.
+
+tests/workload/decoder.py (a Llama-shaped decoder in plain torch, random weights, greedy
+generate(), 2 intra-op threads, GEMMs in OpenBLAS's OpenMP build) generating --new tokens
+after a 16-token prompt; its rate is its own, over its generation forwards' starts.
+
+1. tokens/s with no llmprofd and with each configuration, in paired rounds (the order
+   alternating), so that drift between rounds cancels in each pair's ratio: the median of
+   the ratios with a 95 % confidence interval from the order statistics (kcost.median_ci).
+   Each daemon is warm: before the measured run it tracked a decoder until its samples
+   counted (libtorch's symbols and 1.4 million unwind rows read), as an always-on daemon
+   has long before, and that decoder stays, stopped, so that the rows stay in the kernel
+   (they are given back when no running process maps libtorch, and read again, 1.3 s of
+   the daemon's CPU, when one maps it again: a cost bench/RESULTS.md states apart).
+2. The kernel side per forward: with kernel.bpf_stats_enabled, each of the daemon's
+   programs' run time and runs over one measured run (default configuration), per
+   generation forward and as a share of the decoder's CPU time (its rusage). The programs
+   also run for the host's other events (their untracked path): on an idle machine those
+   are few.
+
+    sudo bench/torch.py [--pairs 10] [--new 200] [--configs default,precise]
+
+Configurations: default; precise (precise mode always on: --precise-duty 1, the BLAS
+GEMMs, OpenMP barriers and 13 of the decoder's aten ops probed, OPS).
+"""
+import argparse
+import json
+import resource
+import signal
+import subprocess
+import time
+
+import benchlib as b
+import kcost
+import lptest
+import progcost as pc
+import torchref
+
+# The decoder's ops by name: precise mode otherwise picks those with samples when its window
+# opens, and with --precise-duty 1 that is at the first forward, before any.
+OPS = ("aten::mm,aten::matmul,aten::bmm,aten::cat,aten::_softmax,aten::mul,aten::add,"
+       "aten::silu,aten::mean,aten::rsqrt,aten::transpose,aten::view,aten::reshape")
+CONFIGS = {"default": [], "precise": ["--precise-duty", "1", "--precise-ops", OPS]}
+
+
+def run_decoder(new):
+    """One decoder run: (its generation tokens/s by its own clock, its CPU seconds, its
+    generation forwards)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(torchref.decoder_argv("--threads", 2, "--prompt", 16, "--new", new),
+                       env=torchref.env("openblas"), capture_output=True, text=True,
+                       timeout=1800)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode:
+        raise SystemExit("decoder.py exited %d:\n%s" % (p.returncode, p.stderr[-2000:]))
+    rec = torchref.result(p.stdout)
+    starts = rec["gen_starts_ns"]
+    rate = (len(starts) - 1) * rec["batch"] * 1e9 / (starts[-1] - starts[0])
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return rate, cpu, rec["gen_forwards"]
+
+
+def warm(d):
+    """A decoder tracked by d until its samples count (every object read, libtorch's unwind
+    rows in the kernel), then stopped: while it maps libtorch its rows stay, as an
+    always-on daemon holds them while any process runs torch. Returns it, to be killed."""
+    p = subprocess.Popen(torchref.decoder_argv("--threads", 2, "--new", 100000),
+                         env=torchref.env("openblas"), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        got = subprocess.run([b.LLMPROFCTL, "--socket", d.socket, "dump", "--pid",
+                              str(p.pid), "--json"], capture_output=True, text=True)
+        if got.returncode == 0:
+            doc = json.loads(got.stdout)
+            if (doc.get("torch") or {}).get("sampled", {}).get("since_ns"):
+                p.send_signal(signal.SIGSTOP)
+                return p
+        time.sleep(0.2)
+    p.kill()
+    p.wait()
+    raise SystemExit("the warm-up decoder was not tracked within 180 s:\n%s" % d.text())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=10)
+    ap.add_argument("--new", type=int, default=200)
+    ap.add_argument("--configs", default="default,precise")
+    a = ap.parse_args()
+    configs = a.configs.split(",")
+    for c in configs:
+        if c not in CONFIGS:
+            raise SystemExit("unknown configuration %r: %s" % (c, ", ".join(CONFIGS)))
+    why = torchref.available()
+    if why:
+        raise SystemExit("PyTorch: %s (scripts/install-deps.sh installs it)" % why)
+    b.need(b.LLMPROFD, b.LLMPROFCTL, "bpftool")
+    rows, notes = [], []
+    cost = {}
+    for c in configs:
+        ratios, base, ours = [], [], []
+        for i in range(a.pairs):
+            pair = {}
+            # the order alternates: no configuration always runs first
+            if i % 2:
+                pair["none"] = run_decoder(a.new)[0]
+            d = b.Daemon(*CONFIGS[c])
+            held = None
+            try:
+                held = warm(d)
+                ids = lptest.prog_ids_of(d.proc.pid)
+                with b.bpf_stats():
+                    before = pc.stats(ids)
+                    pair["ours"], cpu, fwd = run_decoder(a.new)
+                    after = pc.stats(ids)
+                cost.setdefault(c, []).append((pc.delta(before, after), cpu, fwd))
+            finally:
+                if held:
+                    held.kill()
+                    held.wait()
+                d.stop()
+            if not i % 2:
+                pair["none"] = run_decoder(a.new)[0]
+            base.append(pair["none"])
+            ours.append(pair["ours"])
+            ratios.append(pair["ours"] / pair["none"])
+            print("pair %d/%d  %-8s no llmprofd %.2f, llmprofd %.2f tokens/s: %.3f"
+                  % (i + 1, a.pairs, c, pair["none"], pair["ours"], ratios[-1]), flush=True)
+        med, lo, hi = kcost.median_ci(ratios)
+        rows.append((c, "%.2f" % kcost.statistics.median(base),
+                     "%.2f" % kcost.statistics.median(ours), "%.3f" % med,
+                     "%.3f-%.3f" % (lo, hi) if lo is not None else "n/a (too few pairs)",
+                     len(ratios)))
+    for c, runs in cost.items():
+        progs, cpu, fwd = {}, 0.0, 0
+        for delta, c_cpu, c_fwd in runs:
+            for name, (ns, cnt) in delta.items():
+                t = progs.setdefault(name, [0, 0])
+                t[0] += ns
+                t[1] += cnt
+            cpu += c_cpu
+            fwd += c_fwd
+        total = sum(ns for ns, _ in progs.values())
+        notes.append("%s: the programs took %.0f us per generation forward, %.3f %% of the "
+                     "decoder's CPU time (%d forwards, %.1f CPU s); by program:"
+                     % (c, total / 1e3 / max(1, fwd), 100 * total / 1e9 / max(cpu, 1e-9), fwd,
+                        cpu))
+        for name, (ns, cnt) in sorted(progs.items(), key=lambda kv: -kv[1][0])[:8]:
+            if cnt:
+                notes.append("  %s: %d runs, %.2f us each, %.1f us per forward"
+                             % (name, cnt, ns / cnt / 1e3, ns / 1e3 / max(1, fwd)))
+    notes.insert(0, "workload: tests/workload/decoder.py, llama shape, 2 threads, OpenBLAS "
+                 "(openmp), prompt 16, %d generated tokens; tokens/s by the decoder's own "
+                 "clock; %d pairs per configuration, each daemon warm" % (a.new, a.pairs))
+    b.table("PyTorch: overhead on generation", ["configuration", "no llmprofd tokens/s",
+                                                  "llmprofd tokens/s", "median ratio",
+                                                  "95% CI", "pairs"], rows, notes)
+
+
+if __name__ == "__main__":
+    main()
