@@ -59,6 +59,34 @@ static void api_report_free(void *ctx, struct lp_report *r)
 	lp_report_free(r);
 }
 
+/* CPython in the tracked processes: the versions this build reads, how many processes run
+ * one (frames read, or a version it does not know), the code objects named and their
+ * bound. */
+static void python_status(struct daemon *d, cJSON *o)
+{
+	size_t read = 0, unknown = 0, named = 0, unreadable = 0;
+	char known[64];
+
+	for (size_t i = 0; i < d->tracker.n; i++) {
+		const struct lp_eproc *gp = d->tracker.v[i]->eng;
+
+		if (!gp || d->tracker.v[i]->exited)
+			continue;
+		read += gp->py.state == 1;
+		unknown += gp->py.state < 0;
+		named += gp->py.nfuncs;
+		unreadable += gp->py.read_errors;
+	}
+	lp_py_versions(known, sizeof(known));
+	cJSON_AddStringToObject(o, "versions_read", known);
+	cJSON_AddBoolToObject(o, "enabled", d->cfg.python_frames);
+	cJSON_AddNumberToObject(o, "processes", (double)read);
+	cJSON_AddNumberToObject(o, "processes_unknown_version", (double)unknown);
+	cJSON_AddNumberToObject(o, "functions_named", (double)named);
+	cJSON_AddNumberToObject(o, "functions_max_per_process", LP_PY_FUNCS_MAX);
+	cJSON_AddNumberToObject(o, "code_objects_unreadable", (double)unreadable);
+}
+
 /* The kernel calls on their way off the loop (prober.h): what each lane does now and for
  * how long, what waits behind it, and the longest so far. */
 static void pending_status(struct daemon *d, cJSON *o)
@@ -153,6 +181,7 @@ static void api_status(void *ctx, cJSON *o)
 	cJSON_AddNumberToObject(x, "objects_max", LP_UNWIND_OBJS);
 	cJSON_AddNumberToObject(x, "rows_used", (double)uw.used);
 	cJSON_AddNumberToObject(x, "bytes", (double)uw.bytes);
+	python_status(d, cJSON_AddObjectToObject(o, "python"));
 	if (d->server)
 		lp_server_stats(d->server, &st);
 	x = cJSON_AddObjectToObject(o, "server");

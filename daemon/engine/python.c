@@ -57,6 +57,17 @@ static const struct lp_py_layout layouts[] = {
 const char *const lp_python_patterns[] = {"_PyRuntime", "Py_Version", "_PyEval_EvalFrameDefault",
 					  NULL};
 
+void lp_py_versions(char *out, size_t size)
+{
+	size_t at = 0;
+
+	if (size)
+		out[0] = '\0';
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]) && at < size; i++)
+		at += (size_t)snprintf(out + at, size - at, "%s%u.%u", i ? ", " : "",
+				       layouts[i].version >> 8, layouts[i].version & 0xff);
+}
+
 const struct lp_py_layout *lp_py_layout_of(uint32_t version)
 {
 	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)

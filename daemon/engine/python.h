@@ -38,6 +38,9 @@ struct lp_py_layout {
 /* The symbols that find it (engine.h's class LP_SYM_PYTHON), NULL-terminated. */
 extern const char *const lp_python_patterns[];
 
+/* The minor versions this build knows, as text ("3.11"), into out. */
+void lp_py_versions(char *out, size_t size);
+
 /* The layout of a version (PY_VERSION_HEX), or NULL: not known to this build. */
 const struct lp_py_layout *lp_py_layout_of(uint32_t version);
 

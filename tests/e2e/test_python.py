@@ -79,6 +79,7 @@ def burn():
     prof = pprofref.load(body)
     res = json.loads(p.stdout.readline())
     doc = d.get("/v1/processes/%d" % pid)
+    status = d.get("/v1/status")["python"]
     p.stdin.close()
     p.wait(timeout=60)
     out = t.bpftrace_stop(bt, timeout=120)
@@ -144,6 +145,9 @@ def burn():
                 "outside ops by Python function: pyburn.%s %.3f of %d samples, its CPU "
                 "share %.3f (within %.3f), at its first line" % (
                     name, f.get("share", -1), nall, whole[name], bound))
+    t.check("3.11" in status["versions_read"] and status["enabled"] and
+            status["processes"] == 1 and status["functions_named"] >= 5,
+            "the status says which versions it reads and what it named: %s" % status)
     t.check(d.stop() == 0, "llmprofd exits 0")
 
 
