@@ -670,7 +670,9 @@ struct proc_scan {
 	} * v,		/* executable mappings of objects with symbols */
 		*plain; /* ... of the others, read without error */
 	size_t n, nplain;
-	size_t busy; /* mappings of objects whose symbols are still being read */
+	size_t cap, capplain, capmaps; /* each array's room: grown twofold, as a scan runs
+					* once per object read (a torch process maps 200) */
+	size_t busy;		       /* mappings of objects whose symbols are still being read */
 	bool llm;
 	uint8_t engine; /* the engine of the object that made it an LLM process */
 	/* a candidate's object (LP_OBJ_CANDIDATE: libtorch) and its engine */
@@ -696,7 +698,7 @@ static int scan_mapping(struct lp_engines *g, pid_t pid, const struct lp_proc_ma
 {
 	struct lp_obj *o = obj_get(g, pid, m);
 	struct scan_entry **v = &s->v;
-	size_t *n = &s->n;
+	size_t *n = &s->n, *cap = &s->cap;
 	struct scan_entry *nv;
 
 	if (o && o->reading) {
@@ -710,11 +712,15 @@ static int scan_mapping(struct lp_engines *g, pid_t pid, const struct lp_proc_ma
 	if (o->verdict == LP_OBJ_NONE) {
 		v = &s->plain;
 		n = &s->nplain;
+		cap = &s->capplain;
 	}
-	if (!(nv = realloc(*v, (*n + 1) * sizeof(*nv))))
-		return -ENOMEM;
-	*v = nv;
-	nv[(*n)++] = (struct scan_entry){.m = *m, .o = o};
+	if (*n == *cap) {
+		if (!(nv = realloc(*v, (*cap ? 2 * *cap : 16) * sizeof(*nv))))
+			return -ENOMEM;
+		*v = nv;
+		*cap = *cap ? 2 * *cap : 16;
+	}
+	(*v)[(*n)++] = (struct scan_entry){.m = *m, .o = o};
 	if (o->verdict == LP_OBJ_MATMUL && !s->llm)
 		s->engine = o->engine;
 	if (o->verdict == LP_OBJ_CANDIDATE && !s->candidate) {
@@ -745,10 +751,15 @@ static int read_proc(struct lp_engines *g, pid_t pid, const struct lp_obj_key *w
 		if (scan_mapping(g, pid, &m, s) < 0)
 			break;
 		/* Kept for a process that may be gone when the objects it waits for are read. */
-		if ((mv = realloc(s->maps, (s->nmaps + 1) * sizeof(*mv)))) {
+		if (s->nmaps == s->capmaps) {
+			size_t c = s->capmaps ? 2 * s->capmaps : 16;
+
+			if (!(mv = realloc(s->maps, c * sizeof(*mv))))
+				continue;
 			s->maps = mv;
-			mv[s->nmaps++] = m;
+			s->capmaps = c;
 		}
+		s->maps[s->nmaps++] = m;
 	}
 	fclose(f);
 	return 0;
@@ -778,7 +789,7 @@ static void stash_keep(struct lp_engines *g, pid_t pid, struct proc_scan *s)
 	g->stash = v;
 	v[g->nstash++] = (struct lp_proc_stash){pid, s->maps, s->nmaps};
 	s->maps = NULL;
-	s->nmaps = 0;
+	s->nmaps = s->capmaps = 0;
 }
 
 /* What one symbol is in the sampling table, by its process's engine: its kind and op
