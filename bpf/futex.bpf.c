@@ -47,7 +47,7 @@ static __always_inline void futex_exit(long ret)
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || !t->futex_since)
 		return;
-	futex_wait_done(NULL, NULL, t, bpf_ktime_get_ns(), ret, 1);
+	futex_wait_done(NULL, NULL, t, bpf_ktime_get_ns(), ret, 1, 0);
 }
 
 SEC("tracepoint/syscalls/sys_enter_futex")

@@ -47,9 +47,12 @@ static __always_inline void futex_wait_begin(const struct lp_proc_stats *p, stru
 /* Counts the wait of thread t, of process p (NULL: looked up), that t->futex_* describe,
  * ended at end (the clock) with ret (0 where the result is not known: seen from the
  * scheduler), as w waits (a stretch taken as a sample stands for w: sched.bpf.c), and
- * clears it. The counts go to hp, this CPU's part of p (hot_of), or p where NULL. */
+ * clears it; queued: the run-queue wait between its wakeup and end, where known (seen
+ * from the scheduler: the kernel counts it in run_delay). The counts go to hp, this CPU's
+ * part of p (hot_of), or p where NULL. */
 static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_proc_stats *hp,
-					    struct lp_thread *t, __u64 end, long ret, __u32 w)
+					    struct lp_thread *t, __u64 end, long ret, __u32 w,
+					    __u64 queued)
 {
 	struct lp_futex_key key = {.tgid = t->tgid, .uaddr = t->futex_uaddr};
 	struct lp_futex_val *v, zero = {};
@@ -64,12 +67,15 @@ static __always_inline void futex_wait_done(struct lp_proc_stats *p, struct lp_p
 		return;
 	if (!hp)
 		hp = p;
-	/* CPython's GIL: a thread waiting to run Python */
+	/* CPython's GIL: a thread waiting to run Python, until it is handed the GIL (its
+	 * wakeup); the wait for a CPU after that is the run queue's, as schedstat has it */
 	if (lp_py_gil(key.tgid, key.uaddr)) {
+		__u64 g = d > queued ? d - queued : 0;
+
 		t->gil_waits += w;
-		t->gil_ns += d * w;
+		t->gil_ns += g * w;
 		__sync_fetch_and_add(&hp->ctr[LP_C_GIL_WAITS], w);
-		__sync_fetch_and_add(&hp->ctr[LP_C_GIL_WAIT_NS], d * w);
+		__sync_fetch_and_add(&hp->ctr[LP_C_GIL_WAIT_NS], g * w);
 	}
 	hist_addw(&hp->hist[LP_H_FUTEX], d, w);
 	/* Inside one generation decode: a wait the token waited for, not a thread idle between

@@ -81,7 +81,7 @@ static __always_inline void off_end_unseen(struct lp_proc_stats *p, struct lp_pr
 		off_end(hp, t, tgid, at - t->off_since);
 	if (futex_from_sched && t->futex_since) {
 		if (at > t->futex_since)
-			futex_wait_done(p, hp, t, at, 0, t->stretch_w);
+			futex_wait_done(p, hp, t, at, 0, t->stretch_w, 0);
 		t->futex_since = 0;
 	}
 	__sync_fetch_and_add(&hp->ctr[LP_C_SWITCH_IN_UNSEEN], t->stretch_w);

@@ -71,11 +71,15 @@ static __always_inline __u64 tstate_of(const struct lp_py_proc *py)
 	return f.found;
 }
 
-/* The thread state's current frame. */
+/* The thread state's current frame: through its _PyCFrame (3.11, 3.12) or held by it
+ * (3.13). Never an interpreter call's shim frame (3.12 on): the call links its own frame
+ * above the shim before making it current. */
 static __always_inline __u64 frame_of(const struct lp_py_proc *py, __u64 ts)
 {
 	__u64 cf = read_word(ts + py->ts_frame);
 
+	if (py->cframe_current == LP_PY_NO_CFRAME)
+		return cf;
 	return cf ? read_word(cf + py->cframe_current) : 0;
 }
 

@@ -319,7 +319,7 @@ static __always_inline void switch_in(struct task_struct *next, __u32 tgid, __u6
 				      bool with_regs)
 {
 	struct lp_proc_stats *p, *hp;
-	__u64 runq, d, queued, clk;
+	__u64 runq, d, queued, clk, waited = 0;
 	struct lp_rec_ev *e;
 	struct lp_thread *t;
 	__u32 tid;
@@ -354,18 +354,21 @@ static __always_inline void switch_in(struct task_struct *next, __u32 tgid, __u6
 		 * was queued (woken, or preempted while runnable). */
 		queued = TASK_READ(with_regs, next, sched_info.last_queued);
 		clk = rq_clock_of(next);
-		if (queued && clk > queued)
-			hist_addw(&hp->hist[LP_H_RUNQ], clk - queued, t->stretch_w ?: 1);
+		if (queued && clk > queued) {
+			waited = clk - queued;
+			hist_addw(&hp->hist[LP_H_RUNQ], waited, t->stretch_w ?: 1);
+		}
 	} else if (t->runnable_since) {
 		d = now - t->runnable_since;
 		t->runq_ns += d;
-		runq = d;
+		runq = waited = d;
 		hist_add(&hp->hist[LP_H_RUNQ], d);
 	}
 	if (t->off_since)
 		off_end(hp, t, tgid, now - t->off_since);
+	/* a wait in futex(2) the scheduler saw: its wakeup queued it, waited ago */
 	if (futex_from_sched && t->futex_since)
-		futex_wait_done(p, hp, t, now, 0, t->stretch_w);
+		futex_wait_done(p, hp, t, now, 0, t->stretch_w, waited);
 	t->last_cpu = bpf_get_smp_processor_id() + 1;
 	if ((e = rec_reserve(tgid, tid, LP_REC_ON))) {
 		e->runq = runq;

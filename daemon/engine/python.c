@@ -15,11 +15,39 @@
 #include "llmprof/abi.h"
 #include "formats/pycode.h"
 
+/* What 3.13 states of itself (_Py_DebugOffsets, 8-byte words from _PyRuntime's start),
+ * against its entry below: not free-threaded, then each offset the walk and the naming
+ * read. */
+static const struct lp_py_debug_word debug_313[] = {
+	{2, 0},	      /* free_threaded */
+	{5, 0x278},   /* runtime_state.interpreters_head */
+	{9, 0x1cb0},  /* interpreter_state.threads_head */
+	{15, 0x1e48}, /* interpreter_state.gil_runtime_state (_gil: gil_lo) */
+	{21, 0x08},   /* thread_state.next */
+	{23, 0x48},   /* thread_state.current_frame */
+	{25, 0xa0},   /* thread_state.native_thread_id */
+	{29, 0x08},   /* interpreter_frame.previous */
+	{30, 0x00},   /* interpreter_frame.executable */
+	{31, 0x38},   /* interpreter_frame.instr_ptr */
+	{33, 0x46},   /* interpreter_frame.owner */
+	{35, 0x70},   /* code_object.filename */
+	{37, 0x80},   /* code_object.qualname */
+	{38, 0x88},   /* code_object.linetable */
+	{39, 0x44},   /* code_object.firstlineno */
+	{43, 0xc8},   /* code_object.co_code_adaptive */
+	{65, 0x10},   /* bytes_object.ob_size */
+	{66, 0x20},   /* bytes_object.ob_sval */
+	{68, 0x20},   /* unicode_object.state */
+	{69, 0x10},   /* unicode_object.length */
+	{70, 0x28},   /* unicode_object.asciiobject_size */
+};
+
 /* One entry per minor version, each checked on x86-64 against that version's own headers
  * (offsetof, Py_BUILD_CORE) and against a running interpreter whose stacks an outside walk
- * read as the interpreter's own traceback did (Debian 12's 3.11.2, pyenv's 3.11.7). A
- * version without an entry is said, and its processes' stacks keep their native frames:
- * structures are never guessed at. */
+ * read as the interpreter's own traceback did (Debian 12's 3.11.2, pyenv's 3.11.7, 3.12.1
+ * and 3.13.0). A version without an entry is said, and its processes' stacks keep their
+ * native frames: structures are never guessed at. The GIL is the main interpreter's (3.12
+ * on, each interpreter may have its own: the main one always does). */
 static const struct lp_py_layout layouts[] = {
 	{
 		.version = 0x030b,	/* 3.11 */
@@ -51,6 +79,71 @@ static const struct lp_py_layout layouts[] = {
 		.bytes_size = 0x10,
 		.bytes_data = 0x20,
 		.owned_by_generator = 1,
+		.owned_by_cstack = LP_PY_NO_SHIM,
+	},
+	{
+		.version = 0x030c,	/* 3.12 */
+		.interp_head = 0x28,	/* _PyRuntimeState.interpreters.head */
+		.interp_threads = 0x48, /* PyInterpreterState.threads.head */
+		.ts_next = 0x08,
+		.ts_native_tid = 0x90,
+		.ts_frame = 0x38,      /* PyThreadState.cframe */
+		.cframe_current = 0x0, /* _PyCFrame lost use_tracing */
+		.frame_code = 0x00,
+		.frame_previous = 0x08,
+		.frame_instr = 0x38,
+		.frame_entry = 0x46, /* no is_entry: read, never used */
+		.frame_owner = 0x46,
+		.code_first = 0xc0,
+		.code_firstlineno = 0x44,
+		.code_filename = 0x70,
+		.code_qualname = 0x80,
+		.code_linetable = 0x88,
+		.code_firsttraceable = 0xb0,
+		/* _PyRuntime._main_interpreter (0x12a68)._gil, 0xd0 bytes */
+		.gil_lo = 0x12e78,
+		.gil_hi = 0x12f48,
+		.str_length = 0x10,
+		.str_state = 0x20,
+		.str_ascii = 0x28, /* PyASCIIObject lost wstr */
+		.str_compact = 0x38,
+		.bytes_size = 0x10,
+		.bytes_data = 0x20,
+		.owned_by_generator = 1,
+		.owned_by_cstack = 3,
+	},
+	{
+		.version = 0x030d,	  /* 3.13 */
+		.interp_head = 0x278,	  /* after _Py_DebugOffsets */
+		.interp_threads = 0x1cb0, /* PyInterpreterState.threads.head */
+		.ts_next = 0x08,
+		.ts_native_tid = 0xa0,
+		.ts_frame = 0x48, /* PyThreadState.current_frame: no _PyCFrame */
+		.cframe_current = LP_PY_NO_CFRAME,
+		.frame_code = 0x00, /* f_executable: the code object of every function's frame */
+		.frame_previous = 0x08,
+		.frame_instr = 0x38, /* instr_ptr: LASTI is taken from it as from prev_instr */
+		.frame_entry = 0x46,
+		.frame_owner = 0x46,
+		.code_first = 0xc8,
+		.code_firstlineno = 0x44,
+		.code_filename = 0x70,
+		.code_qualname = 0x80,
+		.code_linetable = 0x88,
+		.code_firsttraceable = 0xb8,
+		/* _PyRuntime._main_interpreter (0x15920)._gil, 0xd0 bytes */
+		.gil_lo = 0x17768,
+		.gil_hi = 0x17838,
+		.str_length = 0x10,
+		.str_state = 0x20,
+		.str_ascii = 0x28,
+		.str_compact = 0x38,
+		.bytes_size = 0x10,
+		.bytes_data = 0x20,
+		.owned_by_generator = 1,
+		.owned_by_cstack = 3,
+		.ndebug = sizeof(debug_313) / sizeof(debug_313[0]),
+		.debug = debug_313,
 	},
 };
 
@@ -94,6 +187,26 @@ static uint64_t peek_word(pid_t pid, uint64_t addr, int *err)
 	return *err ? 0 : v;
 }
 
+/* Where the runtime's own statement of its layout (its _Py_DebugOffsets, where its version
+ * has them) differs from the table's entry: the word's position, -1 where all agree
+ * (or the version states none), 0 where it could not be read or lacks its cookie. */
+static int debug_differs(pid_t pid, const struct lp_py_state *py)
+{
+	uint64_t w[LP_PY_DEBUG_WORDS];
+	const struct lp_py_layout *lay = py->lay;
+
+	if (!lay->ndebug)
+		return -1;
+	if (peek(pid, py->runtime, w, sizeof(w)) < 0 || memcmp(&w[0], "xdebugpy", 8) ||
+	    w[1] != py->version)
+		return 0;
+	for (size_t i = 0; i < lay->ndebug; i++)
+		if (lay->debug[i].word >= LP_PY_DEBUG_WORDS ||
+		    w[lay->debug[i].word] != lay->debug[i].want)
+			return lay->debug[i].word;
+	return -1;
+}
+
 void lp_python_scan(const struct lp_core *c, pid_t pid, const char *comm, struct lp_py_state *py,
 		    const struct lp_elf_result *syms, const char *path,
 		    const struct lp_proc_mapping *m)
@@ -102,7 +215,7 @@ void lp_python_scan(const struct lp_core *c, pid_t pid, const char *comm, struct
 	struct lp_py_proc k = {0};
 	uint64_t bias, v = 0;
 	__u32 key = (__u32)pid;
-	int err = 0;
+	int err = 0, at;
 
 	if (py->state)
 		return;
@@ -137,6 +250,16 @@ void lp_python_scan(const struct lp_core *c, pid_t pid, const char *comm, struct
 		log_warning("pid %d (%s) runs CPython %u.%u, a version whose structures this "
 			    "build does not know: its stacks keep their native frames",
 			    (int)pid, comm, (py->version >> 24) & 0xff, (py->version >> 16) & 0xff);
+		return;
+	}
+	if ((at = debug_differs(pid, py)) >= 0) {
+		py->state = -1;
+		log_warning("pid %d (%s) runs CPython %u.%u whose own debug offsets (word %d) "
+			    "differ from this build's table for it (a free-threaded or patched "
+			    "build): its stacks keep their native frames",
+			    (int)pid, comm, (py->version >> 24) & 0xff, (py->version >> 16) & 0xff,
+			    at);
+		py->lay = NULL;
 		return;
 	}
 	k.runtime = py->runtime;
@@ -252,11 +375,14 @@ static int read_func(pid_t pid, const struct lp_py_layout *lay, uint64_t code, s
 {
 	char qual[4 * LP_PY_NAME_MAX + 1], file[4 * LP_PY_NAME_MAX + 1],
 		mod[4 * LP_PY_NAME_MAX + 1];
-	uint8_t head[0xc0];
+	uint8_t head[0x100];
 	uint64_t qa, fa, lt, n = 0;
 	int32_t first, trace;
 	int r;
 
+	/* a table entry whose code objects do not fit head is refused, not overrun */
+	if (lay->code_first > sizeof(head))
+		return -EINVAL;
 	if ((r = peek(pid, code, head, lay->code_first)) < 0)
 		return r;
 	memcpy(&qa, head + lay->code_qualname, 8);
@@ -333,6 +459,12 @@ const struct lp_py_func *lp_python_func(struct lp_py_state *py, pid_t pid, uint6
 	}
 	py->funcs[at] = f;
 	return &py->funcs[at];
+}
+
+bool lp_py_run_end(const struct lp_py_layout *lay, uint64_t w, bool *shim)
+{
+	*shim = LP_PY_OWNER(w) == lay->owned_by_cstack;
+	return *shim || (lay->owned_by_cstack == LP_PY_NO_SHIM && LP_PY_ENTRY(w));
 }
 
 bool lp_py_incomplete(const struct lp_py_layout *lay, const struct lp_py_func *f, int lasti,

@@ -28,12 +28,25 @@ struct lp_py_layout {
 	/* read here */
 	uint16_t code_firstlineno, code_filename, code_qualname, code_linetable;
 	uint16_t code_firsttraceable;
-	uint16_t gil_lo, gil_hi;	 /* the GIL's futex words, from _PyRuntime */
+	uint32_t gil_lo, gil_hi;	 /* the GIL's futex words, from _PyRuntime */
 	uint16_t str_length, str_state;	 /* PyASCIIObject */
 	uint16_t str_ascii, str_compact; /* where a compact ASCII / other string's text is */
 	uint16_t bytes_size, bytes_data; /* PyBytesObject */
 	uint8_t owned_by_generator;	 /* a frame's owner for a generator's (never incomplete) */
+	/* Where a run of frames one interpreter call ran ends: 3.11 marks its first frame
+	 * (is_entry); from 3.12 the call links a shim frame of its own beneath it, owned by
+	 * the C stack (FRAME_OWNED_BY_CSTACK), which is no function (LP_PY_NO_SHIM: none). */
+	uint8_t owned_by_cstack;
+	/* What the runtime states of its own layout (3.13's _Py_DebugOffsets at _PyRuntime's
+	 * start, 8-byte words): each word at a position that must equal a value of this
+	 * table, or its processes' frames are not read (a free-threaded or patched build). */
+	uint16_t ndebug;
+	const struct lp_py_debug_word {
+		uint16_t word, want;
+	} * debug;
 };
+#define LP_PY_NO_SHIM 0xff
+#define LP_PY_DEBUG_WORDS 80 /* read of _Py_DebugOffsets (3.13: 73) */
 
 /* The symbols that find it (engine.h's class LP_SYM_PYTHON), NULL-terminated. */
 extern const char *const lp_python_patterns[];
@@ -97,6 +110,10 @@ void lp_python_free(struct lp_py_state *py);
 
 /* The function of code object code in process pid, read now if new (NULL: not read). */
 const struct lp_py_func *lp_python_func(struct lp_py_state *py, pid_t pid, uint64_t code);
+
+/* Whether frame word w (abi.h's LP_PY_WORD) ends a run of frames one interpreter call ran
+ * (the run's first frame, or from 3.12 its shim); *shim: w is the shim, no function. */
+bool lp_py_run_end(const struct lp_py_layout *lay, uint64_t w, bool *shim);
 
 /* Whether a frame of f at lasti was not begun yet (CPython's _PyFrame_IsIncomplete): its
  * traceback leaves it out, and so does a stack. */

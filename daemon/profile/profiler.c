@@ -401,13 +401,15 @@ static const struct lp_stack_rec *with_python(struct lp_profiler *p, const struc
 		if (j < r->npy && u[i] && at >= py->eval_lo && at < py->eval_hi) {
 			/* the loop's own frame: the run of Python frames it ran stands for it */
 			while (j < r->npy) {
-				uint64_t w = pyw[2 * j + 1],
-					 id = py_frame(p, py, (pid_t)r->tgid, pyw[2 * j], w);
+				uint64_t w = pyw[2 * j + 1], id = 0;
+				bool shim, end = lp_py_run_end(py->lay, w, &shim);
 
+				if (!shim)
+					id = py_frame(p, py, (pid_t)r->tgid, pyw[2 * j], w);
 				j++;
 				if (id && out < max)
 					dst[out++] = id;
-				if (LP_PY_ENTRY(w))
+				if (end)
 					break;
 			}
 			continue;
@@ -417,7 +419,12 @@ static const struct lp_stack_rec *with_python(struct lp_profiler *p, const struc
 	}
 	/* runs no interpreter call was found for: the outermost */
 	for (; j < r->npy; j++) {
-		uint64_t id = py_frame(p, py, (pid_t)r->tgid, pyw[2 * j], pyw[2 * j + 1]);
+		bool shim;
+		uint64_t id = 0;
+
+		lp_py_run_end(py->lay, pyw[2 * j + 1], &shim);
+		if (!shim)
+			id = py_frame(p, py, (pid_t)r->tgid, pyw[2 * j], pyw[2 * j + 1]);
 
 		if (id && out < max)
 			dst[out++] = id;

@@ -430,6 +430,7 @@ struct lp_stack_rec {
  * LP_PY_FRAME_READ bytes. */
 #define LP_PY_FRAME_READ 128
 #define LP_PY_THREADS_MAX 64
+#define LP_PY_NO_CFRAME 0xffff
 struct lp_py_proc {
 	__u64 runtime;	      /* _PyRuntime's address in the process */
 	__u64 gil_lo, gil_hi; /* the GIL's futex words: [gil_lo, gil_hi) */
@@ -438,12 +439,12 @@ struct lp_py_proc {
 	__u16 interp_threads; /* PyInterpreterState.threads.head */
 	__u16 ts_next;	      /* PyThreadState.next */
 	__u16 ts_native_tid;  /* PyThreadState.native_thread_id (a long) */
-	__u16 ts_frame;	      /* PyThreadState.cframe (3.11), its current frame read at */
-	__u16 cframe_current; /* _PyCFrame.current_frame */
-	__u16 frame_code;     /* _PyInterpreterFrame.f_code */
+	__u16 ts_frame;	      /* PyThreadState.cframe (3.11, 3.12), .current_frame (3.13) */
+	__u16 cframe_current; /* _PyCFrame.current_frame; LP_PY_NO_CFRAME: ts_frame is it */
+	__u16 frame_code;     /* _PyInterpreterFrame.f_code (.f_executable: 3.13) */
 	__u16 frame_previous; /* .previous */
-	__u16 frame_instr;    /* .prev_instr */
-	__u16 frame_entry;    /* .is_entry (a byte) */
+	__u16 frame_instr;    /* .prev_instr (.instr_ptr: 3.13) */
+	__u16 frame_entry;    /* .is_entry (a byte; 3.11 only: see python.h) */
 	__u16 frame_owner;    /* .owner (a byte) */
 	__u16 code_first;     /* PyCodeObject.co_code_adaptive: its first instruction */
 	__u32 pad;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-"""e2e tier: CPython's own frames in the stacks (Debian's python3.11), outside ops by Python
-function, and the GIL's waits, each against a reference taken on the same run.
+"""e2e tier: CPython's own frames in the stacks (Debian's python3.11, and 3.12 and 3.13 where
+the host has them), outside ops by Python function, and the GIL's waits, each against a
+reference taken on the same run.
 
 - pyburn.py (tests/workload), tracked by --pid: main() -> work() -> burn_a, burn_b, burn_c,
   each spinning in its own loop for 1, 2 and 3 units of its thread's CPU, timed by that
@@ -19,6 +20,10 @@ function, and the GIL's waits, each against a reference taken on the same run.
   thread's GIL wait (the daemon's gil_wait_ns) within 5 % of what its own clocks leave
   unaccounted: wall time less its CPU time and its run-queue wait (schedstat); doctor's
   gil_contention fires for the process.
+- Every other CPython the host has among 3.12 and 3.13 (python3.12, python3.13 on the
+  PATH: pyenv's, say): the burn's shares, frame order, lines and files as above (no USDT
+  there: those builds have no probes) and the GIL's waits, each against the fixture's own
+  clocks. A host with neither says so and checks 3.11 only.
 - The PyTorch decoder (tests/workload/decoder.py, 2 threads): a folded line reads
   python3;...;decoder.generate;...;torch.nn.modules.linear.Linear.forward;...;
   at::_ops::linear::call;...;sgemm_; the OpenMP workers' stacks (rooted at start_thread)
@@ -28,6 +33,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -55,24 +61,59 @@ def profile(d, pid, seconds, fmt="profile"):
     return r.stdout
 
 
-def start_pyburn(*args):
-    p = subprocess.Popen([torchref.PYTHON, PYBURN, "--hold"] + list(args),
+def start_pyburn(python, *args):
+    p = subprocess.Popen([python, PYBURN, "--hold"] + list(args),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     t._children.append(p)
     return p, json.loads(p.stdout.readline())
 
 
-def burn():
-    print("--- pyburn: Python functions of known CPU")
-    p, info = start_pyburn("--seconds", "12")
+def others():
+    """The other CPythons this build reads that the host has, on the PATH or among pyenv's
+    versions: {"3.12": executable}."""
+    cands = [shutil.which("python3.%d" % m) for m in (12, 13)]
+    if shutil.which("pyenv"):
+        r = subprocess.run(["pyenv", "versions", "--bare"], capture_output=True, text=True,
+                           timeout=60)
+        for v in r.stdout.split():
+            m = re.match(r"^3\.(12|13)\.\d+$", v)
+            pre = m and subprocess.run(["pyenv", "prefix", v], capture_output=True,
+                                       text=True, timeout=60).stdout.strip()
+            if pre:
+                cands.append(os.path.join(pre, "bin", "python3.%s" % m[1]))
+    found = {}
+    for exe in filter(None, cands):
+        # a shim runs the interpreter: its own path, to be the process
+        r = subprocess.run([exe, "-c", "import sys; print(sys.executable); "
+                            "print('%d.%d' % sys.version_info[:2])"],
+                           capture_output=True, text=True, timeout=60)
+        lines = r.stdout.split()
+        if r.returncode == 0 and len(lines) == 2 and lines[1] in ("3.12", "3.13"):
+            found.setdefault(lines[1], lines[0])
+    return found
+
+
+def tracked_cpython(d, pid, version):
+    t.poll("llmprofd to read pid %d's CPython %s" % (pid, version),
+           lambda: re.search(r"pid %d \(.*\) runs CPython %s\.\d+ .*its frames are read"
+                             % (pid, re.escape(version)), d.log()), timeout=60)
+
+
+def burn(python=None, version="3.11"):
+    python = python or torchref.PYTHON
+    print("--- pyburn under CPython %s (%s): Python functions of known CPU" % (version, python))
+    p, info = start_pyburn(python, "--seconds", "12")
     pid = info["pid"]
     d = t.Daemon("--pid", str(pid), "--sample-hz", str(HZ))
     d.wait_ready()
-    d.wait_log("pid %d (python3) runs CPython 3.11" % pid, timeout=60)
-    # CPython's return probe, each call of the fixture's functions by name
-    bt = t.bpftrace('usdt:/usr/bin/python3.11:python:function__return /pid == %d/ '
-                    '{ @calls[str(arg1)] = count(); }' % pid, end="print(@calls);",
-                    at_exit_of=pid)
+    tracked_cpython(d, pid, version)
+    # CPython's return probe, each call of the fixture's functions by name (Debian's
+    # python3.11 has the probes; pyenv's builds do not)
+    bt = None
+    if version == "3.11":
+        bt = t.bpftrace('usdt:/usr/bin/python3.11:python:function__return /pid == %d/ '
+                        '{ @calls[str(arg1)] = count(); }' % pid, end="print(@calls);",
+                        at_exit_of=pid)
     p.stdin.write("go\n")
     p.stdin.flush()
     body = profile(d, pid, 6)
@@ -82,8 +123,11 @@ def burn():
     status = d.get("/v1/status")["python"]
     p.stdin.close()
     p.wait(timeout=60)
-    out = t.bpftrace_stop(bt, timeout=120)
-    usdt = {m[1]: int(m[2]) for m in re.finditer(r"^@calls\[(.+?)\]: (\d+)$", out, re.M)}
+    usdt = None
+    if bt:
+        out = t.bpftrace_stop(bt, timeout=120)
+        usdt = {m[1]: int(m[2])
+                for m in re.finditer(r"^@calls\[(.+?)\]: (\d+)$", out, re.M)}
 
     total_cpu = res["process_cpu_ns"]
     want = {n: res["cpu_ns"][n] / total_cpu for n in BURNS}
@@ -121,17 +165,23 @@ def burn():
             "<module> above it, in order: %s" % order_bad[:3])
     t.check(not line_bad and not file_bad, "each burn frame's line is inside its function "
             "and its file is the fixture's: %s %s" % (line_bad[:3], file_bad[:3]))
-    t.check(all(usdt.get(k) == res["calls"][k] for k in BURNS),
-            "USDT function__return counted each burn function's calls as the fixture did: "
-            "%s, the fixture %s" % ({k: usdt.get(k) for k in BURNS}, res["calls"]))
-    unknown = {x for x in names if x.rsplit(".", 1)[-1] not in usdt}
-    t.check(not unknown, "every Python function the profile names, CPython's probe saw "
-            "return: %s" % sorted(unknown)[:5])
+    if usdt is not None:
+        t.check(all(usdt.get(k) == res["calls"][k] for k in BURNS),
+                "USDT function__return counted each burn function's calls as the fixture "
+                "did: %s, the fixture %s" % ({k: usdt.get(k) for k in BURNS}, res["calls"]))
+        unknown = {x for x in names if x.rsplit(".", 1)[-1] not in usdt}
+        t.check(not unknown, "every Python function the profile names, CPython's probe saw "
+                "return: %s" % sorted(unknown)[:5])
+    # the window is within the work: the fixture's functions only, no interpreter call's
+    # own frame (3.12 on: its shim) among them
+    want_names = {"pyburn." + x for x in BURNS + ("work", "main", "<module>")}
+    t.check(names == want_names, "the profile names the fixture's functions and no other: "
+            "missing %s, others %s" % (sorted(want_names - names), sorted(names - want_names)))
 
     # The process document's outside ops by Python function: since tracked (all the run).
     t.check(doc.get("engine") is None, "pyburn runs no engine: engine null")
     py = doc["python"]
-    t.check(py and py["version"].startswith("3.11") and py["frames"] == "read",
+    t.check(py and py["version"].startswith(version + ".") and py["frames"] == "read",
             "its CPython said: %s" % {k: py.get(k) for k in ("version", "frames")})
     funcs = {f["function"]: f for f in py["outside_ops"]["functions"]}
     whole = {k: res["cpu_ns"][k] / total_cpu for k in BURNS}
@@ -145,7 +195,7 @@ def burn():
                 "outside ops by Python function: pyburn.%s %.3f of %d samples, its CPU "
                 "share %.3f (within %.3f), at its first line" % (
                     name, f.get("share", -1), nall, whole[name], bound))
-    t.check("3.11" in status["versions_read"] and status["enabled"] and
+    t.check(version in status["versions_read"] and status["enabled"] and
             status["processes"] == 1 and status["functions_named"] >= 5,
             "the status says which versions it reads and what it named: %s" % status)
     t.check(d.stop() == 0, "llmprofd exits 0")
@@ -162,13 +212,14 @@ def pprof_lines(prof_bytes):
             % (top.stdout[-600:] + top.stderr[-200:]))
 
 
-def gil():
-    print("--- pyburn --gil: two threads contending for the GIL")
-    p, info = start_pyburn("--gil", "--seconds", "5")
+def gil(python=None, version="3.11"):
+    python = python or torchref.PYTHON
+    print("--- pyburn --gil under CPython %s: two threads contending for the GIL" % version)
+    p, info = start_pyburn(python, "--gil", "--seconds", "5")
     pid = info["pid"]
     d = t.Daemon("--pid", str(pid), "--sample-hz", str(HZ))
     d.wait_ready()
-    d.wait_log("pid %d (python3) runs CPython 3.11" % pid, timeout=60)
+    tracked_cpython(d, pid, version)
     p.stdin.write("go\n")
     p.stdin.flush()
     res = json.loads(p.stdout.readline())
@@ -227,12 +278,21 @@ def decoder():
     t.check(d.stop() == 0, "llmprofd exits 0")
 
 
+def versions():
+    found = others()
+    if not found:
+        print("no CPython 3.12 or 3.13 on this host's PATH: 3.11 alone is checked")
+    for version, python in sorted(found.items()):
+        burn(python, version)
+        gil(python, version)
+
+
 def main():
     why = torchref.available()
     if why:
         t.check(False, "CPython 3.11 and PyTorch for this test: %s" % why)
         return
-    for part in sys.argv[1:] or ("burn", "gil", "decoder"):
+    for part in sys.argv[1:] or ("burn", "gil", "versions", "decoder"):
         globals()[part]()
 
 
