@@ -413,8 +413,8 @@ static void print_python(const cJSON *py)
 
 	if (!cJSON_IsObject(py))
 		return;
-	printf("\npython: CPython %s, frames %s\n", ctl_str(py, "version", "?"),
-	       ctl_str(py, "frames", "?"));
+	printf("\npython: CPython %s, frames %s\n",
+	       ctl_str(py, "version", "of a version not stated"), ctl_str(py, "frames", "?"));
 	printf("  outside ops by Python function (%.0f samples; %.0f in threads running no "
 	       "Python):\n",
 	       ctl_num(out, "samples", 0), ctl_num(out, "no_python_samples", 0));

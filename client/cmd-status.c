@@ -78,6 +78,15 @@ static void print_status(const struct ctl *c, const cJSON *doc, void *arg)
 		       "unwind", ctl_num(uw, "objects", 0), ctl_num(uw, "objects_max", 0),
 		       ctl_num(uw, "rows_used", 0),
 		       ctl_fmt_bytes(b, sizeof(b), ctl_num(uw, "bytes", 0)));
+	e = cJSON_GetObjectItemCaseSensitive(doc, "python");
+	if (cJSON_IsObject(e) && !ctl_true(e, "enabled"))
+		printf("%-12s off: CPython's frames are not read\n", "python");
+	else if (cJSON_IsObject(e))
+		printf("%-12s reads CPython %s: %.0f processes read, %.0f of a version not read, "
+		       "%.0f code objects named, %.0f unreadable\n",
+		       "python", ctl_str(e, "versions_read", "?"), ctl_num(e, "processes", 0),
+		       ctl_num(e, "processes_unknown_version", 0), ctl_num(e, "functions_named", 0),
+		       ctl_num(e, "code_objects_unreadable", 0));
 	printf("%-12s", "maps");
 	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(doc, "maps"))
 	{

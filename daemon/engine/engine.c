@@ -1017,7 +1017,7 @@ static void write_ranges(struct lp_engines *g, struct lp_target *t, const struct
 	 * (once the process runs ggml), their rows read now if they were not. */
 	memset(gp->uw_objs, 0, sizeof(gp->uw_objs));
 	add_unwind_entries(gp, rg, s->v, s->n);
-	if (s->llm || gp->found_ns || gp->py.state == 1)
+	if (s->llm || gp->found_ns || gp->py.state)
 		add_unwind_entries(gp, rg, s->plain, s->nplain);
 	/* by start, for the sampler's binary search; uw_objs in the same order */
 	for (size_t i = 1; i < rg->nuw; i++)
@@ -1285,6 +1285,15 @@ static void candidate_found(const struct lp_target *t, struct proc_scan *s)
 	}
 }
 
+/* Whether a scan maps CPython whose frames are to be read. */
+static bool scan_runs_python(const struct lp_engines *g, const struct proc_scan *s)
+{
+	for (size_t i = 0; g->cfg->python_frames && i < s->n; i++)
+		if (lp_obj_has(s->v[i].o, LP_SYM_PYTHON))
+			return true;
+	return false;
+}
+
 /* Brings a process's ggml state up to date with its mappings; tracks it if it runs ggml.
  * What needs the kernel's time (reading a new object, the rows of one it walks through, its
  * probes, the futex programs) is on its way meanwhile, off the loop: the process is brought
@@ -1341,16 +1350,20 @@ static int sync_proc(struct lp_engines *g, pid_t pid, const struct lp_obj_key *w
 	}
 	if (t && (s.n || t->eng)) {
 		size_t k = 0, n, np = 0;
+		/* CPython and no engine (tracked by a setting): its stacks are walked too, and
+		 * through the C library's frames (a clock read, a read(2)) to its
+		 * interpreter's */
+		bool py = !s.llm && !(t->eng && t->eng->found_ns) && scan_runs_python(g, &s);
 
 		/* The rows its walks need and its objects' probes first. */
 		n = start_reads(g, pid, s.v, s.n, &k, true);
-		if (s.llm || (t->eng && t->eng->found_ns))
+		if (s.llm || (t->eng && t->eng->found_ns) || py)
 			np = start_reads(g, pid, s.plain, s.nplain, &k, false);
-		/* A process its engine's step found (torch's first forward) gets its sampling
-		 * table once its objects with ops are read, and again as the rows of the
-		 * others come (a Python process maps a hundred, each a grace period); a ggml
-		 * process, once all are. */
-		if ((wait = n > 0 || (np > 0 && !t->found_by)))
+		/* A process its engine's step found (torch's first forward), or running
+		 * CPython alone, gets its sampling table once its objects with ops are read,
+		 * and again as the rows of the others come (a Python process maps a hundred,
+		 * each a grace period); a ggml process, once all are. */
+		if ((wait = n > 0 || (np > 0 && !t->found_by && !py)))
 			goto out;
 		wait = np > 0;
 		if (!wait)

@@ -245,8 +245,19 @@ void lp_python_scan(const struct lp_core *c, pid_t pid, const char *comm, struct
 		v = peek_word(pid, bias + ver->vaddr, &err);
 	py->version = (uint32_t)v;
 	py->lay = ver && !err ? lp_py_layout_of(py->version) : NULL;
+	if (!ver || err) {
+		py->state = -1;
+		py->version = 0;
+		py->why_not = ver ? "its version could not be read"
+				  : "a CPython before 3.11 (no Py_Version), whose structures this "
+				    "build does not know";
+		log_warning("pid %d (%s) runs %s: its stacks keep their native frames", (int)pid,
+			    comm, py->why_not);
+		return;
+	}
 	if (!py->lay) {
 		py->state = -1;
+		py->why_not = "a version whose structures this build does not know";
 		log_warning("pid %d (%s) runs CPython %u.%u, a version whose structures this "
 			    "build does not know: its stacks keep their native frames",
 			    (int)pid, comm, (py->version >> 24) & 0xff, (py->version >> 16) & 0xff);
@@ -254,6 +265,8 @@ void lp_python_scan(const struct lp_core *c, pid_t pid, const char *comm, struct
 	}
 	if ((at = debug_differs(pid, py)) >= 0) {
 		py->state = -1;
+		py->why_not = "its own debug offsets differ from this build's table for its "
+			      "version (a free-threaded or patched build)";
 		log_warning("pid %d (%s) runs CPython %u.%u whose own debug offsets (word %d) "
 			    "differ from this build's table for it (a free-threaded or patched "
 			    "build): its stacks keep their native frames",
@@ -280,6 +293,7 @@ void lp_python_scan(const struct lp_core *c, pid_t pid, const char *comm, struct
 	k.code_first = py->lay->code_first;
 	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.py_procs), &key, &k, BPF_ANY) < 0) {
 		py->state = -1;
+		py->why_not = "the kernel's table of CPython processes (py_procs) is full";
 		log_warning("pid %d (%s): CPython %u.%u found, but its frames will not be "
 			    "read: py_procs: %s",
 			    (int)pid, comm, (py->version >> 24) & 0xff, (py->version >> 16) & 0xff,

@@ -83,6 +83,7 @@ struct lp_py_state {
 	 * layout for (its stacks keep their native frames), or its structures could not be
 	 * read */
 	int state;
+	const char *why_not;	   /* state -1: why, for the user */
 	uint32_t version;	   /* PY_VERSION_HEX */
 	uint64_t runtime;	   /* _PyRuntime's address */
 	uint64_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code, in the process */

@@ -544,12 +544,19 @@ static void render_python(cJSON *o, const struct lp_proc_view *v)
 	x = cJSON_AddObjectToObject(o, "python");
 	snprintf(ver, sizeof(ver), "%u.%u.%u", (py->version >> 24) & 0xff,
 		 (py->version >> 16) & 0xff, (py->version >> 8) & 0xff);
-	cJSON_AddStringToObject(x, "version", ver);
-	cJSON_AddStringToObject(x, "frames",
-				py->state == 1
-					? "read"
-					: "not read: a version whose structures this build "
-					  "does not know; its stacks keep their native frames");
+	if (py->version) /* 0: not known (before 3.11, or unreadable) */
+		cJSON_AddStringToObject(x, "version", ver);
+	else
+		cJSON_AddNullToObject(x, "version");
+	if (py->state == 1) {
+		cJSON_AddStringToObject(x, "frames", "read");
+	} else {
+		char why[256];
+
+		snprintf(why, sizeof(why), "not read: %s; its stacks keep their native frames",
+			 py->why_not ? py->why_not : "its structures could not be read");
+		cJSON_AddStringToObject(x, "frames", why);
+	}
 	lp_json_add_u64(x, "functions_named", py->nfuncs);
 	lp_json_add_u64(x, "code_objects_unreadable", py->read_errors);
 	y = cJSON_AddObjectToObject(x, "outside_ops");

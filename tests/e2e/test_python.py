@@ -24,6 +24,9 @@ reference taken on the same run.
   PATH: pyenv's, say): the burn's shares, frame order, lines and files as above (no USDT
   there: those builds have no probes) and the GIL's waits, each against the fixture's own
   clocks. A host with neither says so and checks 3.11 only.
+- A CPython before 3.11 (pyenv's 3.10, where the host has it): said as not read, in the
+  process document, status, llmprofctl status and dump; its profile keeps the native
+  frames (the interpreter's own) and names no Python function.
 - The PyTorch decoder (tests/workload/decoder.py, 2 threads): a folded line reads
   python3;...;decoder.generate;...;torch.nn.modules.linear.Linear.forward;...;
   at::_ops::linear::call;...;sgemm_; the OpenMP workers' stacks (rooted at start_thread)
@@ -68,17 +71,18 @@ def start_pyburn(python, *args):
     return p, json.loads(p.stdout.readline())
 
 
-def others():
-    """The other CPythons this build reads that the host has, on the PATH or among pyenv's
-    versions: {"3.12": executable}."""
-    cands = [shutil.which("python3.%d" % m) for m in (12, 13)]
+def others(minors=(12, 13)):
+    """The CPythons 3.N (N in minors) the host has, on the PATH or among pyenv's versions:
+    {"3.12": executable}."""
+    cands = [shutil.which("python3.%d" % m) for m in minors]
     if shutil.which("pyenv"):
         r = subprocess.run(["pyenv", "versions", "--bare"], capture_output=True, text=True,
                            timeout=60)
         for v in r.stdout.split():
-            m = re.match(r"^3\.(12|13)\.\d+$", v)
-            pre = m and subprocess.run(["pyenv", "prefix", v], capture_output=True,
-                                       text=True, timeout=60).stdout.strip()
+            m = re.match(r"^3\.(\d+)\.\d+$", v)
+            pre = m and int(m[1]) in minors and subprocess.run(
+                ["pyenv", "prefix", v], capture_output=True, text=True,
+                timeout=60).stdout.strip()
             if pre:
                 cands.append(os.path.join(pre, "bin", "python3.%s" % m[1]))
     found = {}
@@ -88,7 +92,8 @@ def others():
                             "print('%d.%d' % sys.version_info[:2])"],
                            capture_output=True, text=True, timeout=60)
         lines = r.stdout.split()
-        if r.returncode == 0 and len(lines) == 2 and lines[1] in ("3.12", "3.13"):
+        if r.returncode == 0 and len(lines) == 2 and \
+                lines[1] in ["3.%d" % m for m in minors]:
             found.setdefault(lines[1], lines[0])
     return found
 
@@ -135,6 +140,7 @@ def burn(python=None, version="3.11"):
     n = sum(c for _, c, _ in samples)
     inner = collections.Counter()
     order_bad, line_bad, file_bad, names = [], [], [], set()
+    rooted = through = 0
     for fr, c, _ in samples:
         py = [f for f in fr if f[1]]
         names |= {f[0] for f in py}
@@ -143,6 +149,10 @@ def burn(python=None, version="3.11"):
         inner[py[0][0]] += c
         short = [f[0].rsplit(".", 1)[-1] for f in py]
         if short[0] in BURNS:
+            # walked whole: from the clock's system call in the C library through the
+            # interpreter to the process's main
+            through += c
+            rooted += c * any(f[0] == "Py_RunMain" for f in fr)
             if short[:4] != [short[0], "work", "main", "<module>"]:
                 order_bad.append(short[:6])
             first, last = info["lines"][short[0]]
@@ -163,6 +173,8 @@ def burn(python=None, version="3.11"):
                 "%.3f by its own clock (within %.3f)" % (name, ours, want[name], bound))
     t.check(not order_bad, "every stack through a burn function holds work, main and "
             "<module> above it, in order: %s" % order_bad[:3])
+    t.check(rooted >= 0.99 * through, "the stacks through a burn function walked to "
+            "Py_RunMain: %d of %d" % (rooted, through))
     t.check(not line_bad and not file_bad, "each burn frame's line is inside its function "
             "and its file is the fixture's: %s %s" % (line_bad[:3], file_bad[:3]))
     if usdt is not None:
@@ -287,12 +299,58 @@ def versions():
         gil(python, version)
 
 
+def older():
+    found = others((10,))
+    if not found:
+        print("no CPython 3.10 on this host: the refusal of an older one is not checked")
+        return
+    python = found["3.10"]
+    print("--- pyburn under CPython 3.10 (%s): not read, and said" % python)
+    p, info = start_pyburn(python, "--seconds", "6")
+    pid = info["pid"]
+    d = t.Daemon("--pid", str(pid), "--sample-hz", str(HZ))
+    d.wait_ready()
+    d.wait_log("pid %d (python3.10) runs a CPython before 3.11" % pid, timeout=60)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    prof = pprofref.load(profile(d, pid, 3))
+    doc = d.get("/v1/processes/%d" % pid)
+    status = d.get("/v1/status")["python"]
+    st = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "status"], capture_output=True,
+                        text=True, timeout=60)
+    dump = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "dump", "--pid", str(pid)],
+                          capture_output=True, text=True, timeout=60)
+    p.stdin.close()
+    p.wait(timeout=60)
+    py = doc["python"]
+    t.check(py and py["version"] is None and py["frames"].startswith(
+        "not read: a CPython before 3.11"), "its CPython said not read: %s"
+        % {k: py.get(k) for k in ("version", "frames")})
+    t.check(status["processes"] == 0 and status["processes_unknown_version"] == 1,
+            "the status counts it as of a version not read: %s" % status)
+    t.check(st.returncode == 0 and re.search(r"^python +reads CPython 3\.11.*: 0 processes "
+                                             r"read, 1 of a version not read", st.stdout, re.M),
+            "llmprofctl status says so: %s" % st.stdout[-600:])
+    t.check(dump.returncode == 0 and "python: CPython of a version not stated, frames not "
+            "read: a CPython before 3.11" in dump.stdout,
+            "llmprofctl dump says so: %s" % re.findall(r"^python:.*$", dump.stdout, re.M))
+    samples = pprofref.frames(prof)
+    pyframes = sum(c for fr, c, _ in samples if any(f[1] for f in fr))
+    native = sum(c for fr, c, _ in samples
+                 if any(f[0] == "_PyEval_EvalFrameDefault" for f in fr))
+    n = sum(c for _, c, _ in samples)
+    t.check(n > 300 and pyframes == 0 and native >= 0.9 * n,
+            "its profile keeps the native frames: %d of %d samples through "
+            "_PyEval_EvalFrameDefault, %d with a Python frame" % (native, n, pyframes))
+    t.check(d.stop() == 0, "llmprofd exits 0")
+
+
 def main():
     why = torchref.available()
     if why:
         t.check(False, "CPython 3.11 and PyTorch for this test: %s" % why)
         return
-    for part in sys.argv[1:] or ("burn", "gil", "versions", "decoder"):
+    for part in sys.argv[1:] or ("burn", "gil", "versions", "older", "decoder"):
         globals()[part]()
 
 
