@@ -15,7 +15,9 @@ reference taken on the same run.
   calls as the fixture counted them, exactly, and knows every Python function the profile
   names. The process document's outside ops by Python function: each burn function's
   share within the same bound of its CPU share over the whole run. go tool pprof -lines
-  prints the functions with file:line.
+  prints the functions with file:line, -traces a burn function under work, main and
+  <module>; llmprofctl flame's SVG names them; every stack through a burn function walked
+  to Py_RunMain.
 - pyburn.py --gil: two threads spin in Python for 5 s each, contending for the GIL. Each
   thread's GIL wait (the daemon's gil_wait_ns) within 5 % of what its own clocks leave
   unaccounted: wall time less its CPU time and its run-queue wait (schedstat); doctor's
@@ -39,6 +41,7 @@ import re
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import lptest as t  # noqa: E402
@@ -121,7 +124,9 @@ def burn(python=None, version="3.11"):
                         at_exit_of=pid)
     p.stdin.write("go\n")
     p.stdin.flush()
+    svg = flame_svg(d, pid, 6)
     body = profile(d, pid, 6)
+    titles = svg()
     prof = pprofref.load(body)
     res = json.loads(p.stdout.readline())
     doc = d.get("/v1/processes/%d" % pid)
@@ -184,6 +189,9 @@ def burn(python=None, version="3.11"):
         unknown = {x for x in names if x.rsplit(".", 1)[-1] not in usdt}
         t.check(not unknown, "every Python function the profile names, CPython's probe saw "
                 "return: %s" % sorted(unknown)[:5])
+    t.check({"pyburn." + x for x in BURNS + ("work", "main")} <= titles,
+            "llmprofctl flame's SVG has the Python functions: %s"
+            % sorted(x for x in titles if x.startswith("pyburn")))
     # the window is within the work: the fixture's functions only, no interpreter call's
     # own frame (3.12 on: its shim) among them
     want_names = {"pyburn." + x for x in BURNS + ("work", "main", "<module>")}
@@ -222,6 +230,32 @@ def pprof_lines(prof_bytes):
     t.check(top.returncode == 0 and re.search(r"pyburn\.burn_c \S*pyburn\.py:\d+", top.stdout),
             "go tool pprof -lines -top shows the Python functions with file:line: %s"
             % (top.stdout[-600:] + top.stderr[-200:]))
+    tr = subprocess.run(["go", "tool", "pprof", "-traces", path], capture_output=True,
+                        text=True, timeout=120)
+    # a trace: leaf first, one frame a line
+    trace = re.search(r"^\s*(?:\S+\s+)?pyburn\.burn_[abc]\n\s+pyburn\.work\n\s+pyburn\.main\n"
+                      r"\s+pyburn\.<module>\n", tr.stdout, re.M)
+    t.check(tr.returncode == 0 and trace, "go tool pprof -traces shows a burn function "
+            "under work, main and <module>: %s" % (tr.stdout[:600] + tr.stderr[-200:]))
+
+
+def flame_svg(d, pid, seconds):
+    """llmprofctl flame's SVG of pid over the next seconds, started now: a function that
+    waits for it and returns its frames' titles."""
+    path = os.path.join(t.tmpdir(), "py.svg")
+    p = subprocess.Popen([t.LLMPROFCTL, "--socket", d.socket, "flame", "--pid", str(pid),
+                          "--seconds", str(seconds), "-o", path],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t._children.append(p)
+
+    def titles():
+        _, err = p.communicate(timeout=seconds + 120)
+        t.check(p.returncode == 0, "llmprofctl flame -o py.svg: %s" % err[-300:])
+        root = ET.parse(path).getroot()
+        ns = {"s": "http://www.w3.org/2000/svg"}
+        return {g.find("s:title", ns).text.split(" (")[0]
+                for g in root.findall("s:g[@class='f']", ns)}
+    return titles
 
 
 def gil(python=None, version="3.11"):
