@@ -270,18 +270,16 @@ int BPF_KPROBE(lp_torch_forward, __u64 ret_slot, __u64 weight_ref, __u64 ids_ref
 }
 
 /* An OpenMP region opens (GOMP_parallel, __kmpc_fork_call): where its master is, where it
- * is the only one open in the process. Classified from the runtime's caller: its return
- * address less one, in the call (the runtime's own code is sync). */
+ * is the only one open in the process: classified from the runtime's caller (its return
+ * address less one, in the call: the runtime's own code is sync) when a worker's sample
+ * first needs it (where.bpf.h's region_take). */
 SEC("uprobe")
 int BPF_KPROBE(lp_omp_fork_enter)
 {
 	__u64 id = current_ids();
 	__u32 tgid = id >> 32;
 	struct lp_omp_region *r, zero = {};
-	const struct lp_ranges *rg;
 	struct lp_proc_stats *p;
-	struct uregs u = {};
-	struct where w;
 	__u64 ra = 0;
 
 	r = bpf_map_lookup_elem(&omp_region, &tgid);
@@ -300,19 +298,16 @@ int BPF_KPROBE(lp_omp_fork_enter)
 		return 0;
 	r->since = bpf_ktime_get_ns();
 	r->master = (__u32)id;
+	r->taken = 0;
 	r->op = -1;
 	r->aop = LP_AOP_NONE;
 	r->region = LP_R_OTHER;
-	rg = bpf_map_lookup_elem(&ranges, &tgid);
-	if (!rg || bpf_probe_read_user(&ra, sizeof(ra), (void *)PT_REGS_SP(ctx)) || !ra)
-		return 0;
-	u.ip = ra - 1;
-	u.sp = PT_REGS_SP(ctx) + 8;
-	u.bp = PT_REGS_FP(ctx);
-	w = classify(rg, &u, LP_STACK_WORDS, 0);
-	r->op = w.op;
-	r->aop = w.aop;
-	r->region = w.region;
+	bpf_probe_read_user(&ra, sizeof(ra), (void *)PT_REGS_SP(ctx));
+	r->ra = ra;
+	r->sp = PT_REGS_SP(ctx);
+	r->bp = PT_REGS_FP(ctx);
+	/* last: a worker that read the earlier value drops what it found */
+	__sync_fetch_and_add(&r->seq, 1);
 	return 0;
 }
 

@@ -23,6 +23,7 @@ enum lp_where_via {
 	LP_VIA_REGION,	 /* the master's frames above the one open region */
 	LP_VIA_REGIONS,	 /* more than one region open in the process: not known whose */
 	LP_VIA_NOREGION, /* under the runtime, no op and no region open */
+	LP_VIA_UNTAKEN,	 /* the one open region's master not classified yet: region_take */
 };
 
 /* A thread's user registers, as far as the walk reads them: %r10 and %r13 only in the
@@ -457,6 +458,10 @@ static __always_inline void region_op(struct where *w, __u64 ids)
 		w->via = LP_VIA_REGIONS;
 		return;
 	}
+	if (!r->taken) {
+		w->via = LP_VIA_UNTAKEN;
+		return;
+	}
 	w->op = r->op;
 	w->aop = r->aop;
 	/* the master's barrier is its own wait, not this worker's work */
@@ -552,6 +557,45 @@ static __always_inline struct where classify(const struct lp_ranges *rg, const s
 
 	lp_classify(rg, u, nwords, ids, &w);
 	return w;
+}
+
+/* A worker's sample in the work of a region whose master is not classified yet
+ * (LP_VIA_UNTAKEN): the master classified now from its registers at the entry, as a sample
+ * there would be, kept for the region's other samples and given to this one. Its walk
+ * leaves this sample's note (the unwind's quality is the worker's own) as it was. */
+static __always_inline void region_take(const struct lp_ranges *rg, struct where *w, __u32 tgid)
+{
+	struct lp_omp_region *r = bpf_map_lookup_elem(&omp_region, &tgid);
+	struct lp_walk_note *n = bpf_map_lookup_elem(&walk_note, &(__u32){0}), keep;
+	struct uregs u = {};
+	struct where m;
+	__u32 seq;
+
+	w->via = LP_VIA_NOREGION;
+	if (!r || !n)
+		return;
+	seq = r->seq;
+	u.ip = r->ra - 1;
+	u.sp = r->sp + 8;
+	u.bp = r->bp;
+	if (!r->ra)
+		return;
+	keep = *n;
+	m = classify(rg, &u, LP_STACK_WORDS, 0);
+	*n = keep;
+	/* the region it was read for, still open: its master's frames were those */
+	if (r->seq != seq || r->open != 1) {
+		w->via = LP_VIA_REGIONS;
+		return;
+	}
+	r->op = m.op;
+	r->aop = m.aop;
+	r->region = m.region;
+	r->taken = 1;
+	w->op = m.op;
+	w->aop = m.aop;
+	w->region = m.region == LP_R_BARRIER ? LP_R_OTHER : m.region;
+	w->via = LP_VIA_REGION;
 }
 
 #endif /* LP_WHERE_BPF_H */

@@ -827,15 +827,21 @@ struct lp_ev_found {
 /* An OpenMP parallel region opened by a process's thread (torch.bpf.c): where its master
  * was when it opened it (GOMP_parallel, __kmpc_fork_call), classified as a sample there
  * would be: the op a worker's sample in the region's work counts for. open counts the
- * regions open in the process: with one, every worker runs this one's. */
+ * regions open in the process: with one, every worker runs this one's. The master is
+ * classified by the first worker's sample that needs it (sample.bpf.c), from its registers
+ * at the entry: its frames above the runtime's stay as they were while the region is open.
+ * Most regions get no sample (a torch forward opens some twenty): none is walked. */
 struct lp_omp_region {
 	__u32 master; /* tid */
 	__s32 open;
-	__s32 op; /* as a sample's (where.bpf.h's struct where) */
+	__s32 op; /* as a sample's (where.bpf.h's struct where), once taken */
 	__u32 aop;
 	__u32 region;
+	__u32 seq;	  /* regions opened: a classification is kept for its own region only */
+	__u64 since;	  /* when the open ones began to be (bpf_ktime_get_ns()) */
+	__u64 ra, sp, bp; /* the master's at the entry: the runtime's return address, ... */
+	__u32 taken;	  /* 1: op, aop and region are the master's */
 	__u32 pad;
-	__u64 since; /* when the open ones began to be (bpf_ktime_get_ns()) */
 };
 
 /* Forward state of a torch process (torch.bpf.c), by tgid. */
