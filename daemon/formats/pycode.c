@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include "formats/pycode.h"
 
+#include <limits.h>
 #include <string.h>
 
 /* A signed varint of the 3.11 location table: 6-bit chunks, bit 6 for more, the lowest
@@ -22,7 +23,9 @@ static int svarint(const uint8_t *t, size_t n, size_t *i)
 
 int lp_py_line(const uint8_t *table, size_t n, int firstline, int lasti)
 {
-	int line = firstline;
+	/* wide enough for any table's sum of deltas (65,536 bytes of 2^28 each): another
+	 * process's table, read as it is */
+	long line = firstline;
 	size_t i = 0;
 	long start = 0;
 
@@ -41,7 +44,7 @@ int lp_py_line(const uint8_t *table, size_t n, int firstline, int lasti)
 			delta = svarint(table, n, &i);
 		line += delta;
 		if (lasti >= start && lasti < start + len)
-			return kind == 15 ? firstline : line;
+			return kind == 15 || line < 0 || line > INT_MAX ? firstline : (int)line;
 		start += len;
 		/* the entry's other bytes (columns) */
 		while (i < n && !(table[i] & 0x80))
