@@ -475,10 +475,14 @@ const struct lp_py_func *lp_python_func(struct lp_py_state *py, pid_t pid, uint6
 	return &py->funcs[at];
 }
 
-bool lp_py_run_end(const struct lp_py_layout *lay, uint64_t w, bool *shim)
+bool lp_py_shim(const struct lp_py_layout *lay, uint64_t w)
 {
-	*shim = LP_PY_OWNER(w) == lay->owned_by_cstack;
-	return *shim || (lay->owned_by_cstack == LP_PY_NO_SHIM && LP_PY_ENTRY(w));
+	return LP_PY_OWNER(w) == lay->owned_by_cstack;
+}
+
+bool lp_py_run_end(const struct lp_py_layout *lay, uint64_t w)
+{
+	return lp_py_shim(lay, w) || (lay->owned_by_cstack == LP_PY_NO_SHIM && LP_PY_ENTRY(w));
 }
 
 bool lp_py_incomplete(const struct lp_py_layout *lay, const struct lp_py_func *f, int lasti,

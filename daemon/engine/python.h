@@ -112,9 +112,12 @@ void lp_python_free(struct lp_py_state *py);
 /* The function of code object code in process pid, read now if new (NULL: not read). */
 const struct lp_py_func *lp_python_func(struct lp_py_state *py, pid_t pid, uint64_t code);
 
-/* Whether frame word w (abi.h's LP_PY_WORD) ends a run of frames one interpreter call ran
- * (the run's first frame, or from 3.12 its shim); *shim: w is the shim, no function. */
-bool lp_py_run_end(const struct lp_py_layout *lay, uint64_t w, bool *shim);
+/* Whether frame word w (abi.h's LP_PY_WORD) is an interpreter call's shim (3.12 on): no
+ * function. */
+bool lp_py_shim(const struct lp_py_layout *lay, uint64_t w);
+/* Whether w ends a run of frames one interpreter call ran (the run's first frame, or from
+ * 3.12 its shim). */
+bool lp_py_run_end(const struct lp_py_layout *lay, uint64_t w);
 
 /* Whether a frame of f at lasti was not begun yet (CPython's _PyFrame_IsIncomplete): its
  * traceback leaves it out, and so does a stack. */

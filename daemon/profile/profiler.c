@@ -353,15 +353,18 @@ static int16_t stack_op(struct lp_profiler *p, const struct lp_stack_rec *r)
 	return (int16_t)id;
 }
 
-/* A Python frame as a tagged location id (pyloc.h), or 0: left out (not begun, or not
- * named). */
+/* A Python frame as a tagged location id (pyloc.h), or 0: left out (an interpreter call's
+ * shim, not begun, or not named). */
 static uint64_t py_frame(struct lp_profiler *p, struct lp_py_state *py, pid_t pid, uint64_t code,
 			 uint64_t word)
 {
-	const struct lp_py_func *f = lp_python_func(py, pid, code);
+	const struct lp_py_func *f;
 	int lasti = LP_PY_LASTI(word);
 	uint32_t id;
 
+	if (lp_py_shim(py->lay, word)) /* its code object is no function's (3.13: None) */
+		return 0;
+	f = lp_python_func(py, pid, code);
 	if (!f) {
 		p->py_unnamed++;
 		return 0;
@@ -401,15 +404,13 @@ static const struct lp_stack_rec *with_python(struct lp_profiler *p, const struc
 		if (j < r->npy && u[i] && at >= py->eval_lo && at < py->eval_hi) {
 			/* the loop's own frame: the run of Python frames it ran stands for it */
 			while (j < r->npy) {
-				uint64_t w = pyw[2 * j + 1], id = 0;
-				bool shim, end = lp_py_run_end(py->lay, w, &shim);
+				uint64_t w = pyw[2 * j + 1],
+					 id = py_frame(p, py, (pid_t)r->tgid, pyw[2 * j], w);
 
-				if (!shim)
-					id = py_frame(p, py, (pid_t)r->tgid, pyw[2 * j], w);
 				j++;
 				if (id && out < max)
 					dst[out++] = id;
-				if (end)
+				if (lp_py_run_end(py->lay, w))
 					break;
 			}
 			continue;
@@ -419,12 +420,7 @@ static const struct lp_stack_rec *with_python(struct lp_profiler *p, const struc
 	}
 	/* runs no interpreter call was found for: the outermost */
 	for (; j < r->npy; j++) {
-		bool shim;
-		uint64_t id = 0;
-
-		lp_py_run_end(py->lay, pyw[2 * j + 1], &shim);
-		if (!shim)
-			id = py_frame(p, py, (pid_t)r->tgid, pyw[2 * j], pyw[2 * j + 1]);
+		uint64_t id = py_frame(p, py, (pid_t)r->tgid, pyw[2 * j], pyw[2 * j + 1]);
 
 		if (id && out < max)
 			dst[out++] = id;
