@@ -517,9 +517,13 @@ def eval_callback_graph(model, g):
     # which exit does not wait for (llama.cpp issue 22142): the tail of the graph was cut
     # off on every run of a small model. strace holds its exit_group half a second, for the
     # logger to finish. A whole print ends with the graph's last node, the logits llama.cpp
-    # names result_output, and that tensor's sum.
+    # names result_output, and that tensor's sum. Its stdout unbuffered (stdbuf -o0): exit()
+    # flushes a buffered stdout without the stream's lock while the logger's thread writes
+    # into it, which garbled lines near the end (a CI run lost the last layer's attention
+    # node so); unbuffered, exit has nothing to flush, and 8 runs here printed the same bytes.
     for _ in range(5):
-        run = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=exit_group",
+        run = subprocess.run(["stdbuf", "-o0",
+                              "strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=exit_group",
                               "-e", "inject=exit_group:delay_enter=500000",
                               ecb, "-m", model, "-p", "", "-c", "256", "-t", "2"],
                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
