@@ -9,7 +9,8 @@ after a 16-token prompt; its rate is its own, over its generation forwards' star
 1. tokens/s with no llmprofd and with each configuration, in paired rounds (the order
    alternating), so that drift between rounds cancels in each pair's ratio: the median of
    the ratios with a 95 % confidence interval from the order statistics (kcost.median_ci).
-   Each daemon is warm: before the measured run it tracked a decoder until its samples
+   The same for the rate at each run's median forward (one start to the next), which a
+   pause of the VM's host does not move. Each daemon is warm: before the measured run it tracked a decoder until its samples
    counted (libtorch's symbols and 1.4 million unwind rows read), as an always-on daemon
    has long before, and that decoder stays, stopped, so that the rows stay in the kernel
    (they are given back when no running process maps libtorch, and read again, 1.3 s of
@@ -29,6 +30,7 @@ import argparse
 import json
 import resource
 import signal
+import statistics
 import subprocess
 import time
 
@@ -47,7 +49,7 @@ CONFIGS = {"default": [], "precise": ["--precise-duty", "1", "--precise-ops", OP
 
 def run_decoder(new):
     """One decoder run: (its generation tokens/s by its own clock, its CPU seconds, its
-    generation forwards)."""
+    generation forwards, its tokens/s at its median forward)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(torchref.decoder_argv("--threads", 2, "--prompt", 16, "--new", new),
                        env=torchref.env("openblas"), capture_output=True, text=True,
@@ -59,7 +61,10 @@ def run_decoder(new):
     starts = rec["gen_starts_ns"]
     rate = (len(starts) - 1) * rec["batch"] * 1e9 / (starts[-1] - starts[0])
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return rate, cpu, rec["gen_forwards"]
+    # A forward is one start to the next: the median is the typical forward's, which a
+    # pause of the VM's host (some 30 ms, now and then here) does not move.
+    steps = [b - a for a, b in zip(starts, starts[1:])]
+    return rate, cpu, rec["gen_forwards"], rec["batch"] * 1e9 / statistics.median(steps)
 
 
 def warm(d):
@@ -101,12 +106,12 @@ def main():
     rows, notes = [], []
     cost = {}
     for c in configs:
-        ratios, base, ours = [], [], []
+        ratios, base, ours, mratios, mbase, mours = [], [], [], [], [], []
         for i in range(a.pairs):
             pair = {}
             # the order alternates: no configuration always runs first
             if i % 2:
-                pair["none"] = run_decoder(a.new)[0]
+                pair["none"] = run_decoder(a.new)
             d = b.Daemon(*CONFIGS[c])
             held = None
             try:
@@ -114,7 +119,8 @@ def main():
                 ids = lptest.prog_ids_of(d.proc.pid)
                 with b.bpf_stats():
                     before = pc.stats(ids)
-                    pair["ours"], cpu, fwd = run_decoder(a.new)
+                    pair["ours"] = run_decoder(a.new)
+                    cpu, fwd = pair["ours"][1], pair["ours"][2]
                     after = pc.stats(ids)
                 cost.setdefault(c, []).append((pc.delta(before, after), cpu, fwd))
             finally:
@@ -123,17 +129,25 @@ def main():
                     held.wait()
                 d.stop()
             if not i % 2:
-                pair["none"] = run_decoder(a.new)[0]
-            base.append(pair["none"])
-            ours.append(pair["ours"])
-            ratios.append(pair["ours"] / pair["none"])
-            print("pair %d/%d  %-8s no llmprofd %.2f, llmprofd %.2f tokens/s: %.3f"
-                  % (i + 1, a.pairs, c, pair["none"], pair["ours"], ratios[-1]), flush=True)
-        med, lo, hi = kcost.median_ci(ratios)
-        rows.append((c, "%.2f" % kcost.statistics.median(base),
-                     "%.2f" % kcost.statistics.median(ours), "%.3f" % med,
-                     "%.3f-%.3f" % (lo, hi) if lo is not None else "n/a (too few pairs)",
-                     len(ratios)))
+                pair["none"] = run_decoder(a.new)
+            base.append(pair["none"][0])
+            ours.append(pair["ours"][0])
+            ratios.append(pair["ours"][0] / pair["none"][0])
+            mratios.append(pair["ours"][3] / pair["none"][3])
+            mbase.append(pair["none"])
+            mours.append(pair["ours"])
+            print("pair %d/%d  %-8s no llmprofd %.2f, llmprofd %.2f tokens/s: %.3f; at the "
+                  "median forward %.2f, %.2f: %.3f"
+                  % (i + 1, a.pairs, c, pair["none"][0], pair["ours"][0], ratios[-1],
+                     pair["none"][3], pair["ours"][3], mratios[-1]), flush=True)
+        for what, v, nb, no in (("", ratios, base, ours),
+                                (" (median forward)", mratios, [p[3] for p in mbase],
+                                 [p[3] for p in mours])):
+            med, lo, hi = kcost.median_ci(v)
+            rows.append((c + what, "%.2f" % statistics.median(nb),
+                         "%.2f" % statistics.median(no), "%.3f" % med,
+                         "%.3f-%.3f" % (lo, hi) if lo is not None else "n/a (too few pairs)",
+                         len(v)))
     for c, runs in cost.items():
         progs, cpu, fwd = {}, 0.0, 0
         for delta, c_cpu, c_fwd in runs:
