@@ -28,6 +28,7 @@ GEMMs, OpenMP barriers and 13 of the decoder's aten ops probed, OPS).
 """
 import argparse
 import json
+import os
 import resource
 import signal
 import statistics
@@ -65,6 +66,13 @@ def run_decoder(new):
     # pause of the VM's host (some 30 ms, now and then here) does not move.
     steps = [b - a for a, b in zip(starts, starts[1:])]
     return rate, cpu, rec["gen_forwards"], rec["batch"] * 1e9 / statistics.median(steps)
+
+
+def proc_cpu(pid):
+    """A process's user and system CPU seconds (/proc/PID/stat), its threads' all."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def warm(d):
@@ -118,11 +126,11 @@ def main():
                 held = warm(d)
                 ids = lptest.prog_ids_of(d.proc.pid)
                 with b.bpf_stats():
-                    before = pc.stats(ids)
+                    before, dcpu = pc.stats(ids), proc_cpu(d.proc.pid)
                     pair["ours"] = run_decoder(a.new)
                     cpu, fwd = pair["ours"][1], pair["ours"][2]
-                    after = pc.stats(ids)
-                cost.setdefault(c, []).append((pc.delta(before, after), cpu, fwd))
+                    after, dcpu = pc.stats(ids), proc_cpu(d.proc.pid) - dcpu
+                cost.setdefault(c, []).append((pc.delta(before, after), cpu, fwd, dcpu))
             finally:
                 if held:
                     held.kill()
@@ -149,8 +157,9 @@ def main():
                          "%.3f-%.3f" % (lo, hi) if lo is not None else "n/a (too few pairs)",
                          len(v)))
     for c, runs in cost.items():
-        progs, cpu, fwd = {}, 0.0, 0
-        for delta, c_cpu, c_fwd in runs:
+        progs, cpu, fwd, dcpu = {}, 0.0, 0, 0.0
+        for delta, c_cpu, c_fwd, c_dcpu in runs:
+            dcpu += c_dcpu
             for name, (ns, cnt) in delta.items():
                 t = progs.setdefault(name, [0, 0])
                 t[0] += ns
@@ -162,6 +171,9 @@ def main():
                      "decoder's CPU time (%d forwards, %.1f CPU s); by program:"
                      % (c, total / 1e3 / max(1, fwd), 100 * total / 1e9 / max(cpu, 1e-9), fwd,
                         cpu))
+        notes.append("%s: the daemon's own CPU time while the decoder ran: %.0f us per "
+                     "generation forward, %.3f %% of the decoder's" % (
+                         c, dcpu * 1e6 / max(1, fwd), 100 * dcpu / max(cpu, 1e-9)))
         for name, (ns, cnt) in sorted(progs.items(), key=lambda kv: -kv[1][0])[:8]:
             if cnt:
                 notes.append("  %s: %d runs, %.2f us each, %.1f us per forward"
