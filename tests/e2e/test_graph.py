@@ -93,13 +93,17 @@ def main():
     ref = eval_callback_graph(q4, g)
     against_eval_callback(g, ref)
     against_spans("the OpenMP build (gcc), Q4_0 weights", trace, g, ref, q4_weights)
-    if os.environ.get("LLMPROF_SANITIZED"):
-        # The clang build's and node-llama-cpp's tensors are read by the daemon's code the
-        # gcc runs above ran (what differs is the engines' code, the kernel reads); they
-        # took 117 s of a sanitized CI run: once, in the plain build.
-        ik(model, weights, layers, work)
-        moe(work)
-        return
+    # The clang build's and node-llama-cpp's tensors are read by the daemon's code the gcc
+    # runs above ran (what differs is the engines' code, the kernel reads); they took 117 s
+    # of a sanitized CI run: once, in the plain build.
+    if not t.SANITIZED:
+        other_builds(model, weights, layers)
+    ik(model, weights, layers, work)
+    moe(work)
+
+
+def other_builds(model, weights, layers):
+    """The clang build of llama-simple and node-llama-cpp, against the model file."""
     # clang may pass a static function's arguments as it likes (argument promotion, dead
     # arguments): what is read there must fit all the same.
     upstream("the OpenMP build (clang)",
@@ -113,8 +117,6 @@ def main():
                                 "--tokens", str(TOKENS), "--threads", "2", "--prompt", "16",
                                 "--until-line"],
              "node", weights, layers, until_read=60)
-    ik(model, weights, layers, work)
-    moe(work)
 
 
 # bpftrace's own timing of ggml_compute_forward_mul_mat, entry to return, with its

@@ -166,7 +166,7 @@ def main():
     # the moved probes fire once per call, no more and no fewer. Once, in the plain build:
     # the sanitized daemon's code is the first decode's (only the kernel's probe differs),
     # and its second 300 tokens beside a busy host took 75 s of CI's time.
-    if os.environ.get("LLMPROF_SANITIZED"):
+    if t.SANITIZED:
         return
     print("--- again with --no-fast-entry")
     p2, res2 = decode(model, "--no-fast-entry")

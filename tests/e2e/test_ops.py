@@ -375,7 +375,7 @@ def main():
     # Once, in the plain build: under perf, beside a busy host, the sanitized daemon's run took
     # 150 s of CI's time, and its code (a late dlopen, the per-thread sampler, ggml's own
     # threadpool) is test_llama's and the fixture's above.
-    if not os.environ.get("LLMPROF_SANITIZED"):
+    if not t.SANITIZED:
         node(work)
 
 

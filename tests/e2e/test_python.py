@@ -386,7 +386,7 @@ def main():
         t.check(False, "CPython 3.11 and PyTorch for this test: %s" % why)
         return
     parts = ("burn", "gil", "versions", "older", "decoder")
-    if os.environ.get("LLMPROF_SANITIZED"):
+    if t.SANITIZED:
         # the other CPythons' frames are read by the code burn and gil run: once, plain
         parts = ("burn", "gil", "decoder")
     for part in sys.argv[1:] or parts:

@@ -22,6 +22,9 @@ LPFIXTURE = os.environ.get("LPFIXTURE", "build/tests/lpfixture")
 LPGGML = os.environ.get("LPGGML", "build/tests/lpggml")
 LLMPROFCTL = os.environ.get("LLMPROFCTL", "build/llmprofctl")
 SKIP = 77  # ctest SKIP_RETURN_CODE
+# The daemon under test is the sanitized build's (tests/CMakeLists.txt): a test may leave out
+# parts whose daemon code its other parts run.
+SANITIZED = bool(os.environ.get("LLMPROF_SANITIZED"))
 
 _children = []
 _checks = {"passed": 0, "failed": 0}
