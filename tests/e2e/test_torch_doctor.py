@@ -15,8 +15,8 @@ fires none. The conditions, as users hit them:
 - oversubscribed (the rule ggml's processes have): 4 intra-op threads on 2 CPUs;
 - clean: OpenBLAS's OpenMP build, as many threads as CPUs: none of the torch rules fire,
   nor any rule about the process itself, over a 10 s window. Beside a busy host (CI's), the
-  run queue behind other processes is the host's: `preempted`, and `late_thread` whose
-  cause is a neighbour's preemption, are held to schedstat instead."""
+  run queue behind other processes is the host's: `preempted` is shown, not judged, and
+  `late_thread` whose cause is a neighbour's preemption is held to schedstat."""
 import os
 import re
 import sys
@@ -72,12 +72,13 @@ def neighbours(f, pid):
 
 
 def judge_neighbours(pid, f):
-    """A host finding the clean run showed, held to the kernel's own clocks: the thread it
-    names is the process's, and the run-queue wait it gives for its window is no more than
-    the thread waited in its whole life (/proc/PID/task/TID/schedstat, its second field)."""
+    """A host finding the clean run showed: late_thread held to the kernel's own clocks
+    (the thread it names is the process's, and the run-queue wait it gives for its window
+    is no more than the thread waited in its whole life: /proc/PID/task/TID/schedstat, its
+    second field); preempted shown, as the test set it aside before."""
     ev = f["evidence"]
     if f["rule"] == "preempted":
-        t.check(True, "beside this host's neighbours: %s" % f["title"])
+        print("beside this host's neighbours: %s" % f["title"])
         return
     try:
         with open("/proc/%d/task/%d/schedstat" % (pid, ev["tid"])) as fh:
