@@ -10,11 +10,13 @@ after a 16-token prompt; its rate is its own, over its generation forwards' star
    alternating), so that drift between rounds cancels in each pair's ratio: the median of
    the ratios with a 95 % confidence interval from the order statistics (kcost.median_ci).
    The same for the rate at each run's median forward (one start to the next), which a
-   pause of the VM's host does not move. Each daemon is warm: before the measured run it tracked a decoder until its samples
-   counted (libtorch's symbols and 1.4 million unwind rows read), as an always-on daemon
-   has long before, and that decoder stays, stopped, so that the rows stay in the kernel
-   (they are given back when no running process maps libtorch, and read again, 1.3 s of
-   the daemon's CPU, when one maps it again: a cost bench/RESULTS.md states apart).
+   pause of the VM's host does not move. Each daemon is warm: before the measured run it
+   tracked a decoder until its samples counted (libtorch's symbols and 1.4 million unwind
+   rows read), as an always-on daemon has long before, and that decoder stays, stopped, so
+   that the rows stay in the kernel (they are given back when no running process maps
+   libtorch, and read again, 1.3 s of the daemon's CPU, when one maps it again: a cost
+   bench/RESULTS.md states apart). Beside them, the daemon's own CPU time over the run
+   (/proc/PID/stat): on 2 CPUs with 2 intra-op threads it is the decoder's to lose.
 2. The kernel side per forward: with kernel.bpf_stats_enabled, each of the daemon's
    programs' run time and runs over one measured run (default configuration), per
    generation forward and as a share of the decoder's CPU time (its rusage). The programs
@@ -114,7 +116,7 @@ def main():
     rows, notes = [], []
     cost = {}
     for c in configs:
-        ratios, base, ours, mratios, mbase, mours = [], [], [], [], [], []
+        pairs = []  # (no llmprofd, llmprofd): run_decoder's
         for i in range(a.pairs):
             pair = {}
             # the order alternates: no configuration always runs first
@@ -138,24 +140,19 @@ def main():
                 d.stop()
             if not i % 2:
                 pair["none"] = run_decoder(a.new)
-            base.append(pair["none"][0])
-            ours.append(pair["ours"][0])
-            ratios.append(pair["ours"][0] / pair["none"][0])
-            mratios.append(pair["ours"][3] / pair["none"][3])
-            mbase.append(pair["none"])
-            mours.append(pair["ours"])
+            none, ours = pair["none"], pair["ours"]
+            pairs.append((none, ours))
             print("pair %d/%d  %-8s no llmprofd %.2f, llmprofd %.2f tokens/s: %.3f; at the "
                   "median forward %.2f, %.2f: %.3f"
-                  % (i + 1, a.pairs, c, pair["none"][0], pair["ours"][0], ratios[-1],
-                     pair["none"][3], pair["ours"][3], mratios[-1]), flush=True)
-        for what, v, nb, no in (("", ratios, base, ours),
-                                (" (median forward)", mratios, [p[3] for p in mbase],
-                                 [p[3] for p in mours])):
-            med, lo, hi = kcost.median_ci(v)
-            rows.append((c + what, "%.2f" % statistics.median(nb),
-                         "%.2f" % statistics.median(no), "%.3f" % med,
+                  % (i + 1, a.pairs, c, none[0], ours[0], ours[0] / none[0], none[3], ours[3],
+                     ours[3] / none[3]), flush=True)
+        # the mean rate (field 0 of run_decoder's) and the rate at the median forward (3)
+        for what, k in (("", 0), (" (median forward)", 3)):
+            med, lo, hi = kcost.median_ci([o[k] / n[k] for n, o in pairs])
+            rows.append((c + what, "%.2f" % statistics.median(n[k] for n, _ in pairs),
+                         "%.2f" % statistics.median(o[k] for _, o in pairs), "%.3f" % med,
                          "%.3f-%.3f" % (lo, hi) if lo is not None else "n/a (too few pairs)",
-                         len(v)))
+                         len(pairs)))
     for c, runs in cost.items():
         progs, cpu, fwd, dcpu = {}, 0.0, 0, 0.0
         for delta, c_cpu, c_fwd, c_dcpu in runs:
