@@ -41,6 +41,8 @@ FIRE_TIMEOUT = 60
 # Window edges: the test samples /proc every 0.25 s and the daemon's window starts at a
 # snapshot taken on its own tick, so shares may differ by the activity of ~0.5 s in 10 s.
 SHARE_TOL = 0.10
+# How far a reference's window may lie from the daemon's at either end (wait_fired).
+EDGE_S = 0.2
 
 
 class History:
@@ -103,6 +105,11 @@ class History:
         end = self.samples[-1]
         start = min(self.samples, key=lambda s: abs(s["t"] - (end["t"] - seconds)))
         return start, end
+
+    def edge(self, seconds):
+        """How far the samples' window of the last `seconds` is from that length (s)."""
+        a, b = self.window(seconds)
+        return abs(b["t"] - a["t"] - seconds)
 
     def times(self, seconds):
         """On-CPU and run-queue ns of all the process's threads over the last `seconds`:
@@ -200,17 +207,26 @@ def wait_generating(d, pid, hist):
 
 
 def wait_fired(d, pid, rule, hist, timeout=FIRE_TIMEOUT):
-    """Polls the findings, sampling /proc meanwhile, until rule fires: (doc, finding)."""
+    """Polls the findings, sampling /proc meanwhile, until rule fires in a document whose
+    window the samples bound closely: (doc, finding). Its window ends in the GET, between
+    the samples taken either side of it, and starts window_seconds before: a read that took
+    long (a sanitized daemon reading a new process's objects took 1 s), or a start that
+    falls in such a gap, would hold the reference to another stretch of the process's life
+    (once in CI, its load on one thread: a run-queue share of 0.389 against the window's
+    0.498). The finding stays while the window grows, so the next polls bound it."""
     found = {}
 
     def fired():
         hist.sample()
         status, doc, _ = d.api("GET", "/v1/processes/%d/findings" % pid)
+        before = hist.samples[-1]["t"] if hist.samples else 0
         hist.sample()
         f = finding(doc, rule) if status == 200 else None
-        if f:
+        if f and hist.samples[-1]["t"] - before <= EDGE_S and \
+                hist.edge(doc["window_seconds"]) <= EDGE_S:
             found["doc"], found["f"] = doc, f
-        return f
+            return f
+        return None
     t.poll("%s to fire for pid %d" % (rule, pid), fired, timeout=timeout, interval=0.25)
     return found["doc"], found["f"]
 
