@@ -23,7 +23,13 @@ after a 16-token prompt; its rate is its own, over its generation forwards' star
    also run for the host's other events (their untracked path): on an idle machine those
    are few.
 
-    sudo bench/torch.py [--pairs 10] [--new 200] [--configs default,precise]
+3. The default daemon's cost in steady state, from one long decoder run (--cycles, 0:
+   none): windows with a warm daemon and with none side by side, the order alternating
+   (phases()). Runs of their own, a daemon each, measure the host as it is over minutes:
+   an A/A check on this VM (the decoder alone, run after run) read 0.87-1.34 a pair. In
+   one run, a cycle's two windows are seconds apart.
+
+    sudo bench/torch.py [--pairs 10] [--new 200] [--configs default,precise] [--cycles 12]
 
 Configurations: default; precise (precise mode always on: --precise-duty 1, the BLAS
 GEMMs, OpenMP barriers and 13 of the decoder's aten ops probed, OPS).
@@ -32,9 +38,11 @@ import argparse
 import json
 import os
 import resource
+import re
 import signal
 import statistics
 import subprocess
+import threading
 import time
 
 import benchlib as b
@@ -77,26 +85,115 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def warm(d):
-    """A decoder tracked by d until its samples count (every object read, libtorch's unwind
-    rows in the kernel), then stopped: while it maps libtorch its rows stay, as an
-    always-on daemon holds them while any process runs torch. Returns it, to be killed."""
-    p = subprocess.Popen(torchref.decoder_argv("--threads", 2, "--new", 100000),
-                         env=torchref.env("openblas"), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+def sampled(d, p):
+    """Waits until d tracks decoder p and its samples count (every object read, libtorch's
+    unwind rows in the kernel); False if p exits first or 180 s pass."""
     deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and p.poll() is None:
         got = subprocess.run([b.LLMPROFCTL, "--socket", d.socket, "dump", "--pid",
                               str(p.pid), "--json"], capture_output=True, text=True)
         if got.returncode == 0:
             doc = json.loads(got.stdout)
             if (doc.get("torch") or {}).get("sampled", {}).get("since_ns"):
-                p.send_signal(signal.SIGSTOP)
-                return p
+                return True
         time.sleep(0.2)
+    return False
+
+
+def warm(d):
+    """A decoder tracked by d until its samples count, then stopped: while it maps libtorch
+    its rows stay, as an always-on daemon holds them while any process runs torch. Returns
+    it, to be killed."""
+    p = subprocess.Popen(torchref.decoder_argv("--threads", 2, "--new", 100000),
+                         env=torchref.env("openblas"), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    if sampled(d, p):
+        p.send_signal(signal.SIGSTOP)
+        return p
     p.kill()
     p.wait()
     raise SystemExit("the warm-up decoder was not tracked within 180 s:\n%s" % d.text())
+
+
+class Forwards:
+    """A decoder's --progress lines, read as it runs: (index in its generate(), start ns)."""
+
+    def __init__(self, p):
+        self.v, self.p = [], p
+        self.t = threading.Thread(target=self.read, daemon=True)
+        self.t.start()
+
+    def read(self):
+        for line in self.p.stderr:
+            m = re.match(r"forward (\d+): \d+ x \d+ in [\d.]+ ms at (\d+)$", line.strip())
+            if m:
+                self.v.append((int(m[1]), int(m[2])))
+
+    def steps(self, t0, t1):
+        """The generation steps (one forward's start to the next's, in one generate()) that
+        start and end inside [t0, t1] (monotonic seconds), in ns."""
+        v, lo, hi = list(self.v), t0 * 1e9, t1 * 1e9
+        return [b_ - a_ for (i, a_), (j, b_) in zip(v, v[1:])
+                if i >= 1 and j == i + 1 and lo <= a_ and b_ <= hi]
+
+
+def phases(n, hold, new):
+    """The default daemon's cost in steady state, from one decoder run: n cycles, each a
+    window of `hold` s with a warm daemon tracking the decoder and one with none, the order
+    alternating, windows side by side so that the host's drift over minutes cancels in each
+    cycle's ratio. A window with the daemon opens once it has read every object of the
+    decoder and its samples count, and 2 s more (its start is not its steady state); one
+    without, 1 s after the daemon exited. Short generate() calls (`new` tokens each), many
+    a window, so that each window averages the same positions. Returns rows of (cycle, rate
+    without, rate with, their median-step rates, the daemon's CPU s over its window,
+    forwards in it)."""
+    p = subprocess.Popen(torchref.decoder_argv("--threads", 2, "--prompt", 16, "--new", new,
+                                               "--repeat", 1000000, "--progress"),
+                         env=torchref.env("openblas"), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    fw = Forwards(p)
+    out = []
+    try:
+        deadline = time.monotonic() + 120
+        while not fw.v and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not fw.v:
+            raise SystemExit("the decoder made no forward within 120 s")
+        time.sleep(3)  # its first generate() calls are slower: allocations, caches
+        for k in range(n):
+            rates = {}
+            for what in (("with", "none") if k % 2 else ("none", "with")):
+                dcpu = 0.0
+                if what == "with":
+                    d = b.Daemon()
+                    try:
+                        if not sampled(d, p):
+                            raise SystemExit("the decoder was not tracked:\n%s" % d.text())
+                        time.sleep(2)
+                        c0, t0 = proc_cpu(d.proc.pid), time.monotonic()
+                        time.sleep(hold)
+                        t1, dcpu = time.monotonic(), proc_cpu(d.proc.pid) - c0
+                    finally:
+                        d.stop()
+                else:
+                    time.sleep(1)
+                    t0 = time.monotonic()
+                    time.sleep(hold)
+                    t1 = time.monotonic()
+                st = fw.steps(t0, t1)
+                if p.poll() is not None or len(st) < 10:
+                    raise SystemExit("the decoder stopped (%d steps in a window)" % len(st))
+                rates[what] = (len(st) * 1e9 / sum(st), 1e9 / statistics.median(st), dcpu,
+                               len(st))
+            none, ours = rates["none"], rates["with"]
+            out.append((k, none[0], ours[0], none[1], ours[1], ours[2], ours[3]))
+            print("cycle %d/%d  no llmprofd %.2f, llmprofd %.2f tokens/s: %.4f; at the median "
+                  "step %.2f, %.2f: %.4f" % (k + 1, n, none[0], ours[0], ours[0] / none[0],
+                                              none[1], ours[1], ours[1] / none[1]), flush=True)
+    finally:
+        p.kill()
+        p.wait()
+    return out
 
 
 def main():
@@ -104,8 +201,12 @@ def main():
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--new", type=int, default=200)
     ap.add_argument("--configs", default="default,precise")
+    ap.add_argument("--cycles", type=int, default=12,
+                    help="cycles of the steady-state measurement (0: none)")
+    ap.add_argument("--hold", type=float, default=8, help="seconds of each of its windows")
     a = ap.parse_args()
     configs = a.configs.split(",")
+    configs = [c for c in configs if c]
     for c in configs:
         if c not in CONFIGS:
             raise SystemExit("unknown configuration %r: %s" % (c, ", ".join(CONFIGS)))
@@ -115,7 +216,7 @@ def main():
     b.need(b.LLMPROFD, b.LLMPROFCTL, "bpftool")
     rows, notes = [], []
     cost = {}
-    for c in configs:
+    for c in configs if a.pairs else ():
         pairs = []  # (no llmprofd, llmprofd): run_decoder's
         for i in range(a.pairs):
             pair = {}
@@ -153,6 +254,21 @@ def main():
                          "%.2f" % statistics.median(o[k] for _, o in pairs), "%.3f" % med,
                          "%.3f-%.3f" % (lo, hi) if lo is not None else "n/a (too few pairs)",
                          len(pairs)))
+    if a.cycles:
+        cyc = phases(a.cycles, a.hold, 50)
+        fwd = sum(x[6] for x in cyc)
+        for what, k in (("", 1), (" (median step)", 3)):
+            med, lo, hi = kcost.median_ci([x[k + 1] / x[k] for x in cyc])
+            rows.append(("default, steady state in one run%s" % what,
+                         "%.2f" % statistics.median(x[k] for x in cyc),
+                         "%.2f" % statistics.median(x[k + 1] for x in cyc), "%.4f" % med,
+                         "%.4f-%.4f" % (lo, hi) if lo is not None else "n/a (too few cycles)",
+                         len(cyc)))
+        notes.append("steady state in one run: one decoder (generate() of 50 tokens after a "
+                     "16-token prompt, again and again), windows of %.0f s with a warm default "
+                     "daemon and with none, side by side, %d cycles; the daemon's own CPU in "
+                     "its windows: %.0f us per generation forward" % (
+                         a.hold, len(cyc), 1e6 * sum(x[5] for x in cyc) / max(1, fwd)))
     for c, runs in cost.items():
         progs, cpu, fwd, dcpu = {}, 0.0, 0, 0.0
         for delta, c_cpu, c_fwd, c_dcpu in runs:

@@ -13,7 +13,8 @@ Shapes:
 Every forward is one call of the model with input ids of shape [batch, positions]: the
 prompt (positions = prompt length), then one position per generated token. The script
 prints its own counts and timings as one JSON line on stdout at the end (and, with
---progress, a line per forward on stderr):
+--progress, a line per forward on stderr: its index in its generate(), its ids' shape, its
+time and its start on CLOCK_MONOTONIC, in ns):
 
   prompt_tokens      batch * prompt length   (the prompt forward's ids)
   generated_tokens   batch * new tokens      (one id per sequence per generation forward)
@@ -301,7 +302,8 @@ def main():
                 rec["gen_first_ns"] = t0
             rec["gen_last_end_ns"] = t1
         if a.progress:
-            print("forward %d: %d x %d in %.3f ms" % (i, shape[0], shape[1], (t1 - t0) / 1e6),
+            print("forward %d: %d x %d in %.3f ms at %d" % (i, shape[0], shape[1],
+                                                           (t1 - t0) / 1e6, t0),
                   file=sys.stderr, flush=True)
 
     with torch.no_grad():
