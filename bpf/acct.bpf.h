@@ -64,6 +64,7 @@ static __always_inline __u64 acct_take(const struct lp_proc_stats *p, struct lp_
 			__sync_fetch_and_add(&hp->ctr[LP_C_ONCPU_NS], d);
 			runq = rd - t->rd_last;
 			t->runq_ns += runq;
+			__sync_fetch_and_add(&hp->ctr[LP_C_RUNQ_NS], runq);
 			if (runq_w)
 				hist_addw(&hp->hist[LP_H_RUNQ], runq, runq_w);
 		}

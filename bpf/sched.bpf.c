@@ -361,6 +361,7 @@ static __always_inline void switch_in(struct task_struct *next, __u32 tgid, __u6
 	} else if (t->runnable_since) {
 		d = now - t->runnable_since;
 		t->runq_ns += d;
+		__sync_fetch_and_add(&hp->ctr[LP_C_RUNQ_NS], d);
 		runq = waited = d;
 		hist_add(&hp->hist[LP_H_RUNQ], d);
 	}

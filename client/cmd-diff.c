@@ -94,10 +94,15 @@ static double runq_p99(const cJSON *p)
 	return hist_ms(p, "runqueue_latency", "p99");
 }
 
+/* The kernel's run_delay (runqueue_ns); a report from a daemon before that counter has
+ * only the histogram's sum, an estimate where a busy thread's waits were sampled. */
 static double runq_share(const cJSON *p)
 {
-	double rq = num(at(p, "histograms", "runqueue_latency", "sum"));
+	double rq = num(at(p, "counters", "runqueue_ns", NULL));
 	double on = num(at(p, "counters", "oncpu_ns", NULL));
+
+	if (!(rq > 0))
+		rq = num(at(p, "histograms", "runqueue_latency", "sum"));
 
 	return rq + on > 0 ? rq / (rq + on) : NAN;
 }

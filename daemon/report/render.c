@@ -76,6 +76,7 @@ const char *const lp_counter_names[LP_C_NR] = {
 	[LP_C_OMP_REGION_NS] = "openmp_region_ns",
 	[LP_C_GIL_WAITS] = "gil_waits",
 	[LP_C_GIL_WAIT_NS] = "gil_wait_ns",
+	[LP_C_RUNQ_NS] = "runqueue_ns",
 };
 
 static const char *const sym_class_names[LP_SYM_NR] = {

@@ -106,6 +106,9 @@ enum lp_counter {
 	 * time */
 	LP_C_GIL_WAITS,
 	LP_C_GIL_WAIT_NS,
+	/* the run-queue wait of its threads, the kernel's own run_delay: every wait, where the
+	 * runqueue_latency histogram samples a churning thread's (its sum an estimate) */
+	LP_C_RUNQ_NS,
 	LP_C_NR,
 };
 
