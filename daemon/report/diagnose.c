@@ -137,7 +137,7 @@ static const struct lp_context *context_of(struct lp_watch *w, const struct lp_t
 	bool eager = t->eng && w && !w->ctx.weights_mappings;
 
 	if (!fresh && w && w->ctx_ns &&
-	    now - w->ctx_ns < (eager ? LP_DIAGNOSE_WINDOW_NS : LP_DIAGNOSE_CONTEXT_NS)) {
+	    now - w->ctx_ns < (eager ? LP_DIAGNOSE_EAGER_NS : LP_DIAGNOSE_CONTEXT_NS)) {
 		if (ran) {
 			lp_context_read_throttled(&w->ctx);
 			lp_context_read_cpus(&w->ctx, t->pid, h, "/proc");
