@@ -132,12 +132,18 @@ static const struct lp_context *context_of(struct lp_watch *w, const struct lp_t
 {
 	if (!h)
 		return NULL;
-	/* A ggml process without a model yet, each window: a server maps it after it starts
-	 * (other processes rarely map one: their context is read as seldom as the rest). */
+	/* An engine's process without a model file mapped yet: a ggml one after
+	 * LP_DIAGNOSE_EAGER_NS (it maps its model after it starts), another engine's (its
+	 * weights read into memory) each window; a process with no engine rarely maps one: its
+	 * context is read as seldom as the rest. */
 	bool eager = t->eng && w && !w->ctx.weights_mappings;
+	uint64_t keep = LP_DIAGNOSE_CONTEXT_NS;
 
-	if (!fresh && w && w->ctx_ns &&
-	    now - w->ctx_ns < (eager ? LP_DIAGNOSE_EAGER_NS : LP_DIAGNOSE_CONTEXT_NS)) {
+	if (eager)
+		keep = t->eng->engine == LP_ENGINE_GGML ? LP_DIAGNOSE_EAGER_NS
+							: LP_DIAGNOSE_WINDOW_NS;
+
+	if (!fresh && w && w->ctx_ns && now - w->ctx_ns < keep) {
 		if (ran) {
 			lp_context_read_throttled(&w->ctx);
 			lp_context_read_cpus(&w->ctx, t->pid, h, "/proc");

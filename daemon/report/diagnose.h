@@ -38,7 +38,7 @@ struct lp_snap {
  * context is read again after LP_DIAGNOSE_CONTEXT_NS (affinity, environment and mappings
  * rarely change; the cgroup's throttling is read at each use). */
 #define LP_DIAGNOSE_CONTEXT_NS (30ULL * 1000000000ULL)
-/* An engine's process with no model file mapped yet: read again after LP_DIAGNOSE_EAGER_NS.
+/* A ggml process with no model file mapped yet: read again after LP_DIAGNOSE_EAGER_NS.
  * llama.cpp maps its model some 0.1-1 s after it maps libggml (when it is found), so a
  * context read in between would say "no mapped GGUF file" of a window of generation from
  * the mapped weights; a rule needs 3 s of figures (findings.c's MIN_WINDOW_S). */
