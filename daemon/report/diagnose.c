@@ -169,21 +169,12 @@ static uint64_t gen_outside(const struct lp_op_samples *os)
 	return os->gen_total > in ? os->gen_total - in : 0;
 }
 
-/* Its threads' run-queue wait: the kernel's run_delay (LP_C_RUNQ_NS); where that is 0 and
- * the histogram is not (a state file written before the counter), the histogram's sum, an
- * estimate where a churning thread's waits were sampled. */
-static uint64_t runq_total(const struct lp_proc_stats *st)
-{
-	return st->ctr[LP_C_RUNQ_NS] ? st->ctr[LP_C_RUNQ_NS] : st->hist[LP_H_RUNQ].sum_ns;
-}
-
 static void snap_take(struct lp_snap *s, const struct lp_proc_view *v, uint64_t now,
 		      const struct lp_context *ctx)
 {
 	memset(s, 0, sizeof(*s));
 	s->at_ns = now;
 	memcpy(s->ctr, v->stats.ctr, sizeof(s->ctr));
-	s->runq_ns = runq_total(&v->stats);
 	if (v->ops) {
 		s->samples = v->ops->total;
 		s->sync = v->ops->sync;
@@ -410,7 +401,7 @@ static void diagnose_one(struct lp_diagnose *dg, const struct lp_report *r, stru
 	in.window_s = (double)sub(end, s ? s->at_ns : t->tracked_since_ns) / 1e9;
 	for (int i = 0; i < LP_C_NR; i++)
 		ctr[i] = sub(v->stats.ctr[i], s ? s->ctr[i] : 0);
-	in.runq_ns = sub(runq_total(&v->stats), s ? s->runq_ns : 0);
+	in.runq_ns = ctr[LP_C_RUNQ_NS];
 	if (v->ops) {
 		in.samples = sub(v->ops->total, s ? s->samples : 0);
 		in.sync = sub(v->ops->sync, s ? s->sync : 0);

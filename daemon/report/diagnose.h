@@ -23,7 +23,6 @@ struct lp_snap_thread {
 struct lp_snap {
 	uint64_t at_ns;
 	uint64_t ctr[LP_C_NR];
-	uint64_t runq_ns;
 	uint64_t samples, sync, scanned;
 	uint64_t gen_samples, gen_outside; /* while generating: all, outside ops */
 	uint64_t host_spare, host_total;   /* the host's CPU ticks (context.h) */

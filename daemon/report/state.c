@@ -341,6 +341,10 @@ static int read_stats(struct reader *rd, const cJSON *o, struct lp_proc_stats *s
 		if (read_hist(rd, e, lp_hist_names[i], &s->hist[i]) < 0)
 			return -EINVAL;
 	}
+	/* A file written before runqueue_ns: its waits up to then are the histogram's sum (an
+	 * estimate where a busy thread's were sampled), the kernel's run_delay from now on. */
+	if (!cJSON_GetObjectItemCaseSensitive(c, lp_counter_names[LP_C_RUNQ_NS]))
+		s->ctr[LP_C_RUNQ_NS] = s->hist[LP_H_RUNQ].sum_ns;
 	return 0;
 }
 
