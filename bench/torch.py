@@ -36,7 +36,6 @@ GEMMs, OpenMP barriers and 13 of the decoder's aten ops probed, OPS).
 """
 import argparse
 import json
-import os
 import resource
 import re
 import signal
@@ -76,13 +75,6 @@ def run_decoder(new):
     # pause of the VM's host (some 30 ms, now and then here) does not move.
     steps = [b - a for a, b in zip(starts, starts[1:])]
     return rate, cpu, rec["gen_forwards"], rec["batch"] * 1e9 / statistics.median(steps)
-
-
-def proc_cpu(pid):
-    """A process's user and system CPU seconds (/proc/PID/stat), its threads' all."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def sampled(d, p):
@@ -144,9 +136,9 @@ def phases(n, hold, new):
     cycle's ratio. A window with the daemon opens once it has read every object of the
     decoder and its samples count, and 2 s more (its start is not its steady state); one
     without, 1 s after the daemon exited. Short generate() calls (`new` tokens each), many
-    a window, so that each window averages the same positions. Returns rows of (cycle, rate
-    without, rate with, their median-step rates, the daemon's CPU s over its window,
-    forwards in it)."""
+    a window, so that each window averages the same positions. Returns a (without, with)
+    pair a cycle, each (its rate, its rate at the median step, the daemon's CPU seconds over
+    the window, the steps in it)."""
     p = subprocess.Popen(torchref.decoder_argv("--threads", 2, "--prompt", 16, "--new", new,
                                                "--repeat", 1000000, "--progress"),
                          env=torchref.env("openblas"), stdout=subprocess.DEVNULL,
@@ -170,9 +162,9 @@ def phases(n, hold, new):
                         if not sampled(d, p):
                             raise SystemExit("the decoder was not tracked:\n%s" % d.text())
                         time.sleep(2)
-                        c0, t0 = proc_cpu(d.proc.pid), time.monotonic()
+                        c0, t0 = lptest.proc_cpu_seconds(d.proc.pid), time.monotonic()
                         time.sleep(hold)
-                        t1, dcpu = time.monotonic(), proc_cpu(d.proc.pid) - c0
+                        t1, dcpu = time.monotonic(), lptest.proc_cpu_seconds(d.proc.pid) - c0
                     finally:
                         d.stop()
                 else:
@@ -186,7 +178,7 @@ def phases(n, hold, new):
                 rates[what] = (len(st) * 1e9 / sum(st), 1e9 / statistics.median(st), dcpu,
                                len(st))
             none, ours = rates["none"], rates["with"]
-            out.append((k, none[0], ours[0], none[1], ours[1], ours[2], ours[3]))
+            out.append((none, ours))
             print("cycle %d/%d  no llmprofd %.2f, llmprofd %.2f tokens/s: %.4f; at the median "
                   "step %.2f, %.2f: %.4f" % (k + 1, n, none[0], ours[0], ours[0] / none[0],
                                               none[1], ours[1], ours[1] / none[1]), flush=True)
@@ -194,6 +186,19 @@ def phases(n, hold, new):
         p.kill()
         p.wait()
     return out
+
+
+def ratio_rows(label, pairs, fields, fmt, unit):
+    """Table rows of (without, with) pairs, one a field (index, label suffix): the medians
+    of both sides, the median ratio with its 95 % interval (kcost.median_ci), the pairs."""
+    rows = []
+    for k, what in fields:
+        med, lo, hi = kcost.median_ci([o[k] / n[k] for n, o in pairs])
+        rows.append((label + what, "%.2f" % statistics.median(n[k] for n, _ in pairs),
+                     "%.2f" % statistics.median(o[k] for _, o in pairs), fmt % med,
+                     (fmt + "-" + fmt) % (lo, hi) if lo is not None
+                     else "n/a (too few %s)" % unit, len(pairs)))
+    return rows
 
 
 def main():
@@ -205,8 +210,7 @@ def main():
                     help="cycles of the steady-state measurement (0: none)")
     ap.add_argument("--hold", type=float, default=8, help="seconds of each of its windows")
     a = ap.parse_args()
-    configs = a.configs.split(",")
-    configs = [c for c in configs if c]
+    configs = [c for c in a.configs.split(",") if c]
     for c in configs:
         if c not in CONFIGS:
             raise SystemExit("unknown configuration %r: %s" % (c, ", ".join(CONFIGS)))
@@ -229,10 +233,10 @@ def main():
                 held = warm(d)
                 ids = lptest.prog_ids_of(d.proc.pid)
                 with b.bpf_stats():
-                    before, dcpu = pc.stats(ids), proc_cpu(d.proc.pid)
+                    before, dcpu = pc.stats(ids), lptest.proc_cpu_seconds(d.proc.pid)
                     pair["ours"] = run_decoder(a.new)
                     cpu, fwd = pair["ours"][1], pair["ours"][2]
-                    after, dcpu = pc.stats(ids), proc_cpu(d.proc.pid) - dcpu
+                    after, dcpu = pc.stats(ids), lptest.proc_cpu_seconds(d.proc.pid) - dcpu
                 cost.setdefault(c, []).append((pc.delta(before, after), cpu, fwd, dcpu))
             finally:
                 if held:
@@ -248,27 +252,17 @@ def main():
                   % (i + 1, a.pairs, c, none[0], ours[0], ours[0] / none[0], none[3], ours[3],
                      ours[3] / none[3]), flush=True)
         # the mean rate (field 0 of run_decoder's) and the rate at the median forward (3)
-        for what, k in (("", 0), (" (median forward)", 3)):
-            med, lo, hi = kcost.median_ci([o[k] / n[k] for n, o in pairs])
-            rows.append((c + what, "%.2f" % statistics.median(n[k] for n, _ in pairs),
-                         "%.2f" % statistics.median(o[k] for _, o in pairs), "%.3f" % med,
-                         "%.3f-%.3f" % (lo, hi) if lo is not None else "n/a (too few pairs)",
-                         len(pairs)))
+        rows += ratio_rows(c, pairs, ((0, ""), (3, " (median forward)")), "%.3f", "pairs")
     if a.cycles:
         cyc = phases(a.cycles, a.hold, 50)
-        fwd = sum(x[6] for x in cyc)
-        for what, k in (("", 1), (" (median step)", 3)):
-            med, lo, hi = kcost.median_ci([x[k + 1] / x[k] for x in cyc])
-            rows.append(("default, steady state in one run%s" % what,
-                         "%.2f" % statistics.median(x[k] for x in cyc),
-                         "%.2f" % statistics.median(x[k + 1] for x in cyc), "%.4f" % med,
-                         "%.4f-%.4f" % (lo, hi) if lo is not None else "n/a (too few cycles)",
-                         len(cyc)))
+        rows += ratio_rows("default, steady state in one run", cyc,
+                           ((0, ""), (1, " (median step)")), "%.4f", "cycles")
         notes.append("steady state in one run: one decoder (generate() of 50 tokens after a "
                      "16-token prompt, again and again), windows of %.0f s with a warm default "
                      "daemon and with none, side by side, %d cycles; the daemon's own CPU in "
                      "its windows: %.0f us per generation forward" % (
-                         a.hold, len(cyc), 1e6 * sum(x[5] for x in cyc) / max(1, fwd)))
+                         a.hold, len(cyc), 1e6 * sum(o[2] for _, o in cyc) /
+                         max(1, sum(o[3] for _, o in cyc))))
     for c, runs in cost.items():
         progs, cpu, fwd, dcpu = {}, 0.0, 0, 0.0
         for delta, c_cpu, c_fwd, c_dcpu in runs:

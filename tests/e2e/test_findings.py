@@ -218,8 +218,8 @@ def wait_fired(d, pid, rule, hist, timeout=FIRE_TIMEOUT):
 
     def fired():
         hist.sample()
-        status, doc, _ = d.api("GET", "/v1/processes/%d/findings" % pid)
         before = hist.samples[-1]["t"] if hist.samples else 0
+        status, doc, _ = d.api("GET", "/v1/processes/%d/findings" % pid)
         hist.sample()
         f = finding(doc, rule) if status == 200 else None
         if f and hist.samples[-1]["t"] - before <= EDGE_S and \
