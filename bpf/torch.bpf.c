@@ -272,14 +272,24 @@ int BPF_KPROBE(lp_torch_forward, __u64 ret_slot, __u64 weight_ref, __u64 ids_ref
 /* An OpenMP region opens (GOMP_parallel, __kmpc_fork_call): where its master is, where it
  * is the only one open in the process: classified from the runtime's caller (its return
  * address less one, in the call: the runtime's own code is sync) when a worker's sample
- * first needs it (where.bpf.h's region_take). */
+ * first needs it (where.bpf.h's region_take).
+ *
+ * The regions open are counted per thread that opened them (its lp_thread's omp_sp): a
+ * region whose entry was seen and whose return was not (the return's probe attached after
+ * the entry's, to a process already running, between a call's entry and its return) must
+ * not stay counted, or every later region of the process would be one of two open and its
+ * workers' samples no op's. The entry runs on the stack of the function that calls the
+ * runtime, so a thread's next entry tells the two apart by the ABI's stack: deeper than
+ * its open region's entry (a lower stack pointer), a region nested in that one's work;
+ * not deeper, that call has returned. */
 SEC("uprobe")
 int BPF_KPROBE(lp_omp_fork_enter)
 {
-	__u64 id = current_ids();
+	__u64 id = current_ids(), sp = PT_REGS_SP(ctx);
 	__u32 tgid = id >> 32;
 	struct lp_omp_region *r, zero = {};
 	struct lp_proc_stats *p;
+	struct lp_thread *t;
 	__u64 ra = 0;
 
 	r = bpf_map_lookup_elem(&omp_region, &tgid);
@@ -289,11 +299,28 @@ int BPF_KPROBE(lp_omp_fork_enter)
 		if (!r)
 			return 0;
 	}
-	/* Read after the add, not returned by it (no atomic fetch before BPF v3): two
-	 * threads that open regions at once both read 2, and neither is the master of one. */
-	__sync_fetch_and_add(&r->open, 1);
 	if ((p = bpf_map_lookup_elem(&procs, &tgid)))
 		__sync_fetch_and_add(&p->ctr[LP_C_OMP_REGIONS], 1);
+	t = thread_get((__u32)id, tgid);
+	if (t && t->omp_sp && sp < t->omp_sp) {
+		/* nested in its open region: that one stays the thread's one */
+		t->omp_depth++;
+		return 0;
+	}
+	if (t && t->omp_sp) {
+		/* its open region returned unseen: this one is counted in its place */
+		t->omp_sp = sp;
+		t->omp_depth = 1;
+	} else {
+		if (t) {
+			t->omp_sp = sp;
+			t->omp_depth = 1;
+		}
+		/* Read after the add, not returned by it (no atomic fetch before BPF v3): two
+		 * threads that open regions at once both read 2, and neither is the master of
+		 * one. */
+		__sync_fetch_and_add(&r->open, 1);
+	}
 	if (r->open != 1)
 		return 0;
 	r->since = bpf_ktime_get_ns();
@@ -302,9 +329,9 @@ int BPF_KPROBE(lp_omp_fork_enter)
 	r->op = -1;
 	r->aop = LP_AOP_NONE;
 	r->region = LP_R_OTHER;
-	bpf_probe_read_user(&ra, sizeof(ra), (void *)PT_REGS_SP(ctx));
+	bpf_probe_read_user(&ra, sizeof(ra), (void *)sp);
 	r->ra = ra;
-	r->sp = PT_REGS_SP(ctx);
+	r->sp = sp;
 	r->bp = PT_REGS_FP(ctx);
 	/* last: a worker that read the earlier value drops what it found */
 	__sync_fetch_and_add(&r->seq, 1);
@@ -316,9 +343,21 @@ int BPF_KRETPROBE(lp_omp_fork_exit)
 {
 	__u32 tgid = current_ids() >> 32;
 	struct lp_omp_region *r = bpf_map_lookup_elem(&omp_region, &tgid);
-
+	__u32 tid = (__u32)current_ids();
+	struct lp_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	struct lp_proc_stats *p;
 
+	if (t && t->tgid == tgid) {
+		/* its entry not seen (the entry's probe attached after the return's) */
+		if (!t->omp_sp)
+			return 0;
+		if (t->omp_depth > 1) {
+			t->omp_depth--;
+			return 0;
+		}
+		t->omp_sp = 0;
+		t->omp_depth = 0;
+	}
 	if (!r || r->open <= 0)
 		return 0;
 	__sync_fetch_and_add(&r->open, -1);

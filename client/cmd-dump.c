@@ -335,8 +335,8 @@ static void print_unwind(const cJSON *g)
 {
 	const cJSON *u = cJSON_GetObjectItemCaseSensitive(g, "unwind"),
 		    *by = cJSON_GetObjectItemCaseSensitive(u, "by"),
-		    *fb = cJSON_GetObjectItemCaseSensitive(u, "fallbacks"), *x;
-	double n = ctl_num(u, "samples", 0);
+		    *fb = cJSON_GetObjectItemCaseSensitive(u, "fallbacks"), *x, *ow;
+	double n = ctl_num(u, "samples", 0), op, many;
 	const char *why = NULL;
 	double most = 0;
 
@@ -361,6 +361,15 @@ static void print_unwind(const cJSON *g)
 		       "samples, and it can take a stale return address for a live frame; the "
 		       "shares below may be wrong by as much\n",
 		       100 * ctl_num(u, "scan_share", 0));
+	/* torch: the OpenMP workers' samples, whose own stacks hold no op */
+	ow = cJSON_GetObjectItemCaseSensitive(u, "openmp_workers");
+	op = ctl_num(ow, "region_op", 0);
+	many = ctl_num(ow, "regions_open", 0);
+	if (op + many > 0)
+		printf("  workers     %.0f samples of OpenMP workers given the op that opened "
+		       "their region; %.0f (%.1f%%) with regions open on two threads at once, "
+		       "no op: counted outside ops\n",
+		       op, many, 100 * many / n);
 }
 
 /* What precise windows measured, each figure saying what it counts: calls and wall time

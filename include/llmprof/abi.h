@@ -208,6 +208,11 @@ struct lp_thread {
 	/* The run queue's clock at the switch-out that opened the stretch off_since
 	 * stands for (precise mode), else 0 */
 	__u64 off_clock;
+	/* The OpenMP region it opened (torch.bpf.c): its stack pointer at the runtime's
+	 * entry, 0 when none is open; the regions it opened inside that one, and it */
+	__u64 omp_sp;
+	__u32 omp_depth;
+	__u32 omp_pad;
 };
 
 /* What a piece of code is, for classifying samples and precise probes. */

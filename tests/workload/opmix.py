@@ -17,7 +17,10 @@ llmprofd), then the phases, in a loop until --seconds of CPU have gone:
 
 Each phase's CPU time (time.process_time(): every thread's) goes to stdout as JSON at the
 end, with the clock's total; --sync-fd R,W writes a byte to W and waits for one on R
-before the phases (the embedding has run) and after them (a test reads the daemon then)."""
+before the phases (the embedding has run) and after them (a test reads the daemon then).
+--churn: while it waits before the phases, it opens short parallel regions, thousands a
+second (a profiler that attaches its region probes then sees regions begin and end
+unpaired)."""
 import argparse
 import json
 import os
@@ -33,6 +36,9 @@ def main():
     ap.add_argument("--phases", default="mm,mul,softmax,python")
     ap.add_argument("--weights", default="4,3,2,1", help="relative CPU share of each phase")
     ap.add_argument("--sync-fd", default="", help="R,W: a handshake at the phases' ends")
+    ap.add_argument("--churn", action="store_true",
+                    help="before the phases, short parallel regions until the handshake's "
+                    "byte comes (with --sync-fd)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -51,12 +57,27 @@ def main():
         emb(torch.zeros((1, 4), dtype=torch.long))
     sync = tuple(int(x) for x in a.sync_fd.split(",")) if a.sync_fd else None
 
-    def handshake():
-        if sync:
-            os.write(sync[1], b"w")
+    def handshake(churn=False):
+        if not sync:
+            return
+        os.write(sync[1], b"w")
+        if not churn:
             os.read(sync[0], 1)
+            return
+        # Until the byte comes: parallel regions of some 10 us, thousands a second (a
+        # multiply of twice at::parallel_for's grain: a region of two chunks each call).
+        c1, c2, co = torch.randn(1 << 16), torch.randn(1 << 16), torch.empty(1 << 16)
+        os.set_blocking(sync[0], False)
+        while True:
+            torch.mul(c1, c2, out=co)
+            try:
+                if os.read(sync[0], 1):
+                    break
+            except BlockingIOError:
+                pass
+        os.set_blocking(sync[0], True)
 
-    handshake()
+    handshake(a.churn)
 
     def mm():
         torch.mm(x, y)
