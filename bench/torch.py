@@ -27,7 +27,10 @@ after a 16-token prompt; its rate is its own, over its generation forwards' star
    none): windows with a warm daemon and with none side by side, the order alternating
    (phases()). Runs of their own, a daemon each, measure the host as it is over minutes:
    an A/A check on this VM (the decoder alone, run after run) read 0.87-1.34 a pair. In
-   one run, a cycle's two windows are seconds apart.
+   one run, a cycle's two windows are seconds apart. Beside the rates: the decoder's CPU
+   per forward in each window (its threads' schedstat), and, in the windows with the
+   daemon, its programs' time by the kernel (bpf_stats), per forward and as a share of the
+   decoder's CPU in the same windows: the cost that does not move with the VM's speed.
 
     sudo bench/torch.py [--pairs 10] [--new 200] [--configs default,precise] [--cycles 12]
 
@@ -36,6 +39,7 @@ GEMMs, OpenMP barriers and 13 of the decoder's aten ops probed, OPS).
 """
 import argparse
 import json
+import os
 import resource
 import re
 import signal
@@ -129,6 +133,19 @@ class Forwards:
                 if i >= 1 and j == i + 1 and lo <= a_ and b_ <= hi]
 
 
+def task_ns(pid):
+    """A process's CPU time in ns, exact: its threads' schedstat run times (the decoder's
+    threads live as long as it does)."""
+    total = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
 def phases(n, hold, new):
     """The default daemon's cost in steady state, from one decoder run: n cycles, each a
     window of `hold` s with a warm daemon tracking the decoder and one with none, the order
@@ -138,7 +155,9 @@ def phases(n, hold, new):
     without, 1 s after the daemon exited. Short generate() calls (`new` tokens each), many
     a window, so that each window averages the same positions. Returns a (without, with)
     pair a cycle, each (its rate, its rate at the median step, the daemon's CPU seconds over
-    the window, the steps in it)."""
+    the window, the steps in it, the decoder's CPU ns per forward, the daemon's programs'
+    (run ns, runs) by name over the window (with bpf_stats), the window's forwards: its
+    length over the mean step)."""
     p = subprocess.Popen(torchref.decoder_argv("--threads", 2, "--prompt", 16, "--new", new,
                                                "--repeat", 1000000, "--progress"),
                          env=torchref.env("openblas"), stdout=subprocess.DEVNULL,
@@ -155,28 +174,37 @@ def phases(n, hold, new):
         for k in range(n):
             rates = {}
             for what in (("with", "none") if k % 2 else ("none", "with")):
-                dcpu = 0.0
+                dcpu, progs = 0.0, {}
                 if what == "with":
                     d = b.Daemon()
                     try:
                         if not sampled(d, p):
                             raise SystemExit("the decoder was not tracked:\n%s" % d.text())
                         time.sleep(2)
-                        c0, t0 = lptest.proc_cpu_seconds(d.proc.pid), time.monotonic()
-                        time.sleep(hold)
-                        t1, dcpu = time.monotonic(), lptest.proc_cpu_seconds(d.proc.pid) - c0
+                        ids = lptest.prog_ids_of(d.proc.pid)
+                        with b.bpf_stats():
+                            s0 = pc.stats(ids)
+                            c0, t0 = lptest.proc_cpu_seconds(d.proc.pid), time.monotonic()
+                            x0 = task_ns(p.pid)
+                            time.sleep(hold)
+                            x1 = task_ns(p.pid)
+                            t1 = time.monotonic()
+                            dcpu = lptest.proc_cpu_seconds(d.proc.pid) - c0
+                            progs = pc.delta(s0, pc.stats(ids))
                     finally:
                         d.stop()
                 else:
                     time.sleep(1)
-                    t0 = time.monotonic()
+                    t0, x0 = time.monotonic(), task_ns(p.pid)
                     time.sleep(hold)
-                    t1 = time.monotonic()
+                    x1, t1 = task_ns(p.pid), time.monotonic()
                 st = fw.steps(t0, t1)
                 if p.poll() is not None or len(st) < 10:
                     raise SystemExit("the decoder stopped (%d steps in a window)" % len(st))
+                # the window's forwards: its steps' count, and its CPU per step over them
+                fwd = len(st) * (t1 - t0) * 1e9 / sum(st)
                 rates[what] = (len(st) * 1e9 / sum(st), 1e9 / statistics.median(st), dcpu,
-                               len(st))
+                               len(st), (x1 - x0) / fwd, progs, fwd)
             none, ours = rates["none"], rates["with"]
             out.append((none, ours))
             print("cycle %d/%d  no llmprofd %.2f, llmprofd %.2f tokens/s: %.4f; at the median "
@@ -263,6 +291,24 @@ def main():
                      "its windows: %.0f us per generation forward" % (
                          a.hold, len(cyc), 1e6 * sum(o[2] for _, o in cyc) /
                          max(1, sum(o[3] for _, o in cyc))))
+        progs, cpu, fwd = {}, sum(o[4] * o[6] for _, o in cyc), sum(o[6] for _, o in cyc)
+        for _, o in cyc:
+            for name, (ns, cnt) in o[5].items():
+                t = progs.setdefault(name, [0, 0])
+                t[0] += ns
+                t[1] += cnt
+        total = sum(ns for ns, _ in progs.values())
+        med, lo, hi = kcost.median_ci([o[4] / n[4] for n, o in cyc])
+        notes.append("steady state: the decoder's CPU per forward (its threads' schedstat), "
+                     "with the daemon against none: median ratio %.4f, 95%% CI %s"
+                     % (med, "%.4f-%.4f" % (lo, hi) if lo is not None else "n/a"))
+        notes.append("steady state: the programs took %.1f us per forward, %.3f %% of the "
+                     "decoder's CPU in the same windows; by program:"
+                     % (total / 1e3 / max(1, fwd), 100 * total / max(cpu, 1)))
+        for name, (ns, cnt) in sorted(progs.items(), key=lambda kv: -kv[1][0])[:8]:
+            if cnt:
+                notes.append("  %s: %.2f runs per forward, %.2f us each, %.1f us per forward"
+                             % (name, cnt / max(1, fwd), ns / cnt / 1e3, ns / 1e3 / max(1, fwd)))
     for c, runs in cost.items():
         progs, cpu, fwd, dcpu = {}, 0.0, 0, 0.0
         for delta, c_cpu, c_fwd, c_dcpu in runs:
