@@ -20,8 +20,8 @@ sched_clock() reads per run); a tool's own code is what it adds to that.
     sudo bench/progcost.py [--rounds 5]
 """
 import argparse
+import json
 import os
-import re
 import statistics
 import subprocess
 
@@ -38,14 +38,14 @@ LOADS = (("sched pipe round trip (2 switches, 2 wakeups)",
 
 
 def stats(ids):
-    """{name: (run_time_ns, run_cnt)} of those programs."""
-    out = {}
-    for i in ids:
-        text = subprocess.run(["bpftool", "prog", "show", "id", str(i)], capture_output=True,
-                              text=True).stdout
-        m = re.search(r"name (\S+).*?run_time_ns (\d+) run_cnt (\d+)", text, re.S)
-        if m:
-            out[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    """{name: (run_time_ns, run_cnt)} of those programs, from one bpftool run (one a
+    program took seconds for a daemon's hundred)."""
+    out, ids = {}, set(ids)
+    text = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
+                          text=True).stdout
+    for p in json.loads(text or "[]"):
+        if p.get("id") in ids and "name" in p:
+            out[p["name"]] = (int(p.get("run_time_ns", 0)), int(p.get("run_cnt", 0)))
     return out
 
 

@@ -24,13 +24,16 @@ after a 16-token prompt; its rate is its own, over its generation forwards' star
    are few.
 
 3. The default daemon's cost in steady state, from one long decoder run (--cycles, 0:
-   none): windows with a warm daemon and with none side by side, the order alternating
-   (phases()). Runs of their own, a daemon each, measure the host as it is over minutes:
-   an A/A check on this VM (the decoder alone, run after run) read 0.87-1.34 a pair. In
-   one run, a cycle's two windows are seconds apart. Beside the rates: the decoder's CPU
-   per forward in each window (its threads' schedstat), and, in the windows with the
-   daemon, its programs' time by the kernel (bpf_stats), per forward and as a share of the
-   decoder's CPU in the same windows: the cost that does not move with the VM's speed.
+   none): windows with a warm daemon, with none, and with none after a CPU burn the size of
+   the daemon's start, side by side, the order going through the six (phases()). Runs of
+   their own, a daemon each, measure the host as it is over minutes: an A/A check on this
+   VM (the decoder alone, run after run) read 0.87-1.34 a pair. In one run, a cycle's
+   windows are seconds apart. Beside the rates: the decoder's CPU per forward in each
+   window (its threads' schedstat); in the windows with the daemon, its programs' time by
+   the kernel (bpf_stats), per forward and as a share of the decoder's CPU in the same
+   windows; what a uprobe's traps cost on this machine (trap_costs()), times the probes
+   hit per forward; and the daemon's own CPU: the cost, part by part, that does not move
+   with the VM's speed.
 
     sudo bench/torch.py [--pairs 10] [--new 200] [--configs default,precise] [--cycles 12]
 
@@ -38,6 +41,7 @@ Configurations: default; precise (precise mode always on: --precise-duty 1, the 
 GEMMs, OpenMP barriers and 13 of the decoder's aten ops probed, OPS).
 """
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -45,12 +49,14 @@ import re
 import signal
 import statistics
 import subprocess
+import sys
 import threading
 import time
 
 import benchlib as b
 import kcost
 import lptest
+import probes
 import progcost as pc
 import torchref
 
@@ -133,6 +139,73 @@ class Forwards:
                 if i >= 1 and j == i + 1 and lo <= a_ and b_ <= hi]
 
 
+TRACEFS = "/sys/kernel/tracing"
+EMULATED = ("push", "j", "call", "nop")  # the kernel emulates these at a uprobe
+
+
+def first_emulated(path, fn):
+    """The file offset of fn's first instruction a uprobe there is emulated at, where
+    llmprofd puts its probes (x86entry.h)."""
+    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", path], capture_output=True,
+                         text=True, check=True).stdout
+    body = dis.split("<%s>:\n" % fn, 1)[1].split("\n\n", 1)[0]
+    for line in body.splitlines():
+        m = re.match(r"\s*([0-9a-f]+):\s+(\S+)", line)
+        if m and m[2].startswith(EMULATED):
+            vaddr = int(m[1], 16)
+            break
+    else:
+        raise SystemExit("%s: no emulated instruction in %s" % (path, fn))
+    for line in subprocess.run(["readelf", "-lW", path], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD" and int(f[2], 16) <= vaddr < int(f[2], 16) + int(f[5], 16):
+            return vaddr - int(f[2], 16) + int(f[1], 16)
+    raise SystemExit("%s: 0x%x in no segment" % (path, vaddr))
+
+
+def trap_costs(calls=200000):
+    """What a uprobe's traps cost on this machine, without a BPF program: tracefs probes on
+    bench/hotloop's ggml_barrier at its first emulated instruction, as llmprofd places
+    its own (the region entry's in GOMP_parallel is a push): an entry probe alone (the
+    embedding's), and an entry and a return probe at one site (a region's: one breakpoint
+    for both). Each less the loop alone, in us per call, the median of 3 rounds; the trace
+    event each writes is in it (a few hundred ns at most)."""
+    off = first_emulated(probes.HOTLOOP, "ggml_barrier")
+    events = os.path.join(TRACEFS, "uprobe_events")
+
+    def add(spec):  # appended: a user's own probes stay
+        fd = os.open(events, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, (spec + "\n").encode())
+        finally:
+            os.close(fd)
+
+    def timed(kinds):
+        names = ["lptrap_%s" % k for k in kinds]
+        for k, n_ in zip(kinds, names):
+            add("%s:%s %s:0x%x" % (k, n_, probes.HOTLOOP, off))
+        try:
+            for n_ in names:
+                with open(os.path.join(TRACEFS, "events/uprobes", n_, "enable"), "w") as f:
+                    f.write("1")
+            return probes.run_loop(calls, lambda pid: None)
+        finally:
+            for n_ in names:
+                with open(os.path.join(TRACEFS, "events/uprobes", n_, "enable"), "w") as f:
+                    f.write("0")
+                add("-:%s" % n_)
+
+    b.mount_tracefs()
+    got = {"none": [], "entry": [], "pair": []}
+    for _ in range(3):
+        got["none"].append(probes.run_loop(calls, lambda pid: None))
+        got["entry"].append(timed(["p"]))
+        got["pair"].append(timed(["p", "r"]))
+    none = statistics.median(got["none"])
+    return {k: (statistics.median(v) - none) / 1e3 for k, v in got.items() if k != "none"}
+
+
 def task_ns(pid):
     """A process's CPU time in ns, exact: its threads' schedstat run times (the decoder's
     threads live as long as it does)."""
@@ -146,18 +219,31 @@ def task_ns(pid):
     return total
 
 
+def burn(seconds):
+    """seconds of CPU on one thread, in a child process."""
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                    "while time.process_time() - t < %f:\n    pass" % seconds], check=True)
+
+
+LEGS = list(itertools.permutations(("none", "burn", "with")))
+
+
 def phases(n, hold, new):
     """The default daemon's cost in steady state, from one decoder run: n cycles, each a
-    window of `hold` s with a warm daemon tracking the decoder and one with none, the order
-    alternating, windows side by side so that the host's drift over minutes cancels in each
-    cycle's ratio. A window with the daemon opens once it has read every object of the
-    decoder and its samples count, and 2 s more (its start is not its steady state); one
-    without, 1 s after the daemon exited. Short generate() calls (`new` tokens each), many
-    a window, so that each window averages the same positions. Returns a (without, with)
-    pair a cycle, each (its rate, its rate at the median step, the daemon's CPU seconds over
-    the window, the steps in it, the decoder's CPU ns per forward, the daemon's programs'
-    (run ns, runs) by name over the window (with bpf_stats), the window's forwards: its
-    length over the mean step)."""
+    window of `hold` s with a warm daemon tracking the decoder ("with"), one with none
+    ("none"), and one with none after as much CPU burnt as the daemon's start took
+    ("burn"), their order going through the six orders, windows side by side so that the
+    host's drift over minutes cancels in each cycle's ratios. A window with the daemon
+    opens once it has read every object of the decoder and its samples count, and 2 s more
+    (its start is not its steady state); one after a burn, 2 s after it; one with neither,
+    1 s after the last window. The burn tells the daemon's cost from a window made slower by
+    CPU spent just before it (a VM's host may charge for it): burn against none says how
+    much that is, an A/A check of the whole setup as well. Short generate()
+    calls (`new` tokens each), many a window, so that each window averages the same
+    positions. Returns a (none, burn, with) triple a cycle, each (its rate, its rate at the
+    median step, the daemon's CPU seconds over the window, the steps in it, the decoder's
+    CPU ns per forward, the daemon's programs' (run ns, runs) by name over the window (with
+    bpf_stats), the window's forwards: its length over the mean step)."""
     p = subprocess.Popen(torchref.decoder_argv("--threads", 2, "--prompt", 16, "--new", new,
                                                "--repeat", 1000000, "--progress"),
                          env=torchref.env("openblas"), stdout=subprocess.DEVNULL,
@@ -170,10 +256,19 @@ def phases(n, hold, new):
             time.sleep(0.1)
         if not fw.v:
             raise SystemExit("the decoder made no forward within 120 s")
-        time.sleep(3)  # its first generate() calls are slower: allocations, caches
+        # A daemon's start before the cycles: the CPU it takes, burnt in the burn legs
+        # (updated at each start), and the page cache warm for every later start.
+        d = b.Daemon()
+        try:
+            if not sampled(d, p):
+                raise SystemExit("the decoder was not tracked:\n%s" % d.text())
+            start_cpu = lptest.proc_cpu_seconds(d.proc.pid)
+        finally:
+            d.stop()
+        time.sleep(3)
         for k in range(n):
             rates = {}
-            for what in (("with", "none") if k % 2 else ("none", "with")):
+            for what in LEGS[k % len(LEGS)]:
                 dcpu, progs = 0.0, {}
                 if what == "with":
                     d = b.Daemon()
@@ -191,10 +286,15 @@ def phases(n, hold, new):
                             t1 = time.monotonic()
                             dcpu = lptest.proc_cpu_seconds(d.proc.pid) - c0
                             progs = pc.delta(s0, pc.stats(ids))
+                        start_cpu = c0
                     finally:
                         d.stop()
                 else:
-                    time.sleep(1)
+                    if what == "burn":
+                        burn(start_cpu)
+                        time.sleep(2)
+                    else:
+                        time.sleep(1)
                     t0, x0 = time.monotonic(), task_ns(p.pid)
                     time.sleep(hold)
                     x1, t1 = task_ns(p.pid), time.monotonic()
@@ -205,11 +305,12 @@ def phases(n, hold, new):
                 fwd = len(st) * (t1 - t0) * 1e9 / sum(st)
                 rates[what] = (len(st) * 1e9 / sum(st), 1e9 / statistics.median(st), dcpu,
                                len(st), (x1 - x0) / fwd, progs, fwd)
-            none, ours = rates["none"], rates["with"]
-            out.append((none, ours))
-            print("cycle %d/%d  no llmprofd %.2f, llmprofd %.2f tokens/s: %.4f; at the median "
-                  "step %.2f, %.2f: %.4f" % (k + 1, n, none[0], ours[0], ours[0] / none[0],
-                                              none[1], ours[1], ours[1] / none[1]), flush=True)
+            none, burnt, ours = rates["none"], rates["burn"], rates["with"]
+            out.append((none, burnt, ours))
+            print("cycle %d/%d  tokens/s: none %.2f, after a burn of %.2f s %.2f, llmprofd "
+                  "%.2f: llmprofd/burn %.4f, llmprofd/none %.4f, burn/none %.4f"
+                  % (k + 1, n, none[0], start_cpu, burnt[0], ours[0], ours[0] / burnt[0],
+                     ours[0] / none[0], burnt[0] / none[0]), flush=True)
     finally:
         p.kill()
         p.wait()
@@ -282,13 +383,19 @@ def main():
         # the mean rate (field 0 of run_decoder's) and the rate at the median forward (3)
         rows += ratio_rows(c, pairs, ((0, ""), (3, " (median forward)")), "%.3f", "pairs")
     if a.cycles:
-        cyc = phases(a.cycles, a.hold, 50)
-        rows += ratio_rows("default, steady state in one run", cyc,
-                           ((0, ""), (1, " (median step)")), "%.4f", "cycles")
+        trip = phases(a.cycles, a.hold, 50)
+        cyc = [(n_, o) for n_, _, o in trip]  # with the daemon against none
+        for label, pairs in (("default, steady state", cyc),
+                             ("default, steady state, against a burn",
+                              [(nb, o) for _, nb, o in trip]),
+                             ("A/A: a burn against none", [(n_, nb) for n_, nb, _ in trip])):
+            rows += ratio_rows(label, pairs, ((0, ""), (1, " (median step)")), "%.4f",
+                               "cycles")
         notes.append("steady state in one run: one decoder (generate() of 50 tokens after a "
                      "16-token prompt, again and again), windows of %.0f s with a warm default "
-                     "daemon and with none, side by side, %d cycles; the daemon's own CPU in "
-                     "its windows: %.0f us per generation forward" % (
+                     "daemon, with none after as much CPU burnt as its start took, and with "
+                     "none, side by side, %d cycles; the daemon's own CPU in its windows: "
+                     "%.0f us per generation forward" % (
                          a.hold, len(cyc), 1e6 * sum(o[2] for _, o in cyc) /
                          max(1, sum(o[3] for _, o in cyc))))
         progs, cpu, fwd = {}, sum(o[4] * o[6] for _, o in cyc), sum(o[6] for _, o in cyc)
@@ -309,6 +416,25 @@ def main():
             if cnt:
                 notes.append("  %s: %.2f runs per forward, %.2f us each, %.1f us per forward"
                              % (name, cnt / max(1, fwd), ns / cnt / 1e3, ns / 1e3 / max(1, fwd)))
+        # The uprobes' traps, which no program's time holds: a region's entry and return
+        # share a breakpoint; the embedding's is an entry alone.
+        trap = trap_costs()
+        regions = progs.get("lp_omp_fork_enter", (0, 0))[1] / max(1, fwd)
+        entries = progs.get("lp_torch_forward", (0, 0))[1] / max(1, fwd)
+        traps = regions * trap["pair"] + entries * trap["entry"]
+        dcpu = sum(o[2] for _, o in cyc) * 1e6 / max(1, fwd)
+        step = 1e6 / statistics.median(o[0] for _, o in cyc)
+        notes.append("steady state: a uprobe's traps on this machine (tracefs probes on "
+                     "bench/hotloop): an entry %.2f us, an entry and a return at one site "
+                     "%.2f us; %.2f regions and %.2f embeddings a forward: %.1f us of traps "
+                     "per forward" % (trap["entry"], trap["pair"], regions, entries, traps))
+        notes.append("steady state: in all, the programs %.1f + the traps %.1f + the daemon's "
+                     "CPU %.1f = %.1f us per forward, %.2f %% of a forward's %.0f us (the "
+                     "cost if all of it held up the forward's threads, no more than that on "
+                     "2 CPUs where the daemon's time is the decoder's to lose)"
+                     % (total / 1e3 / max(1, fwd), traps, dcpu,
+                        total / 1e3 / max(1, fwd) + traps + dcpu,
+                        100 * (total / 1e3 / max(1, fwd) + traps + dcpu) / step, step))
     for c, runs in cost.items():
         progs, cpu, fwd, dcpu = {}, 0.0, 0, 0.0
         for delta, c_cpu, c_fwd, c_dcpu in runs:
