@@ -60,6 +60,14 @@ static __always_inline void on_exit(struct task_struct *task)
 		gen_depth_add(tgid, -1, 0);
 	if (t && t->dec_in)
 		decode_depth_add(tgid, -1);
+	/* An OpenMP region it opened whose return was not seen (torch.bpf.c): a thread that
+	 * is gone has none open. */
+	if (t && t->omp_sp) {
+		struct lp_omp_region *r = bpf_map_lookup_elem(&omp_region, &tgid);
+
+		if (r && r->open > 0)
+			__sync_fetch_and_add(&r->open, -1);
+	}
 	bpf_map_delete_elem(&threads, &tid);
 	if (!group_dead)
 		return;
