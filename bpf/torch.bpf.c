@@ -307,19 +307,14 @@ int BPF_KPROBE(lp_omp_fork_enter)
 		t->omp_depth++;
 		return 0;
 	}
-	if (t && t->omp_sp) {
-		/* its open region returned unseen: this one is counted in its place */
+	/* Its open region, if any, returned unseen: this one is counted in its place. Read
+	 * after the add, not returned by it (no atomic fetch before BPF v3): two threads that
+	 * open regions at once both read 2, and neither is the master of one. */
+	if (!t || !t->omp_sp)
+		__sync_fetch_and_add(&r->open, 1);
+	if (t) {
 		t->omp_sp = sp;
 		t->omp_depth = 1;
-	} else {
-		if (t) {
-			t->omp_sp = sp;
-			t->omp_depth = 1;
-		}
-		/* Read after the add, not returned by it (no atomic fetch before BPF v3): two
-		 * threads that open regions at once both read 2, and neither is the master of
-		 * one. */
-		__sync_fetch_and_add(&r->open, 1);
 	}
 	if (r->open != 1)
 		return 0;
@@ -341,9 +336,9 @@ int BPF_KPROBE(lp_omp_fork_enter)
 SEC("uretprobe")
 int BPF_KRETPROBE(lp_omp_fork_exit)
 {
-	__u32 tgid = current_ids() >> 32;
+	__u64 id = current_ids();
+	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct lp_omp_region *r = bpf_map_lookup_elem(&omp_region, &tgid);
-	__u32 tid = (__u32)current_ids();
 	struct lp_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	struct lp_proc_stats *p;
 
