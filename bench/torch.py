@@ -181,19 +181,21 @@ def trap_costs(calls=200000):
         finally:
             os.close(fd)
 
+    def enable(name, on):
+        with open(os.path.join(TRACEFS, "events/uprobes", name, "enable"), "w") as f:
+            f.write("1" if on else "0")
+
     def timed(kinds):
         names = ["lptrap_%s" % k for k in kinds]
         for k, n_ in zip(kinds, names):
             add("%s:%s %s:0x%x" % (k, n_, probes.HOTLOOP, off))
         try:
             for n_ in names:
-                with open(os.path.join(TRACEFS, "events/uprobes", n_, "enable"), "w") as f:
-                    f.write("1")
+                enable(n_, True)
             return probes.run_loop(calls, lambda pid: None)
         finally:
             for n_ in names:
-                with open(os.path.join(TRACEFS, "events/uprobes", n_, "enable"), "w") as f:
-                    f.write("0")
+                enable(n_, False)
                 add("-:%s" % n_)
 
     b.mount_tracefs()
@@ -209,14 +211,25 @@ def trap_costs(calls=200000):
 def task_ns(pid):
     """A process's CPU time in ns, exact: its threads' schedstat run times (the decoder's
     threads live as long as it does)."""
-    total = 0
-    for t in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
-                total += int(f.read().split()[0])
-        except OSError:
-            pass
-    return total
+    return sum(on for on, _ in lptest.thread_schedstat(pid).values())
+
+
+def summed(deltas):
+    """pc.delta()s added up by program ({name: [run ns, runs]}), and all their run ns."""
+    progs = {}
+    for delta in deltas:
+        for name, (ns, cnt) in delta.items():
+            t = progs.setdefault(name, [0, 0])
+            t[0] += ns
+            t[1] += cnt
+    return progs, sum(ns for ns, _ in progs.values())
+
+
+def by_program(progs, fwd):
+    """Note lines for the 8 programs that took the most, over fwd forwards."""
+    return ["  %s: %.2f runs per forward, %.2f us each, %.1f us per forward"
+            % (name, cnt / max(1, fwd), ns / cnt / 1e3, ns / 1e3 / max(1, fwd))
+            for name, (ns, cnt) in sorted(progs.items(), key=lambda kv: -kv[1][0])[:8] if cnt]
 
 
 def burn(seconds):
@@ -398,24 +411,17 @@ def main():
                      "%.0f us per generation forward" % (
                          a.hold, len(cyc), 1e6 * sum(o[2] for _, o in cyc) /
                          max(1, sum(o[3] for _, o in cyc))))
-        progs, cpu, fwd = {}, sum(o[4] * o[6] for _, o in cyc), sum(o[6] for _, o in cyc)
-        for _, o in cyc:
-            for name, (ns, cnt) in o[5].items():
-                t = progs.setdefault(name, [0, 0])
-                t[0] += ns
-                t[1] += cnt
-        total = sum(ns for ns, _ in progs.values())
+        cpu, fwd = sum(o[4] * o[6] for _, o in cyc), sum(o[6] for _, o in cyc)
+        progs, total = summed(o[5] for _, o in cyc)
+        prog_us = total / 1e3 / max(1, fwd)
         med, lo, hi = kcost.median_ci([o[4] / n[4] for n, o in cyc])
         notes.append("steady state: the decoder's CPU per forward (its threads' schedstat), "
                      "with the daemon against none: median ratio %.4f, 95%% CI %s"
                      % (med, "%.4f-%.4f" % (lo, hi) if lo is not None else "n/a"))
         notes.append("steady state: the programs took %.1f us per forward, %.3f %% of the "
                      "decoder's CPU in the same windows; by program:"
-                     % (total / 1e3 / max(1, fwd), 100 * total / max(cpu, 1)))
-        for name, (ns, cnt) in sorted(progs.items(), key=lambda kv: -kv[1][0])[:8]:
-            if cnt:
-                notes.append("  %s: %.2f runs per forward, %.2f us each, %.1f us per forward"
-                             % (name, cnt / max(1, fwd), ns / cnt / 1e3, ns / 1e3 / max(1, fwd)))
+                     % (prog_us, 100 * total / max(cpu, 1)))
+        notes += by_program(progs, fwd)
         # The uprobes' traps, which no program's time holds: a region's entry and return
         # share a breakpoint; the embedding's is an entry alone.
         trap = trap_costs()
@@ -432,20 +438,11 @@ def main():
                      "CPU %.1f = %.1f us per forward, %.2f %% of a forward's %.0f us (the "
                      "cost if all of it held up the forward's threads, no more than that on "
                      "2 CPUs where the daemon's time is the decoder's to lose)"
-                     % (total / 1e3 / max(1, fwd), traps, dcpu,
-                        total / 1e3 / max(1, fwd) + traps + dcpu,
-                        100 * (total / 1e3 / max(1, fwd) + traps + dcpu) / step, step))
+                     % (prog_us, traps, dcpu, prog_us + traps + dcpu,
+                        100 * (prog_us + traps + dcpu) / step, step))
     for c, runs in cost.items():
-        progs, cpu, fwd, dcpu = {}, 0.0, 0, 0.0
-        for delta, c_cpu, c_fwd, c_dcpu in runs:
-            dcpu += c_dcpu
-            for name, (ns, cnt) in delta.items():
-                t = progs.setdefault(name, [0, 0])
-                t[0] += ns
-                t[1] += cnt
-            cpu += c_cpu
-            fwd += c_fwd
-        total = sum(ns for ns, _ in progs.values())
+        progs, total = summed(delta for delta, _, _, _ in runs)
+        cpu, fwd, dcpu = (sum(r[k] for r in runs) for k in (1, 2, 3))
         notes.append("%s: the programs took %.0f us per generation forward, %.3f %% of the "
                      "decoder's CPU time (%d forwards, %.1f CPU s); by program:"
                      % (c, total / 1e3 / max(1, fwd), 100 * total / 1e9 / max(cpu, 1e-9), fwd,
@@ -453,10 +450,7 @@ def main():
         notes.append("%s: the daemon's own CPU time while the decoder ran: %.0f us per "
                      "generation forward, %.3f %% of the decoder's" % (
                          c, dcpu * 1e6 / max(1, fwd), 100 * dcpu / max(cpu, 1e-9)))
-        for name, (ns, cnt) in sorted(progs.items(), key=lambda kv: -kv[1][0])[:8]:
-            if cnt:
-                notes.append("  %s: %d runs, %.2f us each, %.1f us per forward"
-                             % (name, cnt, ns / cnt / 1e3, ns / 1e3 / max(1, fwd)))
+        notes += by_program(progs, fwd)
     notes.insert(0, "workload: tests/workload/decoder.py, llama shape, 2 threads, OpenBLAS "
                  "(openmp), prompt 16, %d generated tokens; tokens/s by the decoder's own "
                  "clock; %d pairs per configuration, each daemon warm" % (a.new, a.pairs))

@@ -40,14 +40,7 @@ def driver(model, tokens, forever=False):
 def proc_cpu(pid):
     """(the process's CPU seconds from /proc/PID/stat, {tid: CPU seconds of live threads})."""
     total = t.proc_cpu_seconds(pid)
-    threads = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                threads[int(tid)] = int(f.read().split()[0]) / 1e9
-        except OSError:
-            pass  # exited meanwhile
-    return total, threads
+    return total, {tid: on / 1e9 for tid, (on, _) in t.thread_schedstat(pid).items()}
 
 
 def cell(header, line, name):

@@ -603,6 +603,20 @@ def proc_cpu_seconds(pid, stat=None):
     return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_schedstat(pid):
+    """{tid: (on-CPU ns, run-queue ns)}: the kernel's own account of each live thread of
+    pid (/proc/PID/task/TID/schedstat); a thread that exits meanwhile is left out."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                on, rq = (int(x) for x in f.read().split()[:2])
+        except OSError:
+            continue
+        out[int(tid)] = (on, rq)
+    return out
+
+
 def stolen_ns():
     """The time the hypervisor has taken from this machine's vCPUs, all of them together,
     in ns (/proc/stat's steal, in clock ticks). A thread's CPU clock leaves it out
