@@ -25,7 +25,9 @@ time and its start on CLOCK_MONOTONIC, in ns):
 
 --profile-forwards A:B runs torch.profiler over forwards A..B-1 (counted over every
 generate() call of --repeat, from 0) and writes
-its key_averages (self CPU time per aten op) as JSON to --profile-out; --window A:B without
+its key_averages (self CPU time per aten op) as JSON to --profile-out, with the profiler's
+own cost per event it records (event_ns, measured after the run: see profiler_event_ns)
+and the events in the window; --window A:B without
 the profiler marks the same forwards. --sync-fd R,W: at the window's start and end the
 script writes a byte to W and waits for one on R (a test reads the daemon then). --hold-fd N
 waits for a byte on fd N before the first forward (a test starts its tracers first). The
@@ -35,6 +37,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -195,6 +198,39 @@ class Decoder(nn.Module):
         return self.lm_head(self.norm(x)), new
 
 
+def profiler_event_ns(blocks=12, calls=2000):
+    """torch.profiler's own CPU time per event it records: blocks of a tiny op's calls
+    with and without it, in alternating order, the median difference over the events one
+    block records. Its work per event (a RecordFunction's begin and end, an event kept) does
+    not depend on the op's own work; pairs of blocks side by side cancel what the host's
+    neighbours do to the process's speed over seconds, which timing a window of forwards
+    against the forwards around it does not (their CPU time moved by a third, up and down,
+    beside a busy host)."""
+    x = torch.ones(8)
+
+    def run():
+        c0 = time.process_time_ns()
+        for _ in range(calls):
+            torch.add(x, x)
+        return time.process_time_ns() - c0
+
+    run()
+    diffs, events = [], 0
+    for i in range(blocks):
+        took = {}
+        for on in ((True, False) if i % 2 == 0 else (False, True)):
+            if not on:
+                took[on] = run()
+                continue
+            p = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            p.__enter__()
+            took[on] = run()
+            p.__exit__(None, None, None)
+            events = events or sum(e.count for e in p.key_averages())
+        diffs.append(took[True] - took[False])
+    return statistics.median(diffs) / max(1, events)
+
+
 def generate(model, ids, new_tokens, on_forward, on_start):
     """Greedy decoding as transformers' generate() does it: the prompt in one forward,
     then one forward per token with the KV cache, argmax of the last position's logits."""
@@ -317,7 +353,9 @@ def main():
                for e in prof["p"].key_averages()]
         with open(a.profile_out, "w") as f:
             json.dump({"ops": ops, "begin_ns": rec.get("profile_begin_ns"),
-                       "end_ns": rec.get("profile_end_ns")}, f)
+                       "end_ns": rec.get("profile_end_ns"),
+                       "events": sum(o["count"] for o in ops),
+                       "event_ns": profiler_event_ns()}, f)
     print(json.dumps(rec), flush=True)
 
 
