@@ -458,9 +458,16 @@ struct lp_walk_note {
 	__u32 obj;  /* ... and the object it stopped in (LP_MAX_UNWIND: none) */
 	__u32 walked;
 	__u32 aop;	   /* the op found in an op functions' table, or LP_AOP_NONE */
-	__u32 via_runtime; /* 1: a return address into an OpenMP runtime was passed */
+	__u32 via_runtime; /* enum lp_rt_passed */
 	__u32 lib;	   /* 1 + the library the instruction pointer is in (LP_K_LIBRARY) */
 	__u32 pad;
+};
+
+/* A walk's return addresses into an OpenMP runtime (lp_walk_note.via_runtime). */
+enum lp_rt_passed {
+	LP_RT_NONE = 0,
+	LP_RT_STARTED, /* one passed, and above it the C library's frames only: a worker */
+	LP_RT_CALLED,  /* one passed, and above it user code: the runtime's caller's frames */
 };
 
 LP_MAP struct {

@@ -131,3 +131,146 @@ __noinline int lp_classify(const struct lp_ranges *rg, const struct uregs *u, __
 	*w = classify_inline(rg, u, nwords, ids);
 	return 0;
 }
+
+/* Words of the master's stack read below a region's data: the locals of the frame that
+ * holds it under it, the runtime's live frames under them (GOMP_parallel's 48 bytes, or
+ * gomp_team_end's 80 and its callees' in the wait at the end). */
+#define TEAM_WORDS 64
+/* Return addresses into the runtime tried there, lowest first; frames of the runtime
+ * walked up from one to its caller's */
+#define TEAM_TRIES 4
+#define TEAM_STEPS 8
+
+struct team_scan {
+	const struct lp_ranges *rg;
+	const __u64 *words;
+	__u32 n;
+	__u32 at[TEAM_TRIES]; /* indices of words that are code of the runtime's */
+};
+
+/* From the lowest word up: the runtime's code addresses, TEAM_TRIES at most. */
+static long team_word(__u64 i, void *data)
+{
+	struct team_scan *s = data;
+	int r;
+
+	if (i >= TEAM_WORDS || s->n >= TEAM_TRIES)
+		return 1;
+	r = range_find(s->rg, s->words[i & (TEAM_WORDS - 1)]);
+	if (r >= 0 && s->rg->kind[r & (LP_MAX_RANGES - 1)] == LP_K_RUNTIME)
+		s->at[s->n++ & (TEAM_TRIES - 1)] = (__u32)i;
+	return 0;
+}
+
+struct team_walk {
+	struct scan_ctx c;
+	__u32 done; /* 1: left the runtime's frames */
+};
+
+static bool in_runtime(const struct lp_ranges *rg, __u64 addr)
+{
+	int r = range_find(rg, addr);
+
+	return r >= 0 && rg->kind[r & (LP_MAX_RANGES - 1)] == LP_K_RUNTIME;
+}
+
+/* One frame up, from the runtime's frames toward their caller's. */
+static long team_step(__u64 i, void *data)
+{
+	struct team_walk *t = data;
+	__u64 sp = t->c.sp;
+
+	/* 1: not an innermost frame (its other registers are not known) */
+	if (frame_up(&t->c, 1) || !t->c.ip || t->c.sp <= sp)
+		return 1;
+	if (!in_runtime(t->c.rg, t->c.ip - 1)) {
+		t->done = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* The runtime's frames walked up from the return address at slot (ip) to their caller's,
+ * which must hold data in its frame: its stack pointer at or below it, its frame's top
+ * above it. Returns 0 with the caller's registers in *u. */
+__noinline int lp_team_chain(const struct lp_ranges *rg, __u64 slot, __u64 ip, __u64 data,
+			     struct uregs *u)
+{
+	struct team_walk t = {};
+	__u32 one = 1;
+
+	if (!rg || !u)
+		return 1;
+	t.c.rg = rg;
+	t.c.kernel_op = -1;
+	t.c.ip = ip;
+	t.c.sp = slot + 8;
+	t.c.ra_adj = 1;
+	t.c.uw_state = UW_WALKING;
+	/* a scratch note: the sample's is the worker's own */
+	t.c.note = bpf_map_lookup_elem(&walk_note, &one);
+	if (!t.c.note)
+		return 1;
+	bpf_loop(TEAM_STEPS, team_step, &t, 0);
+	if (!t.done || t.c.sp > data)
+		return 1;
+	u->ip = t.c.ip - 1;
+	u->sp = t.c.sp;
+	u->bp = t.c.bp_ok ? t.c.bp : 0;
+	u->r10 = 0;
+	u->r13 = 0;
+	/* the caller's frame holds the data: its top above it */
+	if (frame_up(&t.c, 1) || t.c.sp <= data)
+		return 1;
+	return 0;
+}
+
+/* A worker of GCC's OpenMP runtime (libgomp) in a region's work: its master's registers at
+ * its call into the runtime, into *u (ip the call's return address less one), as the
+ * region's probed entry would read them (where.bpf.h's region_team).
+ *
+ * The worker's thread data (libgomp's struct gomp_thread, first in the runtime's TLS
+ * block: fn, then data, since GCC 4.2) holds the region's data, set by the master as it
+ * hands the region out (NULL in a new thread's first region: its start data carries it).
+ * The compiler puts the region's shared data in the frame of the function holding the
+ * parallel construct, the runtime's caller: the master's. On the x86-64 stack a frame's
+ * callees lie below it, so the runtime's live frames (GOMP_parallel's, in the region's work
+ * or its start; or gomp_team_end's, which GOMP_parallel tail-calls, in the wait at the
+ * end) are right below that frame, and walked up by their rows they lead to it: the
+ * function whose frame holds the data. A return address into the runtime there may also
+ * be a stale one, in that function's unset locals or below the master's stack pointer
+ * (a call made and returned): each is tried, from the lowest up, until its walk ends in
+ * a frame that holds the data (one below the live frames is a callee's of theirs, or
+ * leads into them). The master's frames above stay as they were until the region ends. */
+__noinline int lp_team_opener(const struct lp_ranges *rg, struct uregs *u)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct team_scan s = {.rg = rg};
+	__u64 tpoff = 0, data = 0, base;
+	__u32 zero = 0;
+	__u64 *buf;
+
+	if (!rg || !u || !rg->omp_team_got)
+		return LP_TEAM_NO_DATA;
+	/* 0 until the loader has relocated the runtime */
+	if (bpf_probe_read_user(&tpoff, sizeof(tpoff), (void *)rg->omp_team_got) || !tpoff ||
+	    bpf_probe_read_user(&data, sizeof(data),
+				(void *)(task->thread.fsbase + tpoff + sizeof(__u64))) ||
+	    !data)
+		return LP_TEAM_NO_DATA;
+	buf = bpf_map_lookup_elem(&stack_buf, &zero);
+	if (!buf || data < TEAM_WORDS * 8)
+		return LP_TEAM_NOT_FOUND;
+	base = data - TEAM_WORDS * 8;
+	if (bpf_probe_read_user(buf, TEAM_WORDS * 8, (void *)base))
+		return LP_TEAM_NOT_FOUND;
+	s.words = buf;
+	bpf_loop(TEAM_WORDS, team_word, &s, 0);
+	for (__u32 i = 0; i < TEAM_TRIES && i < s.n; i++) {
+		__u32 k = s.at[i] & (TEAM_WORDS - 1);
+
+		if (!lp_team_chain(rg, base + (__u64)k * 8, buf[k], data, u))
+			return 0;
+	}
+	return LP_TEAM_NOT_FOUND;
+}

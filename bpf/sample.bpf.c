@@ -256,6 +256,8 @@ int lp_sample(struct bpf_perf_event_data *ctx)
 	}
 	__sync_fetch_and_add(&p->ctr[LP_C_SAMPLES], 1);
 	w = classify(rg, &u, LP_STACK_WORDS, id);
+	if (w.via == LP_VIA_TEAM)
+		region_team(rg, &w);
 	if (w.via == LP_VIA_UNTAKEN)
 		region_take(rg, &w, tgid);
 	if (w.region == LP_R_MATMUL)

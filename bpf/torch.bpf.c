@@ -15,9 +15,11 @@
  * LLM process from its first forward on, that one counted, and user space hears of it
  * (LP_EV_FOUND). A process that imports torch and never runs a model is never tracked.
  *
- * The OpenMP runtime's region entry (GOMP_parallel, __kmpc_fork_call) is probed in the
- * tracked torch processes only (a probe per process, attached by user space): a worker's
- * stack holds no op, the master's does (where.bpf.h's region_op). */
+ * An OpenMP runtime's region entry (LLVM's and Intel's __kmpc_fork_call and their
+ * GOMP_parallel) is probed in the tracked torch processes only (a probe per process,
+ * attached by user space): a worker's stack holds no op, the master's does (where.bpf.h's
+ * region_op). GCC's runtime's is not: a worker's thread data leads to its master's
+ * frames (maps.bpf.c's lp_team_opener). */
 #include "lp.bpf.h"
 #include "where.bpf.h"
 

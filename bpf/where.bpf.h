@@ -17,13 +17,18 @@ struct where {
 
 /* A thread that runs an OpenMP parallel region's work (its walk came through the
  * runtime's thread start and found no op): its op is the one whose frames lie above the
- * region's entry on the master's stack (torch.bpf.c's lp_omp_region). */
+ * region's entry on the master's stack: found from the worker's own thread data (GCC's
+ * runtime: region_team), else from the region's probed entry (torch.bpf.c's
+ * lp_omp_region). */
 enum lp_where_via {
 	LP_VIA_OWN = 0,	 /* its own frames */
-	LP_VIA_REGION,	 /* the master's frames above the one open region */
-	LP_VIA_REGIONS,	 /* more than one region open in the process: not known whose */
-	LP_VIA_NOREGION, /* under the runtime, no op and no region open */
+	LP_VIA_REGION,	 /* the master's frames above the region's entry */
+	LP_VIA_REGIONS,	 /* more than one region open in the process, or (team path) the
+			  * master's frames not found below the region's data: no op */
+	LP_VIA_NOREGION, /* under the runtime, no op: no region open, or (team path) a
+			  * worker's first region, its thread data holding none yet */
 	LP_VIA_UNTAKEN,	 /* the one open region's master not classified yet: region_take */
+	LP_VIA_TEAM,	 /* GCC's runtime: the master to be found from the team (region_team) */
 };
 
 /* A thread's user registers, as far as the walk reads them: %r10 and %r13 only in the
@@ -83,8 +88,8 @@ static __always_inline bool take(struct scan_ctx *c, int i, bool is_ip)
 	}
 	if (k == LP_K_KERNEL && c->kernel_op < 0)
 		c->kernel_op = c->rg->op[i & (LP_MAX_RANGES - 1)];
-	if (k == LP_K_RUNTIME)
-		c->note->via_runtime = 1;
+	if (k == LP_K_RUNTIME && !c->note->via_runtime)
+		c->note->via_runtime = LP_RT_STARTED;
 	if (k == LP_K_LIBRARY && is_ip)
 		c->note->lib = 1 + c->rg->op[i & (LP_MAX_RANGES - 1)];
 	return false;
@@ -319,6 +324,21 @@ static __always_inline long frame_up(struct scan_ctx *c, __u64 i)
 	return 0;
 }
 
+/* A frame above a return address into an OpenMP runtime, at: one of neither the runtime
+ * nor the C library (in an object with rows) is user code that called the runtime, an
+ * opener's; a thread the runtime started (a worker) has only the C library's thread start
+ * above it. */
+static __always_inline void runtime_caller(struct scan_ctx *c, __u64 at)
+{
+	int i = range_find(c->rg, at), k;
+
+	if (i >= 0 && c->rg->kind[i & (LP_MAX_RANGES - 1)] == LP_K_RUNTIME)
+		return;
+	k = uw_obj(c->rg, at);
+	if (k >= 0 && !c->rg->uw[k & (LP_MAX_UNWIND - 1)].libc)
+		c->note->via_runtime = LP_RT_CALLED;
+}
+
 /* One frame of the classification's walk: up, then the caller's return address classified
  * as the scan classifies a word (a return address points after its call: the call is at
  * ip - 1). */
@@ -338,6 +358,8 @@ static long unwind_step(__u64 i, void *data)
 		return 1;
 	}
 	at = c->ip - c->ra_adj;
+	if (c->note->via_runtime == LP_RT_STARTED)
+		runtime_caller(c, at);
 	if (at >= c->rg->lo && at < c->rg->hi && take(c, range_find(c->rg, at), c->plain)) {
 		c->uw_state = UW_DONE;
 		return 1;
@@ -442,6 +464,16 @@ static __always_inline void cfi_walk(struct scan_ctx *c)
 		uw_fail(c, LP_UF_DEPTH, -1);
 }
 
+/* A worker's sample given its region's master's classification m: its op; the master's
+ * barrier is its own wait, not this worker's work. */
+static __always_inline void master_op(struct where *w, const struct where *m)
+{
+	w->op = m->op;
+	w->aop = m->aop;
+	w->region = m->region == LP_R_BARRIER ? LP_R_OTHER : m->region;
+	w->via = LP_VIA_REGION;
+}
+
 /* A worker's sample in an OpenMP region's work (its walk came through the runtime and
  * found no op): the op of the process's one open region, which its master was in when it
  * opened it (torch.bpf.c). Not for the master itself, whose own frames hold the op. */
@@ -462,11 +494,7 @@ static __always_inline void region_op(struct where *w, __u64 ids)
 		w->via = LP_VIA_UNTAKEN;
 		return;
 	}
-	w->op = r->op;
-	w->aop = r->aop;
-	/* the master's barrier is its own wait, not this worker's work */
-	w->region = r->region == LP_R_BARRIER ? LP_R_OTHER : r->region;
-	w->via = LP_VIA_REGION;
+	master_op(w, &(struct where){.op = r->op, .aop = r->aop, .region = r->region});
 }
 
 /* Where a thread is, from its user registers: the range holding the instruction pointer;
@@ -513,9 +541,13 @@ static __always_inline struct where classify_inline(const struct lp_ranges *rg,
 	}
 	if (c.uw_state == UW_DONE) {
 		c.note->how = LP_HOW_CFI;
-		if (ids && c.note->via_runtime && c.w.region == LP_R_OTHER && c.w.op < 0 &&
-		    c.note->aop == LP_AOP_NONE) {
-			region_op(&c.w, ids);
+		if (ids && c.note->via_runtime == LP_RT_STARTED && c.w.region == LP_R_OTHER &&
+		    c.w.op < 0 && c.note->aop == LP_AOP_NONE) {
+			/* GCC's runtime: the team's data says (the sampler's region_team) */
+			if (rg->omp_team_got)
+				c.w.via = LP_VIA_TEAM;
+			else
+				region_op(&c.w, ids);
 			return c.w;
 		}
 		goto out;
@@ -592,10 +624,38 @@ static __always_inline void region_take(const struct lp_ranges *rg, struct where
 	r->aop = m.aop;
 	r->region = m.region;
 	r->taken = 1;
-	w->op = m.op;
-	w->aop = m.aop;
-	w->region = m.region == LP_R_BARRIER ? LP_R_OTHER : m.region;
-	w->via = LP_VIA_REGION;
+	master_op(w, &m);
+}
+
+/* GCC's runtime (libgomp): a worker's master's registers at its call into the runtime,
+ * found from the worker's own thread data (maps.bpf.c); 0, or why not (LP_TEAM_*). */
+#define LP_TEAM_NO_DATA 1   /* no region's data in its thread data (a thread's first region) */
+#define LP_TEAM_NOT_FOUND 2 /* no frame of the runtime's below the data, or not the opener's */
+int lp_team_opener(const struct lp_ranges *rg, struct uregs *u);
+
+/* A worker's sample in the work of a region of GCC's runtime (LP_VIA_TEAM): its master
+ * classified from its registers at its call into the runtime, as region_take does from the
+ * probed entry's; the sample's note (the unwind's quality is the worker's own) kept. */
+static __always_inline void region_team(const struct lp_ranges *rg, struct where *w)
+{
+	struct lp_walk_note *n = bpf_map_lookup_elem(&walk_note, &(__u32){0}), keep;
+	struct uregs u = {};
+	struct where m;
+	int why;
+
+	w->via = LP_VIA_NOREGION;
+	if (!n)
+		return;
+	keep = *n;
+	why = lp_team_opener(rg, &u);
+	if (why) {
+		*n = keep;
+		w->via = why == LP_TEAM_NO_DATA ? LP_VIA_NOREGION : LP_VIA_REGIONS;
+		return;
+	}
+	m = classify(rg, &u, LP_STACK_WORDS, 0);
+	*n = keep;
+	master_op(w, &m);
 }
 
 #endif /* LP_WHERE_BPF_H */

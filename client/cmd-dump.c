@@ -364,11 +364,11 @@ static void print_unwind(const cJSON *g)
 	/* torch: the OpenMP workers' samples, whose own stacks hold no op */
 	ow = cJSON_GetObjectItemCaseSensitive(u, "openmp_workers");
 	op = ctl_num(ow, "region_op", 0);
-	many = ctl_num(ow, "regions_open", 0);
+	many = ctl_num(ow, "regions_open", 0) + ctl_num(ow, "none_open", 0);
 	if (op + many > 0)
 		printf("  workers     %.0f samples of OpenMP workers given the op that opened "
-		       "their region; %.0f (%.1f%%) with regions open on two threads at once, "
-		       "no op: counted outside ops\n",
+		       "their region; %.0f (%.1f%%) whose region's opener was not found, no "
+		       "op: counted outside ops\n",
 		       op, many, 100 * many / n);
 }
 
@@ -450,6 +450,11 @@ static void print_openmp(const cJSON *omp)
 		return;
 	if (ctl_str(omp, "error", NULL)) {
 		printf("  openmp      regions not probed: %s\n", ctl_str(omp, "error", ""));
+		return;
+	}
+	if (!strcmp(ctl_str(omp, "workers_by", ""), "thread_data")) {
+		printf("  openmp      workers' regions found from their thread data (GCC's "
+		       "runtime): no probes\n");
 		return;
 	}
 	printf("  openmp      %.0f parallel regions, %s from their opening to their close "

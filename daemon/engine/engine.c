@@ -212,6 +212,20 @@ void lp_engines_free(struct lp_engines *g)
 	memset(g, 0, sizeof(*g));
 }
 
+/* GCC's OpenMP runtime (libgomp): its region entry, and not LLVM's (libomp and Intel's
+ * libiomp5 export GOMP_parallel too, beside their own __kmpc_fork_call). */
+static bool obj_is_gomp(const struct lp_obj *o)
+{
+	bool gomp = false;
+
+	for (size_t i = 0; i < o->syms.nsyms; i++) {
+		if (!strcmp(o->syms.syms[i].name, "__kmpc_fork_call"))
+			return false;
+		gomp |= !strcmp(o->syms.syms[i].name, "GOMP_parallel");
+	}
+	return gomp;
+}
+
 static bool obj_is_omp_runtime(const struct lp_obj *o)
 {
 	if (lp_obj_has(o, LP_SYM_MATMUL))
@@ -486,6 +500,9 @@ static void obj_job_work(void *ctx)
 		r->read_error = lp_elf_find(j->fd, &pat, &r->syms);
 		r->verdict = r->read_error ? LP_OBJ_NONE : obj_verdict(r);
 		r->omp_runtime = !r->read_error && obj_is_omp_runtime(r);
+		if (r->omp_runtime && obj_is_gomp(r) &&
+		    lp_elf_tls_block_slot(j->fd, &r->omp_team_got) < 0)
+			r->omp_team_got = 0;
 		if (!r->read_error)
 			obj_load_op_functions(j->g, r, j->fd);
 		if (!r->read_error && lp_obj_has(r, LP_SYM_BLAS))
@@ -542,6 +559,7 @@ static void obj_job_fin(void *ctx)
 		o->opfn_n = r->opfn_n;
 		o->opfn_error = r->opfn_error;
 		o->imports_omp = r->imports_omp;
+		o->omp_team_got = r->omp_team_got;
 	}
 	if (j->rows) {
 		o->uw_error = r->uw_error;
@@ -1013,6 +1031,13 @@ static void write_ranges(struct lp_engines *g, struct lp_target *t, const struct
 	}
 	for (size_t i = 0; i < gp->ops.n; i++)
 		rg->op_matmul[i] = gp->ops.v[i].group == LP_G_MATMUL;
+	/* GCC's runtime's TLS slot where it is mapped, for an engine whose workers take
+	 * their region's op */
+	for (size_t i = 0; i < s->n && lp_engine_of(gp->engine)->region_ops; i++)
+		if (s->v[i].o->omp_team_got)
+			rg->omp_team_got =
+				s->v[i].m.start - s->v[i].m.pgoff + s->v[i].o->omp_team_got;
+	gp->omp_team = rg->omp_team_got != 0;
 	/* The mappings the sampler can walk frames in: the objects with ops, then the others
 	 * (once the process runs ggml), their rows read now if they were not. */
 	memset(gp->uw_objs, 0, sizeof(gp->uw_objs));

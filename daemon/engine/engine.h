@@ -86,6 +86,10 @@ struct lp_obj {
 	uint16_t *sym_op; /* per symbol of syms, its op's id (1-based), or 0 */
 	/* a BLAS that imports OpenMP's entry points (its threads are OpenMP's, not its own) */
 	bool imports_omp;
+	/* GCC's OpenMP runtime (libgomp): the GOT slot of its TLS block as a file offset of
+	 * its executable segment's (formats/elfsym.h), where each thread's struct gomp_thread
+	 * is; 0: not GCC's, or not found */
+	uint64_t omp_team_got;
 	/* A read of it on its way (its symbols, its rows, its probes: prober.h): the fields it
 	 * fills are not to be read, it is not freed, and the processes waiting for it are
 	 * brought up to date once it is done. reading: its symbols are among them (what it
@@ -114,6 +118,9 @@ struct lp_eproc {
 	struct lp_probes region;
 	bool region_tried;
 	int region_error;
+	/* its workers' regions found from their own thread data, GCC's runtime's (where.bpf.h's
+	 * team path): its region entries are not probed */
+	bool omp_team;
 	struct lp_obj **objs; /* mapped objects that hold any symbol of interest */
 	size_t nobjs;
 	uint64_t found_ns; /* when it was found to run its engine */
@@ -405,6 +412,10 @@ struct lp_engine {
 	 * them for that process only, off it. Returns 0 or -errno. */
 	int (*proc_probes)(struct lp_engines *g, pid_t pid, const struct lp_eproc *gp,
 			   struct lp_probe_site **v, size_t *n);
+	/* Its OpenMP workers' samples count for the op their region's master was in (their
+	 * stacks hold none): found from a worker's thread data with GCC's runtime (engine.c
+	 * puts the runtime's TLS slot in the sampling table), else by its proc_probes */
+	bool region_ops;
 };
 
 extern const struct lp_engine lp_engine_ggml, lp_engine_torch;

@@ -4,7 +4,8 @@
  * it runs a forward (its token embedding, bpf/torch.bpf.c); its ops are the aten ops on
  * its threads' stacks, named by libtorch's at::_ops entry points (aten.h) through an op
  * functions' table the sampler walks to; an OpenMP worker's op is the one its region's
- * master was in (probed for each torch process). */
+ * master was in (found from the worker's thread data with GCC's runtime, else by the
+ * runtime's region entries, probed for each torch process). */
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <limits.h>
@@ -77,7 +78,10 @@ static int torch_attach_step(struct lp_engines *g, pid_t pid, struct lp_obj *o, 
 }
 
 /* Its OpenMP runtime's region entry and return, for this process only: a worker's sample
- * gets the op its master was in (where.bpf.h). */
+ * gets the op its master was in (where.bpf.h). Not GCC's runtime's: a worker's own thread
+ * data leads to its master's frames (where.bpf.h's team path), with no probe on every
+ * region (a trap each, 4.7 us and more on hosts that unmap the kernel from user space:
+ * bench/RESULTS.md). */
 static int torch_proc_probes(struct lp_engines *g, pid_t pid, const struct lp_eproc *gp,
 			     struct lp_probe_site **v, size_t *n)
 {
@@ -91,7 +95,7 @@ static int torch_proc_probes(struct lp_engines *g, pid_t pid, const struct lp_ep
 		const struct lp_obj *o = gp->objs[i];
 		char path[PATH_MAX + 64];
 
-		if (!lp_obj_has(o, LP_SYM_FORK))
+		if (!lp_obj_has(o, LP_SYM_FORK) || o->omp_team_got)
 			continue;
 		if ((r = lp_uprobe_path(pid, o->path, o->dev, o->ino, path, sizeof(path))) < 0)
 			break;
@@ -256,4 +260,5 @@ const struct lp_engine lp_engine_torch = {
 	.describe_found = torch_describe_found,
 	.op_functions = torch_op_functions,
 	.proc_probes = torch_proc_probes,
+	.region_ops = true,
 };

@@ -325,6 +325,52 @@ int lp_elf_section(int fd, const char *name, size_t max, char **buf, size_t *siz
 	return -ENOENT;
 }
 
+int lp_elf_tls_block_slot(int fd, uint64_t *slot)
+{
+	int64_t delta = 0; /* the executable segment's p_vaddr - p_offset */
+	bool exec = false, tls = false;
+	size_t size = 0;
+	char *rela = NULL;
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	int r;
+
+	*slot = 0;
+	if ((r = read_at(fd, &eh, sizeof(eh), 0)) < 0)
+		return r;
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != EM_X86_64 ||
+	    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 256)
+		return -ENOEXEC;
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		if ((r = read_at(fd, &ph, sizeof(ph), eh.e_phoff + (uint64_t)i * sizeof(ph))) < 0)
+			return r;
+		tls |= ph.p_type == PT_TLS && ph.p_memsz > 0;
+		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && !exec) {
+			exec = true;
+			delta = (int64_t)(ph.p_vaddr - ph.p_offset);
+		}
+	}
+	if (!exec || !tls)
+		return -ENOENT;
+	if ((r = lp_elf_section(fd, ".rela.dyn", 64u << 20, &rela, &size)) < 0)
+		return r;
+	r = -ENOENT;
+	for (size_t k = 0; k + sizeof(Elf64_Rela) <= size; k += sizeof(Elf64_Rela)) {
+		Elf64_Rela e;
+
+		memcpy(&e, rela + k, sizeof(e));
+		if (ELF64_R_TYPE(e.r_info) == R_X86_64_TPOFF64 && ELF64_R_SYM(e.r_info) == 0 &&
+		    e.r_addend == 0) {
+			*slot = e.r_offset - (uint64_t)delta;
+			r = 0;
+			break;
+		}
+	}
+	free(rela);
+	return r;
+}
+
 void lp_elf_result_free(struct lp_elf_result *r)
 {
 	for (size_t i = 0; i < r->nsyms; i++)

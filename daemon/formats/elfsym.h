@@ -54,6 +54,14 @@ void lp_elf_result_free(struct lp_elf_result *r);
  * -EFBIG (larger than max) or -errno. */
 int lp_elf_section(int fd, const char *name, size_t max, char **buf, size_t *size);
 
+/* The GOT slot the loader fills with the thread-pointer offset of the file's own TLS block
+ * (x86-64, initial-exec: the R_X86_64_TPOFF64 relocation against no symbol with addend 0),
+ * as a file offset of the executable segment's: where the executable mapping with file
+ * offset pgoff is at start, the slot is at start - pgoff + *slot. Returns 0, -ENOENT (no
+ * such relocation, or no TLS), -ENOEXEC (not a 64-bit little-endian x86-64 ELF file) or
+ * -errno. */
+int lp_elf_tls_block_slot(int fd, uint64_t *slot);
+
 /* Whether name matches pattern: exact, or fnmatch(3) when the pattern has * ? or [. */
 int lp_elf_name_match(const char *pattern, const char *name);
 

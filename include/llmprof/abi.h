@@ -374,6 +374,10 @@ struct lp_ranges {
 	__u32 opfn; /* 1: some object in uw has an op functions' table */
 	__u32 pad;
 	__u64 lo, hi; /* start of the first range, end of the last */
+	/* GCC's OpenMP runtime (libgomp) in the process: the GOT slot its loader fills with
+	 * the thread-pointer offset of the runtime's TLS block, whose first member is each
+	 * thread's struct gomp_thread (where.bpf.h's team path); 0: none */
+	__u64 omp_team_got;
 	struct lp_range r[LP_MAX_RANGES];
 	__u8 kind[LP_MAX_RANGES];   /* enum lp_range_kind */
 	__u8 op[LP_MAX_RANGES];	    /* LP_K_OP, LP_K_KERNEL: index in the process's op table */

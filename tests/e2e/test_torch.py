@@ -247,17 +247,19 @@ def ops_vs_profiler(d):
 def ops_in_regions(d):
     """opmix.py, 2 threads: each phase's op against the CPU its phase took, the daemon's
     counts read at the phases' ends (opmix waits). Before its phases it opens short regions,
-    thousands a second, while the daemon attaches its region probes (an always-on daemon
-    started, or restarted, beside a running server): regions whose entry or return alone
-    was probed must not leave the process counted with a region open for good."""
-    def attached(pid):
-        t.poll("pid %d's region probes attached and firing" % pid, lambda: (lambda o: (
-            o.get("region_probes", 0) > 0 and o.get("regions", 0) >= 2000))(
-                d.get("/v1/processes/%d" % pid)["torch"].get("openmp") or {}), timeout=60)
+    thousands a second, while the daemon finds it (an always-on daemon started, or
+    restarted, beside a running server): with GCC's runtime a worker's op is found from its
+    own thread data, no probe on the regions, and regions that end while a worker's sample
+    reads its master's frames must stay few."""
+    def placing(pid):
+        t.poll("pid %d's workers' samples placed from their thread data" % pid, lambda: (
+            lambda g: g["openmp"]["workers_by"] == "thread_data" and
+            g["unwind"]["openmp_workers"]["region_op"] >= 50)(
+                d.get("/v1/processes/%d" % pid)["torch"]), timeout=60)
 
     marks, rec = handshake_run(d, [torchref.PYTHON, torchref.OPMIX, "--threads", "2",
                                    "--seconds", "8", "--churn"],
-                               torchref.env("openblas", OMP_WAIT_POLICY="passive"), attached)
+                               torchref.env("openblas", OMP_WAIT_POLICY="passive"), placing)
     t.check(len(marks) == 2, "opmix's phases' two ends read")
     (a, na, sa), (b, nb, sb) = marks
     n = nb - na
@@ -276,10 +278,22 @@ def ops_in_regions(d):
                  lambda: (lambda x: x if x.get("state") == "exited" else None)(
                      d.get("/v1/processes/%d" % rec["pid"])), timeout=30)
     ow = doc["torch"]["unwind"]["openmp_workers"]
-    # One thread opens regions: "more than one open" is never so; only a region that closed
-    # while its first worker's sample read the opener's frames has no op.
-    t.check(ow["regions_open"] <= 0.05 * max(1, ow["region_op"] + ow["regions_open"]),
+    # Only a region that ended while a worker's sample read its master's frames has no op
+    # (regions_open: the frames not found below the region's data); none_open, a worker's
+    # first region (its thread data holds none yet): one a thread.
+    placed = ow["region_op"] + ow["regions_open"] + ow["none_open"]
+    t.check(ow["regions_open"] + ow["none_open"] <= 0.05 * max(1, placed),
             "opmix's workers' samples given their region's op: %s" % ow)
+    t.check(doc["torch"]["openmp"]["workers_by"] == "thread_data" and
+            doc["torch"]["openmp"]["region_probes"] == 0,
+            "GCC's runtime: the workers' regions found from their thread data, no region "
+            "probed: %s" % doc["torch"]["openmp"])
+    dump = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "dump", "--pid",
+                           str(rec["pid"])], capture_output=True, text=True, timeout=60)
+    line = next((x for x in dump.stdout.splitlines() if x.strip().startswith("workers")), "")
+    t.check(dump.returncode == 0 and "%d samples of OpenMP workers" % ow["region_op"] in line
+            and "found from their thread data" in dump.stdout,
+            "llmprofctl dump says how the workers' samples were placed: %r" % line)
     mul = next((o for o in doc["torch"]["ops"] if o["op"] == "aten::mul"), None)
     t.check(mul and mul["region_samples"] >= 0.3 * mul["samples"],
             "aten::mul's work is only in parallel regions: %d of its %d samples its workers'"
