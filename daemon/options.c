@@ -432,6 +432,9 @@ static const struct lp_option options[] = {
 	{"no-unwind", .type = LP_OPT_CLEAR, .off = OFF(unwind),
 	 .help = "find a sample's op by scanning its stack only, not by walking its frames by "
 		 ".eh_frame (for comparison)"},
+	{"no-openmp-thread-data", .type = LP_OPT_CLEAR, .off = OFF(openmp_thread_data),
+	 .help = "find the op of a torch OpenMP worker's region by probing GCC's runtime's "
+		 "region entry (a trap per region) instead of from the worker's thread data"},
 	{"no-sample-rephase", .type = LP_OPT_CLEAR, .off = OFF(sample_rephase),
 	 .help = "keep each CPU's sampling rate fixed instead of restarting it at random every "
 		 "50-150 ms (for comparison: a fixed rate aliases with a steady decode)"},

@@ -115,6 +115,7 @@ struct lp_config {
 	bool stack_scan;			      /* classify samples by return addresses too */
 	bool unwind;			/* ... walking frames by .eh_frame where it can */
 	bool sample_rephase;		/* per-CPU sampling rates restarted at random */
+	bool openmp_thread_data;	/* GCC's OpenMP workers' regions by their thread data */
 	bool fast_entry;		/* uprobes on the first emulated instruction */
 	bool precise_tensors;		/* precise mode reads op calls' tensors */
 	double precise_duty;		/* share of time in precise mode, 0 to 1 */

@@ -1033,7 +1033,8 @@ static void write_ranges(struct lp_engines *g, struct lp_target *t, const struct
 		rg->op_matmul[i] = gp->ops.v[i].group == LP_G_MATMUL;
 	/* GCC's runtime's TLS slot where it is mapped, for an engine whose workers take
 	 * their region's op */
-	for (size_t i = 0; i < s->n && lp_engine_of(gp->engine)->region_ops; i++)
+	for (size_t i = 0;
+	     i < s->n && lp_engine_of(gp->engine)->region_ops && g->cfg->openmp_thread_data; i++)
 		if (s->v[i].o->omp_team_got)
 			rg->omp_team_got =
 				s->v[i].m.start - s->v[i].m.pgoff + s->v[i].o->omp_team_got;
@@ -1191,6 +1192,7 @@ static void proc_job_fin(void *ctx)
 		return;
 	}
 	t->eng->region = j->probes;
+	t->eng->region_attached = j->probes.n > 0;
 	t->eng->region_error = j->error;
 	if (j->error && j->error != -ESRCH && j->error != -ENOENT)
 		log_warning_errno(

@@ -117,6 +117,7 @@ struct lp_eproc {
 	 * a worker's op), attached once it is found; why not */
 	struct lp_probes region;
 	bool region_tried;
+	bool region_attached; /* they were, once (let go at its exit) */
 	int region_error;
 	/* its workers' regions found from their own thread data, GCC's runtime's (where.bpf.h's
 	 * team path): its region entries are not probed */

@@ -644,9 +644,9 @@ static cJSON *render_ggml(const struct lp_proc_view *v, const struct lp_config *
 		lp_json_add_u64(x, "region_probes", gp->region.n);
 		/* how a worker's sample finds its region's op */
 		cJSON_AddStringToObject(x, "workers_by",
-					gp->omp_team   ? "thread_data"
-					: gp->region.n ? "region_probes"
-						       : "none");
+					gp->omp_team	      ? "thread_data"
+					: gp->region_attached ? "region_probes"
+							      : "none");
 		if (gp->region_error)
 			cJSON_AddStringToObject(x, "error", strerror(-gp->region_error));
 		else

@@ -23,10 +23,13 @@ library path picks them.
   burn nothing), each op's share within 3 points of the share of CPU its phase took; the
   elementwise op, whose work runs only in at::parallel_for's regions, has its workers'
   samples (region_samples) and so its whole share, not the caller's half. The daemon
-  attaches its region probes while opmix opens thousands of regions a second, as it does
-  beside a server that was running before it; at most 5 % of the workers' samples in
-  regions go without an op (one thread opens them: only a region that closes while its
-  opener's frames are read has none).
+  finds opmix while it opens thousands of regions a second, as it does beside a server
+  that was running before it; at most 5 % of the workers' samples in regions go without
+  an op (one thread opens them: only a region that ends while its opener's frames are
+  read has none). Twice: with GCC's runtime's thread data (the default, no probe on the
+  regions; `openmp.workers_by` says so, as does llmprofctl dump), and with the regions'
+  entries probed (--no-openmp-thread-data, the way of LLVM's and Intel's runtimes), the
+  probes attached while the regions churn.
 - Sync and leaves, 2 threads, against perf record -a over the same window: sync within 3
   points of perf's samples whose first user frame outside the C library is libgomp's; the
   five hottest leaf functions of the daemon's pprof within 3 points of perf's; with the
@@ -244,18 +247,26 @@ def ops_vs_profiler(d):
                 % (k, ours[k], bound, theirs.get(k, -1)))
 
 
-def ops_in_regions(d):
+def ops_in_regions(d, probes=False):
     """opmix.py, 2 threads: each phase's op against the CPU its phase took, the daemon's
     counts read at the phases' ends (opmix waits). Before its phases it opens short regions,
     thousands a second, while the daemon finds it (an always-on daemon started, or
-    restarted, beside a running server): with GCC's runtime a worker's op is found from its
-    own thread data, no probe on the regions, and regions that end while a worker's sample
-    reads its master's frames must stay few."""
+    restarted, beside a running server). With GCC's runtime a worker's op is found from its
+    own thread data, no probe on the regions: regions that end while a worker's sample
+    reads its master's frames must stay few. probes: a daemon that probes the regions'
+    entries instead (--no-openmp-thread-data, as it does LLVM's and Intel's runtimes):
+    regions whose entry or return alone was probed, as the probes attach, must not leave
+    the process counted with a region open for good."""
+    how = "region_probes" if probes else "thread_data"
+
     def placing(pid):
-        t.poll("pid %d's workers' samples placed from their thread data" % pid, lambda: (
-            lambda g: g["openmp"]["workers_by"] == "thread_data" and
-            g["unwind"]["openmp_workers"]["region_op"] >= 50)(
-                d.get("/v1/processes/%d" % pid)["torch"]), timeout=60)
+        def ready(g):
+            omp, ow = g["openmp"], g["unwind"]["openmp_workers"]
+            if probes:
+                return omp.get("region_probes", 0) > 0 and omp.get("regions", 0) >= 2000
+            return omp["workers_by"] == how and ow["region_op"] >= 50
+        t.poll("pid %d's workers' samples placed (%s)" % (pid, how),
+               lambda: ready(d.get("/v1/processes/%d" % pid)["torch"]), timeout=60)
 
     marks, rec = handshake_run(d, [torchref.PYTHON, torchref.OPMIX, "--threads", "2",
                                    "--seconds", "8", "--churn"],
@@ -272,8 +283,8 @@ def ops_in_regions(d):
     for op, phase in want.items():
         ref = rec["cpu"][phase] / total
         bound = max(0.03, noise(ref, n))
-        t.check(abs(ours.get(op, 0) - ref) <= bound, "opmix, 2 threads: %s %.3f within %.3f of "
-                "its phase's CPU %.3f" % (op, ours.get(op, 0), bound, ref))
+        t.check(abs(ours.get(op, 0) - ref) <= bound, "opmix, 2 threads, %s: %s %.3f within "
+                "%.3f of its phase's CPU %.3f" % (how, op, ours.get(op, 0), bound, ref))
     doc = t.poll("opmix's figures after its exit",
                  lambda: (lambda x: x if x.get("state") == "exited" else None)(
                      d.get("/v1/processes/%d" % rec["pid"])), timeout=30)
@@ -283,16 +294,16 @@ def ops_in_regions(d):
     # first region (its thread data holds none yet): one a thread.
     placed = ow["region_op"] + ow["regions_open"] + ow["none_open"]
     t.check(ow["regions_open"] + ow["none_open"] <= 0.05 * max(1, placed),
-            "opmix's workers' samples given their region's op: %s" % ow)
-    t.check(doc["torch"]["openmp"]["workers_by"] == "thread_data" and
-            doc["torch"]["openmp"]["region_probes"] == 0,
-            "GCC's runtime: the workers' regions found from their thread data, no region "
-            "probed: %s" % doc["torch"]["openmp"])
+            "opmix's workers' samples given their region's op (%s): %s" % (how, ow))
+    # (region_probes: those attached now; let go at the process's exit)
+    omp = doc["torch"]["openmp"]
+    t.check(omp["workers_by"] == how and (omp["regions"] > 0) == probes,
+            "GCC's runtime: the workers' regions found by %s: %s" % (how, omp))
     dump = subprocess.run([t.LLMPROFCTL, "--socket", d.socket, "dump", "--pid",
                            str(rec["pid"])], capture_output=True, text=True, timeout=60)
     line = next((x for x in dump.stdout.splitlines() if x.strip().startswith("workers")), "")
     t.check(dump.returncode == 0 and "%d samples of OpenMP workers" % ow["region_op"] in line
-            and "found from their thread data" in dump.stdout,
+            and (probes or "found from their thread data" in dump.stdout),
             "llmprofctl dump says how the workers' samples were placed: %r" % line)
     mul = next((o for o in doc["torch"]["ops"] if o["op"] == "aten::mul"), None)
     t.check(mul and mul["region_samples"] >= 0.3 * mul["samples"],
@@ -551,6 +562,10 @@ def main():
     precise_calls(d)
     record_steps(d)
     t.check(d.stop() == 0, "the daemon exits 0")
+    d = t.Daemon("--sample-hz", str(HZ), "--no-openmp-thread-data")
+    d.wait_ready()
+    ops_in_regions(d, probes=True)
+    t.check(d.stop() == 0, "the daemon that probes the regions exits 0")
 
 
 t.run(main, timeout=1500)
