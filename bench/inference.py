@@ -70,6 +70,12 @@ def main():
                         return res["tokens_per_s"]
                     got.check_returncode()
                     doc = json.loads(got.stdout)
+                    # Tracked (by its comm), but gone before its objects were read: no
+                    # engine, no probe count either.
+                    if not doc.get("ggml"):
+                        untracked.setdefault(how, []).append(
+                            "pid %d exited before its engine was known" % res["pid"])
+                        return res["tokens_per_s"]
                     p = doc["ggml"]["precise"]
                     probed.setdefault(how, []).append(
                         (p["matmul"]["calls"] + p["barrier"]["calls"],
@@ -92,7 +98,7 @@ def main():
                          "per decoded token (%.0f tokens, %d runs)"
                          % (shape, how, calls, calls / tokens, tokens, len(runs)))
         for how, errs in untracked.items():
-            notes.append("%s, %s: %d runs ended before the daemon tracked them, no probe "
+            notes.append("%s, %s: %d runs ended before the daemon knew their engine, no probe "
                          "count (%s)" % (shape, how, len(errs), errs[0]))
     notes.insert(0, "workload: node-llama-cpp (tests/workload/driver.mjs), random-weight Q8_0 "
                  "GGUF, %d threads, prompt %d, %d generated tokens, %d alternating rounds; "
