@@ -152,12 +152,10 @@ struct team_scan {
 static long team_word(__u64 i, void *data)
 {
 	struct team_scan *s = data;
-	int r;
 
 	if (i >= TEAM_WORDS || s->n >= TEAM_TRIES)
 		return 1;
-	r = range_find(s->rg, s->words[i & (TEAM_WORDS - 1)]);
-	if (r >= 0 && s->rg->kind[r & (LP_MAX_RANGES - 1)] == LP_K_RUNTIME)
+	if (in_runtime(s->rg, s->words[i & (TEAM_WORDS - 1)]))
 		s->at[s->n++ & (TEAM_TRIES - 1)] = (__u32)i;
 	return 0;
 }
@@ -166,13 +164,6 @@ struct team_walk {
 	struct scan_ctx c;
 	__u32 done; /* 1: left the runtime's frames */
 };
-
-static bool in_runtime(const struct lp_ranges *rg, __u64 addr)
-{
-	int r = range_find(rg, addr);
-
-	return r >= 0 && rg->kind[r & (LP_MAX_RANGES - 1)] == LP_K_RUNTIME;
-}
 
 /* One frame up, from the runtime's frames toward their caller's. */
 static long team_step(__u64 i, void *data)

@@ -324,15 +324,23 @@ static __always_inline long frame_up(struct scan_ctx *c, __u64 i)
 	return 0;
 }
 
+/* Whether addr is an OpenMP runtime's code (its whole text is one range of the table). */
+static __always_inline bool in_runtime(const struct lp_ranges *rg, __u64 addr)
+{
+	int i = range_find(rg, addr);
+
+	return i >= 0 && rg->kind[i & (LP_MAX_RANGES - 1)] == LP_K_RUNTIME;
+}
+
 /* A frame above a return address into an OpenMP runtime, at: one of neither the runtime
  * nor the C library (in an object with rows) is user code that called the runtime, an
  * opener's; a thread the runtime started (a worker) has only the C library's thread start
  * above it. */
 static __always_inline void runtime_caller(struct scan_ctx *c, __u64 at)
 {
-	int i = range_find(c->rg, at), k;
+	int k;
 
-	if (i >= 0 && c->rg->kind[i & (LP_MAX_RANGES - 1)] == LP_K_RUNTIME)
+	if (in_runtime(c->rg, at))
 		return;
 	k = uw_obj(c->rg, at);
 	if (k >= 0 && !c->rg->uw[k & (LP_MAX_UNWIND - 1)].libc)

@@ -1033,11 +1033,11 @@ static void write_ranges(struct lp_engines *g, struct lp_target *t, const struct
 		rg->op_matmul[i] = gp->ops.v[i].group == LP_G_MATMUL;
 	/* GCC's runtime's TLS slot where it is mapped, for an engine whose workers take
 	 * their region's op */
-	for (size_t i = 0;
-	     i < s->n && lp_engine_of(gp->engine)->region_ops && g->cfg->openmp_thread_data; i++)
-		if (s->v[i].o->omp_team_got)
-			rg->omp_team_got =
-				s->v[i].m.start - s->v[i].m.pgoff + s->v[i].o->omp_team_got;
+	if (lp_engine_of(gp->engine)->region_ops)
+		for (size_t i = 0; i < s->n; i++)
+			if (lp_obj_team_path(g, s->v[i].o))
+				rg->omp_team_got =
+					s->v[i].m.start - s->v[i].m.pgoff + s->v[i].o->omp_team_got;
 	gp->omp_team = rg->omp_team_got != 0;
 	/* The mappings the sampler can walk frames in: the objects with ops, then the others
 	 * (once the process runs ggml), their rows read now if they were not. */

@@ -330,6 +330,15 @@ struct lp_engines {
 	struct lp_engine_hooks hooks;
 };
 
+/* Whether the workers of OpenMP runtime o find their region's op from their own thread
+ * data (GCC's runtime, its TLS slot found; not --no-openmp-thread-data): its slot goes in
+ * the sampling table of an engine whose workers take their region's op (engine.c), and
+ * its region entry is not probed (torch.c). */
+static inline bool lp_obj_team_path(const struct lp_engines *g, const struct lp_obj *o)
+{
+	return o->omp_team_got && g->cfg->openmp_thread_data;
+}
+
 void lp_engines_init(struct lp_engines *g, const struct lp_config *cfg, struct lp_core *core,
 		     struct lp_tracker *tr);
 void lp_engines_free(struct lp_engines *g);

@@ -95,7 +95,7 @@ static int torch_proc_probes(struct lp_engines *g, pid_t pid, const struct lp_ep
 		const struct lp_obj *o = gp->objs[i];
 		char path[PATH_MAX + 64];
 
-		if (!lp_obj_has(o, LP_SYM_FORK) || (o->omp_team_got && g->cfg->openmp_thread_data))
+		if (!lp_obj_has(o, LP_SYM_FORK) || lp_obj_team_path(g, o))
 			continue;
 		if ((r = lp_uprobe_path(pid, o->path, o->dev, o->ino, path, sizeof(path))) < 0)
 			break;

@@ -281,6 +281,19 @@ static int read_at(int fd, void *buf, size_t n, uint64_t off)
 	return 0;
 }
 
+/* The ELF header of a 64-bit little-endian file at fd: 0, -ENOEXEC (not one) or -errno. */
+static int read_ehdr(int fd, Elf64_Ehdr *eh)
+{
+	int r = read_at(fd, eh, sizeof(*eh), 0);
+
+	if (r < 0)
+		return r;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_ident[EI_DATA] != ELFDATA2LSB)
+		return -ENOEXEC;
+	return 0;
+}
+
 int lp_elf_section(int fd, const char *name, size_t max, char **buf, size_t *size)
 {
 	Elf64_Ehdr eh;
@@ -293,11 +306,10 @@ int lp_elf_section(int fd, const char *name, size_t max, char **buf, size_t *siz
 	*size = 0;
 	if (want > sizeof(nm))
 		return -EINVAL;
-	if ((r = read_at(fd, &eh, sizeof(eh), 0)) < 0)
+	if ((r = read_ehdr(fd, &eh)) < 0)
 		return r;
-	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_shentsize != sizeof(Elf64_Shdr) ||
-	    eh.e_shstrndx == SHN_UNDEF || eh.e_shstrndx >= eh.e_shnum)
+	if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shstrndx == SHN_UNDEF ||
+	    eh.e_shstrndx >= eh.e_shnum)
 		return -ENOEXEC;
 	if ((r = read_at(fd, &str, sizeof(str),
 			 eh.e_shoff + (uint64_t)eh.e_shstrndx * sizeof(Elf64_Shdr))) < 0)
@@ -336,11 +348,9 @@ int lp_elf_tls_block_slot(int fd, uint64_t *slot)
 	int r;
 
 	*slot = 0;
-	if ((r = read_at(fd, &eh, sizeof(eh), 0)) < 0)
+	if ((r = read_ehdr(fd, &eh)) < 0)
 		return r;
-	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != EM_X86_64 ||
-	    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 256)
+	if (eh.e_machine != EM_X86_64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 256)
 		return -ENOEXEC;
 	for (unsigned i = 0; i < eh.e_phnum; i++) {
 		if ((r = read_at(fd, &ph, sizeof(ph), eh.e_phoff + (uint64_t)i * sizeof(ph))) < 0)
