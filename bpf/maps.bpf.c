@@ -68,20 +68,44 @@ __noinline int lp_uw_obj(const struct lp_ranges *rg, __u64 addr)
 
 /* The row covering file offset off of an object (its rows in slot, n of them), as its 8
  * bytes: the last one at or below it; LP_UW_NO_ROW before the first and in a gap between
- * FDEs, which cfi.c marks with a row of its own. */
+ * FDEs, which cfi.c marks with a row of its own. The rows' page index (abi.h, after them)
+ * names the few rows of off's page that it lies between: those are halved. */
 __noinline __u64 lp_uw_row(__u32 slot, __u32 n, __u64 off)
 {
-	__u32 lo = 0, hi = n, mid;
+	const struct lp_rows_head *h;
+	const struct lp_rows_page *pg;
 	const struct lp_unwind_row *r;
-	__u64 v;
+	__u32 lo, hi, mid, base, shift;
+	__u64 v, page;
 	void *rows;
 
-	if (off > 0xffffffffULL)
+	if (off > 0xffffffffULL || !n)
 		return LP_UW_NO_ROW;
 	rows = bpf_map_lookup_elem(&unwind_rows, &slot);
 	if (!rows)
 		return LP_UW_NO_ROW;
-	/* 22 halvings cover an object's rows (LP_UNWIND_MAX_ROWS). */
+	h = bpf_map_lookup_elem(rows, &n);
+	if (!h)
+		return LP_UW_NO_ROW;
+	shift = h->pages_shift & 63;
+	page = off >> shift;
+	if (page < h->first)
+		return LP_UW_NO_ROW;
+	page -= h->first;
+	if (page >= h->pages_shift >> 8) {
+		/* past the last row's page: the last row */
+		lo = n - 1;
+		hi = n;
+	} else {
+		mid = n + 1 + (__u32)page;
+		pg = bpf_map_lookup_elem(rows, &mid);
+		if (!pg || pg->lo > pg->hi || pg->hi >= n)
+			return LP_UW_NO_ROW;
+		lo = pg->lo;
+		hi = pg->hi + 1;
+	}
+	base = lo;
+	/* 22 halvings cover an object's rows (LP_UNWIND_MAX_ROWS), a page's few at most. */
 	for (int i = 0; i < 22 && lo < hi; i++) {
 		mid = lo + (hi - lo) / 2;
 		r = bpf_map_lookup_elem(rows, &mid);
@@ -92,7 +116,8 @@ __noinline __u64 lp_uw_row(__u32 slot, __u32 n, __u64 off)
 		else
 			hi = mid;
 	}
-	if (lo == 0 || lo < hi)
+	/* none in the page at or below it (before the first row), or not settled */
+	if (lo == base || lo < hi)
 		return LP_UW_NO_ROW;
 	lo--;
 	r = bpf_map_lookup_elem(rows, &lo);

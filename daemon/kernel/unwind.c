@@ -135,14 +135,94 @@ static int convert(const struct lp_cfi_row *c, struct lp_unwind_row *r)
 	return -1;
 }
 
-int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uint32_t *lost)
+/* The shift of the pages: the fewest bytes a page that leave at least LP_ROWS_PER_PAGE rows
+ * a page on average; at 32, one page for them all. */
+static uint32_t index_shift(uint64_t first, uint64_t last, size_t n, uint32_t *pages)
+{
+	uint64_t want = n / LP_ROWS_PER_PAGE ? n / LP_ROWS_PER_PAGE : 1;
+	uint32_t s = 0;
+
+	while (s < 32 && (last >> s) - (first >> s) + 1 > want)
+		s++;
+	*pages = (uint32_t)((last >> s) - (first >> s) + 1);
+	return s;
+}
+
+size_t lp_rows_index(const struct lp_unwind_row *rows, size_t n, struct lp_rows_head *h,
+		     struct lp_rows_page *page)
+{
+	uint32_t pages, shift = index_shift(rows[0].off, rows[n - 1].off, n, &pages);
+	size_t j = 0, k = 0;
+
+	h->first = (uint32_t)((uint64_t)rows[0].off >> shift);
+	h->pages_shift = pages << 8 | shift;
+	for (uint32_t p = 0; page && p < pages; p++) {
+		uint64_t start = (uint64_t)(h->first + p) << shift, end = start + (1ULL << shift);
+
+		/* the last row at or below the page's first byte, and its last byte's */
+		while (j < n && rows[j].off <= start)
+			j++;
+		while (k < n && rows[k].off < end)
+			k++;
+		page[p].lo = j ? (uint32_t)(j - 1) : 0;
+		page[p].hi = k ? (uint32_t)(k - 1) : 0;
+	}
+	return pages;
+}
+
+/* Puts n rows, sorted by offset, and their page index in a new array in slot i (taken by
+ * the caller, given back here on failure). */
+static int rows_put(struct lp_unwind *u, uint32_t i, const struct lp_unwind_row *rows, size_t n,
+		    const char *name)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	struct lp_rows_head h;
+	size_t pages = lp_rows_index(rows, n, &h, NULL), len = n + 1 + pages;
+	struct lp_unwind_row *mem;
+	int r, map;
+
+	map = bpf_map_create(BPF_MAP_TYPE_ARRAY, name, sizeof(__u32), sizeof(struct lp_unwind_row),
+			     (uint32_t)len, &opts);
+	if (map < 0) {
+		r = -errno;
+		slot_give(u, i);
+		return r;
+	}
+	mem = mmap(NULL, rows_bytes(len), PROT_READ | PROT_WRITE, MAP_SHARED, map, 0);
+	if (mem == MAP_FAILED) {
+		r = -errno;
+		close(map);
+		slot_give(u, i);
+		return r;
+	}
+	memcpy(mem, rows, n * sizeof(*rows));
+	memcpy(&mem[n], &h, sizeof(h));
+	lp_rows_index(rows, n, &h, (struct lp_rows_page *)&mem[n + 1]);
+	munmap(mem, rows_bytes(len));
+	/* Written before it is put in its slot: the walk never sees a half-written array.
+	 * The slot holds it from here; the daemon's descriptor is not needed. */
+	r = bpf_map_update_elem(u->outer_fd, &i, &map, BPF_ANY) ? -errno : 0;
+	close(map);
+	if (r < 0) {
+		slot_give(u, i);
+		return r;
+	}
+	pthread_mutex_lock(&u->lock);
+	u->objs++;
+	u->used += n;
+	u->slot_bytes[i] = rows_bytes(len);
+	u->bytes += u->slot_bytes[i];
+	pthread_mutex_unlock(&u->lock);
+	return 0;
+}
+
+int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uint32_t *lost)
+{
 	struct lp_unwind_row *rows;
 	struct lp_cfi c;
 	size_t k = 0;
 	uint32_t i;
-	int r, map;
+	int r;
 
 	if (u->outer_fd < 0)
 		return -EOPNOTSUPP;
@@ -157,23 +237,8 @@ int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uin
 	/* File offsets past 4 GiB do not fit a row. */
 	while (k < c.n && c.rows[k].addr <= UINT32_MAX)
 		k++;
-	if (!k || k > LP_UNWIND_MAX_ROWS) {
-		lp_cfi_free(&c);
-		slot_give(u, i);
-		return k ? -EFBIG : -ENOENT;
-	}
-	map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "lp_unwind", sizeof(__u32),
-			     sizeof(struct lp_unwind_row), (uint32_t)k, &opts);
-	if (map < 0) {
-		r = -errno;
-		lp_cfi_free(&c);
-		slot_give(u, i);
-		return r;
-	}
-	rows = mmap(NULL, rows_bytes(k), PROT_READ | PROT_WRITE, MAP_SHARED, map, 0);
-	if (rows == MAP_FAILED) {
-		r = -errno;
-		close(map);
+	if (!k || k > LP_UNWIND_MAX_ROWS || !(rows = malloc(k * sizeof(*rows)))) {
+		r = !k ? -ENOENT : k > LP_UNWIND_MAX_ROWS ? -EFBIG : -ENOMEM;
 		lp_cfi_free(&c);
 		slot_give(u, i);
 		return r;
@@ -188,20 +253,10 @@ int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uin
 	/* Rows past 4 GiB into the file do not fit: the code they cover has none. */
 	lost[LP_UW_WHY_RANGE] += (uint32_t)(c.n - k);
 	lp_cfi_free(&c);
-	munmap(rows, rows_bytes(k));
-	/* Written before it is put in its slot: the walk never sees a half-written array.
-	 * The slot holds it from here; the daemon's descriptor is not needed. */
-	r = bpf_map_update_elem(u->outer_fd, &i, &map, BPF_ANY) ? -errno : 0;
-	close(map);
-	if (r < 0) {
-		slot_give(u, i);
+	r = rows_put(u, i, rows, k, "lp_unwind");
+	free(rows);
+	if (r < 0)
 		return r;
-	}
-	pthread_mutex_lock(&u->lock);
-	u->objs++;
-	u->used += k;
-	u->bytes += rows_bytes(k);
-	pthread_mutex_unlock(&u->lock);
 	*slot = i;
 	*n = (uint32_t)k;
 	return 0;
@@ -209,10 +264,8 @@ int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uin
 
 int lp_unwind_load_rows(struct lp_unwind *u, const void *rows, size_t n, uint32_t *slot)
 {
-	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE | BPF_F_INNER_MAP);
-	void *mem;
 	uint32_t i;
-	int r, map;
+	int r;
 
 	if (u->outer_fd < 0)
 		return -EOPNOTSUPP;
@@ -220,33 +273,9 @@ int lp_unwind_load_rows(struct lp_unwind *u, const void *rows, size_t n, uint32_
 		return n ? -EFBIG : -ENOENT;
 	if ((i = slot_take(u)) == LP_UNWIND_OBJS)
 		return -ENOSPC;
-	map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "lp_rows", sizeof(__u32),
-			     sizeof(struct lp_unwind_row), (uint32_t)n, &opts);
-	if (map < 0) {
-		r = -errno;
-		slot_give(u, i);
+	r = rows_put(u, i, rows, n, "lp_rows");
+	if (r < 0)
 		return r;
-	}
-	mem = mmap(NULL, rows_bytes(n), PROT_READ | PROT_WRITE, MAP_SHARED, map, 0);
-	if (mem == MAP_FAILED) {
-		r = -errno;
-		close(map);
-		slot_give(u, i);
-		return r;
-	}
-	memcpy(mem, rows, n * sizeof(struct lp_unwind_row));
-	munmap(mem, rows_bytes(n));
-	r = bpf_map_update_elem(u->outer_fd, &i, &map, BPF_ANY) ? -errno : 0;
-	close(map);
-	if (r < 0) {
-		slot_give(u, i);
-		return r;
-	}
-	pthread_mutex_lock(&u->lock);
-	u->objs++;
-	u->used += n;
-	u->bytes += rows_bytes(n);
-	pthread_mutex_unlock(&u->lock);
 	*slot = i;
 	return 0;
 }
@@ -269,7 +298,8 @@ void lp_unwind_release(struct lp_unwind *u, uint32_t slot, uint32_t n)
 		u->used_slot[slot] = false;
 		u->objs--;
 		u->used -= n;
-		u->bytes -= rows_bytes(n);
+		u->bytes -= u->slot_bytes[slot];
+		u->slot_bytes[slot] = 0;
 	}
 	pthread_mutex_unlock(&u->lock);
 }

@@ -20,9 +20,10 @@ struct lp_unwind {
 	pthread_mutex_t lock; /* the fields below */
 	int outer_fd;	      /* the "unwind_rows" array of maps; -1: unwinding is off */
 	bool used_slot[LP_UNWIND_OBJS];
-	size_t objs;  /* slots in use */
-	size_t used;  /* rows in them */
-	size_t bytes; /* what their arrays take */
+	size_t slot_bytes[LP_UNWIND_OBJS]; /* what each slot's array takes */
+	size_t objs;			   /* slots in use */
+	size_t used;			   /* rows in them */
+	size_t bytes;			   /* what their arrays take */
 };
 
 /* Starts with no object (outer_fd: BPF_MAP_TYPE_ARRAY_OF_MAPS of LP_UNWIND_OBJS arrays of
@@ -41,6 +42,11 @@ int lp_unwind_load(struct lp_unwind *u, int fd, uint32_t *slot, uint32_t *n, uin
  * lp_opfn_row) in a free slot, where the walk looks them up as it does unwind rows. Returns
  * 0 with *slot, -ENOSPC, -EFBIG (more than LP_UNWIND_MAX_ROWS) or -errno. */
 int lp_unwind_load_rows(struct lp_unwind *u, const void *rows, size_t n, uint32_t *slot);
+
+/* The page index of n > 0 rows sorted by offset (abi.h, struct lp_rows_head): its head in
+ * *h, and its pages in page[] where page is not NULL. Returns the number of pages. */
+size_t lp_rows_index(const struct lp_unwind_row *rows, size_t n, struct lp_rows_head *h,
+		     struct lp_rows_page *page);
 
 /* Gives a slot back (n: its rows). */
 void lp_unwind_release(struct lp_unwind *u, uint32_t slot, uint32_t n);

@@ -264,7 +264,7 @@ struct lp_range {
  * "unwind_rows" array of maps; shared by every process that maps the object and freed when
  * none does. A row holds from its offset to the next row's. No object is too large (a
  * static llama-server has some 200,000 rows, node 370,000), and memory is what the
- * objects in use take: 8 bytes a row. */
+ * objects in use take: 8 bytes a row, and at most 1 more for their page index (below). */
 #define LP_UNWIND_OBJS 256	     /* objects with rows at once, host-wide */
 #define LP_UNWIND_MAX_ROWS (1 << 22) /* rows of one object: 32 MiB */
 #define LP_MAX_UNWIND 32	     /* objects with rows per process */
@@ -320,6 +320,26 @@ struct lp_unwind_row {
 	 * the frame's own rbp + 8 * (rbp - 1) (a realigned frame); or LP_UW_RBP_LOST. */
 	__s8 rbp;
 };
+
+/* The rows' page index, after an object's n rows in the same array (unwind.c): element n is
+ * its head, elements n + 1 .. n + pages its pages. The rows' offsets are cut into pages of
+ * 1 << shift bytes, page first holding the first row's, as few bytes as leave at least
+ * LP_ROWS_PER_PAGE rows a page on average. A page's entry names the rows the row covering any
+ * offset in it lies between: lo, the row covering its first byte (0 if none does), and hi,
+ * its last byte's. A walk's search for a row (bpf/maps.bpf.c) then halves a page's few rows,
+ * a cache line or two, where halving all of them (22 times for libtorch_cpu.so's 1.4
+ * million) took a helper call and, past the first halvings, a cache and TLB miss each. */
+#define LP_ROWS_PER_PAGE 8
+struct lp_rows_head {
+	__u32 first;	   /* the first row's offset >> shift */
+	__u32 pages_shift; /* pages << 8 | shift */
+};
+struct lp_rows_page {
+	__u32 lo, hi; /* row indices */
+};
+_Static_assert(sizeof(struct lp_rows_head) == sizeof(struct lp_unwind_row) &&
+		       sizeof(struct lp_rows_page) == sizeof(struct lp_unwind_row),
+	       "the index lives in the rows' array");
 
 /* An executable mapping of an object with rows, in one process. */
 struct lp_unwind_obj {

@@ -118,6 +118,143 @@ static void rows_match(int outer, uint32_t slot, uint32_t n, const struct lp_cfi
 	free(v);
 }
 
+/* The whole array in slot, its rows and index, read back by lookups (len elements). */
+static struct lp_unwind_row *array_of(int outer, uint32_t slot, uint32_t len)
+{
+	return rows_of(outer, slot, len);
+}
+
+/* The row covering off by a search of all n rows: the last at or below it, or -1. */
+static int64_t row_full(const struct lp_unwind_row *v, uint32_t n, uint64_t off)
+{
+	int64_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		int64_t mid = (lo + hi) / 2;
+
+		if (v[mid].off <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo - 1;
+}
+
+/* The same by the page index as bpf/maps.bpf.c's lp_uw_row searches it; *span: the rows
+ * it halved. */
+static int64_t row_paged(const struct lp_unwind_row *v, uint32_t n, uint64_t off, uint32_t *span)
+{
+	struct lp_rows_head h;
+	struct lp_rows_page pg;
+	uint32_t shift, lo, hi, base;
+	uint64_t page;
+
+	memcpy(&h, &v[n], sizeof(h));
+	shift = h.pages_shift & 63;
+	page = off >> shift;
+	*span = 0;
+	if (page < h.first)
+		return -1;
+	page -= h.first;
+	if (page >= h.pages_shift >> 8) {
+		lo = n - 1;
+		hi = n;
+	} else {
+		memcpy(&pg, &v[n + 1 + page], sizeof(pg));
+		if (pg.lo > pg.hi || pg.hi >= n)
+			return -2;
+		lo = pg.lo;
+		hi = pg.hi + 1;
+	}
+	*span = hi - lo;
+	base = lo;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid].off <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo == base ? -1 : (int64_t)lo - 1;
+}
+
+/* n rows in slot (an array of n + 1 + pages): the index finds the row a search of all of
+ * them finds, for every row's offset, the bytes either side of it and every page's
+ * bounds; its pages are at most one per LP_ROWS_PER_PAGE rows. */
+static void index_match(int outer, uint32_t slot, const struct lp_unwind_row *rows, uint32_t n,
+			const char *what)
+{
+	struct lp_rows_head h;
+	size_t pages = lp_rows_index(rows, n, &h, NULL);
+	struct lp_unwind_row *v = array_of(outer, slot, n + 1 + (uint32_t)pages);
+	size_t bad = 0, tried = 0, widest = 0, spans = 0;
+	uint32_t span, shift = h.pages_shift & 63;
+
+	CHECK(v != NULL, "%s: rows and index read back", what);
+	if (!v)
+		return;
+	CHECK(pages == (h.pages_shift >> 8) && pages >= 1 &&
+		      (pages <= n / LP_ROWS_PER_PAGE || pages == 1),
+	      "%s: %zu pages of 2^%u bytes for %u rows", what, pages, shift, n);
+	for (uint32_t i = 0; i < n; i++)
+		for (int64_t d = -1; d <= 1; d++) {
+			uint64_t off = (uint64_t)v[i].off + (uint64_t)d;
+
+			if (v[i].off == 0 && d < 0)
+				continue;
+			tried++;
+			bad += row_full(v, n, off) != row_paged(v, n, off, &span);
+			widest = span > widest ? span : widest;
+			spans += span;
+		}
+	for (uint64_t p = 0; p <= pages; p++) {
+		uint64_t start = ((uint64_t)h.first + p) << shift;
+
+		for (int64_t d = -1; d <= 0; d++) {
+			uint64_t off = start + (uint64_t)d;
+
+			if (!start && d < 0)
+				continue;
+			tried++;
+			bad += row_full(v, n, off) != row_paged(v, n, off, &span);
+		}
+	}
+	CHECK(bad == 0, "%s: %zu of %zu offsets found another row by the index", what, bad, tried);
+	printf("  %s: %u rows, %zu pages, rows halved per search %.1f on average, %zu at most\n",
+	       what, n, pages, (double)spans / (3.0 * n), widest);
+	free(v);
+}
+
+/* Rows as an object's could be: clustered, with long gaps and repeated offsets. */
+static void index_synthetic(int outer, struct lp_unwind *u)
+{
+	uint32_t n = 20000, slot, x = 2463534242u;
+	struct lp_unwind_row *r = calloc(n, sizeof(*r));
+	uint64_t off = 4096;
+
+	if (!r)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		/* mostly dense code, now and then a gap of up to 16 MiB, and some repeats */
+		off += x % 100 == 0 ? x % (16u << 20) : x % 7 == 0 ? 0 : x % 64;
+		r[i].off = (uint32_t)off;
+		r[i].cfa = LP_UW_RSP;
+		r[i].cfa_off = 1;
+	}
+	CHECK(lp_unwind_load_rows(u, r, n, &slot) == 0, "synthetic rows loaded");
+	index_match(outer, slot, r, n, "synthetic");
+	lp_unwind_release(u, slot, n);
+	/* one row: one page */
+	CHECK(lp_unwind_load_rows(u, r, 1, &slot) == 0, "one row loaded");
+	index_match(outer, slot, r, 1, "one row");
+	lp_unwind_release(u, slot, 1);
+	free(r);
+}
+
 int main(int argc, char **argv)
 {
 	uint32_t a, an, b, bn, x, xn, lost[LP_UW_WHY_NR];
@@ -141,6 +278,13 @@ int main(int argc, char **argv)
 	lp_unwind_init(&u, outer);
 	CHECK(lp_unwind_load(&u, fd, &a, &an, lost) == 0 && a == 0, "first load in slot 0: %u", a);
 	rows_match(outer, a, an, &c);
+	{
+		struct lp_unwind_row *rows = rows_of(outer, a, an);
+
+		if (rows)
+			index_match(outer, a, rows, an, argv[1]);
+		free(rows);
+	}
 	CHECK(lp_unwind_load(&u, fd, &b, &bn, lost) == 0 && b == 1, "second in slot 1: %u", b);
 	rows_match(outer, b, bn, &c);
 	CHECK(u.used == 2 * c.n && u.objs == 2 && u.bytes >= 2 * c.n * 8,
@@ -154,6 +298,8 @@ int main(int argc, char **argv)
 	lp_unwind_release(&u, x, xn);
 	CHECK(u.used == 0 && u.objs == 0 && u.bytes == 0, "all given back: %zu rows, %zu bytes",
 	      u.used, u.bytes);
+	index_synthetic(outer, &u);
+	CHECK(u.used == 0 && u.bytes == 0, "synthetic rows given back: %zu bytes", u.bytes);
 	lp_unwind_free(&u);
 	close(outer);
 
