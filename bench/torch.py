@@ -133,8 +133,14 @@ class Forwards:
 
     def steps(self, t0, t1):
         """The generation steps (one forward's start to the next's, in one generate()) that
-        start and end inside [t0, t1] (monotonic seconds), in ns."""
-        v, lo, hi = list(self.v), t0 * 1e9, t1 * 1e9
+        start and end inside [t0, t1] (monotonic seconds), in ns; once the lines past t1
+        are in (the decoder writes them every 0.25 s), or 5 s have passed."""
+        lo, hi = t0 * 1e9, t1 * 1e9
+        deadline = time.monotonic() + 5
+        while ((not self.v or self.v[-1][1] < hi) and self.p.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        v = list(self.v)
         return [b_ - a_ for (i, a_), (j, b_) in zip(v, v[1:])
                 if i >= 1 and j == i + 1 and lo <= a_ and b_ <= hi]
 

@@ -13,8 +13,8 @@ Shapes:
 Every forward is one call of the model with input ids of shape [batch, positions]: the
 prompt (positions = prompt length), then one position per generated token. The script
 prints its own counts and timings as one JSON line on stdout at the end (and, with
---progress, a line per forward on stderr: its index in its generate(), its ids' shape, its
-time and its start on CLOCK_MONOTONIC, in ns):
+--progress, a line per forward on stderr, written every 0.25 s: its index in its generate(),
+its ids' shape, its time and its start on CLOCK_MONOTONIC, in ns):
 
   prompt_tokens      batch * prompt length   (the prompt forward's ids)
   generated_tokens   batch * new tokens      (one id per sequence per generation forward)
@@ -44,6 +44,8 @@ import time
 import torch
 from torch import nn
 import torch.nn.functional as F
+
+PROGRESS_NS = 250_000_000  # --progress: its lines written at most this often
 
 
 def now_ns():
@@ -319,6 +321,13 @@ def main():
             if prof["p"]:
                 prof["p"].__exit__(None, None, None)
 
+    progress, progress_at = [], [0]
+
+    def progress_out():
+        sys.stderr.write("".join(progress))
+        sys.stderr.flush()
+        progress.clear()
+
     def on_forward(i, shape, t0, t1):
         k = prof["k"] - 1
         rec["forwards"] += 1
@@ -338,15 +347,20 @@ def main():
                 rec["gen_first_ns"] = t0
             rec["gen_last_end_ns"] = t1
         if a.progress:
-            print("forward %d: %d x %d in %.3f ms at %d" % (i, shape[0], shape[1],
-                                                           (t1 - t0) / 1e6, t0),
-                  file=sys.stderr, flush=True)
+            progress.append("forward %d: %d x %d in %.3f ms at %d\n"
+                            % (i, shape[0], shape[1], (t1 - t0) / 1e6, t0))
+            # Written in batches: a reader woken at every forward would add its own
+            # switches (a tracked thread preempted, and back) to every forward it times.
+            if t1 - progress_at[0] >= PROGRESS_NS:
+                progress_out()
+                progress_at[0] = t1
 
     with torch.no_grad():
         for r in range(a.repeat):
             prof["rep"] = r
             generate(model, ids, a.new, on_forward, on_start)
     rec["end_ns"] = now_ns()
+    progress_out()
     if prof["p"] is not None and a.profile_out:
         ops = [{"name": e.key, "count": e.count, "self_cpu_us": e.self_cpu_time_total,
                 "cpu_us": e.cpu_time_total}
