@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "escape.h"
 #include "base/procfs.h"
+#include "kernel/mapwalk.h"
 #include "kernel/uprobe.h"
 #include "engine/requests.h"
 #include "tracked/hot.h"
@@ -1550,41 +1551,56 @@ int lp_eproc_aop_index(struct lp_eproc *gp, uint32_t aop)
 	return -1;
 }
 
+struct aop_walk {
+	struct lp_eproc *gp;
+	__u32 tgid;
+	struct lp_op_samples *os;
+	struct lp_keys gone;
+};
+
+static int aop_add(void *ctx, const void *key, const void *value)
+{
+	struct aop_walk *w = ctx;
+	const struct lp_aop_key *k = key;
+	const struct lp_aop_val *v = value;
+	int id;
+
+	if (k->tgid != w->tgid || (id = lp_eproc_aop_index(w->gp, k->aop)) < 0)
+		return 0;
+	w->os->all[id] += v->all;
+	w->os->gen[id] += v->gen;
+	w->os->region[id] += v->region;
+	return 0;
+}
+
 /* The process's samples by op functions' table op, into os. */
 static void aop_overlay(const struct lp_core *c, struct lp_eproc *gp, pid_t pid,
 			struct lp_op_samples *os)
 {
-	int fd = bpf_map__fd(c->skel->maps.aop_samples);
-	struct lp_aop_key k, *prev = NULL;
-	struct lp_aop_val v;
+	struct aop_walk w = {.gp = gp, .tgid = (__u32)pid, .os = os};
 
-	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
-		int id;
+	lp_map_walk(bpf_map__fd(c->skel->maps.aop_samples), sizeof(struct lp_aop_key),
+		    sizeof(struct lp_aop_val), aop_add, &w);
+}
 
-		prev = &k;
-		if (k.tgid != (__u32)pid || bpf_map_lookup_elem(fd, &k, &v))
-			continue;
-		if ((id = lp_eproc_aop_index(gp, k.aop)) < 0)
-			continue;
-		os->all[id] += v.all;
-		os->gen[id] += v.gen;
-		os->region[id] += v.region;
-	}
+static int aop_gone(void *ctx, const void *key, const void *value)
+{
+	struct aop_walk *w = ctx;
+
+	(void)value;
+	if (((const struct lp_aop_key *)key)->tgid == w->tgid)
+		lp_keys_add(&w->gone, key);
+	return 0;
 }
 
 /* Takes the process's aop_samples entries out (at its exit, after their last read). */
 static void aop_forget(const struct lp_core *c, pid_t pid)
 {
 	int fd = bpf_map__fd(c->skel->maps.aop_samples);
-	struct lp_aop_key k, next;
-	bool more = bpf_map_get_next_key(fd, NULL, &k) == 0;
+	struct aop_walk w = {.tgid = (__u32)pid, .gone = {.size = sizeof(struct lp_aop_key)}};
 
-	while (more) {
-		more = bpf_map_get_next_key(fd, &k, &next) == 0;
-		if (k.tgid == (__u32)pid)
-			bpf_map_delete_elem(fd, &k);
-		k = next;
-	}
+	lp_map_walk(fd, sizeof(struct lp_aop_key), sizeof(struct lp_aop_val), aop_gone, &w);
+	lp_map_delete(fd, &w.gone);
 }
 
 struct lp_op_samples *lp_eproc_op_samples(const struct lp_core *c, struct lp_eproc *gp, pid_t pid)

@@ -14,6 +14,7 @@
 #include "base/config.h"
 #include "llmprof/abi.h"
 #include "formats/pycode.h"
+#include "kernel/mapwalk.h"
 
 /* What 3.13 states of itself (_Py_DebugOffsets, 8-byte words from _PyRuntime's start),
  * against its entry below: not free-threaded, then each offset the walk and the naming
@@ -491,14 +492,32 @@ bool lp_py_incomplete(const struct lp_py_layout *lay, const struct lp_py_func *f
 	return owner != lay->owned_by_generator && lasti < 2 * (f ? f->firsttraceable : 0);
 }
 
+struct outside_walk {
+	pid_t pid;
+	struct lp_py_state *py;
+	void (*fn)(void *ctx, uint64_t code, const struct lp_py_func *f, uint64_t all,
+		   uint64_t gen);
+	void *ctx;
+};
+
+static int outside_one(void *ctx, const void *key, const void *value)
+{
+	const struct outside_walk *w = ctx;
+	const struct lp_py_key *k = key;
+	const struct lp_py_val *v = value;
+
+	if (k->tgid == (__u32)w->pid)
+		w->fn(w->ctx, k->code, k->code ? lp_python_func(w->py, w->pid, k->code) : NULL,
+		      v->all, v->gen);
+	return 0;
+}
+
 void lp_python_outside(const struct lp_core *c, pid_t pid, struct lp_py_state *py,
 		       void (*fn)(void *ctx, uint64_t code, const struct lp_py_func *f,
 				  uint64_t all, uint64_t gen),
 		       void *ctx)
 {
-	int fd = bpf_map__fd(c->skel->maps.py_samples);
-	struct lp_py_key k, *prev = NULL;
-	struct lp_py_val v;
+	struct outside_walk w = {pid, py, fn, ctx};
 
 	if (py->state != 1)
 		return;
@@ -509,42 +528,44 @@ void lp_python_outside(const struct lp_core *c, pid_t pid, struct lp_py_state *p
 			   py->final[i].all, py->final[i].gen);
 		return;
 	}
-	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
-		prev = &k;
-		if (k.tgid != (__u32)pid || bpf_map_lookup_elem(fd, &k, &v))
-			continue;
-		fn(ctx, k.code, k.code ? lp_python_func(py, pid, k.code) : NULL, v.all, v.gen);
+	lp_map_walk(bpf_map__fd(c->skel->maps.py_samples), sizeof(struct lp_py_key),
+		    sizeof(struct lp_py_val), outside_one, &w);
+}
+
+struct exit_walk {
+	__u32 tgid;
+	struct lp_py_state *py;
+	struct lp_keys gone;
+};
+
+/* An exited process's entry: its last counts kept for its reports, its key to delete. */
+static int exit_one(void *ctx, const void *key, const void *value)
+{
+	struct exit_walk *w = ctx;
+	const struct lp_py_key *k = key;
+	const struct lp_py_val *v = value;
+	struct lp_py_count *x;
+
+	if (k->tgid != w->tgid)
+		return 0;
+	x = realloc(w->py->final, (w->py->nfinal + 1) * sizeof(*x));
+	if (x) {
+		w->py->final = x;
+		x[w->py->nfinal++] = (struct lp_py_count){k->code, v->all, v->gen};
 	}
+	lp_keys_add(&w->gone, key);
+	return 0;
 }
 
 void lp_python_exit(const struct lp_core *c, pid_t pid, struct lp_py_state *py)
 {
 	int fd = bpf_map__fd(c->skel->maps.py_samples);
-	struct lp_py_key k, next;
-	struct lp_py_val v;
-	__u32 key = (__u32)pid;
-	bool more;
+	struct exit_walk w = {
+		.tgid = (__u32)pid, .py = py, .gone = {.size = sizeof(struct lp_py_key)}};
 
-	bpf_map_delete_elem(bpf_map__fd(c->skel->maps.py_procs), &key);
-	more = bpf_map_get_next_key(fd, NULL, &k) == 0;
-	while (more) {
-		more = bpf_map_get_next_key(fd, &k, &next) == 0;
-		if (k.tgid == key) {
-			/* the last counts, for the exited process's reports */
-			if (!bpf_map_lookup_elem(fd, &k, &v)) {
-				struct lp_py_count *x =
-					realloc(py->final, (py->nfinal + 1) * sizeof(*x));
-
-				if (x) {
-					py->final = x;
-					x[py->nfinal++] =
-						(struct lp_py_count){k.code, v.all, v.gen};
-				}
-			}
-			bpf_map_delete_elem(fd, &k);
-		}
-		k = next;
-	}
+	bpf_map_delete_elem(bpf_map__fd(c->skel->maps.py_procs), &w.tgid);
+	lp_map_walk(fd, sizeof(struct lp_py_key), sizeof(struct lp_py_val), exit_one, &w);
+	lp_map_delete(fd, &w.gone);
 }
 
 static void name_one(void *ctx, uint64_t code, const struct lp_py_func *f, uint64_t all,
