@@ -36,7 +36,7 @@ int lp_daemon_report(struct daemon *d, pid_t pid, struct lp_report *r, bool find
 	 * reported with its final numbers. */
 	lp_daemon_consume(d);
 	lp_tracker_find_lost_exits(&d->tracker, pid);
-	ret = lp_report_build(r, &d->core, &d->tracker, pid);
+	ret = lp_report_build(r, &d->core, &d->tracker, pid, true);
 	r->features = &d->features;
 	r->profile_lost_ring = d->core.skel ? d->core.skel->bss->stacks_lost : 0;
 	r->profile_lost_table = d->profiler.lost_table;

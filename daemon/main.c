@@ -179,7 +179,8 @@ static void diagnose_tick(struct daemon *d)
 	lp_membw_tick(&d->diagnose.membw);
 	if (!live && !d->diagnose.n)
 		return;
-	if (lp_report_build(&r, &d->core, &d->tracker, 0) == 0)
+	/* The findings judge processes: no map's fill, which walks every map. */
+	if (lp_report_build(&r, &d->core, &d->tracker, 0, false) == 0)
 		lp_diagnose_tick(&d->diagnose, &r);
 	lp_report_free(&r);
 	/* The model a process maps is part of who it is (identity.h). */

@@ -207,7 +207,8 @@ static void read_ops(struct lp_proc_view *v, struct lp_eproc *gp, const struct l
 		qsort(v->py, v->npy, sizeof(*v->py), by_samples);
 }
 
-int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid)
+int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid,
+		    bool fill)
 {
 	int procs_fd = bpf_map__fd(c->skel->maps.procs);
 	size_t n = 0;
@@ -233,7 +234,7 @@ int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_trac
 	r->waiting = tr->nwaiting;
 	r->exited_evicted = tr->exited_evicted;
 	/* Map fill is for status and /metrics; counting entries walks every map. */
-	if (!pid)
+	if (!pid && fill)
 		read_maps(r, c);
 
 	r->procs = calloc(tr->n ? tr->n : 1, sizeof(*r->procs));

@@ -80,9 +80,12 @@ struct lp_report {
 	size_t nprocs;
 };
 
-/* Reads the maps; pid 0 means every tracked process. A one-process report has no map fill
- * (maps, nmaps) and reads only that process's threads. Returns 0 or -errno. */
-int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid);
+/* Reads the maps; pid 0 means every tracked process. fill: the maps' fill and the drops
+ * too (maps, nmaps, drops: status and /metrics), which counts the entries of every hash map
+ * and reads a file per map; only with pid 0. A one-process report reads only that process's
+ * threads. Returns 0 or -errno. */
+int lp_report_build(struct lp_report *r, const struct lp_core *c, struct lp_tracker *tr, pid_t pid,
+		    bool fill);
 void lp_report_free(struct lp_report *r);
 /* Whether counter ctr (enum lp_counter) is collected by this daemon's sources: futex
  * results are not where waits are seen from the scheduler. */
