@@ -39,7 +39,8 @@ static int outer_map(uint32_t nslots)
 	return outer < 0 ? -errno : outer;
 }
 
-/* The rows in slot of the array of maps, read back by lookups. */
+/* The first n elements in slot of the array of maps (its rows, then their index), read back
+ * by lookups. */
 static struct lp_unwind_row *rows_of(int outer, uint32_t slot, uint32_t n)
 {
 	struct lp_unwind_row *v = calloc(n ? n : 1, sizeof(*v));
@@ -118,12 +119,6 @@ static void rows_match(int outer, uint32_t slot, uint32_t n, const struct lp_cfi
 	free(v);
 }
 
-/* The whole array in slot, its rows and index, read back by lookups (len elements). */
-static struct lp_unwind_row *array_of(int outer, uint32_t slot, uint32_t len)
-{
-	return rows_of(outer, slot, len);
-}
-
 /* The row covering off by a search of all n rows: the last at or below it, or -1. */
 static int64_t row_full(const struct lp_unwind_row *v, uint32_t n, uint64_t off)
 {
@@ -187,7 +182,7 @@ static void index_match(int outer, uint32_t slot, const struct lp_unwind_row *ro
 {
 	struct lp_rows_head h;
 	size_t pages = lp_rows_index(rows, n, &h, NULL);
-	struct lp_unwind_row *v = array_of(outer, slot, n + 1 + (uint32_t)pages);
+	struct lp_unwind_row *v = rows_of(outer, slot, n + 1 + (uint32_t)pages);
 	size_t bad = 0, tried = 0, widest = 0, spans = 0;
 	uint32_t span, shift = h.pages_shift & 63;
 
