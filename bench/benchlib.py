@@ -3,6 +3,7 @@
 result table each benchmark prints last."""
 import atexit
 import contextlib
+import json
 import os
 import platform
 import shutil
@@ -221,3 +222,36 @@ def table(title, header, rows, notes=()):
     print("|" + "---|" * len(header))
     for r in rows:
         print("| " + " | ".join(str(x) for x in r) + " |")
+
+
+def torch_sampled(d, p):
+    """Waits until daemon d tracks decoder p and its samples count (every object read,
+    libtorch's unwind rows in the kernel); False if p exits first or 180 s pass."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and p.poll() is None:
+        got = subprocess.run([LLMPROFCTL, "--socket", d.socket, "dump", "--pid", str(p.pid),
+                              "--json"], capture_output=True, text=True)
+        if got.returncode == 0:
+            doc = json.loads(got.stdout)
+            if (doc.get("torch") or {}).get("sampled", {}).get("since_ns"):
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def torch_warm(daemons):
+    """A decoder tracked by each daemon until its samples count, then stopped: while it maps
+    libtorch its rows stay, as an always-on daemon holds them while any process runs torch.
+    Returns it, to be killed."""
+    import torchref  # tests/lib: only the torch benchmarks need it
+
+    p = subprocess.Popen(torchref.decoder_argv("--threads", 2, "--new", 100000),
+                         env=torchref.env("openblas"), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    if all(torch_sampled(d, p) for d in daemons):
+        p.send_signal(signal.SIGSTOP)
+        return p
+    p.kill()
+    p.wait()
+    raise SystemExit("the warm-up decoder was not tracked within 180 s:\n%s" %
+                     "\n".join(d.text() for d in daemons))

@@ -20,10 +20,14 @@ program, within 5 % on programs that run only a few thousand times a round.
 Either build left out is this tree's: with neither, the two are copies of one build, and
 how far apart they read is the method's own noise.
 
-Workloads, each pinned to one CPU but omp: pipe (`perf bench sched pipe`), pingpong
-(lpsysbench's FUTEX_WAIT/WAKE between two threads), lpops (the ggml-like fixture), omp
-(llama.cpp's OpenMP build decoding a random-weight model, 2 threads; built once by
-tests/workload/build-llama.sh).
+Workloads, each pinned to one CPU but omp and torch: pipe (`perf bench sched pipe`),
+pingpong (lpsysbench's FUTEX_WAIT/WAKE between two threads), lpops (the ggml-like fixture),
+omp (llama.cpp's OpenMP build decoding a random-weight model, 2 threads; built once by
+tests/workload/build-llama.sh), torch (tests/workload/decoder.py, 2 threads, OpenBLAS,
+1,200 tokens; found by each daemon at its first forward, as a default daemon finds it).
+With torch, each round first has both daemons track a decoder until its samples count
+(libtorch's rows read) and keeps it stopped, as bench/torch.py warms its daemon: the
+measured run is walked by rows already in the kernel, as an always-on daemon's are.
 """
 import argparse
 import statistics
@@ -33,12 +37,14 @@ import benchlib as b
 import lptest
 import ops
 import progcost as pc
+import torchref
 
 LOADS = {
     "pipe": (["taskset", "-c", "0", "perf", "bench", "sched", "pipe", "-l", "100000"], "perf"),
     "pingpong": (["taskset", "-c", "0", pc.BENCH, "pingpong", "50000"], "lpsysbench"),
     "lpops": (None, "lpops"),
     "omp": (None, "llama-simple"),
+    "torch": (None, None),  # found by its first forward
 }
 
 
@@ -46,6 +52,8 @@ def argv(workload):
     cmd = LOADS[workload][0]
     if cmd:
         return cmd
+    if workload == "torch":
+        return torchref.decoder_argv("--threads", 2, "--prompt", 16, "--new", 1200)
     return (["taskset", "-c", "0"] if workload == "lpops" else []) + ops.argv_of(workload, 300)
 
 
@@ -63,21 +71,24 @@ def main():
     b.need("perf", "bpftool", a.old, a.new, pc.BENCH, ops.LPOPS)
     b.mount_tracefs()
     cmds = {w: argv(w) for w in workloads}
-    comms = [x for w in workloads for x in ("--comm", LOADS[w][1])]
+    comms = [x for w in workloads if LOADS[w][1] for x in ("--comm", LOADS[w][1])]
     builds = (a.old, a.new)
     per_run = {}
     with b.bpf_stats():
         for r in range(a.rounds):
-            daemons = {}
+            daemons, warmed = {}, None
             try:
                 for k in ((0, 1) if r % 2 == 0 else (1, 0)):
                     b.LLMPROFD = builds[k]
                     daemons[k] = b.Daemon(*comms)
+                if "torch" in workloads:
+                    warmed = b.torch_warm(list(daemons.values()))
                 ids = {k: lptest.prog_ids_of(d.proc.pid) for k, d in daemons.items()}
                 for w in workloads:
                     before = {k: pc.stats(ids[k]) for k in daemons}
                     subprocess.run(cmds[w], stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, check=True, timeout=600)
+                                   stderr=subprocess.DEVNULL, check=True, timeout=600,
+                                   env=torchref.env("openblas") if w == "torch" else None)
                     for k in daemons:
                         for prog, (ns, n) in pc.delta(before[k], pc.stats(ids[k])).items():
                             if n >= 1000:
@@ -87,6 +98,9 @@ def main():
                         for (ww, prog), v in sorted(per_run.items())
                         if ww == w and len(v[0]) == len(v[1]) == r + 1)))
             finally:
+                if warmed:
+                    warmed.kill()
+                    warmed.wait()
                 for d in daemons.values():
                     d.stop()
     rows = []

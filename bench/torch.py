@@ -42,11 +42,9 @@ GEMMs, OpenMP barriers and 13 of the decoder's aten ops probed, OPS).
 """
 import argparse
 import itertools
-import json
 import os
 import resource
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -85,36 +83,6 @@ def run_decoder(new):
     # pause of the VM's host (some 30 ms, now and then here) does not move.
     steps = [b - a for a, b in zip(starts, starts[1:])]
     return rate, cpu, rec["gen_forwards"], rec["batch"] * 1e9 / statistics.median(steps)
-
-
-def sampled(d, p):
-    """Waits until d tracks decoder p and its samples count (every object read, libtorch's
-    unwind rows in the kernel); False if p exits first or 180 s pass."""
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and p.poll() is None:
-        got = subprocess.run([b.LLMPROFCTL, "--socket", d.socket, "dump", "--pid",
-                              str(p.pid), "--json"], capture_output=True, text=True)
-        if got.returncode == 0:
-            doc = json.loads(got.stdout)
-            if (doc.get("torch") or {}).get("sampled", {}).get("since_ns"):
-                return True
-        time.sleep(0.2)
-    return False
-
-
-def warm(d):
-    """A decoder tracked by d until its samples count, then stopped: while it maps libtorch
-    its rows stay, as an always-on daemon holds them while any process runs torch. Returns
-    it, to be killed."""
-    p = subprocess.Popen(torchref.decoder_argv("--threads", 2, "--new", 100000),
-                         env=torchref.env("openblas"), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
-    if sampled(d, p):
-        p.send_signal(signal.SIGSTOP)
-        return p
-    p.kill()
-    p.wait()
-    raise SystemExit("the warm-up decoder was not tracked within 180 s:\n%s" % d.text())
 
 
 class Forwards:
@@ -279,7 +247,7 @@ def phases(n, hold, new):
         # (updated at each start), and the page cache warm for every later start.
         d = b.Daemon()
         try:
-            if not sampled(d, p):
+            if not b.torch_sampled(d, p):
                 raise SystemExit("the decoder was not tracked:\n%s" % d.text())
             start_cpu = lptest.proc_cpu_seconds(d.proc.pid)
         finally:
@@ -292,7 +260,7 @@ def phases(n, hold, new):
                 if what == "with":
                     d = b.Daemon()
                     try:
-                        if not sampled(d, p):
+                        if not b.torch_sampled(d, p):
                             raise SystemExit("the decoder was not tracked:\n%s" % d.text())
                         time.sleep(2)
                         ids = lptest.prog_ids_of(d.proc.pid)
@@ -378,7 +346,7 @@ def main():
             d = b.Daemon(*CONFIGS[c])
             held = None
             try:
-                held = warm(d)
+                held = b.torch_warm([d])
                 ids = lptest.prog_ids_of(d.proc.pid)
                 with b.bpf_stats():
                     before, dcpu = pc.stats(ids), lptest.proc_cpu_seconds(d.proc.pid)
