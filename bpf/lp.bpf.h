@@ -497,6 +497,22 @@ LP_MAP struct {
 	__array(values, struct lp_unwind_rows);
 } unwind_rows SEC(".maps");
 
+/* Each unwind_rows slot's generation, and the rows found last per CPU (abi.h,
+ * struct lp_row_cached). */
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LP_UNWIND_OBJS);
+	__type(key, __u32);
+	__type(value, __u32);
+} unwind_gen SEC(".maps");
+
+LP_MAP struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LP_ROW_CACHE);
+	__type(key, __u32);
+	__type(value, struct lp_row_cached);
+} row_cache SEC(".maps");
+
 /* Timelines being recorded (llmprofctl record), by tgid, and their events: a ring buffer of
  * its own, so that a record never crowds out the exit records in "events". */
 LP_MAP struct {

@@ -68,39 +68,60 @@ __noinline int lp_uw_obj(const struct lp_ranges *rg, __u64 addr)
 
 /* The row covering file offset off of an object (its rows in slot, n of them), as its 8
  * bytes: the last one at or below it; LP_UW_NO_ROW before the first and in a gap between
- * FDEs, which cfi.c marks with a row of its own. The rows' page index (abi.h, after them)
- * names the few rows of off's page that it lies between: those are halved. */
+ * FDEs, which cfi.c marks with a row of its own. Kept per CPU (abi.h, struct
+ * lp_row_cached); else searched, and kept: the rows' page index (abi.h, after them) names
+ * the few rows of off's page that it lies between, and those are halved. One key for every
+ * lookup: the function is the last of the walk's calls, whose frames share 512 bytes. */
 __noinline __u64 lp_uw_row(__u32 slot, __u32 n, __u64 off)
 {
 	const struct lp_rows_head *h;
 	const struct lp_rows_page *pg;
 	const struct lp_unwind_row *r;
-	__u32 lo, hi, mid, base, shift;
-	__u64 v, page;
+	struct lp_row_cached *c = NULL;
+	__u32 k = slot, lo, hi, mid, base, shift;
+	__u64 key = 0, v = LP_UW_NO_ROW, page;
+	const __u32 *gen;
 	void *rows;
 
-	if (off > 0xffffffffULL || !n)
+	if (slot >= LP_UNWIND_OBJS || off > 0xffffffffULL || !n)
 		return LP_UW_NO_ROW;
-	rows = bpf_map_lookup_elem(&unwind_rows, &slot);
+	gen = bpf_map_lookup_elem(&unwind_gen, &k);
+	if (gen && !(*gen & 1)) {
+		key = off | (__u64)slot << 32 | (__u64)(*gen & 0x7fffff) << 40 | 1ULL << 63;
+		k = ((__u32)off * 0x9E3779B1u ^ slot * 0x85EBCA6Bu) >> 20;
+		c = bpf_map_lookup_elem(&row_cache, &k);
+		/* The row, then its key: a program that interrupts this one on its CPU (the
+		 * sampler, inside the switch's) may put another row there in between. */
+		if (c) {
+			v = c->row;
+			asm volatile("" ::: "memory");
+			if (c->key == key)
+				return v;
+			v = LP_UW_NO_ROW;
+		}
+	}
+	k = slot;
+	rows = bpf_map_lookup_elem(&unwind_rows, &k);
 	if (!rows)
-		return LP_UW_NO_ROW;
-	h = bpf_map_lookup_elem(rows, &n);
+		goto out;
+	k = n;
+	h = bpf_map_lookup_elem(rows, &k);
 	if (!h)
-		return LP_UW_NO_ROW;
+		goto out;
 	shift = h->pages_shift & 63;
 	page = off >> shift;
 	if (page < h->first)
-		return LP_UW_NO_ROW;
+		goto out;
 	page -= h->first;
 	if (page >= h->pages_shift >> 8) {
 		/* past the last row's page: the last row */
 		lo = n - 1;
 		hi = n;
 	} else {
-		mid = n + 1 + (__u32)page;
-		pg = bpf_map_lookup_elem(rows, &mid);
+		k = n + 1 + (__u32)page;
+		pg = bpf_map_lookup_elem(rows, &k);
 		if (!pg || pg->lo > pg->hi || pg->hi >= n)
-			return LP_UW_NO_ROW;
+			goto out;
 		lo = pg->lo;
 		hi = pg->hi + 1;
 	}
@@ -108,9 +129,10 @@ __noinline __u64 lp_uw_row(__u32 slot, __u32 n, __u64 off)
 	/* 22 halvings cover an object's rows (LP_UNWIND_MAX_ROWS), a page's few at most. */
 	for (int i = 0; i < 22 && lo < hi; i++) {
 		mid = lo + (hi - lo) / 2;
-		r = bpf_map_lookup_elem(rows, &mid);
+		k = mid;
+		r = bpf_map_lookup_elem(rows, &k);
 		if (!r)
-			return LP_UW_NO_ROW;
+			goto out;
 		if (r->off <= off)
 			lo = mid + 1;
 		else
@@ -118,12 +140,20 @@ __noinline __u64 lp_uw_row(__u32 slot, __u32 n, __u64 off)
 	}
 	/* none in the page at or below it (before the first row), or not settled */
 	if (lo == base || lo < hi)
-		return LP_UW_NO_ROW;
-	lo--;
-	r = bpf_map_lookup_elem(rows, &lo);
-	if (!r || (r->cfa == LP_UW_NONE && r->cfa_off == LP_UW_WHY_NO_FDE))
-		return LP_UW_NO_ROW;
-	__builtin_memcpy(&v, r, sizeof(v));
+		goto out;
+	k = lo - 1;
+	r = bpf_map_lookup_elem(rows, &k);
+	if (r && !(r->cfa == LP_UW_NONE && r->cfa_off == LP_UW_WHY_NO_FDE))
+		__builtin_memcpy(&v, r, sizeof(v));
+out:
+	if (c) {
+		/* no key while its row changes (above) */
+		c->key = 0;
+		asm volatile("" ::: "memory");
+		c->row = v;
+		asm volatile("" ::: "memory");
+		c->key = key;
+	}
 	return v;
 }
 

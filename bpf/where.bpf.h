@@ -56,19 +56,21 @@ struct scan_ctx {
 	__u32 nwords;
 	__s32 kernel_op; /* the first matmul kernel found, for when no op function is */
 	struct where w;
-	bool done;
 	/* the frame being unwound */
 	__u64 ip, sp, bp, r10, r13;
-	bool bp_ok;
 	/* 1: ip is a return address (its call is at ip - 1); 0: an interrupted instruction.
 	 * Subtracted, not branched on: the verifier's states stay as many as before. */
 	__u64 ra_adj;
-	__u32 uw_state; /* enum uw_state */
 	/* 1 while every frame walked is in the C library: code an OpenMP runtime called to
 	 * wait, so a return address into the runtime is sync as its instruction pointer
 	 * would be (abi.h's lp_unwind_obj.libc) */
 	__u64 plain;
 	struct lp_walk_note *note; /* how the sample was placed (lp.bpf.h) */
+	__u32 uw_state;		   /* enum uw_state */
+	bool done;
+	bool bp_ok;
+	/* Packed, no hole: the walk's callers and callees share the program's 512 bytes of
+	 * stack (the switch's program, lp_classify, a step and lp_uw_row use them all). */
 };
 
 static __always_inline bool take(struct scan_ctx *c, int i, bool is_ip)

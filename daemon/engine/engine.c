@@ -194,9 +194,10 @@ void lp_engines_init(struct lp_engines *g, const struct lp_config *cfg, struct l
 	g->cfg = cfg;
 	g->core = core;
 	g->tr = tr;
-	lp_unwind_init(&g->unwind, cfg->unwind && cfg->stack_scan
-					   ? bpf_map__fd(core->skel->maps.unwind_rows)
-					   : -1);
+	bool on = cfg->unwind && cfg->stack_scan;
+
+	lp_unwind_init(&g->unwind, on ? bpf_map__fd(core->skel->maps.unwind_rows) : -1,
+		       on ? bpf_map__fd(core->skel->maps.unwind_gen) : -1);
 }
 
 void lp_engines_free(struct lp_engines *g)

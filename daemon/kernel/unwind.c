@@ -22,11 +22,39 @@ static size_t rows_bytes(size_t n)
 	return (n * sizeof(struct lp_unwind_row) + page - 1) / page * page;
 }
 
-void lp_unwind_init(struct lp_unwind *u, int outer_fd)
+void lp_unwind_init(struct lp_unwind *u, int outer_fd, int gen_fd)
 {
 	memset(u, 0, sizeof(*u));
 	pthread_mutex_init(&u->lock, NULL);
 	u->outer_fd = outer_fd;
+	u->gen_fd = gen_fd;
+}
+
+/* Slot i's generation moved on by one: odd before its array changes, even after. Its owner
+ * (the loader that took it, or the release) is its only writer. */
+static void gen_step(struct lp_unwind *u, uint32_t i)
+{
+	__u32 g = 0;
+
+	if (u->gen_fd < 0)
+		return;
+	bpf_map_lookup_elem(u->gen_fd, &i, &g);
+	g++;
+	bpf_map_update_elem(u->gen_fd, &i, &g, BPF_ANY);
+}
+
+/* Slot i's array put (map >= 0) or taken out (map < 0), inside its generation's odd
+ * stretch. Returns 0 or -errno. */
+static int slot_set(struct lp_unwind *u, uint32_t i, int map)
+{
+	int r;
+
+	gen_step(u, i);
+	r = map >= 0 ? bpf_map_update_elem(u->outer_fd, &i, &map, BPF_ANY)
+		     : bpf_map_delete_elem(u->outer_fd, &i);
+	r = r ? -errno : 0;
+	gen_step(u, i);
+	return r;
 }
 
 /* After the prober's threads have stopped: nothing else holds the lock. */
@@ -34,10 +62,11 @@ void lp_unwind_free(struct lp_unwind *u)
 {
 	for (uint32_t i = 0; u->outer_fd >= 0 && i < LP_UNWIND_OBJS; i++)
 		if (u->used_slot[i])
-			bpf_map_delete_elem(u->outer_fd, &i);
+			slot_set(u, i, -1);
 	pthread_mutex_destroy(&u->lock);
 	memset(u, 0, sizeof(*u));
 	u->outer_fd = -1;
+	u->gen_fd = -1;
 }
 
 struct lp_unwind_use lp_unwind_use(struct lp_unwind *u)
@@ -201,7 +230,7 @@ static int rows_put(struct lp_unwind *u, uint32_t i, const struct lp_unwind_row 
 	munmap(mem, rows_bytes(len));
 	/* Written before it is put in its slot: the walk never sees a half-written array.
 	 * The slot holds it from here; the daemon's descriptor is not needed. */
-	r = bpf_map_update_elem(u->outer_fd, &i, &map, BPF_ANY) ? -errno : 0;
+	r = slot_set(u, i, map);
 	close(map);
 	if (r < 0) {
 		slot_give(u, i);
@@ -292,7 +321,7 @@ void lp_unwind_release(struct lp_unwind *u, uint32_t slot, uint32_t n)
 	pthread_mutex_unlock(&u->lock);
 	if (!used)
 		return;
-	bpf_map_delete_elem(u->outer_fd, &slot);
+	slot_set(u, slot, -1);
 	pthread_mutex_lock(&u->lock);
 	if (u->used_slot[slot]) {
 		u->used_slot[slot] = false;

@@ -19,6 +19,7 @@
 struct lp_unwind {
 	pthread_mutex_t lock; /* the fields below */
 	int outer_fd;	      /* the "unwind_rows" array of maps; -1: unwinding is off */
+	int gen_fd;	      /* "unwind_gen": each slot's generation (abi.h, lp_row_cached) */
 	bool used_slot[LP_UNWIND_OBJS];
 	size_t slot_bytes[LP_UNWIND_OBJS]; /* what each slot's array takes */
 	size_t objs;			   /* slots in use */
@@ -27,8 +28,10 @@ struct lp_unwind {
 };
 
 /* Starts with no object (outer_fd: BPF_MAP_TYPE_ARRAY_OF_MAPS of LP_UNWIND_OBJS arrays of
- * struct lp_unwind_row made with BPF_F_MMAPABLE | BPF_F_INNER_MAP). */
-void lp_unwind_init(struct lp_unwind *u, int outer_fd);
+ * struct lp_unwind_row made with BPF_F_MMAPABLE | BPF_F_INNER_MAP; gen_fd: an array of
+ * LP_UNWIND_OBJS __u32, each slot's generation, moved to odd and past it around each change
+ * of the slot, where the walks keep rows they found by it; -1: none kept). */
+void lp_unwind_init(struct lp_unwind *u, int outer_fd, int gen_fd);
 /* Gives every slot back. */
 void lp_unwind_free(struct lp_unwind *u);
 

@@ -341,6 +341,21 @@ _Static_assert(sizeof(struct lp_rows_head) == sizeof(struct lp_unwind_row) &&
 		       sizeof(struct lp_rows_page) == sizeof(struct lp_unwind_row),
 	       "the index lives in the rows' array");
 
+/* The rows a walk found last, per CPU, by object slot and file offset (bpf/maps.bpf.c's
+ * lp_uw_row): LP_ROW_CACHE of them, one per hash of the two. A torch process's walks go
+ * through the same few hundred call sites forward after forward; a row found there is a
+ * cache line read, where a search reads the array's head, a page of its index and a few
+ * rows, each in a page of its own (a cache and TLB miss each, in a program that runs
+ * with both cold). Each slot has a generation (the "unwind_gen" array): odd while user
+ * space puts an array in it or takes one out, moved past it after (kernel/unwind.c). A
+ * row found is kept under the generation read before the search, if even; a kept row
+ * whose generation is no longer the slot's is not used. */
+#define LP_ROW_CACHE 4096
+struct lp_row_cached {
+	__u64 key; /* offset | slot << 32 | (generation & 0x7fffff) << 40 | 1 << 63; 0: none */
+	__u64 row; /* as lp_uw_row returns it */
+};
+
 /* An executable mapping of an object with rows, in one process. */
 struct lp_unwind_obj {
 	__u64 start, end;

@@ -39,6 +39,22 @@ static int outer_map(uint32_t nslots)
 	return outer < 0 ? -errno : outer;
 }
 
+/* The generations' array, as bpf/lp.bpf.h declares "unwind_gen". */
+static int gen_map(void)
+{
+	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "gen", 4, 4, LP_UNWIND_OBJS, NULL);
+
+	return fd < 0 ? -errno : fd;
+}
+
+static uint32_t gen_of(int gen, uint32_t slot)
+{
+	__u32 g = 0xdead;
+
+	bpf_map_lookup_elem(gen, &slot, &g);
+	return g;
+}
+
 /* The first n elements in slot of the array of maps (its rows, then their index), read back
  * by lookups. */
 static struct lp_unwind_row *rows_of(int outer, uint32_t slot, uint32_t n)
@@ -255,7 +271,7 @@ int main(int argc, char **argv)
 	uint32_t a, an, b, bn, x, xn, lost[LP_UW_WHY_NR];
 	struct lp_unwind u;
 	struct lp_cfi c;
-	int fd, outer, r;
+	int fd, outer, gen = -1, r;
 
 	if (argc < 2)
 		return 2;
@@ -270,8 +286,13 @@ int main(int argc, char **argv)
 	if (fd < 0 || !c.n || outer < 0)
 		return check_done();
 
-	lp_unwind_init(&u, outer);
+	gen = gen_map();
+	CHECK(gen >= 0, "a generations' array: %d", gen);
+	lp_unwind_init(&u, outer, gen);
 	CHECK(lp_unwind_load(&u, fd, &a, &an, lost) == 0 && a == 0, "first load in slot 0: %u", a);
+	/* Moved to odd before the array went in, past it after: the walks' kept rows of the
+	 * slot's earlier array are not its rows. */
+	CHECK(gen_of(gen, a) == 2, "slot 0's generation after its load: %u", gen_of(gen, a));
 	rows_match(outer, a, an, &c);
 	{
 		struct lp_unwind_row *rows = rows_of(outer, a, an);
@@ -288,6 +309,8 @@ int main(int argc, char **argv)
 	/* Given back, the slot is empty and taken again first. */
 	lp_unwind_release(&u, a, an);
 	CHECK(bpf_map_lookup_elem(outer, &a, &x) && errno == ENOENT, "slot 0 is empty again");
+	CHECK(gen_of(gen, a) == 4 && gen_of(gen, b) == 2, "generations after a release: %u, %u",
+	      gen_of(gen, a), gen_of(gen, b));
 	CHECK(lp_unwind_load(&u, fd, &x, &xn, lost) == 0 && x == 0, "slot 0 reused: %u", x);
 	lp_unwind_release(&u, b, bn);
 	lp_unwind_release(&u, x, xn);
@@ -297,10 +320,11 @@ int main(int argc, char **argv)
 	CHECK(u.used == 0 && u.bytes == 0, "synthetic rows given back: %zu bytes", u.bytes);
 	lp_unwind_free(&u);
 	close(outer);
+	close(gen);
 
-	/* Every slot taken; then /dev/null. */
+	/* Every slot taken; then /dev/null. No generations' array: none kept. */
 	outer = outer_map(LP_UNWIND_OBJS);
-	lp_unwind_init(&u, outer);
+	lp_unwind_init(&u, outer, -1);
 	for (int i = 0; i < LP_UNWIND_OBJS; i++)
 		u.used_slot[i] = true;
 	r = lp_unwind_load(&u, fd, &x, &xn, lost);
