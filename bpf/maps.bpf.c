@@ -208,9 +208,13 @@ static long team_word(__u64 i, void *data)
 {
 	struct team_scan *s = data;
 
+	__u64 w;
+
 	if (i >= TEAM_WORDS || s->n >= TEAM_TRIES)
 		return 1;
-	if (in_runtime(s->rg, s->words[i & (TEAM_WORDS - 1)]))
+	w = s->words[i & (TEAM_WORDS - 1)];
+	/* most words are data: outside every range, no search */
+	if (w >= s->rg->lo && w < s->rg->hi && in_runtime(s->rg, w))
 		s->at[s->n++ & (TEAM_TRIES - 1)] = (__u32)i;
 	return 0;
 }
