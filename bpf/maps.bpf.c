@@ -78,7 +78,7 @@ __noinline __u64 lp_uw_row(__u32 slot, __u32 n, __u64 off)
 	const struct lp_rows_page *pg;
 	const struct lp_unwind_row *r;
 	struct lp_row_cached *c = NULL;
-	__u32 k = slot, lo, hi, mid, base, shift;
+	__u32 k = slot, g, lo, hi, mid, base, shift;
 	__u64 key = 0, v = LP_UW_NO_ROW, page;
 	const __u32 *gen;
 	void *rows;
@@ -86,8 +86,9 @@ __noinline __u64 lp_uw_row(__u32 slot, __u32 n, __u64 off)
 	if (slot >= LP_UNWIND_OBJS || off > 0xffffffffULL || !n)
 		return LP_UW_NO_ROW;
 	gen = bpf_map_lookup_elem(&unwind_gen, &k);
-	if (gen && !(*gen & 1)) {
-		key = off | (__u64)slot << 32 | (__u64)(*gen & 0x7fffff) << 40 | 1ULL << 63;
+	g = gen ? *(volatile const __u32 *)gen : 1; /* read once: user space moves it */
+	if (!(g & 1)) {
+		key = off | (__u64)slot << 32 | (__u64)(g & 0x7fffff) << 40 | 1ULL << 63;
 		k = ((__u32)off * 0x9E3779B1u ^ slot * 0x85EBCA6Bu) >> 20;
 		c = bpf_map_lookup_elem(&row_cache, &k);
 		/* The row, then its key: a program that interrupts this one on its CPU (the
@@ -207,7 +208,6 @@ struct team_scan {
 static long team_word(__u64 i, void *data)
 {
 	struct team_scan *s = data;
-
 	__u64 w;
 
 	if (i >= TEAM_WORDS || s->n >= TEAM_TRIES)
