@@ -89,7 +89,7 @@ __noinline __u64 lp_uw_row(__u32 slot, __u32 n, __u64 off)
 	g = gen ? *(volatile const __u32 *)gen : 1; /* read once: user space moves it */
 	if (!(g & 1)) {
 		key = off | (__u64)slot << 32 | (__u64)(g & 0x7fffff) << 40 | 1ULL << 63;
-		k = ((__u32)off * 0x9E3779B1u ^ slot * 0x85EBCA6Bu) >> 20;
+		k = ((__u32)off * 0x9E3779B1u ^ slot * 0x85EBCA6Bu) >> (32 - LP_ROW_CACHE_BITS);
 		c = bpf_map_lookup_elem(&row_cache, &k);
 		/* The row, then its key: a program that interrupts this one on its CPU (the
 		 * sampler, inside the switch's) may put another row there in between. */

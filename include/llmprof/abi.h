@@ -350,7 +350,8 @@ _Static_assert(sizeof(struct lp_rows_head) == sizeof(struct lp_unwind_row) &&
  * space puts an array in it or takes one out, moved past it after (kernel/unwind.c). A
  * row found is kept under the generation read before the search, if even; a kept row
  * whose generation is no longer the slot's is not used. */
-#define LP_ROW_CACHE 4096
+#define LP_ROW_CACHE_BITS 12
+#define LP_ROW_CACHE (1 << LP_ROW_CACHE_BITS)
 struct lp_row_cached {
 	__u64 key; /* offset | slot << 32 | (generation & 0x7fffff) << 40 | 1 << 63; 0: none */
 	__u64 row; /* as lp_uw_row returns it */
