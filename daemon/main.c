@@ -616,7 +616,7 @@ static struct event_base *loop_base(void)
 	struct event_base *b;
 
 	if (!cfg)
-		return NULL;
+		return event_base_new();
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
 	b = event_base_new_with_config(cfg);
 	event_config_free(cfg);
