@@ -120,17 +120,22 @@ static __always_inline void found(__u32 tgid, __u32 inserted)
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
-/* The process is not tracked yet: its first forward makes it an LLM process. */
+/* Whether the current task's forward may make its process an LLM process: discovery on,
+ * and the task inside --discover-cgroup's cgroup where one is set. */
+static __always_inline bool discoverable(void)
+{
+	return step_discover &&
+	       (!discover_in_cgroup || bpf_current_task_under_cgroup(&discover_cg, 0) == 1);
+}
+
+/* The process is not tracked yet, and discoverable(): its first forward makes it an LLM
+ * process. */
 static __always_inline struct lp_proc_stats *discover(__u32 tgid, bool *sent)
 {
 	struct lp_proc_stats *init;
 	__u32 zero = 0;
 	bool inserted;
 
-	if (!step_discover)
-		return NULL;
-	if (discover_in_cgroup && bpf_current_task_under_cgroup(&discover_cg, 0) != 1)
-		return NULL;
 	init = bpf_map_lookup_elem(&proc_init, &zero);
 	if (!init)
 		return NULL;
@@ -188,6 +193,12 @@ int BPF_KPROBE(lp_torch_forward, __u64 ret_slot, __u64 weight_ref, __u64 ids_ref
 	bool sized = false, first = false, found_sent = false;
 	__u64 start;
 
+	/* A process neither tracked nor to be found here (--no-discover, outside
+	 * --discover-cgroup) pays for no read of its memory: the probe is on libtorch for every
+	 * process that maps it. Its forwards start counting once it is tracked. */
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p && !discoverable())
+		return 0;
 	scan.ids = ti_read(ids_ref, 0);
 	scan.weight = ti_read(weight_ref, 1);
 	if (scan.ids && scan.weight) {
@@ -218,7 +229,6 @@ int BPF_KPROBE(lp_torch_forward, __u64 ret_slot, __u64 weight_ref, __u64 ids_ref
 			return 0;
 		f->rows_max = rows;
 	}
-	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p && !(p = discover(tgid, &found_sent)))
 		return 0;
 	/* Tracked some other way (--pid, --comm): its engine is said at its first forward. */

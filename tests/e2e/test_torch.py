@@ -9,7 +9,8 @@ library path picks them.
 
 - Found by itself: the decoder (both shapes, batch 1 and 2, both BLAS, 2 threads) is
   tracked as engine torch within 1 s of its first forward (its own clock); a process that
-  imports torch and idles, and a forked worker that runs ops but no forward, are not.
+  imports torch and idles, and a forked worker that runs ops but no forward, are not; nor
+  is a decoder outside --discover-cgroup, of whose forwards the kernel keeps nothing.
 - Tokens: prompt and generated tokens equal the decoder's own counts; generation tokens/s
   within 2 % of its own rate over the same forwards (its forwards' starts: a forward ends
   where the next begins, for the daemon as for this rate).
@@ -164,6 +165,7 @@ def found_and_tokens(d):
                 abs(gen["tokens_per_s"] - own) <= 0.02 * own,
                 "%s: %.2f tokens/s over %d timed tokens, the decoder's %.2f over the same"
                 % (name, gen["tokens_per_s"], gen["timed_tokens"], own))
+    outside_discovery(d)
     t.check(idler.stdout.readline().strip() == "up" and idler.poll() is None and
             not_tracked(d, [idler.pid, forker.pid, child]),
             "a process that imported torch and idled (%d), and a forked worker that ran ops "
@@ -173,6 +175,38 @@ def found_and_tokens(d):
             "nor named in the log")
     idler.kill()
     forker.kill()
+
+
+def outside_discovery(d):
+    """A decoder outside --discover-cgroup (the test's own cgroup, lptest's default): never
+    tracked, and the kernel keeps nothing of its forwards (the embedding's probe is on
+    libtorch for every process that maps it): no entry in the forwards' table."""
+    scope = t.scope()
+    if not scope:
+        print("(no cgroup v2 scope here: the decoder outside discovery is not run)")
+        return
+    # The probe is attached once a process in the scope maps libtorch: one that imports it.
+    idler = torchref.run([torchref.PYTHON, "-c", "import torch, time; time.sleep(120)"],
+                         torchref.env())
+    t.poll("the token embedding's probe attached",
+           lambda: "lp_torch_forward" in t.attached_programs(d.proc.pid), timeout=60)
+    p = torchref.run(scope.outside(torchref.decoder_argv("--threads", 1, "--prompt", 8,
+                                                         "--new", 100000, "--progress")),
+                     torchref.env())
+    n = 0
+    for line in p.stderr:  # its 50th forward (half a second here)
+        if line.startswith("forward ") and int(line.split()[1].rstrip(":")) >= 50:
+            n = 50
+            break
+    keys = t.map_keys(d.proc.pid, "fwd")
+    t.check(n and p.poll() is None and not_tracked(d, [p.pid]) and
+            "pid %d " % p.pid not in d.log() and keys is not None and p.pid not in keys,
+            "a decoder outside --discover-cgroup (%d) ran 50 forwards: not tracked, "
+            "not named in the log, not in the kernel's forwards table (%s)"
+            % (p.pid, keys if keys is None or len(keys) < 20 else "%d keys" % len(keys)))
+    for q in (p, idler):
+        q.kill()
+        q.wait()
 
 
 def handshake_run(d, argv, environ, ready=None):

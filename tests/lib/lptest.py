@@ -789,10 +789,11 @@ def free_port():
     return port
 
 
-def prog_ids_of(pid):
+def prog_ids_of(pid, what="prog_id:"):
     """The ids of the BPF programs process pid holds open (its own daemon's, never a user's
-    llmprofd that may run beside the tests). Debian's bpftool 7.1 prints no owning pids;
-    /proc/PID/fdinfo has prog_id: for every program fd."""
+    llmprofd that may run beside the tests); with what="map_id:", of its maps. Debian's
+    bpftool 7.1 prints no owning pids; /proc/PID/fdinfo has prog_id: for every program fd
+    (and map_id: for every map fd)."""
     ids = set()
     d = "/proc/%d/fdinfo" % pid
     try:
@@ -803,11 +804,25 @@ def prog_ids_of(pid):
         try:
             with open(os.path.join(d, fd)) as f:
                 for line in f:
-                    if line.startswith("prog_id:"):
+                    if line.startswith(what):
                         ids.add(int(line.split()[1]))
         except OSError:
             pass
     return ids
+
+
+def map_keys(pid, name):
+    """The keys of the map called name that process pid holds open, as bpftool formats them
+    from the map's BTF (a __u32 key: an int); None if it holds no such map."""
+    for i in prog_ids_of(pid, "map_id:"):
+        got = subprocess.run(["bpftool", "-j", "map", "show", "id", str(i)],
+                             capture_output=True, text=True)
+        if got.returncode or json.loads(got.stdout).get("name") != name:
+            continue
+        got = subprocess.run(["bpftool", "-j", "map", "dump", "id", str(i)],
+                             capture_output=True, text=True, check=True)
+        return [e["formatted"]["key"] for e in json.loads(got.stdout)]
+    return None
 
 
 def attached_programs(pid):
