@@ -132,16 +132,14 @@ static const struct lp_context *context_of(struct lp_watch *w, const struct lp_t
 {
 	if (!h)
 		return NULL;
-	/* An engine's process without a model file mapped yet: a ggml one after
-	 * LP_DIAGNOSE_EAGER_NS (it maps its model after it starts), another engine's (its
-	 * weights read into memory) each window; a process with no engine rarely maps one: its
-	 * context is read as seldom as the rest. */
-	bool eager = t->eng && w && !w->ctx.weights_mappings;
-	uint64_t keep = LP_DIAGNOSE_CONTEXT_NS;
-
-	if (eager)
-		keep = t->eng->engine == LP_ENGINE_GGML ? LP_DIAGNOSE_EAGER_NS
-							: LP_DIAGNOSE_WINDOW_NS;
+	/* A ggml process without a model file mapped yet is read again after
+	 * LP_DIAGNOSE_EAGER_NS: it maps its model after it starts. The mappings read are GGUF
+	 * files, ggml's format alone: another engine's process (torch reads its weights into
+	 * memory) never maps one, and its context is read as seldom as the rest (a read opens
+	 * each read-only file mapping of 1 MiB or more, some 40 of a torch decoder's). */
+	uint64_t keep = t->eng && t->eng->engine == LP_ENGINE_GGML && w && !w->ctx.weights_mappings
+				? LP_DIAGNOSE_EAGER_NS
+				: LP_DIAGNOSE_CONTEXT_NS;
 
 	if (!fresh && w && w->ctx_ns && now - w->ctx_ns < keep) {
 		if (ran) {
