@@ -24,7 +24,7 @@ if [[ ${1:-} == --quick ]]; then
 		"batch.py --rounds 1 --sizes 32,256 --tokens 4"
 		"samplers.py --rounds 1 --iters 3000 --runs 1 --tokens 30"
 		"flame.py --pairs 2 --tokens 16 --seconds 10 --procs 1"
-		"torch.py --pairs 1 --new 20 --configs default --cycles 1 --hold 2"
+		"torch.py --pairs 1 --new 20 --configs default --cycles 1 --hold 2 --interleave 2 --blocks 2"
 		"python.py --rounds 1 --seconds 2"
 	)
 else

@@ -35,7 +35,17 @@ after a 16-token prompt; its rate is its own, over its generation forwards' star
    hit per forward; and the daemon's own CPU: the cost, part by part, that does not move
    with the VM's speed.
 
+4. The tracked decoder's cost at a fine grain (--interleave PAIRS): two decoders alike, one
+   running at a time, a warm daemon tracking one of them alone, windows of a second
+   alternating (interleaved()). The VM's speed moves 4-5 % between windows seconds apart
+   (a decoder alone here, 1 s windows: 5.5 % standard deviation, 4.4 % between neighbours),
+   so the pairs of 3. are few and wide; here a pair takes 3 s, and hundreds fit in a
+   quarter of an hour. What the untracked decoder pays a daemon beside it (the programs'
+   untracked runs, the embedding's probe, the daemon's CPU) is measured in its windows and
+   taken off the ratio, as if all of it held up its threads, for the ratio against none.
+
     sudo bench/torch.py [--pairs 10] [--new 200] [--configs default,precise] [--cycles 12]
+                        [--interleave 50 --blocks 4 --window 1]
 
 Configurations: default; precise (precise mode always on: --precise-duty 1, the BLAS
 GEMMs, OpenMP barriers and 13 of the decoder's aten ops probed, OPS).
@@ -45,9 +55,12 @@ import itertools
 import os
 import resource
 import re
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -99,18 +112,27 @@ class Forwards:
             if m:
                 self.v.append((int(m[1]), int(m[2])))
 
-    def steps(self, t0, t1):
-        """The generation steps (one forward's start to the next's, in one generate()) that
-        start and end inside [t0, t1] (monotonic seconds), in ns; once the lines past t1
-        are in (the decoder writes them every 0.25 s), or 5 s have passed."""
-        lo, hi = t0 * 1e9, t1 * 1e9
-        deadline = time.monotonic() + 5
-        while ((not self.v or self.v[-1][1] < hi) and self.p.poll() is None
+    def past(self, t, timeout=5):
+        """Waits until the lines past t (monotonic seconds) are in (the decoder writes them
+        every 0.25 s), or timeout s have passed."""
+        deadline = time.monotonic() + timeout
+        while ((not self.v or self.v[-1][1] < t * 1e9) and self.p.poll() is None
                and time.monotonic() < deadline):
-            time.sleep(0.05)
+            time.sleep(0.02)
+
+    def steps_at(self, t0, t1):
+        """The generation steps (one forward's start to the next's, in one generate()) that
+        start and end inside [t0, t1] (monotonic seconds): (the first forward's index in
+        its generate(), ns), once the lines past t1 are in."""
+        lo, hi = t0 * 1e9, t1 * 1e9
+        self.past(t1)
         v = list(self.v)
-        return [b_ - a_ for (i, a_), (j, b_) in zip(v, v[1:])
+        return [(i, b_ - a_) for (i, a_), (j, b_) in zip(v, v[1:])
                 if i >= 1 and j == i + 1 and lo <= a_ and b_ <= hi]
+
+    def steps(self, t0, t1):
+        """steps_at()'s, in ns alone."""
+        return [ns for _, ns in self.steps_at(t0, t1)]
 
 
 TRACEFS = "/sys/kernel/tracing"
@@ -180,6 +202,44 @@ def trap_costs(calls=200000):
         got["pair"].append(timed(["p", "r"]))
     none = statistics.median(got["none"])
     return {k: (statistics.median(v) - none) / 1e3 for k, v in got.items() if k != "none"}
+
+
+def tick_cost(seconds=2.0, hz=10000):
+    """What a sampling timer's interrupt costs the task it interrupts on this machine,
+    beyond any program's time: bench/hotloop pinned to CPU 0, alone and sampled there by
+    `perf record -e cpu-clock` at hz (perf itself on CPU 1; its samples, a few dozen bytes
+    each, are its handler's only work), the median of 3 rounds each, in us per sample. A
+    VM takes an exit to reprogram the timer at each; perf's own output is in it, which
+    makes it an upper bound for the interrupt alone."""
+    def pin(pid):
+        os.sched_setaffinity(pid, {0})
+
+    def sampled(pid):
+        pin(pid)
+        out = os.path.join(tempfile.mkdtemp(prefix="bench-tick-"), "perf.data")
+        perf = subprocess.Popen(["taskset", "-c", "1", "perf", "record", "-q", "-e",
+                                 "cpu-clock", "-c", str(10 ** 9 // hz), "-C", "0", "-o", out,
+                                 "--", "sleep", "600"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while (not os.path.exists(out) or os.path.getsize(out) == 0) and \
+                perf.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)  # its events enabled after the file's header
+
+        def done():
+            perf.send_signal(signal.SIGINT)
+            perf.wait(timeout=60)
+            shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+        return done
+
+    calls = int(seconds * 1e9 / probes.run_loop(1000000, pin))
+    got = {"none": [], "perf": []}
+    for _ in range(3):
+        got["none"].append(probes.run_loop(calls, pin))
+        got["perf"].append(probes.run_loop(calls, sampled))
+    none, perf = statistics.median(got["none"]), statistics.median(got["perf"])
+    return max(0.0, (perf - none) / perf) / hz * 1e6
 
 
 def task_ns(pid):
@@ -304,6 +364,102 @@ def phases(n, hold, new):
     return out
 
 
+def interleaved(blocks, pairs, win, new):
+    """The tracked decoder's cost at a fine grain: two decoders alike (A and B), one of them
+    running at a time (SIGSTOP, SIGCONT), and a daemon tracking one of them alone
+    (--no-discover --pid) and warm, as the default daemon tracks a decoder it found; their
+    windows of `win` s alternate, a pair of them a few seconds long, so that the VM's speed,
+    which moves 4-5 % between windows seconds apart here and more over minutes, moves both
+    sides of a pair alike. The roles change at each of `blocks` blocks (a daemon each), so
+    that what tells A from B (its memory's placement) cancels. A step's time depends on its
+    position in generate() (the cache it attends over): each window's time is its steps'
+    over the median steps at the same positions (all windows'), so that windows that hold
+    different positions compare. The untracked decoder runs beside a daemon: it pays what
+    the programs cost an event of a process not tracked (they run for the host's every
+    event), the embedding's probe (attached for every process that maps libtorch, to find
+    a new one) and the daemon's own CPU; these are measured in its windows (bpf_stats, the
+    daemon's schedstat) and stated as what the pairs' ratio leaves out against no daemon.
+    Returns (the pairs: (untracked, tracked), each (normalised time, tokens/s, steps);
+    per block the median ratio; in the untracked windows: (program ns by name, daemon CPU
+    ns, forwards); in the tracked ones the same)."""
+    argv = torchref.decoder_argv("--threads", 2, "--prompt", 16, "--new", new, "--repeat",
+                                 1000000, "--progress")
+    procs = [subprocess.Popen(argv, env=torchref.env("openblas"), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    fws = [Forwards(p) for p in procs]
+    windows = []  # (block, pair, tracked?, steps_at)
+    cost = {False: [{}, 0, 0.0], True: [{}, 0, 0.0]}  # progs, daemon ns, forwards
+    try:
+        for p, fw in zip(procs, fws):
+            deadline = time.monotonic() + 120
+            while not fw.v and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if not fw.v:
+                raise SystemExit("a decoder made no forward within 120 s")
+            p.send_signal(signal.SIGSTOP)
+        for blk in range(blocks):
+            t_ = blk % 2  # the tracked one
+            d = b.Daemon("--no-discover", "--pid", str(procs[t_].pid),
+                         *os.environ.get("LP_BENCH_ARGS", "").split())
+            try:
+                procs[t_].send_signal(signal.SIGCONT)
+                if not b.torch_sampled(d, procs[t_]):
+                    raise SystemExit("the decoder was not tracked:\n%s" % d.text())
+                time.sleep(2)
+                procs[t_].send_signal(signal.SIGSTOP)
+                ids = lptest.prog_ids_of(d.proc.pid)
+                with b.bpf_stats():
+                    for k in range(pairs):
+                        for tracked in ((False, True) if k % 2 == 0 else (True, False)):
+                            i = t_ if tracked else 1 - t_
+                            s0, d0 = pc.stats(ids), task_ns(d.proc.pid)
+                            tc = time.monotonic()
+                            procs[i].send_signal(signal.SIGCONT)
+                            time.sleep(0.25)  # its first forward after a stop left out
+                            t0 = time.monotonic()
+                            time.sleep(win)
+                            t1 = time.monotonic()
+                            fws[i].past(t1, 3)
+                            procs[i].send_signal(signal.SIGSTOP)
+                            ts = time.monotonic()
+                            st = fws[i].steps_at(t0, t1)
+                            if procs[i].poll() is not None or len(st) < 10:
+                                raise SystemExit("a decoder stopped (%d steps in a window)"
+                                                 % len(st))
+                            c = cost[tracked]
+                            for name, (ns, cnt) in pc.delta(s0, pc.stats(ids)).items():
+                                v = c[0].setdefault(name, [0, 0])
+                                v[0] += ns
+                                v[1] += cnt
+                            c[1] += task_ns(d.proc.pid) - d0
+                            # the forwards it ran while the programs' times were read
+                            c[2] += len(st) * (ts - tc) * 1e9 / sum(ns for _, ns in st)
+                            windows.append((blk, k, tracked, st))
+            finally:
+                d.stop()
+            print("block %d/%d: %d pairs, decoder %s tracked" % (blk + 1, blocks, pairs, "AB"[t_]),
+                  flush=True)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.wait()
+    by_pos = {}
+    for *_, st in windows:
+        for i, ns in st:
+            by_pos.setdefault(i, []).append(ns)
+    ref = {i: statistics.median(v) for i, v in by_pos.items()}
+    side = {}
+    for blk, k, tracked, st in windows:
+        side[blk, k, tracked] = (sum(ns for _, ns in st) / sum(ref[i] for i, _ in st),
+                                 len(st) * 1e9 / sum(ns for _, ns in st), len(st))
+    out = [(side[blk, k, False], side[blk, k, True]) for blk in range(blocks)
+           for k in range(pairs)]
+    per_block = [statistics.median(u[0] / t[0] for u, t in out[blk * pairs:(blk + 1) * pairs])
+                 for blk in range(blocks)]
+    return out, per_block, cost[False], cost[True]
+
+
 def ratio_rows(label, pairs, fields, fmt, unit):
     """Table rows of (without, with) pairs, one a field (index, label suffix): the medians
     of both sides, the median ratio with its 95 % interval (kcost.median_ci), the pairs."""
@@ -325,6 +481,10 @@ def main():
     ap.add_argument("--cycles", type=int, default=12,
                     help="cycles of the steady-state measurement (0: none)")
     ap.add_argument("--hold", type=float, default=8, help="seconds of each of its windows")
+    ap.add_argument("--interleave", type=int, default=50, metavar="PAIRS",
+                    help="pairs of windows a block of the interleaved measurement (0: none)")
+    ap.add_argument("--blocks", type=int, default=4, help="its blocks (the roles change)")
+    ap.add_argument("--window", type=float, default=1.0, help="seconds of each of its windows")
     a = ap.parse_args()
     configs = [c for c in a.configs.split(",") if c]
     for c in configs:
@@ -335,7 +495,7 @@ def main():
         raise SystemExit("PyTorch: %s (scripts/install-deps.sh installs it)" % why)
     b.need(b.LLMPROFD, b.LLMPROFCTL, "bpftool")
     rows, notes = [], []
-    cost = {}
+    cost, trap, tick = {}, None, None
     for c in configs if a.pairs else ():
         pairs = []  # (no llmprofd, llmprofd): run_decoder's
         for i in range(a.pairs):
@@ -402,18 +562,75 @@ def main():
         regions = progs.get("lp_omp_fork_enter", (0, 0))[1] / max(1, fwd)
         entries = progs.get("lp_torch_forward", (0, 0))[1] / max(1, fwd)
         traps = regions * trap["pair"] + entries * trap["entry"]
+        # The sampling timer's interrupts, which no program's time holds either.
+        tick = tick_cost()
+        ticks = progs.get("lp_sample", (0, 0))[1] / max(1, fwd) * tick
         dcpu = sum(o[2] for _, o in cyc) * 1e6 / max(1, fwd)
         step = 1e6 / statistics.median(o[0] for _, o in cyc)
         notes.append("steady state: a uprobe's traps on this machine (tracefs probes on "
                      "bench/hotloop): an entry %.2f us, an entry and a return at one site "
                      "%.2f us; %.2f regions and %.2f embeddings a forward: %.1f us of traps "
                      "per forward" % (trap["entry"], trap["pair"], regions, entries, traps))
-        notes.append("steady state: in all, the programs %.1f + the traps %.1f + the daemon's "
-                     "CPU %.1f = %.1f us per forward, %.2f %% of a forward's %.0f us (the "
-                     "cost if all of it held up the forward's threads, no more than that on "
-                     "2 CPUs where the daemon's time is the decoder's to lose)"
-                     % (prog_us, traps, dcpu, prog_us + traps + dcpu,
-                        100 * (prog_us + traps + dcpu) / step, step))
+        notes.append("steady state: the sampling timer's interrupt on this machine "
+                     "(tick_cost(): perf's cpu-clock on bench/hotloop): %.2f us each; %.1f us "
+                     "per forward" % (tick, ticks))
+        parts = prog_us + traps + ticks + dcpu
+        notes.append("steady state: in all, the programs %.1f + the traps %.1f + the timer's "
+                     "interrupts %.1f + the daemon's CPU %.1f = %.1f us per forward, %.2f %% of "
+                     "a forward's %.0f us (the cost if all of it held up the forward's "
+                     "threads, no more than that on 2 CPUs where the daemon's time is the "
+                     "decoder's to lose)"
+                     % (prog_us, traps, ticks, dcpu, parts, 100 * parts / step, step))
+    if a.interleave:
+        got, per_block, quiet, busy = interleaved(a.blocks, a.interleave, a.window, 50)
+        trap = trap or trap_costs()
+        tick = tick if tick is not None else tick_cost()
+        ratios = [u[0] / t_[0] for u, t_ in got]  # times: lower is faster
+        med, lo, hi = kcost.median_ci(ratios)
+        rows.append(("default, interleaved: tracked against untracked (positions matched)",
+                     "%.2f" % statistics.median(u[1] for u, _ in got),
+                     "%.2f" % statistics.median(t_[1] for _, t_ in got), "%.4f" % med,
+                     "%.4f-%.4f" % (lo, hi) if lo is not None else "n/a", len(got)))
+        rows += ratio_rows("default, interleaved: tokens/s", got, ((1, ""),), "%.4f", "pairs")
+        mean = statistics.mean(ratios)
+        sd = statistics.stdev(ratios) if len(ratios) > 1 else float("nan")
+        fwd = quiet[2]
+        progs_ns = sum(ns for ns, _ in quiet[0].values())
+        entries = quiet[0].get("lp_torch_forward", (0, 0))[1]
+        samples = quiet[0].get("lp_sample", (0, 0))[1]
+        step = 1e9 / statistics.median(u[1] for u, _ in got)  # ns per forward, untracked
+        resid = (progs_ns + quiet[1] + (entries * trap["entry"] + samples * tick) * 1e3) / \
+            max(1, fwd)
+        share = resid / step
+        notes.append("interleaved: two decoders alike (generate() of 50 tokens after a "
+                     "16-token prompt, again and again), one running at a time, windows of "
+                     "%.1f s alternating, a daemon tracking one of them (--no-discover --pid), "
+                     "%d blocks of %d pairs, the roles changed at each block; each window's "
+                     "time is its steps' over the median steps at the same positions"
+                     % (a.window, a.blocks, a.interleave))
+        notes.append("interleaved: the pairs' ratios (tracked tokens/s over untracked, "
+                     "positions matched): median %.4f, mean %.4f (sd %.4f, standard error "
+                     "%.4f); by block: %s" % (med, mean, sd, sd / len(ratios) ** 0.5,
+                                             ", ".join("%.4f" % v for v in per_block)))
+        notes.append("interleaved: what the untracked decoder paid the daemon, per forward "
+                     "(%.0f forwards in its windows, %.0f us each): the programs %.1f us, the "
+                     "daemon's CPU %.1f us, the embedding's trap %.1f us, the sampling "
+                     "timer's interrupts %.1f us (%.2f a forward, %.2f us each: tick_cost()): "
+                     "%.1f us, %.3f %% of a forward (all of it, if all held up its threads)"
+                     % (fwd, step / 1e3, progs_ns / 1e3 / max(1, fwd),
+                        quiet[1] / 1e3 / max(1, fwd), entries * trap["entry"] / max(1, fwd),
+                        samples * tick / max(1, fwd), samples / max(1, fwd), tick, resid / 1e3,
+                        100 * share))
+        notes += by_program(quiet[0], fwd)
+        notes.append("interleaved: against no daemon, the pairs' median less that: %.4f "
+                     "(95 %% CI %s)" % (med * (1 - share),
+                                        "%.4f-%.4f" % (lo * (1 - share), hi * (1 - share))
+                                        if lo is not None else "n/a"))
+        notes.append("interleaved: in the tracked decoder's windows, per forward: the "
+                     "programs %.1f us, the daemon's CPU %.1f us; by program:"
+                     % (sum(ns for ns, _ in busy[0].values()) / 1e3 / max(1, busy[2]),
+                        busy[1] / 1e3 / max(1, busy[2])))
+        notes += by_program(busy[0], busy[2])
     for c, runs in cost.items():
         progs, total = summed(delta for delta, _, _, _ in runs)
         cpu, fwd, dcpu = (sum(r[k] for r in runs) for k in (1, 2, 3))
