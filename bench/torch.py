@@ -399,8 +399,7 @@ def interleaved(blocks, pairs, win, new):
             p.send_signal(signal.SIGSTOP)
         for blk in range(blocks):
             t_ = blk % 2  # the tracked one
-            d = b.Daemon("--no-discover", "--pid", str(procs[t_].pid),
-                         *os.environ.get("LP_BENCH_ARGS", "").split())
+            d = b.Daemon("--no-discover", "--pid", str(procs[t_].pid))
             try:
                 procs[t_].send_signal(signal.SIGCONT)
                 if not b.torch_sampled(d, procs[t_]):
