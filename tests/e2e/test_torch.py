@@ -185,28 +185,26 @@ def outside_discovery(d):
     if not scope:
         print("(no cgroup v2 scope here: the decoder outside discovery is not run)")
         return
-    # The probe is attached once a process in the scope maps libtorch: one that imports it.
-    idler = torchref.run([torchref.PYTHON, "-c", "import torch, time; time.sleep(120)"],
-                         torchref.env())
+    # The probe is attached while a process in the scope maps libtorch (found_and_tokens's
+    # idler does).
     t.poll("the token embedding's probe attached",
            lambda: "lp_torch_forward" in t.attached_programs(d.proc.pid), timeout=60)
     p = torchref.run(scope.outside(torchref.decoder_argv("--threads", 1, "--prompt", 8,
                                                          "--new", 100000, "--progress")),
                      torchref.env())
-    n = 0
+    ran = False
     for line in p.stderr:  # its 50th forward (half a second here)
         if line.startswith("forward ") and int(line.split()[1].rstrip(":")) >= 50:
-            n = 50
+            ran = True
             break
     keys = t.map_keys(d.proc.pid, "fwd")
-    t.check(n and p.poll() is None and not_tracked(d, [p.pid]) and
+    t.check(ran and p.poll() is None and not_tracked(d, [p.pid]) and
             "pid %d " % p.pid not in d.log() and keys is not None and p.pid not in keys,
             "a decoder outside --discover-cgroup (%d) ran 50 forwards: not tracked, "
             "not named in the log, not in the kernel's forwards table (%s)"
             % (p.pid, keys if keys is None or len(keys) < 20 else "%d keys" % len(keys)))
-    for q in (p, idler):
-        q.kill()
-        q.wait()
+    p.kill()
+    p.wait()
 
 
 def handshake_run(d, argv, environ, ready=None):

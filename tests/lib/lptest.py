@@ -789,11 +789,10 @@ def free_port():
     return port
 
 
-def prog_ids_of(pid, what="prog_id:"):
-    """The ids of the BPF programs process pid holds open (its own daemon's, never a user's
-    llmprofd that may run beside the tests); with what="map_id:", of its maps. Debian's
-    bpftool 7.1 prints no owning pids; /proc/PID/fdinfo has prog_id: for every program fd
-    (and map_id: for every map fd)."""
+def fdinfo_ids(pid, field):
+    """The ids after field ("prog_id:", "map_id:") in process pid's /proc/PID/fdinfo: the
+    BPF programs or maps it holds open (its own daemon's, never a user's llmprofd that may
+    run beside the tests). Debian's bpftool 7.1 prints no owning pids."""
     ids = set()
     d = "/proc/%d/fdinfo" % pid
     try:
@@ -804,24 +803,29 @@ def prog_ids_of(pid, what="prog_id:"):
         try:
             with open(os.path.join(d, fd)) as f:
                 for line in f:
-                    if line.startswith(what):
+                    if line.startswith(field):
                         ids.add(int(line.split()[1]))
         except OSError:
             pass
     return ids
 
 
+def prog_ids_of(pid):
+    """The ids of the BPF programs process pid holds open."""
+    return fdinfo_ids(pid, "prog_id:")
+
+
 def map_keys(pid, name):
     """The keys of the map called name that process pid holds open, as bpftool formats them
     from the map's BTF (a __u32 key: an int); None if it holds no such map."""
-    for i in prog_ids_of(pid, "map_id:"):
-        got = subprocess.run(["bpftool", "-j", "map", "show", "id", str(i)],
-                             capture_output=True, text=True)
-        if got.returncode or json.loads(got.stdout).get("name") != name:
-            continue
-        got = subprocess.run(["bpftool", "-j", "map", "dump", "id", str(i)],
-                             capture_output=True, text=True, check=True)
-        return [e["formatted"]["key"] for e in json.loads(got.stdout)]
+    ids = fdinfo_ids(pid, "map_id:")
+    out = subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    for m in json.loads(out):
+        if m.get("id") in ids and m.get("name") == name:
+            got = subprocess.run(["bpftool", "-j", "map", "dump", "id", str(m["id"])],
+                                 capture_output=True, text=True, check=True)
+            return [e["formatted"]["key"] for e in json.loads(got.stdout)]
     return None
 
 
