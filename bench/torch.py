@@ -112,6 +112,14 @@ class Forwards:
             if m:
                 self.v.append((int(m[1]), int(m[2])))
 
+    def started(self, timeout=120):
+        """Waits for the decoder's first forward; exits the benchmark if none comes."""
+        deadline = time.monotonic() + timeout
+        while not self.v and self.p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not self.v:
+            raise SystemExit("the decoder made no forward within %d s" % timeout)
+
     def past(self, t, timeout=5):
         """Waits until the lines past t (monotonic seconds) are in (the decoder writes them
         every 0.25 s), or timeout s have passed."""
@@ -298,11 +306,7 @@ def phases(n, hold, new):
     fw = Forwards(p)
     out = []
     try:
-        deadline = time.monotonic() + 120
-        while not fw.v and p.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if not fw.v:
-            raise SystemExit("the decoder made no forward within 120 s")
+        fw.started()
         # A daemon's start before the cycles: the CPU it takes, burnt in the burn legs
         # (updated at each start), and the page cache warm for every later start.
         d = b.Daemon()
@@ -380,22 +384,18 @@ def interleaved(blocks, pairs, win, new):
     a new one) and the daemon's own CPU; these are measured in its windows (bpf_stats, the
     daemon's schedstat) and stated as what the pairs' ratio leaves out against no daemon.
     Returns (the pairs: (untracked, tracked), each (normalised time, tokens/s, steps);
-    per block the median ratio; in the untracked windows: (program ns by name, daemon CPU
-    ns, forwards); in the tracked ones the same)."""
+    per block the median ratio; in the untracked windows: (the programs' summed(), daemon
+    CPU ns, forwards); in the tracked ones the same)."""
     argv = torchref.decoder_argv("--threads", 2, "--prompt", 16, "--new", new, "--repeat",
                                  1000000, "--progress")
     procs = [subprocess.Popen(argv, env=torchref.env("openblas"), stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     fws = [Forwards(p) for p in procs]
     windows = []  # (block, pair, tracked?, steps_at)
-    cost = {False: [{}, 0, 0.0], True: [{}, 0, 0.0]}  # progs, daemon ns, forwards
+    cost = {False: [[], 0, 0.0], True: [[], 0, 0.0]}  # pc.delta()s, daemon ns, forwards
     try:
         for p, fw in zip(procs, fws):
-            deadline = time.monotonic() + 120
-            while not fw.v and p.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if not fw.v:
-                raise SystemExit("a decoder made no forward within 120 s")
+            fw.started()
             p.send_signal(signal.SIGSTOP)
         for blk in range(blocks):
             t_ = blk % 2  # the tracked one
@@ -426,10 +426,7 @@ def interleaved(blocks, pairs, win, new):
                                 raise SystemExit("a decoder stopped (%d steps in a window)"
                                                  % len(st))
                             c = cost[tracked]
-                            for name, (ns, cnt) in pc.delta(s0, pc.stats(ids)).items():
-                                v = c[0].setdefault(name, [0, 0])
-                                v[0] += ns
-                                v[1] += cnt
+                            c[0].append(pc.delta(s0, pc.stats(ids)))
                             c[1] += task_ns(d.proc.pid) - d0
                             # the forwards it ran while the programs' times were read
                             c[2] += len(st) * (ts - tc) * 1e9 / sum(ns for _, ns in st)
@@ -456,7 +453,7 @@ def interleaved(blocks, pairs, win, new):
            for k in range(pairs)]
     per_block = [statistics.median(u[0] / t[0] for u, t in out[blk * pairs:(blk + 1) * pairs])
                  for blk in range(blocks)]
-    return out, per_block, cost[False], cost[True]
+    return out, per_block, *((summed(c[0]), c[1], c[2]) for c in (cost[False], cost[True]))
 
 
 def ratio_rows(label, pairs, fields, fmt, unit):
@@ -594,9 +591,9 @@ def main():
         mean = statistics.mean(ratios)
         sd = statistics.stdev(ratios) if len(ratios) > 1 else float("nan")
         fwd = quiet[2]
-        progs_ns = sum(ns for ns, _ in quiet[0].values())
-        entries = quiet[0].get("lp_torch_forward", (0, 0))[1]
-        samples = quiet[0].get("lp_sample", (0, 0))[1]
+        progs, progs_ns = quiet[0]
+        entries = progs.get("lp_torch_forward", (0, 0))[1]
+        samples = progs.get("lp_sample", (0, 0))[1]
         step = 1e9 / statistics.median(u[1] for u, _ in got)  # ns per forward, untracked
         resid = (progs_ns + quiet[1] + (entries * trap["entry"] + samples * tick) * 1e3) / \
             max(1, fwd)
@@ -620,16 +617,15 @@ def main():
                         quiet[1] / 1e3 / max(1, fwd), entries * trap["entry"] / max(1, fwd),
                         samples * tick / max(1, fwd), samples / max(1, fwd), tick, resid / 1e3,
                         100 * share))
-        notes += by_program(quiet[0], fwd)
+        notes += by_program(progs, fwd)
         notes.append("interleaved: against no daemon, the pairs' median less that: %.4f "
                      "(95 %% CI %s)" % (med * (1 - share),
                                         "%.4f-%.4f" % (lo * (1 - share), hi * (1 - share))
                                         if lo is not None else "n/a"))
         notes.append("interleaved: in the tracked decoder's windows, per forward: the "
                      "programs %.1f us, the daemon's CPU %.1f us; by program:"
-                     % (sum(ns for ns, _ in busy[0].values()) / 1e3 / max(1, busy[2]),
-                        busy[1] / 1e3 / max(1, busy[2])))
-        notes += by_program(busy[0], busy[2])
+                     % (busy[0][1] / 1e3 / max(1, busy[2]), busy[1] / 1e3 / max(1, busy[2])))
+        notes += by_program(busy[0][0], busy[2])
     for c, runs in cost.items():
         progs, total = summed(delta for delta, _, _, _ in runs)
         cpu, fwd, dcpu = (sum(r[k] for r in runs) for k in (1, 2, 3))
